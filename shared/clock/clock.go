@@ -1,0 +1,54 @@
+// Package clock lets the Scheduler, Supervisor and Agents read time through an
+// interface so tests can move it deterministically.
+package clock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock tells the current time.
+type Clock interface {
+	Now() time.Time
+}
+
+// System is the wall clock.
+type System struct{}
+
+// Now returns time.Now in UTC.
+func (System) Now() time.Time { return time.Now().UTC() }
+
+var _ Clock = System{}
+
+// Fake is a manually advanced clock for tests. The zero value is not usable;
+// build it with NewFake.
+type Fake struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewFake returns a Fake set to t.
+func NewFake(t time.Time) *Fake { return &Fake{now: t.UTC()} }
+
+// Now returns the fake time.
+func (f *Fake) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// Advance moves the fake time forward by d.
+func (f *Fake) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+// Set moves the fake time to t.
+func (f *Fake) Set(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = t.UTC()
+}
+
+var _ Clock = (*Fake)(nil)

@@ -1,0 +1,18 @@
+package workflow
+
+import "errors"
+
+// Domain errors the state store returns when a conditional write's condition
+// fails or an item is missing. Callers test them with errors.Is.
+var (
+	// ErrNotFound: no such order or state record.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: an order with this ID already exists.
+	ErrExists = errors.New("already exists")
+	// ErrClaimLost: the record was not Pending and unlocked at that step
+	// (another Scheduler won, or the message is stale). Normal and quiet.
+	ErrClaimLost = errors.New("claim lost")
+	// ErrStale: the record moved on since the caller read it (another Attempt,
+	// state or CompleteBy), so the caller's write was fenced off.
+	ErrStale = errors.New("stale write fenced off")
+)

@@ -1,0 +1,123 @@
+package workflow
+
+import (
+	"fmt"
+	"time"
+)
+
+// Policy holds the timing and retry rules shared by the Submission, the
+// Scheduler and the Supervisor.
+type Policy struct {
+	// MaxFailures is the threshold: the Supervisor's MaxFailures-th timeout
+	// of a step moves the order to Error.
+	MaxFailures int
+	// ClaimTimeout is how long a Pending record may wait for a Scheduler
+	// before the Supervisor re-sends it.
+	ClaimTimeout time.Duration
+	// BackoffBase and BackoffMax shape the delay before a timed-out step is
+	// tried again: BackoffBase * 2^(failures-1), capped at BackoffMax.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// AlertTimeout is how long an Error record may keep its alert unsent
+	// before the Supervisor publishes it instead.
+	AlertTimeout time.Duration
+}
+
+// DefaultPolicy returns the rules used when configuration says nothing.
+func DefaultPolicy() Policy {
+	return Policy{
+		MaxFailures:  3,
+		ClaimTimeout: 2 * time.Minute,
+		BackoffBase:  5 * time.Second,
+		BackoffMax:   5 * time.Minute,
+		AlertTimeout: 2 * time.Minute,
+	}
+}
+
+// maxSQSDelay is the longest delay SQS can put on a message.
+const maxSQSDelay = 15 * time.Minute
+
+// Validate checks the policy's ranges.
+func (p Policy) Validate() error {
+	switch {
+	case p.MaxFailures < 1 || p.MaxFailures > 100:
+		return fmt.Errorf("policy: MaxFailures %d must be within 1..100", p.MaxFailures)
+	case p.ClaimTimeout < time.Second:
+		return fmt.Errorf("policy: ClaimTimeout %v must be at least 1s", p.ClaimTimeout)
+	case p.BackoffBase < 0 || p.BackoffMax < p.BackoffBase:
+		return fmt.Errorf("policy: backoff %v..%v must satisfy 0 <= base <= max", p.BackoffBase, p.BackoffMax)
+	case p.BackoffMax > maxSQSDelay:
+		return fmt.Errorf("policy: BackoffMax %v exceeds the SQS delay limit of %v", p.BackoffMax, maxSQSDelay)
+	case p.AlertTimeout < time.Second:
+		return fmt.Errorf("policy: AlertTimeout %v must be at least 1s", p.AlertTimeout)
+	}
+	return nil
+}
+
+// Backoff is the delay before retrying a step that has failed failures times.
+func (p Policy) Backoff(failures int) time.Duration {
+	if failures <= 0 || p.BackoffBase == 0 {
+		return 0
+	}
+	d := p.BackoffBase
+	for i := 1; i < failures; i++ {
+		d *= 2
+		if d >= p.BackoffMax {
+			return p.BackoffMax
+		}
+	}
+	return min(d, p.BackoffMax)
+}
+
+// RecoveryKind says what the Supervisor does with an expired record.
+type RecoveryKind string
+
+const (
+	// Retry: the step timed out below the threshold; back to Pending and
+	// re-sent to the Scheduler after a backoff.
+	Retry RecoveryKind = "retry"
+	// GiveUp: the step timed out for the MaxFailures-th time; Error and alert.
+	GiveUp RecoveryKind = "give-up"
+	// Requeue: a Pending record nobody claimed in time; re-sent as it is.
+	Requeue RecoveryKind = "requeue"
+	// ResendAlert: an Error record whose alert was not confirmed sent.
+	ResendAlert RecoveryKind = "resend-alert"
+	// Skip: the record is not expired or not the Supervisor's business.
+	Skip RecoveryKind = "skip"
+)
+
+// Recovery is the Supervisor's decision for one record.
+type Recovery struct {
+	Kind RecoveryKind
+	// FailureCount is the record's new FailureCount.
+	FailureCount int
+	// Delay is how long the Scheduler message waits in the queue.
+	Delay time.Duration
+	// CompleteBy is the record's new deadline.
+	CompleteBy time.Time
+}
+
+// Recover decides what the Supervisor does with a record it found expired.
+// It is pure: the caller applies it with a conditional write that re-checks
+// the state, Attempt and CompleteBy it saw.
+func (p Policy) Recover(s State, now time.Time) Recovery {
+	if now.Before(s.CompleteBy) {
+		return Recovery{Kind: Skip, FailureCount: s.FailureCount}
+	}
+	switch s.ProcessState {
+	case Processing:
+		failures := s.FailureCount + 1
+		if failures >= p.MaxFailures {
+			return Recovery{Kind: GiveUp, FailureCount: failures, CompleteBy: now.Add(p.AlertTimeout)}
+		}
+		delay := p.Backoff(failures)
+		return Recovery{Kind: Retry, FailureCount: failures, Delay: delay, CompleteBy: now.Add(delay + p.ClaimTimeout)}
+	case Pending:
+		return Recovery{Kind: Requeue, FailureCount: s.FailureCount, CompleteBy: now.Add(p.ClaimTimeout)}
+	case Error:
+		if s.AlertPending {
+			return Recovery{Kind: ResendAlert, FailureCount: s.FailureCount, CompleteBy: now.Add(p.AlertTimeout)}
+		}
+	}
+	return Recovery{Kind: Skip, FailureCount: s.FailureCount}
+}

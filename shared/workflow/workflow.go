@@ -1,0 +1,209 @@
+// Package workflow holds the domain of the system: orders, the workflow that
+// runs them as ordered steps, the state record the Scheduler keeps for each
+// order, and the pure decisions (what comes after a step, how the Supervisor
+// recovers an expired record) that the handlers act on.
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// ProcessState is the state of an order's workflow, as in the pattern.
+type ProcessState string
+
+const (
+	// Pending: the current step waits for a Scheduler to claim it.
+	Pending ProcessState = "Pending"
+	// Processing: a Scheduler claimed the current step and an Agent works on it
+	// until CompleteBy.
+	Processing ProcessState = "Processing"
+	// Processed: every step completed. Terminal.
+	Processed ProcessState = "Processed"
+	// Error: a step failed permanently or too often. Terminal until an
+	// operator acts.
+	Error ProcessState = "Error"
+)
+
+// InFlight reports whether the Supervisor watches records in this state.
+func (s ProcessState) InFlight() bool { return s == Pending || s == Processing }
+
+// Terminal reports whether no actor moves the record on by itself.
+func (s ProcessState) Terminal() bool { return s == Processed || s == Error }
+
+// StepState is the state of one step in a record's step history.
+type StepState string
+
+const (
+	StepPending    StepState = "pending"
+	StepProcessing StepState = "processing"
+	StepSucceeded  StepState = "succeeded"
+	StepFailed     StepState = "failed"
+)
+
+// Step is one stage of a workflow, performed by one Agent.
+type Step struct {
+	// Name identifies the step and names the Agent that performs it.
+	Name string
+	// Budget is the time an Agent has for one attempt: CompleteBy is the claim
+	// time plus Budget.
+	Budget time.Duration
+}
+
+// Definition is an ordered list of steps.
+type Definition struct {
+	Name  string
+	Steps []Step
+}
+
+var stepName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// Validate checks that the definition can run.
+func (d Definition) Validate() error {
+	if d.Name == "" {
+		return errors.New("workflow: definition has no name")
+	}
+	if len(d.Steps) == 0 {
+		return fmt.Errorf("workflow %q: no steps", d.Name)
+	}
+	seen := make(map[string]bool, len(d.Steps))
+	for i, s := range d.Steps {
+		if !stepName.MatchString(s.Name) {
+			return fmt.Errorf("workflow %q: step %d: name %q must match %s", d.Name, i, s.Name, stepName)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("workflow %q: step %q appears twice", d.Name, s.Name)
+		}
+		seen[s.Name] = true
+		if s.Budget < time.Second || s.Budget > 15*time.Minute {
+			return fmt.Errorf("workflow %q: step %q: budget %v must be within 1s..15m (a Lambda's limit)", d.Name, s.Name, s.Budget)
+		}
+	}
+	return nil
+}
+
+// StepNames lists the step names in order.
+func (d Definition) StepNames() []string {
+	names := make([]string, len(d.Steps))
+	for i, s := range d.Steps {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// Default is the order workflow this project ships: reserve the goods, then
+// take the payment.
+func Default() Definition {
+	return Definition{
+		Name: "order-v1",
+		Steps: []Step{
+			{Name: "reserve-inventory", Budget: 30 * time.Second},
+			{Name: "charge-payment", Budget: 30 * time.Second},
+		},
+	}
+}
+
+// Item is one order line.
+type Item struct {
+	SKU            string `json:"sku" dynamodbav:"sku"`
+	Quantity       int    `json:"quantity" dynamodbav:"quantity"`
+	UnitPriceCents int64  `json:"unitPriceCents" dynamodbav:"unitPriceCents"`
+}
+
+// Order is the business record kept in the orders table.
+type Order struct {
+	OrderID    string `json:"orderId" dynamodbav:"OrderID"`
+	CustomerID string `json:"customerId" dynamodbav:"CustomerID"`
+	Currency   string `json:"currency" dynamodbav:"Currency"`
+	Items      []Item `json:"items" dynamodbav:"Items"`
+	TotalCents int64  `json:"totalCents" dynamodbav:"TotalCents"`
+	// IdempotencyKey is the client's Idempotency-Key header, if it sent one.
+	IdempotencyKey string `json:"-" dynamodbav:"IdempotencyKey,omitempty"`
+	// RequestHash fingerprints the request body so a replay with the same key
+	// but another body is told apart from a true retry.
+	RequestHash string    `json:"-" dynamodbav:"RequestHash"`
+	CreatedAt   time.Time `json:"createdAt" dynamodbav:"CreatedAt"`
+}
+
+// StepRecord is the history of one step inside a state record. Compensation
+// and the status API read it.
+type StepRecord struct {
+	Name       string          `json:"name" dynamodbav:"Name"`
+	State      StepState       `json:"state" dynamodbav:"State"`
+	Attempts   int             `json:"attempts" dynamodbav:"Attempts"`
+	Failures   int             `json:"failures" dynamodbav:"Failures"`
+	StartedAt  *time.Time      `json:"startedAt,omitempty" dynamodbav:"StartedAt,omitempty"`
+	FinishedAt *time.Time      `json:"finishedAt,omitempty" dynamodbav:"FinishedAt,omitempty"`
+	Output     json.RawMessage `json:"output,omitempty" dynamodbav:"-"`
+	Error      string          `json:"error,omitempty" dynamodbav:"Error,omitempty"`
+}
+
+// State is the state record the Scheduler keeps for an order: one record per
+// order, fenced by Attempt, with a history entry per step.
+type State struct {
+	OrderID      string
+	Workflow     string
+	StepIndex    int
+	Step         string
+	ProcessState ProcessState
+	// LockedBy names the Scheduler invocation that holds the claim; empty when
+	// unlocked.
+	LockedBy string
+	// CompleteBy is the deadline of the current phase: for Processing, the
+	// Agent's deadline; for Pending, the time by which a Scheduler should have
+	// claimed it; for Error with AlertPending, the time by which the alert
+	// should have gone out.
+	CompleteBy time.Time
+	// FailureCount counts expired attempts of the current step; it restarts
+	// at zero when the workflow moves to the next step.
+	FailureCount int
+	// Attempt grows with every claim and is the fencing token a reply must
+	// carry to be committed.
+	Attempt      int
+	LastError    string
+	AlertPending bool
+	// Requeues counts how often the Supervisor re-sent an unclaimed Pending
+	// record to the Scheduler.
+	Requeues  int
+	Input     json.RawMessage
+	Steps     []StepRecord
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// CurrentStep returns the definition of the record's current step.
+func (s State) CurrentStep(d Definition) (Step, error) {
+	if s.StepIndex < 0 || s.StepIndex >= len(d.Steps) {
+		return Step{}, fmt.Errorf("order %s: step index %d outside workflow %q of %d steps", s.OrderID, s.StepIndex, d.Name, len(d.Steps))
+	}
+	return d.Steps[s.StepIndex], nil
+}
+
+// NewState builds the initial record of an order: Pending at step 0, to be
+// claimed by claimBy.
+func NewState(orderID string, d Definition, input json.RawMessage, now, claimBy time.Time) State {
+	steps := make([]StepRecord, len(d.Steps))
+	for i, st := range d.Steps {
+		steps[i] = StepRecord{Name: st.Name, State: StepPending}
+	}
+	return State{
+		OrderID:      orderID,
+		Workflow:     d.Name,
+		StepIndex:    0,
+		Step:         d.Steps[0].Name,
+		ProcessState: Pending,
+		CompleteBy:   claimBy,
+		Input:        input,
+		Steps:        steps,
+		CreatedAt:    now,
+		UpdatedAt:    now,
+	}
+}
+
+// IdempotencyKey is the key an Agent passes to the remote service for a step:
+// the same for every retry of that step of that order, so the remote service
+// applies the effect at most once.
+func IdempotencyKey(orderID, step string) string { return orderID + "/" + step }
