@@ -159,8 +159,8 @@ func DecodeAgentRequest(body string) (AgentRequest, error) {
 		return AgentRequest{}, poison("completeBy is missing")
 	case m.IdempotencyKey == "" || len(m.IdempotencyKey) > 200:
 		return AgentRequest{}, poison("idempotencyKey must have 1..200 bytes")
-	case len(m.Input) == 0 || !json.Valid(m.Input):
-		return AgentRequest{}, poison("input must be JSON")
+	case !isObject(m.Input):
+		return AgentRequest{}, poison("input must be a JSON object")
 	}
 	return m, nil
 }
@@ -246,6 +246,11 @@ func checkOrderStep(orderID string, stepIndex int) error {
 		return poison("stepIndex %d outside 0..%d", stepIndex, maxStepIndex-1)
 	}
 	return nil
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 1 && raw[0] == '{' && json.Valid(raw)
 }
 
 func poison(format string, args ...any) error {

@@ -1,0 +1,86 @@
+package scheduler
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Config is the Scheduler's configuration, read once at cold start.
+type Config struct {
+	OrdersTable string
+	StateTable  string
+	// AgentQueues maps each step to its Agent's request queue URL.
+	AgentQueues map[string]string
+	Workflow    workflow.Definition
+	Policy      workflow.Policy
+	// AlertTopicARN is the operators' SNS topic.
+	AlertTopicARN string
+}
+
+// LoadConfig reads the Scheduler's environment:
+//
+//	ORDERS_TABLE, STATE_TABLE   table names
+//	AGENT_QUEUE_URLS            step=url pairs separated by commas, one per workflow step
+//	ALERT_TOPIC_ARN             SNS topic for operator alerts
+//	CLAIM_TIMEOUT, ALERT_TIMEOUT optional durations
+func LoadConfig(getenv func(string) string) (Config, error) {
+	r := config.NewReader(getenv)
+	p := workflow.DefaultPolicy()
+	cfg := Config{
+		OrdersTable:   r.String("ORDERS_TABLE"),
+		StateTable:    r.String("STATE_TABLE"),
+		AlertTopicARN: r.String("ALERT_TOPIC_ARN"),
+		Workflow:      workflow.Default(),
+	}
+	p.ClaimTimeout = r.Duration("CLAIM_TIMEOUT", p.ClaimTimeout, time.Second, time.Hour)
+	p.AlertTimeout = r.Duration("ALERT_TIMEOUT", p.AlertTimeout, time.Second, time.Hour)
+	cfg.Policy = p
+	queues, err := ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
+	if err != nil {
+		r.Fail("AGENT_QUEUE_URLS: %v", err)
+	}
+	cfg.AgentQueues = queues
+	if err := cfg.Validate(); err != nil && queues != nil {
+		r.Fail("%v", err)
+	}
+	return cfg, r.Err()
+}
+
+// Validate checks that every step of the workflow has an Agent queue.
+func (c Config) Validate() error {
+	if err := c.Workflow.Validate(); err != nil {
+		return err
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return err
+	}
+	for _, s := range c.Workflow.Steps {
+		if c.AgentQueues[s.Name] == "" {
+			return fmt.Errorf("no agent queue for step %q", s.Name)
+		}
+	}
+	return nil
+}
+
+// ParseAgentQueues reads "step=url,step=url".
+func ParseAgentQueues(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	queues := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		step, url, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || step == "" || url == "" {
+			return nil, fmt.Errorf("%q is not step=url", pair)
+		}
+		if _, dup := queues[step]; dup {
+			return nil, fmt.Errorf("step %q named twice", step)
+		}
+		queues[step] = url
+	}
+	return queues, nil
+}

@@ -1,0 +1,129 @@
+package statestore
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// expr builds an update and its condition with every attribute name behind a
+// placeholder (Name, State and Error are DynamoDB reserved words) and every
+// value bound once.
+type expr struct {
+	set, remove, cond []string
+	// setAt finds a path's clause in set, so setting a path twice keeps the
+	// last value (DynamoDB rejects overlapping paths in one update).
+	setAt  map[string]int
+	setPH  map[string]string
+	n      int
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+func newExpr() *expr {
+	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}, setAt: map[string]int{}, setPH: map[string]string{}}
+}
+
+// path turns "Steps[1].State" into "#Steps[1].#State".
+func (e *expr) path(p string) string {
+	parts := strings.Split(p, ".")
+	for i, part := range parts {
+		name, index, _ := strings.Cut(part, "[")
+		e.names["#"+name] = name
+		parts[i] = "#" + name
+		if index != "" {
+			parts[i] += "[" + index
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+func (e *expr) value(v types.AttributeValue) string {
+	e.n++
+	ph := ":v" + strconv.Itoa(e.n)
+	e.values[ph] = v
+	return ph
+}
+
+func (e *expr) Set(p string, v types.AttributeValue) *expr {
+	pp, ph := e.path(p), e.value(v)
+	e.setClause(pp, pp+" = "+ph, ph)
+	return e
+}
+
+func (e *expr) setClause(path, clause, ph string) {
+	if i, ok := e.setAt[path]; ok {
+		delete(e.values, e.setPH[path])
+		e.set[i], e.setPH[path] = clause, ph
+		return
+	}
+	e.setPH[path] = ph
+	e.setAt[path] = len(e.set)
+	e.set = append(e.set, clause)
+}
+
+// Add sets p to p + n; p must exist.
+func (e *expr) Add(p string, n int) *expr {
+	pp, ph := e.path(p), e.value(num(n))
+	e.setClause(pp, pp+" = "+pp+" + "+ph, ph)
+	return e
+}
+
+func (e *expr) Remove(p string) *expr {
+	e.remove = append(e.remove, e.path(p))
+	return e
+}
+
+// Is adds the condition p = v.
+func (e *expr) Is(p string, v types.AttributeValue) *expr {
+	e.cond = append(e.cond, e.path(p)+" = "+e.value(v))
+	return e
+}
+
+// After adds the condition p > v.
+func (e *expr) After(p string, v types.AttributeValue) *expr {
+	e.cond = append(e.cond, e.path(p)+" > "+e.value(v))
+	return e
+}
+
+// Absent adds the condition attribute_not_exists(p).
+func (e *expr) Absent(p string) *expr {
+	e.cond = append(e.cond, "attribute_not_exists("+e.path(p)+")")
+	return e
+}
+
+func (e *expr) update() string {
+	var b strings.Builder
+	if len(e.set) > 0 {
+		b.WriteString("SET " + strings.Join(e.set, ", "))
+	}
+	if len(e.remove) > 0 {
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString("REMOVE " + strings.Join(e.remove, ", "))
+	}
+	return b.String()
+}
+
+func (e *expr) condition() *string {
+	if len(e.cond) == 0 {
+		return nil
+	}
+	c := strings.Join(e.cond, " AND ")
+	return &c
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+func num(n int) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.Itoa(n)}
+}
+func millis(t time.Time) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
+}
+func boolean(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
+func stamp(t time.Time) types.AttributeValue {
+	return &types.AttributeValueMemberS{Value: t.UTC().Format(time.RFC3339Nano)}
+}

@@ -1,0 +1,126 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The table layout lives here, in one place: the store's expressions, the
+// local engines' tables and the CDK stack all read these names, so they cannot
+// drift apart.
+const (
+	// KeyOrderID is the partition key of both tables.
+	KeyOrderID = "OrderID"
+
+	// InFlightIndex is the sparse GSI the Supervisor queries. Only records
+	// that carry InFlightShard appear in it: Pending and Processing ones, and
+	// Error ones whose alert is not yet confirmed sent.
+	InFlightIndex = "InFlightByDeadline"
+	// InFlightShardAttr is the GSI partition key: one of Shards values, spread
+	// by a hash of the order ID so no shard becomes a hot partition.
+	InFlightShardAttr = "InFlightShard"
+	// CompleteByAttr is the GSI sort key, in Unix milliseconds.
+	CompleteByAttr = "CompleteBy"
+
+	// Shards is the fixed number of GSI partitions the Supervisor queries in
+	// parallel. Changing it re-shards only records written afterwards, so
+	// keep it fixed once deployed.
+	Shards = 8
+)
+
+// InFlightProjection lists the non-key attributes the GSI copies: what the
+// Supervisor needs to decide and to write its alert, and no more (Input and
+// the step history stay in the base table).
+var InFlightProjection = []string{
+	"ProcessState", "Attempt", "FailureCount", "StepIndex", "Step",
+	"LockedBy", "LastError", "AlertPending", "Requeues", "Workflow",
+}
+
+// Tables names the two DynamoDB tables.
+type Tables struct {
+	Orders string
+	State  string
+}
+
+// Validate reports a missing table name.
+func (t Tables) Validate() error {
+	if t.Orders == "" || t.State == "" {
+		return errors.New("statestore: both the orders and the state table need a name")
+	}
+	return nil
+}
+
+// ShardOf returns the GSI shard of an order.
+func ShardOf(orderID string) string {
+	h := fnv.New32a()
+	h.Write([]byte(orderID))
+	return fmt.Sprintf("s%02d", h.Sum32()%Shards)
+}
+
+// ShardNames lists every shard value.
+func ShardNames() []string {
+	names := make([]string, Shards)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%02d", i)
+	}
+	return names
+}
+
+// CreateTableInputs returns the CreateTable requests for both tables, on
+// demand. The CDK stack declares the same keys and index from the constants
+// above; local engines and tests create the tables from these.
+func CreateTableInputs(t Tables) []*dynamodb.CreateTableInput {
+	pk := []types.KeySchemaElement{{AttributeName: aws.String(KeyOrderID), KeyType: types.KeyTypeHash}}
+	orders := &dynamodb.CreateTableInput{
+		TableName:            aws.String(t.Orders),
+		BillingMode:          types.BillingModePayPerRequest,
+		KeySchema:            pk,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(KeyOrderID), AttributeType: types.ScalarAttributeTypeS}},
+	}
+	state := &dynamodb.CreateTableInput{
+		TableName:   aws.String(t.State),
+		BillingMode: types.BillingModePayPerRequest,
+		KeySchema:   pk,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(KeyOrderID), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(InFlightShardAttr), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(CompleteByAttr), AttributeType: types.ScalarAttributeTypeN},
+		},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(InFlightIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(InFlightShardAttr), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(CompleteByAttr), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{
+				ProjectionType:   types.ProjectionTypeInclude,
+				NonKeyAttributes: InFlightProjection,
+			},
+		}},
+	}
+	return []*dynamodb.CreateTableInput{orders, state}
+}
+
+// TableCreator is the part of the DynamoDB client CreateTables uses.
+type TableCreator interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}
+
+// CreateTables creates both tables (for local engines and tests; in AWS the
+// CDK stack owns them). An existing table is left as it is.
+func CreateTables(ctx context.Context, c TableCreator, t Tables) error {
+	for _, in := range CreateTableInputs(t) {
+		_, err := c.CreateTable(ctx, in)
+		var inUse *types.ResourceInUseException
+		if err != nil && !errors.As(err, &inUse) {
+			return fmt.Errorf("create table %s: %w", aws.ToString(in.TableName), err)
+		}
+	}
+	return nil
+}

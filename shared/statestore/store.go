@@ -1,0 +1,398 @@
+// Package statestore keeps orders and their state records in DynamoDB. Every
+// write that changes a state record is a conditional UpdateItem whose failed
+// condition maps to a domain error from package workflow; nothing is ever
+// overwritten blindly.
+package statestore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Client is the part of the DynamoDB API the store uses.
+type Client interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+var _ Client = (*dynamodb.Client)(nil)
+
+// Store reads and writes orders and state records.
+type Store struct {
+	db     Client
+	tables Tables
+}
+
+// New returns a Store over the two tables.
+func New(db Client, tables Tables) *Store { return &Store{db: db, tables: tables} }
+
+// CreateOrder writes the order and its initial state record in one
+// transaction: both or neither. It returns workflow.ErrExists when the order
+// ID is taken.
+func (s *Store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error {
+	order, err := attributevalue.MarshalMap(o)
+	if err != nil {
+		return fmt.Errorf("encode order %s: %w", o.OrderID, err)
+	}
+	state, err := encodeState(st)
+	if err != nil {
+		return fmt.Errorf("encode state %s: %w", o.OrderID, err)
+	}
+	notExists := aws.String("attribute_not_exists(" + KeyOrderID + ")")
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String(s.tables.Orders), Item: order, ConditionExpression: notExists}},
+			{Put: &types.Put{TableName: aws.String(s.tables.State), Item: state, ConditionExpression: notExists}},
+		},
+	})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		for _, r := range canceled.CancellationReasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return fmt.Errorf("create order %s: %w", o.OrderID, workflow.ErrExists)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create order %s: %w", o.OrderID, err)
+	}
+	return nil
+}
+
+// GetOrder reads an order.
+func (s *Store) GetOrder(ctx context.Context, orderID string) (workflow.Order, error) {
+	item, err := s.get(ctx, s.tables.Orders, orderID)
+	if err != nil {
+		return workflow.Order{}, err
+	}
+	var o workflow.Order
+	if err := attributevalue.UnmarshalMap(item, &o); err != nil {
+		return workflow.Order{}, fmt.Errorf("decode order %s: %w", orderID, err)
+	}
+	return o, nil
+}
+
+// GetState reads a state record with a strongly consistent read.
+func (s *Store) GetState(ctx context.Context, orderID string) (workflow.State, error) {
+	item, err := s.get(ctx, s.tables.State, orderID)
+	if err != nil {
+		return workflow.State{}, err
+	}
+	return decodeState(item)
+}
+
+func (s *Store) get(ctx context.Context, table, orderID string) (map[string]types.AttributeValue, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            map[string]types.AttributeValue{KeyOrderID: str(orderID)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get %s from %s: %w", orderID, table, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("get %s from %s: %w", orderID, table, workflow.ErrNotFound)
+	}
+	return out.Item, nil
+}
+
+// Claim is a Scheduler's request to take a Pending step.
+type Claim struct {
+	OrderID   string
+	StepIndex int
+	// Owner names the claiming invocation; it becomes LockedBy.
+	Owner      string
+	Now        time.Time
+	CompleteBy time.Time
+}
+
+// Claim moves a Pending, unlocked record at the given step to Processing,
+// locked by the caller, with a new CompleteBy and the next Attempt. It
+// returns the record as written, or workflow.ErrClaimLost.
+func (s *Store) Claim(ctx context.Context, c Claim) (workflow.State, error) {
+	e := newExpr()
+	e.Is("ProcessState", str(string(workflow.Pending))).Absent("LockedBy").Is("StepIndex", num(c.StepIndex))
+	claimStep(e, c.StepIndex, c.Owner, c.Now, c.CompleteBy)
+	st, err := s.update(ctx, c.OrderID, e)
+	if errors.Is(err, workflow.ErrStale) {
+		return workflow.State{}, fmt.Errorf("claim %s step %d: %w", c.OrderID, c.StepIndex, workflow.ErrClaimLost)
+	}
+	return st, err
+}
+
+func claimStep(e *expr, step int, owner string, now, completeBy time.Time) {
+	sp := "Steps[" + strconv.Itoa(step) + "]"
+	e.Set("ProcessState", str(string(workflow.Processing))).
+		Set("LockedBy", str(owner)).
+		Set(CompleteByAttr, millis(completeBy)).
+		Add("Attempt", 1).
+		Set("UpdatedAt", stamp(now)).
+		Set(sp+".State", str(string(workflow.StepProcessing))).
+		Add(sp+".Attempts", 1).
+		Set(sp+".StartedAt", stamp(now))
+}
+
+// fence adds the condition every commit of an Agent's outcome needs: the
+// record is still Processing the same step under the same Attempt, and its
+// CompleteBy has not passed.
+func fence(e *expr, stepIndex, attempt int, now time.Time) {
+	e.Is("ProcessState", str(string(workflow.Processing))).
+		Is("Attempt", num(attempt)).
+		Is("StepIndex", num(stepIndex)).
+		After(CompleteByAttr, millis(now))
+}
+
+// Release undoes a claim whose dispatch failed: back to Pending and unlocked,
+// to be claimed by claimBy. Fenced by Attempt.
+func (s *Store) Release(ctx context.Context, st workflow.State, now, claimBy time.Time) error {
+	e := newExpr()
+	e.Is("ProcessState", str(string(workflow.Processing))).Is("Attempt", num(st.Attempt))
+	e.Set("ProcessState", str(string(workflow.Pending))).
+		Set(CompleteByAttr, millis(claimBy)).
+		Set("UpdatedAt", stamp(now)).
+		Set("Steps["+strconv.Itoa(st.StepIndex)+"].State", str(string(workflow.StepPending))).
+		Remove("LockedBy")
+	_, err := s.update(ctx, st.OrderID, e)
+	return err
+}
+
+// Advance commits a successful step.
+type Advance struct {
+	OrderID   string
+	StepIndex int
+	Attempt   int
+	Now       time.Time
+	Output    json.RawMessage
+	// Next, when set, claims the following step in the same write so the
+	// Scheduler can dispatch it straight on; nil after the last step.
+	Next *NextClaim
+}
+
+// NextClaim claims the step after the one committed.
+type NextClaim struct {
+	Step       string
+	Owner      string
+	CompleteBy time.Time
+}
+
+// Advance records the step's output and either claims the next step or marks
+// the order Processed. It returns the record as written, or workflow.ErrStale
+// when the reply is not for the record's current claim.
+func (s *Store) Advance(ctx context.Context, a Advance) (workflow.State, error) {
+	e := newExpr()
+	fence(e, a.StepIndex, a.Attempt, a.Now)
+	sp := "Steps[" + strconv.Itoa(a.StepIndex) + "]"
+	e.Set(sp+".State", str(string(workflow.StepSucceeded))).
+		Set(sp+".FinishedAt", stamp(a.Now)).
+		Set("UpdatedAt", stamp(a.Now))
+	if len(a.Output) > 0 {
+		e.Set(sp+".Output", str(string(a.Output)))
+	}
+	if a.Next != nil {
+		next := a.StepIndex + 1
+		e.Set("StepIndex", num(next)).
+			Set("Step", str(a.Next.Step)).
+			Set("FailureCount", num(0))
+		claimStep(e, next, a.Next.Owner, a.Now, a.Next.CompleteBy)
+	} else {
+		e.Set("ProcessState", str(string(workflow.Processed))).
+			Remove("LockedBy").
+			Remove(InFlightShardAttr)
+	}
+	st, err := s.update(ctx, a.OrderID, e)
+	if err != nil {
+		return workflow.State{}, fmt.Errorf("advance %s step %d attempt %d: %w", a.OrderID, a.StepIndex, a.Attempt, err)
+	}
+	return st, nil
+}
+
+// Failure commits a permanent failure reported by an Agent.
+type Failure struct {
+	OrderID   string
+	StepIndex int
+	Attempt   int
+	Now       time.Time
+	Error     string
+	// AlertBy is when the Supervisor publishes the alert if the Scheduler
+	// has not confirmed it sent.
+	AlertBy time.Time
+}
+
+// Fail moves the order to Error with its alert pending. It returns
+// workflow.ErrStale when the reply is not for the current claim.
+func (s *Store) Fail(ctx context.Context, f Failure) (workflow.State, error) {
+	e := newExpr()
+	fence(e, f.StepIndex, f.Attempt, f.Now)
+	failStep(e, f.StepIndex, f.Now, f.Error)
+	e.Set(CompleteByAttr, millis(f.AlertBy))
+	st, err := s.update(ctx, f.OrderID, e)
+	if err != nil {
+		return workflow.State{}, fmt.Errorf("fail %s step %d attempt %d: %w", f.OrderID, f.StepIndex, f.Attempt, err)
+	}
+	return st, nil
+}
+
+// failStep moves a record to Error and keeps it in the in-flight index with
+// AlertPending, so an alert lost to a crash is still sent by the Supervisor.
+func failStep(e *expr, stepIndex int, now time.Time, msg string) {
+	sp := "Steps[" + strconv.Itoa(stepIndex) + "]"
+	e.Set("ProcessState", str(string(workflow.Error))).
+		Set("LastError", str(msg)).
+		Set("AlertPending", boolean(true)).
+		Set("UpdatedAt", stamp(now)).
+		Set(sp+".State", str(string(workflow.StepFailed))).
+		Set(sp+".Error", str(msg)).
+		Set(sp+".FinishedAt", stamp(now)).
+		Remove("LockedBy")
+}
+
+// AlertSent records that the Error alert of the given Attempt went out, which
+// takes the record out of the in-flight index. ErrStale means another actor
+// confirmed it first.
+func (s *Store) AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error {
+	e := newExpr()
+	e.Is("ProcessState", str(string(workflow.Error))).
+		Is("AlertPending", boolean(true)).
+		Is("Attempt", num(attempt))
+	e.Set("AlertPending", boolean(false)).
+		Set("UpdatedAt", stamp(now)).
+		Remove(InFlightShardAttr)
+	_, err := s.update(ctx, orderID, e)
+	if err != nil {
+		return fmt.Errorf("alert sent %s attempt %d: %w", orderID, attempt, err)
+	}
+	return nil
+}
+
+// Recover applies a Supervisor decision to a record it found expired. The
+// condition re-checks the state, Attempt and CompleteBy the Supervisor saw,
+// so of two Supervisors (or a Supervisor and a late Scheduler) exactly one
+// write wins; the loser gets workflow.ErrStale.
+func (s *Store) Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
+	e := newExpr()
+	e.Is("ProcessState", str(string(seen.ProcessState))).
+		Is("Attempt", num(seen.Attempt)).
+		Is(CompleteByAttr, millis(seen.CompleteBy))
+	sp := "Steps[" + strconv.Itoa(seen.StepIndex) + "]"
+	switch r.Kind {
+	case workflow.Retry:
+		e.Set("ProcessState", str(string(workflow.Pending))).
+			Set("FailureCount", num(r.FailureCount)).
+			Set("LastError", str(timeoutMessage(seen))).
+			Set(sp+".State", str(string(workflow.StepPending))).
+			Add(sp+".Failures", 1).
+			Remove("LockedBy")
+	case workflow.GiveUp:
+		failStep(e, seen.StepIndex, now, timeoutMessage(seen))
+		e.Set("FailureCount", num(r.FailureCount)).Add(sp+".Failures", 1)
+	case workflow.Requeue:
+		e.Add("Requeues", 1)
+	case workflow.ResendAlert:
+		e.Is("AlertPending", boolean(true))
+	default:
+		return workflow.State{}, fmt.Errorf("recover %s: nothing to write for %q", seen.OrderID, r.Kind)
+	}
+	e.Set(CompleteByAttr, millis(r.CompleteBy)).Set("UpdatedAt", stamp(now))
+	st, err := s.update(ctx, seen.OrderID, e)
+	if err != nil {
+		return workflow.State{}, fmt.Errorf("recover %s (%s): %w", seen.OrderID, r.Kind, err)
+	}
+	return st, nil
+}
+
+func timeoutMessage(s workflow.State) string {
+	return fmt.Sprintf("step %s attempt %d did not complete by %s", s.Step, s.Attempt, s.CompleteBy.UTC().Format(time.RFC3339))
+}
+
+// update runs a conditional UpdateItem and returns the record as written.
+// A failed condition is workflow.ErrStale.
+func (s *Store) update(ctx context.Context, orderID string, e *expr) (workflow.State, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.tables.State),
+		Key:                       map[string]types.AttributeValue{KeyOrderID: str(orderID)},
+		UpdateExpression:          aws.String(e.update()),
+		ConditionExpression:       e.condition(),
+		ExpressionAttributeNames:  e.names,
+		ExpressionAttributeValues: e.values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return workflow.State{}, workflow.ErrStale
+	}
+	if err != nil {
+		return workflow.State{}, fmt.Errorf("update state %s: %w", orderID, err)
+	}
+	return decodeState(out.Attributes)
+}
+
+// Expired returns the records in the in-flight index whose CompleteBy is at
+// or before now, querying every shard in parallel. At most limit records are
+// read per shard per call; the Supervisor's next run picks up the rest. The
+// records carry only the projected attributes (no Input, no step history).
+func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error) {
+	shards := ShardNames()
+	results := make([][]workflow.State, len(shards))
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for i, shard := range shards {
+		wg.Go(func() { results[i], errs[i] = s.expiredInShard(ctx, shard, now, limit) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var all []workflow.State
+	for _, r := range results {
+		all = append(all, r...)
+	}
+	return all, nil
+}
+
+func (s *Store) expiredInShard(ctx context.Context, shard string, now time.Time, limit int) ([]workflow.State, error) {
+	var (
+		found []workflow.State
+		start map[string]types.AttributeValue
+	)
+	for {
+		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                aws.String(s.tables.State),
+			IndexName:                aws.String(InFlightIndex),
+			KeyConditionExpression:   aws.String("#shard = :shard AND #cb <= :now"),
+			ExpressionAttributeNames: map[string]string{"#shard": InFlightShardAttr, "#cb": CompleteByAttr},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":shard": str(shard), ":now": millis(now),
+			},
+			Limit:             aws.Int32(int32(limit - len(found))),
+			ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("query shard %s of %s: %w", shard, InFlightIndex, err)
+		}
+		for _, item := range out.Items {
+			st, err := decodeState(item)
+			if err != nil {
+				return nil, err
+			}
+			found = append(found, st)
+		}
+		start = out.LastEvaluatedKey
+		if len(start) == 0 || len(found) >= limit {
+			return found, nil
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package workflow
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	p := Policy{BackoffBase: time.Second, BackoffMax: 10 * time.Second}
+	for _, tc := range []struct {
+		failures int
+		want     time.Duration
+	}{
+		{0, 0}, {1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second},
+		{4, 8 * time.Second}, {5, 10 * time.Second}, {60, 10 * time.Second},
+	} {
+		if got := p.Backoff(tc.failures); got != tc.want {
+			t.Errorf("Backoff(%d) = %v, want %v", tc.failures, got, tc.want)
+		}
+	}
+}
+
+func TestRecover(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	p := Policy{MaxFailures: 3, ClaimTimeout: time.Minute, BackoffBase: 5 * time.Second, BackoffMax: time.Minute, AlertTimeout: 2 * time.Minute}
+	past, future := now.Add(-time.Second), now.Add(time.Second)
+	for _, tc := range []struct {
+		name string
+		in   State
+		want Recovery
+	}{
+		{"not expired", State{ProcessState: Processing, CompleteBy: future}, Recovery{Kind: Skip}},
+		{"first timeout retries with backoff", State{ProcessState: Processing, CompleteBy: past},
+			Recovery{Kind: Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: now.Add(65 * time.Second)}},
+		{"second timeout doubles", State{ProcessState: Processing, CompleteBy: past, FailureCount: 1},
+			Recovery{Kind: Retry, FailureCount: 2, Delay: 10 * time.Second, CompleteBy: now.Add(70 * time.Second)}},
+		{"threshold gives up", State{ProcessState: Processing, CompleteBy: past, FailureCount: 2},
+			Recovery{Kind: GiveUp, FailureCount: 3, CompleteBy: now.Add(2 * time.Minute)}},
+		{"expiry at exactly now counts", State{ProcessState: Processing, CompleteBy: now},
+			Recovery{Kind: Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: now.Add(65 * time.Second)}},
+		{"unclaimed pending is requeued without counting", State{ProcessState: Pending, CompleteBy: past, FailureCount: 1},
+			Recovery{Kind: Requeue, FailureCount: 1, CompleteBy: now.Add(time.Minute)}},
+		{"unsent alert is re-sent", State{ProcessState: Error, AlertPending: true, CompleteBy: past, FailureCount: 3},
+			Recovery{Kind: ResendAlert, FailureCount: 3, CompleteBy: now.Add(2 * time.Minute)}},
+		{"error with alert sent is left alone", State{ProcessState: Error, CompleteBy: past}, Recovery{Kind: Skip}},
+		{"processed is left alone", State{ProcessState: Processed, CompleteBy: past}, Recovery{Kind: Skip}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := p.Recover(tc.in, now); got != tc.want {
+				t.Errorf("Recover = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	t.Parallel()
+	if err := DefaultPolicy().Validate(); err != nil {
+		t.Fatalf("default policy invalid: %v", err)
+	}
+	bad := []func(*Policy){
+		func(p *Policy) { p.MaxFailures = 0 },
+		func(p *Policy) { p.ClaimTimeout = 0 },
+		func(p *Policy) { p.BackoffMax = p.BackoffBase - 1 },
+		func(p *Policy) { p.BackoffMax = 16 * time.Minute },
+		func(p *Policy) { p.AlertTimeout = 0 },
+	}
+	for i, mutate := range bad {
+		p := DefaultPolicy()
+		mutate(&p)
+		if p.Validate() == nil {
+			t.Errorf("case %d: invalid policy %+v accepted", i, p)
+		}
+	}
+}
+
+func TestDefinitionValidate(t *testing.T) {
+	t.Parallel()
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("default workflow invalid: %v", err)
+	}
+	for name, d := range map[string]Definition{
+		"no name":      {Steps: []Step{{Name: "a", Budget: time.Second}}},
+		"no steps":     {Name: "w"},
+		"bad name":     {Name: "w", Steps: []Step{{Name: "Bad_Name", Budget: time.Second}}},
+		"duplicate":    {Name: "w", Steps: []Step{{Name: "a", Budget: time.Second}, {Name: "a", Budget: time.Second}}},
+		"short budget": {Name: "w", Steps: []Step{{Name: "a", Budget: time.Millisecond}}},
+	} {
+		if d.Validate() == nil {
+			t.Errorf("%s: accepted %+v", name, d)
+		}
+	}
+}
+
+func TestNewState(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	s := NewState("o-1", Default(), []byte(`{}`), now, now.Add(time.Minute))
+	if s.ProcessState != Pending || s.StepIndex != 0 || s.Step != "reserve-inventory" || s.Attempt != 0 || s.LockedBy != "" {
+		t.Fatalf("unexpected initial state %+v", s)
+	}
+	if len(s.Steps) != 2 || s.Steps[1].Name != "charge-payment" || s.Steps[1].State != StepPending {
+		t.Fatalf("unexpected step history %+v", s.Steps)
+	}
+	if !s.CompleteBy.Equal(now.Add(time.Minute)) {
+		t.Fatalf("CompleteBy = %v", s.CompleteBy)
+	}
+}
