@@ -52,3 +52,27 @@ func (f *Fake) Set(t time.Time) {
 }
 
 var _ Clock = (*Fake)(nil)
+
+// Offset is the wall clock shifted by an adjustable offset: time flows as
+// usual and a test can jump ahead (to expire a deadline) or skew one actor's
+// clock against another's.
+type Offset struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+// Now returns the wall clock plus the offset.
+func (o *Offset) Now() time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return time.Now().UTC().Add(o.offset)
+}
+
+// Advance jumps the clock forward by d.
+func (o *Offset) Advance(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.offset += d
+}
+
+var _ Clock = (*Offset)(nil)

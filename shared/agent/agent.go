@@ -1,0 +1,175 @@
+// Package agent is the runtime every Agent Lambda shares: it consumes
+// AgentRequest messages, performs the step through a Service (usually the
+// remote service over HTTP) with retries, a circuit breaker and deadlines, and
+// answers the Scheduler with an AgentReply — or stays silent when it is too
+// late, leaving recovery to the Supervisor.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sasflow/sas/shared/messages"
+)
+
+// Request is one attempt of a step, as the Scheduler asked for it.
+type Request struct {
+	OrderID   string
+	Step      string
+	StepIndex int
+	Attempt   int
+	// IdempotencyKey is stable across every attempt of the step; the remote
+	// service applies the effect at most once per key.
+	IdempotencyKey string
+	Input          json.RawMessage
+	Previous       map[string]json.RawMessage
+}
+
+// RequestFrom builds a Request from a decoded message.
+func RequestFrom(m messages.AgentRequest) Request {
+	return Request{
+		OrderID:        m.OrderID,
+		Step:           m.Step,
+		StepIndex:      m.StepIndex,
+		Attempt:        m.Attempt,
+		IdempotencyKey: m.IdempotencyKey,
+		Input:          m.Input,
+		Previous:       m.Previous,
+	}
+}
+
+// Service performs a step. It returns the step's output (JSON) on success.
+// Errors wrapped with Permanent end the step as Failed; any other error is
+// transient and the step is tried again while time remains.
+type Service interface {
+	Do(ctx context.Context, req Request) (json.RawMessage, error)
+}
+
+// ServiceFunc adapts a function to Service.
+type ServiceFunc func(ctx context.Context, req Request) (json.RawMessage, error)
+
+// Do calls f.
+func (f ServiceFunc) Do(ctx context.Context, req Request) (json.RawMessage, error) {
+	return f(ctx, req)
+}
+
+var _ Service = ServiceFunc(nil)
+
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as permanent. It returns nil for nil and err itself when
+// it is already permanent.
+func Permanent(err error) error {
+	if err == nil || IsPermanent(err) {
+		return err
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or any error it wraps, was marked with
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// Faulter is implemented by errors that know their fault code, such as
+// *RemoteError. FaultOf prefers it to the error text.
+type Faulter interface {
+	Fault() messages.Fault
+}
+
+// FaultError is a permanent error with a fault code of the caller's choice.
+type FaultError struct {
+	Code    string
+	Message string
+}
+
+func (e *FaultError) Error() string { return e.Code + ": " + e.Message }
+
+// Fault returns the code and message.
+func (e *FaultError) Fault() messages.Fault { return messages.Fault{Code: e.Code, Message: e.Message} }
+
+var _ Faulter = (*FaultError)(nil)
+
+// Reject returns a permanent error carrying a fault code, for Services that
+// decide themselves that a step cannot succeed.
+func Reject(code, message string) error {
+	return Permanent(&FaultError{Code: code, Message: message})
+}
+
+// Fault codes the runtime itself uses.
+const (
+	// CodePermanent is the code of a permanent error that names none.
+	CodePermanent = "permanent"
+	// CodeInvalidOutput: the Service returned output that is not JSON.
+	CodeInvalidOutput = "invalid_output"
+	// CodeOutputTooLarge: the output does not fit in a reply message.
+	CodeOutputTooLarge = "output_too_large"
+)
+
+// Limits on fault text: it comes from the remote service and travels in a
+// message with a size limit.
+const (
+	maxCodeBytes    = 64
+	maxMessageBytes = 1024
+)
+
+// FaultOf describes err for a Failed reply. The code comes from a Faulter in
+// err's chain, else it is CodePermanent with the error text as message. The
+// code is never empty and both fields are valid, bounded UTF-8.
+func FaultOf(err error) messages.Fault {
+	if err == nil {
+		return messages.Fault{Code: CodePermanent}
+	}
+	f := messages.Fault{Code: CodePermanent, Message: err.Error()}
+	var fr Faulter
+	if errors.As(err, &fr) {
+		got := fr.Fault()
+		if strings.TrimSpace(got.Code) != "" {
+			f.Code = got.Code
+		}
+		if got.Message != "" {
+			f.Message = got.Message
+		}
+	}
+	f.Code = truncate(strings.TrimSpace(f.Code), maxCodeBytes)
+	if f.Code == "" {
+		f.Code = CodePermanent
+	}
+	f.Message = truncate(f.Message, maxMessageBytes)
+	return f
+}
+
+// RetryAfter returns the wait an error asks for before the next try: a
+// remote's Retry-After, or the rest of an open breaker's cooldown.
+func RetryAfter(err error) (time.Duration, bool) {
+	var h interface{ RetryAfter() time.Duration }
+	if errors.As(err, &h) {
+		if d := h.RetryAfter(); d > 0 {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// truncate makes s valid UTF-8 and cuts it to at most n bytes on a rune
+// boundary.
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

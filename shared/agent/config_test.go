@@ -1,0 +1,145 @@
+package agent_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sasflow/sas/shared/agent"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func baseEnv() map[string]string {
+	return map[string]string{
+		"AGENT_STEP":         "reserve-inventory",
+		"RESPONSE_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/responses",
+		"REMOTE_BASE_URL":    "https://remote.example.com/api/",
+	}
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := agent.LoadConfig(env(baseEnv()))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	want := agent.Config{
+		Step:             "reserve-inventory",
+		ResponseQueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/responses",
+		RemoteBaseURL:    "https://remote.example.com/api",
+		RemoteTimeout:    agent.DefaultRemoteTimeout,
+		RetryBase:        agent.DefaultRetryBase,
+		RetryMax:         agent.DefaultRetryMax,
+		BreakerFailures:  agent.DefaultBreakerFailures,
+		BreakerCooldown:  agent.DefaultBreakerCooldown,
+		Concurrency:      agent.DefaultConcurrency,
+		SafetyMargin:     agent.DefaultSafetyMargin,
+	}
+	if c != want {
+		t.Errorf("LoadConfig = %+v\nwant %+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate of a loaded config: %v", err)
+	}
+}
+
+func TestLoadConfigAllSet(t *testing.T) {
+	t.Parallel()
+	e := baseEnv()
+	for k, v := range map[string]string{
+		"REMOTE_TIMEOUT": "2s", "RETRY_BASE": "50ms", "RETRY_MAX": "1s", "BREAKER_FAILURES": "7",
+		"BREAKER_COOLDOWN": "30s", "AGENT_CONCURRENCY": "4", "SAFETY_MARGIN": "250ms",
+	} {
+		e[k] = v
+	}
+	c, err := agent.LoadConfig(env(e))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	if c.RemoteTimeout != 2*time.Second || c.RetryBase != 50*time.Millisecond || c.RetryMax != time.Second ||
+		c.BreakerFailures != 7 || c.BreakerCooldown != 30*time.Second || c.Concurrency != 4 || c.SafetyMargin != 250*time.Millisecond {
+		t.Errorf("LoadConfig = %+v", c)
+	}
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		set  map[string]string
+		want []string
+	}{
+		{"all required missing", map[string]string{"AGENT_STEP": "", "RESPONSE_QUEUE_URL": "", "REMOTE_BASE_URL": ""},
+			[]string{"AGENT_STEP is required", "RESPONSE_QUEUE_URL is required", "REMOTE_BASE_URL is required"}},
+		{"bad step", map[string]string{"AGENT_STEP": "Reserve_Inventory"}, []string{"AGENT_STEP=\"Reserve_Inventory\" must match"}},
+		{"queue URL not http", map[string]string{"RESPONSE_QUEUE_URL": "sqs://q"}, []string{"RESPONSE_QUEUE_URL=\"sqs://q\" is not an absolute http(s) URL"}},
+		{"relative remote", map[string]string{"REMOTE_BASE_URL": "/remote"}, []string{"REMOTE_BASE_URL=\"/remote\" is not an absolute"}},
+		{"remote with query", map[string]string{"REMOTE_BASE_URL": "https://r.example.com/?a=1"}, []string{"must have no query, fragment or user info"}},
+		{"remote with user", map[string]string{"REMOTE_BASE_URL": "https://u:p@r.example.com"}, []string{"must have no query, fragment or user info"}},
+		{"timeout not a duration", map[string]string{"REMOTE_TIMEOUT": "5"}, []string{"REMOTE_TIMEOUT=\"5\" is not a duration"}},
+		{"timeout too long", map[string]string{"REMOTE_TIMEOUT": "16m"}, []string{"REMOTE_TIMEOUT=16m0s must be within 10ms..15m0s"}},
+		{"retry max below base", map[string]string{"RETRY_BASE": "2s", "RETRY_MAX": "1s"}, []string{"RETRY_MAX=1s must be at least RETRY_BASE=2s"}},
+		{"breaker failures zero", map[string]string{"BREAKER_FAILURES": "0"}, []string{"BREAKER_FAILURES=0 must be within 1..1000"}},
+		{"breaker failures not int", map[string]string{"BREAKER_FAILURES": "many"}, []string{"BREAKER_FAILURES=\"many\" is not an integer"}},
+		{"cooldown negative", map[string]string{"BREAKER_COOLDOWN": "-1s"}, []string{"BREAKER_COOLDOWN=-1s must be within"}},
+		{"concurrency too high", map[string]string{"AGENT_CONCURRENCY": "101"}, []string{"AGENT_CONCURRENCY=101 must be within 1..100"}},
+		{"margin too long", map[string]string{"SAFETY_MARGIN": "2m"}, []string{"SAFETY_MARGIN=2m0s must be within 0s..1m0s"}},
+		{"several at once", map[string]string{"AGENT_STEP": "", "AGENT_CONCURRENCY": "0"},
+			[]string{"AGENT_STEP is required", "AGENT_CONCURRENCY=0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := baseEnv()
+			for k, v := range tt.set {
+				e[k] = v
+			}
+			_, err := agent.LoadConfig(env(e))
+			if err == nil {
+				t.Fatalf("LoadConfig succeeded, want errors %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	good := testConfig()
+	tests := []struct {
+		name   string
+		mutate func(*agent.Config)
+		want   string
+	}{
+		{"good", func(*agent.Config) {}, ""},
+		{"no step", func(c *agent.Config) { c.Step = "" }, "Step"},
+		{"no queue", func(c *agent.Config) { c.ResponseQueueURL = "" }, "ResponseQueueURL"},
+		{"zero timeout", func(c *agent.Config) { c.RemoteTimeout = 0 }, "RemoteTimeout"},
+		{"retry max below base", func(c *agent.Config) { c.RetryMax = c.RetryBase - 1 }, "retry backoff"},
+		{"no breaker failures", func(c *agent.Config) { c.BreakerFailures = 0 }, "BreakerFailures"},
+		{"negative cooldown", func(c *agent.Config) { c.BreakerCooldown = -1 }, "BreakerCooldown"},
+		{"no concurrency", func(c *agent.Config) { c.Concurrency = 0 }, "Concurrency"},
+		{"negative margin", func(c *agent.Config) { c.SafetyMargin = -1 }, "SafetyMargin"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := good
+			tt.mutate(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Validate = %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Validate = %v, want an error about %s", err, tt.want)
+			}
+		})
+	}
+}

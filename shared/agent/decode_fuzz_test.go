@@ -1,0 +1,50 @@
+package agent
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzDecodeResponse feeds arbitrary remote answers to the decoder: it must
+// never panic, return only JSON as output, classify by status, and produce a
+// fault that fits a reply.
+func FuzzDecodeResponse(f *testing.F) {
+	f.Add(200, "", []byte(`{"confirmation":"x"}`), false)
+	f.Add(204, "", []byte(``), false)
+	f.Add(200, "", []byte(`<html>`), false)
+	f.Add(200, "", []byte(`{"a":`), true)
+	f.Add(422, "", []byte(`{"code":"rejected","message":"no"}`), false)
+	f.Add(400, "", []byte(`{"type":"about:blank","title":"Bad","detail":"d"}`), false)
+	f.Add(409, "", []byte(`{"code":409,"message":["x"]}`), false)
+	f.Add(503, "120", []byte(`{"code":"unavailable"}`), false)
+	f.Add(429, "Wed, 21 Oct 2015 07:28:00 GMT", []byte(`slow down`), false)
+	f.Add(500, "-5", []byte("\xff\xfe"), false)
+	f.Fuzz(func(t *testing.T, status int, retryAfter string, body []byte, truncated bool) {
+		out, err := decodeResponse(status, retryAfter, body, truncated)
+		ok2xx := status >= 200 && status < 300
+		if err == nil {
+			if !ok2xx {
+				t.Fatalf("status %d succeeded", status)
+			}
+			if len(out) > 0 && !json.Valid(out) {
+				t.Fatalf("output %q is not JSON", out)
+			}
+			return
+		}
+		if out != nil {
+			t.Errorf("output %q alongside error %v", out, err)
+		}
+		if !ok2xx && IsPermanent(err) == Transient(status) {
+			t.Errorf("status %d: permanent=%v", status, IsPermanent(err))
+		}
+		if d, _ := RetryAfter(err); d < 0 || d > maxWait {
+			t.Errorf("RetryAfter %v out of range", d)
+		}
+		fault := FaultOf(err)
+		if fault.Code == "" || len(fault.Code) > maxCodeBytes || len(fault.Message) > maxMessageBytes ||
+			!utf8.ValidString(fault.Code) || !utf8.ValidString(fault.Message) {
+			t.Errorf("fault %+v does not fit a reply", fault)
+		}
+	})
+}

@@ -1,0 +1,294 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/messages"
+)
+
+// ReplySender sends a message to a queue; shared/queue's *Sender is one.
+type ReplySender interface {
+	Send(ctx context.Context, queueURL, body string, delay time.Duration) error
+}
+
+// Endpointer is implemented by Services that call several remote endpoints,
+// so each gets its own circuit breaker. Other Services get one breaker per
+// step.
+type Endpointer interface {
+	Endpoint(req Request) string
+}
+
+// Handler processes batches of AgentRequest messages from SQS.
+type Handler struct {
+	cfg      Config
+	svc      Service
+	replies  ReplySender
+	clk      clock.Clock
+	log      *slog.Logger
+	sleep    SleepFunc
+	backoff  Backoff
+	breakers *Breakers
+}
+
+// Option changes a Handler built by New.
+type Option func(*Handler)
+
+// WithSleep replaces the real wait between tries, so tests never wait.
+func WithSleep(s SleepFunc) Option { return func(h *Handler) { h.sleep = s } }
+
+// WithJitter replaces the random source of the backoff (values in [0, 1)).
+func WithJitter(rnd func() float64) Option { return func(h *Handler) { h.backoff.Rand = rnd } }
+
+// WithBreakers shares a set of breakers, e.g. to inspect them in tests.
+func WithBreakers(b *Breakers) Option { return func(h *Handler) { h.breakers = b } }
+
+// New builds a Handler. The Lambda builds it once, so breakers keep their
+// state across the invocations of a warm container.
+func New(cfg Config, svc Service, replies ReplySender, clk clock.Clock, log *slog.Logger, opts ...Option) (*Handler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if svc == nil || replies == nil || clk == nil {
+		return nil, errors.New("agent: New needs a Service, a ReplySender and a Clock")
+	}
+	if log == nil {
+		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	h := &Handler{
+		cfg:     cfg,
+		svc:     svc,
+		replies: replies,
+		clk:     clk,
+		log:     log.With("agentStep", cfg.Step),
+		sleep:   Sleep,
+		backoff: Backoff{Base: cfg.RetryBase, Max: cfg.RetryMax, Rand: rand.Float64},
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	if h.breakers == nil {
+		h.breakers = NewBreakers(cfg.BreakerFailures, cfg.BreakerCooldown, clk)
+	}
+	return h, nil
+}
+
+// disposition is what becomes of a record's message.
+type disposition int
+
+const (
+	// done: delete the message (processed, or deliberately dropped).
+	done disposition = iota
+	// redeliver: list it in BatchItemFailures; the queue delivers it again
+	// and, past maxReceiveCount, moves it to the dead-letter queue.
+	redeliver
+)
+
+// Handle processes a batch concurrently and reports the records to deliver
+// again. It never returns an error: that would redeliver the whole batch,
+// including the records that were done.
+func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	log := h.log
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With("requestId", lc.AwsRequestID)
+	}
+	var (
+		resp events.SQSEventResponse
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, h.cfg.Concurrency)
+	)
+	for _, rec := range ev.Records {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if h.handleRecord(ctx, log, rec) == redeliver {
+				mu.Lock()
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events.SQSMessage) (d disposition) {
+	log = log.With("messageId", rec.MessageId)
+	// A bug must not take the rest of the batch down; the message goes back
+	// to the queue and, if it keeps failing, to the dead-letter queue.
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("panic while handling a record", "panic", fmt.Sprint(p))
+			d = redeliver
+		}
+	}()
+
+	m, err := messages.DecodeAgentRequest(rec.Body)
+	if err != nil {
+		log.Error("poison agent request", "err", err, "receiveCount", rec.Attributes["ApproximateReceiveCount"])
+		return redeliver
+	}
+	log = log.With("orderId", m.OrderID, "step", m.Step, "stepIndex", m.StepIndex, "attempt", m.Attempt)
+	if m.Step != h.cfg.Step {
+		log.Error("poison agent request: the request is for another step", "err", messages.ErrPoison)
+		return redeliver
+	}
+	if !h.clk.Now().Before(m.CompleteBy) {
+		log.Info("deadline passed, sending nothing", "completeBy", m.CompleteBy)
+		return done
+	}
+
+	out, err := h.perform(ctx, log, RequestFrom(m), m.CompleteBy)
+
+	// A late agent stays silent: the Supervisor has taken over the step, and
+	// a reply now would race its recovery.
+	if !h.clk.Now().Before(m.CompleteBy) {
+		log.Warn("deadline passed, sending nothing", "completeBy", m.CompleteBy, "err", err)
+		return done
+	}
+	var reply messages.AgentReply
+	switch {
+	case err == nil:
+		reply = h.succeeded(log, m, out)
+	case IsPermanent(err):
+		reply = failed(m, FaultOf(err))
+		log.Warn("step failed permanently", "err", err, "faultCode", reply.Fault.Code)
+	default:
+		// Nothing to say before the deadline; the Supervisor recovers the step.
+		log.Warn("step failed transiently until the deadline, sending nothing", "err", err)
+		return done
+	}
+	if err := h.replies.Send(ctx, h.cfg.ResponseQueueURL, encodeReply(m, reply), 0); err != nil {
+		// Redelivery runs the step again; the remote deduplicates by key.
+		log.Error("sending the reply failed", "err", err, "outcome", reply.Outcome)
+		return redeliver
+	}
+	log.Info("reply sent", "outcome", reply.Outcome)
+	return done
+}
+
+func (h *Handler) succeeded(log *slog.Logger, m messages.AgentRequest, out json.RawMessage) messages.AgentReply {
+	if len(out) > 0 && !json.Valid(out) {
+		log.Error("the service returned output that is not JSON")
+		return failed(m, messages.Fault{Code: CodeInvalidOutput, Message: "the step's output is not JSON"})
+	}
+	r := newReply(m, messages.Succeeded)
+	r.Output = out
+	return r
+}
+
+// encodeReply encodes reply, turning a reply too large for a message into a
+// Failed one: the remote would return the same output on every retry.
+func encodeReply(m messages.AgentRequest, reply messages.AgentReply) string {
+	body := messages.Encode(reply)
+	if len(body) > messages.MaxBodyBytes {
+		body = messages.Encode(failed(m, messages.Fault{
+			Code:    CodeOutputTooLarge,
+			Message: fmt.Sprintf("the reply of %d bytes exceeds %d", len(body), messages.MaxBodyBytes),
+		}))
+	}
+	return body
+}
+
+func newReply(m messages.AgentRequest, o messages.Outcome) messages.AgentReply {
+	return messages.AgentReply{
+		V:         messages.Version,
+		Kind:      messages.KindAgentReply,
+		OrderID:   m.OrderID,
+		Step:      m.Step,
+		StepIndex: m.StepIndex,
+		Attempt:   m.Attempt,
+		Outcome:   o,
+	}
+}
+
+func failed(m messages.AgentRequest, f messages.Fault) messages.AgentReply {
+	r := newReply(m, messages.Failed)
+	r.Fault = &f
+	return r
+}
+
+// perform runs the retry loop until success, a permanent error, or the
+// deadline: CompleteBy or the Lambda's own deadline, whichever is sooner,
+// less the safety margin kept to send the reply.
+func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, completeBy time.Time) (json.RawMessage, error) {
+	now := h.clk.Now()
+	budget := completeBy.Sub(now)
+	// The Lambda's deadline is wall-clock time while CompleteBy is read
+	// through the injected clock, so both become a budget from now.
+	if dl, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(dl))
+	}
+	budget -= h.cfg.SafetyMargin
+	if budget <= 0 {
+		return nil, errors.New("no time left for a try")
+	}
+	deadline := now.Add(budget)
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+
+	endpoint := req.Step
+	if e, ok := h.svc.(Endpointer); ok {
+		endpoint = e.Endpoint(req)
+	}
+	br := h.breakers.For(endpoint)
+
+	for n := 0; ; n++ {
+		remaining := deadline.Sub(h.clk.Now())
+		if remaining <= 0 || ctx.Err() != nil {
+			return nil, fmt.Errorf("out of time after %d tries", n)
+		}
+		out, err := h.try(ctx, br, req, min(h.cfg.RemoteTimeout, remaining))
+		if err == nil || IsPermanent(err) {
+			return out, err
+		}
+		delay := h.backoff.Delay(n)
+		if ra, ok := RetryAfter(err); ok {
+			delay = max(delay, ra)
+		}
+		// Waiting past the deadline only to give up then is pointless.
+		if !h.clk.Now().Add(delay).Before(deadline) {
+			return nil, fmt.Errorf("try %d: %w (no time for another)", n+1, err)
+		}
+		log.Warn("try failed, retrying", "try", n+1, "err", err, "retryIn", delay)
+		if serr := h.sleep(ctx, delay); serr != nil {
+			return nil, fmt.Errorf("try %d: %w (no time for another)", n+1, err)
+		}
+	}
+}
+
+// try makes one call through the breaker, bounded by timeout.
+func (h *Handler) try(ctx context.Context, br *Breaker, req Request, timeout time.Duration) (json.RawMessage, error) {
+	report, err := br.Allow()
+	if err != nil {
+		return nil, err
+	}
+	// Ignored unless set below, so a panicking Service frees a probe slot.
+	result := Ignored
+	defer func() { report(result) }()
+
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := h.svc.Do(tctx, req)
+	switch {
+	case err == nil || IsPermanent(err):
+		result = Success
+	case ctx.Err() != nil:
+		// Our own deadline ended the call; that says nothing of the remote.
+	default:
+		result = Failure
+	}
+	return out, err
+}

@@ -1,0 +1,220 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sasflow/sas/shared/messages"
+)
+
+// MaxResponseBytes caps a remote response read into memory.
+const MaxResponseBytes = 1 << 20
+
+// maxProblemBytes caps an error response; a problem body is small.
+const maxProblemBytes = 64 << 10
+
+// Fault codes of remote responses that carry none of their own.
+const (
+	CodeResponseTooLarge = "response_too_large"
+	CodeBadResponse      = "bad_response"
+)
+
+// HTTPService performs a step on the remote service:
+// POST {base}/v1/steps/{step} with an Idempotency-Key header.
+type HTTPService struct {
+	base   string
+	client *http.Client
+}
+
+var (
+	_ Service    = (*HTTPService)(nil)
+	_ Endpointer = (*HTTPService)(nil)
+)
+
+// NewHTTPService returns a service calling baseURL through client; see
+// NewHTTPClient.
+func NewHTTPService(baseURL string, client *http.Client) *HTTPService {
+	return &HTTPService{base: strings.TrimRight(baseURL, "/"), client: client}
+}
+
+// NewHTTPClient returns a client fit for the remote service: every phase of a
+// call bounded by timeout (the per-try context usually ends it sooner), and
+// redirects not followed, since a redirected POST would lose its body.
+func NewHTTPClient(timeout time.Duration) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: min(timeout, 5*time.Second), KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = min(timeout, 5*time.Second)
+	t.ResponseHeaderTimeout = timeout
+	t.MaxIdleConnsPerHost = maxConcurrency
+	return &http.Client{
+		Timeout:   timeout,
+		Transport: t,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// Endpoint is the URL the step is posted to; each has its own breaker.
+func (s *HTTPService) Endpoint(req Request) string {
+	return s.base + "/v1/steps/" + url.PathEscape(req.Step)
+}
+
+// stepRequest is the body posted to the remote service.
+type stepRequest struct {
+	OrderID  string                     `json:"orderId"`
+	Step     string                     `json:"step"`
+	Input    json.RawMessage            `json:"input"`
+	Previous map[string]json.RawMessage `json:"previous,omitempty"`
+}
+
+// Do posts the step and classifies the answer: 2xx is the output; 408, 429,
+// 5xx and network errors are transient; any other status is permanent.
+func (s *HTTPService) Do(ctx context.Context, req Request) (json.RawMessage, error) {
+	body, err := json.Marshal(stepRequest{OrderID: req.OrderID, Step: req.Step, Input: req.Input, Previous: req.Previous})
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("encode step request: %w", err))
+	}
+	endpoint := s.Endpoint(req)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("build request for %s: %w", endpoint, err))
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
+
+	resp, err := s.client.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("remote call: %w", err)
+	}
+	defer resp.Body.Close()
+
+	limit := int64(maxProblemBytes)
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		limit = MaxResponseBytes
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("remote call: read %d response: %w", resp.StatusCode, err)
+	}
+	truncated := int64(len(raw)) > limit
+	if truncated {
+		raw = raw[:limit]
+	}
+	return decodeResponse(resp.StatusCode, resp.Header.Get("Retry-After"), raw, truncated)
+}
+
+// RemoteError is a non-2xx answer, or a 2xx answer the agent cannot use.
+type RemoteError struct {
+	Status  int
+	Code    string
+	Message string
+	// Wait is the remote's Retry-After, zero when it sent none.
+	Wait time.Duration
+}
+
+var _ Faulter = (*RemoteError)(nil)
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("remote answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Fault returns the remote's code and message.
+func (e *RemoteError) Fault() messages.Fault { return messages.Fault{Code: e.Code, Message: e.Message} }
+
+// RetryAfter is the remote's Retry-After.
+func (e *RemoteError) RetryAfter() time.Duration { return e.Wait }
+
+// Transient reports whether a status is worth retrying.
+func Transient(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
+}
+
+// decodeResponse turns a remote answer into the step's output or a
+// classified error. The body is outside input: it is fuzzed.
+func decodeResponse(status int, retryAfter string, body []byte, truncated bool) (json.RawMessage, error) {
+	if status >= 200 && status < 300 {
+		switch {
+		case truncated:
+			return nil, Permanent(&RemoteError{Status: status, Code: CodeResponseTooLarge,
+				Message: fmt.Sprintf("response exceeds %d bytes", MaxResponseBytes)})
+		case len(bytes.TrimSpace(body)) == 0:
+			return nil, nil
+		case !json.Valid(body):
+			// Garbage under a 2xx is most likely a proxy in the way; asking
+			// again with the same key is safe.
+			return nil, &RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not JSON"}
+		}
+		var out bytes.Buffer
+		if err := json.Compact(&out, body); err != nil {
+			return nil, &RemoteError{Status: status, Code: CodeBadResponse, Message: err.Error()}
+		}
+		return out.Bytes(), nil
+	}
+	code, msg := parseProblem(body)
+	if code == "" {
+		code = "http_" + strconv.Itoa(status)
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	e := &RemoteError{Status: status, Code: truncate(code, maxCodeBytes), Message: truncate(msg, maxMessageBytes)}
+	if Transient(status) {
+		e.Wait = parseRetryAfter(retryAfter)
+		return nil, e
+	}
+	return nil, Permanent(e)
+}
+
+// parseProblem reads {"code","message"}, or RFC 9457's type/title/detail,
+// from an error body; anything else yields empty strings.
+func parseProblem(body []byte) (code, message string) {
+	var p struct {
+		Code    any    `json:"code"`
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Title   string `json:"title"`
+		Detail  string `json:"detail"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return "", ""
+	}
+	switch c := p.Code.(type) {
+	case string:
+		code = c
+	case float64:
+		code = strconv.FormatFloat(c, 'f', -1, 64)
+	}
+	// RFC 9457's "about:blank" means the problem has no type of its own.
+	if strings.TrimSpace(code) == "" && p.Type != "about:blank" {
+		code = p.Type
+	}
+	message = p.Message
+	if message == "" {
+		message = p.Detail
+	}
+	if message == "" {
+		message = p.Title
+	}
+	return strings.TrimSpace(code), message
+}
+
+// parseRetryAfter reads a Retry-After in seconds; an HTTP date or anything
+// odd is ignored and the backoff applies.
+func parseRetryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(min(n, int(maxWait/time.Second))) * time.Second
+}

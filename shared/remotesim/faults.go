@@ -1,0 +1,156 @@
+package remotesim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+)
+
+// Fault is what the simulator does with one call instead of, or besides,
+// serving it normally.
+type Fault int
+
+const (
+	// None serves the call normally.
+	None Fault = iota
+	// Transient answers 503 without applying the effect.
+	Transient
+	// Permanent answers 422 {"code":"rejected"} without applying the effect.
+	Permanent
+	// Hang blocks until the caller gives up, without applying the effect.
+	Hang
+	// ApplyThenFail applies the effect, then answers 503: the effect happened
+	// but the caller sees an error and must retry with the same key.
+	ApplyThenFail
+	// ApplyThenHang applies the effect, then blocks until the caller gives up
+	// (the caller sees a timeout).
+	ApplyThenHang
+)
+
+var faultNames = map[Fault]string{
+	None: "none", Transient: "transient", Permanent: "permanent", Hang: "hang",
+	ApplyThenFail: "applyThenFail", ApplyThenHang: "applyThenHang",
+}
+
+func (f Fault) String() string {
+	if n, ok := faultNames[f]; ok {
+		return n
+	}
+	return fmt.Sprintf("Fault(%d)", int(f))
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string
+// ("250ms").
+type Duration time.Duration
+
+// MarshalJSON writes d as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"250ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Faults is the random fault injection in force. The probabilities of the
+// exclusive faults (Transient, Permanent, Hang, ApplyThenFail) add up to at
+// most 1; latency is drawn independently and added before any of them.
+type Faults struct {
+	Transient     float64 `json:"transient"`
+	Permanent     float64 `json:"permanent"`
+	Hang          float64 `json:"hang"`
+	ApplyThenFail float64 `json:"applyThenFail"`
+	// Latency is the probability of a delay drawn from [LatencyMin, LatencyMax].
+	Latency    float64  `json:"latency"`
+	LatencyMin Duration `json:"latencyMin"`
+	LatencyMax Duration `json:"latencyMax"`
+	// RejectSteps are rejected permanently on every call.
+	RejectSteps []string `json:"rejectSteps,omitempty"`
+	// Seed, when set, reseeds the random source so a run can be replayed.
+	Seed *uint64 `json:"seed,omitempty"`
+}
+
+// Limits of a fault configuration.
+const (
+	MaxLatency     = 5 * time.Minute
+	maxRejectSteps = 100
+	maxFaultsBytes = 64 << 10
+)
+
+// Validate checks the ranges.
+func (f Faults) Validate() error {
+	var errs []error
+	probs := []struct {
+		name string
+		p    float64
+	}{
+		{"transient", f.Transient}, {"permanent", f.Permanent}, {"hang", f.Hang},
+		{"applyThenFail", f.ApplyThenFail}, {"latency", f.Latency},
+	}
+	for _, p := range probs {
+		if math.IsNaN(p.p) || p.p < 0 || p.p > 1 {
+			errs = append(errs, fmt.Errorf("%s probability %v must be within 0..1", p.name, p.p))
+		}
+	}
+	if sum := f.Transient + f.Permanent + f.Hang + f.ApplyThenFail; sum > 1+1e-9 {
+		errs = append(errs, fmt.Errorf("transient+permanent+hang+applyThenFail = %v exceeds 1", sum))
+	}
+	if f.LatencyMin < 0 || f.LatencyMax < f.LatencyMin || time.Duration(f.LatencyMax) > MaxLatency {
+		errs = append(errs, fmt.Errorf("latency range %v..%v must satisfy 0 <= min <= max <= %v",
+			time.Duration(f.LatencyMin), time.Duration(f.LatencyMax), MaxLatency))
+	}
+	if len(f.RejectSteps) > maxRejectSteps {
+		errs = append(errs, fmt.Errorf("%d rejectSteps exceed %d", len(f.RejectSteps), maxRejectSteps))
+	}
+	for _, s := range f.RejectSteps {
+		if !stepPattern.MatchString(s) {
+			errs = append(errs, fmt.Errorf("rejectSteps: %q is not a step name", s))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DecodeFaults reads a fault configuration strictly (POST /v1/faults).
+func DecodeFaults(r io.Reader) (Faults, error) {
+	var f Faults
+	if err := decodeStrict(r, maxFaultsBytes, &f); err != nil {
+		return Faults{}, err
+	}
+	if err := f.Validate(); err != nil {
+		return Faults{}, err
+	}
+	return f, nil
+}
+
+// decodeStrict decodes exactly one JSON value with no unknown fields from at
+// most limit bytes of r.
+func decodeStrict(r io.Reader, limit int64, into any) error {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return fmt.Errorf("read body: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("body exceeds %d bytes", limit)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("decode body: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("decode body: data after the JSON value")
+	}
+	return nil
+}

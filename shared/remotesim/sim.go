@@ -1,0 +1,422 @@
+// Package remotesim simulates the remote service the Agents call: it applies
+// a step's effect at most once per Idempotency-Key, and injects faults —
+// random (seedable) or scripted per key — so tests and local runs can prove
+// that retries, timeouts and duplicate deliveries never apply an effect twice.
+package remotesim
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sasflow/sas/shared/clock"
+)
+
+// Limits on requests.
+const (
+	MaxKeyBytes     = 200
+	MaxRequestBytes = 1 << 20
+)
+
+var stepPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// StepRequest is the body of POST /v1/steps/{step}.
+type StepRequest struct {
+	OrderID  string                     `json:"orderId"`
+	Step     string                     `json:"step"`
+	Input    json.RawMessage            `json:"input"`
+	Previous map[string]json.RawMessage `json:"previous,omitempty"`
+}
+
+// DecodeStepRequest reads a step request strictly and checks it against the
+// step named in the path.
+func DecodeStepRequest(r io.Reader, step string) (StepRequest, error) {
+	var req StepRequest
+	if err := decodeStrict(r, MaxRequestBytes, &req); err != nil {
+		return StepRequest{}, err
+	}
+	switch {
+	case req.OrderID == "" || len(req.OrderID) > 64:
+		return StepRequest{}, errors.New("orderId must have 1..64 bytes")
+	case req.Step != step:
+		return StepRequest{}, fmt.Errorf("step %q does not match the path's %q", req.Step, step)
+	case len(req.Input) == 0 || string(req.Input) == "null":
+		return StepRequest{}, errors.New("input is required")
+	}
+	return req, nil
+}
+
+// Output is the body of a successful step.
+type Output struct {
+	Confirmation string    `json:"confirmation"`
+	OrderID      string    `json:"orderId"`
+	Step         string    `json:"step"`
+	AppliedAt    time.Time `json:"appliedAt"`
+}
+
+// Problem is the body of an error answer.
+type Problem struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// result is what a key's first successful call stored: later calls with the
+// key get it again without a new effect.
+type result struct {
+	body        []byte
+	requestHash string
+}
+
+// Sim is the simulator; it is an http.Handler and safe for concurrent use.
+type Sim struct {
+	clk   clock.Clock
+	sleep func(ctx context.Context, d time.Duration) error
+	mux   *http.ServeMux
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	faults  Faults
+	scripts map[string][]Fault
+	results map[string]result
+	effects map[string]int
+	calls   int
+
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+var _ http.Handler = (*Sim)(nil)
+
+// Option configures a Sim.
+type Option func(*Sim)
+
+// WithClock sets the clock stamping appliedAt.
+func WithClock(c clock.Clock) Option { return func(s *Sim) { s.clk = c } }
+
+// WithSeed makes the random faults replayable.
+func WithSeed(seed uint64) Option { return func(s *Sim) { s.rng = newRand(seed) } }
+
+// WithSleep replaces the real wait used for latency, so tests never wait.
+func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
+	return func(s *Sim) { s.sleep = f }
+}
+
+// WithFaults sets the initial random faults; New panics if they are invalid,
+// as it is a programming error.
+func WithFaults(f Faults) Option {
+	return func(s *Sim) {
+		if err := s.SetFaults(f); err != nil {
+			panic(fmt.Sprintf("remotesim: %v", err))
+		}
+	}
+}
+
+// New returns a simulator without faults.
+func New(opts ...Option) *Sim {
+	s := &Sim{
+		clk:     clock.System{},
+		sleep:   sleep,
+		rng:     newRand(rand.Uint64()),
+		scripts: make(map[string][]Fault),
+		results: make(map[string]result),
+		effects: make(map[string]int),
+		stop:    make(chan struct{}),
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/steps/{step}", s.serveStep)
+	s.mux.HandleFunc("GET /v1/effects", s.serveEffects)
+	s.mux.HandleFunc("GET /v1/faults", s.serveGetFaults)
+	s.mux.HandleFunc("POST /v1/faults", s.servePostFaults)
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+
+// ServeHTTP serves the simulator's API.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close releases every hanging call; use it before closing a test server,
+// which waits for its calls.
+func (s *Sim) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// SetFaults replaces the random faults, reseeding when f.Seed is set.
+func (s *Sim) SetFaults(f Faults) error {
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("remotesim: faults: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.Seed != nil {
+		s.rng = newRand(*f.Seed)
+	}
+	f.RejectSteps = slices.Clone(f.RejectSteps)
+	s.faults = f
+	return nil
+}
+
+// Faults returns the random faults in force.
+func (s *Sim) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.faults
+	f.RejectSteps = slices.Clone(f.RejectSteps)
+	return f
+}
+
+// RejectStep rejects every call for step permanently from now on.
+func (s *Sim) RejectStep(step string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.faults.RejectSteps, step) {
+		s.faults.RejectSteps = append(slices.Clone(s.faults.RejectSteps), step)
+	}
+}
+
+// Script queues faults for the next calls with key, one per call, ahead of
+// any random fault; a call that finds the queue empty draws as usual.
+func (s *Sim) Script(key string, faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scripts[key] = append(s.scripts[key], faults...)
+}
+
+// Effects returns how often each key's effect was applied (never more than
+// once, unless the simulator is broken).
+func (s *Sim) Effects() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.effects)
+}
+
+// EffectCount returns how often key's effect was applied.
+func (s *Sim) EffectCount(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effects[key]
+}
+
+// Calls returns how many step calls arrived, good or bad.
+func (s *Sim) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+
+	step := r.PathValue("step")
+	key := r.Header.Get("Idempotency-Key")
+	switch {
+	case !stepPattern.MatchString(step):
+		writeProblem(w, http.StatusNotFound, "unknown_step", fmt.Sprintf("%q is not a step name", step))
+		return
+	case key == "":
+		writeProblem(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		return
+	case len(key) > MaxKeyBytes:
+		writeProblem(w, http.StatusBadRequest, "bad_idempotency_key", fmt.Sprintf("the Idempotency-Key exceeds %d bytes", MaxKeyBytes))
+		return
+	}
+	req, err := DecodeStepRequest(http.MaxBytesReader(w, r.Body, MaxRequestBytes+1), step)
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+
+	fault, latency := s.draw(key, step)
+	if latency > 0 {
+		if err := s.sleep(r.Context(), latency); err != nil {
+			return
+		}
+	}
+	switch fault {
+	case Transient:
+		writeUnavailable(w)
+		return
+	case Permanent:
+		writeProblem(w, http.StatusUnprocessableEntity, "rejected", fmt.Sprintf("step %s of order %s rejected", step, req.OrderID))
+		return
+	case Hang:
+		s.hang(r.Context())
+		writeUnavailable(w)
+		return
+	}
+
+	body, status := s.apply(key, req)
+	switch fault {
+	case ApplyThenFail:
+		writeUnavailable(w)
+		return
+	case ApplyThenHang:
+		s.hang(r.Context())
+		writeUnavailable(w)
+		return
+	}
+	if status != http.StatusOK {
+		writeProblem(w, status, "idempotency_conflict", "the Idempotency-Key was used with another request body")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// draw picks the call's fault (script first, then rejected steps, then the
+// random draw) and its added latency.
+func (s *Sim) draw(key, step string) (Fault, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.faults
+	var latency time.Duration
+	if f.Latency > 0 && s.rng.Float64() < f.Latency {
+		latency = time.Duration(f.LatencyMin)
+		if span := int64(f.LatencyMax - f.LatencyMin); span > 0 {
+			latency += time.Duration(s.rng.Int64N(span + 1))
+		}
+	}
+	if q := s.scripts[key]; len(q) > 0 {
+		if len(q) == 1 {
+			delete(s.scripts, key)
+		} else {
+			s.scripts[key] = q[1:]
+		}
+		return q[0], latency
+	}
+	if slices.Contains(f.RejectSteps, step) {
+		return Permanent, latency
+	}
+	u := s.rng.Float64()
+	for _, c := range []struct {
+		p     float64
+		fault Fault
+	}{
+		{f.Transient, Transient}, {f.Permanent, Permanent}, {f.Hang, Hang}, {f.ApplyThenFail, ApplyThenFail},
+	} {
+		if u < c.p {
+			return c.fault, latency
+		}
+		u -= c.p
+	}
+	return None, latency
+}
+
+// apply applies key's effect unless it was already applied, returning the
+// stored output. Check and apply happen under one lock, so concurrent calls
+// with one key cannot both apply.
+func (s *Sim) apply(key string, req StepRequest) ([]byte, int) {
+	hash := requestHash(req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res, ok := s.results[key]; ok {
+		if res.requestHash != hash {
+			return nil, http.StatusConflict
+		}
+		return res.body, http.StatusOK
+	}
+	sum := sha256.Sum256([]byte(key))
+	body, err := json.Marshal(Output{
+		Confirmation: req.Step + "-" + hex.EncodeToString(sum[:4]),
+		OrderID:      req.OrderID,
+		Step:         req.Step,
+		AppliedAt:    s.clk.Now().UTC(),
+	})
+	if err != nil {
+		panic(fmt.Sprintf("remotesim: encode output: %v", err))
+	}
+	s.effects[key]++
+	s.results[key] = result{body: body, requestHash: hash}
+	return body, http.StatusOK
+}
+
+// requestHash fingerprints a request so a key reused with another body is
+// told apart from a retry. Marshal sorts map keys, so it is stable.
+func requestHash(req StepRequest) string {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Sim) hang(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-s.stop:
+	}
+}
+
+type effectsBody struct {
+	Effects map[string]int `json:"effects"`
+	Calls   int            `json:"calls"`
+}
+
+func (s *Sim) serveEffects(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	body := effectsBody{Effects: maps.Clone(s.effects), Calls: s.calls}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *Sim) serveGetFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func (s *Sim) servePostFaults(w http.ResponseWriter, r *http.Request) {
+	f, err := DecodeFaults(http.MaxBytesReader(w, r.Body, maxFaultsBytes+1))
+	if err == nil {
+		err = s.SetFaults(f)
+	}
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, "bad_faults", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func writeUnavailable(w http.ResponseWriter) {
+	writeProblem(w, http.StatusServiceUnavailable, "unavailable", "try again later")
+}
+
+func writeProblem(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, Problem{Code: code, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

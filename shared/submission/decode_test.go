@@ -1,0 +1,290 @@
+package submission
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+const validBody = `{"customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1999},{"sku":"PEN","quantity":1,"unitPriceCents":250}]}`
+
+func TestDecodeOrderValid(t *testing.T) {
+	t.Parallel()
+	got, err := DecodeOrder([]byte(validBody))
+	if err != nil {
+		t.Fatalf("DecodeOrder: %v", err)
+	}
+	want := OrderRequest{
+		CustomerID: "c-42",
+		Currency:   "EUR",
+		Items: []workflow.Item{
+			{SKU: "BOOK-1", Quantity: 2, UnitPriceCents: 1999},
+			{SKU: "PEN", Quantity: 1, UnitPriceCents: 250},
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	if total, ok := got.TotalCents(); !ok || total != 2*1999+250 {
+		t.Fatalf("TotalCents = %d, %v; want %d, true", total, ok, 2*1999+250)
+	}
+	if string(got.Canonical()) != validBody {
+		t.Fatalf("Canonical = %s, want %s", got.Canonical(), validBody)
+	}
+}
+
+func TestDecodeOrderHashIgnoresLayout(t *testing.T) {
+	t.Parallel()
+	// Same order, other field order and whitespace: a retry from another
+	// client library must hash alike.
+	other := `{ "items": [ {"unitPriceCents":1999, "quantity":2, "sku":"BOOK-1"}, {"sku":"PEN","unitPriceCents":250,"quantity":1} ],
+	  "currency": "EUR", "customerId": "c-42" }`
+	a, err := DecodeOrder([]byte(validBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := DecodeOrder([]byte(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Hash() != b.Hash() {
+		t.Fatalf("hashes differ: %s vs %s", a.Hash(), b.Hash())
+	}
+	c, err := DecodeOrder([]byte(strings.Replace(validBody, `"quantity":2`, `"quantity":3`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Hash() == c.Hash() {
+		t.Fatal("different orders hash alike")
+	}
+}
+
+func TestDecodeOrderErrors(t *testing.T) {
+	t.Parallel()
+	item := `{"sku":"S","quantity":1,"unitPriceCents":1}`
+	order := func(items string) string {
+		return `{"customerId":"c","currency":"EUR","items":[` + items + `]}`
+	}
+	tests := []struct {
+		name       string
+		body       string
+		want       error
+		wantFields []string // every field named, in order
+	}{
+		{"empty", "", ErrMalformed, nil},
+		{"whitespace", " \n\t", ErrMalformed, nil},
+		{"not UTF-8", "{\"customerId\":\"\xff\"}", ErrMalformed, nil},
+		{"not JSON", "customerId=c", ErrMalformed, nil},
+		{"array", "[" + item + "]", ErrMalformed, nil},
+		{"null document", "null", ErrMalformed, nil},
+		{"truncated", `{"customerId":"c"`, ErrMalformed, nil},
+		{"missing comma", `{"customerId":"c" "currency":"EUR"}`, ErrMalformed, nil},
+		{"trailing object", order(item) + "{}", ErrMalformed, nil},
+		{"trailing garbage", order(item) + "x", ErrMalformed, nil},
+		{"unknown field", `{"customerId":"c","note":"x"}`, ErrMalformed, []string{"note"}},
+		{"unknown item field", order(`{"sku":"S","colour":"red"}`), ErrMalformed, []string{"items[0].colour"}},
+		{"case variant", `{"customerID":"c"}`, ErrMalformed, []string{"customerID"}},
+		{"duplicate", `{"currency":"EUR","currency":"USD"}`, ErrMalformed, []string{"currency"}},
+		{"customerId number", `{"customerId":7}`, ErrMalformed, []string{"customerId"}},
+		{"currency object", `{"currency":{"code":"EUR"}}`, ErrMalformed, []string{"currency"}},
+		{"items object", `{"items":{}}`, ErrMalformed, []string{"items"}},
+		{"item string", order(`"S"`), ErrMalformed, []string{"items[0]"}},
+		{"item null", order(`null`), ErrMalformed, []string{"items[0]"}},
+		{"quantity fraction", order(`{"quantity":1.5}`), ErrMalformed, []string{"items[0].quantity"}},
+		{"quantity exponent", order(`{"quantity":1e2}`), ErrMalformed, []string{"items[0].quantity"}},
+		{"quantity string", order(item + `,{"quantity":"2"}`), ErrMalformed, []string{"items[1].quantity"}},
+		{"price bool", order(`{"unitPriceCents":true}`), ErrMalformed, []string{"items[0].unitPriceCents"}},
+		{"deep nesting", `{"items":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`, ErrMalformed, []string{"items[0]"}},
+		{"deep nesting in value", `{"customerId":` + strings.Repeat(`{"a":`, 5000) + "1" + strings.Repeat("}", 5000) + `}`, ErrMalformed, []string{"customerId"}},
+
+		{"missing all", `{}`, ErrInvalid, []string{"customerId", "currency", "items"}},
+		{"nulls", `{"customerId":null,"currency":null,"items":null}`, ErrInvalid, []string{"customerId", "currency", "items"}},
+		{"empty items", order(""), ErrInvalid, []string{"items"}},
+		{"too many items", order(strings.TrimSuffix(strings.Repeat(item+",", MaxItems+1), ",")), ErrInvalid, []string{"items"}},
+		{"bad customer", `{"customerId":"a b","currency":"EUR","items":[` + item + `]}`, ErrInvalid, []string{"customerId"}},
+		{"long customer", `{"customerId":"` + strings.Repeat("a", 65) + `","currency":"EUR","items":[` + item + `]}`, ErrInvalid, []string{"customerId"}},
+		{"lower currency", `{"customerId":"c","currency":"eur","items":[` + item + `]}`, ErrInvalid, []string{"currency"}},
+		{"long currency", `{"customerId":"c","currency":"EURO","items":[` + item + `]}`, ErrInvalid, []string{"currency"}},
+		{"item missing all", order(`{}`), ErrInvalid, []string{"items[0].sku", "items[0].quantity", "items[0].unitPriceCents"}},
+		{"quantity zero", order(`{"sku":"S","quantity":0,"unitPriceCents":1}`), ErrInvalid, []string{"items[0].quantity"}},
+		{"quantity too big", order(item + `,{"sku":"S","quantity":1001,"unitPriceCents":1}`), ErrInvalid, []string{"items[1].quantity"}},
+		{"quantity beyond int64", order(`{"sku":"S","quantity":99999999999999999999,"unitPriceCents":1}`), ErrInvalid, []string{"items[0].quantity"}},
+		{"quantity below int64", order(`{"sku":"S","quantity":-99999999999999999999,"unitPriceCents":1}`), ErrInvalid, []string{"items[0].quantity"}},
+		{"price negative", order(`{"sku":"S","quantity":1,"unitPriceCents":-1}`), ErrInvalid, []string{"items[0].unitPriceCents"}},
+		{"price too big", order(`{"sku":"S","quantity":1,"unitPriceCents":100000001}`), ErrInvalid, []string{"items[0].unitPriceCents"}},
+		{"sku empty", order(`{"sku":"","quantity":1,"unitPriceCents":1}`), ErrInvalid, []string{"items[0].sku"}},
+		{"sku unicode", order(`{"sku":"Ä","quantity":1,"unitPriceCents":1}`), ErrInvalid, []string{"items[0].sku"}},
+		{"sku escaped NUL", order(`{"sku":"a\u0000","quantity":1,"unitPriceCents":1}`), ErrInvalid, []string{"items[0].sku"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := DecodeOrder([]byte(tt.body))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("DecodeOrder error = %v, want %v", err, tt.want)
+			}
+			if !reflect.DeepEqual(got, OrderRequest{}) {
+				t.Fatalf("DecodeOrder returned %+v with an error", got)
+			}
+			if fields := errorFields(err); tt.wantFields != nil && !reflect.DeepEqual(fields, tt.wantFields) {
+				t.Fatalf("fields = %q, want %q", fields, tt.wantFields)
+			}
+		})
+	}
+}
+
+// errorFields lists the fields an error of DecodeOrder names.
+func errorFields(err error) []string {
+	var me *MalformedError
+	var ve *ValidationError
+	switch {
+	case errors.As(err, &me) && me.Field != "":
+		return []string{me.Field}
+	case errors.As(err, &ve):
+		fields := make([]string, len(ve.Errors))
+		for i, fe := range ve.Errors {
+			fields[i] = fe.Field
+		}
+		return fields
+	}
+	return nil
+}
+
+func TestTotalCentsOverflow(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		items []workflow.Item
+		want  int64
+		ok    bool
+	}{
+		{"largest valid order", repeatItem(workflow.Item{Quantity: MaxQuantity, UnitPriceCents: MaxUnitPriceCents}, MaxItems), MaxItems * MaxQuantity * MaxUnitPriceCents, true},
+		{"line overflows", []workflow.Item{{Quantity: 2, UnitPriceCents: math.MaxInt64/2 + 1}}, 0, false},
+		{"sum overflows", []workflow.Item{{Quantity: 1, UnitPriceCents: math.MaxInt64}, {Quantity: 1, UnitPriceCents: 1}}, 0, false},
+		{"negative", []workflow.Item{{Quantity: -1, UnitPriceCents: 1}}, 0, false},
+		{"zero price", []workflow.Item{{Quantity: 5, UnitPriceCents: 0}}, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := OrderRequest{Items: tt.items}.TotalCents()
+			if got != tt.want || ok != tt.ok {
+				t.Fatalf("TotalCents = %d, %v; want %d, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func repeatItem(it workflow.Item, n int) []workflow.Item {
+	items := make([]workflow.Item, n)
+	for i := range items {
+		items[i] = it
+		items[i].SKU = "S"
+	}
+	return items
+}
+
+// TestOrderSamples runs the files the fuzzer also seeds from; the name's
+// prefix says what DecodeOrder must make of each.
+func TestOrderSamples(t *testing.T) {
+	t.Parallel()
+	files := orderSamples(t)
+	if len(files) == 0 {
+		t.Fatal("no samples in testdata/orders")
+	}
+	for name, body := range files {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := DecodeOrder(body)
+			switch {
+			case strings.HasPrefix(name, "valid-"):
+				if err != nil {
+					t.Fatalf("DecodeOrder: %v", err)
+				}
+			case strings.HasPrefix(name, "malformed-"):
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("error = %v, want ErrMalformed", err)
+				}
+			case strings.HasPrefix(name, "invalid-"):
+				if !errors.Is(err, ErrInvalid) {
+					t.Fatalf("error = %v, want ErrInvalid", err)
+				}
+			default:
+				t.Fatalf("sample %s has no valid-, malformed- or invalid- prefix", name)
+			}
+		})
+	}
+}
+
+func orderSamples(tb testing.TB) map[string][]byte {
+	tb.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", "orders", "*.json"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	files := make(map[string][]byte, len(paths))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		files[filepath.Base(p)] = b
+	}
+	return files
+}
+
+func FuzzDecodeOrder(f *testing.F) {
+	for _, b := range orderSamples(f) {
+		f.Add(b)
+	}
+	for _, s := range []string{
+		validBody, "", "{}", "null", "[]", `{"items":[{}]}`, `{"customerId":"\ud800"}`,
+		`{"items":[{"quantity":-0}]}`, `{"items":[{"quantity":1E400}]}`, "{\"customerId\":\"c\"}\x00",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := DecodeOrder(body)
+		if err != nil {
+			malformed, invalid := errors.Is(err, ErrMalformed), errors.Is(err, ErrInvalid)
+			if malformed == invalid {
+				t.Fatalf("error %v is neither or both of ErrMalformed and ErrInvalid", err)
+			}
+			var ve *ValidationError
+			if errors.As(err, &ve) && len(ve.Errors) == 0 {
+				t.Fatal("ValidationError without field errors")
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted invalid JSON %q", body)
+		}
+		// An accepted order obeys every rule...
+		if got.CustomerID == "" || len(got.Currency) != 3 || len(got.Items) < 1 || len(got.Items) > MaxItems {
+			t.Fatalf("accepted %+v", got)
+		}
+		for _, it := range got.Items {
+			if it.SKU == "" || it.Quantity < 1 || it.Quantity > MaxQuantity || it.UnitPriceCents < 0 || it.UnitPriceCents > MaxUnitPriceCents {
+				t.Fatalf("accepted item %+v", it)
+			}
+		}
+		if _, ok := got.TotalCents(); !ok {
+			t.Fatalf("accepted an order whose total overflows: %+v", got)
+		}
+		// ...and survives a round trip through its canonical form.
+		again, err := DecodeOrder(got.Canonical())
+		if err != nil {
+			t.Fatalf("canonical form %s rejected: %v", got.Canonical(), err)
+		}
+		if !reflect.DeepEqual(again, got) || again.Hash() != got.Hash() {
+			t.Fatalf("round trip changed %+v into %+v", got, again)
+		}
+	})
+}

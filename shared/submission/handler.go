@@ -1,0 +1,509 @@
+// Package submission is the Submission function of the Scheduler Agent
+// Supervisor pattern: the HTTP API (API Gateway HTTP API, payload format 2.0)
+// through which clients submit orders and read their progress.
+//
+// POST /orders validates an order, writes it with its initial Pending state
+// record in one transaction and then asks the Scheduler to start it. GET
+// /orders/{id} reports the state record. Every error is an RFC 9457 problem.
+package submission
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Store keeps orders and their state records.
+type Store interface {
+	// CreateOrder writes the order and its initial state record in ONE
+	// DynamoDB transaction. It returns an error wrapping workflow.ErrExists
+	// when an order with that OrderID already exists.
+	CreateOrder(ctx context.Context, o workflow.Order, s workflow.State) error
+	// GetOrder returns an error wrapping workflow.ErrNotFound when absent.
+	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
+	// GetState returns an error wrapping workflow.ErrNotFound when absent.
+	GetState(ctx context.Context, orderID string) (workflow.State, error)
+}
+
+// Sender puts a message on a queue.
+type Sender interface {
+	Send(ctx context.Context, queueURL, body string, delay time.Duration) error
+}
+
+// IdempotencyKeyHeader lets a client retry a POST safely.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// ReplayedHeader marks a response that answers a retry of an earlier request.
+const ReplayedHeader = "Idempotent-Replayed"
+
+const maxIdempotencyKeyLen = 255
+
+// Handler serves the Submission API. It is safe for concurrent use.
+type Handler struct {
+	cfg    Config
+	store  Store
+	sender Sender
+	clk    clock.Clock
+	log    *slog.Logger
+	newID  func() string
+}
+
+// New returns a Handler. cfg is trusted as LoadConfig returned it; a zero
+// MaxBodyBytes means DefaultMaxBodyBytes and a nil log discards.
+func New(cfg Config, store Store, sender Sender, clk clock.Clock, log *slog.Logger) *Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{cfg: cfg, store: store, sender: sender, clk: clk, log: log, newID: randomOrderID}
+}
+
+// route is a resource of the API.
+type route int
+
+const (
+	noRoute route = iota
+	ordersRoute
+	orderRoute
+)
+
+// allowed lists each resource's methods, for 405's Allow header.
+var allowed = map[route]string{ordersRoute: http.MethodPost, orderRoute: http.MethodGet}
+
+// Handle serves one API Gateway request. The error is always nil: failures
+// are problem responses, so API Gateway never answers with its own opaque 500.
+func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (resp events.APIGatewayV2HTTPResponse, _ error) {
+	method := requestMethod(req)
+	rt, orderID := resolve(req)
+	log := h.log.With(
+		slog.String("requestId", req.RequestContext.RequestID),
+		slog.String("method", method),
+		slog.String("path", requestPath(req)),
+	)
+	defer func() {
+		// A bug must still yield a problem document and a log line with the
+		// request ID, not a bare Lambda error.
+		if r := recover(); r != nil {
+			log.ErrorContext(ctx, "panic while handling request", slog.Any("panic", r), slog.String("stack", string(debug.Stack())))
+			resp = h.fail(req, problem(http.StatusInternalServerError, ProblemInternal, "internal error"), nil)
+		}
+	}()
+
+	switch {
+	case rt == noRoute:
+		return h.reject(ctx, log, req, problem(http.StatusNotFound, ProblemNotFound, "no such resource"), nil), nil
+	case method != allowed[rt]:
+		return h.reject(ctx, log, req, problem(http.StatusMethodNotAllowed, ProblemMethod,
+			fmt.Sprintf("use %s on this resource", allowed[rt])), map[string]string{"Allow": allowed[rt]}), nil
+	case rt == ordersRoute:
+		return h.createOrder(ctx, log, req), nil
+	default:
+		return h.getOrder(ctx, log, req, orderID), nil
+	}
+}
+
+func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	if detail, ok := checkContentType(req.Headers); !ok {
+		return h.reject(ctx, log, req, problem(http.StatusUnsupportedMediaType, ProblemMediaType, detail),
+			map[string]string{"Accept-Post": contentTypeJSON})
+	}
+	key, hasKey, err := idempotencyKey(req.Headers)
+	if err != nil {
+		return h.reject(ctx, log, req, problem(http.StatusBadRequest, ProblemMalformed, err.Error()), nil)
+	}
+	body, p := h.readBody(req)
+	if p != nil {
+		return h.reject(ctx, log, req, *p, nil)
+	}
+	order, err := DecodeOrder(body)
+	if err != nil {
+		return h.reject(ctx, log, req, decodeProblem(err), nil)
+	}
+
+	orderID := h.newID()
+	if hasKey {
+		orderID = OrderIDForKey(key)
+	}
+	log = log.With(slog.String("orderId", orderID))
+	total, _ := order.TotalCents() // DecodeOrder guarantees it fits
+	now := h.clk.Now().UTC()
+	o := workflow.Order{
+		OrderID:        orderID,
+		CustomerID:     order.CustomerID,
+		Currency:       order.Currency,
+		Items:          order.Items,
+		TotalCents:     total,
+		IdempotencyKey: key,
+		RequestHash:    order.Hash(),
+		CreatedAt:      now,
+	}
+	input, err := json.Marshal(orderInput{
+		OrderID:    orderID,
+		CustomerID: o.CustomerID,
+		Currency:   o.Currency,
+		Items:      o.Items,
+		TotalCents: o.TotalCents,
+	})
+	if err != nil {
+		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
+	}
+	state := workflow.NewState(orderID, h.cfg.Workflow, input, now, now.Add(h.cfg.ClaimTimeout))
+
+	err = h.store.CreateOrder(ctx, o, state)
+	switch {
+	case err == nil:
+	case errors.Is(err, workflow.ErrExists) && hasKey:
+		return h.replay(ctx, log, req, o)
+	case errors.Is(err, workflow.ErrExists):
+		// A random UUID v4 collided, or the store misreports: either way not
+		// the client's doing, and retrying the request is safe.
+		return h.internal(ctx, log, req, fmt.Errorf("create order %s without idempotency key: %w", orderID, err))
+	default:
+		return h.internal(ctx, log, req, fmt.Errorf("create order %s: %w", orderID, err))
+	}
+
+	msg := messages.Encode(messages.NewSchedule(orderID, 0, "submitted"))
+	if err := h.sender.Send(ctx, h.cfg.SchedulerQueueURL, msg, 0); err != nil {
+		// The order is durable: the Supervisor re-sends a Pending record
+		// whose CompleteBy passed unclaimed, so the client still gets 202.
+		log.WarnContext(ctx, "schedule message not sent; the Supervisor will re-send it", slog.Any("error", err))
+	}
+	log.InfoContext(ctx, "order accepted", slog.Int64("totalCents", total), slog.Int("items", len(o.Items)))
+	return accepted(orderID, false)
+}
+
+// replay answers a request whose Idempotency-Key already made an order.
+func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, o workflow.Order) events.APIGatewayV2HTTPResponse {
+	existing, err := h.store.GetOrder(ctx, o.OrderID)
+	if err != nil {
+		return h.internal(ctx, log, req, fmt.Errorf("read order %s for idempotent replay: %w", o.OrderID, err))
+	}
+	if existing.RequestHash != o.RequestHash {
+		return h.reject(ctx, log, req, problem(http.StatusUnprocessableEntity, ProblemIdempotencyKey,
+			"Idempotency-Key was already used with a different request"), nil)
+	}
+	// No second Schedule message: the first submission sent one, or, if that
+	// send failed, the Supervisor re-sends the unclaimed Pending record.
+	log.InfoContext(ctx, "idempotent replay of an accepted order")
+	return accepted(o.OrderID, true)
+}
+
+// orderInput is the canonical order the workflow's Agents receive.
+type orderInput struct {
+	OrderID    string          `json:"orderId"`
+	CustomerID string          `json:"customerId"`
+	Currency   string          `json:"currency"`
+	Items      []workflow.Item `json:"items"`
+	TotalCents int64           `json:"totalCents"`
+}
+
+type acceptedBody struct {
+	OrderID string                `json:"orderId"`
+	State   workflow.ProcessState `json:"state"`
+	Links   links                 `json:"links"`
+}
+
+type links struct {
+	Self string `json:"self"`
+}
+
+// accepted is the 202 of a new order. A replay gets the very same answer,
+// state included, as idempotency promises; the current state is at Location.
+func accepted(orderID string, replayed bool) events.APIGatewayV2HTTPResponse {
+	self := "/orders/" + orderID
+	headers := map[string]string{"Location": self}
+	if replayed {
+		headers[ReplayedHeader] = "true"
+	}
+	return respond(http.StatusAccepted, contentTypeJSON,
+		acceptedBody{OrderID: orderID, State: workflow.Pending, Links: links{Self: self}}, headers)
+}
+
+func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
+	if !messages.ValidOrderID(orderID) {
+		return h.reject(ctx, log, req, problem(http.StatusBadRequest, ProblemMalformed,
+			"order ID must be 1..64 characters of A-Z, a-z, 0-9 or -"), nil)
+	}
+	log = log.With(slog.String("orderId", orderID))
+	st, err := h.store.GetState(ctx, orderID)
+	switch {
+	case errors.Is(err, workflow.ErrNotFound):
+		return h.reject(ctx, log, req, problem(http.StatusNotFound, ProblemNotFound, "no order with ID "+orderID), nil)
+	case err != nil:
+		return h.internal(ctx, log, req, fmt.Errorf("read state of order %s: %w", orderID, err))
+	}
+	return respond(http.StatusOK, contentTypeJSON, newStatus(st, log), nil)
+}
+
+// orderStatus is what GET /orders/{id} shows of a state record. It leaves
+// out LockedBy (an internal Scheduler invocation ID, meaningless to clients),
+// AlertPending, Requeues and Input (the order as submitted, which the
+// client has and the unauthenticated status view should not echo).
+type orderStatus struct {
+	OrderID      string                `json:"orderId"`
+	Workflow     string                `json:"workflow"`
+	State        workflow.ProcessState `json:"state"`
+	Step         string                `json:"step"`
+	StepIndex    int                   `json:"stepIndex"`
+	FailureCount int                   `json:"failureCount"`
+	Attempt      int                   `json:"attempt"`
+	CompleteBy   time.Time             `json:"completeBy,omitzero"`
+	LastError    string                `json:"lastError,omitempty"`
+	CreatedAt    time.Time             `json:"createdAt"`
+	UpdatedAt    time.Time             `json:"updatedAt"`
+	Steps        []stepStatus          `json:"steps"`
+}
+
+type stepStatus struct {
+	Name       string             `json:"name"`
+	State      workflow.StepState `json:"state"`
+	Attempts   int                `json:"attempts"`
+	Failures   int                `json:"failures"`
+	StartedAt  *time.Time         `json:"startedAt,omitempty"`
+	FinishedAt *time.Time         `json:"finishedAt,omitempty"`
+	Error      string             `json:"error,omitempty"`
+	Output     json.RawMessage    `json:"output,omitempty"`
+}
+
+func newStatus(st workflow.State, log *slog.Logger) orderStatus {
+	s := orderStatus{
+		OrderID:      st.OrderID,
+		Workflow:     st.Workflow,
+		State:        st.ProcessState,
+		Step:         st.Step,
+		StepIndex:    st.StepIndex,
+		FailureCount: st.FailureCount,
+		Attempt:      st.Attempt,
+		CompleteBy:   st.CompleteBy.UTC(),
+		LastError:    st.LastError,
+		CreatedAt:    st.CreatedAt.UTC(),
+		UpdatedAt:    st.UpdatedAt.UTC(),
+		Steps:        make([]stepStatus, len(st.Steps)),
+	}
+	for i, r := range st.Steps {
+		out := r.Output
+		if len(out) > 0 && !json.Valid(out) {
+			// An Agent's output is stored as it came; one bad output must not
+			// turn the whole status into a 500.
+			log.Warn("step output is not valid JSON; omitted", slog.String("step", r.Name))
+			out = nil
+		}
+		s.Steps[i] = stepStatus{
+			Name:       r.Name,
+			State:      r.State,
+			Attempts:   r.Attempts,
+			Failures:   r.Failures,
+			StartedAt:  utcPtr(r.StartedAt),
+			FinishedAt: utcPtr(r.FinishedAt),
+			Error:      r.Error,
+			Output:     out,
+		}
+	}
+	return s
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// reject answers a client mistake.
+func (h *Handler) reject(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, p Problem, headers map[string]string) events.APIGatewayV2HTTPResponse {
+	log.InfoContext(ctx, "request rejected", slog.Int("status", p.Status), slog.String("type", p.Type), slog.String("detail", p.Detail))
+	return h.fail(req, p, headers)
+}
+
+// internal answers our own failure: the cause goes to the log only.
+func (h *Handler) internal(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, err error) events.APIGatewayV2HTTPResponse {
+	log.ErrorContext(ctx, "request failed", slog.Any("error", err))
+	return h.fail(req, problem(http.StatusInternalServerError, ProblemInternal, "internal error"), nil)
+}
+
+func (h *Handler) fail(req events.APIGatewayV2HTTPRequest, p Problem, headers map[string]string) events.APIGatewayV2HTTPResponse {
+	p.RequestID = req.RequestContext.RequestID
+	return respond(p.Status, contentTypeProblem, p, headers)
+}
+
+func decodeProblem(err error) Problem {
+	var me *MalformedError
+	var ve *ValidationError
+	switch {
+	case errors.As(err, &me):
+		if me.Field == "" {
+			return problem(http.StatusBadRequest, ProblemMalformed, me.Detail)
+		}
+		return problem(http.StatusBadRequest, ProblemMalformed, me.Field+": "+me.Detail,
+			FieldError{Field: me.Field, Detail: me.Detail})
+	case errors.As(err, &ve):
+		return problem(http.StatusUnprocessableEntity, ProblemValidation, "the order has invalid fields", ve.Errors...)
+	}
+	return problem(http.StatusBadRequest, ProblemMalformed, "the body is not a well-formed order")
+}
+
+// readBody returns the raw body, undoing API Gateway's base64, within the cap.
+func (h *Handler) readBody(req events.APIGatewayV2HTTPRequest) ([]byte, *Problem) {
+	limit := h.cfg.MaxBodyBytes
+	tooLarge := problem(http.StatusRequestEntityTooLarge, ProblemTooLarge,
+		fmt.Sprintf("the body exceeds %d bytes", limit))
+	if !req.IsBase64Encoded {
+		if int64(len(req.Body)) > limit {
+			return nil, &tooLarge
+		}
+		return []byte(req.Body), nil
+	}
+	// Refuse before decoding, so an oversized body costs no allocation.
+	if int64(base64.StdEncoding.DecodedLen(len(req.Body))) > limit+2 {
+		return nil, &tooLarge
+	}
+	b, err := base64.StdEncoding.DecodeString(req.Body)
+	if err != nil {
+		p := problem(http.StatusBadRequest, ProblemMalformed, "the body is marked base64 but is not valid base64")
+		return nil, &p
+	}
+	if int64(len(b)) > limit {
+		return nil, &tooLarge
+	}
+	return b, nil
+}
+
+func checkContentType(headers map[string]string) (string, bool) {
+	v, ok := header(headers, "Content-Type")
+	if !ok || v == "" {
+		return "Content-Type must be application/json", false
+	}
+	mt, params, err := mime.ParseMediaType(v)
+	if err != nil || mt != contentTypeJSON {
+		return "Content-Type must be application/json", false
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return "the only charset accepted is utf-8", false
+	}
+	return "", true
+}
+
+func idempotencyKey(headers map[string]string) (key string, ok bool, err error) {
+	key, ok = header(headers, IdempotencyKeyHeader)
+	if !ok {
+		return "", false, nil
+	}
+	if len(key) < 1 || len(key) > maxIdempotencyKeyLen {
+		return "", false, fmt.Errorf("%s must have 1..%d characters", IdempotencyKeyHeader, maxIdempotencyKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return "", false, fmt.Errorf("%s must be printable ASCII", IdempotencyKeyHeader)
+		}
+	}
+	return key, true, nil
+}
+
+// header looks a header up case-insensitively: API Gateway lowercases
+// names, but tests, proxies and local tooling may not.
+func header(headers map[string]string, name string) (string, bool) {
+	if v, ok := headers[strings.ToLower(name)]; ok {
+		return v, true
+	}
+	for k, v := range headers {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func requestMethod(req events.APIGatewayV2HTTPRequest) string {
+	if m := req.RequestContext.HTTP.Method; m != "" {
+		return m
+	}
+	if m, _, ok := strings.Cut(routeKey(req), " "); ok {
+		return m
+	}
+	return ""
+}
+
+func routeKey(req events.APIGatewayV2HTTPRequest) string {
+	if req.RouteKey != "" {
+		return req.RouteKey
+	}
+	return req.RequestContext.RouteKey
+}
+
+// requestPath is the path as the client sent it.
+func requestPath(req events.APIGatewayV2HTTPRequest) string {
+	if req.RawPath != "" {
+		return req.RawPath
+	}
+	return req.RequestContext.HTTP.Path
+}
+
+// resolve finds the resource a request is for. It reads the path, which
+// both a $default route and explicit routes ("POST /orders") carry; on a
+// named stage of the execute-api domain the path starts with the stage,
+// which is stripped when the path does not match as it is. Only if an event
+// has no path at all does it fall back to the route key and path parameters.
+func resolve(req events.APIGatewayV2HTTPRequest) (route, string) {
+	path := requestPath(req)
+	if path == "" {
+		path = pathFromRouteKey(req)
+	}
+	if rt, id := match(path); rt != noRoute {
+		return rt, id
+	}
+	if stage := req.RequestContext.Stage; stage != "" && stage != "$default" {
+		if rest, ok := strings.CutPrefix(path, "/"+stage); ok && strings.HasPrefix(rest, "/") {
+			return match(rest)
+		}
+	}
+	return noRoute, ""
+}
+
+func match(path string) (route, string) {
+	rest, ok := strings.CutPrefix(path, "/orders")
+	switch {
+	case !ok:
+		return noRoute, ""
+	case rest == "":
+		return ordersRoute, ""
+	}
+	id, ok := strings.CutPrefix(rest, "/")
+	if !ok || id == "" || strings.Contains(id, "/") {
+		return noRoute, ""
+	}
+	return orderRoute, id
+}
+
+// pathFromRouteKey rebuilds a path from "GET /orders/{id}" and the path
+// parameters.
+func pathFromRouteKey(req events.APIGatewayV2HTTPRequest) string {
+	_, tmpl, ok := strings.Cut(routeKey(req), " ")
+	if !ok {
+		return ""
+	}
+	segs := strings.Split(tmpl, "/")
+	for i, s := range segs {
+		if name, ok := strings.CutPrefix(s, "{"); ok {
+			name = strings.TrimSuffix(strings.TrimSuffix(name, "}"), "+")
+			segs[i] = req.PathParameters[name]
+		}
+	}
+	return strings.Join(segs, "/")
+}

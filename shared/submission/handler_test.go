@@ -1,0 +1,599 @@
+package submission
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+func TestCreateOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	resp := f.do(t, postOrder(validBody))
+	a := readAccepted(t, resp)
+	if !messages.ValidOrderID(a.OrderID) || len(a.OrderID) != 36 || a.OrderID[14] != '4' {
+		t.Fatalf("orderId %q is not a random UUID v4", a.OrderID)
+	}
+	if resp.Headers[ReplayedHeader] != "" {
+		t.Fatalf("a new order is marked replayed")
+	}
+
+	o := f.store.orders[a.OrderID]
+	wantOrder := workflow.Order{
+		OrderID:    a.OrderID,
+		CustomerID: "c-42",
+		Currency:   "EUR",
+		Items: []workflow.Item{
+			{SKU: "BOOK-1", Quantity: 2, UnitPriceCents: 1999},
+			{SKU: "PEN", Quantity: 1, UnitPriceCents: 250},
+		},
+		TotalCents:  4248,
+		RequestHash: mustDecode(t, validBody).Hash(),
+		CreatedAt:   testNow,
+	}
+	if !reflect.DeepEqual(o, wantOrder) {
+		t.Fatalf("stored order %+v, want %+v", o, wantOrder)
+	}
+
+	s := f.store.states[a.OrderID]
+	wantInput := `{"orderId":"` + a.OrderID + `","customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1999},{"sku":"PEN","quantity":1,"unitPriceCents":250}],"totalCents":4248}`
+	wantState := workflow.NewState(a.OrderID, workflow.Default(), json.RawMessage(wantInput), testNow, testNow.Add(2*time.Minute))
+	if !reflect.DeepEqual(s, wantState) {
+		t.Fatalf("stored state %+v\nwant %+v", s, wantState)
+	}
+
+	sent := f.out.sent()
+	if len(sent) != 1 {
+		t.Fatalf("sent %d messages, want 1", len(sent))
+	}
+	m, err := messages.DecodeSchedule(sent[0].body)
+	if err != nil {
+		t.Fatalf("schedule message: %v", err)
+	}
+	if sent[0].queueURL != testQueueURL || sent[0].delay != 0 || m != messages.NewSchedule(a.OrderID, 0, "submitted") {
+		t.Fatalf("sent %+v (%+v)", sent[0], m)
+	}
+
+	var accepted map[string]any
+	for _, l := range f.logs.lines(t) {
+		if l["msg"] == "order accepted" {
+			accepted = l
+		}
+	}
+	if accepted == nil || accepted["orderId"] != a.OrderID || accepted["requestId"] != "req-1" {
+		t.Fatalf("no 'order accepted' log with orderId and requestId: %v", f.logs.lines(t))
+	}
+}
+
+func mustDecode(t *testing.T, body string) OrderRequest {
+	t.Helper()
+	r, err := DecodeOrder([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestCreateOrderAcceptedVariants(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		req  events.APIGatewayV2HTTPRequest
+	}{
+		{"charset parameter", postOrder(validBody, "content-type", "application/json; charset=UTF-8")},
+		{"header case", request("POST", "/orders", map[string]string{"Content-Type": "Application/JSON"}, validBody)},
+		{"base64 body", func() events.APIGatewayV2HTTPRequest {
+			r := postOrder(base64.StdEncoding.EncodeToString([]byte(validBody)))
+			r.IsBase64Encoded = true
+			return r
+		}()},
+		{"body at the cap", postOrder(validBody + strings.Repeat(" ", DefaultMaxBodyBytes-len(validBody)))},
+		{"explicit route key", func() events.APIGatewayV2HTTPRequest {
+			r := postOrder(validBody)
+			r.RouteKey, r.RequestContext.RouteKey = "POST /orders", "POST /orders"
+			return r
+		}()},
+		{"named stage", func() events.APIGatewayV2HTTPRequest {
+			r := postOrder(validBody)
+			r.RawPath, r.RequestContext.Stage = "/prod/orders", "prod"
+			return r
+		}()},
+		{"route key only", func() events.APIGatewayV2HTTPRequest {
+			r := postOrder(validBody)
+			r.RouteKey, r.RawPath, r.RequestContext.HTTP = "POST /orders", "", events.APIGatewayV2HTTPRequestContextHTTPDescription{}
+			return r
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			readAccepted(t, f.do(t, tt.req))
+			if creates, orders := f.store.counts(); creates != 1 || orders != 1 || len(f.out.sent()) != 1 {
+				t.Fatalf("creates %d, orders %d, sent %d; want 1, 1, 1", creates, orders, len(f.out.sent()))
+			}
+		})
+	}
+}
+
+// TestCreateOrderRejects covers every client mistake on POST /orders: the
+// right status and problem, and nothing written or sent.
+func TestCreateOrderRejects(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat(" ", DefaultMaxBodyBytes+1-len(validBody)) + validBody
+	b64 := func(r events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPRequest {
+		r.Body, r.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(r.Body)), true
+		return r
+	}
+	tests := []struct {
+		name       string
+		req        events.APIGatewayV2HTTPRequest
+		status     int
+		typ        string
+		wantFields []string
+	}{
+		{"no content type", request("POST", "/orders", nil, validBody), 415, ProblemMediaType, nil},
+		{"text/plain", postOrder(validBody, "content-type", "text/plain"), 415, ProblemMediaType, nil},
+		{"json suffix type", postOrder(validBody, "content-type", "application/problem+json"), 415, ProblemMediaType, nil},
+		{"latin1", postOrder(validBody, "content-type", "application/json; charset=iso-8859-1"), 415, ProblemMediaType, nil},
+		{"unparsable content type", postOrder(validBody, "content-type", "application/json; ="), 415, ProblemMediaType, nil},
+		{"empty idempotency key", postOrder(validBody, "idempotency-key", ""), 400, ProblemMalformed, nil},
+		{"long idempotency key", postOrder(validBody, "Idempotency-Key", strings.Repeat("k", 256)), 400, ProblemMalformed, nil},
+		{"control in idempotency key", postOrder(validBody, "idempotency-key", "a\tb"), 400, ProblemMalformed, nil},
+		{"non-ASCII idempotency key", postOrder(validBody, "IDEMPOTENCY-KEY", "clé"), 400, ProblemMalformed, nil},
+		{"too large", postOrder(big), 413, ProblemTooLarge, nil},
+		{"too large base64", b64(postOrder(big)), 413, ProblemTooLarge, nil},
+		{"bad base64", func() events.APIGatewayV2HTTPRequest {
+			r := postOrder("not base64!")
+			r.IsBase64Encoded = true
+			return r
+		}(), 400, ProblemMalformed, nil},
+		{"not UTF-8", b64(postOrder("{\"customerId\":\"\xc3\x28\"}")), 400, ProblemMalformed, nil},
+		{"empty body", postOrder(""), 400, ProblemMalformed, nil},
+		{"malformed JSON", postOrder(`{"customerId":`), 400, ProblemMalformed, []string{"customerId"}},
+		{"not an object", postOrder(`["c-42"]`), 400, ProblemMalformed, nil},
+		{"wrong type", postOrder(strings.Replace(validBody, `"quantity":2`, `"quantity":"2"`, 1)), 400, ProblemMalformed, []string{"items[0].quantity"}},
+		{"unknown field", postOrder(strings.Replace(validBody, `{"customerId"`, `{"coupon":"FREE","customerId"`, 1)), 400, ProblemMalformed, []string{"coupon"}},
+		{"duplicate field", postOrder(strings.Replace(validBody, `{"customerId":"c-42"`, `{"customerId":"c-42","customerId":"c-43"`, 1)), 400, ProblemMalformed, []string{"customerId"}},
+		{"trailing data", postOrder(validBody + `{"customerId":"c-43"}`), 400, ProblemMalformed, nil},
+		{"deep nesting", postOrder(`{"items":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "}"), 400, ProblemMalformed, []string{"items[0]"}},
+		{"missing fields", postOrder(`{}`), 422, ProblemValidation, []string{"customerId", "currency", "items"}},
+		{"invalid fields", postOrder(`{"customerId":"c 42","currency":"eur","items":[{"sku":"","quantity":0,"unitPriceCents":-5},{"sku":"S","quantity":1001,"unitPriceCents":100000001}]}`),
+			422, ProblemValidation, []string{"customerId", "currency", "items[0].sku", "items[0].quantity", "items[0].unitPriceCents", "items[1].quantity", "items[1].unitPriceCents"}},
+		{"too many items", postOrder(`{"customerId":"c","currency":"EUR","items":[` + strings.TrimSuffix(strings.Repeat(`{"sku":"S","quantity":1,"unitPriceCents":1},`, 51), ",") + `]}`),
+			422, ProblemValidation, []string{"items"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			resp := f.do(t, tt.req)
+			p := readProblem(t, resp, tt.status)
+			if p.Type != tt.typ {
+				t.Errorf("type = %q, want %q", p.Type, tt.typ)
+			}
+			if p.RequestID != "req-1" {
+				t.Errorf("requestId = %q", p.RequestID)
+			}
+			var fields []string
+			for _, fe := range p.Errors {
+				if fe.Detail == "" {
+					t.Errorf("field error %q has no detail", fe.Field)
+				}
+				fields = append(fields, fe.Field)
+			}
+			if !reflect.DeepEqual(fields, tt.wantFields) {
+				t.Errorf("fields = %q, want %q", fields, tt.wantFields)
+			}
+			if tt.status == 415 && resp.Headers["Accept-Post"] != "application/json" {
+				t.Errorf("415 without Accept-Post")
+			}
+			if creates, _ := f.store.counts(); creates != 0 || len(f.out.sent()) != 0 {
+				t.Fatalf("bad input wrote (%d creates) or sent (%d messages)", creates, len(f.out.sent()))
+			}
+		})
+	}
+}
+
+func TestCreateOrderValidationDetail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	p := readProblem(t, f.do(t, postOrder(strings.Replace(validBody, `"quantity":2`, `"quantity":0`, 1))), 422)
+	want := []FieldError{{Field: "items[0].quantity", Detail: "must be within 1..1000"}}
+	if !reflect.DeepEqual(p.Errors, want) {
+		t.Fatalf("errors = %+v, want %+v", p.Errors, want)
+	}
+}
+
+func TestIdempotentReplay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	const key = "checkout-7731"
+	first := f.do(t, postOrder(validBody, "Idempotency-Key", key))
+	a := readAccepted(t, first)
+	if a.OrderID != OrderIDForKey(key) {
+		t.Fatalf("orderId %q, want the one derived from the key %q", a.OrderID, OrderIDForKey(key))
+	}
+	if got := f.store.orders[a.OrderID].IdempotencyKey; got != key {
+		t.Fatalf("stored IdempotencyKey %q", got)
+	}
+
+	// The retry lays the same order out differently and sends the key in
+	// another case; it is still the same request.
+	retry := `{"currency":"EUR","customerId":"c-42","items":[{"sku":"BOOK-1","unitPriceCents":1999,"quantity":2},{"sku":"PEN","quantity":1,"unitPriceCents":250}]}`
+	second := f.do(t, postOrder(retry, "idempotency-key", key))
+	b := readAccepted(t, second)
+	if b != a || second.Body != first.Body {
+		t.Fatalf("replay answered %s, first answer was %s", second.Body, first.Body)
+	}
+	if second.Headers[ReplayedHeader] != "true" {
+		t.Fatalf("replay not marked with %s", ReplayedHeader)
+	}
+	if creates, orders := f.store.counts(); creates != 2 || orders != 1 {
+		t.Fatalf("creates %d, orders %d; want 2 attempts, 1 order", creates, orders)
+	}
+	if n := len(f.out.sent()); n != 1 {
+		t.Fatalf("sent %d schedule messages, want 1: a replay must not send again", n)
+	}
+}
+
+func TestIdempotencyKeyReuse(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	readAccepted(t, f.do(t, postOrder(validBody, "Idempotency-Key", "k1")))
+	other := strings.Replace(validBody, `"quantity":2`, `"quantity":3`, 1)
+	p := readProblem(t, f.do(t, postOrder(other, "Idempotency-Key", "k1")), 422)
+	if p.Type != ProblemIdempotencyKey || p.Detail != "Idempotency-Key was already used with a different request" {
+		t.Fatalf("problem %+v", p)
+	}
+	if o := f.store.orders[OrderIDForKey("k1")]; o.Items[0].Quantity != 2 {
+		t.Fatalf("the first order was overwritten: %+v", o)
+	}
+	if n := len(f.out.sent()); n != 1 {
+		t.Fatalf("sent %d messages, want 1", n)
+	}
+}
+
+func TestDistinctOrdersWithoutKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	a := readAccepted(t, f.do(t, postOrder(validBody)))
+	b := readAccepted(t, f.do(t, postOrder(validBody)))
+	if a.OrderID == b.OrderID {
+		t.Fatal("two requests without a key made one order")
+	}
+	if _, orders := f.store.counts(); orders != 2 || len(f.out.sent()) != 2 {
+		t.Fatalf("orders %d, sent %d; want 2, 2", orders, len(f.out.sent()))
+	}
+}
+
+func TestSendFailureStillAccepted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.out.err = errors.New("sqs: throttled")
+	a := readAccepted(t, f.do(t, postOrder(validBody)))
+	if _, ok := f.store.states[a.OrderID]; !ok {
+		t.Fatal("order not written")
+	}
+	var warned bool
+	for _, l := range f.logs.lines(t) {
+		if l["level"] == "WARN" && l["orderId"] == a.OrderID && strings.Contains(l["error"].(string), "throttled") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatalf("no warning logged: %v", f.logs.lines(t))
+	}
+}
+
+func TestCreateOrderStoreFailures(t *testing.T) {
+	t.Parallel()
+	secret := errors.New("dynamodb: ProvisionedThroughputExceededException arn:aws:dynamodb:secret-table")
+	tests := []struct {
+		name string
+		wrap func(*storeFuncs)
+		key  string
+	}{
+		{"create fails", func(s *storeFuncs) {
+			s.createOrder = func(context.Context, workflow.Order, workflow.State) error { return secret }
+		}, ""},
+		{"random ID collides", func(s *storeFuncs) {
+			s.createOrder = func(context.Context, workflow.Order, workflow.State) error { return workflow.ErrExists }
+		}, ""},
+		{"replay read fails", func(s *storeFuncs) {
+			s.createOrder = func(context.Context, workflow.Order, workflow.State) error { return workflow.ErrExists }
+			s.getOrder = func(context.Context, string) (workflow.Order, error) { return workflow.Order{}, secret }
+		}, "k"},
+		{"replay order vanished", func(s *storeFuncs) {
+			s.createOrder = func(context.Context, workflow.Order, workflow.State) error { return workflow.ErrExists }
+			s.getOrder = func(context.Context, string) (workflow.Order, error) { return workflow.Order{}, workflow.ErrNotFound }
+		}, "k"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, tt.wrap)
+			req := postOrder(validBody)
+			if tt.key != "" {
+				req = postOrder(validBody, "idempotency-key", tt.key)
+			}
+			resp := f.do(t, req)
+			p := readProblem(t, resp, 500)
+			if p.Type != ProblemInternal || p.Detail != "internal error" || strings.Contains(resp.Body, "secret") || strings.Contains(resp.Body, "exists") {
+				t.Fatalf("500 leaks or is wrong: %s", resp.Body)
+			}
+			if len(f.out.sent()) != 0 {
+				t.Fatal("sent a schedule message for an order that was not written")
+			}
+			var logged bool
+			for _, l := range f.logs.lines(t) {
+				logged = logged || (l["level"] == "ERROR" && l["requestId"] == "req-1" && l["orderId"] != nil)
+			}
+			if !logged {
+				t.Fatalf("failure not logged with requestId and orderId: %v", f.logs.lines(t))
+			}
+		})
+	}
+}
+
+func TestGetOrder(t *testing.T) {
+	t.Parallel()
+	const id = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	started := testNow.Add(time.Second)
+	finished := testNow.Add(3 * time.Second)
+	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{"orderId":"x","customerId":"secret-customer"}`), testNow, time.Time{})
+	st.ProcessState, st.StepIndex, st.Step = workflow.Processing, 1, "charge-payment"
+	st.LockedBy, st.Attempt, st.FailureCount = "scheduler-invocation-9", 3, 1
+	st.CompleteBy, st.UpdatedAt, st.LastError = testNow.Add(time.Minute), finished, "payment gateway timed out"
+	st.Steps[0] = workflow.StepRecord{Name: "reserve-inventory", State: workflow.StepSucceeded, Attempts: 1,
+		StartedAt: &started, FinishedAt: &finished, Output: json.RawMessage(`{"reservationId":"r-1"}`)}
+	st.Steps[1] = workflow.StepRecord{Name: "charge-payment", State: workflow.StepProcessing, Attempts: 2, Failures: 1,
+		StartedAt: &started, Output: json.RawMessage(`{not json`)}
+
+	f := newFixture(t, nil)
+	f.store.states[id] = st
+	resp := f.do(t, request("GET", "/orders/"+id, nil, ""))
+	if resp.StatusCode != 200 || resp.Headers["Content-Type"] != "application/json" || resp.Headers["Cache-Control"] != "no-store" {
+		t.Fatalf("status %d, headers %v, body %s", resp.StatusCode, resp.Headers, resp.Body)
+	}
+	want := `{"orderId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","workflow":"order-v1","state":"Processing","step":"charge-payment","stepIndex":1,` +
+		`"failureCount":1,"attempt":3,"completeBy":"2025-02-04T10:16:30Z","lastError":"payment gateway timed out",` +
+		`"createdAt":"2025-02-04T10:15:30Z","updatedAt":"2025-02-04T10:15:33Z","steps":[` +
+		`{"name":"reserve-inventory","state":"succeeded","attempts":1,"failures":0,"startedAt":"2025-02-04T10:15:31Z","finishedAt":"2025-02-04T10:15:33Z","output":{"reservationId":"r-1"}},` +
+		`{"name":"charge-payment","state":"processing","attempts":2,"failures":1,"startedAt":"2025-02-04T10:15:31Z"}]}`
+	if resp.Body != want {
+		t.Fatalf("body\n%s\nwant\n%s", resp.Body, want)
+	}
+	for _, leak := range []string{"scheduler-invocation-9", "lockedBy", "secret-customer"} {
+		if strings.Contains(resp.Body, leak) {
+			t.Fatalf("status exposes %q", leak)
+		}
+	}
+}
+
+func TestGetOrderOmitsZeroCompleteBy(t *testing.T) {
+	t.Parallel()
+	const id = "abc"
+	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow)
+	st.ProcessState, st.CompleteBy = workflow.Processed, time.Time{}
+	f := newFixture(t, nil)
+	f.store.states[id] = st
+	resp := f.do(t, request("GET", "/orders/"+id, nil, ""))
+	if resp.StatusCode != 200 || strings.Contains(resp.Body, "completeBy") || strings.Contains(resp.Body, "lastError") {
+		t.Fatalf("status %d body %s", resp.StatusCode, resp.Body)
+	}
+}
+
+func TestGetOrderProblems(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		path   string
+		wrap   func(*storeFuncs)
+		status int
+		typ    string
+	}{
+		{"not found", "/orders/7c9e6679-7425-40de-944b-e07fc1f90ae7", nil, 404, ProblemNotFound},
+		{"bad ID characters", "/orders/abc_def", nil, 400, ProblemMalformed},
+		{"ID too long", "/orders/" + strings.Repeat("a", 65), nil, 400, ProblemMalformed},
+		{"encoded slash", "/orders/a%2Fb", nil, 400, ProblemMalformed},
+		{"store fails", "/orders/abc", func(s *storeFuncs) {
+			s.getState = func(context.Context, string) (workflow.State, error) {
+				return workflow.State{}, errors.New("dynamodb: timeout")
+			}
+		}, 500, ProblemInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, tt.wrap)
+			resp := f.do(t, request("GET", tt.path, nil, ""))
+			if p := readProblem(t, resp, tt.status); p.Type != tt.typ {
+				t.Fatalf("type %q, want %q", p.Type, tt.typ)
+			}
+			if resp.Headers["Cache-Control"] != "no-store" {
+				t.Fatal("problem for a GET without Cache-Control: no-store")
+			}
+			if strings.Contains(resp.Body, "dynamodb") {
+				t.Fatalf("leaks the cause: %s", resp.Body)
+			}
+		})
+	}
+}
+
+func TestGetOrderRoutes(t *testing.T) {
+	t.Parallel()
+	const id = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	tests := []struct {
+		name string
+		req  events.APIGatewayV2HTTPRequest
+	}{
+		{"$default", request("GET", "/orders/"+id, nil, "")},
+		{"explicit route key", func() events.APIGatewayV2HTTPRequest {
+			r := request("GET", "/orders/"+id, nil, "")
+			r.RouteKey, r.PathParameters = "GET /orders/{id}", map[string]string{"id": id}
+			return r
+		}()},
+		{"named stage", func() events.APIGatewayV2HTTPRequest {
+			r := request("GET", "/v1/orders/"+id, nil, "")
+			r.RequestContext.Stage = "v1"
+			return r
+		}()},
+		{"route key and parameters only", func() events.APIGatewayV2HTTPRequest {
+			r := request("", "", nil, "")
+			r.RouteKey, r.PathParameters = "GET /orders/{id}", map[string]string{"id": id}
+			return r
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			f.store.states[id] = workflow.NewState(id, workflow.Default(), nil, testNow, testNow)
+			resp := f.do(t, tt.req)
+			var got struct{ OrderID string }
+			if err := json.Unmarshal([]byte(resp.Body), &got); resp.StatusCode != 200 || err != nil || got.OrderID != id {
+				t.Fatalf("status %d body %s", resp.StatusCode, resp.Body)
+			}
+		})
+	}
+}
+
+func TestRouting(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{"GET", "/", 404, ""},
+		{"GET", "/order", 404, ""},
+		{"GET", "/ordersx", 404, ""},
+		{"GET", "/orders/", 404, ""},
+		{"GET", "/orders/a/b", 404, ""},
+		{"POST", "/orders/abc/cancel", 404, ""},
+		{"GET", "/prod/orders", 405, "POST"}, // on stage "prod", set below
+		{"GET", "/orders", 405, "POST"},
+		{"PUT", "/orders", 405, "POST"},
+		{"DELETE", "/orders/abc", 405, "GET"},
+		{"POST", "/orders/abc", 405, "GET"},
+		{"HEAD", "/orders/abc", 405, "GET"},
+		{"", "/orders/abc", 405, "GET"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			req := request(tt.method, tt.path, map[string]string{"content-type": "application/json"}, validBody)
+			if tt.path == "/prod/orders" {
+				req.RequestContext.Stage = "prod"
+			}
+			resp := f.do(t, req)
+			p := readProblem(t, resp, tt.status)
+			if resp.Headers["Allow"] != tt.allow {
+				t.Fatalf("Allow = %q, want %q (%+v)", resp.Headers["Allow"], tt.allow, p)
+			}
+			if creates, _ := f.store.counts(); creates != 0 || len(f.out.sent()) != 0 {
+				t.Fatal("a rejected request wrote or sent")
+			}
+		})
+	}
+}
+
+func TestHandleRecoversPanic(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(s *storeFuncs) {
+		s.getState = func(context.Context, string) (workflow.State, error) { panic("boom") }
+	})
+	resp := f.do(t, request("GET", "/orders/abc", nil, ""))
+	if p := readProblem(t, resp, 500); p.RequestID != "req-1" || strings.Contains(resp.Body, "boom") {
+		t.Fatalf("problem %s", resp.Body)
+	}
+}
+
+func TestOrderIDForKey(t *testing.T) {
+	t.Parallel()
+	a, b := OrderIDForKey("k1"), OrderIDForKey("k2")
+	if a != OrderIDForKey("k1") || a == b {
+		t.Fatalf("derivation not deterministic or not distinct: %s %s", a, b)
+	}
+	for _, id := range []string{a, b, randomOrderID()} {
+		if !messages.ValidOrderID(id) || len(id) != 36 || strings.Count(id, "-") != 4 || !strings.ContainsAny(id[19:20], "89ab") {
+			t.Fatalf("%q is not UUID-shaped", id)
+		}
+	}
+	if a[14] != '8' {
+		t.Fatalf("derived ID %s is not version 8", a)
+	}
+}
+
+// FuzzHandle throws arbitrary requests at the handler over a store and a
+// sender that always succeed: it must never panic and never answer 5xx.
+func FuzzHandle(f *testing.F) {
+	f.Add("POST", "/orders", "application/json", true, "k", []byte(validBody), uint8(0))
+	f.Add("POST", "/orders", "application/json; charset=utf-8", false, "", []byte(validBody), uint8(1))
+	f.Add("POST", "/orders", "application/json", false, "", []byte("!!"), uint8(2))
+	f.Add("POST", "/orders", "text/plain", true, "\x00", []byte("{}"), uint8(0))
+	f.Add("GET", "/orders/abc", "", false, "", []byte(nil), uint8(0))
+	f.Add("GET", "/orders/../x", "", false, "", []byte(nil), uint8(0))
+	f.Add("DELETE", "/orders", "", false, "", []byte(nil), uint8(0))
+	for _, b := range orderSamples(f) {
+		f.Add("POST", "/orders", "application/json", false, "", b, uint8(0))
+	}
+	f.Fuzz(func(t *testing.T, method, path, contentType string, hasKey bool, key string, body []byte, bodyMode uint8) {
+		store := storeFuncs{
+			createOrder: func(context.Context, workflow.Order, workflow.State) error { return nil },
+			getOrder:    func(_ context.Context, id string) (workflow.Order, error) { return workflow.Order{OrderID: id}, nil },
+			getState: func(_ context.Context, id string) (workflow.State, error) {
+				return workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow), nil
+			},
+		}
+		send := sendFunc(func(context.Context, string, string, time.Duration) error { return nil })
+		h := New(testConfig(), store, send, clock.NewFake(testNow), nil)
+
+		headers := map[string]string{"content-type": contentType}
+		if hasKey {
+			headers["idempotency-key"] = key
+		}
+		req := request(method, path, headers, string(body))
+		switch bodyMode % 3 {
+		case 1: // a binary body as API Gateway passes it
+			req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+		case 2: // flagged base64 but not necessarily so
+			req.IsBase64Encoded = true
+		}
+		resp, err := h.Handle(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Handle returned error %v", err)
+		}
+		if resp.StatusCode < 200 || resp.StatusCode >= 500 {
+			t.Fatalf("status %d for %s %q: %s", resp.StatusCode, method, path, resp.Body)
+		}
+		if !json.Valid([]byte(resp.Body)) {
+			t.Fatalf("body is not JSON: %q", resp.Body)
+		}
+		if resp.StatusCode >= 400 && resp.Headers["Content-Type"] != "application/problem+json" {
+			t.Fatalf("error %d without problem content type", resp.StatusCode)
+		}
+		if resp.StatusCode == 202 {
+			var a acceptedResponse
+			if err := json.Unmarshal([]byte(resp.Body), &a); err != nil || !messages.ValidOrderID(a.OrderID) {
+				t.Fatalf("202 body %s", resp.Body)
+			}
+			if hasKey && a.OrderID != OrderIDForKey(key) {
+				t.Fatalf("orderId %s not derived from key %q", a.OrderID, key)
+			}
+		}
+	})
+}

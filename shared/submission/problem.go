@@ -1,0 +1,67 @@
+package submission
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// Problem types: stable URIs clients may switch on.
+const (
+	problemBase           = "https://sasflow.dev/problems/"
+	ProblemMalformed      = problemBase + "malformed-request"
+	ProblemValidation     = problemBase + "validation"
+	ProblemMediaType      = problemBase + "unsupported-media-type"
+	ProblemTooLarge       = problemBase + "payload-too-large"
+	ProblemNotFound       = problemBase + "not-found"
+	ProblemMethod         = problemBase + "method-not-allowed"
+	ProblemIdempotencyKey = problemBase + "idempotency-key-reuse"
+	ProblemInternal       = problemBase + "internal"
+)
+
+// Problem is an RFC 9457 problem document. RequestID is an extension member
+// that lets a client quote the request in a support case.
+type Problem struct {
+	Type      string       `json:"type"`
+	Title     string       `json:"title"`
+	Status    int          `json:"status"`
+	Detail    string       `json:"detail,omitempty"`
+	RequestID string       `json:"requestId,omitempty"`
+	Errors    []FieldError `json:"errors,omitempty"`
+}
+
+const (
+	contentTypeJSON    = "application/json"
+	contentTypeProblem = "application/problem+json"
+)
+
+// internalErrorBody is prebuilt so a failure to marshal cannot itself fail.
+const internalErrorBody = `{"type":"` + ProblemInternal + `","title":"Internal Server Error","status":500,"detail":"internal error"}`
+
+func problem(status int, typ, detail string, errs ...FieldError) Problem {
+	return Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Errors: errs}
+}
+
+// respond marshals body with the given status. Every response, success or
+// problem, is personal to one order and must not be cached by anything in
+// between, hence no-store throughout.
+func respond(status int, contentType string, body any, headers map[string]string) events.APIGatewayV2HTTPResponse {
+	h := map[string]string{
+		"Content-Type":           contentType,
+		"Cache-Control":          "no-store",
+		"X-Content-Type-Options": "nosniff",
+	}
+	for k, v := range headers {
+		h[k] = v
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{
+			StatusCode: http.StatusInternalServerError,
+			Headers:    map[string]string{"Content-Type": contentTypeProblem, "Cache-Control": "no-store"},
+			Body:       internalErrorBody,
+		}
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: h, Body: string(b)}
+}
