@@ -1,0 +1,254 @@
+// Package alert tells operators, over an SNS topic, about orders that need a
+// person: a step failed for good, or a message could not be read at all.
+package alert
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+)
+
+// Kind tells what went wrong.
+type Kind string
+
+const (
+	// KindPermanentFailure: an agent reported a non-transient fault, so
+	// retrying the step cannot help.
+	KindPermanentFailure Kind = "permanent-failure"
+	// KindRetriesExhausted: the Supervisor saw the step time out MaxFailures
+	// times and stopped retrying it.
+	KindRetriesExhausted Kind = "retries-exhausted"
+	// KindPoisonMessage: a message could not be processed at all and was
+	// left to the queue's dead-letter queue.
+	KindPoisonMessage Kind = "poison-message"
+)
+
+// MaxSubjectLen is the longest Subject returns: SNS wants fewer than 100
+// characters.
+const MaxSubjectLen = 99
+
+// maxErrorLen caps LastError in the body; SNS messages stop at 256 KiB and
+// an operator reads the start of an error anyway.
+const maxErrorLen = 4096
+
+// Alert is one event an operator must act on.
+type Alert struct {
+	Kind      Kind
+	OrderID   string
+	Step      string
+	StepIndex int
+	// FailureCount of MaxFailures allowed failures of the step so far.
+	FailureCount, MaxFailures int
+	// Attempt is the order's attempt counter when the alert was raised.
+	Attempt   int
+	LastError string
+	At        time.Time
+	// MessageID is the SQS message ID of a poison message; it tells apart
+	// alerts about poison messages that name no order.
+	MessageID string
+}
+
+// ID identifies the alert so consumers can drop a re-sent copy: the order
+// ID and attempt, or for a poison message the SQS message ID, which a
+// redelivery keeps.
+func (a Alert) ID() string {
+	if a.Kind == KindPoisonMessage && a.MessageID != "" {
+		return "poison/" + a.MessageID
+	}
+	return a.OrderID + "/" + strconv.Itoa(a.Attempt)
+}
+
+// Subject returns a one-line summary for the SNS Subject and e-mail subject
+// lines: printable ASCII only and at most MaxSubjectLen characters, whatever
+// the order ID, step name or kind hold.
+func (a Alert) Subject() string {
+	order := clip(subjectText(a.OrderID), 36)
+	if order == "" {
+		order = "(unknown)"
+	}
+	step := clip(subjectText(a.Step), 32)
+	if step == "" {
+		step = "step " + strconv.Itoa(a.StepIndex)
+	}
+	var s string
+	switch a.Kind {
+	case KindRetriesExhausted:
+		s = fmt.Sprintf("Order %s failed: %s timed out %d times", order, step, a.FailureCount)
+	case KindPermanentFailure:
+		s = fmt.Sprintf("Order %s failed: %s failed permanently", order, step)
+	case KindPoisonMessage:
+		if a.OrderID == "" {
+			s = "Poison message set aside"
+			if id := clip(subjectText(a.MessageID), 40); id != "" {
+				s += ": " + id
+			}
+		} else {
+			s = fmt.Sprintf("Order %s: poison message set aside", order)
+		}
+	default:
+		s = fmt.Sprintf("Order %s: %s alert", order, clip(subjectText(string(a.Kind)), 24))
+	}
+	return clip(s, MaxSubjectLen)
+}
+
+// subjectText maps s to printable ASCII: whitespace becomes a space and
+// anything else outside ' '..'~' becomes '?'.
+func subjectText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= ' ' && r <= '~':
+			b.WriteRune(r)
+		case unicode.IsSpace(r):
+			b.WriteByte(' ')
+		default:
+			b.WriteByte('?')
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// clip shortens ASCII s to n bytes, marking the cut with "...".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.TrimRight(s[:n-3], " ") + "..."
+}
+
+// Body returns the plain-text message: what happened, the facts, and what
+// the operator should do next.
+func (a Alert) Body() string {
+	order := bodyText(a.OrderID, 256)
+	if order == "" {
+		order = "(unknown)"
+	}
+	step := fmt.Sprintf("%q (index %d)", bodyText(a.Step, 256), a.StepIndex)
+	if a.Step == "" {
+		step = fmt.Sprintf("index %d", a.StepIndex)
+	}
+	lastErr := bodyText(a.LastError, maxErrorLen)
+	if lastErr == "" {
+		lastErr = "(none recorded)"
+	}
+	when := "(unknown)"
+	if !a.At.IsZero() {
+		when = a.At.UTC().Format(time.RFC3339)
+	}
+
+	var b strings.Builder
+	switch a.Kind {
+	case KindRetriesExhausted:
+		fmt.Fprintf(&b, "Order %s has failed: step %s timed out %d times, the most allowed is %d, so the Supervisor stopped retrying it.\n",
+			order, step, a.FailureCount, a.MaxFailures)
+	case KindPermanentFailure:
+		fmt.Fprintf(&b, "Order %s has failed: the agent for step %s reported a permanent fault, which retrying cannot fix.\n", order, step)
+	case KindPoisonMessage:
+		fmt.Fprintf(&b, "A message for order %s could not be processed at all; it was left to the queue's dead-letter queue.\n", order)
+	default:
+		fmt.Fprintf(&b, "Order %s raised a %q alert.\n", order, bodyText(string(a.Kind), 64))
+	}
+	b.WriteString("\n")
+	field := func(name, value string) { fmt.Fprintf(&b, "%-12s %s\n", name+":", value) }
+	field("Order", order)
+	field("Step", step)
+	field("Failures", fmt.Sprintf("%d of %d allowed", a.FailureCount, a.MaxFailures))
+	field("Attempt", strconv.Itoa(a.Attempt))
+	if a.MessageID != "" {
+		field("Message ID", bodyText(a.MessageID, 256))
+	}
+	field("Last error", strings.ReplaceAll(lastErr, "\n", "\n"+strings.Repeat(" ", 13)))
+	field("When", when)
+	field("Alert ID", bodyText(a.ID(), 512)+" (a repeat of this ID is the same alert)")
+
+	b.WriteString("\nWhat to do next:\n")
+	if a.Kind == KindPoisonMessage {
+		fmt.Fprintf(&b, "1. Read the message from the dead-letter queue and find why it could not be processed (a bug or malformed input).\n")
+		fmt.Fprintf(&b, "2. Inspect the state record of order %s to see whether the order is stuck.\n", order)
+		fmt.Fprintf(&b, "3. Fix the cause, then resubmit order %s from its failed step, or redrive the message.\n", order)
+	} else {
+		fmt.Fprintf(&b, "1. Inspect the state record of order %s: its state, step, attempt and last error.\n", order)
+		fmt.Fprintf(&b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")
+		fmt.Fprintf(&b, "3. Resubmit order %s from the failed step %s.\n", order, step)
+	}
+	return b.String()
+}
+
+// bodyText makes s valid UTF-8 without control characters other than
+// newline and tab, at most n bytes long.
+func bodyText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || !unicode.IsControl(r) {
+			return r
+		}
+		return '?'
+	}, s)
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len(" [truncated]")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " [truncated]"
+}
+
+// Client is the part of *sns.Client the Publisher uses.
+type Client interface {
+	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
+}
+
+var _ Client = (*sns.Client)(nil)
+
+// Publisher sends alerts to one SNS topic.
+type Publisher struct {
+	client   Client
+	topicARN string
+}
+
+// NewPublisher returns a Publisher to the topic.
+func NewPublisher(c Client, topicARN string) *Publisher {
+	return &Publisher{client: c, topicARN: topicARN}
+}
+
+// Publish sends the alert with message attributes kind, orderId (when
+// known) and alertId, so subscribers can filter and de-duplicate.
+func (p *Publisher) Publish(ctx context.Context, a Alert) error {
+	kind := string(a.Kind)
+	if kind == "" {
+		kind = "unknown"
+	}
+	attrs := map[string]types.MessageAttributeValue{
+		"kind":    stringAttr(kind),
+		"alertId": stringAttr(a.ID()),
+	}
+	// SNS rejects an empty attribute value.
+	if a.OrderID != "" {
+		attrs["orderId"] = stringAttr(a.OrderID)
+	}
+	_, err := p.client.Publish(ctx, &sns.PublishInput{
+		TopicArn:          aws.String(p.topicARN),
+		Subject:           aws.String(a.Subject()),
+		Message:           aws.String(a.Body()),
+		MessageAttributes: attrs,
+	})
+	if err != nil {
+		return fmt.Errorf("publish %s alert %s to %s: %w", a.Kind, a.ID(), p.topicARN, err)
+	}
+	return nil
+}
+
+// stringAttr makes a String attribute; SNS rejects invalid UTF-8.
+func stringAttr(v string) types.MessageAttributeValue {
+	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.ToValidUTF8(v, "?"))}
+}

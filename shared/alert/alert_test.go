@@ -1,0 +1,239 @@
+package alert
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+)
+
+var at = time.Date(2026, 11, 22, 9, 41, 5, 0, time.UTC)
+
+func exhausted() Alert {
+	return Alert{
+		Kind: KindRetriesExhausted, OrderID: "1a2b", Step: "charge-payment", StepIndex: 2,
+		FailureCount: 3, MaxFailures: 3, Attempt: 4, LastError: "agent did not reply within 30s", At: at,
+	}
+}
+
+// checkSubject asserts the SNS rules on a subject.
+func checkSubject(t *testing.T, s string) {
+	t.Helper()
+	if s == "" || len(s) > MaxSubjectLen {
+		t.Errorf("subject %q has %d characters, want 1..%d", s, len(s), MaxSubjectLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			t.Errorf("subject %q has byte %#x at %d, want printable ASCII", s, s[i], i)
+			break
+		}
+	}
+	if s != strings.TrimSpace(s) {
+		t.Errorf("subject %q starts or ends with space", s)
+	}
+}
+
+func TestSubject(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	tests := []struct {
+		name   string
+		change func(*Alert)
+		want   string // exact, or "" to check only the rules
+	}{
+		{"retries exhausted", func(*Alert) {}, "Order 1a2b failed: charge-payment timed out 3 times"},
+		{"permanent failure", func(a *Alert) { a.Kind = KindPermanentFailure }, "Order 1a2b failed: charge-payment failed permanently"},
+		{"poison with order", func(a *Alert) { a.Kind = KindPoisonMessage }, "Order 1a2b: poison message set aside"},
+		{"poison without order", func(a *Alert) { a.Kind, a.OrderID, a.MessageID = KindPoisonMessage, "", "m-1" }, "Poison message set aside: m-1"},
+		{"unknown kind", func(a *Alert) { a.Kind = "weird\nkind" }, "Order 1a2b: weird kind alert"},
+		{"no order, no step", func(a *Alert) { a.OrderID, a.Step = "", "" }, "Order (unknown) failed: step 2 timed out 3 times"},
+		{
+			"uuid order", func(a *Alert) { a.OrderID = "123e4567-e89b-12d3-a456-426614174000" },
+			"Order 123e4567-e89b-12d3-a456-426614174000 failed: charge-payment timed out 3 times",
+		},
+		{"long order", func(a *Alert) { a.OrderID = long }, "Order " + strings.Repeat("x", 33) + "... failed: charge-payment timed out 3 times"},
+		{"long everything", func(a *Alert) { a.OrderID, a.Step, a.FailureCount = long, long, -1<<62 }, ""},
+		{"line breaks and tabs", func(a *Alert) { a.OrderID, a.Step = "a\r\nb", "\tpay\n" }, "Order a  b failed: pay timed out 3 times"},
+		{"non-ASCII", func(a *Alert) { a.OrderID, a.Step = "ordré…", "支払い" }, "Order ordr?? failed: ??? timed out 3 times"},
+		{"control and invalid UTF-8", func(a *Alert) { a.OrderID, a.Step = "\x00\x1b[31m\xff", "\x7f" }, ""},
+		{"only spaces", func(a *Alert) { a.Kind, a.OrderID, a.MessageID = KindPoisonMessage, "", "   " }, "Poison message set aside"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := exhausted()
+			tc.change(&a)
+			got := a.Subject()
+			checkSubject(t, got)
+			if tc.want != "" && got != tc.want {
+				t.Errorf("Subject() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzSubject(f *testing.F) {
+	f.Add("retries-exhausted", "1a2b", "charge-payment", "", 2, 3)
+	f.Add("poison-message", "", "", "\xff\x00 id", 0, 0)
+	f.Add("permanent-failure", strings.Repeat("é", 200), "\n\t", "", -1, -1<<63)
+	f.Fuzz(func(t *testing.T, kind, orderID, step, messageID string, stepIndex, failures int) {
+		a := Alert{Kind: Kind(kind), OrderID: orderID, Step: step, MessageID: messageID, StepIndex: stepIndex, FailureCount: failures}
+		checkSubject(t, a.Subject())
+		if b := a.Body(); !utf8.ValidString(b) {
+			t.Errorf("Body() is not valid UTF-8: %q", b)
+		}
+	})
+}
+
+func TestBody(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Alert)
+		want   []string
+		not    []string
+	}{
+		{
+			name:   "retries exhausted",
+			change: func(*Alert) {},
+			want: []string{
+				"Order 1a2b has failed: step \"charge-payment\" (index 2) timed out 3 times, the most allowed is 3",
+				"Failures:    3 of 3 allowed", "Attempt:     4", "Last error:  agent did not reply within 30s",
+				"When:        2026-11-22T09:41:05Z", "Alert ID:    1a2b/4",
+				"Inspect the state record of order 1a2b", "Fix the cause", "Resubmit order 1a2b from the failed step \"charge-payment\" (index 2)",
+			},
+		},
+		{
+			name:   "permanent failure",
+			change: func(a *Alert) { a.Kind = KindPermanentFailure },
+			want:   []string{"reported a permanent fault", "Resubmit order 1a2b"},
+		},
+		{
+			name:   "poison message",
+			change: func(a *Alert) { a.Kind, a.MessageID = KindPoisonMessage, "m-9" },
+			want:   []string{"could not be processed", "dead-letter queue", "Message ID:  m-9", "Alert ID:    poison/m-9", "order 1a2b"},
+		},
+		{
+			name:   "multi-line error with control characters",
+			change: func(a *Alert) { a.LastError = "first\nsecond\x1b[0m\x00" },
+			want:   []string{"Last error:  first\n             second?[0m?"},
+			not:    []string{"\x1b", "\x00"},
+		},
+		{
+			name:   "huge error",
+			change: func(a *Alert) { a.LastError = strings.Repeat("é", 10000) },
+			want:   []string{" [truncated]"},
+		},
+		{
+			name:   "unknowns",
+			change: func(a *Alert) { a.OrderID, a.Step, a.LastError, a.At = "", "", "", time.Time{} },
+			want:   []string{"Order:       (unknown)", "Step:        index 2", "Last error:  (none recorded)", "When:        (unknown)"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := exhausted()
+			tc.change(&a)
+			got := a.Body()
+			for _, s := range tc.want {
+				if !strings.Contains(got, s) {
+					t.Errorf("Body() lacks %q:\n%s", s, got)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(got, s) {
+					t.Errorf("Body() has %q:\n%s", s, got)
+				}
+			}
+			if !utf8.ValidString(got) || len(got) > 8192 {
+				t.Errorf("Body() is %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
+			}
+		})
+	}
+}
+
+func TestID(t *testing.T) {
+	tests := []struct {
+		a    Alert
+		want string
+	}{
+		{Alert{Kind: KindRetriesExhausted, OrderID: "o1", Attempt: 3}, "o1/3"},
+		{Alert{Kind: KindPermanentFailure, OrderID: "o1", Attempt: 0}, "o1/0"},
+		{Alert{Kind: KindPoisonMessage, OrderID: "o1", Attempt: 2, MessageID: "m"}, "poison/m"},
+		{Alert{Kind: KindPoisonMessage, OrderID: "o1", Attempt: 2}, "o1/2"},
+	}
+	for _, tc := range tests {
+		if got := tc.a.ID(); got != tc.want {
+			t.Errorf("%+v.ID() = %q, want %q", tc.a, got, tc.want)
+		}
+	}
+}
+
+type publishFunc func(*sns.PublishInput) (*sns.PublishOutput, error)
+
+func (f publishFunc) Publish(_ context.Context, in *sns.PublishInput, _ ...func(*sns.Options)) (*sns.PublishOutput, error) {
+	return f(in)
+}
+
+func TestPublish(t *testing.T) {
+	const topic = "arn:aws:sns:us-east-1:123456789012:alerts"
+	boom := errors.New("boom")
+	tests := []struct {
+		name      string
+		alert     Alert
+		err       error
+		wantAttrs map[string]string
+	}{
+		{"order alert", exhausted(), nil, map[string]string{"kind": "retries-exhausted", "orderId": "1a2b", "alertId": "1a2b/4"}},
+		{"no order", Alert{Kind: KindPoisonMessage, MessageID: "m1"}, nil, map[string]string{"kind": "poison-message", "alertId": "poison/m1"}},
+		{"no kind", Alert{OrderID: "o"}, nil, map[string]string{"kind": "unknown", "orderId": "o", "alertId": "o/0"}},
+		{"client error", exhausted(), boom, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var in *sns.PublishInput
+			p := NewPublisher(publishFunc(func(i *sns.PublishInput) (*sns.PublishOutput, error) {
+				in = i
+				return &sns.PublishOutput{}, tc.err
+			}), topic)
+			err := p.Publish(context.Background(), tc.alert)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), topic) || !strings.Contains(err.Error(), tc.alert.ID()) {
+					t.Fatalf("err = %v, want boom naming topic and alert", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if aws.ToString(in.TopicArn) != topic || aws.ToString(in.Subject) != tc.alert.Subject() || aws.ToString(in.Message) != tc.alert.Body() {
+				t.Errorf("input = %+v", in)
+			}
+			got := map[string]string{}
+			for k, v := range in.MessageAttributes {
+				if aws.ToString(v.DataType) != "String" {
+					t.Errorf("attribute %s has type %q", k, aws.ToString(v.DataType))
+				}
+				got[k] = aws.ToString(v.StringValue)
+			}
+			if len(got) != len(tc.wantAttrs) {
+				t.Errorf("attributes = %v, want %v", got, tc.wantAttrs)
+			}
+			for k, v := range tc.wantAttrs {
+				if got[k] != v {
+					t.Errorf("attribute %s = %q, want %q", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkSubjectAndBody(b *testing.B) {
+	a := exhausted()
+	for b.Loop() {
+		_ = a.Subject()
+		_ = a.Body()
+	}
+}

@@ -1,0 +1,356 @@
+package sqsbridge
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+const (
+	testURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/jobs"
+	testARN = "arn:aws:sqs:eu-west-1:123456789012:jobs"
+)
+
+// fakeClient answers with the functions a test sets.
+type fakeClient struct {
+	receive func(*sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error)
+	del     func(*sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error)
+}
+
+func (f fakeClient) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	return f.receive(in)
+}
+
+func (f fakeClient) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	return f.del(in)
+}
+
+func messages(ids ...string) []types.Message {
+	msgs := make([]types.Message, len(ids))
+	for i, id := range ids {
+		msgs[i] = types.Message{
+			MessageId:     aws.String(id),
+			ReceiptHandle: aws.String("rh-" + id),
+			Body:          aws.String("body-" + id),
+			MD5OfBody:     aws.String("md5-" + id),
+			Attributes:    map[string]string{"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
+		}
+	}
+	return msgs
+}
+
+func TestPollOnceDeletes(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name        string
+		handler     Handler
+		deleteErr   error
+		deleteFails []string // entry IDs the fake reports failed
+		wantDeleted []string
+		wantErr     []string // substrings of the error
+		wantBatch   bool     // error wraps ErrBatchFailed
+	}{
+		{
+			name: "all succeed",
+			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{}, nil
+			},
+			wantDeleted: []string{"rh-a", "rh-b", "rh-c"},
+		},
+		{
+			name: "item failures kept",
+			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{{ItemIdentifier: "b"}, {ItemIdentifier: "b"}}}, nil
+			},
+			wantDeleted: []string{"rh-a", "rh-c"},
+		},
+		{
+			name: "all items failed",
+			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{{ItemIdentifier: "a"}, {ItemIdentifier: "b"}, {ItemIdentifier: "c"}}}, nil
+			},
+		},
+		{
+			name: "handler error",
+			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{}, boom
+			},
+			wantErr:   []string{"boom", testURL},
+			wantBatch: true,
+		},
+		{
+			name: "unknown item ID",
+			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{{ItemIdentifier: "a"}, {ItemIdentifier: "zzz"}}}, nil
+			},
+			wantErr:   []string{`"zzz"`},
+			wantBatch: true,
+		},
+		{
+			name: "empty item ID",
+			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{{}}}, nil
+			},
+			wantErr:   []string{`""`},
+			wantBatch: true,
+		},
+		{
+			name:      "handler panics",
+			handler:   func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) { panic("kaboom") },
+			wantErr:   []string{"panicked", "kaboom"},
+			wantBatch: true,
+		},
+		{
+			name: "delete request fails",
+			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{}, nil
+			},
+			deleteErr:   boom,
+			wantDeleted: []string{"rh-a", "rh-b", "rh-c"},
+			wantErr:     []string{"delete 3", "boom"},
+		},
+		{
+			name: "delete entry fails",
+			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return events.SQSEventResponse{}, nil
+			},
+			deleteFails: []string{"1"},
+			wantDeleted: []string{"rh-a", "rh-b", "rh-c"},
+			wantErr:     []string{"1 failed", "b (ReceiptHandleIsInvalid"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var deleted []string
+			b := &Bridge{
+				Client: fakeClient{
+					receive: func(*sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+						return &sqs.ReceiveMessageOutput{Messages: messages("a", "b", "c")}, nil
+					},
+					del: func(in *sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error) {
+						if aws.ToString(in.QueueUrl) != testURL {
+							t.Errorf("delete from %q", aws.ToString(in.QueueUrl))
+						}
+						out := &sqs.DeleteMessageBatchOutput{}
+						for _, e := range in.Entries {
+							deleted = append(deleted, aws.ToString(e.ReceiptHandle))
+							if slices.Contains(tc.deleteFails, aws.ToString(e.Id)) {
+								out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("gone")})
+							}
+						}
+						return out, tc.deleteErr
+					},
+				},
+				QueueURL: testURL,
+				QueueARN: testARN,
+				Handler:  tc.handler,
+			}
+			n, err := b.PollOnce(context.Background())
+			if n != 3 {
+				t.Errorf("received = %d, want 3", n)
+			}
+			if !slices.Equal(deleted, tc.wantDeleted) {
+				t.Errorf("deleted %v, want %v", deleted, tc.wantDeleted)
+			}
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("err = nil")
+			}
+			for _, s := range tc.wantErr {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q lacks %q", err, s)
+				}
+			}
+			if got := errors.Is(err, ErrBatchFailed); got != tc.wantBatch {
+				t.Errorf("errors.Is(err, ErrBatchFailed) = %v, want %v", got, tc.wantBatch)
+			}
+		})
+	}
+}
+
+func TestPollOnceEvent(t *testing.T) {
+	sv := aws.String("v")
+	msg := types.Message{
+		MessageId:              aws.String("m1"),
+		ReceiptHandle:          aws.String("rh1"),
+		Body:                   aws.String(`{"x":1}`),
+		MD5OfBody:              aws.String("abc"),
+		MD5OfMessageAttributes: aws.String("def"),
+		Attributes:             map[string]string{"ApproximateReceiveCount": "3", "SentTimestamp": "1700000000000", "SenderId": "AID"},
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			"s": {DataType: aws.String("String"), StringValue: sv},
+			"b": {DataType: aws.String("Binary"), BinaryValue: []byte{1, 2}},
+		},
+	}
+	tests := []struct {
+		name       string
+		region     string
+		wantRegion string
+		wait       time.Duration
+		wantWait   int32
+	}{
+		{"region from ARN", "", "eu-west-1", 1500 * time.Millisecond, 2},
+		{"region given", "us-west-2", "us-west-2", 20 * time.Second, 20},
+		{"short poll", "", "eu-west-1", 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var in *sqs.ReceiveMessageInput
+			var got events.SQSEvent
+			b := &Bridge{
+				Client: fakeClient{
+					receive: func(i *sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+						in = i
+						return &sqs.ReceiveMessageOutput{Messages: []types.Message{msg}}, nil
+					},
+					del: func(*sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error) {
+						return &sqs.DeleteMessageBatchOutput{}, nil
+					},
+				},
+				QueueURL:  testURL,
+				QueueARN:  testARN,
+				BatchSize: 4,
+				WaitTime:  tc.wait,
+				Region:    tc.region,
+				Handler: func(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+					got = ev
+					return events.SQSEventResponse{}, nil
+				},
+			}
+			if _, err := b.PollOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if in.MaxNumberOfMessages != 4 || in.WaitTimeSeconds != tc.wantWait || aws.ToString(in.QueueUrl) != testURL ||
+				!slices.Equal(in.MessageSystemAttributeNames, []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}) ||
+				!slices.Equal(in.MessageAttributeNames, []string{"All"}) {
+				t.Errorf("ReceiveMessage input = %+v", in)
+			}
+			if len(got.Records) != 1 {
+				t.Fatalf("records = %d", len(got.Records))
+			}
+			r := got.Records[0]
+			if r.MessageId != "m1" || r.ReceiptHandle != "rh1" || r.Body != `{"x":1}` || r.Md5OfBody != "abc" ||
+				r.Md5OfMessageAttributes != "def" || r.EventSource != "aws:sqs" || r.EventSourceARN != testARN || r.AWSRegion != tc.wantRegion {
+				t.Errorf("record = %+v", r)
+			}
+			if r.Attributes["ApproximateReceiveCount"] != "3" || r.Attributes["SentTimestamp"] != "1700000000000" || r.Attributes["SenderId"] != "AID" {
+				t.Errorf("attributes = %v", r.Attributes)
+			}
+			s := r.MessageAttributes["s"]
+			if s.DataType != "String" || aws.ToString(s.StringValue) != "v" || s.StringListValues == nil || s.BinaryListValues == nil {
+				t.Errorf("string attribute = %+v", s)
+			}
+			if bin := r.MessageAttributes["b"]; bin.DataType != "Binary" || !slices.Equal(bin.BinaryValue, []byte{1, 2}) {
+				t.Errorf("binary attribute = %+v", bin)
+			}
+		})
+	}
+}
+
+func TestPollOnceEmptyAndReceiveError(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		err     error
+		wantErr bool
+	}{
+		{"empty", nil, false},
+		{"receive error", boom, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &Bridge{
+				Client: fakeClient{receive: func(*sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+					if tc.err != nil {
+						return nil, tc.err
+					}
+					return &sqs.ReceiveMessageOutput{}, nil
+				}},
+				QueueURL: testURL, QueueARN: testARN,
+				Handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+					t.Error("handler called")
+					return events.SQSEventResponse{}, nil
+				},
+			}
+			n, err := b.PollOnce(context.Background())
+			if n != 0 || (err != nil) != tc.wantErr || (err != nil && (!errors.Is(err, boom) || !strings.Contains(err.Error(), testURL))) {
+				t.Errorf("PollOnce = %d, %v", n, err)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	h := func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+		return events.SQSEventResponse{}, nil
+	}
+	ok := func() Bridge { return Bridge{Client: fakeClient{}, QueueURL: testURL, QueueARN: testARN, Handler: h} }
+	tests := []struct {
+		name   string
+		change func(*Bridge)
+		want   string
+	}{
+		{"no client", func(b *Bridge) { b.Client = nil }, "no Client"},
+		{"no handler", func(b *Bridge) { b.Handler = nil }, "no Handler"},
+		{"no URL", func(b *Bridge) { b.QueueURL = "" }, "no QueueURL"},
+		{"no ARN", func(b *Bridge) { b.QueueARN = "" }, "no QueueARN"},
+		{"batch too big", func(b *Bridge) { b.BatchSize = 11 }, "BatchSize 11"},
+		{"negative batch", func(b *Bridge) { b.BatchSize = -1 }, "BatchSize -1"},
+		{"wait too long", func(b *Bridge) { b.WaitTime = 21 * time.Second }, "WaitTime 21s"},
+		{"no region", func(b *Bridge) { b.QueueARN = "jobs" }, "no Region"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := ok()
+			tc.change(&b)
+			_, err := b.PollOnce(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("PollOnce err = %v, want %q", err, tc.want)
+			}
+			if err := b.Run(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Run err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunReportsErrorsAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	var reported []error
+	b := &Bridge{
+		Client: fakeClient{receive: func(*sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+			calls++
+			if calls == 1 {
+				return &sqs.ReceiveMessageOutput{Messages: messages("a")}, nil
+			}
+			cancel() // second poll: the run is over
+			return &sqs.ReceiveMessageOutput{}, nil
+		}},
+		QueueURL: testURL, QueueARN: testARN,
+		Handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+			return events.SQSEventResponse{}, errors.New("boom")
+		},
+		OnError: func(err error) { reported = append(reported, err) },
+	}
+	if err := b.Run(ctx); err != nil {
+		t.Fatalf("Run = %v, want nil after cancel", err)
+	}
+	if calls != 2 || len(reported) != 1 || !errors.Is(reported[0], ErrBatchFailed) {
+		t.Errorf("calls = %d, reported = %v", calls, reported)
+	}
+}

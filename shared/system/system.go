@@ -1,0 +1,223 @@
+// Package system wires the real handlers of every function to DynamoDB, SQS
+// and SNS endpoints the way the AWS deployment does: the same tables, one
+// queue per channel with a dead-letter queue, and SQS pollers standing in for
+// Lambda's event source mappings. End-to-end tests and local commands use it;
+// the handlers know nothing of it.
+package system
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/alert"
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/scheduler"
+	"github.com/sasflow/sas/shared/sqsbridge"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/submission"
+	"github.com/sasflow/sas/shared/supervisor"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Options configures a System.
+type Options struct {
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+	// PollSQS, when set, is the client the event source pollers use, so
+	// their requests can be told apart from the handlers'; SQS otherwise.
+	PollSQS *sqs.Client
+	SNS     *sns.Client
+	// Prefix starts every table, queue and topic name.
+	Prefix string
+	// Region is put on SQS events, as Lambda does.
+	Region   string
+	Workflow workflow.Definition
+	Policy   workflow.Policy
+	// RemoteBaseURL is the remote service every Agent calls.
+	RemoteBaseURL string
+	// Agent overrides agent settings; Step, ResponseQueueURL and
+	// RemoteBaseURL are filled in per step.
+	Agent agent.Config
+	// MaxReceiveCount is the redrive policy of every queue.
+	MaxReceiveCount int
+	// VisibilityTimeout of every queue.
+	VisibilityTimeout time.Duration
+	Clock             clock.Clock
+	Log               *slog.Logger
+	// AgentOptions are passed to every agent.New.
+	AgentOptions []agent.Option
+}
+
+// Queue names a queue and its dead-letter queue.
+type Queue struct {
+	Name, URL, ARN string
+	DLQURL         string
+}
+
+// System is a wired deployment.
+type System struct {
+	Store      *statestore.Store
+	Submission *submission.Handler
+	Scheduler  *scheduler.Handler
+	Supervisor *supervisor.Handler
+	Agents     map[string]*agent.Handler
+
+	SchedulerQueue Queue
+	ResponseQueue  Queue
+	AgentQueues    map[string]Queue
+	AlertTopicARN  string
+	Tables         statestore.Tables
+
+	// Bridges deliver each queue to its handler like an event source
+	// mapping: scheduler queue, response queue, then one per agent.
+	Bridges []*sqsbridge.Bridge
+}
+
+// Build creates the tables, queues and topic and wires the handlers.
+func Build(ctx context.Context, o Options) (*System, error) {
+	s := &System{
+		Tables:      statestore.Tables{Orders: o.Prefix + "-orders", State: o.Prefix + "-state"},
+		AgentQueues: map[string]Queue{},
+		Agents:      map[string]*agent.Handler{},
+	}
+	if err := statestore.CreateTables(ctx, o.DynamoDB, s.Tables); err != nil {
+		return nil, err
+	}
+	s.Store = statestore.New(o.DynamoDB, s.Tables)
+	var err error
+	if s.SchedulerQueue, err = createQueue(ctx, o, o.Prefix+"-scheduler"); err != nil {
+		return nil, err
+	}
+	if s.ResponseQueue, err = createQueue(ctx, o, o.Prefix+"-responses"); err != nil {
+		return nil, err
+	}
+	topic, err := o.SNS.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(o.Prefix + "-alerts")})
+	if err != nil {
+		return nil, fmt.Errorf("create alert topic: %w", err)
+	}
+	s.AlertTopicARN = aws.ToString(topic.TopicArn)
+
+	send := queue.NewSender(o.SQS)
+	alerts := alert.NewPublisher(o.SNS, s.AlertTopicARN)
+	agentQueues := map[string]string{}
+	for _, step := range o.Workflow.Steps {
+		q, err := createQueue(ctx, o, o.Prefix+"-agent-"+step.Name)
+		if err != nil {
+			return nil, err
+		}
+		s.AgentQueues[step.Name] = q
+		agentQueues[step.Name] = q.URL
+	}
+
+	s.Submission = submission.New(submission.Config{
+		SchedulerQueueURL: s.SchedulerQueue.URL, Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout,
+		MaxBodyBytes: submission.DefaultMaxBodyBytes, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
+	}, s.Store, send, o.Clock, o.Log.With("function", "submission"))
+
+	schedCfg := scheduler.Config{
+		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, AgentQueues: agentQueues,
+		Workflow: o.Workflow, Policy: o.Policy, AlertTopicARN: s.AlertTopicARN,
+	}
+	if err := schedCfg.Validate(); err != nil {
+		return nil, err
+	}
+	s.Scheduler = scheduler.New(schedCfg, s.Store, send, alerts, o.Clock, o.Log.With("function", "scheduler"))
+
+	s.Supervisor = supervisor.New(supervisor.Config{
+		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
+		AlertTopicARN: s.AlertTopicARN, Policy: o.Policy, BatchLimit: 500,
+	}, s.Store, send, alerts, o.Clock, o.Log.With("function", "supervisor"))
+
+	poll := o.PollSQS
+	if poll == nil {
+		poll = o.SQS
+	}
+	bridge := func(q Queue, h sqsbridge.Handler) *sqsbridge.Bridge {
+		return &sqsbridge.Bridge{Client: poll, QueueURL: q.URL, QueueARN: q.ARN, BatchSize: 10, Handler: h, Region: o.Region}
+	}
+	s.Bridges = append(s.Bridges, bridge(s.SchedulerQueue, s.Scheduler.Handle), bridge(s.ResponseQueue, s.Scheduler.Handle))
+	for _, step := range o.Workflow.Steps {
+		cfg := o.Agent
+		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL
+		svc := agent.NewHTTPService(o.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
+		a, err := agent.New(cfg, svc, send, o.Clock, o.Log.With("function", "agent", "agentStep", step.Name), o.AgentOptions...)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", step.Name, err)
+		}
+		s.Agents[step.Name] = a
+		s.Bridges = append(s.Bridges, bridge(s.AgentQueues[step.Name], a.Handle))
+	}
+	return s, nil
+}
+
+func createQueue(ctx context.Context, o Options, name string) (Queue, error) {
+	attrs := func(q string) (url, arn string, err error) {
+		out, err := o.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(q), Attributes: map[string]string{
+			string(sqstypes.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(o.VisibilityTimeout.Seconds())),
+		}})
+		if err != nil {
+			return "", "", fmt.Errorf("create queue %s: %w", q, err)
+		}
+		got, err := o.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl,
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		if err != nil {
+			return "", "", fmt.Errorf("queue %s arn: %w", q, err)
+		}
+		return aws.ToString(out.QueueUrl), got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
+	}
+	dlqURL, dlqARN, err := attrs(name + "-dlq")
+	if err != nil {
+		return Queue{}, err
+	}
+	url, arn, err := attrs(name)
+	if err != nil {
+		return Queue{}, err
+	}
+	redrive, _ := json.Marshal(map[string]any{"deadLetterTargetArn": dlqARN, "maxReceiveCount": o.MaxReceiveCount})
+	if _, err := o.SQS.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url),
+		Attributes: map[string]string{string(sqstypes.QueueAttributeNameRedrivePolicy): string(redrive)}}); err != nil {
+		return Queue{}, fmt.Errorf("redrive policy of %s: %w", name, err)
+	}
+	return Queue{Name: name, URL: url, ARN: arn, DLQURL: dlqURL}, nil
+}
+
+// PumpOnce polls every queue once and delivers what it got; it returns how
+// many messages were delivered.
+func (s *System) PumpOnce(ctx context.Context) (int, error) {
+	total := 0
+	for _, b := range s.Bridges {
+		n, err := b.PollOnce(ctx)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Settle pumps until a full round over every queue delivers nothing, or
+// maxRounds rounds have run. It returns the rounds that delivered messages.
+func (s *System) Settle(ctx context.Context, maxRounds int) (int, error) {
+	for round := 0; round < maxRounds; round++ {
+		n, err := s.PumpOnce(ctx)
+		if err != nil {
+			return round, err
+		}
+		if n == 0 {
+			return round, nil
+		}
+	}
+	return maxRounds, fmt.Errorf("system: still busy after %d rounds", maxRounds)
+}
