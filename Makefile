@@ -6,7 +6,7 @@ SHELL := /bin/bash
 GO ?= go
 ENGINES := scripts/engines.sh
 
-.PHONY: deps test bench build fmt vet engines-up engines-down clean
+.PHONY: deps test bench build fmt vet engines-up engines-down clean run
 
 deps:
 	$(ENGINES) install
@@ -43,3 +43,9 @@ engines-down:
 clean:
 	$(ENGINES) stop
 	rm -rf build .engines
+
+# Run the system's main job locally: orders through every real handler on the
+# local engines, ending with a summary and the AWS requests per order.
+ORDERS ?= 20
+run: deps
+	$(ENGINES) run -- $(GO) run ./cmd/requestcount -orders $(ORDERS)

@@ -35,11 +35,6 @@ type Sender interface {
 	Send(ctx context.Context, queueURL, body string, delay time.Duration) error
 }
 
-// Alerter tells operators about an order in Error.
-type Alerter interface {
-	Publish(ctx context.Context, a alert.Alert) error
-}
-
 var _ Store = (*statestore.Store)(nil)
 
 // Handler processes the Scheduler queue (schedule messages) and the response
@@ -48,13 +43,13 @@ type Handler struct {
 	cfg    Config
 	store  Store
 	send   Sender
-	alerts Alerter
+	alerts alert.Sender
 	clk    clock.Clock
 	log    *slog.Logger
 }
 
 // New returns a Handler. cfg must be valid.
-func New(cfg Config, store Store, send Sender, alerts Alerter, clk clock.Clock, log *slog.Logger) *Handler {
+func New(cfg Config, store Store, send Sender, alerts alert.Sender, clk clock.Clock, log *slog.Logger) *Handler {
 	return &Handler{cfg: cfg, store: store, send: send, alerts: alerts, clk: clk, log: log}
 }
 
@@ -225,25 +220,6 @@ func (h *Handler) fail(ctx context.Context, m messages.AgentReply, now time.Time
 		FailureCount: st.FailureCount, MaxFailures: h.cfg.Policy.MaxFailures, Attempt: st.Attempt,
 		LastError: st.LastError, At: now,
 	}
-	Notify(ctx, h.alerts, h.store, a, now, log)
+	alert.Deliver(ctx, h.alerts, h.store, a, now, log)
 	return nil
-}
-
-// AlertConfirmer records that an alert went out.
-type AlertConfirmer interface {
-	AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error
-}
-
-// Notify publishes an alert for a record in Error and confirms it in the
-// store. A failure of either is logged, not returned: the record keeps
-// AlertPending, and the Supervisor publishes the alert once AlertTimeout
-// passes.
-func Notify(ctx context.Context, alerts Alerter, store AlertConfirmer, a alert.Alert, now time.Time, log *slog.Logger) {
-	if err := alerts.Publish(ctx, a); err != nil {
-		log.Warn("alert not published; the Supervisor will retry", "error", err)
-		return
-	}
-	if err := store.AlertSent(ctx, a.OrderID, a.Attempt, now); err != nil && !errors.Is(err, workflow.ErrStale) {
-		log.Warn("alert published but not confirmed; it may be sent again", "error", err)
-	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/messages"
-	"github.com/sasflow/sas/shared/scheduler"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -82,13 +81,13 @@ type Handler struct {
 	cfg    Config
 	store  Store
 	send   Sender
-	alerts scheduler.Alerter
+	alerts alert.Sender
 	clk    clock.Clock
 	log    *slog.Logger
 }
 
 // New returns a Handler. cfg must be valid.
-func New(cfg Config, store Store, send Sender, alerts scheduler.Alerter, clk clock.Clock, log *slog.Logger) *Handler {
+func New(cfg Config, store Store, send Sender, alerts alert.Sender, clk clock.Clock, log *slog.Logger) *Handler {
 	return &Handler{cfg: cfg, store: store, send: send, alerts: alerts, clk: clk, log: log}
 }
 
@@ -172,7 +171,7 @@ func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Tim
 				kind = alert.KindPermanentFailure
 			}
 		}
-		scheduler.Notify(ctx, h.alerts, h.store, alert.Alert{
+		alert.Deliver(ctx, h.alerts, h.store, alert.Alert{
 			Kind: kind, OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex,
 			FailureCount: st.FailureCount, MaxFailures: h.cfg.Policy.MaxFailures, Attempt: st.Attempt,
 			LastError: st.LastError, At: now,

@@ -3,6 +3,7 @@ package system_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/sasflow/sas/shared/enginetest"
 	"github.com/sasflow/sas/shared/messages"
 	"github.com/sasflow/sas/shared/remotesim"
+	"github.com/sasflow/sas/shared/reqcount"
 	"github.com/sasflow/sas/shared/system"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -38,13 +41,22 @@ type env struct {
 	policy workflow.Policy
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newCountingEnv(t, nil) }
+
+// newCountingEnv counts the handlers' AWS requests in counter when it is not
+// nil; the pollers' requests are not counted.
+func newCountingEnv(t *testing.T, counter *reqcount.Counter) *env {
 	t.Helper()
 	ctx := context.Background()
 	sim := remotesim.New(remotesim.WithSeed(1))
 	srv := httptest.NewServer(sim)
 	t.Cleanup(func() { sim.Close(); srv.Close() })
-	sqsc, snsc := enginetest.SQS(t), enginetest.SNS(t)
+	sqsc, snsc, ddb, handlerSQS := enginetest.SQS(t), enginetest.SNS(t), enginetest.DynamoDB(t), enginetest.SQS(t)
+	if counter != nil {
+		ddb = enginetest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, counter.Add) })
+		handlerSQS = enginetest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, counter.Add) })
+		snsc = enginetest.SNS(t, func(o *sns.Options) { o.APIOptions = append(o.APIOptions, counter.Add) })
+	}
 	clk := &clock.Offset{}
 	// No backoff, so a retried step is visible on the next poll.
 	policy := workflow.Policy{MaxFailures: 3, ClaimTimeout: time.Minute, AlertTimeout: time.Minute}
@@ -56,7 +68,7 @@ func newEnv(t *testing.T) *env {
 	}
 	agentCfg.RetryBase, agentCfg.RetryMax = time.Millisecond, 5*time.Millisecond
 	sys, err := system.Build(ctx, system.Options{
-		DynamoDB: enginetest.DynamoDB(t), SQS: sqsc, SNS: snsc,
+		DynamoDB: ddb, SQS: handlerSQS, PollSQS: sqsc, SNS: snsc,
 		Prefix: enginetest.UniqueName(t, "sys"), Region: enginetest.Region,
 		Workflow: workflow.Default(), Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,
 		MaxReceiveCount: 2, VisibilityTimeout: time.Second,
@@ -475,4 +487,28 @@ func TestPoisonMessageGoesToDLQWithoutBlockingTheBatch(t *testing.T) {
 		}
 	}
 	t.Fatalf("poison message never reached the DLQ; order %+v", e.state(id))
+}
+
+// TestRequestsPerOrder pins the AWS requests the handlers make for a
+// two-step order on the happy path (the README quotes these numbers).
+func TestRequestsPerOrder(t *testing.T) {
+	t.Parallel()
+	var counter reqcount.Counter
+	e := newCountingEnv(t, &counter)
+	counter.Reset()
+	id := e.submit("")
+	e.settle()
+	if st := e.state(id); st.ProcessState != workflow.Processed {
+		t.Fatalf("final %+v", st)
+	}
+	got := counter.Snapshot()
+	delete(got, "DynamoDB GetItem") // the test's own state read above
+	want := map[string]int{
+		"DynamoDB TransactWriteItems": 1, // submission: order + state record
+		"DynamoDB UpdateItem":         3, // claim; commit step 1 + claim step 2; commit step 2
+		"SQS SendMessage":             5, // schedule; 2 agent requests; 2 agent replies
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("requests per order = %v, want %v", got, want)
+	}
 }

@@ -1,0 +1,37 @@
+package alert
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Sender publishes an alert; *Publisher is one.
+type Sender interface {
+	Publish(ctx context.Context, a Alert) error
+}
+
+var _ Sender = (*Publisher)(nil)
+
+// Confirmer records in the state store that an order's alert went out.
+type Confirmer interface {
+	AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error
+}
+
+// Deliver publishes the alert of a record in Error and confirms it in the
+// store. Failures are logged, not returned: the record keeps AlertPending and
+// the Supervisor publishes the alert once AlertTimeout passes. A crash
+// between publish and confirm sends it twice, which the alertId attribute
+// lets subscribers de-duplicate.
+func Deliver(ctx context.Context, s Sender, c Confirmer, a Alert, now time.Time, log *slog.Logger) {
+	if err := s.Publish(ctx, a); err != nil {
+		log.Warn("alert not published; the Supervisor will retry", "error", err)
+		return
+	}
+	if err := c.AlertSent(ctx, a.OrderID, a.Attempt, now); err != nil && !errors.Is(err, workflow.ErrStale) {
+		log.Warn("alert published but not confirmed; it may be sent again", "error", err)
+	}
+}
