@@ -3,16 +3,12 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"os"
-
 	"github.com/aws/aws-lambda-go/lambda"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
 )
 
@@ -20,25 +16,11 @@ import (
 var _ agent.ReplySender = (*queue.Sender)(nil)
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	cfg, err := agent.LoadConfig(os.Getenv)
-	if err != nil {
-		log.Error("bad configuration", "err", err)
-		os.Exit(1)
-	}
+	cfg, aws, log := coldstart.Load("agent", agent.LoadConfig)
 	// Built once per container, so connections and breakers survive across
 	// invocations.
-	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
-	if err != nil {
-		log.Error("load AWS config", "err", err)
-		os.Exit(1)
-	}
-	sender := queue.NewSender(sqs.NewFromConfig(awsCfg))
 	svc := agent.NewHTTPService(cfg.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
-	h, err := agent.New(cfg, svc, sender, clock.System{}, log)
-	if err != nil {
-		log.Error("build handler", "err", err)
-		os.Exit(1)
-	}
+	h, err := agent.New(cfg, svc, queue.NewSender(sqs.NewFromConfig(aws)), clock.System{}, log.With("agentStep", cfg.Step))
+	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }
