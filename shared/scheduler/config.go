@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -36,6 +38,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		AlertTopicARN: r.String("ALERT_TOPIC_ARN"),
 		Workflow:      workflow.Default(),
 	}
+	p.MaxFailures = r.Int("MAX_FAILURES", p.MaxFailures, 1, 100)
 	p.ClaimTimeout = r.Duration("CLAIM_TIMEOUT", p.ClaimTimeout, time.Second, time.Hour)
 	p.AlertTimeout = r.Duration("ALERT_TIMEOUT", p.AlertTimeout, time.Second, time.Hour)
 	cfg.Policy = p
@@ -44,26 +47,23 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		r.Fail("AGENT_QUEUE_URLS: %v", err)
 	}
 	cfg.AgentQueues = queues
-	if err := cfg.Validate(); err != nil && queues != nil {
-		r.Fail("%v", err)
+	if queues != nil {
+		if err := cfg.Validate(); err != nil {
+			r.Fail("%v", err)
+		}
 	}
 	return cfg, r.Err()
 }
 
 // Validate checks that every step of the workflow has an Agent queue.
 func (c Config) Validate() error {
-	if err := c.Workflow.Validate(); err != nil {
-		return err
-	}
-	if err := c.Policy.Validate(); err != nil {
-		return err
-	}
+	errs := []error{c.Workflow.Validate(), c.Policy.Validate()}
 	for _, s := range c.Workflow.Steps {
 		if c.AgentQueues[s.Name] == "" {
-			return fmt.Errorf("no agent queue for step %q", s.Name)
+			errs = append(errs, fmt.Errorf("no agent queue for step %q", s.Name))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ParseAgentQueues reads "step=url,step=url".
@@ -73,14 +73,17 @@ func ParseAgentQueues(s string) (map[string]string, error) {
 	}
 	queues := map[string]string{}
 	for _, pair := range strings.Split(s, ",") {
-		step, url, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		if !ok || step == "" || url == "" {
+		step, queueURL, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || step == "" || queueURL == "" {
 			return nil, fmt.Errorf("%q is not step=url", pair)
 		}
 		if _, dup := queues[step]; dup {
 			return nil, fmt.Errorf("step %q named twice", step)
 		}
-		queues[step] = url
+		if u, err := url.Parse(queueURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("step %q: %q is not an absolute http(s) URL", step, queueURL)
+		}
+		queues[step] = queueURL
 	}
 	return queues, nil
 }

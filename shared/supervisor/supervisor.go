@@ -71,7 +71,8 @@ type Sender interface {
 	Send(ctx context.Context, queueURL, body string, delay time.Duration) error
 }
 
-// Report counts what one run did.
+// Report counts what one run did; each expired record lands in exactly one
+// count (or in none when it was not due after all).
 type Report struct {
 	Expired, Retried, GaveUp, Requeued, AlertsResent, Lost, Failed int
 }
@@ -146,18 +147,19 @@ func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Tim
 	}
 	switch r.Kind {
 	case workflow.Retry, workflow.Requeue:
+		msg := messages.Encode(messages.NewSchedule(st.OrderID, st.StepIndex, string(r.Kind)))
+		if err := h.send.Send(ctx, h.cfg.SchedulerQueueURL, msg, r.Delay); err != nil {
+			// The record is Pending with a new CompleteBy; a later run
+			// re-sends it once that passes. Each record counts in one
+			// bucket only, so this one is Failed.
+			rep.Failed++
+			log.Error("re-enqueue failed; next run retries", "error", err)
+			return
+		}
 		if r.Kind == workflow.Retry {
 			rep.Retried++
 		} else {
 			rep.Requeued++
-		}
-		msg := messages.Encode(messages.NewSchedule(st.OrderID, st.StepIndex, string(r.Kind)))
-		if err := h.send.Send(ctx, h.cfg.SchedulerQueueURL, msg, r.Delay); err != nil {
-			// The record is Pending with a new CompleteBy; a later run
-			// re-sends it once that passes.
-			rep.Failed++
-			log.Error("re-enqueue failed; next run retries", "error", err)
-			return
 		}
 		log.Info("step handed back to the Scheduler", "decision", r.Kind, "failureCount", st.FailureCount, "delay", r.Delay)
 	case workflow.GiveUp, workflow.ResendAlert:
