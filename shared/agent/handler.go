@@ -72,7 +72,7 @@ func New(cfg Config, svc Service, replies ReplySender, clk clock.Clock, log *slo
 		replies: replies,
 		clk:     clk,
 		log:     log.With("agentStep", cfg.Step),
-		sleep:   Sleep,
+		sleep:   clock.Sleep,
 		backoff: Backoff{Base: cfg.RetryBase, Max: cfg.RetryMax, Rand: rand.Float64},
 	}
 	for _, o := range opts {

@@ -56,18 +56,3 @@ func (b Backoff) Delay(n int) time.Duration {
 
 // SleepFunc waits d or until ctx ends, returning ctx's error then.
 type SleepFunc func(ctx context.Context, d time.Duration) error
-
-// Sleep is the real SleepFunc.
-func Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

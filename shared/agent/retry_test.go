@@ -1,8 +1,6 @@
 package agent_test
 
 import (
-	"context"
-	"errors"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -93,16 +91,4 @@ func FuzzBackoffDelay(f *testing.F) {
 			t.Fatalf("Delay(%d) = %v outside [0, %v]", n, d, b.Max)
 		}
 	})
-}
-
-func TestSleepEndsWithContext(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := agent.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
-		t.Errorf("Sleep on a cancelled context = %v, want context.Canceled", err)
-	}
-	if err := agent.Sleep(context.Background(), 0); err != nil {
-		t.Errorf("Sleep(0) = %v", err)
-	}
 }

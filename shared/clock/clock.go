@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -76,3 +77,19 @@ func (o *Offset) Advance(d time.Duration) {
 }
 
 var _ Clock = (*Offset)(nil)
+
+// Sleep waits d or until ctx ends, returning ctx's error then. Callers take
+// it as an injectable function so tests never really wait.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

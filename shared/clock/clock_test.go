@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -26,5 +28,17 @@ func TestOffsetJumpsAhead(t *testing.T) {
 	o.Advance(time.Hour)
 	if got := o.Now(); got.Sub(before) < time.Hour {
 		t.Fatalf("Now = %v, want at least an hour after %v", got, before)
+	}
+}
+
+func TestSleepEndsWithContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep on a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := Sleep(context.Background(), 0); err != nil {
+		t.Errorf("Sleep(0) = %v", err)
 	}
 }

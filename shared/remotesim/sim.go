@@ -126,7 +126,7 @@ func WithFaults(f Faults) Option {
 func New(opts ...Option) *Sim {
 	s := &Sim{
 		clk:     clock.System{},
-		sleep:   sleep,
+		sleep:   clock.Sleep,
 		rng:     newRand(rand.Uint64()),
 		scripts: make(map[string][]Fault),
 		results: make(map[string]result),
@@ -408,15 +408,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

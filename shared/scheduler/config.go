@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/workflow"
@@ -28,20 +27,16 @@ type Config struct {
 //	ORDERS_TABLE, STATE_TABLE   table names
 //	AGENT_QUEUE_URLS            step=url pairs separated by commas, one per workflow step
 //	ALERT_TOPIC_ARN             SNS topic for operator alerts
-//	CLAIM_TIMEOUT, ALERT_TIMEOUT optional durations
+//	the policy variables of workflow.LoadPolicy, shared with the Supervisor
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
-	p := workflow.DefaultPolicy()
 	cfg := Config{
 		OrdersTable:   r.String("ORDERS_TABLE"),
 		StateTable:    r.String("STATE_TABLE"),
 		AlertTopicARN: r.String("ALERT_TOPIC_ARN"),
 		Workflow:      workflow.Default(),
 	}
-	p.MaxFailures = r.Int("MAX_FAILURES", p.MaxFailures, 1, 100)
-	p.ClaimTimeout = r.Duration("CLAIM_TIMEOUT", p.ClaimTimeout, time.Second, time.Hour)
-	p.AlertTimeout = r.Duration("ALERT_TIMEOUT", p.AlertTimeout, time.Second, time.Hour)
-	cfg.Policy = p
+	cfg.Policy = workflow.LoadPolicy(r)
 	queues, err := ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
 	if err != nil {
 		r.Fail("AGENT_QUEUE_URLS: %v", err)

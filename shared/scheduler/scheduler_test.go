@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -10,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -26,6 +23,7 @@ import (
 
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/eventsample"
 	"github.com/sasflow/sas/shared/messages"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
@@ -987,19 +985,7 @@ func TestEmptyBatch(t *testing.T) {
 // Lambda delivers.
 func loadSQSEvent(t *testing.T, name string) events.SQSEvent {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "events", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields() // a misspelt field would silently read as empty
-	var ev events.SQSEvent
-	if err := dec.Decode(&ev); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		t.Fatalf("%s: data after the event", name)
-	}
+	ev := eventsample.Load[events.SQSEvent](t, name)
 	if len(ev.Records) == 0 {
 		t.Fatalf("%s: no records", name)
 	}

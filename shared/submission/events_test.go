@@ -1,38 +1,21 @@
 package submission
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/shared/eventsample"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
 // The sample events under events/ are what developers invoke the function
 // with locally; running them here keeps them from drifting from the handler.
 
-func loadEvent(t *testing.T, name string) events.APIGatewayV2HTTPRequest {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "events", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields() // a misspelt field would silently read as empty
-	var req events.APIGatewayV2HTTPRequest
-	if err := dec.Decode(&req); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return req
-}
-
 func TestSamplePostOrderEvent(t *testing.T) {
 	t.Parallel()
-	req := loadEvent(t, "submission-post-order.json")
+	req := eventsample.Load[events.APIGatewayV2HTTPRequest](t, "submission-post-order.json")
 	f := newFixture(t, nil)
 	a := readAccepted(t, f.do(t, req))
 	if want := OrderIDForKey(req.Headers["idempotency-key"]); a.OrderID != want {
@@ -45,7 +28,7 @@ func TestSamplePostOrderEvent(t *testing.T) {
 
 func TestSampleGetOrderEvent(t *testing.T) {
 	t.Parallel()
-	req := loadEvent(t, "submission-get-order.json")
+	req := eventsample.Load[events.APIGatewayV2HTTPRequest](t, "submission-get-order.json")
 	id := req.PathParameters["id"]
 
 	t.Run("unknown order", func(t *testing.T) {

@@ -46,7 +46,6 @@ type Config struct {
 // BACKOFF_BASE, BACKOFF_MAX, ALERT_TIMEOUT and BATCH_LIMIT.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
-	p := workflow.DefaultPolicy()
 	cfg := Config{
 		OrdersTable:       r.String("ORDERS_TABLE"),
 		StateTable:        r.String("STATE_TABLE"),
@@ -54,15 +53,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
 		BatchLimit:        r.Int("BATCH_LIMIT", 200, 1, 10000),
 	}
-	p.MaxFailures = r.Int("MAX_FAILURES", p.MaxFailures, 1, 100)
-	p.ClaimTimeout = r.Duration("CLAIM_TIMEOUT", p.ClaimTimeout, time.Second, time.Hour)
-	p.BackoffBase = r.Duration("BACKOFF_BASE", p.BackoffBase, 0, 15*time.Minute)
-	p.BackoffMax = r.Duration("BACKOFF_MAX", p.BackoffMax, 0, 15*time.Minute)
-	p.AlertTimeout = r.Duration("ALERT_TIMEOUT", p.AlertTimeout, time.Second, time.Hour)
-	if err := p.Validate(); err != nil {
+	cfg.Policy = workflow.LoadPolicy(r)
+	if err := cfg.Policy.Validate(); err != nil {
 		r.Fail("%v", err)
 	}
-	cfg.Policy = p
 	return cfg, r.Err()
 }
 

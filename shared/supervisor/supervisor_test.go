@@ -1,15 +1,12 @@
 package supervisor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/eventsample"
 	"github.com/sasflow/sas/shared/messages"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -675,27 +673,9 @@ func scheduledEvent() events.EventBridgeEvent {
 	}
 }
 
-func loadScheduledEvent(t *testing.T, name string) events.EventBridgeEvent {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "events", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields() // a misspelt field would silently read as empty
-	var ev events.EventBridgeEvent
-	if err := dec.Decode(&ev); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		t.Fatalf("%s: data after the event", name)
-	}
-	return ev
-}
-
 func TestSampleScheduledEvent(t *testing.T) {
 	t.Parallel()
-	ev := loadScheduledEvent(t, "supervisor-scheduled.json")
+	ev := eventsample.Load[events.EventBridgeEvent](t, "supervisor-scheduled.json")
 	if ev.Version != "0" || ev.Source != "aws.events" || ev.DetailType != "Scheduled Event" || ev.ID == "" ||
 		ev.AccountID == "" || ev.Region == "" || ev.Time.IsZero() {
 		t.Errorf("not a scheduled event: %+v", ev)

@@ -3,6 +3,8 @@ package workflow
 import (
 	"fmt"
 	"time"
+
+	"github.com/sasflow/sas/shared/config"
 )
 
 // Policy holds the timing and retry rules shared by the Submission, the
@@ -32,6 +34,21 @@ func DefaultPolicy() Policy {
 		BackoffMax:   5 * time.Minute,
 		AlertTimeout: 2 * time.Minute,
 	}
+}
+
+// LoadPolicy reads the policy's environment variables, each optional:
+// MAX_FAILURES, CLAIM_TIMEOUT, BACKOFF_BASE, BACKOFF_MAX, ALERT_TIMEOUT. The
+// Scheduler and the Supervisor both read it, so their policies cannot drift.
+// Range errors are recorded in r; the caller runs Validate for the rules
+// that tie fields together.
+func LoadPolicy(r *config.Reader) Policy {
+	p := DefaultPolicy()
+	p.MaxFailures = r.Int("MAX_FAILURES", p.MaxFailures, 1, 100)
+	p.ClaimTimeout = r.Duration("CLAIM_TIMEOUT", p.ClaimTimeout, time.Second, time.Hour)
+	p.BackoffBase = r.Duration("BACKOFF_BASE", p.BackoffBase, 0, maxSQSDelay)
+	p.BackoffMax = r.Duration("BACKOFF_MAX", p.BackoffMax, 0, maxSQSDelay)
+	p.AlertTimeout = r.Duration("ALERT_TIMEOUT", p.AlertTimeout, time.Second, time.Hour)
+	return p
 }
 
 // maxSQSDelay is the longest delay SQS can put on a message.

@@ -1,8 +1,11 @@
 package workflow
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/sasflow/sas/shared/config"
 )
 
 func TestBackoff(t *testing.T) {
@@ -107,5 +110,25 @@ func TestNewState(t *testing.T) {
 	}
 	if !s.CompleteBy.Equal(now.Add(time.Minute)) {
 		t.Fatalf("CompleteBy = %v", s.CompleteBy)
+	}
+}
+
+func TestLoadPolicy(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"MAX_FAILURES": "5", "CLAIM_TIMEOUT": "30s", "BACKOFF_BASE": "1s", "BACKOFF_MAX": "1m", "ALERT_TIMEOUT": "10s"}
+	r := config.NewReader(func(k string) string { return env[k] })
+	got := LoadPolicy(r)
+	want := Policy{MaxFailures: 5, ClaimTimeout: 30 * time.Second, BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 10 * time.Second}
+	if got != want || r.Err() != nil {
+		t.Fatalf("LoadPolicy = %+v, %v; want %+v", got, r.Err(), want)
+	}
+	r = config.NewReader(func(string) string { return "" })
+	if got := LoadPolicy(r); got != DefaultPolicy() || r.Err() != nil {
+		t.Fatalf("LoadPolicy of an empty environment = %+v, %v", got, r.Err())
+	}
+	r = config.NewReader(func(k string) string { return map[string]string{"BACKOFF_MAX": "16m", "MAX_FAILURES": "0"}[k] })
+	LoadPolicy(r)
+	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "BACKOFF_MAX") || !strings.Contains(err.Error(), "MAX_FAILURES") {
+		t.Fatalf("out-of-range values reported %v", err)
 	}
 }
