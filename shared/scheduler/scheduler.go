@@ -127,7 +127,7 @@ func (h *Handler) schedule(ctx context.Context, m messages.Schedule, owner strin
 	if err != nil {
 		return err
 	}
-	log.Info("claimed", "step", st.Step, "attempt", st.Attempt, "completeBy", st.CompleteBy)
+	log.Info("claimed", workflow.TransitionClaimed.Attr(), "step", st.Step, "attempt", st.Attempt, "completeBy", st.CompleteBy)
 	if err := h.dispatch(ctx, st); err != nil {
 		// Hand the step back so the redelivered schedule message can claim
 		// it again; if even that fails the Supervisor recovers it after
@@ -179,17 +179,17 @@ func (h *Handler) reply(ctx context.Context, m messages.AgentReply, owner string
 	}
 	st, err := h.store.Advance(ctx, a)
 	if errors.Is(err, workflow.ErrStale) {
-		log.Warn("stale reply dropped", "outcome", m.Outcome)
+		log.Warn("stale reply dropped", workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if a.Next == nil {
-		log.Info("order processed")
+		log.Info("order processed", workflow.TransitionProcessed.Attr())
 		return nil
 	}
-	log.Info("step committed; next claimed", "next", st.Step, "nextAttempt", st.Attempt)
+	log.Info("step committed; next claimed", workflow.TransitionStepCompleted.Attr(), "next", st.Step, "nextAttempt", st.Attempt)
 	if err := h.dispatch(ctx, st); err != nil {
 		// The reply is committed, so redelivering it cannot help: release the
 		// next step and let the Supervisor re-send it once ClaimTimeout passes.
@@ -208,13 +208,13 @@ func (h *Handler) fail(ctx context.Context, m messages.AgentReply, now time.Time
 		Error: msg, AlertBy: now.Add(h.cfg.Policy.AlertTimeout),
 	})
 	if errors.Is(err, workflow.ErrStale) {
-		log.Warn("stale reply dropped", "outcome", m.Outcome)
+		log.Warn("stale reply dropped", workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	log.Error("order failed permanently", "fault", m.Fault.Code)
+	log.Error("order failed permanently", workflow.TransitionFailed.Attr(), "fault", m.Fault.Code)
 	a := alert.Alert{
 		Kind: alert.KindPermanentFailure, OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex,
 		FailureCount: st.FailureCount, MaxFailures: h.cfg.Policy.MaxFailures, Attempt: st.Attempt,

@@ -184,7 +184,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 		// whose CompleteBy passed unclaimed, so the client still gets 202.
 		log.WarnContext(ctx, "schedule message not sent; the Supervisor will re-send it", slog.Any("error", err))
 	}
-	log.InfoContext(ctx, "order accepted", slog.Int64("totalCents", total), slog.Int("items", len(o.Items)))
+	log.InfoContext(ctx, "order accepted", workflow.TransitionAccepted.Attr(), slog.Int64("totalCents", total), slog.Int("items", len(o.Items)))
 	return accepted(orderID, false)
 }
 

@@ -150,17 +150,19 @@ func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Tim
 			log.Error("re-enqueue failed; next run retries", "error", err)
 			return
 		}
+		t := workflow.TransitionRetried
 		if r.Kind == workflow.Retry {
 			rep.Retried++
 		} else {
 			rep.Requeued++
+			t = workflow.TransitionRequeued
 		}
-		log.Info("step handed back to the Scheduler", "decision", r.Kind, "failureCount", st.FailureCount, "delay", r.Delay)
+		log.Info("step handed back to the Scheduler", t.Attr(), "decision", r.Kind, "failureCount", st.FailureCount, "delay", r.Delay)
 	case workflow.GiveUp, workflow.ResendAlert:
 		kind := alert.KindRetriesExhausted
 		if r.Kind == workflow.GiveUp {
 			rep.GaveUp++
-			log.Error("step failed too often; order in Error", "failureCount", st.FailureCount)
+			log.Error("step failed too often; order in Error", workflow.TransitionGaveUp.Attr(), "failureCount", st.FailureCount)
 		} else {
 			rep.AlertsResent++
 			if st.FailureCount < h.cfg.Policy.MaxFailures {

@@ -1,11 +1,12 @@
 package system_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -39,6 +40,45 @@ type env struct {
 	sqs    *sqs.Client
 	alerts enginetest.Queue
 	policy workflow.Policy
+	logs   *logBuffer
+}
+
+// logBuffer collects the handlers' JSON log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// transitions counts the log lines carrying each workflow.Transition, as the
+// stack's metric filters ({ $.transition = "..." }) do in CloudWatch.
+func (e *env) transitions() map[workflow.Transition]int {
+	e.t.Helper()
+	e.logs.mu.Lock()
+	defer e.logs.mu.Unlock()
+	counts := map[workflow.Transition]int{}
+	for line := range bytes.Lines(e.logs.buf.Bytes()) {
+		var rec map[string]any
+		if err := json.Unmarshal(line, &rec); err != nil {
+			e.t.Fatalf("log line is not JSON: %q", line)
+		}
+		if v, ok := rec[workflow.TransitionKey].(string); ok {
+			counts[workflow.Transition(v)]++
+		}
+	}
+	return counts
+}
+
+func (e *env) assertTransitions(want map[workflow.Transition]int) {
+	e.t.Helper()
+	if got := e.transitions(); !maps.Equal(got, want) {
+		e.t.Fatalf("transitions logged %v, want %v", got, want)
+	}
 }
 
 func newEnv(t *testing.T) *env { return newCountingEnv(t, nil) }
@@ -58,6 +98,7 @@ func newCountingEnv(t *testing.T, counter *reqcount.Counter) *env {
 		snsc = enginetest.SNS(t, func(o *sns.Options) { o.APIOptions = append(o.APIOptions, counter.Add) })
 	}
 	clk := &clock.Offset{}
+	logs := &logBuffer{}
 	// No backoff, so a retried step is visible on the next poll.
 	policy := workflow.Policy{MaxFailures: 3, ClaimTimeout: time.Minute, AlertTimeout: time.Minute}
 	agentCfg, err := agent.LoadConfig(func(k string) string {
@@ -72,7 +113,7 @@ func newCountingEnv(t *testing.T, counter *reqcount.Counter) *env {
 		Prefix: enginetest.UniqueName(t, "sys"), Region: enginetest.Region,
 		Workflow: workflow.Default(), Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,
 		MaxReceiveCount: 2, VisibilityTimeout: time.Second,
-		Clock: clk, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Clock: clk, Log: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +122,7 @@ func newCountingEnv(t *testing.T, counter *reqcount.Counter) *env {
 	if _, err := snsc.Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(sys.AlertTopicARN), Protocol: aws.String("sqs"), Endpoint: aws.String(alerts.ARN)}); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: ctx, sys: sys, sim: sim, clk: clk, sqs: sqsc, alerts: alerts, policy: policy}
+	return &env{t: t, ctx: ctx, sys: sys, sim: sim, clk: clk, sqs: sqsc, alerts: alerts, policy: policy, logs: logs}
 }
 
 const orderBody = `{"customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1250}]}`
@@ -195,6 +236,10 @@ func TestHappyPathThroughAllSteps(t *testing.T) {
 		}
 	}
 	e.assertEffectsOnce(id, "reserve-inventory", "charge-payment")
+	e.assertTransitions(map[workflow.Transition]int{
+		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1,
+		workflow.TransitionStepCompleted: 1, workflow.TransitionProcessed: 1,
+	})
 	// The status API reports it.
 	req := events.APIGatewayV2HTTPRequest{RawPath: "/orders/" + id, RouteKey: "GET /orders/{id}", PathParameters: map[string]string{"id": id}}
 	req.RequestContext.HTTP.Method, req.RequestContext.HTTP.Path = "GET", "/orders/"+id
@@ -230,6 +275,10 @@ func TestAgentTimeoutIsRetriedBySupervisor(t *testing.T) {
 		t.Fatalf("final %+v", st)
 	}
 	e.assertEffectsOnce(id, "reserve-inventory", "charge-payment")
+	e.assertTransitions(map[workflow.Transition]int{
+		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 2, workflow.TransitionRetried: 1,
+		workflow.TransitionStepCompleted: 1, workflow.TransitionProcessed: 1,
+	})
 }
 
 func TestRepeatedTimeoutsEndInErrorWithOneAlert(t *testing.T) {
@@ -251,6 +300,10 @@ func TestRepeatedTimeoutsEndInErrorWithOneAlert(t *testing.T) {
 	if st.ProcessState != workflow.Error || st.FailureCount != e.policy.MaxFailures || st.AlertPending {
 		t.Fatalf("final %+v", st)
 	}
+	e.assertTransitions(map[workflow.Transition]int{
+		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 3,
+		workflow.TransitionRetried: 2, workflow.TransitionGaveUp: 1,
+	})
 	got := e.alertsReceived(1)
 	a := got[0]
 	if !strings.Contains(a.Subject, "timed out") || !strings.Contains(a.Message, id) || a.MessageAttributes["kind"].Value != "retries-exhausted" {
@@ -282,6 +335,10 @@ func TestPermanentFailureStopsTheOrder(t *testing.T) {
 	if n := e.sim.EffectCount(workflow.IdempotencyKey(id, "charge-payment")); n != 0 {
 		t.Fatalf("rejected step applied %d times", n)
 	}
+	e.assertTransitions(map[workflow.Transition]int{
+		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1,
+		workflow.TransitionStepCompleted: 1, workflow.TransitionFailed: 1,
+	})
 	a := e.alertsReceived(1)[0]
 	if a.MessageAttributes["kind"].Value != "permanent-failure" || !strings.Contains(a.Message, "charge-payment") {
 		t.Fatalf("alert %+v", a)
@@ -325,6 +382,9 @@ func TestLateReplyFromOldAttemptIsRejected(t *testing.T) {
 	st := e.state(id)
 	if st.ProcessState != workflow.Processed || strings.Contains(string(st.Steps[0].Output), "zombie") {
 		t.Fatalf("final %+v", st)
+	}
+	if n := e.transitions()[workflow.TransitionStaleReply]; n != 1 {
+		t.Fatalf("stale replies logged %d, want 1", n)
 	}
 }
 

@@ -1,0 +1,48 @@
+package workflow
+
+import "log/slog"
+
+// Transition names a committed change of a state record in the logs. Handlers
+// log it under TransitionKey once the change is committed (and, for the
+// Supervisor, handed back to the Scheduler), and
+// the CDK stack turns each one into a CloudWatch metric with a log metric
+// filter, so the dashboard shows orders flowing through the states without a
+// single extra API call.
+type Transition string
+
+// TransitionKey is the top-level key of the JSON log line that carries a
+// Transition.
+const TransitionKey = "transition"
+
+const (
+	// TransitionAccepted: Submission wrote the order and its Pending record.
+	TransitionAccepted Transition = "accepted"
+	// TransitionClaimed: a Scheduler claimed a Pending step (Processing).
+	TransitionClaimed Transition = "claimed"
+	// TransitionStepCompleted: a reply was committed and the next step claimed.
+	TransitionStepCompleted Transition = "step-completed"
+	// TransitionProcessed: the last step's reply was committed (Processed).
+	TransitionProcessed Transition = "processed"
+	// TransitionFailed: an Agent reported a permanent fault (Error).
+	TransitionFailed Transition = "failed"
+	// TransitionRetried: the Supervisor counted a timeout and handed the step
+	// back (Pending).
+	TransitionRetried Transition = "retried"
+	// TransitionRequeued: the Supervisor re-sent a Pending step nobody claimed.
+	TransitionRequeued Transition = "requeued"
+	// TransitionGaveUp: the Supervisor counted the last allowed timeout (Error).
+	TransitionGaveUp Transition = "gave-up"
+	// TransitionStaleReply: a reply from an old attempt was refused.
+	TransitionStaleReply Transition = "stale-reply"
+)
+
+// Transitions lists every Transition, for the stack's metric filters.
+func Transitions() []Transition {
+	return []Transition{
+		TransitionAccepted, TransitionClaimed, TransitionStepCompleted, TransitionProcessed,
+		TransitionFailed, TransitionRetried, TransitionRequeued, TransitionGaveUp, TransitionStaleReply,
+	}
+}
+
+// Attr is the log attribute for t.
+func (t Transition) Attr() slog.Attr { return slog.String(TransitionKey, string(t)) }
