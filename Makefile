@@ -6,13 +6,28 @@ SHELL := /bin/bash
 GO ?= go
 ENGINES := scripts/engines.sh
 
-.PHONY: deps test bench build fmt vet engines-up engines-down clean run
+# The CDK app (infra/, its own Go module) talks to the CDK's JavaScript
+# core through jsii, which runs on the machine's Node.js; Node 20 still works
+# but jsii nags about its end of life on every run.
+CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true npx --no-install cdk
+INFRA_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
+
+.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run
 
 deps:
 	$(ENGINES) install
 
-test: deps vet
+# Everything CI checks: the application on the local engines, then the stack.
+test: test-app test-infra
+
+test-app: deps vet
 	$(ENGINES) run -- $(GO) test -count=1 ./...
+
+# The stack's assertion and cdk-nag tests, then a real synth with the CDK CLI
+# and the arm64 binaries.
+test-infra: deps
+	cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
+	$(MAKE) synth
 
 bench: deps
 	$(ENGINES) run -- $(GO) test -run '^$$' -bench . -benchmem ./...
@@ -27,12 +42,19 @@ build:
 			-o "build/$$name/bootstrap" "./functions/$$name"; \
 	done
 
+# Writes cdk.out/ offline: no AWS credentials or account needed.
+synth: deps build
+	$(CDK) synth --no-notices --quiet
+	@echo "cdk.out/SchedulerAgentSupervisor.template.json"
+
 # go fmt takes packages, so node_modules stays out (go.mod ignores it).
 fmt:
 	$(GO) fmt ./...
+	cd infra && $(GO) fmt ./...
 
 vet:
 	$(GO) vet ./...
+	cd infra && $(GO) vet ./...
 
 engines-up: deps
 	$(ENGINES) start
@@ -42,7 +64,7 @@ engines-down:
 
 clean:
 	$(ENGINES) stop
-	rm -rf build .engines
+	rm -rf build .engines cdk.out
 
 # Run the system's main job locally: orders through every real handler on the
 # local engines, ending with a summary and the AWS requests per order.

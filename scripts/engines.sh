@@ -55,7 +55,8 @@ dynamodb_dir() {
 npm_stale() {
 	local record="$ROOT/node_modules/.package-lock.json"
 	[[ ! -f $record ]] || [[ "$ROOT/package-lock.json" -nt $record ]] ||
-		[[ -z $(dynamodb_dir) ]] || [[ ! -f "$ROOT/node_modules/fauxqs/dist/app.js" ]]
+		[[ -z $(dynamodb_dir) ]] || [[ ! -f "$ROOT/node_modules/fauxqs/dist/app.js" ]] ||
+		[[ ! -x "$ROOT/node_modules/.bin/cdk" ]]
 }
 
 cmd_install() {

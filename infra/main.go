@@ -1,0 +1,38 @@
+// Command infra is the AWS CDK app: `npx cdk synth` and `npx cdk deploy` run
+// it from the repository root through cdk.json.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sasflow/sas/infra/stack"
+)
+
+// StackName is the CloudFormation stack the app deploys.
+const StackName = "SchedulerAgentSupervisor"
+
+func main() {
+	app := awscdk.NewApp(nil)
+	cfg, err := stack.FromContext(func(key string) string {
+		if v, ok := app.Node().TryGetContext(jsii.String(key)).(string); ok {
+			return v
+		}
+		if v := app.Node().TryGetContext(jsii.String(key)); v != nil {
+			return fmt.Sprint(v)
+		}
+		return ""
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Environment-agnostic: synth needs no credentials, and deploy targets
+	// the account and region of the caller's credentials.
+	stack.New(app, StackName, cfg, nil)
+	stack.Check(app)
+	app.Synth(nil)
+}

@@ -1,0 +1,183 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Config shapes the stack. Values that differ per deployment and have no safe
+// default (the remote services' URLs, the operators' e-mail address) are
+// CloudFormation parameters instead, so one synthesized template serves every
+// account.
+type Config struct {
+	// CodeDir holds one folder per function with its bootstrap binary
+	// (make build writes build/<function>/bootstrap).
+	CodeDir string
+	// Workflow is the definition the functions run; one Agent per step.
+	Workflow workflow.Definition
+	// SupervisorSchedule is the EventBridge schedule expression.
+	SupervisorSchedule string
+	// LogRetentionDays must be a value CloudWatch Logs accepts.
+	LogRetentionDays int
+	// AgentMaxConcurrency caps concurrent invocations of each Agent by its
+	// event source mapping, which caps the load on its remote service.
+	AgentMaxConcurrency int
+	// APIRateLimit (requests per second) and APIBurstLimit throttle the API.
+	APIRateLimit  float64
+	APIBurstLimit int
+	// MaxReceiveCount is how often a message is received before its queue
+	// moves it to the dead-letter queue.
+	MaxReceiveCount int
+	// QueueAgeAlarm is the age of a queue's oldest message that raises an
+	// alarm; it must exceed the longest backoff delay (BACKOFF_MAX, 5m).
+	QueueAgeAlarm time.Duration
+}
+
+// Context keys read by FromContext (cdk.json "context" or cdk -c key=value).
+const (
+	ContextCodeDir             = "sas:codeDir"
+	ContextSupervisorSchedule  = "sas:supervisorSchedule"
+	ContextLogRetentionDays    = "sas:logRetentionDays"
+	ContextAgentMaxConcurrency = "sas:agentMaxConcurrency"
+	ContextAPIRateLimit        = "sas:apiRateLimit"
+	ContextAPIBurstLimit       = "sas:apiBurstLimit"
+	ContextMaxReceiveCount     = "sas:maxReceiveCount"
+	ContextQueueAgeAlarm       = "sas:queueAgeAlarm"
+)
+
+// DefaultConfig is the configuration cdk.json documents.
+func DefaultConfig() Config {
+	return Config{
+		CodeDir:             "build",
+		Workflow:            workflow.Default(),
+		SupervisorSchedule:  "rate(1 minute)",
+		LogRetentionDays:    30,
+		AgentMaxConcurrency: 5,
+		APIRateLimit:        50,
+		APIBurstLimit:       100,
+		MaxReceiveCount:     5,
+		QueueAgeAlarm:       10 * time.Minute,
+	}
+}
+
+// FromContext overrides the defaults with the context values lookup finds
+// (lookup returns "" for an unset key), reporting every bad value at once.
+func FromContext(lookup func(key string) string) (Config, error) {
+	c := DefaultConfig()
+	var errs []error
+	str := func(key string, dst *string) {
+		if v := lookup(key); v != "" {
+			*dst = v
+		}
+	}
+	integer := func(key string, dst *int) {
+		if v := lookup(key); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q is not an integer", key, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	str(ContextCodeDir, &c.CodeDir)
+	str(ContextSupervisorSchedule, &c.SupervisorSchedule)
+	integer(ContextLogRetentionDays, &c.LogRetentionDays)
+	integer(ContextAgentMaxConcurrency, &c.AgentMaxConcurrency)
+	integer(ContextAPIBurstLimit, &c.APIBurstLimit)
+	integer(ContextMaxReceiveCount, &c.MaxReceiveCount)
+	if v := lookup(ContextAPIRateLimit); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not a number", ContextAPIRateLimit, v))
+		}
+		c.APIRateLimit = f
+	}
+	if v := lookup(ContextQueueAgeAlarm); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not a Go duration", ContextQueueAgeAlarm, v))
+		}
+		c.QueueAgeAlarm = d
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("stack config: %w", err)
+	}
+	return c, c.Validate()
+}
+
+var (
+	// EventBridge schedule expressions: rate(1 minute), rate(5 minutes),
+	// cron(...). The singular unit goes with 1 only, as EventBridge demands.
+	rateExpr = regexp.MustCompile(`^rate\((1 (minute|hour|day)|([2-9]|[1-9][0-9]+) (minutes|hours|days))\)$`)
+	cronExpr = regexp.MustCompile(`^cron\(\S+( \S+){5}\)$`)
+	// CloudWatch Logs' retention periods, by days.
+	retentionDays = map[int]awslogs.RetentionDays{
+		1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
+		7: awslogs.RetentionDays_ONE_WEEK, 14: awslogs.RetentionDays_TWO_WEEKS, 30: awslogs.RetentionDays_ONE_MONTH,
+		60: awslogs.RetentionDays_TWO_MONTHS, 90: awslogs.RetentionDays_THREE_MONTHS, 120: awslogs.RetentionDays_FOUR_MONTHS,
+		150: awslogs.RetentionDays_FIVE_MONTHS, 180: awslogs.RetentionDays_SIX_MONTHS, 365: awslogs.RetentionDays_ONE_YEAR,
+		400: awslogs.RetentionDays_THIRTEEN_MONTHS, 545: awslogs.RetentionDays_EIGHTEEN_MONTHS, 731: awslogs.RetentionDays_TWO_YEARS,
+		1096: awslogs.RetentionDays_THREE_YEARS, 1827: awslogs.RetentionDays_FIVE_YEARS, 2192: awslogs.RetentionDays_SIX_YEARS,
+		2557: awslogs.RetentionDays_SEVEN_YEARS, 2922: awslogs.RetentionDays_EIGHT_YEARS, 3288: awslogs.RetentionDays_NINE_YEARS,
+		3653: awslogs.RetentionDays_TEN_YEARS,
+	}
+)
+
+
+// Validate reports every problem of c at once.
+func (c Config) Validate() error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.CodeDir == "" {
+		fail("CodeDir is required")
+	}
+	if err := c.Workflow.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, s := range c.Workflow.Steps {
+		// An Agent must fit its budget in one Lambda invocation (15 min),
+		// with room for its reply.
+		if s.Budget > 14*time.Minute {
+			fail("step %q: budget %v exceeds the 14m an Agent Lambda can use", s.Name, s.Budget)
+		}
+	}
+	if !rateExpr.MatchString(c.SupervisorSchedule) && !cronExpr.MatchString(c.SupervisorSchedule) {
+		fail("%s=%q is not an EventBridge rate(...) or cron(...) expression", ContextSupervisorSchedule, c.SupervisorSchedule)
+	}
+	if _, ok := retentionDays[c.LogRetentionDays]; !ok {
+		fail("%s=%d is not a CloudWatch Logs retention period (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)", ContextLogRetentionDays, c.LogRetentionDays)
+	}
+	// Lambda's event source mappings accept 2..1000.
+	if c.AgentMaxConcurrency < 2 || c.AgentMaxConcurrency > 1000 {
+		fail("%s=%d must be within 2..1000", ContextAgentMaxConcurrency, c.AgentMaxConcurrency)
+	}
+	if c.APIRateLimit <= 0 || c.APIRateLimit > 10000 {
+		fail("%s=%v must be within (0, 10000]", ContextAPIRateLimit, c.APIRateLimit)
+	}
+	if c.APIBurstLimit < 1 || c.APIBurstLimit > 5000 {
+		fail("%s=%d must be within 1..5000", ContextAPIBurstLimit, c.APIBurstLimit)
+	}
+	if c.MaxReceiveCount < 1 || c.MaxReceiveCount > 1000 {
+		fail("%s=%d must be within 1..1000", ContextMaxReceiveCount, c.MaxReceiveCount)
+	}
+	// A step the Supervisor re-sends waits up to BackoffMax on the queue
+	// by design; only a message older than that means no one consumes it.
+	if backoff := workflow.DefaultPolicy().BackoffMax; c.QueueAgeAlarm <= backoff || c.QueueAgeAlarm > 14*24*time.Hour {
+		fail("%s=%v must exceed the longest retry delay %v and be at most 14 days", ContextQueueAgeAlarm, c.QueueAgeAlarm, backoff)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("stack config: %w", err)
+	}
+	return nil
+}
+
+// logRetention is the validated LogRetentionDays as CDK's enum.
+func (c Config) logRetention() awslogs.RetentionDays { return retentionDays[c.LogRetentionDays] }

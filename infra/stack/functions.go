@@ -1,0 +1,138 @@
+package stack
+
+import (
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Function timeouts, sized for each job.
+const (
+	// The API waits for at most one transaction and one SendMessage.
+	submissionTimeout = 10 * time.Second
+	// A batch of up to schedulerBatchSize records, each a conditional write
+	// and one SendMessage (or an SNS publish).
+	schedulerTimeout = 30 * time.Second
+	// One run recovers up to BATCH_LIMIT (200) records.
+	supervisorTimeout = 60 * time.Second
+	// An Agent gives up at CompleteBy, at most its step's budget after the
+	// claim; the margin covers the reply and a slow cold start.
+	agentMargin = 15 * time.Second
+
+	schedulerBatchSize = 10
+	// The Agent works the records of a batch concurrently (AGENT_CONCURRENCY
+	// defaults to 10), so a full batch takes one step budget.
+	agentBatchSize = 10
+
+	// AWS's advice for an SQS event source: a visibility timeout of six
+	// times the function timeout, so retries of a throttled batch do not
+	// redeliver messages still being worked on.
+	visibilityFactor = 6
+)
+
+func agentTimeout(s workflow.Step) time.Duration { return s.Budget + agentMargin }
+
+func duration(d time.Duration) awscdk.Duration {
+	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
+}
+
+// fnSpec is what differs between the functions.
+type fnSpec struct {
+	// id is the construct ID; the folder name by default.
+	id           string
+	description  string
+	timeout      time.Duration
+	memory       float64
+	env          *map[string]*string
+	asyncRetries *float64
+}
+
+// fn is a deployed function with its own role and log group.
+type fn struct {
+	id       string
+	fn       awslambda.Function
+	role     awsiam.Role
+	logGroup awslogs.LogGroup
+	timeout  time.Duration
+}
+
+// function deploys functions/<folder> as an arm64 provided.al2023 bootstrap,
+// with a role that starts empty (no managed policies) and its own log group.
+func (b *builder) function(folder string, spec fnSpec) *fn {
+	id := spec.id
+	if id == "" {
+		id = pascal(folder)
+	} else {
+		id = pascal(id)
+	}
+	logs := awslogs.NewLogGroup(b.stack, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		Retention:     b.cfg.logRetention(),
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	role := awsiam.NewRole(b.stack, jsii.String(id+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("Least privilege for the " + id + " function"),
+	})
+	// Lambda names its log streams at run time, so the streams need a
+	// wildcard under the function's own log group.
+	allow(role, []string{"logs:CreateLogStream", "logs:PutLogEvents"}, logs.LogGroupArn())
+	f := awslambda.NewFunction(b.stack, jsii.String(id), &awslambda.FunctionProps{
+		Description:  jsii.String(spec.description),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(b.codePath(folder)), nil),
+		MemorySize:   jsii.Number(spec.memory),
+		Timeout:      duration(spec.timeout),
+		Environment:  spec.env,
+		Role:         role,
+		LogGroup:     logs,
+		// The handlers already write JSON (log/slog); JSON format keeps
+		// Lambda's own lines JSON too, and WARN drops its START/END noise.
+		LoggingFormat:         awslambda.LoggingFormat_JSON,
+		SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
+		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
+		RetryAttempts:         spec.asyncRetries,
+	})
+	return &fn{id: id, fn: f, role: role, logGroup: logs, timeout: spec.timeout}
+}
+
+// consume subscribes f to q's main queue with partial batch responses.
+// maxConcurrency 0 leaves the mapping unbounded.
+func (b *builder) consume(f *fn, q *workQueue, batchSize int, maxConcurrency int) {
+	props := &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(float64(batchSize)),
+		ReportBatchItemFailures: jsii.Bool(true),
+	}
+	if maxConcurrency > 0 {
+		props.MaxConcurrency = jsii.Number(float64(maxConcurrency))
+	}
+	f.fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(q.main, props))
+}
+
+// allow grants exact actions on exact resources.
+func allow(role awsiam.IRole, actions []string, resources ...*string) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: &resources,
+	}))
+}
+
+// allowTable grants actions on the table itself, not on its indexes.
+func allowTable(role awsiam.IRole, t awsdynamodb.Table, actions ...string) {
+	allow(role, actions, t.TableArn())
+}
+
+// allowSend lets role send to q; SendMessageBatch needs the same action.
+func allowSend(role awsiam.IRole, q awssqs.Queue) {
+	allow(role, []string{"sqs:SendMessage"}, q.QueueArn())
+}

@@ -1,0 +1,126 @@
+package stack
+
+import (
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// workQueue is a queue with its dead-letter queue.
+type workQueue struct {
+	id   string
+	main awssqs.Queue
+	dlq  awssqs.Queue
+}
+
+type queueSet struct {
+	scheduler *workQueue
+	responses *workQueue
+	// agents maps each step to its Agent's request queue.
+	agents map[string]*workQueue
+}
+
+// all lists the queues in a stable order.
+func (q queueSet) all(steps []string) []*workQueue {
+	out := []*workQueue{q.scheduler, q.responses}
+	for _, s := range steps {
+		out = append(out, q.agents[s])
+	}
+	return out
+}
+
+// queues declares the scheduler queue, the response queue and one request
+// queue per step. Each visibility timeout is six times the timeout of the
+// function that consumes it.
+func (b *builder) queues() queueSet {
+	qs := queueSet{
+		scheduler: b.workQueue("SchedulerQueue", schedulerTimeout),
+		responses: b.workQueue("ResponseQueue", schedulerTimeout),
+		agents:    map[string]*workQueue{},
+	}
+	for _, s := range b.cfg.Workflow.Steps {
+		qs.agents[s.Name] = b.workQueue(pascal(s.Name)+"Queue", agentTimeout(s))
+	}
+	return qs
+}
+
+func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue {
+	dlq := awssqs.NewQueue(b.stack, jsii.String(id+"DLQ"), &awssqs.QueueProps{
+		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL: jsii.Bool(true),
+		// The longest SQS allows, so an operator has two weeks to inspect
+		// and redrive a poison message.
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+	})
+	main := awssqs.NewQueue(b.stack, jsii.String(id), &awssqs.QueueProps{
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		VisibilityTimeout: duration(visibilityFactor * consumerTimeout),
+		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
+		DeadLetterQueue: &awssqs.DeadLetterQueue{
+			Queue:           dlq,
+			MaxReceiveCount: jsii.Number(float64(b.cfg.MaxReceiveCount)),
+		},
+	})
+	return &workQueue{id: id, main: main, dlq: dlq}
+}
+
+// alertTopic is the operators' topic, encrypted with its own key.
+type alertTopic struct {
+	topic awssns.Topic
+	key   awskms.Key
+}
+
+func (b *builder) alertTopic(email *string) *alertTopic {
+	// A customer managed key, because CloudWatch alarms cannot publish to a
+	// topic encrypted with the AWS managed SNS key.
+	key := awskms.NewKey(b.stack, jsii.String("AlertTopicKey"), &awskms.KeyProps{
+		Description:       jsii.String("Encrypts the operator alert topic"),
+		EnableKeyRotation: jsii.Bool(true),
+		RemovalPolicy:     awscdk.RemovalPolicy_DESTROY,
+		PendingWindow:     awscdk.Duration_Days(jsii.Number(7)),
+	})
+	cloudwatch := awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil)
+	key.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("CloudWatchAlarmsPublish"),
+		Principals: &[]awsiam.IPrincipal{cloudwatch},
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey"),
+		// In a key policy the resource is the key itself, written "*".
+		Resources:  jsii.Strings("*"),
+		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": b.stack.Account()}},
+	}), nil)
+	topic := awssns.NewTopic(b.stack, jsii.String("AlertTopic"), &awssns.TopicProps{
+		DisplayName: jsii.String("Scheduler Agent Supervisor alerts"),
+		MasterKey:   key,
+		EnforceSSL:  jsii.Bool(true),
+	})
+	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:        jsii.String("CloudWatchAlarmsPublish"),
+		Principals: &[]awsiam.IPrincipal{cloudwatch},
+		Actions:    jsii.Strings("sns:Publish"),
+		Resources:  &[]*string{topic.TopicArn()},
+		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": b.stack.Account()}},
+	}))
+	hasEmail := awscdk.NewCfnCondition(b.stack, jsii.String("HasAlertEmail"), &awscdk.CfnConditionProps{
+		Expression: awscdk.Fn_ConditionNot(awscdk.Fn_ConditionEquals(email, jsii.String(""))),
+	})
+	sub := awssns.NewCfnSubscription(b.stack, jsii.String("AlertEmailSubscription"), &awssns.CfnSubscriptionProps{
+		TopicArn: topic.TopicArn(),
+		Protocol: jsii.String("email"),
+		Endpoint: email,
+	})
+	sub.CfnOptions().SetCondition(hasEmail)
+	return &alertTopic{topic: topic, key: key}
+}
+
+// allowPublish lets role publish alerts: SNS needs the two KMS actions to
+// encrypt a message for an encrypted topic.
+func (a *alertTopic) allowPublish(role awsiam.IRole) {
+	allow(role, []string{"sns:Publish"}, a.topic.TopicArn())
+	allow(role, []string{"kms:Decrypt", "kms:GenerateDataKey"}, a.key.KeyArn())
+}

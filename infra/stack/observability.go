@@ -1,0 +1,131 @@
+package stack
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// MetricNamespace holds the order-flow metrics the log metric filters make.
+const MetricNamespace = "SchedulerAgentSupervisor"
+
+// TransitionMetric counts workflow.Transition log lines, with the transition
+// as its one dimension.
+const TransitionMetric = "Transitions"
+
+// TransitionDimension is the dimension of TransitionMetric.
+const TransitionDimension = "Transition"
+
+// alarms sends every alarm to the operators' topic: a message in any
+// dead-letter queue, an old message on any queue, errors of any function.
+func (b *builder) alarms(alerts *alertTopic, queues queueSet, fns []*fn) {
+	action := awscloudwatchactions.NewSnsAction(alerts.topic)
+	add := func(id string, props *awscloudwatch.AlarmProps) {
+		props.TreatMissingData = awscloudwatch.TreatMissingData_NOT_BREACHING
+		props.ComparisonOperator = awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+		props.EvaluationPeriods = jsii.Number(1)
+		a := awscloudwatch.NewAlarm(b.stack, jsii.String(id), props)
+		a.AddAlarmAction(action)
+		a.AddOkAction(action)
+	}
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	for _, q := range queues.all(stepNames(b.cfg.Workflow)) {
+		add(q.id+"DLQNotEmpty", &awscloudwatch.AlarmProps{
+			AlarmDescription: jsii.String(fmt.Sprintf("A message reached the dead-letter queue of %s: a poison message or a failure that outlived %d receives. Inspect it in the console, fix the cause, then redrive it.", q.id, b.cfg.MaxReceiveCount)),
+			Metric:           q.dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+			Threshold:        jsii.Number(1),
+		})
+		add(q.id+"OldestMessage", &awscloudwatch.AlarmProps{
+			AlarmDescription: jsii.String(fmt.Sprintf("The oldest message on %s is older than %v: its consumer is failing, throttled or disabled.", q.id, b.cfg.QueueAgeAlarm)),
+			Metric:           q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+			Threshold:        jsii.Number(b.cfg.QueueAgeAlarm.Seconds()),
+		})
+	}
+	for _, f := range fns {
+		add(f.id+"Errors", &awscloudwatch.AlarmProps{
+			AlarmDescription: jsii.String(fmt.Sprintf("The %s function failed invocations: read its log group for the error.", f.id)),
+			Metric:           f.fn.MetricErrors(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}),
+			Threshold:        jsii.Number(1),
+		})
+	}
+}
+
+// transitionFilters turns the transition log lines of f into TransitionMetric.
+func (b *builder) transitionFilters(f *fn) {
+	awslogs.NewMetricFilter(b.stack, jsii.String(f.id+"Transitions"), &awslogs.MetricFilterProps{
+		LogGroup:        f.logGroup,
+		FilterPattern:   awslogs.FilterPattern_Exists(jsii.String("$." + workflow.TransitionKey)),
+		MetricNamespace: jsii.String(MetricNamespace),
+		MetricName:      jsii.String(TransitionMetric),
+		MetricValue:     jsii.String("1"),
+		Dimensions:      &map[string]*string{TransitionDimension: jsii.String("$." + workflow.TransitionKey)},
+	})
+}
+
+func transitionMetric(t workflow.Transition, label string) awscloudwatch.IMetric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String(MetricNamespace),
+		MetricName:    jsii.String(TransitionMetric),
+		DimensionsMap: &map[string]*string{TransitionDimension: jsii.String(string(t))},
+		Statistic:     jsii.String("Sum"),
+		Period:        awscdk.Duration_Minutes(jsii.Number(1)),
+		Label:         jsii.String(label),
+	})
+}
+
+// dashboard shows orders flowing through the states (counted from the logs
+// of the functions that commit transitions), the Supervisor's recoveries, the
+// queues and the functions.
+func (b *builder) dashboard(queues queueSet, fns, committers []*fn) awscloudwatch.Dashboard {
+	for _, f := range committers {
+		b.transitionFilters(f)
+	}
+	graph := func(title string, metrics ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String(title), Left: &metrics, Width: jsii.Number(12), Height: jsii.Number(6),
+		})
+	}
+	flow := graph("Orders through states (per minute)",
+		transitionMetric(workflow.TransitionAccepted, "accepted (Pending)"),
+		transitionMetric(workflow.TransitionClaimed, "claimed (Processing)"),
+		transitionMetric(workflow.TransitionStepCompleted, "step completed"),
+		transitionMetric(workflow.TransitionProcessed, "Processed"),
+		transitionMetric(workflow.TransitionFailed, "Error: permanent fault"),
+		transitionMetric(workflow.TransitionGaveUp, "Error: retries exhausted"),
+	)
+	recoveries := graph("Supervisor recoveries and stale replies (per minute)",
+		transitionMetric(workflow.TransitionRetried, "retried after timeout"),
+		transitionMetric(workflow.TransitionRequeued, "requeued unclaimed"),
+		transitionMetric(workflow.TransitionStaleReply, "stale reply refused"),
+	)
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	var depth, dlqs, age []awscloudwatch.IMetric
+	for _, q := range queues.all(stepNames(b.cfg.Workflow)) {
+		depth = append(depth, q.main.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id)}))
+		age = append(age, q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id)}))
+		dlqs = append(dlqs, q.dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id + " DLQ")}))
+	}
+	var errs, durations, throttles []awscloudwatch.IMetric
+	for _, f := range fns {
+		opts := func(stat string) *awscloudwatch.MetricOptions {
+			return &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String(stat), Label: jsii.String(f.id)}
+		}
+		errs = append(errs, f.fn.MetricErrors(opts("Sum")))
+		durations = append(durations, f.fn.MetricDuration(opts("p99")))
+		throttles = append(throttles, f.fn.MetricThrottles(opts("Sum")))
+	}
+	dash := awscloudwatch.NewDashboard(b.stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DefaultInterval: awscdk.Duration_Hours(jsii.Number(3)),
+	})
+	dash.AddWidgets(flow, recoveries)
+	dash.AddWidgets(graph("Messages waiting", depth...), graph("Dead-letter queues", dlqs...))
+	dash.AddWidgets(graph("Age of oldest message (s)", age...), graph("Function errors", errs...))
+	dash.AddWidgets(graph("Function duration p99 (ms)", durations...), graph("Function throttles", throttles...))
+	return dash
+}

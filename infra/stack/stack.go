@@ -1,0 +1,200 @@
+// Package stack is the AWS CDK definition of the whole system: the tables,
+// queues, topic and functions of shared/, wired the way shared/system wires
+// them to the local engines, plus the API, the Supervisor's schedule, alarms
+// and a dashboard.
+package stack
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// The functions/ folders the stack deploys; the Agent is deployed once per
+// workflow step.
+const (
+	Submission = "submission"
+	Scheduler  = "scheduler"
+	Agent      = "agent"
+	Supervisor = "supervisor"
+)
+
+// Functions lists every folder of functions/ the stack deploys.
+func Functions() []string { return []string{Submission, Scheduler, Agent, Supervisor} }
+
+// New defines the stack. cfg must be valid (FromContext validates it).
+func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackProps) awscdk.Stack {
+	if props == nil {
+		props = &awscdk.StackProps{}
+	}
+	if props.Description == nil {
+		props.Description = jsii.String("Scheduler Agent Supervisor: orders through " + strings.Join(stepNames(cfg.Workflow), ", ") + " (github.com/sasflow/sas)")
+	}
+	s := awscdk.NewStack(scope, jsii.String(id), props)
+	b := &builder{stack: s, cfg: cfg}
+
+	alertEmail := awscdk.NewCfnParameter(s, jsii.String("AlertEmail"), &awscdk.CfnParameterProps{
+		Type:                  jsii.String("String"),
+		Default:               jsii.String(""),
+		AllowedPattern:        jsii.String(`^$|^[^@\s]+@[^@\s]+\.[^@\s]+$`),
+		ConstraintDescription: jsii.String("an e-mail address, or empty for no subscription"),
+		Description:           jsii.String("E-mail address subscribed to the operator alert topic (confirm the subscription mail). Empty: no subscription."),
+	})
+
+	tables := b.tables()
+	alerts := b.alertTopic(alertEmail.ValueAsString())
+	queues := b.queues()
+
+	env := map[string]*string{
+		"ORDERS_TABLE":        tables[0].TableName(),
+		"STATE_TABLE":         tables[1].TableName(),
+		"SCHEDULER_QUEUE_URL": queues.scheduler.main.QueueUrl(),
+		"ALERT_TOPIC_ARN":     alerts.topic.TopicArn(),
+		"RESPONSE_QUEUE_URL":  queues.responses.main.QueueUrl(),
+	}
+	pick := func(keys ...string) *map[string]*string {
+		m := make(map[string]*string, len(keys))
+		for _, k := range keys {
+			m[k] = env[k]
+		}
+		return &m
+	}
+	orders, state := tables[0], tables[1]
+
+	// Submission: writes the order and its state record in one transaction
+	// (PutItem on both tables), reads them back for GET and idempotent
+	// replays, and sends the first Schedule message.
+	submission := b.function(Submission, fnSpec{
+		description: "POST /orders and GET /orders/{id}: validates, writes order and state in one transaction, hands the order to the Scheduler",
+		timeout:     submissionTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL"),
+	})
+	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem")
+	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem")
+	allowSend(submission.role, queues.scheduler.main)
+
+	// Scheduler: claims, commits and fails state records with conditional
+	// UpdateItem only, dispatches to the agents, alerts on permanent faults.
+	agentQueueURLs := make([]string, 0, len(cfg.Workflow.Steps))
+	for _, st := range cfg.Workflow.Steps {
+		agentQueueURLs = append(agentQueueURLs, st.Name+"="+*queues.agents[st.Name].main.QueueUrl())
+	}
+	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN")
+	(*schedEnv)["AGENT_QUEUE_URLS"] = jsii.String(strings.Join(agentQueueURLs, ","))
+	scheduler := b.function(Scheduler, fnSpec{
+		description: "Claims steps, dispatches them to their Agents and commits the replies, from the scheduler and response queues",
+		timeout:     schedulerTimeout, memory: 256, env: schedEnv,
+	})
+	allowTable(scheduler.role, state, "dynamodb:UpdateItem")
+	for _, st := range cfg.Workflow.Steps {
+		allowSend(scheduler.role, queues.agents[st.Name].main)
+	}
+	alerts.allowPublish(scheduler.role)
+	b.consume(scheduler, queues.scheduler, schedulerBatchSize, 0)
+	b.consume(scheduler, queues.responses, schedulerBatchSize, 0)
+
+	// One Agent per step, each behind its own queue; the event source's
+	// maximum concurrency protects the remote service.
+	agents := make(map[string]*fn, len(cfg.Workflow.Steps))
+	for _, st := range cfg.Workflow.Steps {
+		remote := awscdk.NewCfnParameter(s, jsii.String(pascal(st.Name)+"RemoteBaseUrl"), &awscdk.CfnParameterProps{
+			Type:                  jsii.String("String"),
+			AllowedPattern:        jsii.String(`^https?://[^\s?#]+$`),
+			ConstraintDescription: jsii.String("an absolute http(s) URL without query or fragment"),
+			Description:           jsii.String(fmt.Sprintf("Base URL of the remote service the %s Agent calls (POST {url}/%s with an Idempotency-Key header).", st.Name, st.Name)),
+		})
+		agentEnv := pick("RESPONSE_QUEUE_URL")
+		(*agentEnv)["AGENT_STEP"] = jsii.String(st.Name)
+		(*agentEnv)["REMOTE_BASE_URL"] = remote.ValueAsString()
+		a := b.function(Agent, fnSpec{
+			id:          "Agent-" + st.Name,
+			description: fmt.Sprintf("Agent for step %s: calls its remote service with retries until CompleteBy and replies to the Scheduler", st.Name),
+			timeout:     agentTimeout(st), memory: 256, env: agentEnv,
+		})
+		allowSend(a.role, queues.responses.main)
+		b.consume(a, queues.agents[st.Name], agentBatchSize, cfg.AgentMaxConcurrency)
+		agents[st.Name] = a
+	}
+
+	// Supervisor: queries the in-flight index, recovers expired records with
+	// conditional UpdateItem, re-sends steps to the Scheduler, alerts.
+	supervisor := b.function(Supervisor, fnSpec{
+		description: "Runs on a schedule: finds state records whose CompleteBy passed, retries them or marks them Error and alerts",
+		timeout:     supervisorTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN"),
+		// A failed run is redone by the next tick; Lambda's own async
+		// retries would only overlap it.
+		asyncRetries: jsii.Number(0),
+	})
+	allow(supervisor.role, []string{"dynamodb:Query"}, jsii.String(*state.TableArn()+"/index/"+statestore.InFlightIndex))
+	allowTable(supervisor.role, state, "dynamodb:UpdateItem")
+	allowSend(supervisor.role, queues.scheduler.main)
+	alerts.allowPublish(supervisor.role)
+	rule := awsevents.NewRule(s, jsii.String("SupervisorSchedule"), &awsevents.RuleProps{
+		Description: jsii.String("Runs the Supervisor"),
+		Schedule:    awsevents.Schedule_Expression(jsii.String(cfg.SupervisorSchedule)),
+	})
+	rule.AddTarget(awseventstargets.NewLambdaFunction(supervisor.fn, &awseventstargets.LambdaFunctionProps{
+		RetryAttempts: jsii.Number(0),
+		MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(1)),
+	}))
+
+	api := b.api(submission)
+
+	fns := []*fn{submission, scheduler, supervisor}
+	for _, st := range cfg.Workflow.Steps {
+		fns = append(fns, agents[st.Name])
+	}
+	b.alarms(alerts, queues, fns)
+	// Agents commit nothing: only these three log transitions.
+	dash := b.dashboard(queues, fns, []*fn{submission, scheduler, supervisor})
+
+	out := func(id, value, desc string) {
+		awscdk.NewCfnOutput(s, jsii.String(id), &awscdk.CfnOutputProps{Value: jsii.String(value), Description: jsii.String(desc)})
+	}
+	out("ApiUrl", *api.api.ApiEndpoint(), "Base URL of the orders API (IAM-authorized: sign requests with SigV4, service execute-api)")
+	out("ClientPolicyArn", *api.clientPolicy.ManagedPolicyArn(), "Attach to the IAM users or roles that may submit and read orders")
+	out("AlertTopicArn", *alerts.topic.TopicArn(), "Operator alerts: permanent failures, exhausted retries, alarms")
+	out("OrdersTableName", *orders.TableName(), "Orders, one item per order")
+	out("StateTableName", *state.TableName(), "State records, one per order")
+	out("SchedulerQueueUrl", *queues.scheduler.main.QueueUrl(), "Schedule messages for the Scheduler")
+	out("DashboardName", *dash.DashboardName(), "CloudWatch dashboard of the order flow")
+	return s
+}
+
+// builder carries what every part of the stack needs.
+type builder struct {
+	stack awscdk.Stack
+	cfg   Config
+}
+
+func (b *builder) codePath(function string) string {
+	return filepath.Join(b.cfg.CodeDir, function)
+}
+
+func stepNames(d workflow.Definition) []string {
+	names := make([]string, len(d.Steps))
+	for i, s := range d.Steps {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// pascal turns a step name (reserve-inventory) into a CloudFormation logical
+// ID part (ReserveInventory).
+func pascal(s string) string {
+	var sb strings.Builder
+	for part := range strings.SplitSeq(s, "-") {
+		if part != "" {
+			sb.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	return sb.String()
+}

@@ -1,0 +1,820 @@
+package stack_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sasflow/sas/infra/stack"
+)
+
+// Synthesizing starts a Node.js process and takes seconds, so TestMain does
+// it once: the default stack (with cdk-nag applied, as the app does), a
+// variant with other context values, and a canary stack that breaks the
+// rules on purpose.
+var (
+	tmpl      *template // the default stack
+	variant   *template // built with variantCfg
+	nagErrors []string  // cdk-nag errors of the default stack
+	nagWarns  []string
+	canaryErr []string // cdk-nag errors of the canary stack
+	cfg       stack.Config
+)
+
+var variantContext = map[string]string{
+	stack.ContextSupervisorSchedule:  "rate(5 minutes)",
+	stack.ContextAgentMaxConcurrency: "7",
+	stack.ContextLogRetentionDays:    "90",
+	stack.ContextMaxReceiveCount:     "3",
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	// The template does not depend on what the binaries do, so tests deploy
+	// small stand-ins; make synth packages the real ones.
+	codeDir, err := os.MkdirTemp("", "sas-infra-code")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(codeDir)
+	for _, f := range stack.Functions() {
+		if err := os.MkdirAll(filepath.Join(codeDir, f), 0o755); err != nil {
+			panic(err)
+		}
+		if err := os.WriteFile(filepath.Join(codeDir, f, "bootstrap"), []byte("#!/bin/sh\necho "+f+"\n"), 0o755); err != nil {
+			panic(err)
+		}
+	}
+	cfg = stack.DefaultConfig()
+	cfg.CodeDir = codeDir
+	vcfg, err := stack.FromContext(func(k string) string { return variantContext[k] })
+	if err != nil {
+		panic(err)
+	}
+	vcfg.CodeDir = codeDir
+
+	outdir, err := os.MkdirTemp("", "sas-infra-out")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(outdir)
+	app := awscdk.NewApp(&awscdk.AppProps{
+		Outdir: jsii.String(outdir),
+		// As the CLI does, so tests can find resources by construct path.
+		Context: &map[string]any{"aws:cdk:enable-path-metadata": true},
+	})
+	main := stack.New(app, "Main", cfg, nil)
+	other := stack.New(app, "Variant", vcfg, nil)
+	canary := awscdk.NewStack(app, jsii.String("NagCanary"), nil)
+	// Unencrypted, plain-HTTP, no DLQ: cdk-nag must object.
+	awssqs.NewQueue(canary, jsii.String("Careless"), &awssqs.QueueProps{Encryption: awssqs.QueueEncryption_UNENCRYPTED})
+	stack.Check(app)
+
+	tmpl = templateOf(main)
+	variant = templateOf(other)
+	nagErrors = messages(assertions.Annotations_FromStack(main).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
+	nagWarns = messages(assertions.Annotations_FromStack(main).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
+	canaryErr = messages(assertions.Annotations_FromStack(canary).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
+	return m.Run()
+}
+
+func messages(found *[]*cxapi.SynthesisMessage) []string {
+	var out []string
+	for _, m := range *found {
+		out = append(out, fmt.Sprintf("%v (at %s)", m.Entry.Data, *m.Id))
+	}
+	return out
+}
+
+// template is a synthesized CloudFormation template as plain Go values, so
+// tests can sweep it without more round trips to Node.js.
+type template struct {
+	Metadata   map[string]any
+	Parameters map[string]map[string]any
+	Conditions map[string]any
+	Resources  map[string]resource
+	Outputs    map[string]map[string]any
+}
+
+type resource struct {
+	Type                string
+	Properties          map[string]any
+	Condition           string
+	DeletionPolicy      string
+	UpdateReplacePolicy string
+	Metadata            map[string]any
+}
+
+func templateOf(s awscdk.Stack) *template {
+	raw := assertions.Template_FromStack(s, nil).ToJSON()
+	b, err := json.Marshal(raw)
+	if err != nil {
+		panic(err)
+	}
+	var t template
+	if err := json.Unmarshal(b, &t); err != nil {
+		panic(err)
+	}
+	return &t
+}
+
+// ofType returns the logical IDs of every resource of type typ, sorted.
+func (t *template) ofType(typ string) []string {
+	var ids []string
+	for id, r := range t.Resources {
+		if r.Type == typ {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// byPath finds the resource the construct at path (under the stack) made.
+func (t *template) byPath(tb testing.TB, typ, path string) (string, resource) {
+	tb.Helper()
+	for id, r := range t.Resources {
+		if p, _ := r.Metadata["aws:cdk:path"].(string); r.Type == typ && strings.HasSuffix(p, "/"+path) {
+			return id, r
+		}
+	}
+	tb.Fatalf("no %s at %s", typ, path)
+	return "", resource{}
+}
+
+// ref is the logical ID a {"Ref": id} or {"Fn::GetAtt": [id, attr]} names.
+func ref(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	if r, ok := m["Ref"].(string); ok {
+		return r
+	}
+	if ga, ok := m["Fn::GetAtt"].([]any); ok && len(ga) == 2 {
+		return ga[0].(string)
+	}
+	return ""
+}
+
+// get walks a path of map keys.
+func get(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// list returns v as a list, wrapping a single value (IAM allows both).
+func list(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// resolver turns intrinsic functions into the concrete values AWS would
+// produce, so environment variables can be fed to the functions' own config
+// loaders.
+type resolver struct {
+	t *template
+	// params maps a parameter to its deploy-time value.
+	params map[string]string
+}
+
+func (r resolver) resolve(tb testing.TB, v any) string {
+	tb.Helper()
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any:
+		if j, ok := v["Fn::Join"].([]any); ok {
+			var parts []string
+			for _, p := range j[1].([]any) {
+				parts = append(parts, r.resolve(tb, p))
+			}
+			return strings.Join(parts, j[0].(string))
+		}
+		id := ref(v)
+		if p, ok := r.params[id]; ok {
+			return p
+		}
+		res, ok := r.t.Resources[id]
+		if !ok {
+			tb.Fatalf("reference to unknown %s", toJSON(v))
+		}
+		_, isAtt := v["Fn::GetAtt"]
+		switch {
+		case res.Type == "AWS::SQS::Queue" && !isAtt:
+			return "https://sqs.eu-west-1.amazonaws.com/111122223333/" + id
+		case res.Type == "AWS::DynamoDB::Table" && !isAtt:
+			return id
+		case res.Type == "AWS::SNS::Topic" && !isAtt:
+			return "arn:aws:sns:eu-west-1:111122223333:" + id
+		case isAtt:
+			return "arn:aws:x:eu-west-1:111122223333:" + id
+		}
+	}
+	tb.Fatalf("cannot resolve %s", toJSON(v))
+	return ""
+}
+
+func TestEveryFunctionFolderIsDeployed(t *testing.T) {
+	entries, err := os.ReadDir("../../functions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var folders []string
+	for _, e := range entries {
+		if e.IsDir() {
+			folders = append(folders, e.Name())
+		}
+	}
+	want := stack.Functions()
+	slices.Sort(want)
+	if !slices.Equal(folders, want) {
+		t.Fatalf("functions/ has %v, the stack deploys %v", folders, want)
+	}
+	// One function per folder, the Agent once per step.
+	if got, want := len(tmpl.ofType("AWS::Lambda::Function")), 3+len(cfg.Workflow.Steps); got != want {
+		t.Fatalf("%d functions, want %d", got, want)
+	}
+}
+
+func TestFunctionsAreArmBootstrapsWithOwnLogGroups(t *testing.T) {
+	logGroups := map[string]string{}
+	for _, id := range tmpl.ofType("AWS::Lambda::Function") {
+		p := tmpl.Resources[id].Properties
+		if p["Runtime"] != "provided.al2023" || toJSON(p["Architectures"]) != `["arm64"]` || p["Handler"] != "bootstrap" {
+			t.Errorf("%s: runtime %v, architectures %v, handler %v", id, p["Runtime"], p["Architectures"], p["Handler"])
+		}
+		if mem, _ := p["MemorySize"].(float64); mem < 128 || mem > 1024 {
+			t.Errorf("%s: memory %v", id, p["MemorySize"])
+		}
+		if to, _ := p["Timeout"].(float64); to < 5 || to > 900 {
+			t.Errorf("%s: timeout %v", id, p["Timeout"])
+		}
+		lg := ref(get(p, "LoggingConfig", "LogGroup"))
+		if lg == "" || get(p, "LoggingConfig", "LogFormat") != "JSON" {
+			t.Errorf("%s: logging %s", id, toJSON(p["LoggingConfig"]))
+			continue
+		}
+		if other, dup := logGroups[lg]; dup {
+			t.Errorf("%s and %s share log group %s", id, other, lg)
+		}
+		logGroups[lg] = id
+		if days := tmpl.Resources[lg].Properties["RetentionInDays"]; days != float64(cfg.LogRetentionDays) {
+			t.Errorf("%s: retention %v days, want %d", lg, days, cfg.LogRetentionDays)
+		}
+	}
+	// Another context value, another retention.
+	for _, id := range variant.ofType("AWS::Logs::LogGroup") {
+		if days := variant.Resources[id].Properties["RetentionInDays"]; days != float64(90) {
+			t.Errorf("variant %s: retention %v", id, days)
+		}
+	}
+}
+
+// deployParams are the values an operator passes to cdk deploy.
+func deployParams(t *template) map[string]string {
+	p := map[string]string{}
+	for id, param := range t.Parameters {
+		if strings.HasSuffix(id, "RemoteBaseUrl") {
+			p[id] = "https://remote.example.com/" + strings.ToLower(id)
+		} else if d, ok := param["Default"].(string); ok {
+			p[id] = d
+		}
+	}
+	return p
+}
+
+func TestFunctionEnvironmentsSatisfyTheirConfigLoaders(t *testing.T) {
+	r := resolver{t: tmpl, params: deployParams(tmpl)}
+	for _, tc := range loaders {
+		t.Run(tc.path, func(t *testing.T) {
+			_, fn := tmpl.byPath(t, "AWS::Lambda::Function", tc.path+"/Resource")
+			vars, _ := get(fn.Properties, "Environment", "Variables").(map[string]any)
+			env := map[string]string{}
+			for k, v := range vars {
+				env[k] = r.resolve(t, v)
+			}
+			read := map[string]bool{}
+			got, err := tc.load(func(k string) string { read[k] = true; return env[k] })
+			if err != nil {
+				t.Fatalf("the function would not start: %v\nenv %v", err, env)
+			}
+			// No variable is left unread: each names something the
+			// function uses.
+			for k := range env {
+				if !read[k] {
+					t.Errorf("variable %s is set but not read", k)
+				}
+			}
+			for k, want := range tc.points {
+				if got := ref(vars[k]); !strings.HasPrefix(got, want) {
+					t.Errorf("%s refers to %q, want the %s resource", k, got, want)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, got, vars)
+			}
+		})
+	}
+}
+
+func TestTablesMatchTheStateStoreSchema(t *testing.T) {
+	for _, tc := range tableSchemas(t) {
+		_, table := tmpl.byPath(t, "AWS::DynamoDB::Table", tc.path+"/Resource")
+		p := table.Properties
+		if p["BillingMode"] != "PAY_PER_REQUEST" {
+			t.Errorf("%s: billing %v", tc.path, p["BillingMode"])
+		}
+		if get(p, "PointInTimeRecoverySpecification", "PointInTimeRecoveryEnabled") != true {
+			t.Errorf("%s: no point-in-time recovery", tc.path)
+		}
+		if p["DeletionProtectionEnabled"] != true || table.DeletionPolicy != "Retain" || table.UpdateReplacePolicy != "Retain" {
+			t.Errorf("%s: deletion protection %v, policies %s/%s", tc.path, p["DeletionProtectionEnabled"], table.DeletionPolicy, table.UpdateReplacePolicy)
+		}
+		for _, k := range []string{"KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes"} {
+			if got, want := canonical(p[k]), canonical(tc.want[k]); got != want {
+				t.Errorf("%s: %s\n got %s\nwant %s", tc.path, k, got, want)
+			}
+		}
+	}
+}
+
+func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
+	queues := tmpl.ofType("AWS::SQS::Queue")
+	if want := 2 * (2 + len(cfg.Workflow.Steps)); len(queues) != want {
+		t.Fatalf("%d queues, want %d (scheduler, responses and one per step, each with a DLQ)", len(queues), want)
+	}
+	dlqs := map[string]bool{}
+	for _, id := range queues {
+		p := tmpl.Resources[id].Properties
+		if p["SqsManagedSseEnabled"] != true {
+			t.Errorf("%s: not encrypted at rest", id)
+		}
+		if rp, ok := p["RedrivePolicy"]; ok {
+			dlq := ref(get(rp, "deadLetterTargetArn"))
+			if get(rp, "maxReceiveCount") != float64(cfg.MaxReceiveCount) || !strings.Contains(dlq, "DLQ") {
+				t.Errorf("%s: redrive %s", id, toJSON(rp))
+			}
+			dlqs[dlq] = true
+		}
+	}
+	for _, id := range queues {
+		if _, hasRedrive := tmpl.Resources[id].Properties["RedrivePolicy"]; !hasRedrive && !dlqs[id] {
+			t.Errorf("%s has no dead-letter queue and is none", id)
+		}
+	}
+	if len(dlqs) != len(queues)/2 {
+		t.Errorf("%d distinct DLQs for %d queues", len(dlqs), len(queues)/2)
+	}
+	// Every queue denies requests that do not use TLS.
+	denied := map[string]bool{}
+	for _, id := range tmpl.ofType("AWS::SQS::QueuePolicy") {
+		p := tmpl.Resources[id].Properties
+		for _, s := range list(get(p, "PolicyDocument", "Statement")) {
+			if get(s, "Effect") == "Deny" && get(s, "Condition", "Bool", "aws:SecureTransport") == "false" {
+				for _, q := range list(p["Queues"]) {
+					denied[ref(q)] = true
+				}
+			}
+		}
+	}
+	for _, id := range queues {
+		if !denied[id] {
+			t.Errorf("%s accepts plain HTTP", id)
+		}
+	}
+}
+
+func TestEventSourcesReportBatchItemFailuresAndFitTheQueues(t *testing.T) {
+	mappings := tmpl.ofType("AWS::Lambda::EventSourceMapping")
+	if want := 2 + len(cfg.Workflow.Steps); len(mappings) != want {
+		t.Fatalf("%d event source mappings, want %d", len(mappings), want)
+	}
+	for _, tmplAndWant := range []struct {
+		t              *template
+		maxConcurrency float64
+	}{{tmpl, float64(cfg.AgentMaxConcurrency)}, {variant, 7}} {
+		tp := tmplAndWant.t
+		for _, id := range tp.ofType("AWS::Lambda::EventSourceMapping") {
+			p := tp.Resources[id].Properties
+			fn := tp.Resources[ref(p["FunctionName"])]
+			queue := tp.Resources[ref(p["EventSourceArn"])]
+			if toJSON(p["FunctionResponseTypes"]) != `["ReportBatchItemFailures"]` {
+				t.Errorf("%s: response types %v", id, p["FunctionResponseTypes"])
+			}
+			if b, _ := p["BatchSize"].(float64); b < 1 || b > 10 {
+				t.Errorf("%s: batch size %v", id, p["BatchSize"])
+			}
+			timeout, _ := fn.Properties["Timeout"].(float64)
+			visibility, _ := queue.Properties["VisibilityTimeout"].(float64)
+			if visibility < 6*timeout {
+				t.Errorf("%s: visibility timeout %vs under six times the function timeout %vs", id, visibility, timeout)
+			}
+			isAgent := fn.Properties["Environment"] != nil && get(fn.Properties, "Environment", "Variables", "AGENT_STEP") != nil
+			mc := get(p, "ScalingConfig", "MaximumConcurrency")
+			switch {
+			case isAgent && mc != tmplAndWant.maxConcurrency:
+				t.Errorf("%s: agent maximum concurrency %v, want %v", id, mc, tmplAndWant.maxConcurrency)
+			case !isAgent && mc != nil:
+				t.Errorf("%s: the Scheduler is capped at %v", id, mc)
+			}
+		}
+	}
+}
+
+func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
+	routes := map[string]string{}
+	for _, id := range tmpl.ofType("AWS::ApiGatewayV2::Route") {
+		p := tmpl.Resources[id].Properties
+		routes[p["RouteKey"].(string)] = fmt.Sprint(p["AuthorizationType"])
+	}
+	want := map[string]string{}
+	for _, r := range stack.Routes() {
+		want[r.Method+" "+r.Path] = "AWS_IAM"
+	}
+	if toJSON(routes) != toJSON(want) {
+		t.Fatalf("routes %v, want %v", routes, want)
+	}
+	// Every route reaches the Submission function.
+	_, integ := tmpl.byPath(t, "AWS::ApiGatewayV2::Integration", "SubmissionIntegration/Resource")
+	if uri := toJSON(integ.Properties["IntegrationUri"]); !strings.Contains(uri, "Submission") {
+		t.Errorf("integration goes to %s", uri)
+	}
+	stages := tmpl.ofType("AWS::ApiGatewayV2::Stage")
+	if len(stages) != 1 {
+		t.Fatalf("%d stages", len(stages))
+	}
+	p := tmpl.Resources[stages[0]].Properties
+	if p["StageName"] != "$default" || p["AutoDeploy"] != true {
+		t.Errorf("stage %v autodeploy %v", p["StageName"], p["AutoDeploy"])
+	}
+	if get(p, "DefaultRouteSettings", "ThrottlingRateLimit") != cfg.APIRateLimit || get(p, "DefaultRouteSettings", "ThrottlingBurstLimit") != float64(cfg.APIBurstLimit) {
+		t.Errorf("throttling %s", toJSON(p["DefaultRouteSettings"]))
+	}
+	dest := ref(get(p, "AccessLogSettings", "DestinationArn"))
+	if tmpl.Resources[dest].Type != "AWS::Logs::LogGroup" {
+		t.Fatalf("access logs go to %q", dest)
+	}
+	var format map[string]string
+	if err := json.Unmarshal([]byte(get(p, "AccessLogSettings", "Format").(string)), &format); err != nil || format["requestId"] != "$context.requestId" {
+		t.Errorf("access log format %v: %v", get(p, "AccessLogSettings", "Format"), err)
+	}
+	// Clients get a policy for exactly these routes.
+	_, policy := tmpl.byPath(t, "AWS::IAM::ManagedPolicy", "OrderClientPolicy/Resource")
+	stmts := list(get(policy.Properties, "PolicyDocument", "Statement"))
+	if len(stmts) != 1 || toJSON(get(stmts[0], "Action")) != `"execute-api:Invoke"` || len(list(get(stmts[0], "Resource"))) != len(stack.Routes()) {
+		t.Errorf("client policy %s", toJSON(stmts))
+	}
+	for _, res := range list(get(stmts[0], "Resource")) {
+		s := toJSON(res)
+		if !strings.Contains(s, `/$default/POST/orders"`) && !strings.Contains(s, `/$default/GET/orders/*"`) {
+			t.Errorf("client policy resource %s", s)
+		}
+	}
+}
+
+func TestSupervisorRunsOnTheConfiguredSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		t    *template
+		want string
+	}{{tmpl, "rate(1 minute)"}, {variant, "rate(5 minutes)"}} {
+		rules := tc.t.ofType("AWS::Events::Rule")
+		if len(rules) != 1 {
+			t.Fatalf("%d rules", len(rules))
+		}
+		p := tc.t.Resources[rules[0]].Properties
+		targets := list(p["Targets"])
+		if p["ScheduleExpression"] != tc.want || len(targets) != 1 {
+			t.Fatalf("schedule %v targets %v", p["ScheduleExpression"], len(targets))
+		}
+		target := ref(get(targets[0], "Arn"))
+		if !strings.HasPrefix(target, "Supervisor") || tc.t.Resources[target].Type != "AWS::Lambda::Function" {
+			t.Errorf("rule runs %s", target)
+		}
+		// EventBridge may invoke it: a permission names the rule.
+		allowed := false
+		for _, id := range tc.t.ofType("AWS::Lambda::Permission") {
+			pp := tc.t.Resources[id].Properties
+			if ref(pp["FunctionName"]) == target && pp["Principal"] == "events.amazonaws.com" && ref(pp["SourceArn"]) == rules[0] {
+				allowed = true
+			}
+		}
+		if !allowed {
+			t.Error("EventBridge may not invoke the Supervisor")
+		}
+	}
+}
+
+func TestAlertTopicIsEncryptedTLSOnlyWithOptionalEmail(t *testing.T) {
+	topics := tmpl.ofType("AWS::SNS::Topic")
+	if len(topics) != 1 {
+		t.Fatalf("%d topics", len(topics))
+	}
+	topic := topics[0]
+	key := ref(tmpl.Resources[topic].Properties["KmsMasterKeyId"])
+	if tmpl.Resources[key].Type != "AWS::KMS::Key" || tmpl.Resources[key].Properties["EnableKeyRotation"] != true {
+		t.Fatalf("topic key %q", key)
+	}
+	var tlsOnly, alarmsMayPublish bool
+	for _, id := range tmpl.ofType("AWS::SNS::TopicPolicy") {
+		for _, s := range list(get(tmpl.Resources[id].Properties, "PolicyDocument", "Statement")) {
+			if get(s, "Effect") == "Deny" && get(s, "Condition", "Bool", "aws:SecureTransport") == "false" {
+				tlsOnly = true
+			}
+			if get(s, "Effect") == "Allow" && get(s, "Principal", "Service") == "cloudwatch.amazonaws.com" {
+				alarmsMayPublish = true
+			}
+		}
+	}
+	if !tlsOnly || !alarmsMayPublish {
+		t.Errorf("topic policy: TLS only %v, CloudWatch may publish %v", tlsOnly, alarmsMayPublish)
+	}
+	// The key lets CloudWatch encrypt alarm notifications for the topic.
+	keyAllowsAlarms := false
+	for _, s := range list(get(tmpl.Resources[key].Properties, "KeyPolicy", "Statement")) {
+		if get(s, "Principal", "Service") == "cloudwatch.amazonaws.com" && get(s, "Effect") == "Allow" {
+			keyAllowsAlarms = true
+		}
+	}
+	if !keyAllowsAlarms {
+		t.Error("CloudWatch alarms cannot use the topic key")
+	}
+	subs := tmpl.ofType("AWS::SNS::Subscription")
+	if len(subs) != 1 {
+		t.Fatalf("%d subscriptions", len(subs))
+	}
+	sub := tmpl.Resources[subs[0]]
+	if sub.Properties["Protocol"] != "email" || ref(sub.Properties["Endpoint"]) != "AlertEmail" || sub.Condition == "" {
+		t.Errorf("subscription %s condition %q", toJSON(sub.Properties), sub.Condition)
+	}
+	if d, ok := tmpl.Parameters["AlertEmail"]["Default"]; !ok || d != "" {
+		t.Errorf("AlertEmail default %v: deploying without it must work", d)
+	}
+}
+
+func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
+	topic := tmpl.ofType("AWS::SNS::Topic")[0]
+	type key struct{ metric, dim string }
+	alarms := map[key]resource{}
+	for _, id := range tmpl.ofType("AWS::CloudWatch::Alarm") {
+		a := tmpl.Resources[id]
+		actions := list(a.Properties["AlarmActions"])
+		if len(actions) != 1 || ref(actions[0]) != topic {
+			t.Errorf("%s: actions %s", id, toJSON(actions))
+		}
+		if desc, _ := a.Properties["AlarmDescription"].(string); len(desc) < 40 {
+			t.Errorf("%s: an operator needs a description, got %q", id, desc)
+		}
+		for _, d := range list(a.Properties["Dimensions"]) {
+			alarms[key{a.Properties["MetricName"].(string), ref(get(d, "Value"))}] = a
+		}
+	}
+	for _, id := range tmpl.ofType("AWS::SQS::Queue") {
+		if _, isMain := tmpl.Resources[id].Properties["RedrivePolicy"]; isMain {
+			a, ok := alarms[key{"ApproximateAgeOfOldestMessage", id}]
+			if !ok || a.Properties["Threshold"] != cfg.QueueAgeAlarm.Seconds() {
+				t.Errorf("%s: age alarm %s", id, toJSON(a.Properties))
+			}
+			continue
+		}
+		a, ok := alarms[key{"ApproximateNumberOfMessagesVisible", id}]
+		if !ok || a.Properties["Threshold"] != float64(1) || a.Properties["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" {
+			t.Errorf("DLQ %s: alarm %s", id, toJSON(a.Properties))
+		}
+	}
+	for _, id := range tmpl.ofType("AWS::Lambda::Function") {
+		if a, ok := alarms[key{"Errors", id}]; !ok || a.Properties["Threshold"] != float64(1) {
+			t.Errorf("function %s: errors alarm %s", id, toJSON(a.Properties))
+		}
+	}
+}
+
+func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
+	dashboards := tmpl.ofType("AWS::CloudWatch::Dashboard")
+	if len(dashboards) != 1 {
+		t.Fatalf("%d dashboards", len(dashboards))
+	}
+	// The body is a Fn::Join of JSON text around the region.
+	var body strings.Builder
+	for _, part := range list(get(tmpl.Resources[dashboards[0]].Properties["DashboardBody"], "Fn::Join")) {
+		for _, p := range list(part) {
+			if s, ok := p.(string); ok {
+				body.WriteString(s)
+			}
+		}
+	}
+	for _, tr := range transitions() {
+		if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q,%q,%q,`, stack.MetricNamespace, stack.TransitionMetric, stack.TransitionDimension, tr)) {
+			t.Errorf("dashboard does not show transition %q", tr)
+		}
+	}
+	// The metric comes from the logs of the functions that commit
+	// transitions.
+	var sources []string
+	for _, id := range tmpl.ofType("AWS::Logs::MetricFilter") {
+		p := tmpl.Resources[id].Properties
+		m := list(p["MetricTransformations"])[0]
+		if get(m, "MetricNamespace") != stack.MetricNamespace || get(m, "MetricName") != stack.TransitionMetric ||
+			toJSON(get(m, "Dimensions")) != fmt.Sprintf(`[{"Key":"%s","Value":"$.transition"}]`, stack.TransitionDimension) ||
+			p["FilterPattern"] != `{ $.transition = "*" }` {
+			t.Errorf("%s: %s", id, toJSON(p))
+		}
+		sources = append(sources, ref(p["LogGroupName"]))
+	}
+	sort.Strings(sources)
+	want := []string{}
+	for _, path := range []string{"SubmissionLogs", "SchedulerLogs", "SupervisorLogs"} {
+		id, _ := tmpl.byPath(t, "AWS::Logs::LogGroup", path+"/Resource")
+		want = append(want, id)
+	}
+	sort.Strings(want)
+	if !slices.Equal(sources, want) {
+		t.Errorf("metric filters on %v, want %v", sources, want)
+	}
+}
+
+// wildcard matches an IAM action or literal resource containing a wildcard.
+var wildcard = regexp.MustCompile(`[*?]`)
+
+func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
+	check := func(where string, doc any, allowResource func(string) bool) {
+		for _, s := range list(get(doc, "Statement")) {
+			if get(s, "Effect") != "Allow" {
+				continue
+			}
+			for _, a := range list(get(s, "Action")) {
+				if wildcard.MatchString(fmt.Sprint(a)) {
+					t.Errorf("%s: wildcard action %v", where, a)
+				}
+			}
+			if get(s, "NotAction") != nil || get(s, "NotResource") != nil {
+				t.Errorf("%s: NotAction/NotResource %s", where, toJSON(s))
+			}
+			for _, r := range list(get(s, "Resource")) {
+				// A literal string is checked; Fn::GetAtt and Ref name one
+				// resource; a Join is checked for literal wildcards.
+				if lit := toJSON(r); wildcard.MatchString(lit) && !allowResource(lit) {
+					t.Errorf("%s: wildcard resource %s", where, lit)
+				}
+			}
+		}
+	}
+	none := func(string) bool { return false }
+	for _, typ := range []string{"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"} {
+		for _, id := range tmpl.ofType(typ) {
+			allowed := none
+			if typ == "AWS::IAM::ManagedPolicy" {
+				// GET /orders/{id}: the path parameter.
+				allowed = func(s string) bool { return strings.HasSuffix(s, `/$default/GET/orders/*"]]}`) }
+			}
+			check(id, tmpl.Resources[id].Properties["PolicyDocument"], allowed)
+		}
+	}
+	for _, id := range tmpl.ofType("AWS::IAM::Role") {
+		p := tmpl.Resources[id].Properties
+		if p["ManagedPolicyArns"] != nil || p["Policies"] != nil {
+			t.Errorf("%s: managed or inline policies %s", id, toJSON(p))
+		}
+	}
+	// Resource policies: key policies name the key as "*" (AWS's rule), and
+	// no Allow is open to anyone.
+	for _, id := range tmpl.ofType("AWS::KMS::Key") {
+		for _, s := range list(get(tmpl.Resources[id].Properties, "KeyPolicy", "Statement")) {
+			if get(s, "Principal") == "*" || get(s, "Principal", "AWS") == "*" {
+				t.Errorf("%s: key open to anyone %s", id, toJSON(s))
+			}
+			if p := toJSON(get(s, "Principal")); !strings.Contains(p, ":root") {
+				for _, a := range list(get(s, "Action")) {
+					if wildcard.MatchString(fmt.Sprint(a)) {
+						t.Errorf("%s: wildcard action %v for %s", id, a, p)
+					}
+				}
+			}
+		}
+	}
+	for _, typ := range []string{"AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy"} {
+		for _, id := range tmpl.ofType(typ) {
+			for _, s := range list(get(tmpl.Resources[id].Properties, "PolicyDocument", "Statement")) {
+				if get(s, "Effect") == "Allow" && (get(s, "Principal") == "*" || get(s, "Principal", "AWS") == "*") {
+					t.Errorf("%s: allows anyone %s", id, toJSON(s))
+				}
+			}
+		}
+	}
+}
+
+func TestEachRoleHasExactlyTheActionsItsHandlerUses(t *testing.T) {
+	for path, want := range roleActions {
+		t.Run(path, func(t *testing.T) {
+			roleID, _ := tmpl.byPath(t, "AWS::IAM::Role", path+"/Resource")
+			got := map[string][]string{}
+			for _, id := range tmpl.ofType("AWS::IAM::Policy") {
+				p := tmpl.Resources[id].Properties
+				if !slices.ContainsFunc(list(p["Roles"]), func(r any) bool { return ref(r) == roleID }) {
+					continue
+				}
+				for _, s := range list(get(p, "PolicyDocument", "Statement")) {
+					for _, a := range list(get(s, "Action")) {
+						for _, r := range list(get(s, "Resource")) {
+							got[a.(string)] = append(got[a.(string)], resourceName(r))
+						}
+					}
+				}
+			}
+			for a := range got {
+				sort.Strings(got[a])
+			}
+			if g, w := toJSON(got), toJSON(want); g != w {
+				t.Errorf("actions\n got %s\nwant %s", g, w)
+			}
+		})
+	}
+}
+
+// resourceName shortens a resource reference to its construct: the logical
+// ID without the hash, plus any literal suffix.
+func resourceName(r any) string {
+	hash := regexp.MustCompile(`[0-9A-F]{8}$`)
+	if id := ref(r); id != "" {
+		return hash.ReplaceAllString(id, "")
+	}
+	if j, ok := get(r, "Fn::Join").([]any); ok {
+		var parts []string
+		for _, p := range j[1].([]any) {
+			if s, ok := p.(string); ok {
+				parts = append(parts, s)
+			} else {
+				parts = append(parts, resourceName(p))
+			}
+		}
+		return strings.Join(parts, "")
+	}
+	return toJSON(r)
+}
+
+func TestNagFindsNothingUnsuppressed(t *testing.T) {
+	if len(nagErrors) > 0 {
+		t.Errorf("cdk-nag errors:\n%s", strings.Join(nagErrors, "\n"))
+	}
+	if len(nagWarns) > 0 {
+		t.Errorf("cdk-nag warnings:\n%s", strings.Join(nagWarns, "\n"))
+	}
+	// The checks run at all: the canary's careless queue is caught.
+	if !slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, "AwsSolutions-SQS4") }) ||
+		!slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, "AwsSolutions-SQS3") }) {
+		t.Errorf("cdk-nag missed the canary's queue: %v", canaryErr)
+	}
+}
+
+func TestEverySuppressionHasAReason(t *testing.T) {
+	n := 0
+	where := map[string]map[string]any{"the stack": tmpl.Metadata}
+	for id, r := range tmpl.Resources {
+		where[id] = r.Metadata
+	}
+	for id, md := range where {
+		for _, s := range list(get(md, "cdk_nag", "rules_to_suppress")) {
+			n++
+			if reason, _ := get(s, "reason").(string); len(reason) < 60 {
+				t.Errorf("%s: suppression of %v has too thin a reason %q", id, get(s, "id"), reason)
+			}
+			if get(s, "applies_to") == nil {
+				t.Errorf("%s: suppression of %v covers every finding of the rule, not named ones", id, get(s, "id"))
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no suppressions found: the test would not notice a thin reason")
+	}
+}

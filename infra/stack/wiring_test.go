@@ -1,0 +1,198 @@
+package stack_test
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/scheduler"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/submission"
+	"github.com/sasflow/sas/shared/supervisor"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// loader runs a function's own configuration loader against the environment
+// the stack gives it.
+type loader struct {
+	path string
+	load func(getenv func(string) string) (any, error)
+	// points maps variables to the logical ID prefix of what they must name.
+	points map[string]string
+	check  func(t *testing.T, cfg any, vars map[string]any)
+}
+
+func adapt[C any](f func(func(string) string) (C, error)) func(func(string) string) (any, error) {
+	return func(getenv func(string) string) (any, error) { return f(getenv) }
+}
+
+var loaders = func() []loader {
+	tables := map[string]string{"ORDERS_TABLE": "OrdersTable", "STATE_TABLE": "StateTable"}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range tables {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	ls := []loader{
+		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue"})},
+		{path: "Scheduler", load: adapt(scheduler.LoadConfig), points: with(map[string]string{"ALERT_TOPIC_ARN": "AlertTopic"}),
+			check: func(t *testing.T, cfg any, vars map[string]any) {
+				queues := cfg.(scheduler.Config).AgentQueues
+				for _, s := range workflow.Default().Steps {
+					id := strings.TrimPrefix(queues[s.Name], "https://sqs.eu-west-1.amazonaws.com/111122223333/")
+					if !strings.HasPrefix(id, pascalStep(s.Name)+"Queue") || strings.Contains(id, "DLQ") {
+						t.Errorf("step %s dispatches to %s", s.Name, queues[s.Name])
+					}
+				}
+			}},
+		{path: "Supervisor", load: adapt(supervisor.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue", "ALERT_TOPIC_ARN": "AlertTopic"})},
+	}
+	for _, s := range workflow.Default().Steps {
+		ls = append(ls, loader{
+			path: "Agent" + pascalStep(s.Name), load: adapt(agent.LoadConfig),
+			points: map[string]string{"RESPONSE_QUEUE_URL": "ResponseQueue", "REMOTE_BASE_URL": pascalStep(s.Name) + "RemoteBaseUrl"},
+			check: func(t *testing.T, cfg any, _ map[string]any) {
+				if got := cfg.(agent.Config).Step; got != s.Name {
+					t.Errorf("agent serves step %q, want %q", got, s.Name)
+				}
+			},
+		})
+	}
+	return ls
+}()
+
+func pascalStep(s string) string {
+	var b strings.Builder
+	for _, p := range strings.Split(s, "-") {
+		b.WriteString(strings.ToUpper(p[:1]) + p[1:])
+	}
+	return b.String()
+}
+
+type tableSchema struct {
+	path string
+	want map[string]any
+}
+
+// tableSchemas renders statestore's CreateTable requests in CloudFormation's
+// shape.
+func tableSchemas(t *testing.T) []tableSchema {
+	t.Helper()
+	inputs := statestore.CreateTableInputs(statestore.Tables{Orders: "o", State: "s"})
+	paths := []string{"OrdersTable", "StateTable"}
+	var out []tableSchema
+	for i, in := range inputs {
+		keys := func(ks any) []any {
+			var l []any
+			b, _ := json.Marshal(ks)
+			var raw []map[string]any
+			_ = json.Unmarshal(b, &raw)
+			for _, k := range raw {
+				l = append(l, map[string]any{"AttributeName": k["AttributeName"], "KeyType": k["KeyType"]})
+			}
+			return l
+		}
+		want := map[string]any{"KeySchema": keys(in.KeySchema)}
+		var attrs []any
+		for _, a := range in.AttributeDefinitions {
+			attrs = append(attrs, map[string]any{"AttributeName": aws.ToString(a.AttributeName), "AttributeType": string(a.AttributeType)})
+		}
+		want["AttributeDefinitions"] = attrs
+		var gsis []any
+		for _, g := range in.GlobalSecondaryIndexes {
+			proj := map[string]any{"ProjectionType": string(g.Projection.ProjectionType)}
+			if len(g.Projection.NonKeyAttributes) > 0 {
+				proj["NonKeyAttributes"] = g.Projection.NonKeyAttributes
+			}
+			gsis = append(gsis, map[string]any{"IndexName": aws.ToString(g.IndexName), "KeySchema": keys(g.KeySchema), "Projection": proj})
+		}
+		if gsis != nil {
+			want["GlobalSecondaryIndexes"] = gsis
+		}
+		out = append(out, tableSchema{path: paths[i], want: want})
+	}
+	return out
+}
+
+// canonical renders v as JSON with every list sorted, for order-insensitive
+// comparison.
+func canonical(v any) string {
+	b, _ := json.Marshal(v)
+	var x any
+	_ = json.Unmarshal(b, &x)
+	return toJSON(sortLists(x))
+}
+
+func sortLists(v any) any {
+	switch v := v.(type) {
+	case []any:
+		for i := range v {
+			v[i] = sortLists(v[i])
+		}
+		sort.Slice(v, func(i, j int) bool { return toJSON(v[i]) < toJSON(v[j]) })
+		return v
+	case map[string]any:
+		for k := range v {
+			v[k] = sortLists(v[k])
+		}
+	}
+	return v
+}
+
+func transitions() []workflow.Transition { return workflow.Transitions() }
+
+var consume = []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
+
+// roleActions is what each handler's code calls, by action and resource:
+// the stack must grant exactly this.
+var roleActions = func() map[string]map[string][]string {
+	logs := func(fn string) map[string][]string {
+		return map[string][]string{"logs:CreateLogStream": {fn + "Logs"}, "logs:PutLogEvents": {fn + "Logs"}}
+	}
+	add := func(m map[string][]string, resources []string, actions ...string) map[string][]string {
+		for _, a := range actions {
+			m[a] = append(m[a], resources...)
+			sort.Strings(m[a])
+		}
+		return m
+	}
+	alerts := func(m map[string][]string) map[string][]string {
+		add(m, []string{"AlertTopic"}, "sns:Publish")
+		return add(m, []string{"AlertTopicKey"}, "kms:Decrypt", "kms:GenerateDataKey")
+	}
+	out := map[string]map[string][]string{}
+
+	sub := logs("Submission")
+	add(sub, []string{"OrdersTable", "StateTable"}, "dynamodb:PutItem", "dynamodb:GetItem")
+	add(sub, []string{"SchedulerQueue"}, "sqs:SendMessage")
+	out["SubmissionRole"] = sub
+
+	sched := alerts(logs("Scheduler"))
+	add(sched, []string{"StateTable"}, "dynamodb:UpdateItem")
+	add(sched, []string{"ResponseQueue", "SchedulerQueue"}, consume...)
+	sup := alerts(logs("Supervisor"))
+	add(sup, []string{"StateTable/index/" + statestore.InFlightIndex}, "dynamodb:Query")
+	add(sup, []string{"StateTable"}, "dynamodb:UpdateItem")
+	add(sup, []string{"SchedulerQueue"}, "sqs:SendMessage")
+	out["SupervisorRole"] = sup
+
+	for _, s := range workflow.Default().Steps {
+		add(sched, []string{pascalStep(s.Name) + "Queue"}, "sqs:SendMessage")
+		a := logs("Agent" + pascalStep(s.Name))
+		add(a, []string{"ResponseQueue"}, "sqs:SendMessage")
+		add(a, []string{pascalStep(s.Name) + "Queue"}, consume...)
+		out["Agent"+pascalStep(s.Name)+"Role"] = a
+	}
+	out["SchedulerRole"] = sched
+	return out
+}()
+
