@@ -131,7 +131,6 @@ var (
 	}
 )
 
-
 // Validate reports every problem of c at once.
 func (c Config) Validate() error {
 	var errs []error

@@ -195,4 +195,3 @@ var roleActions = func() map[string]map[string][]string {
 	out["SchedulerRole"] = sched
 	return out
 }()
-
