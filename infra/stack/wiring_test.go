@@ -2,6 +2,8 @@ package stack_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -195,3 +197,22 @@ var roleActions = func() map[string]map[string][]string {
 	out["SchedulerRole"] = sched
 	return out
 }()
+
+// cdkJSONContext reads the context values of the repository's cdk.json as
+// the CDK passes them (numbers as their decimal text).
+func cdkJSONContext(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../../cdk.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Context map[string]any }
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for k, v := range doc.Context {
+		out[k] = fmt.Sprint(v)
+	}
+	return out
+}
