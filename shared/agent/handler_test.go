@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/logtest"
 	"github.com/sasflow/sas/shared/messages"
 )
 
@@ -133,31 +133,14 @@ type harness struct {
 	clk   *clock.Fake
 	sleep *fakeSleep
 	out   *outbox
-	logs  *syncBuffer
+	logs  *logtest.Buffer
 	h     *agent.Handler
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newHarness(t *testing.T, cfg agent.Config, svc agent.Service, opts ...agent.Option) *harness {
 	t.Helper()
 	clk := clock.NewFake(t0)
-	hs := &harness{clk: clk, sleep: &fakeSleep{clk: clk}, out: &outbox{t: t, fail: map[string]bool{}}, logs: &syncBuffer{}}
+	hs := &harness{clk: clk, sleep: &fakeSleep{clk: clk}, out: &outbox{t: t, fail: map[string]bool{}}, logs: &logtest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts = append([]agent.Option{agent.WithSleep(hs.sleep.sleep), agent.WithJitter(func() float64 { return 0.5 })}, opts...)
 	h, err := agent.New(cfg, svc, hs.out.sender(), clk, log, opts...)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/logtest"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -122,35 +123,6 @@ func (o *outbox) sent() []sentMessage {
 	return append([]sentMessage(nil), o.msgs...)
 }
 
-// syncBuffer is a log sink safe for the handler's concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines decodes the JSON log lines.
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	dec := json.NewDecoder(bytes.NewReader(b.buf.Bytes()))
-	for dec.More() {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			t.Fatalf("log is not JSON lines: %v", err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 var testNow = time.Date(2025, 2, 4, 10, 15, 30, 0, time.UTC)
 
 const testQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler"
@@ -170,14 +142,14 @@ type fixture struct {
 	h     *Handler
 	store *memStore
 	out   *outbox
-	logs  *syncBuffer
+	logs  *logtest.Buffer
 }
 
 // newFixture builds a Handler over an in-memory store; wrap, if given, may
 // replace store functions to inject faults.
 func newFixture(t *testing.T, wrap func(*storeFuncs)) *fixture {
 	t.Helper()
-	f := &fixture{store: newMemStore(), out: &outbox{}, logs: &syncBuffer{}}
+	f := &fixture{store: newMemStore(), out: &outbox{}, logs: &logtest.Buffer{}}
 	sf := f.store.funcs()
 	if wrap != nil {
 		wrap(&sf)

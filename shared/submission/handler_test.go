@@ -66,13 +66,13 @@ func TestCreateOrder(t *testing.T) {
 	}
 
 	var accepted map[string]any
-	for _, l := range f.logs.lines(t) {
+	for _, l := range f.logs.Records(t) {
 		if l["msg"] == "order accepted" {
 			accepted = l
 		}
 	}
 	if accepted == nil || accepted["orderId"] != a.OrderID || accepted["requestId"] != "req-1" {
-		t.Fatalf("no 'order accepted' log with orderId and requestId: %v", f.logs.lines(t))
+		t.Fatalf("no 'order accepted' log with orderId and requestId: %v", f.logs.Records(t))
 	}
 }
 
@@ -287,13 +287,13 @@ func TestSendFailureStillAccepted(t *testing.T) {
 		t.Fatal("order not written")
 	}
 	var warned bool
-	for _, l := range f.logs.lines(t) {
+	for _, l := range f.logs.Records(t) {
 		if l["level"] == "WARN" && l["orderId"] == a.OrderID && strings.Contains(l["error"].(string), "throttled") {
 			warned = true
 		}
 	}
 	if !warned {
-		t.Fatalf("no warning logged: %v", f.logs.lines(t))
+		t.Fatalf("no warning logged: %v", f.logs.Records(t))
 	}
 }
 
@@ -337,11 +337,11 @@ func TestCreateOrderStoreFailures(t *testing.T) {
 				t.Fatal("sent a schedule message for an order that was not written")
 			}
 			var logged bool
-			for _, l := range f.logs.lines(t) {
+			for _, l := range f.logs.Records(t) {
 				logged = logged || (l["level"] == "ERROR" && l["requestId"] == "req-1" && l["orderId"] != nil)
 			}
 			if !logged {
-				t.Fatalf("failure not logged with requestId and orderId: %v", f.logs.lines(t))
+				t.Fatalf("failure not logged with requestId and orderId: %v", f.logs.Records(t))
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package system_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/enginetest"
+	"github.com/sasflow/sas/shared/logtest"
 	"github.com/sasflow/sas/shared/messages"
 	"github.com/sasflow/sas/shared/remotesim"
 	"github.com/sasflow/sas/shared/reqcount"
@@ -40,33 +40,15 @@ type env struct {
 	sqs    *sqs.Client
 	alerts enginetest.Queue
 	policy workflow.Policy
-	logs   *logBuffer
-}
-
-// logBuffer collects the handlers' JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	logs   *logtest.Buffer
 }
 
 // transitions counts the log lines carrying each workflow.Transition, as the
 // stack's metric filters ({ $.transition = "..." }) do in CloudWatch.
 func (e *env) transitions() map[workflow.Transition]int {
 	e.t.Helper()
-	e.logs.mu.Lock()
-	defer e.logs.mu.Unlock()
 	counts := map[workflow.Transition]int{}
-	for line := range bytes.Lines(e.logs.buf.Bytes()) {
-		var rec map[string]any
-		if err := json.Unmarshal(line, &rec); err != nil {
-			e.t.Fatalf("log line is not JSON: %q", line)
-		}
+	for _, rec := range e.logs.Records(e.t) {
 		if v, ok := rec[workflow.TransitionKey].(string); ok {
 			counts[workflow.Transition(v)]++
 		}
@@ -98,7 +80,7 @@ func newCountingEnv(t *testing.T, counter *reqcount.Counter) *env {
 		snsc = enginetest.SNS(t, func(o *sns.Options) { o.APIOptions = append(o.APIOptions, counter.Add) })
 	}
 	clk := &clock.Offset{}
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	// No backoff, so a retried step is visible on the next poll.
 	policy := workflow.Policy{MaxFailures: 3, ClaimTimeout: time.Minute, AlertTimeout: time.Minute}
 	agentCfg, err := agent.LoadConfig(func(k string) string {
