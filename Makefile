@@ -12,7 +12,7 @@ ENGINES := scripts/engines.sh
 CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true npx --no-install cdk
 INFRA_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run
+.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run demo local
 
 deps:
 	$(ENGINES) install
@@ -73,3 +73,14 @@ clean:
 ORDERS ?= 20
 run: deps
 	$(ENGINES) run -- $(GO) run ./cmd/requestcount -orders $(ORDERS)
+
+# The system doing its job locally: orders through the HTTP API with faults
+# switched on, live progress, and a summary; exits non-zero if an order is
+# left in flight or an effect happened twice. DEMO_FLAGS adds flags of
+# `go run ./cmd/local demo -h`, for example -seed, -transient, -crash.
+demo: deps
+	$(ENGINES) run -- $(GO) run ./cmd/local demo -orders $(or $(ORDERS),300) $(DEMO_FLAGS)
+
+# The same stack, kept running for curl and the AWS CLI (Ctrl-C stops it).
+local: deps
+	$(ENGINES) run -- $(GO) run ./cmd/local serve $(LOCAL_FLAGS)

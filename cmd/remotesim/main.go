@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -30,23 +29,17 @@ func main() {
 func run(log *slog.Logger) error {
 	addr := flag.String("addr", "127.0.0.1:9090", "loopback address to listen on")
 	seed := flag.Uint64("seed", 0, "seed of the random faults (0: random)")
-	var f remotesim.Faults
-	flag.Float64Var(&f.Transient, "transient", 0, "probability of a 503 without effect")
-	flag.Float64Var(&f.Permanent, "permanent", 0, "probability of a 422 rejection")
-	flag.Float64Var(&f.Hang, "hang", 0, "probability of hanging until the caller gives up")
-	flag.Float64Var(&f.ApplyThenFail, "apply-then-fail", 0, "probability of applying the effect, then answering 503")
-	flag.Float64Var(&f.Latency, "latency", 0, "probability of added latency")
-	latMin := flag.Duration("latency-min", 50*time.Millisecond, "least added latency")
-	latMax := flag.Duration("latency-max", 500*time.Millisecond, "most added latency")
-	reject := flag.String("reject-steps", "", "comma-separated steps to reject permanently")
+	faults := remotesim.FaultFlags(flag.CommandLine, remotesim.Faults{
+		LatencyMin: remotesim.Duration(50 * time.Millisecond), LatencyMax: remotesim.Duration(500 * time.Millisecond),
+	})
 	flag.Parse()
 
 	if err := loopback(*addr); err != nil {
 		return err
 	}
-	f.LatencyMin, f.LatencyMax = remotesim.Duration(*latMin), remotesim.Duration(*latMax)
-	if *reject != "" {
-		f.RejectSteps = strings.Split(*reject, ",")
+	f, err := faults()
+	if err != nil {
+		return err
 	}
 	opts := []remotesim.Option{}
 	if *seed != 0 {

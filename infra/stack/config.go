@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -62,7 +63,7 @@ func DefaultConfig() Config {
 		AgentMaxConcurrency: 5,
 		APIRateLimit:        50,
 		APIBurstLimit:       100,
-		MaxReceiveCount:     5,
+		MaxReceiveCount:     topology.MaxReceiveCount,
 		QueueAgeAlarm:       10 * time.Minute,
 	}
 }

@@ -11,35 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
-
-	"github.com/sasflow/sas/shared/workflow"
 )
-
-// Function timeouts, sized for each job.
-const (
-	// The API waits for at most one transaction and one SendMessage.
-	submissionTimeout = 10 * time.Second
-	// A batch of up to schedulerBatchSize records, each a conditional write
-	// and one SendMessage (or an SNS publish).
-	schedulerTimeout = 30 * time.Second
-	// One run recovers up to BATCH_LIMIT (200) records.
-	supervisorTimeout = 60 * time.Second
-	// An Agent gives up at CompleteBy, at most its step's budget after the
-	// claim; the margin covers the reply and a slow cold start.
-	agentMargin = 15 * time.Second
-
-	schedulerBatchSize = 10
-	// The Agent works the records of a batch concurrently (AGENT_CONCURRENCY
-	// defaults to 10), so a full batch takes one step budget.
-	agentBatchSize = 10
-
-	// AWS's advice for an SQS event source: a visibility timeout of six
-	// times the function timeout, so retries of a throttled batch do not
-	// redeliver messages still being worked on.
-	visibilityFactor = 6
-)
-
-func agentTimeout(s workflow.Step) time.Duration { return s.Budget + agentMargin }
 
 func duration(d time.Duration) awscdk.Duration {
 	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))

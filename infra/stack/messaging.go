@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sasflow/sas/shared/topology"
 )
 
 // workQueue is a queue with its dead-letter queue.
@@ -39,29 +41,27 @@ func (q queueSet) all(steps []string) []*workQueue {
 // function that consumes it.
 func (b *builder) queues() queueSet {
 	qs := queueSet{
-		scheduler: b.workQueue("SchedulerQueue", schedulerTimeout),
-		responses: b.workQueue("ResponseQueue", schedulerTimeout),
+		scheduler: b.workQueue("SchedulerQueue", topology.SchedulerTimeout),
+		responses: b.workQueue("ResponseQueue", topology.SchedulerTimeout),
 		agents:    map[string]*workQueue{},
 	}
 	for _, s := range b.cfg.Workflow.Steps {
-		qs.agents[s.Name] = b.workQueue(pascal(s.Name)+"Queue", agentTimeout(s))
+		qs.agents[s.Name] = b.workQueue(pascal(s.Name)+"Queue", topology.AgentTimeout(s))
 	}
 	return qs
 }
 
 func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue {
 	dlq := awssqs.NewQueue(b.stack, jsii.String(id+"DLQ"), &awssqs.QueueProps{
-		Encryption: awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL: jsii.Bool(true),
-		// The longest SQS allows, so an operator has two weeks to inspect
-		// and redrive a poison message.
-		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: duration(topology.DLQRetention),
 	})
 	main := awssqs.NewQueue(b.stack, jsii.String(id), &awssqs.QueueProps{
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
-		VisibilityTimeout: duration(visibilityFactor * consumerTimeout),
-		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
+		VisibilityTimeout: duration(topology.Visibility(consumerTimeout)),
+		RetentionPeriod:   duration(topology.QueueRetention),
 		DeadLetterQueue: &awssqs.DeadLetterQueue{
 			Queue:           dlq,
 			MaxReceiveCount: jsii.Number(float64(b.cfg.MaxReceiveCount)),

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -75,7 +76,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// replays, and sends the first Schedule message.
 	submission := b.function(Submission, fnSpec{
 		description: "POST /orders and GET /orders/{id}: validates, writes order and state in one transaction, hands the order to the Scheduler",
-		timeout:     submissionTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL"),
+		timeout:     topology.SubmissionTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL"),
 	})
 	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem")
 	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem")
@@ -91,15 +92,15 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	(*schedEnv)["AGENT_QUEUE_URLS"] = jsii.String(strings.Join(agentQueueURLs, ","))
 	scheduler := b.function(Scheduler, fnSpec{
 		description: "Claims steps, dispatches them to their Agents and commits the replies, from the scheduler and response queues",
-		timeout:     schedulerTimeout, memory: 256, env: schedEnv,
+		timeout:     topology.SchedulerTimeout, memory: 256, env: schedEnv,
 	})
 	allowTable(scheduler.role, state, "dynamodb:UpdateItem")
 	for _, st := range cfg.Workflow.Steps {
 		allowSend(scheduler.role, queues.agents[st.Name].main)
 	}
 	alerts.allowPublish(scheduler.role)
-	b.consume(scheduler, queues.scheduler, schedulerBatchSize, 0)
-	b.consume(scheduler, queues.responses, schedulerBatchSize, 0)
+	b.consume(scheduler, queues.scheduler, topology.SchedulerBatchSize, 0)
+	b.consume(scheduler, queues.responses, topology.SchedulerBatchSize, 0)
 
 	// One Agent per step, each behind its own queue; the event source's
 	// maximum concurrency protects the remote service.
@@ -109,7 +110,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 			Type:                  jsii.String("String"),
 			AllowedPattern:        jsii.String(`^https?://[^\s?#]+$`),
 			ConstraintDescription: jsii.String("an absolute http(s) URL without query or fragment"),
-			Description:           jsii.String(fmt.Sprintf("Base URL of the remote service the %s Agent calls (POST {url}/%s with an Idempotency-Key header).", st.Name, st.Name)),
+			Description:           jsii.String(fmt.Sprintf("Base URL of the remote service the %s Agent calls (POST {url}/v1/steps/%s with an Idempotency-Key header).", st.Name, st.Name)),
 		})
 		agentEnv := pick("RESPONSE_QUEUE_URL")
 		(*agentEnv)["AGENT_STEP"] = jsii.String(st.Name)
@@ -117,10 +118,10 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		a := b.function(Agent, fnSpec{
 			id:          "Agent-" + st.Name,
 			description: fmt.Sprintf("Agent for step %s: calls its remote service with retries until CompleteBy and replies to the Scheduler", st.Name),
-			timeout:     agentTimeout(st), memory: 256, env: agentEnv,
+			timeout:     topology.AgentTimeout(st), memory: 256, env: agentEnv,
 		})
 		allowSend(a.role, queues.responses.main)
-		b.consume(a, queues.agents[st.Name], agentBatchSize, cfg.AgentMaxConcurrency)
+		b.consume(a, queues.agents[st.Name], topology.AgentBatchSize, cfg.AgentMaxConcurrency)
 		agents[st.Name] = a
 	}
 
@@ -128,7 +129,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// conditional UpdateItem, re-sends steps to the Scheduler, alerts.
 	supervisor := b.function(Supervisor, fnSpec{
 		description: "Runs on a schedule: finds state records whose CompleteBy passed, retries them or marks them Error and alerts",
-		timeout:     supervisorTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN"),
+		timeout:     topology.SupervisorTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN"),
 		// A failed run is redone by the next tick; Lambda's own async
 		// retries would only overlap it.
 		asyncRetries: jsii.Number(0),

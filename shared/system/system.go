@@ -28,6 +28,7 @@ import (
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -144,10 +145,13 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	if poll == nil {
 		poll = o.SQS
 	}
-	bridge := func(q Queue, h sqsbridge.Handler) *sqsbridge.Bridge {
-		return &sqsbridge.Bridge{Client: poll, QueueURL: q.URL, QueueARN: q.ARN, BatchSize: 10, Handler: h, Region: o.Region}
+	// Batch sizes as the stack's event source mappings have them.
+	bridge := func(q Queue, batch int, h sqsbridge.Handler) *sqsbridge.Bridge {
+		return &sqsbridge.Bridge{Client: poll, QueueURL: q.URL, QueueARN: q.ARN, BatchSize: batch, Handler: h, Region: o.Region}
 	}
-	s.Bridges = append(s.Bridges, bridge(s.SchedulerQueue, s.Scheduler.Handle), bridge(s.ResponseQueue, s.Scheduler.Handle))
+	s.Bridges = append(s.Bridges,
+		bridge(s.SchedulerQueue, topology.SchedulerBatchSize, s.Scheduler.Handle),
+		bridge(s.ResponseQueue, topology.SchedulerBatchSize, s.Scheduler.Handle))
 	for _, step := range o.Workflow.Steps {
 		cfg := o.Agent
 		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL
@@ -157,7 +161,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 			return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 		}
 		s.Agents[step.Name] = a
-		s.Bridges = append(s.Bridges, bridge(s.AgentQueues[step.Name], a.Handle))
+		s.Bridges = append(s.Bridges, bridge(s.AgentQueues[step.Name], topology.AgentBatchSize, a.Handle))
 	}
 	return s, nil
 }

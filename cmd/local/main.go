@@ -1,0 +1,146 @@
+// Command local runs the whole system on this machine against DynamoDB Local
+// and fauxqs (scripts/engines.sh run -- ... starts them and sets
+// SAS_TEST_DYNAMODB_ENDPOINT and SAS_TEST_AWS_ENDPOINT):
+//
+//	local demo  [-orders 300] [fault flags]   submit orders with faults on, show progress, summarize
+//	local serve [-api 127.0.0.1:8080]         keep the stack running for curl and the AWS CLI
+//
+// `make demo` and `make local` run it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/sasflow/sas/shared/localrun"
+	"github.com/sasflow/sas/shared/remotesim"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "local:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, out io.Writer) error {
+	if len(args) == 0 || (args[0] != "demo" && args[0] != "serve") {
+		return errors.New("usage: local demo|serve [flags] (-h for the flags)")
+	}
+	mode := args[0]
+	fs := flag.NewFlagSet("local "+mode, flag.ContinueOnError)
+	o := localrun.DemoOptions()
+	orders := fs.Int("orders", 300, "demo: orders to submit")
+	clients := fs.Int("clients", 8, "demo: concurrent clients")
+	timeout := fs.Duration("timeout", 5*time.Minute, "demo: give up after this long")
+	plain := fs.Bool("plain", false, "demo: print progress as lines, not a redrawn bar (CI logs)")
+	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
+	api := fs.String("api", "", "loopback address of the HTTP API (serve default 127.0.0.1:8080, demo a free port)")
+	remote := fs.String("remote", "", "loopback address of the remote simulator (serve default 127.0.0.1:9090, demo a free port)")
+	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the simulator's faults and of agent crashes (0: random)")
+	fs.Float64Var(&o.Crash, "crash", o.Crash, "probability an Agent invocation is killed before it starts")
+	budget := fs.Duration("budget", o.Workflow.Steps[0].Budget, "time budget of every step (CompleteBy = claim + budget)")
+	fs.DurationVar(&o.SuperviseEvery, "supervise-every", o.SuperviseEvery, "the Supervisor's schedule")
+	faults := remotesim.FaultFlags(fs, o.Faults)
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	var err error
+	if o.Faults, err = faults(); err != nil {
+		return fmt.Errorf("faults: %w", err)
+	}
+	for i := range o.Workflow.Steps {
+		o.Workflow.Steps[i].Budget = *budget
+	}
+	o.APIAddr, o.RemoteAddr = pick(*api, mode, "127.0.0.1:8080"), pick(*remote, mode, "127.0.0.1:9090")
+	o.DynamoDBEndpoint, o.AWSEndpoint = os.Getenv("SAS_TEST_DYNAMODB_ENDPOINT"), os.Getenv("SAS_TEST_AWS_ENDPOINT")
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+
+	logFile, err := os.Create(*logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	tap := &localrun.Tap{Next: logFile}
+	o.Log = slog.New(slog.NewJSONHandler(tap, nil))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := localrun.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	fmt.Fprintf(out, "local stack up: API %s · remote simulator %s · seed %d · handler logs in %s\n", st.APIURL, st.RemoteURL, o.Seed, *logPath)
+
+	if mode == "serve" {
+		serveHelp(out, st, o)
+		<-ctx.Done()
+		fmt.Fprintln(out, "stopping")
+		return nil
+	}
+	faultsJSON, _ := json.Marshal(o.Faults)
+	fmt.Fprintf(out, "demo: %d orders, %d clients, step budget %v, remote faults %s, agent crash %.3g\n\n", *orders, *clients, *budget, faultsJSON, o.Crash)
+	sum, err := localrun.Demo{
+		Stack: st, Tap: tap, Orders: *orders, Clients: *clients, Timeout: *timeout,
+		Progress: out, Live: !*plain && isTerminal(os.Stdout), RunID: strconv.FormatUint(o.Seed, 36),
+	}.Run(ctx)
+	if err != nil {
+		return err
+	}
+	sum.Print(out)
+	return sum.Err()
+}
+
+func pick(flagValue, mode, serveDefault string) string {
+	switch {
+	case flagValue != "":
+		return flagValue
+	case mode == "serve":
+		return serveDefault
+	}
+	return "127.0.0.1:0"
+}
+
+func serveHelp(out io.Writer, st *localrun.Stack, o localrun.Options) {
+	t := st.Sys.Tables
+	fmt.Fprintf(out, `
+Post an order and read it back (Ctrl-C stops the stack):
+
+  curl -si -X POST %[1]s/orders -H 'content-type: application/json' -H 'Idempotency-Key: my-first-order' \
+    -d '{"customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1250}]}'
+  curl -s %[1]s/orders/<orderId>
+
+Change the remote service's faults while it runs:
+
+  curl -s %[2]s/v1/faults
+  curl -s -X POST %[2]s/v1/faults -d '{"transient":0.5}'
+
+Read the state with the AWS CLI (any credentials; the engines do not check them):
+
+  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=%[3]s \
+    aws --endpoint-url %[4]s dynamodb scan --table-name %[5]s
+  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=%[3]s \
+    aws --endpoint-url %[4]s dynamodb get-item --table-name %[6]s --key '{"OrderID":{"S":"<orderId>"}}'
+  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=%[3]s \
+    aws --endpoint-url %[7]s sqs receive-message --queue-url %[8]s
+
+`, st.APIURL, st.RemoteURL, o.Region, o.DynamoDBEndpoint, t.State, t.Orders, o.AWSEndpoint, st.AlertWatchURL)
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

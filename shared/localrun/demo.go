@@ -1,0 +1,372 @@
+package localrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sasflow/sas/shared/remotesim"
+	"github.com/sasflow/sas/shared/submission"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Demo is one run of orders through a local stack.
+type Demo struct {
+	Stack *Stack
+	Tap   *Tap
+	// Orders to submit through the HTTP API, by Clients concurrent clients.
+	Orders, Clients int
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+	// Progress receives the live progress: redrawn in place when Live (a
+	// terminal), a line every few seconds otherwise (CI logs).
+	Progress io.Writer
+	Live     bool
+	// RunID makes this run's Idempotency-Keys unique.
+	RunID string
+}
+
+// Summary is what a demo did, read back from the state records, the remote
+// service's effect counts and the alert topic.
+type Summary struct {
+	Submitted, Processed, Errored, InFlight int
+	// Rejected submissions got no 202 (they would be client mistakes here).
+	Rejected int
+	// From the handlers' transition logs.
+	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults int
+	// RecoveredBySupervisor counts Processed orders that the Supervisor
+	// retried or requeued at least once.
+	RecoveredBySupervisor int
+	// Alerts are the distinct alerts delivered to the alert topic.
+	Alerts, AlertDeliveries int
+	AgentCrashes            int64
+	RemoteCalls             int
+	CompletedSteps          int
+	// DuplicateEffects lists idempotency keys applied more than once;
+	// MissingEffects lists completed steps whose effect never happened.
+	DuplicateEffects, MissingEffects []string
+	P50, P99, Max                    time.Duration
+	Elapsed                          time.Duration
+	Faults                           remotesim.Faults
+}
+
+// Err reports why the run failed: an order left in flight or an effect
+// applied twice or never.
+func (s Summary) Err() error {
+	var errs []error
+	if s.InFlight > 0 {
+		errs = append(errs, fmt.Errorf("%d orders not terminal", s.InFlight))
+	}
+	if s.Rejected > 0 {
+		errs = append(errs, fmt.Errorf("%d submissions rejected", s.Rejected))
+	}
+	if len(s.DuplicateEffects) > 0 {
+		errs = append(errs, fmt.Errorf("effects applied more than once: %v", s.DuplicateEffects))
+	}
+	if len(s.MissingEffects) > 0 {
+		errs = append(errs, fmt.Errorf("completed steps without an effect: %v", s.MissingEffects))
+	}
+	if s.Alerts != s.Errored {
+		errs = append(errs, fmt.Errorf("%d alerts for %d orders in Error", s.Alerts, s.Errored))
+	}
+	return errors.Join(errs...)
+}
+
+// Print writes the summary for a person.
+func (s Summary) Print(w io.Writer) {
+	verdict := "OK"
+	if err := s.Err(); err != nil {
+		verdict = "FAILED: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	fmt.Fprintf(w, `
+summary (%v)
+  orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
+  recovery    Supervisor retries %d · requeues %d · orders recovered by the Supervisor %d
+              stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
+  alerts      %d raised (%d deliveries) for %d orders in Error
+  remote      %d calls · %d completed steps · effects per key: %s
+  latency     submission to terminal: p50 %v · p99 %v · max %v
+  faults      transient %.3g · permanent %.3g · hang %.3g · apply-then-fail %.3g · latency %.3g
+  verdict     %s
+`,
+		s.Elapsed.Round(100*time.Millisecond),
+		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected,
+		s.SupervisorRetries, s.Requeues, s.RecoveredBySupervisor,
+		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
+		s.Alerts, s.AlertDeliveries, s.Errored,
+		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
+		s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond),
+		s.Faults.Transient, s.Faults.Permanent, s.Faults.Hang, s.Faults.ApplyThenFail, s.Faults.Latency,
+		verdict)
+}
+
+func effectsVerdict(s Summary) string {
+	if len(s.DuplicateEffects) == 0 && len(s.MissingEffects) == 0 {
+		return "exactly one per completed step"
+	}
+	return fmt.Sprintf("%d duplicated, %d missing", len(s.DuplicateEffects), len(s.MissingEffects))
+}
+
+// Run submits the orders, shows progress until every order is terminal (or
+// the timeout), and summarizes. An error means the run could not be carried
+// out; a run that completed with problems returns a Summary whose Err is not
+// nil.
+func (d Demo) Run(ctx context.Context) (Summary, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	start := time.Now()
+	sum := Summary{Faults: d.Stack.Sim.Faults()}
+
+	ids, rejected, err := d.submit(ctx)
+	if err != nil {
+		return sum, err
+	}
+	sum.Submitted, sum.Rejected = len(ids), rejected
+
+	// Wait for as many terminal transitions as orders, drawing progress.
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	lastLine := time.Time{}
+	for {
+		counts := d.Tap.Counts()
+		done := counts[workflow.TransitionProcessed] + counts[workflow.TransitionFailed] + counts[workflow.TransitionGaveUp]
+		if d.Live || time.Since(lastLine) >= 3*time.Second || done >= len(ids) {
+			d.progress(counts, len(ids), done, time.Since(start))
+			lastLine = time.Now()
+		}
+		if done >= len(ids) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(d.Progress, "\ntimed out waiting for orders to finish")
+			goto summarize
+		case <-tick.C:
+		}
+	}
+summarize:
+	if d.Live {
+		fmt.Fprintln(d.Progress)
+	}
+	sum.Elapsed = time.Since(start)
+	// The outbox may still owe alerts; they are due within AlertTimeout.
+	if err := d.readStates(context.Background(), ids, &sum); err != nil {
+		return sum, err
+	}
+	if err := d.countAlerts(sum.Errored, &sum); err != nil {
+		return sum, err
+	}
+	counts := d.Tap.Counts()
+	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
+	sum.StaleReplies, sum.GaveUp, sum.PermanentFaults = counts[workflow.TransitionStaleReply], counts[workflow.TransitionGaveUp], counts[workflow.TransitionFailed]
+	sum.AgentCrashes = d.Stack.Crashes()
+	sum.RemoteCalls = d.Stack.Sim.Calls()
+	return sum, nil
+}
+
+func (d Demo) progress(c map[workflow.Transition]int, total, done int, elapsed time.Duration) {
+	const width = 30
+	filled := 0
+	if total > 0 {
+		filled = width * done / total
+	}
+	inFlight := c[workflow.TransitionAccepted] - done
+	line := fmt.Sprintf("[%s%s] %d/%d terminal · in flight %d · Processed %d · Error %d · retries %d · requeues %d · crashes %d · %v",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, max(inFlight, 0),
+		c[workflow.TransitionProcessed], c[workflow.TransitionFailed]+c[workflow.TransitionGaveUp],
+		c[workflow.TransitionRetried], c[workflow.TransitionRequeued], d.Stack.Crashes(), elapsed.Round(100*time.Millisecond))
+	if d.Live {
+		fmt.Fprintf(d.Progress, "\r\033[K%s", line)
+	} else {
+		fmt.Fprintln(d.Progress, line)
+	}
+}
+
+// submit posts the orders through the HTTP API. A failed request is retried
+// with the same Idempotency-Key, as a careful client would.
+func (d Demo) submit(ctx context.Context) (ids []string, rejected int, err error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	jobs := make(chan int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	for range max(d.Clients, 1) {
+		wg.Go(func() {
+			for i := range jobs {
+				id, status, err := d.post(ctx, client, i)
+				mu.Lock()
+				switch {
+				case err != nil && firstErr == nil:
+					firstErr = err
+				case err == nil && status == http.StatusAccepted:
+					ids = append(ids, id)
+				case err == nil:
+					rejected++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range d.Orders {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	return ids, rejected, firstErr
+}
+
+func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int, error) {
+	body, _ := json.Marshal(map[string]any{
+		"customerId": fmt.Sprintf("c-%03d", i%97),
+		"currency":   "EUR",
+		"items": []map[string]any{
+			{"sku": fmt.Sprintf("BOOK-%d", i%13), "quantity": 1 + i%3, "unitPriceCents": 500 + 25*(i%40)},
+		},
+	})
+	var last error
+	for try := range 4 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Stack.APIURL+"/orders", bytes.NewReader(body))
+		if err != nil {
+			return "", 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(submission.IdempotencyKeyHeader, fmt.Sprintf("demo-%s-%06d", d.RunID, i))
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		var out struct {
+			OrderID string `json:"orderId"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			last = fmt.Errorf("POST /orders: %s", resp.Status)
+			continue
+		}
+		if resp.StatusCode == http.StatusAccepted && (err != nil || out.OrderID == "") {
+			return "", 0, fmt.Errorf("POST /orders: 202 without an order ID: %v", err)
+		}
+		return out.OrderID, resp.StatusCode, nil
+	}
+	return "", 0, fmt.Errorf("POST /orders failed 4 times: %w", last)
+}
+
+// readStates reads every order's state record and checks the remote
+// service's effects against the steps the records say completed.
+func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) error {
+	states := make([]workflow.State, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, id := range ids {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			states[i], errs[i] = d.Stack.Sys.Store.GetState(ctx, id)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("read state records: %w", err)
+	}
+	effects := d.Stack.Sim.Effects()
+	completed := map[string]bool{}
+	var latencies []time.Duration
+	for _, st := range states {
+		switch st.ProcessState {
+		case workflow.Processed:
+			sum.Processed++
+		case workflow.Error:
+			sum.Errored++
+		default:
+			sum.InFlight++
+			continue
+		}
+		latencies = append(latencies, st.UpdatedAt.Sub(st.CreatedAt))
+		recovered := st.Requeues > 0
+		for _, step := range st.Steps {
+			recovered = recovered || step.Failures > 0
+			if step.State == workflow.StepSucceeded {
+				key := workflow.IdempotencyKey(st.OrderID, step.Name)
+				completed[key] = true
+				sum.CompletedSteps++
+				if effects[key] == 0 {
+					sum.MissingEffects = append(sum.MissingEffects, key)
+				}
+			}
+		}
+		if recovered && st.ProcessState == workflow.Processed {
+			sum.RecoveredBySupervisor++
+		}
+	}
+	for key, n := range effects {
+		if n > 1 {
+			sum.DuplicateEffects = append(sum.DuplicateEffects, fmt.Sprintf("%s×%d", key, n))
+		}
+	}
+	slices.Sort(sum.DuplicateEffects)
+	slices.Sort(latencies)
+	if n := len(latencies); n > 0 {
+		sum.P50, sum.P99, sum.Max = latencies[(n-1)*50/100], latencies[(n-1)*99/100], latencies[n-1]
+	}
+	return nil
+}
+
+// countAlerts drains the alert watch queue until it has an alert for every
+// order in Error, or the outbox's deadline (a few seconds) has passed.
+func (d Demo) countAlerts(want int, sum *Summary) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	seen := map[string]bool{}
+	quiet := 0
+	for ctx.Err() == nil && (len(seen) < want || quiet < 2) {
+		out, err := d.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(d.Stack.AlertWatchURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("read alerts: %w", err)
+		}
+		if len(out.Messages) == 0 {
+			quiet++
+			continue
+		}
+		quiet = 0
+		for _, m := range out.Messages {
+			var n struct {
+				MessageAttributes map[string]struct{ Value string }
+			}
+			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &n); err != nil {
+				return fmt.Errorf("alert is not an SNS notification: %w", err)
+			}
+			sum.AlertDeliveries++
+			seen[n.MessageAttributes["alertId"].Value] = true
+			if _, err := d.Stack.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.Stack.AlertWatchURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				return fmt.Errorf("delete alert: %w", err)
+			}
+		}
+	}
+	sum.Alerts = len(seen)
+	return nil
+}

@@ -1,0 +1,168 @@
+package localrun_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sasflow/sas/shared/enginetest"
+	"github.com/sasflow/sas/shared/localrun"
+	"github.com/sasflow/sas/shared/remotesim"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+func TestMain(m *testing.M) { enginetest.Main(m) }
+
+// start runs a local stack with o's faults on the test engines.
+func start(t *testing.T, tune func(*localrun.Options)) (*localrun.Stack, *localrun.Tap) {
+	t.Helper()
+	o := localrun.DemoOptions()
+	o.DynamoDBEndpoint, o.AWSEndpoint = enginetest.Endpoints(t)
+	o.Prefix = enginetest.UniqueName(t, "local")
+	o.Seed = 7
+	tap := &localrun.Tap{}
+	o.Log = slog.New(slog.NewJSONHandler(tap, nil))
+	if tune != nil {
+		tune(&o)
+	}
+	st, err := localrun.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st, tap
+}
+
+func TestDemoUnderFaultsLosesNothingAndDuplicatesNothing(t *testing.T) {
+	t.Parallel()
+	st, tap := start(t, func(o *localrun.Options) {
+		// Harsher than the default, so every recovery path shows up in 40
+		// orders: agent crashes (Supervisor retries, stale redeliveries),
+		// hangs, effects applied before a failure, permanent rejections.
+		o.Faults = remotesim.Faults{Transient: 0.2, Permanent: 0.03, Hang: 0.05, ApplyThenFail: 0.1}
+		o.Crash = 0.15
+	})
+	var progress bytes.Buffer
+	sum, err := localrun.Demo{Stack: st, Tap: tap, Orders: 40, Clients: 4, Timeout: 2 * time.Minute, Progress: &progress, RunID: "t1"}.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sum.Err(); err != nil {
+		t.Fatalf("%v\n%+v", err, sum)
+	}
+	if sum.Submitted != 40 || sum.Processed+sum.Errored != 40 || sum.CompletedSteps < 2*sum.Processed {
+		t.Fatalf("counts %+v", sum)
+	}
+	if sum.AgentCrashes == 0 || sum.SupervisorRetries == 0 || sum.RecoveredBySupervisor == 0 {
+		t.Errorf("the faults did not exercise the Supervisor: %+v", sum)
+	}
+	if sum.Errored > 0 && sum.Alerts != sum.Errored {
+		t.Errorf("%d alerts for %d errors", sum.Alerts, sum.Errored)
+	}
+	if !strings.Contains(progress.String(), "40/40 terminal") {
+		t.Errorf("progress never reached the end:\n%s", progress.String())
+	}
+	var out bytes.Buffer
+	sum.Print(&out)
+	if !strings.Contains(out.String(), "verdict     OK") || !strings.Contains(out.String(), "exactly one per completed step") {
+		t.Errorf("summary:\n%s", out.String())
+	}
+}
+
+func TestAPIServesTheSubmissionHandlerLikeAPIGateway(t *testing.T) {
+	t.Parallel()
+	st, _ := start(t, func(o *localrun.Options) { o.Faults = remotesim.Faults{}; o.Crash = 0 })
+	resp := post(t, st.APIURL+"/orders", `{"customerId":"c-1","currency":"EUR","items":[{"sku":"A-1","quantity":1,"unitPriceCents":100}]}`)
+	if resp.status != 202 || !strings.Contains(resp.body, `"orderId"`) {
+		t.Fatalf("POST = %d %s", resp.status, resp.body)
+	}
+	// Unknown routes get API Gateway's own answer, not the handler's.
+	if r := get(t, st.APIURL+"/nowhere"); r.status != 404 || r.body != `{"message":"Not Found"}` {
+		t.Fatalf("GET /nowhere = %d %s", r.status, r.body)
+	}
+	// A client mistake is a 4xx problem from the handler.
+	if r := post(t, st.APIURL+"/orders", `{"customerId":`); r.status != 400 || !strings.Contains(r.body, `"type"`) {
+		t.Fatalf("bad JSON = %d %s", r.status, r.body)
+	}
+}
+
+func TestStartRejectsBadOptions(t *testing.T) {
+	t.Parallel()
+	o := localrun.DemoOptions()
+	o.APIAddr = "0.0.0.0:8080"
+	o.Crash = 0.9
+	_, err := localrun.Start(context.Background(), o)
+	for _, want := range []string{"engine endpoints", "loopback", "crash probability"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Start = %v, want it to name %q", err, want)
+		}
+	}
+}
+
+func TestTapCountsTransitionsAndPassesLinesOn(t *testing.T) {
+	t.Parallel()
+	var next bytes.Buffer
+	tap := &localrun.Tap{Next: &next}
+	log := slog.New(slog.NewJSONHandler(tap, nil))
+	log.Info("order accepted", workflow.TransitionAccepted.Attr())
+	log.Info("noise")
+	log.Info("order processed", workflow.TransitionProcessed.Attr())
+	log.Info("order accepted", workflow.TransitionAccepted.Attr())
+	if _, err := io.WriteString(tap, "not json\n"); err != nil {
+		t.Fatal(err)
+	}
+	got := tap.Counts()
+	if got[workflow.TransitionAccepted] != 2 || got[workflow.TransitionProcessed] != 1 || len(got) != 2 {
+		t.Fatalf("counts %v", got)
+	}
+	if n := strings.Count(next.String(), "\n"); n != 5 {
+		t.Fatalf("%d lines passed on, want 5", n)
+	}
+}
+
+func TestSummaryErrNamesEveryProblem(t *testing.T) {
+	t.Parallel()
+	ok := localrun.Summary{Submitted: 3, Processed: 2, Errored: 1, Alerts: 1}
+	if err := ok.Err(); err != nil {
+		t.Fatalf("clean run: %v", err)
+	}
+	bad := localrun.Summary{Submitted: 3, Processed: 1, Errored: 1, InFlight: 1, DuplicateEffects: []string{"o/s×2"}, MissingEffects: []string{"o/t"}}
+	err := bad.Err()
+	for _, want := range []string{"1 orders not terminal", "more than once", "without an effect", "0 alerts for 1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Err = %v, want %q", err, want)
+		}
+	}
+}
+
+type answer struct {
+	status int
+	body   string
+}
+
+func post(t *testing.T, url, body string) answer {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(b)}
+}
+
+func get(t *testing.T, url string) answer {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(b)}
+}

@@ -1,0 +1,59 @@
+// Package topology holds the deployment's shape that the CDK stack and the
+// local stack share: function timeouts, event source batch sizes, and the
+// queue settings derived from them. The stack (infra/) imports it, and so do
+// the local runs, so the two cannot size things differently.
+package topology
+
+import (
+	"time"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Function timeouts, sized for each job.
+const (
+	// The API waits for at most one transaction and one SendMessage.
+	SubmissionTimeout = 10 * time.Second
+	// A batch of up to SchedulerBatchSize records, each a conditional write
+	// and one SendMessage (or an SNS publish).
+	SchedulerTimeout = 30 * time.Second
+	// One run recovers up to the Supervisor's BATCH_LIMIT records.
+	SupervisorTimeout = 60 * time.Second
+	// AgentMargin is added to a step's budget: an Agent gives up at
+	// CompleteBy, at most the budget after the claim, and the margin covers
+	// its reply and a slow cold start.
+	AgentMargin = 15 * time.Second
+)
+
+// Event source mappings.
+const (
+	SchedulerBatchSize = 10
+	// The Agent works the records of a batch concurrently (AGENT_CONCURRENCY
+	// defaults to 10), so a full batch takes one step budget.
+	AgentBatchSize = 10
+)
+
+// Queues.
+const (
+	// VisibilityFactor: AWS's advice for an SQS event source is a visibility
+	// timeout of six times the function timeout, so retries of a throttled
+	// batch do not redeliver messages still being worked on.
+	VisibilityFactor = 6
+	// MaxReceiveCount is how often a message is received before it moves to
+	// its dead-letter queue.
+	MaxReceiveCount = 5
+	// DLQRetention is the longest SQS allows, so an operator has two weeks
+	// to inspect and redrive a poison message.
+	DLQRetention = 14 * 24 * time.Hour
+	// QueueRetention of the work queues.
+	QueueRetention = 4 * 24 * time.Hour
+)
+
+// AgentTimeout is the function timeout of the Agent for step s.
+func AgentTimeout(s workflow.Step) time.Duration { return s.Budget + AgentMargin }
+
+// Visibility is the visibility timeout of a queue whose consumer has the
+// given function timeout.
+func Visibility(consumerTimeout time.Duration) time.Duration {
+	return VisibilityFactor * consumerTimeout
+}
