@@ -70,7 +70,6 @@ clean:
 
 # Run the system's main job locally: orders through every real handler on the
 # local engines, ending with a summary and the AWS requests per order.
-ORDERS ?= 20
 run: deps
 	$(ENGINES) run -- $(GO) run ./cmd/requestcount -orders $(ORDERS)
 
