@@ -68,10 +68,10 @@ clean:
 	$(ENGINES) stop
 	rm -rf build .engines cdk.out
 
-# Run the system's main job locally: orders through every real handler on the
-# local engines, ending with a summary and the AWS requests per order.
+# Orders through every real handler on the local engines, without faults,
+# ending with the AWS requests each order costs.
 run: deps
-	$(ENGINES) run -- $(GO) run ./cmd/requestcount -orders $(ORDERS)
+	$(ENGINES) run -- $(GO) run ./cmd/requestcount -orders $(or $(ORDERS),20)
 
 # The system doing its job locally: orders through the HTTP API with faults
 # switched on, live progress, and a summary; exits non-zero if an order is
