@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,8 +49,11 @@ type Summary struct {
 	// RecoveredBySupervisor counts Processed orders that the Supervisor
 	// retried or requeued at least once.
 	RecoveredBySupervisor int
-	// Alerts are the distinct alerts delivered to the alert topic.
+	// Alerts are the distinct alerts delivered to the alert topic;
+	// MissingAlerts names orders in Error without one (with their
+	// AlertPending flag).
 	Alerts, AlertDeliveries int
+	MissingAlerts           []string
 	AgentCrashes            int64
 	RemoteCalls             int
 	CompletedSteps          int
@@ -77,8 +81,8 @@ func (s Summary) Err() error {
 	if len(s.MissingEffects) > 0 {
 		errs = append(errs, fmt.Errorf("completed steps without an effect: %v", s.MissingEffects))
 	}
-	if s.Alerts != s.Errored {
-		errs = append(errs, fmt.Errorf("%d alerts for %d orders in Error", s.Alerts, s.Errored))
+	if s.Alerts != s.Errored || len(s.MissingAlerts) > 0 {
+		errs = append(errs, fmt.Errorf("%d alerts for %d orders in Error; without one: %v", s.Alerts, s.Errored, s.MissingAlerts))
 	}
 	return errors.Join(errs...)
 }
@@ -161,10 +165,11 @@ summarize:
 	}
 	sum.Elapsed = time.Since(start)
 	// The outbox may still owe alerts; they are due within AlertTimeout.
-	if err := d.readStates(context.Background(), ids, &sum); err != nil {
+	errored, err := d.readStates(context.Background(), ids, &sum)
+	if err != nil {
 		return sum, err
 	}
-	if err := d.countAlerts(sum.Errored, &sum); err != nil {
+	if err := d.countAlerts(errored, &sum); err != nil {
 		return sum, err
 	}
 	counts := d.Tap.Counts()
@@ -272,7 +277,8 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 
 // readStates reads every order's state record and checks the remote
 // service's effects against the steps the records say completed.
-func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) error {
+// It returns the orders in Error by the ID their alert carries.
+func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[string]workflow.State, error) {
 	states := make([]workflow.State, len(ids))
 	errs := make([]error, len(ids))
 	var wg sync.WaitGroup
@@ -286,8 +292,9 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) error 
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("read state records: %w", err)
+		return nil, fmt.Errorf("read state records: %w", err)
 	}
+	errored := map[string]workflow.State{}
 	effects := d.Stack.Sim.Effects()
 	completed := map[string]bool{}
 	var latencies []time.Duration
@@ -297,6 +304,7 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) error 
 			sum.Processed++
 		case workflow.Error:
 			sum.Errored++
+			errored[st.OrderID+"/"+strconv.Itoa(st.Attempt)] = st
 		default:
 			sum.InFlight++
 			continue
@@ -328,12 +336,14 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) error 
 	if n := len(latencies); n > 0 {
 		sum.P50, sum.P99, sum.Max = latencies[(n-1)*50/100], latencies[(n-1)*99/100], latencies[n-1]
 	}
-	return nil
+	return errored, nil
 }
 
 // countAlerts drains the alert watch queue until it has an alert for every
-// order in Error, or the outbox's deadline (a few seconds) has passed.
-func (d Demo) countAlerts(want int, sum *Summary) error {
+// order in Error (keyed by alert ID), or 15 s have passed: the outbox
+// re-sends an unconfirmed alert within AlertTimeout.
+func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error {
+	want := len(errored)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	seen := map[string]bool{}
@@ -368,5 +378,11 @@ func (d Demo) countAlerts(want int, sum *Summary) error {
 		}
 	}
 	sum.Alerts = len(seen)
+	for id, st := range errored {
+		if !seen[id] {
+			sum.MissingAlerts = append(sum.MissingAlerts, fmt.Sprintf("%s(AlertPending=%v)", st.OrderID, st.AlertPending))
+		}
+	}
+	slices.Sort(sum.MissingAlerts)
 	return nil
 }
