@@ -12,7 +12,7 @@ ENGINES := scripts/engines.sh
 CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true npx --no-install cdk
 INFRA_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run demo local
+.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run demo chaos local
 
 deps:
 	$(ENGINES) install
@@ -79,6 +79,12 @@ run: deps
 # `go run ./cmd/local demo -h`, for example -seed, -transient, -crash.
 demo: deps
 	$(ENGINES) run -- $(GO) run ./cmd/local demo -orders $(or $(ORDERS),300) $(DEMO_FLAGS)
+
+# The demo with every fault at once (killed invocations between writes,
+# duplicate and late messages, zombies, skewed Schedulers and Supervisors,
+# engine outages), checking the invariants; SEED=n replays a run.
+chaos: deps
+	$(ENGINES) run -- $(GO) run ./cmd/local chaos -orders $(or $(ORDERS),300) $(if $(SEED),-seed $(SEED)) -plain $(CHAOS_FLAGS)
 
 # The same stack, kept running for curl and the AWS CLI (Ctrl-C stops it).
 local: deps

@@ -3,9 +3,10 @@
 // SAS_TEST_DYNAMODB_ENDPOINT and SAS_TEST_AWS_ENDPOINT):
 //
 //	local demo  [-orders 300] [fault flags]   submit orders with faults on, show progress, summarize
+//	local chaos [-orders 300] [-seed n]       the demo with every fault at once, checking the invariants
 //	local serve [-api 127.0.0.1:8080]         keep the stack running for curl and the AWS CLI
 //
-// `make demo` and `make local` run it.
+// `make demo`, `make chaos` and `make local` run it.
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sasflow/sas/shared/chaos"
 	"github.com/sasflow/sas/shared/localrun"
 	"github.com/sasflow/sas/shared/remotesim"
 )
@@ -34,12 +36,24 @@ func main() {
 }
 
 func run(args []string, out io.Writer) error {
-	if len(args) == 0 || (args[0] != "demo" && args[0] != "serve") {
-		return errors.New("usage: local demo|serve [flags] (-h for the flags)")
+	if len(args) == 0 || (args[0] != "demo" && args[0] != "chaos" && args[0] != "serve") {
+		return errors.New("usage: local demo|chaos|serve [flags] (-h for the flags)")
 	}
 	mode := args[0]
 	fs := flag.NewFlagSet("local "+mode, flag.ContinueOnError)
 	o := localrun.DemoOptions()
+	rates := map[chaos.Point]float64{}
+	if mode == "chaos" {
+		o = localrun.ChaosOptions()
+		for p, r := range localrun.ChaosRates() {
+			rates[p] = r
+			fs.Func(string(p), fmt.Sprintf("chaos: rate of %s (default %v)", p, r), func(v string) error {
+				f, err := strconv.ParseFloat(v, 64)
+				rates[p] = f
+				return err
+			})
+		}
+	}
 	orders := fs.Int("orders", 300, "demo: orders to submit")
 	clients := fs.Int("clients", 8, "demo: concurrent clients")
 	timeout := fs.Duration("timeout", 5*time.Minute, "demo: give up after this long")
@@ -65,7 +79,12 @@ func run(args []string, out io.Writer) error {
 	o.APIAddr, o.RemoteAddr = pick(*api, mode, "127.0.0.1:8080"), pick(*remote, mode, "127.0.0.1:9090")
 	o.DynamoDBEndpoint, o.AWSEndpoint = os.Getenv("SAS_TEST_DYNAMODB_ENDPOINT"), os.Getenv("SAS_TEST_AWS_ENDPOINT")
 	if o.Seed == 0 {
-		o.Seed = uint64(time.Now().UnixNano())
+		o.Seed = uint64(time.Now().UnixNano()) % 1_000_000_000
+	}
+	if mode == "chaos" {
+		if o.Chaos, err = chaos.New(o.Seed, rates); err != nil {
+			return err
+		}
 	}
 
 	logFile, err := os.Create(*logPath)
@@ -92,7 +111,12 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	faultsJSON, _ := json.Marshal(o.Faults)
-	fmt.Fprintf(out, "demo: %d orders, %d clients, step budget %v, remote faults %s, agent crash %.3g\n\n", *orders, *clients, *budget, faultsJSON, o.Crash)
+	fmt.Fprintf(out, "%s: %d orders, %d clients, step budget %v, remote faults %s, agent crash %.3g\n", mode, *orders, *clients, *budget, faultsJSON, o.Crash)
+	if mode == "chaos" {
+		fmt.Fprintf(out, "chaos: seed %d (replay: make chaos SEED=%d ORDERS=%d), %d Schedulers and %d Supervisors %v apart, agents %v behind, engines cut for %v every %v\n",
+			o.Seed, o.Seed, *orders, o.Schedulers, o.Supervisors, o.Skew, o.AgentLag, o.OutageFor, o.OutageEvery)
+	}
+	fmt.Fprintln(out)
 	sum, err := localrun.Demo{
 		Stack: st, Tap: tap, Orders: *orders, Clients: *clients, Timeout: *timeout,
 		Progress: out, Live: !*plain && isTerminal(os.Stdout), RunID: strconv.FormatUint(o.Seed, 36),
@@ -101,6 +125,15 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	sum.Print(out)
+	if mode == "chaos" {
+		verdict := "PASS"
+		if sum.Err() != nil {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d lost=%d duplicated-effects=%d stale-commits=%d over-threshold=%d orphans=%d alerts=%d/%d injected[%s] outages=%d: %s\n",
+			o.Seed, sum.Submitted, sum.Processed+sum.Errored, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.StaleCommits),
+			len(sum.OverThreshold), len(sum.Orphans), sum.Alerts, sum.Errored, sum.Injected, sum.Outages, verdict)
+	}
 	return sum.Err()
 }
 

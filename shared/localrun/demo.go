@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sasflow/sas/shared/remotesim"
+	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -60,9 +63,17 @@ type Summary struct {
 	// DuplicateEffects lists idempotency keys applied more than once;
 	// MissingEffects lists completed steps whose effect never happened.
 	DuplicateEffects, MissingEffects []string
-	P50, P99, Max                    time.Duration
-	Elapsed                          time.Duration
-	Faults                           remotesim.Faults
+	// OverThreshold lists records whose FailureCount passed MaxFailures;
+	// Orphans, orders and state records without their other half;
+	// StaleCommits, replies of superseded attempts that were committed
+	// (seen only under chaos, where the store is wrapped).
+	OverThreshold, Orphans, StaleCommits []string
+	P50, P99, Max                        time.Duration
+	Elapsed                              time.Duration
+	Faults                               remotesim.Faults
+	// Under chaos: faults injected by kind, engine outages.
+	Injected string
+	Outages  int64
 }
 
 // Err reports why the run failed: an order left in flight or an effect
@@ -80,6 +91,14 @@ func (s Summary) Err() error {
 	}
 	if len(s.MissingEffects) > 0 {
 		errs = append(errs, fmt.Errorf("completed steps without an effect: %v", s.MissingEffects))
+	}
+	for _, l := range []struct {
+		what string
+		ids  []string
+	}{{"records past MaxFailures", s.OverThreshold}, {"orders and state records without their other half", s.Orphans}, {"stale attempts committed", s.StaleCommits}} {
+		if len(l.ids) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %v", l.what, l.ids))
+		}
 	}
 	if s.Alerts != s.Errored || len(s.MissingAlerts) > 0 {
 		errs = append(errs, fmt.Errorf("%d alerts for %d orders in Error; without one: %v", s.Alerts, s.Errored, s.MissingAlerts))
@@ -102,7 +121,8 @@ summary (%v)
   remote      %d calls · %d completed steps · effects per key: %s
   latency     submission to terminal: p50 %v · p99 %v · max %v
   faults      transient %.3g · permanent %.3g · hang %.3g · apply-then-fail %.3g · latency %.3g
-  verdict     %s
+  invariants  past MaxFailures %d · orphans %d · stale attempts committed %d
+%s  verdict     %s
 `,
 		s.Elapsed.Round(100*time.Millisecond),
 		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected,
@@ -112,7 +132,15 @@ summary (%v)
 		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
 		s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond),
 		s.Faults.Transient, s.Faults.Permanent, s.Faults.Hang, s.Faults.ApplyThenFail, s.Faults.Latency,
-		verdict)
+		len(s.OverThreshold), len(s.Orphans), len(s.StaleCommits),
+		chaosLine(s), verdict)
+}
+
+func chaosLine(s Summary) string {
+	if s.Injected == "" {
+		return ""
+	}
+	return fmt.Sprintf("  chaos       %s · engine outages %d\n", s.Injected, s.Outages)
 }
 
 func effectsVerdict(s Summary) string {
@@ -138,13 +166,18 @@ func (d Demo) Run(ctx context.Context) (Summary, error) {
 	}
 	sum.Submitted, sum.Rejected = len(ids), rejected
 
-	// Wait for as many terminal transitions as orders, drawing progress.
-	tick := time.NewTicker(200 * time.Millisecond)
+	// Wait until every order's record is terminal, drawing progress. The
+	// records decide, not the logs: an invocation killed right after its
+	// commit never logs the transition.
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastLine := time.Time{}
 	for {
+		done, err := d.terminal(ctx)
+		if err != nil && ctx.Err() == nil {
+			return sum, err
+		}
 		counts := d.Tap.Counts()
-		done := counts[workflow.TransitionProcessed] + counts[workflow.TransitionFailed] + counts[workflow.TransitionGaveUp]
 		if d.Live || time.Since(lastLine) >= 3*time.Second || done >= len(ids) {
 			d.progress(counts, len(ids), done, time.Since(start))
 			lastLine = time.Now()
@@ -163,6 +196,7 @@ summarize:
 	if d.Live {
 		fmt.Fprintln(d.Progress)
 	}
+	d.Stack.StopOutages()
 	sum.Elapsed = time.Since(start)
 	// The outbox may still owe alerts; they are due within AlertTimeout.
 	errored, err := d.readStates(context.Background(), ids, &sum)
@@ -171,6 +205,14 @@ summarize:
 	}
 	if err := d.countAlerts(errored, &sum); err != nil {
 		return sum, err
+	}
+	if sum.Orphans, err = d.orphans(); err != nil {
+		return sum, err
+	}
+	if in := d.Stack.chaos; in != nil {
+		sum.StaleCommits = in.Ledger().StaleCommits()
+		sum.Injected = in.CountsString()
+		sum.Outages = d.Stack.Outages()
 	}
 	counts := d.Tap.Counts()
 	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
@@ -186,7 +228,7 @@ func (d Demo) progress(c map[workflow.Transition]int, total, done int, elapsed t
 	if total > 0 {
 		filled = width * done / total
 	}
-	inFlight := c[workflow.TransitionAccepted] - done
+	inFlight := total - done
 	line := fmt.Sprintf("[%s%s] %d/%d terminal · in flight %d · Processed %d · Error %d · retries %d · requeues %d · crashes %d · %v",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, max(inFlight, 0),
 		c[workflow.TransitionProcessed], c[workflow.TransitionFailed]+c[workflow.TransitionGaveUp],
@@ -287,7 +329,7 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[s
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			states[i], errs[i] = d.Stack.Sys.Store.GetState(ctx, id)
+			states[i], errs[i] = d.Stack.Direct.GetState(ctx, id)
 		})
 	}
 	wg.Wait()
@@ -299,6 +341,9 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[s
 	completed := map[string]bool{}
 	var latencies []time.Duration
 	for _, st := range states {
+		if st.FailureCount > d.Stack.policy.MaxFailures {
+			sum.OverThreshold = append(sum.OverThreshold, fmt.Sprintf("%s(%d)", st.OrderID, st.FailureCount))
+		}
 		switch st.ProcessState {
 		case workflow.Processed:
 			sum.Processed++
@@ -385,4 +430,71 @@ func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error
 	}
 	slices.Sort(sum.MissingAlerts)
 	return nil
+}
+
+// orphans scans both tables: every order has its state record and every
+// state record its order (Submission writes them in one transaction).
+func (d Demo) orphans() ([]string, error) {
+	keys := func(table string) (map[string]bool, error) {
+		out := map[string]bool{}
+		p := dynamodb.NewScanPaginator(d.Stack.DynamoDB, &dynamodb.ScanInput{
+			TableName: aws.String(table), ProjectionExpression: aws.String("#k"),
+			ExpressionAttributeNames: map[string]string{"#k": statestore.KeyOrderID},
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(context.Background())
+			if err != nil {
+				return nil, fmt.Errorf("scan %s: %w", table, err)
+			}
+			for _, item := range page.Items {
+				if v, ok := item[statestore.KeyOrderID].(*ddbtypes.AttributeValueMemberS); ok {
+					out[v.Value] = true
+				}
+			}
+		}
+		return out, nil
+	}
+	orders, err := keys(d.Stack.Sys.Tables.Orders)
+	if err != nil {
+		return nil, err
+	}
+	states, err := keys(d.Stack.Sys.Tables.State)
+	if err != nil {
+		return nil, err
+	}
+	var orphans []string
+	for id := range orders {
+		if !states[id] {
+			orphans = append(orphans, "order "+id+" without state")
+		}
+	}
+	for id := range states {
+		if !orders[id] {
+			orphans = append(orphans, "state "+id+" without order")
+		}
+	}
+	slices.Sort(orphans)
+	return orphans, nil
+}
+
+// terminal counts the state records in Processed or Error, with one scan.
+func (d Demo) terminal(ctx context.Context) (int, error) {
+	p := dynamodb.NewScanPaginator(d.Stack.DynamoDB, &dynamodb.ScanInput{
+		TableName:                aws.String(d.Stack.Sys.Tables.State),
+		ProjectionExpression:     aws.String("#s"),
+		ExpressionAttributeNames: map[string]string{"#s": "ProcessState"},
+	})
+	n := 0
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return n, fmt.Errorf("scan %s: %w", d.Stack.Sys.Tables.State, err)
+		}
+		for _, item := range page.Items {
+			if v, ok := item["ProcessState"].(*ddbtypes.AttributeValueMemberS); ok && workflow.ProcessState(v.Value).Terminal() {
+				n++
+			}
+		}
+	}
+	return n, nil
 }

@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,9 +31,12 @@ import (
 
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/apigw"
+	"github.com/sasflow/sas/shared/chaos"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/remotesim"
 	"github.com/sasflow/sas/shared/sqsbridge"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/supervisor"
 	"github.com/sasflow/sas/shared/system"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
@@ -72,6 +76,20 @@ type Options struct {
 	SuperviseEvery time.Duration
 	// Log receives the handlers' logs (JSON).
 	Log *slog.Logger
+
+	// Chaos, when set, wraps every handler's store and queue sender to kill
+	// invocations between writes and to duplicate or delay messages.
+	Chaos *chaos.Injector
+	// Schedulers and Supervisors are how many instances run at once (at
+	// least one each); the extra ones see clocks skewed by ±Skew.
+	Schedulers, Supervisors int
+	Skew                    time.Duration
+	// AgentLag sets the agents' clocks this far behind: an Agent then works
+	// and replies past CompleteBy, a zombie whose reply must be refused.
+	AgentLag time.Duration
+	// Every OutageEvery, DynamoDB or else SQS and SNS (in turn) become
+	// unreachable for OutageFor.
+	OutageEvery, OutageFor time.Duration
 }
 
 // DemoOptions are the settings of `make demo`: the deployed workflow and
@@ -123,6 +141,9 @@ func (o Options) Validate() error {
 	if o.Crash < 0 || o.Crash > 0.5 {
 		errs = append(errs, fmt.Errorf("crash probability %v must be within 0..0.5", o.Crash))
 	}
+	if o.OutageEvery > 0 && (o.OutageFor <= 0 || o.OutageFor >= o.OutageEvery) {
+		errs = append(errs, fmt.Errorf("an outage of %v every %v: it must be shorter than the period", o.OutageFor, o.OutageEvery))
+	}
 	if o.Visibility < time.Second || o.PollersPerQueue < 1 || o.SuperviseEvery <= 0 {
 		errs = append(errs, fmt.Errorf("visibility %v (>=1s), pollers %d (>=1) and supervisor period %v (>0) out of range",
 			o.Visibility, o.PollersPerQueue, o.SuperviseEvery))
@@ -156,8 +177,18 @@ type Stack struct {
 	AlertWatchURL string
 	SQS           *sqs.Client
 	DynamoDB      *dynamodb.Client
+	// Direct reads the state store without the outage proxy, for checks.
+	Direct *statestore.Store
 
 	crashes atomic.Int64
+	policy  workflow.Policy
+	chaos   *chaos.Injector
+
+	ddbProxy, awsProxy *outageProxy
+	outageCount        atomic.Int64
+	outageStop         sync.Once
+	outageCancel       context.CancelFunc
+
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	servers []*http.Server
@@ -183,19 +214,34 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	cfg := aws.Config{Region: o.Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
-	s := &Stack{
-		DynamoDB: dynamodb.NewFromConfig(cfg, func(c *dynamodb.Options) { c.BaseEndpoint = aws.String(o.DynamoDBEndpoint) }),
-		SQS:      sqs.NewFromConfig(cfg, func(c *sqs.Options) { c.BaseEndpoint = aws.String(o.AWSEndpoint) }),
-		log:      o.Log,
-	}
-	snsc := sns.NewFromConfig(cfg, func(c *sns.Options) { c.BaseEndpoint = aws.String(o.AWSEndpoint) })
+	s := &Stack{log: o.Log, policy: o.Policy, chaos: o.Chaos}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	fail := func(err error) (*Stack, error) {
 		s.Close()
 		return nil, fmt.Errorf("localrun: %w", err)
 	}
+	// The handlers reach the engines through proxies that can cut them
+	// off; the demo's own reads go direct.
+	ddbURL, awsURL := o.DynamoDBEndpoint, o.AWSEndpoint
+	if o.OutageEvery > 0 {
+		for _, t := range []struct {
+			url   *string
+			proxy **outageProxy
+		}{{&ddbURL, &s.ddbProxy}, {&awsURL, &s.awsProxy}} {
+			p, err := newOutageProxy(strings.TrimPrefix(*t.url, "http://"))
+			if err != nil {
+				return fail(err)
+			}
+			*t.proxy, *t.url = p, "http://"+p.addr()
+		}
+	}
+	cfg := aws.Config{Region: o.Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+	s.DynamoDB = dynamodb.NewFromConfig(cfg, func(c *dynamodb.Options) { c.BaseEndpoint = aws.String(o.DynamoDBEndpoint) })
+	s.SQS = sqs.NewFromConfig(cfg, func(c *sqs.Options) { c.BaseEndpoint = aws.String(o.AWSEndpoint) })
+	handlerDDB := dynamodb.NewFromConfig(cfg, func(c *dynamodb.Options) { c.BaseEndpoint = aws.String(ddbURL) })
+	handlerSQS := sqs.NewFromConfig(cfg, func(c *sqs.Options) { c.BaseEndpoint = aws.String(awsURL) })
+	snsc := sns.NewFromConfig(cfg, func(c *sns.Options) { c.BaseEndpoint = aws.String(awsURL) })
 
 	s.Sim = remotesim.New(remotesim.WithSeed(seed))
 	if err := s.Sim.SetFaults(o.Faults); err != nil {
@@ -206,16 +252,26 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return fail(fmt.Errorf("remote simulator: %w", err))
 	}
 
-	s.Sys, err = system.Build(ctx, system.Options{
-		DynamoDB: s.DynamoDB, SQS: s.SQS, SNS: snsc,
+	sysOpts := system.Options{
+		DynamoDB: handlerDDB, SQS: handlerSQS, SNS: snsc,
 		Prefix: o.Prefix, Region: o.Region,
 		Workflow: o.Workflow, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
 		MaxReceiveCount: topology.MaxReceiveCount, VisibilityTimeout: o.Visibility,
 		Clock: clock.System{}, Log: o.Log,
-	})
+	}
+	if o.AgentLag > 0 {
+		lag := &clock.Offset{}
+		lag.Advance(-o.AgentLag)
+		sysOpts.AgentClock = lag
+	}
+	if o.Chaos != nil {
+		sysOpts.WrapStore, sysOpts.WrapSender = o.Chaos.Store, o.Chaos.Sender
+	}
+	s.Sys, err = system.Build(ctx, sysOpts)
 	if err != nil {
 		return fail(err)
 	}
+	s.Direct = statestore.New(s.DynamoDB, s.Sys.Tables)
 	if s.AlertWatchURL, err = watchTopic(ctx, s.SQS, snsc, s.Sys.AlertTopicARN, o.Prefix+"-alert-watch"); err != nil {
 		return fail(err)
 	}
@@ -229,23 +285,85 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 
 	// Event source mappings: the first two bridges feed the Scheduler, the
-	// rest one Agent each.
+	// rest one Agent each. Extra Schedulers take turns with the first.
+	schedulers := []sqsbridge.Handler{s.Sys.Scheduler.Handle}
+	for i := 1; i < o.Schedulers; i++ {
+		schedulers = append(schedulers, s.Sys.NewScheduler(skewed(i, o.Skew)).Handle)
+	}
 	rng := rand.New(rand.NewPCG(seed, seed>>1|1))
 	var rngMu sync.Mutex
 	for i, b := range s.Sys.Bridges {
-		for range o.PollersPerQueue {
+		for j := range o.PollersPerQueue {
 			p := *b
 			p.WaitTime = time.Second
 			p.OnError = func(err error) { o.Log.Debug("event source mapping", "queue", p.QueueURL, "error", err) }
+			if i < 2 {
+				p.Handler = schedulers[j%len(schedulers)]
+			}
 			if i >= 2 && o.Crash > 0 {
 				p.Handler = s.crashing(b.Handler, o.Crash, func() float64 { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() })
 			}
 			s.wg.Go(func() { _ = p.Run(runCtx) })
 		}
 	}
-	s.wg.Go(func() { s.supervise(runCtx, o.SuperviseEvery) })
+	for i := range max(o.Supervisors, 1) {
+		h := s.Sys.Supervisor
+		if i > 0 {
+			h = s.Sys.NewSupervisor(skewed(i, o.Skew))
+		}
+		s.wg.Go(func() { s.supervise(runCtx, h, o.SuperviseEvery) })
+	}
+	if o.OutageEvery > 0 {
+		outCtx, outCancel := context.WithCancel(runCtx)
+		s.outageCancel = outCancel
+		s.wg.Go(func() { s.outages(outCtx, o.OutageEvery, o.OutageFor) })
+	}
 	return s, nil
 }
+
+// skewed is the clock of the i-th extra instance: alternately ahead and
+// behind by skew.
+func skewed(i int, skew time.Duration) clock.Clock {
+	c := &clock.Offset{}
+	if i%2 == 1 {
+		c.Advance(skew)
+	} else {
+		c.Advance(-skew)
+	}
+	return c
+}
+
+// outages cuts DynamoDB, then SQS and SNS, in turn.
+func (s *Stack) outages(ctx context.Context, every, length time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, name := s.ddbProxy, "dynamodb"
+		if n%2 == 1 {
+			p, name = s.awsProxy, "sqs+sns"
+		}
+		s.outageCount.Add(1)
+		s.log.Warn("chaos: engine unreachable", "engine", name, "for", length)
+		p.outage(length)
+	}
+}
+
+// StopOutages ends the engine outages, for the final reads.
+func (s *Stack) StopOutages() {
+	s.outageStop.Do(func() {
+		if s.ddbProxy != nil {
+			s.outageCancel()
+		}
+	})
+}
+
+// Outages counts the engine outages so far.
+func (s *Stack) Outages() int64 { return s.outageCount.Load() }
 
 // routes are the API's routes, as the stack declares them.
 func routes() []apigw.Route {
@@ -264,8 +382,9 @@ func (s *Stack) crashing(h sqsbridge.Handler, p float64, draw func() float64) sq
 	}
 }
 
-// supervise fires the Supervisor like the EventBridge rule.
-func (s *Stack) supervise(ctx context.Context, every time.Duration) {
+// supervise fires a Supervisor like the EventBridge rule. A run that dies
+// (chaos) is a failed invocation; the next tick runs again.
+func (s *Stack) supervise(ctx context.Context, h *supervisor.Handler, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -273,15 +392,24 @@ func (s *Stack) supervise(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			ev := events.EventBridgeEvent{
-				Version: "0", ID: fmt.Sprintf("local-%d", now.UnixNano()), DetailType: "Scheduled Event",
-				Source: "aws.events", AccountID: "000000000000", Time: now.UTC(), Region: "us-east-1",
-				Resources: []string{"arn:aws:events:us-east-1:000000000000:rule/local-supervisor"}, Detail: []byte("{}"),
-			}
-			if err := s.Sys.Supervisor.Handle(ctx, ev); err != nil && ctx.Err() == nil {
-				s.log.Warn("supervisor run failed", "error", err)
-			}
+			s.superviseOnce(ctx, h, now)
 		}
+	}
+}
+
+func (s *Stack) superviseOnce(ctx context.Context, h *supervisor.Handler, now time.Time) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Warn("supervisor run died", "panic", fmt.Sprint(p))
+		}
+	}()
+	ev := events.EventBridgeEvent{
+		Version: "0", ID: fmt.Sprintf("local-%d", now.UnixNano()), DetailType: "Scheduled Event",
+		Source: "aws.events", AccountID: "000000000000", Time: now.UTC(), Region: "us-east-1",
+		Resources: []string{"arn:aws:events:us-east-1:000000000000:rule/local-supervisor"}, Detail: []byte("{}"),
+	}
+	if err := h.Handle(ctx, ev); err != nil && ctx.Err() == nil {
+		s.log.Warn("supervisor run failed", "error", err)
 	}
 }
 
@@ -311,6 +439,11 @@ func (s *Stack) Close() {
 		cancel()
 	}
 	s.wg.Wait()
+	for _, p := range []*outageProxy{s.ddbProxy, s.awsProxy} {
+		if p != nil {
+			p.close()
+		}
+	}
 }
 
 // watchTopic subscribes a new queue to topic and returns the queue's URL.
@@ -329,4 +462,29 @@ func watchTopic(ctx context.Context, q *sqs.Client, n *sns.Client, topic, name s
 		return "", fmt.Errorf("subscribe %s to the alerts: %w", name, err)
 	}
 	return aws.ToString(out.QueueUrl), nil
+}
+
+// ChaosRates are the default rates of `make chaos`: a few percent of each
+// kind of operation is struck.
+func ChaosRates() map[chaos.Point]float64 {
+	return map[chaos.Point]float64{
+		chaos.KillAfterAccept: 0.03, chaos.KillAfterClaim: 0.03, chaos.KillAfterCommit: 0.03,
+		chaos.KillBeforeReply: 0.03, chaos.KillAfterRecover: 0.05,
+		chaos.DuplicateSend: 0.05, chaos.DelaySend: 0.05,
+	}
+}
+
+// ChaosOptions are DemoOptions with every fault on at once: two Schedulers
+// and two Supervisors with clocks 2 s apart, agents lagging 1 s (zombies),
+// visibility shorter than a step's budget (a message redelivered while its
+// first consumer still works), and the engines cut off for 1 s every 7 s.
+// The caller sets Chaos.
+func ChaosOptions() Options {
+	o := DemoOptions()
+	o.Schedulers, o.Supervisors, o.Skew = 2, 2, 2*time.Second
+	o.AgentLag = time.Second
+	o.Visibility = 2 * time.Second
+	o.OutageEvery, o.OutageFor = 7*time.Second, time.Second
+	o.Crash = 0.03
+	return o
 }

@@ -59,6 +59,45 @@ type Options struct {
 	Log               *slog.Logger
 	// AgentOptions are passed to every agent.New.
 	AgentOptions []agent.Option
+	// AgentClock, when set, is the agents' clock instead of Clock: a clock
+	// running behind makes zombie agents that reply after CompleteBy.
+	AgentClock clock.Clock
+
+	// Fault-injection hooks: each wraps what one role's handler is given.
+	// Roles are "submission", "scheduler", "supervisor" and "agent".
+	WrapStore  func(role string, s Store) Store
+	WrapSender func(role string, s Sender) Sender
+}
+
+// Store is everything the handlers ask of the state store.
+type Store interface {
+	submission.Store
+	scheduler.Store
+	supervisor.Store
+}
+
+// Sender is how every handler puts a message on a queue.
+type Sender interface {
+	Send(ctx context.Context, queueURL, body string, delay time.Duration) error
+}
+
+var (
+	_ Store  = (*statestore.Store)(nil)
+	_ Sender = (*queue.Sender)(nil)
+)
+
+func (o Options) store(role string, s Store) Store {
+	if o.WrapStore == nil {
+		return s
+	}
+	return o.WrapStore(role, s)
+}
+
+func (o Options) sender(role string, s Sender) Sender {
+	if o.WrapSender == nil {
+		return s
+	}
+	return o.WrapSender(role, s)
 }
 
 // Queue names a queue and its dead-letter queue.
@@ -84,6 +123,11 @@ type System struct {
 	// Bridges deliver each queue to its handler like an event source
 	// mapping: scheduler queue, response queue, then one per agent.
 	Bridges []*sqsbridge.Bridge
+
+	// NewScheduler and NewSupervisor build further instances with their
+	// own clock, wired like the first.
+	NewScheduler  func(clock.Clock) *scheduler.Handler
+	NewSupervisor func(clock.Clock) *supervisor.Handler
 }
 
 // Build creates the tables, queues and topic and wires the handlers.
@@ -125,7 +169,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	s.Submission = submission.New(submission.Config{
 		SchedulerQueueURL: s.SchedulerQueue.URL, Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout,
 		MaxBodyBytes: submission.DefaultMaxBodyBytes, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
-	}, s.Store, send, o.Clock, o.Log.With("function", "submission"))
+	}, o.store("submission", s.Store), o.sender("submission", send), o.Clock, o.Log.With("function", "submission"))
 
 	schedCfg := scheduler.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, AgentQueues: agentQueues,
@@ -134,12 +178,21 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	if err := schedCfg.Validate(); err != nil {
 		return nil, err
 	}
-	s.Scheduler = scheduler.New(schedCfg, s.Store, send, alerts, o.Clock, o.Log.With("function", "scheduler"))
+	s.Scheduler = scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, o.Clock, o.Log.With("function", "scheduler"))
 
-	s.Supervisor = supervisor.New(supervisor.Config{
+	supCfg := supervisor.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
 		AlertTopicARN: s.AlertTopicARN, Policy: o.Policy, BatchLimit: 500,
-	}, s.Store, send, alerts, o.Clock, o.Log.With("function", "supervisor"))
+	}
+	s.Supervisor = supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts, o.Clock, o.Log.With("function", "supervisor"))
+	// More Schedulers and Supervisors, each with its own clock, as
+	// separate Lambda containers would be.
+	s.NewScheduler = func(clk clock.Clock) *scheduler.Handler {
+		return scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, clk, o.Log.With("function", "scheduler"))
+	}
+	s.NewSupervisor = func(clk clock.Clock) *supervisor.Handler {
+		return supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts, clk, o.Log.With("function", "supervisor"))
+	}
 
 	poll := o.PollSQS
 	if poll == nil {
@@ -156,7 +209,11 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		cfg := o.Agent
 		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL
 		svc := agent.NewHTTPService(o.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
-		a, err := agent.New(cfg, svc, send, o.Clock, o.Log.With("function", "agent", "agentStep", step.Name), o.AgentOptions...)
+		agentClock := o.AgentClock
+		if agentClock == nil {
+			agentClock = o.Clock
+		}
+		a, err := agent.New(cfg, svc, o.sender("agent", send), agentClock, o.Log.With("function", "agent", "agentStep", step.Name), o.AgentOptions...)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 		}

@@ -1,0 +1,300 @@
+// Package chaos injects faults into the real handlers at the points where a
+// serverless system breaks: a Lambda invocation killed between two of its
+// writes, SQS delivering a message twice or late. It wraps what shared/system
+// gives each handler (the state store and the queue sender), so the handlers
+// run unchanged.
+//
+// Every decision is a hash of the seed, the fault point, what is being done
+// (order, step, attempt, message) and how often that was done before, not a
+// draw from a shared random stream: the same seed injects the same faults into
+// the same operations however the goroutines interleave, so a failing seed
+// can be replayed.
+package chaos
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/system"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Point is where a fault strikes.
+type Point string
+
+const (
+	// KillAfterAccept: Submission wrote the order, then died before sending
+	// the first schedule message (the client sees a 500 and retries).
+	KillAfterAccept Point = "kill-after-accept"
+	// KillAfterClaim: a Scheduler claimed a step, then died before
+	// dispatching it.
+	KillAfterClaim Point = "kill-after-claim"
+	// KillAfterCommit: a Scheduler committed a reply (and claimed the next
+	// step), then died before dispatching the next step.
+	KillAfterCommit Point = "kill-after-commit"
+	// KillBeforeReply: an Agent's remote effect happened, then it died
+	// before replying.
+	KillBeforeReply Point = "kill-before-reply"
+	// KillAfterRecover: a Supervisor reset a record, then died before
+	// re-sending its step.
+	KillAfterRecover Point = "kill-after-recover"
+	// DuplicateSend: SQS delivers a message twice.
+	DuplicateSend Point = "duplicate-send"
+	// DelaySend: a message arrives up to three seconds late, behind later
+	// ones.
+	DelaySend Point = "delay-send"
+)
+
+// Points lists every Point.
+func Points() []Point {
+	return []Point{KillAfterAccept, KillAfterClaim, KillAfterCommit, KillBeforeReply, KillAfterRecover, DuplicateSend, DelaySend}
+}
+
+// Killed is what a killed invocation panics with. Lambda's runtime reports
+// an invocation that dies as failed: its SQS batch comes back after the
+// visibility timeout, its API request gets a 500.
+type Killed struct{ Point Point }
+
+func (k Killed) String() string { return "chaos: invocation killed at " + string(k.Point) }
+
+// Injector decides and counts the faults of one run.
+type Injector struct {
+	seed  uint64
+	rates map[Point]float64
+
+	mu     sync.Mutex
+	tries  map[string]int // how often each (point, operation) was decided
+	counts map[Point]int
+
+	ledger Ledger
+}
+
+// New returns an Injector striking each point at its rate (0..1).
+func New(seed uint64, rates map[Point]float64) (*Injector, error) {
+	for p, r := range rates {
+		if r < 0 || r > 0.5 || math.IsNaN(r) {
+			return nil, fmt.Errorf("chaos: rate of %s is %v, must be within 0..0.5", p, r)
+		}
+	}
+	return &Injector{seed: seed, rates: maps.Clone(rates), tries: map[string]int{}, counts: map[Point]int{}}, nil
+}
+
+// hit decides whether p strikes the operation op. The n-th decision for the
+// same (p, op) hashes n in, so a redelivered message is not killed forever.
+func (in *Injector) hit(p Point, op string) bool {
+	rate := in.rates[p]
+	if rate == 0 {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	k := string(p) + "|" + op
+	n := in.tries[k]
+	in.tries[k] = n + 1
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], in.seed)
+	h.Write(b[:])
+	h.Write([]byte(k))
+	binary.LittleEndian.PutUint64(b[:], uint64(n))
+	h.Write(b[:])
+	if float64(h.Sum64()>>11)/(1<<53) >= rate {
+		return false
+	}
+	in.counts[p]++
+	return true
+}
+
+// Counts returns how often each point struck.
+func (in *Injector) Counts() map[Point]int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return maps.Clone(in.counts)
+}
+
+// CountsString renders Counts in Points order.
+func (in *Injector) CountsString() string {
+	c := in.Counts()
+	s := ""
+	for _, p := range Points() {
+		if s != "" {
+			s += " · "
+		}
+		s += fmt.Sprintf("%s %d", p, c[p])
+	}
+	return s
+}
+
+// Ledger returns the record of claims and commits the store wrappers saw.
+func (in *Injector) Ledger() *Ledger { return &in.ledger }
+
+// Store wraps the state store given to role.
+func (in *Injector) Store(role string, s system.Store) system.Store {
+	return &store{Store: s, in: in, role: role}
+}
+
+// Sender wraps the queue sender given to role.
+func (in *Injector) Sender(role string, s system.Sender) system.Sender {
+	return &sender{next: s, in: in, role: role}
+}
+
+type store struct {
+	system.Store
+	in   *Injector
+	role string
+}
+
+func opKey(orderID string, stepIndex, attempt int) string {
+	return orderID + "/" + strconv.Itoa(stepIndex) + "/" + strconv.Itoa(attempt)
+}
+
+func (s *store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error {
+	if err := s.Store.CreateOrder(ctx, o, st); err != nil {
+		return err
+	}
+	if s.in.hit(KillAfterAccept, o.OrderID) {
+		panic(Killed{KillAfterAccept})
+	}
+	return nil
+}
+
+func (s *store) Claim(ctx context.Context, c statestore.Claim) (workflow.State, error) {
+	st, err := s.Store.Claim(ctx, c)
+	if err != nil {
+		return st, err
+	}
+	s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
+	if s.in.hit(KillAfterClaim, opKey(st.OrderID, st.StepIndex, st.Attempt)) {
+		panic(Killed{KillAfterClaim})
+	}
+	return st, nil
+}
+
+func (s *store) Advance(ctx context.Context, a statestore.Advance) (workflow.State, error) {
+	st, err := s.Store.Advance(ctx, a)
+	if err != nil {
+		return st, err
+	}
+	s.in.ledger.committed(a.OrderID, a.StepIndex, a.Attempt)
+	if a.Next != nil {
+		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
+	}
+	if s.in.hit(KillAfterCommit, opKey(a.OrderID, a.StepIndex, a.Attempt)) {
+		panic(Killed{KillAfterCommit})
+	}
+	return st, nil
+}
+
+func (s *store) Fail(ctx context.Context, f statestore.Failure) (workflow.State, error) {
+	st, err := s.Store.Fail(ctx, f)
+	if err == nil {
+		s.in.ledger.committed(f.OrderID, f.StepIndex, f.Attempt)
+	}
+	return st, err
+}
+
+func (s *store) Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
+	st, err := s.Store.Recover(ctx, seen, r, now)
+	if err != nil {
+		return st, err
+	}
+	if s.in.hit(KillAfterRecover, opKey(seen.OrderID, seen.StepIndex, seen.Attempt)+"/"+string(r.Kind)) {
+		panic(Killed{KillAfterRecover})
+	}
+	return st, nil
+}
+
+type sender struct {
+	next system.Sender
+	in   *Injector
+	role string
+}
+
+func (s *sender) Send(ctx context.Context, queueURL, body string, delay time.Duration) error {
+	h := fnv.New64a()
+	h.Write([]byte(queueURL + "\x00" + body))
+	op := strconv.FormatUint(h.Sum64(), 36)
+	if s.role == "agent" && s.in.hit(KillBeforeReply, op) {
+		panic(Killed{KillBeforeReply})
+	}
+	if s.in.hit(DelaySend, op) {
+		delay += time.Duration(1+h.Sum64()%3) * time.Second
+	}
+	if err := s.next.Send(ctx, queueURL, body, delay); err != nil {
+		return err
+	}
+	if s.in.hit(DuplicateSend, op) {
+		return s.next.Send(ctx, queueURL, body, 0)
+	}
+	return nil
+}
+
+// Ledger records, in the order the store confirmed them, every claim and
+// every commit (a reply's Advance or Fail), to check fencing afterwards.
+type Ledger struct {
+	mu     sync.Mutex
+	seq    atomic.Int64
+	events []ledgerEvent
+}
+
+type ledgerEvent struct {
+	seq                int64
+	commit             bool
+	order              string
+	stepIndex, attempt int
+}
+
+func (l *Ledger) claimed(order string, step, attempt int) { l.add(false, order, step, attempt) }
+
+func (l *Ledger) committed(order string, step, attempt int) { l.add(true, order, step, attempt) }
+
+func (l *Ledger) add(commit bool, order string, step, attempt int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, ledgerEvent{seq: l.seq.Add(1), commit: commit, order: order, stepIndex: step, attempt: attempt})
+}
+
+// StaleCommits lists commits of an attempt older than a claim of the same
+// order that the store had already confirmed: a reply from a superseded
+// attempt that got through. The store's fencing must keep it empty.
+func (l *Ledger) StaleCommits() []string {
+	l.mu.Lock()
+	events := append([]ledgerEvent(nil), l.events...)
+	l.mu.Unlock()
+	sort.Slice(events, func(i, j int) bool { return events[i].seq < events[j].seq })
+	latest := map[string]int{}
+	var stale []string
+	for _, e := range events {
+		if !e.commit {
+			latest[e.order] = max(latest[e.order], e.attempt)
+			continue
+		}
+		if e.attempt < latest[e.order] {
+			stale = append(stale, fmt.Sprintf("%s step %d attempt %d (attempt %d already claimed)", e.order, e.stepIndex, e.attempt, latest[e.order]))
+		}
+	}
+	return stale
+}
+
+// Commits counts the commits recorded.
+func (l *Ledger) Commits() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.commit {
+			n++
+		}
+	}
+	return n
+}
