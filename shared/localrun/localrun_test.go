@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/shared/chaos"
 	"github.com/sasflow/sas/shared/enginetest"
 	"github.com/sasflow/sas/shared/localrun"
 	"github.com/sasflow/sas/shared/remotesim"
@@ -165,4 +166,46 @@ func get(t *testing.T, url string) answer {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return answer{resp.StatusCode, string(b)}
+}
+
+func TestChaosKeepsEveryInvariant(t *testing.T) {
+	t.Parallel()
+	in, err := chaos.New(11, localrun.ChaosRates())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := localrun.ChaosOptions()
+	o.DynamoDBEndpoint, o.AWSEndpoint = enginetest.Endpoints(t)
+	o.Prefix = enginetest.UniqueName(t, "chaos")
+	o.Seed, o.Chaos = 11, in
+	o.OutageEvery = 4 * time.Second
+	tap := &localrun.Tap{}
+	o.Log = slog.New(slog.NewJSONHandler(tap, nil))
+	st, err := localrun.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	sum, err := localrun.Demo{Stack: st, Tap: tap, Orders: 60, Clients: 4, Timeout: 3 * time.Minute, Progress: io.Discard, RunID: "chaos"}.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sum.Err(); err != nil {
+		t.Fatalf("%v\n%+v", err, sum)
+	}
+	// The run really was hostile: kills at several points, duplicates,
+	// outages, and the Supervisor at work.
+	c := in.Counts()
+	struck := 0
+	for _, p := range chaos.Points() {
+		if c[p] > 0 {
+			struck++
+		}
+	}
+	if struck < 4 || sum.Outages == 0 || sum.SupervisorRetries+sum.Requeues == 0 {
+		t.Errorf("too gentle a run: %v, outages %d, recoveries %d", c, sum.Outages, sum.SupervisorRetries+sum.Requeues)
+	}
+	if sum.Submitted != 60 || sum.InFlight != 0 {
+		t.Fatalf("summary %+v", sum)
+	}
 }
