@@ -4,9 +4,11 @@ package main
 
 import (
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
@@ -20,7 +22,11 @@ func main() {
 	// Built once per container, so connections and breakers survive across
 	// invocations.
 	svc := agent.NewHTTPService(cfg.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
-	h, err := agent.New(cfg, svc, queue.NewSender(sqs.NewFromConfig(aws)), clock.System{}, log.With("agentStep", cfg.Step))
+	var opts []agent.Option
+	if cfg.AlertTopicARN != "" {
+		opts = append(opts, agent.WithAlerts(alert.NewPublisher(sns.NewFromConfig(aws), cfg.AlertTopicARN)))
+	}
+	h, err := agent.New(cfg, svc, queue.NewSender(sqs.NewFromConfig(aws)), clock.System{}, log.With("agentStep", cfg.Step), opts...)
 	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }

@@ -7,6 +7,7 @@ package stack
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -90,6 +91,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	}
 	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN")
 	(*schedEnv)["AGENT_QUEUE_URLS"] = jsii.String(strings.Join(agentQueueURLs, ","))
+	(*schedEnv)["MAX_RECEIVE_COUNT"] = jsii.String(strconv.Itoa(cfg.MaxReceiveCount))
 	scheduler := b.function(Scheduler, fnSpec{
 		description: "Claims steps, dispatches them to their Agents and commits the replies, from the scheduler and response queues",
 		timeout:     topology.SchedulerTimeout, memory: 256, env: schedEnv,
@@ -112,7 +114,9 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 			ConstraintDescription: jsii.String("an absolute http(s) URL without query or fragment"),
 			Description:           jsii.String(fmt.Sprintf("Base URL of the remote service the %s Agent calls (POST {url}/v1/steps/%s with an Idempotency-Key header).", st.Name, st.Name)),
 		})
-		agentEnv := pick("RESPONSE_QUEUE_URL")
+		// The Agent alerts on a poison request's last receive.
+		agentEnv := pick("RESPONSE_QUEUE_URL", "ALERT_TOPIC_ARN")
+		(*agentEnv)["MAX_RECEIVE_COUNT"] = jsii.String(strconv.Itoa(cfg.MaxReceiveCount))
 		(*agentEnv)["AGENT_STEP"] = jsii.String(st.Name)
 		(*agentEnv)["REMOTE_BASE_URL"] = remote.ValueAsString()
 		a := b.function(Agent, fnSpec{
@@ -121,6 +125,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 			timeout:     topology.AgentTimeout(st), memory: 256, env: agentEnv,
 		})
 		allowSend(a.role, queues.responses.main)
+		alerts.allowPublish(a.role)
 		b.consume(a, queues.agents[st.Name], topology.AgentBatchSize, cfg.AgentMaxConcurrency)
 		agents[st.Name] = a
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/scheduler"
 	"github.com/sasflow/sas/shared/statestore"
@@ -48,6 +49,9 @@ var loaders = func() []loader {
 		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue"})},
 		{path: "Scheduler", load: adapt(scheduler.LoadConfig), points: with(map[string]string{"ALERT_TOPIC_ARN": "AlertTopic"}),
 			check: func(t *testing.T, cfg any, vars map[string]any) {
+				if got := cfg.(scheduler.Config).MaxReceiveCount; got != stack.DefaultConfig().MaxReceiveCount {
+					t.Errorf("scheduler MaxReceiveCount %d, the queues redrive after %d", got, stack.DefaultConfig().MaxReceiveCount)
+				}
 				queues := cfg.(scheduler.Config).AgentQueues
 				for _, s := range workflow.Default().Steps {
 					id := strings.TrimPrefix(queues[s.Name], "https://sqs.eu-west-1.amazonaws.com/111122223333/")
@@ -61,10 +65,11 @@ var loaders = func() []loader {
 	for _, s := range workflow.Default().Steps {
 		ls = append(ls, loader{
 			path: "Agent" + pascalStep(s.Name), load: adapt(agent.LoadConfig),
-			points: map[string]string{"RESPONSE_QUEUE_URL": "ResponseQueue", "REMOTE_BASE_URL": pascalStep(s.Name) + "RemoteBaseUrl"},
+			points: map[string]string{"RESPONSE_QUEUE_URL": "ResponseQueue", "REMOTE_BASE_URL": pascalStep(s.Name) + "RemoteBaseUrl", "ALERT_TOPIC_ARN": "AlertTopic"},
 			check: func(t *testing.T, cfg any, _ map[string]any) {
-				if got := cfg.(agent.Config).Step; got != s.Name {
-					t.Errorf("agent serves step %q, want %q", got, s.Name)
+				c := cfg.(agent.Config)
+				if c.Step != s.Name || c.MaxReceiveCount != stack.DefaultConfig().MaxReceiveCount {
+					t.Errorf("agent serves step %q with MaxReceiveCount %d, want %q and the queues' %d", c.Step, c.MaxReceiveCount, s.Name, stack.DefaultConfig().MaxReceiveCount)
 				}
 			},
 		})
@@ -189,7 +194,7 @@ var roleActions = func() map[string]map[string][]string {
 
 	for _, s := range workflow.Default().Steps {
 		add(sched, []string{pascalStep(s.Name) + "Queue"}, "sqs:SendMessage")
-		a := logs("Agent" + pascalStep(s.Name))
+		a := alerts(logs("Agent" + pascalStep(s.Name)))
 		add(a, []string{"ResponseQueue"}, "sqs:SendMessage")
 		add(a, []string{pascalStep(s.Name) + "Queue"}, consume...)
 		out["Agent"+pascalStep(s.Name)+"Role"] = a

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/topology"
 )
 
 // Config configures an Agent Lambda.
@@ -33,6 +34,11 @@ type Config struct {
 	Concurrency int
 	// SafetyMargin is kept back from the deadline to send the reply.
 	SafetyMargin time.Duration
+	// AlertTopicARN, when set, is where a poison request's last receive is
+	// reported (see WithAlerts); MaxReceiveCount is the queue's redrive
+	// setting.
+	AlertTopicARN   string
+	MaxReceiveCount int
 }
 
 // Defaults and limits of the settings.
@@ -70,6 +76,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		BreakerCooldown:  r.Duration("BREAKER_COOLDOWN", DefaultBreakerCooldown, 10*time.Millisecond, maxWait),
 		Concurrency:      r.Int("AGENT_CONCURRENCY", DefaultConcurrency, 1, maxConcurrency),
 		SafetyMargin:     r.Duration("SAFETY_MARGIN", DefaultSafetyMargin, 0, time.Minute),
+		AlertTopicARN:    r.StringOr("ALERT_TOPIC_ARN", ""),
+		MaxReceiveCount:  r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount, 1, 1000),
 	}
 	c.RemoteBaseURL = strings.TrimRight(c.RemoteBaseURL, "/")
 	if c.Step != "" && !stepPattern.MatchString(c.Step) {

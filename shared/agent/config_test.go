@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/topology"
 )
 
 func env(m map[string]string) func(string) string {
@@ -37,6 +38,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		BreakerCooldown:  agent.DefaultBreakerCooldown,
 		Concurrency:      agent.DefaultConcurrency,
 		SafetyMargin:     agent.DefaultSafetyMargin,
+		MaxReceiveCount:  topology.MaxReceiveCount,
 	}
 	if c != want {
 		t.Errorf("LoadConfig = %+v\nwant %+v", c, want)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/messages"
 )
@@ -40,6 +41,7 @@ type Handler struct {
 	sleep    SleepFunc
 	backoff  Backoff
 	breakers *Breakers
+	alerts   alert.Sender
 }
 
 // Option changes a Handler built by New.
@@ -50,6 +52,10 @@ func WithSleep(s SleepFunc) Option { return func(h *Handler) { h.sleep = s } }
 
 // WithJitter replaces the random source of the backoff (values in [0, 1)).
 func WithJitter(rnd func() float64) Option { return func(h *Handler) { h.backoff.Rand = rnd } }
+
+// WithAlerts reports a poison request on its last receive (Config's
+// MaxReceiveCount) to operators.
+func WithAlerts(a alert.Sender) Option { return func(h *Handler) { h.alerts = a } }
 
 // WithBreakers shares a set of breakers, e.g. to inspect them in tests.
 func WithBreakers(b *Breakers) Option { return func(h *Handler) { h.breakers = b } }
@@ -138,11 +144,14 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	m, err := messages.DecodeAgentRequest(rec.Body)
 	if err != nil {
 		log.Error("poison agent request", "err", err, "receiveCount", rec.Attributes["ApproximateReceiveCount"])
+		alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
 		return redeliver
 	}
 	log = log.With("orderId", m.OrderID, "step", m.Step, "stepIndex", m.StepIndex, "attempt", m.Attempt)
 	if m.Step != h.cfg.Step {
-		log.Error("poison agent request: the request is for another step", "err", messages.ErrPoison)
+		err := fmt.Errorf("%w: a request for step %q reached the %q agent", messages.ErrPoison, m.Step, h.cfg.Step)
+		log.Error("poison agent request: the request is for another step", "err", err)
+		alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
 		return redeliver
 	}
 	if !h.clk.Now().Before(m.CompleteBy) {

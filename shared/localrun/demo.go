@@ -120,7 +120,7 @@ summary (%v)
   alerts      %d raised (%d deliveries) for %d orders in Error
   remote      %d calls · %d completed steps · effects per key: %s
   latency     submission to terminal: p50 %v · p99 %v · max %v
-  faults      transient %.3g · permanent %.3g · hang %.3g · apply-then-fail %.3g · latency %.3g
+  faults      transient %.3g · permanent %.3g · hang %.3g · apply-then-fail %.3g · apply-then-hang %.3g · latency %.3g
   invariants  past MaxFailures %d · orphans %d · stale attempts committed %d
 %s  verdict     %s
 `,
@@ -131,7 +131,7 @@ summary (%v)
 		s.Alerts, s.AlertDeliveries, s.Errored,
 		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
 		s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond),
-		s.Faults.Transient, s.Faults.Permanent, s.Faults.Hang, s.Faults.ApplyThenFail, s.Faults.Latency,
+		s.Faults.Transient, s.Faults.Permanent, s.Faults.Hang, s.Faults.ApplyThenFail, s.Faults.ApplyThenHang, s.Faults.Latency,
 		len(s.OverThreshold), len(s.Orphans), len(s.StaleCommits),
 		chaosLine(s), verdict)
 }

@@ -486,5 +486,6 @@ func ChaosOptions() Options {
 	o.Visibility = 2 * time.Second
 	o.OutageEvery, o.OutageFor = 7*time.Second, time.Second
 	o.Crash = 0.03
+	o.Faults.ApplyThenHang = 0.03
 	return o
 }

@@ -65,13 +65,17 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // Faults is the random fault injection in force. The probabilities of the
-// exclusive faults (Transient, Permanent, Hang, ApplyThenFail) add up to at
-// most 1; latency is drawn independently and added before any of them.
+// exclusive faults (Transient, Permanent, Hang, ApplyThenFail,
+// ApplyThenHang) add up to at most 1; latency is drawn independently and
+// added before any of them.
 type Faults struct {
 	Transient     float64 `json:"transient"`
 	Permanent     float64 `json:"permanent"`
 	Hang          float64 `json:"hang"`
 	ApplyThenFail float64 `json:"applyThenFail"`
+	// ApplyThenHang applies the effect and then never answers: the caller
+	// times out not knowing the effect happened.
+	ApplyThenHang float64 `json:"applyThenHang"`
 	// Latency is the probability of a delay drawn from [LatencyMin, LatencyMax].
 	Latency    float64  `json:"latency"`
 	LatencyMin Duration `json:"latencyMin"`
@@ -97,15 +101,15 @@ func (f Faults) Validate() error {
 		p    float64
 	}{
 		{"transient", f.Transient}, {"permanent", f.Permanent}, {"hang", f.Hang},
-		{"applyThenFail", f.ApplyThenFail}, {"latency", f.Latency},
+		{"applyThenFail", f.ApplyThenFail}, {"applyThenHang", f.ApplyThenHang}, {"latency", f.Latency},
 	}
 	for _, p := range probs {
 		if math.IsNaN(p.p) || p.p < 0 || p.p > 1 {
 			errs = append(errs, fmt.Errorf("%s probability %v must be within 0..1", p.name, p.p))
 		}
 	}
-	if sum := f.Transient + f.Permanent + f.Hang + f.ApplyThenFail; sum > 1+1e-9 {
-		errs = append(errs, fmt.Errorf("transient+permanent+hang+applyThenFail = %v exceeds 1", sum))
+	if sum := f.Transient + f.Permanent + f.Hang + f.ApplyThenFail + f.ApplyThenHang; sum > 1+1e-9 {
+		errs = append(errs, fmt.Errorf("transient+permanent+hang+applyThenFail+applyThenHang = %v exceeds 1", sum))
 	}
 	if f.LatencyMin < 0 || f.LatencyMax < f.LatencyMin || time.Duration(f.LatencyMax) > MaxLatency {
 		errs = append(errs, fmt.Errorf("latency range %v..%v must satisfy 0 <= min <= max <= %v",

@@ -15,6 +15,7 @@ func FaultFlags(fs *flag.FlagSet, def Faults) func() (Faults, error) {
 	fs.Float64Var(&f.Permanent, "permanent", def.Permanent, "probability a remote call is rejected (422, permanent)")
 	fs.Float64Var(&f.Hang, "hang", def.Hang, "probability a remote call hangs until the caller gives up")
 	fs.Float64Var(&f.ApplyThenFail, "apply-then-fail", def.ApplyThenFail, "probability a remote call applies its effect, then answers 503")
+	fs.Float64Var(&f.ApplyThenHang, "apply-then-hang", def.ApplyThenHang, "probability a remote call applies its effect, then never answers")
 	fs.Float64Var(&f.Latency, "latency", def.Latency, "probability of added latency on a remote call")
 	latMin := fs.Duration("latency-min", time.Duration(def.LatencyMin), "least added latency")
 	latMax := fs.Duration("latency-max", time.Duration(def.LatencyMax), "most added latency")

@@ -308,6 +308,7 @@ func (s *Sim) draw(key, step string) (Fault, time.Duration) {
 		fault Fault
 	}{
 		{f.Transient, Transient}, {f.Permanent, Permanent}, {f.Hang, Hang}, {f.ApplyThenFail, ApplyThenFail},
+		{f.ApplyThenHang, ApplyThenHang},
 	} {
 		if u < c.p {
 			return c.fault, latency

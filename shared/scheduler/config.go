@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -20,6 +21,9 @@ type Config struct {
 	Policy      workflow.Policy
 	// AlertTopicARN is the operators' SNS topic.
 	AlertTopicARN string
+	// MaxReceiveCount is the queues' redrive setting: a poison message's
+	// last receive raises an alert before it moves to the DLQ.
+	MaxReceiveCount int
 }
 
 // LoadConfig reads the Scheduler's environment:
@@ -27,6 +31,7 @@ type Config struct {
 //	ORDERS_TABLE, STATE_TABLE   table names
 //	AGENT_QUEUE_URLS            step=url pairs separated by commas, one per workflow step
 //	ALERT_TOPIC_ARN             SNS topic for operator alerts
+//	MAX_RECEIVE_COUNT           the queues' redrive maxReceiveCount (default 5)
 //	the policy variables of workflow.LoadPolicy, shared with the Supervisor
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
@@ -35,6 +40,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		StateTable:    r.String("STATE_TABLE"),
 		AlertTopicARN: r.String("ALERT_TOPIC_ARN"),
 		Workflow:      workflow.Default(),
+		// The same bounds the stack's sas:maxReceiveCount has.
+		MaxReceiveCount: r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount, 1, 1000),
 	}
 	cfg.Policy = workflow.LoadPolicy(r)
 	queues, err := ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
@@ -53,6 +60,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 // Validate checks that every step of the workflow has an Agent queue.
 func (c Config) Validate() error {
 	errs := []error{c.Workflow.Validate(), c.Policy.Validate()}
+	if c.MaxReceiveCount < 1 {
+		errs = append(errs, fmt.Errorf("MaxReceiveCount %d must be at least 1", c.MaxReceiveCount))
+	}
 	for _, s := range c.Workflow.Steps {
 		if c.AgentQueues[s.Name] == "" {
 			errs = append(errs, fmt.Errorf("no agent queue for step %q", s.Name))

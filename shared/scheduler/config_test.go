@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -91,6 +92,8 @@ func TestLoadConfig(t *testing.T) {
 				Workflow:      workflow.Default(),
 				Policy:        tt.wantPolicy,
 				AlertTopicARN: sampleTopicARN,
+				// The queues' redrive default, shared with the stack.
+				MaxReceiveCount: topology.MaxReceiveCount,
 			}
 			if !reflect.DeepEqual(cfg, want) {
 				t.Errorf("LoadConfig =\n%+v\nwant\n%+v", cfg, want)

@@ -71,6 +71,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 				level = slog.LevelError
 			}
 			log.Log(ctx, level, "record failed; left for redelivery", "error", err)
+			if errors.Is(err, messages.ErrPoison) {
+				alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
+			}
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 		}
 	}

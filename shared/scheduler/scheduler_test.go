@@ -155,7 +155,8 @@ func testConfig() Config {
 			MaxFailures: 4, ClaimTimeout: 90 * time.Second,
 			BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 3 * time.Minute,
 		},
-		AlertTopicARN: "arn:aws:sns:eu-west-1:123456789012:alerts",
+		AlertTopicARN:   "arn:aws:sns:eu-west-1:123456789012:alerts",
+		MaxReceiveCount: 3,
 	}
 }
 
@@ -1180,5 +1181,27 @@ func TestSampleAgentRequestIsPoisonToScheduler(t *testing.T) {
 	}
 	if len(f.calls) != 0 {
 		t.Errorf("calls = %v, want none", f.calls)
+	}
+}
+
+func TestPoisonAlertsOnItsLastReceiveOnly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		receives string
+		alerts   int
+	}{{"1", 0}, {"2", 0}, {"3", 1}, {"4", 1}} {
+		f := newFixture(t, testConfig(), testNow, nil)
+		poison := record("m-poison", `{"v":99}`)
+		poison.Attributes["ApproximateReceiveCount"] = tc.receives
+		failed := f.handle(t, context.Background(), poison, record("m-ok", scheduleBody(orderA, 0)))
+		if !reflect.DeepEqual(failed, []string{"m-poison"}) {
+			t.Fatalf("receive %s: failed %v, want only the poison", tc.receives, failed)
+		}
+		if len(f.published) != tc.alerts {
+			t.Fatalf("receive %s of %d: %d alerts, want %d", tc.receives, testConfig().MaxReceiveCount, len(f.published), tc.alerts)
+		}
+		if tc.alerts == 1 && (f.published[0].Kind != alert.KindPoisonMessage || f.published[0].ID() != "poison/m-poison") {
+			t.Fatalf("alert %+v", f.published[0])
+		}
 	}
 }

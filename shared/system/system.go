@@ -173,7 +173,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 
 	schedCfg := scheduler.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, AgentQueues: agentQueues,
-		Workflow: o.Workflow, Policy: o.Policy, AlertTopicARN: s.AlertTopicARN,
+		Workflow: o.Workflow, Policy: o.Policy, AlertTopicARN: s.AlertTopicARN, MaxReceiveCount: o.MaxReceiveCount,
 	}
 	if err := schedCfg.Validate(); err != nil {
 		return nil, err
@@ -208,12 +208,14 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	for _, step := range o.Workflow.Steps {
 		cfg := o.Agent
 		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL
+		cfg.AlertTopicARN, cfg.MaxReceiveCount = s.AlertTopicARN, o.MaxReceiveCount
 		svc := agent.NewHTTPService(o.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
 		agentClock := o.AgentClock
 		if agentClock == nil {
 			agentClock = o.Clock
 		}
-		a, err := agent.New(cfg, svc, o.sender("agent", send), agentClock, o.Log.With("function", "agent", "agentStep", step.Name), o.AgentOptions...)
+		a, err := agent.New(cfg, svc, o.sender("agent", send), agentClock, o.Log.With("function", "agent", "agentStep", step.Name),
+			append([]agent.Option{agent.WithAlerts(alerts)}, o.AgentOptions...)...)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 		}

@@ -3,6 +3,7 @@ package system_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -25,6 +26,7 @@ import (
 	"github.com/sasflow/sas/shared/messages"
 	"github.com/sasflow/sas/shared/remotesim"
 	"github.com/sasflow/sas/shared/reqcount"
+	"github.com/sasflow/sas/shared/sqsbridge"
 	"github.com/sasflow/sas/shared/system"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -502,33 +504,59 @@ func TestUnclaimedOrderIsRequeued(t *testing.T) {
 
 func TestPoisonMessageGoesToDLQWithoutBlockingTheBatch(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	id := e.submit("")
-	if _, err := e.sqs.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.sys.SchedulerQueue.URL), MessageBody: aws.String(`{"v":99}`)}); err != nil {
-		t.Fatal(err)
+	// A request for reserve-inventory that lands on charge-payment's queue:
+	// well-formed, but poison to that Agent.
+	misrouted := messages.Encode(messages.AgentRequest{V: messages.Version, Kind: messages.KindAgentRequest,
+		OrderID: "0b7f3c9e-6a52-4c1e-9d55-5b1e0f4a2c11", Step: "reserve-inventory", Attempt: 1,
+		CompleteBy: time.Now().Add(time.Hour), IdempotencyKey: "0b7f3c9e-6a52-4c1e-9d55-5b1e0f4a2c11/reserve-inventory", Input: json.RawMessage(`{}`)})
+	tests := []struct {
+		name, body, orderID string
+		queue               func(*system.System) system.Queue
+	}{
+		{"unknown version on the scheduler queue", `{"v":99}`, "", func(s *system.System) system.Queue { return s.SchedulerQueue }},
+		{"wrong step on an agent queue", misrouted, "0b7f3c9e-6a52-4c1e-9d55-5b1e0f4a2c11", func(s *system.System) system.Queue { return s.AgentQueues["charge-payment"] }},
 	}
-	// Poll until the poison has been received MaxReceiveCount times and the
-	// next receive moves it to the DLQ, while the order runs on.
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, err := e.sys.PumpOnce(e.ctx); err != nil {
-			t.Fatal(err)
-		}
-		out, err := e.sqs.ReceiveMessage(e.ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.sys.SchedulerQueue.DLQURL), MaxNumberOfMessages: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) > 0 {
-			if body := aws.ToString(out.Messages[0].Body); len(out.Messages) != 1 || body != `{"v":99}` {
-				t.Fatalf("DLQ holds %s", body)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			id := e.submit("")
+			q := tc.queue(e.sys)
+			if _, err := e.sqs.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(tc.body)}); err != nil {
+				t.Fatal(err)
 			}
-			if st := e.state(id); st.ProcessState != workflow.Processed {
-				t.Fatalf("order blocked by poison: %+v", st)
+			// Poll until the poison has been received MaxReceiveCount times
+			// and the next receive moves it to the DLQ, while the order
+			// runs on.
+			deadline := time.Now().Add(20 * time.Second)
+			for time.Now().Before(deadline) {
+				if _, err := e.sys.PumpOnce(e.ctx); err != nil && !errors.Is(err, sqsbridge.ErrBatchFailed) {
+					t.Fatal(err)
+				}
+				out, err := e.sqs.ReceiveMessage(e.ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.DLQURL), MaxNumberOfMessages: 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(out.Messages) == 0 {
+					continue
+				}
+				if body := aws.ToString(out.Messages[0].Body); len(out.Messages) != 1 || body != tc.body {
+					t.Fatalf("DLQ holds %s", body)
+				}
+				if st := e.state(id); st.ProcessState != workflow.Processed {
+					t.Fatalf("order blocked by poison: %+v", st)
+				}
+				// The last receive raised one alert naming the message.
+				a := e.alertsReceived(1)[0]
+				if a.MessageAttributes["kind"].Value != "poison-message" || a.MessageAttributes["alertId"].Value != "poison/"+aws.ToString(out.Messages[0].MessageId) ||
+					!strings.Contains(a.Message, "dead-letter queue") || (tc.orderID != "" && a.MessageAttributes["orderId"].Value != tc.orderID) {
+					t.Fatalf("alert %+v", a)
+				}
+				return
 			}
-			return
-		}
+			t.Fatalf("poison message never reached the DLQ; order %+v", e.state(id))
+		})
 	}
-	t.Fatalf("poison message never reached the DLQ; order %+v", e.state(id))
 }
 
 // TestRequestsPerOrder pins the AWS requests the handlers make for a
