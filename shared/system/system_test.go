@@ -224,6 +224,13 @@ func TestHappyPathThroughAllSteps(t *testing.T) {
 		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1,
 		workflow.TransitionStepCompleted: 1, workflow.TransitionProcessed: 1,
 	})
+	// No handler logs the order's contents: customer, items, prices stay in
+	// the tables and messages.
+	for _, secret := range []string{"c-42", "BOOK-1", "1250", "unitPriceCents", "customerId"} {
+		if strings.Contains(e.logs.String(), secret) {
+			t.Errorf("the logs carry the order's %q", secret)
+		}
+	}
 	// The status API reports it.
 	req := events.APIGatewayV2HTTPRequest{RawPath: "/orders/" + id, RouteKey: "GET /orders/{id}", PathParameters: map[string]string{"id": id}}
 	req.RequestContext.HTTP.Method, req.RequestContext.HTTP.Path = "GET", "/orders/"+id
