@@ -14,6 +14,7 @@ package chaos
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -101,14 +102,7 @@ func (in *Injector) hit(p Point, op string) bool {
 	k := string(p) + "|" + op
 	n := in.tries[k]
 	in.tries[k] = n + 1
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], in.seed)
-	h.Write(b[:])
-	h.Write([]byte(k))
-	binary.LittleEndian.PutUint64(b[:], uint64(n))
-	h.Write(b[:])
-	if float64(h.Sum64()>>11)/(1<<53) >= rate {
+	if Unit(in.seed, k, n) >= rate {
 		return false
 	}
 	in.counts[p]++
@@ -220,10 +214,30 @@ type sender struct {
 	role string
 }
 
+// MessageOp names a message by what it is, not by its bytes, which carry
+// timestamps: kind, order, step, attempt, reason and outcome are the same
+// in a replay.
+func MessageOp(queueURL, body string) string {
+	var m struct {
+		Kind      string `json:"kind"`
+		OrderID   string `json:"orderId"`
+		StepIndex int    `json:"stepIndex"`
+		Attempt   int    `json:"attempt"`
+		Reason    string `json:"reason"`
+		Outcome   string `json:"outcome"`
+	}
+	if json.Unmarshal([]byte(body), &m) != nil || m.OrderID == "" {
+		h := fnv.New64a()
+		h.Write([]byte(queueURL + "\x00" + body))
+		return strconv.FormatUint(h.Sum64(), 36)
+	}
+	return fmt.Sprintf("%s/%s/%d/%d/%s/%s", m.Kind, m.OrderID, m.StepIndex, m.Attempt, m.Reason, m.Outcome)
+}
+
 func (s *sender) Send(ctx context.Context, queueURL, body string, delay time.Duration) error {
+	op := MessageOp(queueURL, body)
 	h := fnv.New64a()
-	h.Write([]byte(queueURL + "\x00" + body))
-	op := strconv.FormatUint(h.Sum64(), 36)
+	h.Write([]byte(op))
 	if s.role == "agent" && s.in.hit(KillBeforeReply, op) {
 		panic(Killed{KillBeforeReply})
 	}
@@ -297,4 +311,17 @@ func (l *Ledger) Commits() int {
 		}
 	}
 	return n
+}
+
+// Unit is a number in [0, 1) drawn from seed, op and n alone: the same
+// arguments give the same number in every run.
+func Unit(seed uint64, op string, n int) float64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], seed)
+	h.Write(b[:])
+	h.Write([]byte(op))
+	binary.LittleEndian.PutUint64(b[:], uint64(n))
+	h.Write(b[:])
+	return float64(h.Sum64()>>11) / (1 << 53)
 }

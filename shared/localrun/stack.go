@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -290,8 +291,6 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	for i := 1; i < o.Schedulers; i++ {
 		schedulers = append(schedulers, s.Sys.NewScheduler(skewed(i, o.Skew)).Handle)
 	}
-	rng := rand.New(rand.NewPCG(seed, seed>>1|1))
-	var rngMu sync.Mutex
 	for i, b := range s.Sys.Bridges {
 		for j := range o.PollersPerQueue {
 			p := *b
@@ -301,7 +300,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 				p.Handler = schedulers[j%len(schedulers)]
 			}
 			if i >= 2 && o.Crash > 0 {
-				p.Handler = s.crashing(b.Handler, o.Crash, func() float64 { rngMu.Lock(); defer rngMu.Unlock(); return rng.Float64() })
+				p.Handler = s.crashing(b.Handler, o.Crash, seed)
 			}
 			s.wg.Go(func() { _ = p.Run(runCtx) })
 		}
@@ -372,13 +371,21 @@ func routes() []apigw.Route {
 
 var errCrash = errors.New("localrun: simulated crash of the Agent invocation")
 
-func (s *Stack) crashing(h sqsbridge.Handler, p float64, draw func() float64) sqsbridge.Handler {
+// crashing kills an invocation before it starts with probability p, decided
+// by the seed, the batch's first message and its receive count, so a seed
+// kills the same deliveries in a replay.
+func (s *Stack) crashing(h sqsbridge.Handler, p float64, seed uint64) sqsbridge.Handler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		if draw() < p {
-			s.crashes.Add(1)
-			return events.SQSEventResponse{}, errCrash
+		if len(ev.Records) == 0 {
+			return h(ctx, ev)
 		}
-		return h(ctx, ev)
+		r := ev.Records[0]
+		n, _ := strconv.Atoi(r.Attributes["ApproximateReceiveCount"])
+		if chaos.Unit(seed, "crash|"+chaos.MessageOp(r.EventSourceARN, r.Body), n) >= p {
+			return h(ctx, ev)
+		}
+		s.crashes.Add(1)
+		return events.SQSEventResponse{}, errCrash
 	}
 }
 

@@ -7,10 +7,12 @@ package remotesim
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -84,13 +86,17 @@ type Sim struct {
 	sleep func(ctx context.Context, d time.Duration) error
 	mux   *http.ServeMux
 
-	mu      sync.Mutex
-	rng     *rand.Rand
-	faults  Faults
-	scripts map[string][]Fault
-	results map[string]result
-	effects map[string]int
-	calls   int
+	mu sync.Mutex
+	// seed and keyCalls make each random draw a hash of the seed, the
+	// idempotency key and how often that key was called before: the same
+	// seed gives a key the same faults however calls interleave.
+	seed     uint64
+	keyCalls map[string]int
+	faults   Faults
+	scripts  map[string][]Fault
+	results  map[string]result
+	effects  map[string]int
+	calls    int
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -105,7 +111,7 @@ type Option func(*Sim)
 func WithClock(c clock.Clock) Option { return func(s *Sim) { s.clk = c } }
 
 // WithSeed makes the random faults replayable.
-func WithSeed(seed uint64) Option { return func(s *Sim) { s.rng = newRand(seed) } }
+func WithSeed(seed uint64) Option { return func(s *Sim) { s.seed = seed } }
 
 // WithSleep replaces the real wait used for latency, so tests never wait.
 func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
@@ -125,13 +131,14 @@ func WithFaults(f Faults) Option {
 // New returns a simulator without faults.
 func New(opts ...Option) *Sim {
 	s := &Sim{
-		clk:     clock.System{},
-		sleep:   clock.Sleep,
-		rng:     newRand(rand.Uint64()),
-		scripts: make(map[string][]Fault),
-		results: make(map[string]result),
-		effects: make(map[string]int),
-		stop:    make(chan struct{}),
+		clk:      clock.System{},
+		sleep:    clock.Sleep,
+		seed:     rand.Uint64(),
+		keyCalls: make(map[string]int),
+		scripts:  make(map[string][]Fault),
+		results:  make(map[string]result),
+		effects:  make(map[string]int),
+		stop:     make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/steps/{step}", s.serveStep)
@@ -144,7 +151,25 @@ func New(opts ...Option) *Sim {
 	return s
 }
 
-func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+// unit is a number in [0, 1) drawn from the seed, the key, the call's
+// number for that key and which draw of the call it is.
+func (s *Sim) unit(key string, call, draw int) float64 {
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], s.seed)
+	h.Write(b[:])
+	h.Write([]byte(key))
+	binary.LittleEndian.PutUint64(b[:], uint64(call)<<8|uint64(draw))
+	h.Write(b[:])
+	// fnv's low bits mix poorly for short inputs; a final avalanche fixes that.
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return float64(x>>11) / (1 << 53)
+}
 
 // ServeHTTP serves the simulator's API.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
@@ -161,7 +186,8 @@ func (s *Sim) SetFaults(f Faults) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f.Seed != nil {
-		s.rng = newRand(*f.Seed)
+		s.seed = *f.Seed
+		clear(s.keyCalls)
 	}
 	f.RejectSteps = slices.Clone(f.RejectSteps)
 	s.faults = f
@@ -284,11 +310,13 @@ func (s *Sim) draw(key, step string) (Fault, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.faults
+	call := s.keyCalls[key]
+	s.keyCalls[key] = call + 1
 	var latency time.Duration
-	if f.Latency > 0 && s.rng.Float64() < f.Latency {
+	if f.Latency > 0 && s.unit(key, call, 0) < f.Latency {
 		latency = time.Duration(f.LatencyMin)
 		if span := int64(f.LatencyMax - f.LatencyMin); span > 0 {
-			latency += time.Duration(s.rng.Int64N(span + 1))
+			latency += time.Duration(s.unit(key, call, 1) * float64(span+1))
 		}
 	}
 	if q := s.scripts[key]; len(q) > 0 {
@@ -302,7 +330,7 @@ func (s *Sim) draw(key, step string) (Fault, time.Duration) {
 	if slices.Contains(f.RejectSteps, step) {
 		return Permanent, latency
 	}
-	u := s.rng.Float64()
+	u := s.unit(key, call, 2)
 	for _, c := range []struct {
 		p     float64
 		fault Fault
