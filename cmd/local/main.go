@@ -56,6 +56,7 @@ func run(args []string, out io.Writer) error {
 	}
 	orders := fs.Int("orders", 300, "demo: orders to submit")
 	clients := fs.Int("clients", 8, "demo: concurrent clients")
+	rate := fs.Float64("rate", 0, "demo: most orders submitted a second (0: as fast as the clients go)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "demo: give up after this long")
 	plain := fs.Bool("plain", false, "demo: print progress as lines, not a redrawn bar (CI logs)")
 	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
@@ -118,7 +119,7 @@ func run(args []string, out io.Writer) error {
 	}
 	fmt.Fprintln(out)
 	sum, err := localrun.Demo{
-		Stack: st, Tap: tap, Orders: *orders, Clients: *clients, Timeout: *timeout,
+		Stack: st, Tap: tap, Orders: *orders, Clients: *clients, Rate: *rate, Timeout: *timeout,
 		Progress: out, Live: !*plain && isTerminal(os.Stdout), RunID: strconv.FormatUint(o.Seed, 36),
 	}.Run(ctx)
 	if err != nil {

@@ -29,8 +29,12 @@ import (
 type Demo struct {
 	Stack *Stack
 	Tap   *Tap
-	// Orders to submit through the HTTP API, by Clients concurrent clients.
+	// Orders to submit through the HTTP API, by Clients concurrent clients,
+	// at most Rate a second (0: as fast as they go). A long run wants a rate
+	// the system sustains; otherwise the queues back up past the step
+	// budgets and the run measures overload.
 	Orders, Clients int
+	Rate            float64
 	// Timeout bounds the whole run.
 	Timeout time.Duration
 	// Progress receives the live progress: redrawn in place when Live (a
@@ -137,7 +141,7 @@ summary (%v)
 }
 
 func chaosLine(s Summary) string {
-	if s.Injected == "" {
+	if s.Injected == "" && s.Outages == 0 {
 		return ""
 	}
 	return fmt.Sprintf("  chaos       %s · engine outages %d\n", s.Injected, s.Outages)
@@ -160,16 +164,26 @@ func (d Demo) Run(ctx context.Context) (Summary, error) {
 	start := time.Now()
 	sum := Summary{Faults: d.Stack.Sim.Faults()}
 
-	ids, rejected, err := d.submit(ctx)
-	if err != nil {
-		return sum, err
+	// Submit in the background and draw progress meanwhile: a paced run
+	// takes minutes to submit.
+	type submitted struct {
+		ids      []string
+		rejected int
+		err      error
 	}
-	sum.Submitted, sum.Rejected = len(ids), rejected
+	subc := make(chan submitted, 1)
+	go func() {
+		ids, rejected, err := d.submit(ctx)
+		subc <- submitted{ids, rejected, err}
+	}()
+	var ids []string
+	all := false
 
 	// Wait until every order's record is terminal, drawing progress. The
 	// records decide, not the logs: an invocation killed right after its
-	// commit never logs the transition.
-	tick := time.NewTicker(time.Second)
+	// commit never logs the transition. One scan of the state table a
+	// tick; a big run scans less often.
+	tick := time.NewTicker(time.Second + time.Duration(d.Orders/2000)*time.Second)
 	defer tick.Stop()
 	lastLine := time.Time{}
 	for {
@@ -177,16 +191,30 @@ func (d Demo) Run(ctx context.Context) (Summary, error) {
 		if err != nil && ctx.Err() == nil {
 			return sum, err
 		}
-		counts := d.Tap.Counts()
-		if d.Live || time.Since(lastLine) >= 3*time.Second || done >= len(ids) {
-			d.progress(counts, len(ids), done, time.Since(start))
+		finished := all && done >= len(ids)
+		if d.Live || time.Since(lastLine) >= 3*time.Second || finished {
+			total := d.Orders
+			if all {
+				total = len(ids)
+			}
+			d.progress(d.Tap.Counts(), total, done, time.Since(start))
 			lastLine = time.Now()
 		}
-		if done >= len(ids) {
+		if finished {
 			break
 		}
 		select {
+		case r := <-subc:
+			if r.err != nil {
+				return sum, r.err
+			}
+			ids, all = r.ids, true
+			sum.Submitted, sum.Rejected = len(ids), r.rejected
 		case <-ctx.Done():
+			if !all {
+				r := <-subc // submit stops with ctx
+				ids, sum.Submitted, sum.Rejected = r.ids, len(r.ids), r.rejected
+			}
 			fmt.Fprintln(d.Progress, "\ntimed out waiting for orders to finish")
 			goto summarize
 		case <-tick.C:
@@ -212,8 +240,8 @@ summarize:
 	if in := d.Stack.chaos; in != nil {
 		sum.StaleCommits = in.Ledger().StaleCommits()
 		sum.Injected = in.CountsString()
-		sum.Outages = d.Stack.Outages()
 	}
+	sum.Outages = d.Stack.Outages()
 	counts := d.Tap.Counts()
 	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
 	sum.StaleReplies, sum.GaveUp, sum.PermanentFaults = counts[workflow.TransitionStaleReply], counts[workflow.TransitionGaveUp], counts[workflow.TransitionFailed]
@@ -240,6 +268,13 @@ func (d Demo) progress(c map[workflow.Transition]int, total, done int, elapsed t
 	}
 }
 
+// closedTime is a channel that never blocks.
+var closedTime = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
 // submit posts the orders through the HTTP API. A failed request is retried
 // with the same Idempotency-Key, as a careful client would.
 func (d Demo) submit(ctx context.Context) (ids []string, rejected int, err error) {
@@ -265,10 +300,24 @@ func (d Demo) submit(ctx context.Context) (ids []string, rejected int, err error
 			}
 		})
 	}
+	start := time.Now()
+send:
 	for i := range d.Orders {
+		var pace <-chan time.Time
+		if d.Rate > 0 {
+			pace = time.After(time.Until(start.Add(time.Duration(float64(i) / d.Rate * float64(time.Second)))))
+		} else {
+			pace = closedTime
+		}
+		select {
+		case <-pace:
+		case <-ctx.Done():
+			break send
+		}
 		select {
 		case jobs <- i:
 		case <-ctx.Done():
+			break send
 		}
 	}
 	close(jobs)

@@ -19,18 +19,25 @@ import (
 
 func TestMain(m *testing.M) { enginetest.Main(m) }
 
-// start runs a local stack with o's faults on the test engines.
+// start runs a local stack with the demo's settings, changed by tune, on
+// the test engines.
 func start(t *testing.T, tune func(*localrun.Options)) (*localrun.Stack, *localrun.Tap) {
 	t.Helper()
 	o := localrun.DemoOptions()
-	o.DynamoDBEndpoint, o.AWSEndpoint = enginetest.Endpoints(t)
-	o.Prefix = enginetest.UniqueName(t, "local")
 	o.Seed = 7
-	tap := &localrun.Tap{}
-	o.Log = slog.New(slog.NewJSONHandler(tap, nil))
 	if tune != nil {
 		tune(&o)
 	}
+	return startWith(t, o)
+}
+
+// startWith runs a local stack with o on the test engines.
+func startWith(t *testing.T, o localrun.Options) (*localrun.Stack, *localrun.Tap) {
+	t.Helper()
+	o.DynamoDBEndpoint, o.AWSEndpoint = enginetest.Endpoints(t)
+	o.Prefix = enginetest.UniqueName(t, "local")
+	tap := &localrun.Tap{}
+	o.Log = slog.New(slog.NewJSONHandler(tap, nil))
 	st, err := localrun.Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -175,17 +182,9 @@ func TestChaosKeepsEveryInvariant(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := localrun.ChaosOptions()
-	o.DynamoDBEndpoint, o.AWSEndpoint = enginetest.Endpoints(t)
-	o.Prefix = enginetest.UniqueName(t, "chaos")
 	o.Seed, o.Chaos = 11, in
 	o.OutageEvery = 4 * time.Second
-	tap := &localrun.Tap{}
-	o.Log = slog.New(slog.NewJSONHandler(tap, nil))
-	st, err := localrun.Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st, tap := startWith(t, o)
 	sum, err := localrun.Demo{Stack: st, Tap: tap, Orders: 60, Clients: 4, Timeout: 3 * time.Minute, Progress: io.Discard, RunID: "chaos"}.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -207,5 +206,79 @@ func TestChaosKeepsEveryInvariant(t *testing.T) {
 	}
 	if sum.Submitted != 60 || sum.InFlight != 0 {
 		t.Fatalf("summary %+v", sum)
+	}
+}
+
+// TestEachFaultAlone runs every fault on its own, each on a stack of its
+// own, so a broken invariant points at one fault; TestChaosKeepsEveryInvariant
+// then runs them all at once.
+func TestEachFaultAlone(t *testing.T) {
+	t.Parallel()
+	// Alone means alone; and a crashed batch comes back after its step's
+	// deadline, so every crash gives the Supervisor a record to recover.
+	quiet := func(o *localrun.Options) {
+		o.Faults, o.Crash, o.AgentLag, o.OutageEvery = remotesim.Faults{}, 0, 0, 0
+		o.Schedulers, o.Supervisors, o.Skew = 1, 1, 0
+		o.Visibility = 5 * time.Second
+	}
+	type fault struct {
+		name  string
+		tune  func(*localrun.Options)
+		point chaos.Point // struck at least once, when set
+		check func(localrun.Summary) bool
+	}
+	var faults []fault
+	for _, p := range chaos.Points() {
+		faults = append(faults, fault{name: string(p), point: p, tune: func(o *localrun.Options) {
+			in, err := chaos.New(5, map[chaos.Point]float64{p: 0.3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Chaos = in
+			if p == chaos.KillAfterRecover {
+				o.Crash = 0.3 // the Supervisor needs expired records to recover
+			}
+		}})
+	}
+	faults = append(faults,
+		fault{name: "remote applies then hangs", tune: func(o *localrun.Options) { o.Faults.ApplyThenHang = 0.3 },
+			check: func(s localrun.Summary) bool { return s.RemoteCalls > s.CompletedSteps }},
+		fault{name: "agent crashes", tune: func(o *localrun.Options) { o.Crash = 0.3 },
+			check: func(s localrun.Summary) bool { return s.AgentCrashes > 0 && s.SupervisorRetries > 0 }},
+		fault{name: "zombie agents", tune: func(o *localrun.Options) {
+			// Half the remote calls outlast the 3 s budget; agents 4 s
+			// behind still wait for them and reply after CompleteBy.
+			o.AgentLag, o.Agent.RemoteTimeout = 4*time.Second, 5*time.Second
+			o.Faults.Latency, o.Faults.LatencyMin, o.Faults.LatencyMax = 0.5, remotesim.Duration(3200*time.Millisecond), remotesim.Duration(3500*time.Millisecond)
+		}, check: func(s localrun.Summary) bool { return s.StaleReplies > 0 }},
+		fault{name: "skewed schedulers and supervisors", tune: func(o *localrun.Options) {
+			o.Schedulers, o.Supervisors, o.Skew = 3, 3, 2*time.Second
+			o.Crash = 0.3 // gives the Supervisors work to race for
+		}, check: func(s localrun.Summary) bool { return s.SupervisorRetries > 0 }},
+		fault{name: "engine outages", tune: func(o *localrun.Options) { o.OutageEvery, o.OutageFor = 700*time.Millisecond, 300*time.Millisecond },
+			check: func(s localrun.Summary) bool { return s.Outages > 0 }},
+	)
+	for _, f := range faults {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			o := localrun.ChaosOptions()
+			quiet(&o)
+			f.tune(&o)
+			o.Seed = 5
+			st, tap := startWith(t, o)
+			sum, err := localrun.Demo{Stack: st, Tap: tap, Orders: 15, Clients: 3, Timeout: 3 * time.Minute, Progress: io.Discard, RunID: "alone"}.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sum.Err(); err != nil {
+				t.Fatalf("%v\n%+v", err, sum)
+			}
+			if f.point != "" && o.Chaos.Counts()[f.point] == 0 {
+				t.Errorf("%s never struck", f.point)
+			}
+			if f.check != nil && !f.check(sum) {
+				t.Errorf("the fault left no trace: %+v", sum)
+			}
+		})
 	}
 }
