@@ -824,7 +824,7 @@ func FuzzServeHTTP(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method, target string, body []byte, hName, hValue string, status int, respBody string, respB64 bool) {
 		u, err := url.ParseRequestURI(target)
 		if err != nil {
-			t.Skip()
+			return // net/http rejects such a target before any handler runs
 		}
 		h := &fake{resp: events.APIGatewayV2HTTPResponse{
 			StatusCode:      status,
