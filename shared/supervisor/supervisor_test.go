@@ -310,7 +310,8 @@ func TestRunRecoveryKinds(t *testing.T) {
 		{
 			name:         "pending expired: requeue without delay",
 			seen:         pending(orderA, past),
-			wantRecovery: &workflow.Recovery{Kind: workflow.Requeue, FailureCount: 1, CompleteBy: testNow.Add(p.ClaimTimeout)},
+			// Its second requeue: the claim wait doubles.
+			wantRecovery: &workflow.Recovery{Kind: workflow.Requeue, FailureCount: 1, CompleteBy: testNow.Add(2 * p.ClaimTimeout)},
 			wantSend:     &wantSend{reason: "requeue", delay: 0},
 			wantReport:   Report{Expired: 1, Requeued: 1},
 		},

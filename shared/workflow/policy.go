@@ -117,6 +117,17 @@ type Recovery struct {
 // Recover decides what the Supervisor does with a record it found expired.
 // It is pure: the caller applies it with a conditional write that re-checks
 // the state, Attempt and CompleteBy it saw.
+// requeueWait is how long a requeued record waits for a claim: ClaimTimeout,
+// doubled for each earlier requeue (up to 16 times, and no more than 15
+// minutes unless ClaimTimeout itself is longer). A record stays unclaimed
+// mostly because the scheduler queue is backed up, with its first message
+// still waiting in it; a fresh message every ClaimTimeout would only add to
+// the backlog (seen in an overloaded 10,000-order chaos run).
+func (p Policy) requeueWait(requeues int) time.Duration {
+	wait := p.ClaimTimeout << min(max(requeues, 0), 4)
+	return min(wait, max(p.ClaimTimeout, 15*time.Minute))
+}
+
 func (p Policy) Recover(s State, now time.Time) Recovery {
 	if now.Before(s.CompleteBy) {
 		return Recovery{Kind: Skip, FailureCount: s.FailureCount}
@@ -130,7 +141,7 @@ func (p Policy) Recover(s State, now time.Time) Recovery {
 		delay := p.Backoff(failures)
 		return Recovery{Kind: Retry, FailureCount: failures, Delay: delay, CompleteBy: now.Add(delay + p.ClaimTimeout)}
 	case Pending:
-		return Recovery{Kind: Requeue, FailureCount: s.FailureCount, CompleteBy: now.Add(p.ClaimTimeout)}
+		return Recovery{Kind: Requeue, FailureCount: s.FailureCount, CompleteBy: now.Add(p.requeueWait(s.Requeues))}
 	case Error:
 		if s.AlertPending {
 			return Recovery{Kind: ResendAlert, FailureCount: s.FailureCount, CompleteBy: now.Add(p.AlertTimeout)}
