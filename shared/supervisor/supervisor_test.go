@@ -308,8 +308,8 @@ func TestRunRecoveryKinds(t *testing.T) {
 			wantReport:   Report{Expired: 1, GaveUp: 1},
 		},
 		{
-			name:         "pending expired: requeue without delay",
-			seen:         pending(orderA, past),
+			name: "pending expired: requeue without delay",
+			seen: pending(orderA, past),
 			// Its second requeue: the claim wait doubles.
 			wantRecovery: &workflow.Recovery{Kind: workflow.Requeue, FailureCount: 1, CompleteBy: testNow.Add(2 * p.ClaimTimeout)},
 			wantSend:     &wantSend{reason: "requeue", delay: 0},
