@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -34,7 +33,7 @@ func run(log *slog.Logger) error {
 	})
 	flag.Parse()
 
-	if err := loopback(*addr); err != nil {
+	if err := remotesim.Loopback(*addr); err != nil {
 		return err
 	}
 	f, err := faults()
@@ -68,18 +67,6 @@ func run(log *slog.Logger) error {
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
-}
-
-// loopback refuses to expose the simulator beyond this machine.
-func loopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("-addr %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("-addr %q: the simulator serves on loopback only", addr)
 	}
 	return nil
 }

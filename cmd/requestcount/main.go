@@ -69,12 +69,7 @@ func run(ctx context.Context, orders int, out io.Writer) error {
 	defer sim.Close()
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
-	agentCfg, err := agent.LoadConfig(func(k string) string {
-		return map[string]string{"AGENT_STEP": "x", "RESPONSE_QUEUE_URL": "http://x", "REMOTE_BASE_URL": srv.URL}[k]
-	})
-	if err != nil {
-		return err
-	}
+	agentCfg := agent.DefaultConfig()
 	sys, err := system.Build(ctx, system.Options{
 		DynamoDB: ddb, SQS: handlerSQS, PollSQS: pollSQS, SNS: snsc,
 		Prefix: "reqcount-" + strconv.FormatInt(time.Now().UnixNano(), 36), Region: "us-east-1",

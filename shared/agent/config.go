@@ -61,6 +61,17 @@ const (
 // stepPattern is the step name shape of shared/messages and shared/workflow.
 var stepPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
+// DefaultConfig is the tuning LoadConfig gives when no optional variable is
+// set; Step, ResponseQueueURL and RemoteBaseURL are left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		RemoteTimeout: DefaultRemoteTimeout, RetryBase: DefaultRetryBase, RetryMax: DefaultRetryMax,
+		BreakerFailures: DefaultBreakerFailures, BreakerCooldown: DefaultBreakerCooldown,
+		Concurrency: DefaultConcurrency, SafetyMargin: DefaultSafetyMargin,
+		MaxReceiveCount: topology.MaxReceiveCount,
+	}
+}
+
 // LoadConfig reads the agent's configuration from the environment, reporting
 // every problem at once.
 func LoadConfig(getenv func(string) string) (Config, error) {

@@ -43,6 +43,12 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if c != want {
 		t.Errorf("LoadConfig = %+v\nwant %+v", c, want)
 	}
+	// DefaultConfig is the same tuning without the required three.
+	d := agent.DefaultConfig()
+	d.Step, d.ResponseQueueURL, d.RemoteBaseURL = want.Step, want.ResponseQueueURL, want.RemoteBaseURL
+	if d != want {
+		t.Errorf("DefaultConfig = %+v\nwant %+v", d, want)
+	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("Validate of a loaded config: %v", err)
 	}

@@ -13,7 +13,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -24,6 +23,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sasflow/sas/shared/draw"
 
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/system"
@@ -102,7 +103,7 @@ func (in *Injector) hit(p Point, op string) bool {
 	k := string(p) + "|" + op
 	n := in.tries[k]
 	in.tries[k] = n + 1
-	if Unit(in.seed, k, n) >= rate {
+	if draw.Unit(in.seed, k, uint64(n)) >= rate {
 		return false
 	}
 	in.counts[p]++
@@ -311,17 +312,4 @@ func (l *Ledger) Commits() int {
 		}
 	}
 	return n
-}
-
-// Unit is a number in [0, 1) drawn from seed, op and n alone: the same
-// arguments give the same number in every run.
-func Unit(seed uint64, op string, n int) float64 {
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], seed)
-	h.Write(b[:])
-	h.Write([]byte(op))
-	binary.LittleEndian.PutUint64(b[:], uint64(n))
-	h.Write(b[:])
-	return float64(h.Sum64()>>11) / (1 << 53)
 }

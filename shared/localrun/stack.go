@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sasflow/sas/shared/draw"
+
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -101,12 +103,7 @@ func DemoOptions() Options {
 	for i := range def.Steps {
 		def.Steps[i].Budget = 3 * time.Second
 	}
-	ag, err := agent.LoadConfig(func(k string) string {
-		return map[string]string{"AGENT_STEP": "x", "RESPONSE_QUEUE_URL": "http://x", "REMOTE_BASE_URL": "http://x"}[k]
-	})
-	if err != nil {
-		panic(err)
-	}
+	ag := agent.DefaultConfig()
 	ag.RemoteTimeout, ag.RetryBase, ag.RetryMax = 500*time.Millisecond, 20*time.Millisecond, 300*time.Millisecond
 	ag.BreakerCooldown = 500 * time.Millisecond
 	return Options{
@@ -135,7 +132,7 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("both engine endpoints are required (scripts/engines.sh run -- ... sets them)"))
 	}
 	for _, a := range []string{o.APIAddr, o.RemoteAddr} {
-		if err := loopback(a); err != nil {
+		if err := remotesim.Loopback(a); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -151,19 +148,6 @@ func (o Options) Validate() error {
 	}
 	errs = append(errs, o.Workflow.Validate(), o.Policy.Validate(), o.Faults.Validate())
 	return errors.Join(errs...)
-}
-
-// loopback refuses to serve beyond this machine: the local API has no
-// authorizer.
-func loopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("address %q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return fmt.Errorf("address %q: the local stack serves on loopback only", addr)
-	}
-	return nil
 }
 
 // Stack is a running local system.
@@ -381,7 +365,7 @@ func (s *Stack) crashing(h sqsbridge.Handler, p float64, seed uint64) sqsbridge.
 		}
 		r := ev.Records[0]
 		n, _ := strconv.Atoi(r.Attributes["ApproximateReceiveCount"])
-		if chaos.Unit(seed, "crash|"+chaos.MessageOp(r.EventSourceARN, r.Body), n) >= p {
+		if draw.Unit(seed, "crash|"+chaos.MessageOp(r.EventSourceARN, r.Body), uint64(n)) >= p {
 			return h(ctx, ev)
 		}
 		s.crashes.Add(1)

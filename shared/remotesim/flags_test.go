@@ -47,3 +47,15 @@ func TestFaultFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:0": true, "localhost:8080": true, "[::1]:9": true,
+		"0.0.0.0:80": false, "10.0.0.1:1": false, ":8080": false, "example.com:80": false, "no-port": false,
+	} {
+		if err := remotesim.Loopback(addr); (err == nil) != ok {
+			t.Errorf("Loopback(%q) = %v", addr, err)
+		}
+	}
+}

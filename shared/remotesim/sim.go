@@ -7,20 +7,21 @@ package remotesim
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/sasflow/sas/shared/draw"
 
 	"github.com/sasflow/sas/shared/clock"
 )
@@ -151,24 +152,9 @@ func New(opts ...Option) *Sim {
 	return s
 }
 
-// unit is a number in [0, 1) drawn from the seed, the key, the call's
-// number for that key and which draw of the call it is.
-func (s *Sim) unit(key string, call, draw int) float64 {
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], s.seed)
-	h.Write(b[:])
-	h.Write([]byte(key))
-	binary.LittleEndian.PutUint64(b[:], uint64(call)<<8|uint64(draw))
-	h.Write(b[:])
-	// fnv's low bits mix poorly for short inputs; a final avalanche fixes that.
-	x := h.Sum64()
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return float64(x>>11) / (1 << 53)
+// unit is number which of the call-th call with key.
+func (s *Sim) unit(key string, call, which int) float64 {
+	return draw.Unit(s.seed, key, uint64(call)<<8|uint64(which))
 }
 
 // ServeHTTP serves the simulator's API.
@@ -437,4 +423,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// Loopback refuses an address beyond this machine: the simulator and the
+// local stack built on it have no authentication.
+func Loopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("address %q: serves on loopback only", addr)
+	}
+	return nil
 }

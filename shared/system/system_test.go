@@ -85,12 +85,7 @@ func newCountingEnv(t *testing.T, counter *reqcount.Counter) *env {
 	logs := &logtest.Buffer{}
 	// No backoff, so a retried step is visible on the next poll.
 	policy := workflow.Policy{MaxFailures: 3, ClaimTimeout: time.Minute, AlertTimeout: time.Minute}
-	agentCfg, err := agent.LoadConfig(func(k string) string {
-		return map[string]string{"AGENT_STEP": "x", "RESPONSE_QUEUE_URL": "http://x", "REMOTE_BASE_URL": "http://x"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentCfg := agent.DefaultConfig()
 	agentCfg.RetryBase, agentCfg.RetryMax = time.Millisecond, 5*time.Millisecond
 	sys, err := system.Build(ctx, system.Options{
 		DynamoDB: ddb, SQS: handlerSQS, PollSQS: sqsc, SNS: snsc,
