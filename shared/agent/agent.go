@@ -22,11 +22,16 @@ type Request struct {
 	Step      string
 	StepIndex int
 	Attempt   int
+	// Action is messages.Compensate for an undo; Perform otherwise.
+	Action messages.Action
 	// IdempotencyKey is stable across every attempt of the step; the remote
-	// service applies the effect at most once per key.
+	// service applies the effect at most once per key. A compensation has a
+	// key of its own.
 	IdempotencyKey string
-	Input          json.RawMessage
-	Previous       map[string]json.RawMessage
+	// EffectKey, for a compensation, is the key of the effect to undo.
+	EffectKey string
+	Input     json.RawMessage
+	Previous  map[string]json.RawMessage
 }
 
 // RequestFrom builds a Request from a decoded message.
@@ -36,7 +41,9 @@ func RequestFrom(m messages.AgentRequest) Request {
 		Step:           m.Step,
 		StepIndex:      m.StepIndex,
 		Attempt:        m.Attempt,
+		Action:         m.Action,
 		IdempotencyKey: m.IdempotencyKey,
+		EffectKey:      m.EffectKey,
 		Input:          m.Input,
 		Previous:       m.Previous,
 	}
@@ -58,6 +65,19 @@ func (f ServiceFunc) Do(ctx context.Context, req Request) (json.RawMessage, erro
 }
 
 var _ Service = ServiceFunc(nil)
+
+// Compensator is implemented by Services whose steps can be undone. The
+// remote must undo the effect applied under req.EffectKey at most once per
+// req.IdempotencyKey, answer success when there was nothing to undo, and
+// refuse that effect from then on (a late try of the step may still be on
+// its way). Errors are classified as Do's are.
+type Compensator interface {
+	Compensate(ctx context.Context, req Request) (json.RawMessage, error)
+}
+
+// CodeNotCompensable is the fault of a compensation asked of a Service that
+// cannot undo anything.
+const CodeNotCompensable = "not_compensable"
 
 // permanentError marks an error that retrying cannot fix.
 type permanentError struct{ err error }

@@ -47,12 +47,30 @@ const (
 	Failed Outcome = "failed"
 )
 
-// Schedule asks the Scheduler to claim step StepIndex of an order.
+// Action is what an Agent is asked to do with its step.
+type Action string
+
+const (
+	// Perform (also the empty value) applies the step's effect.
+	Perform Action = "perform"
+	// Compensate undoes the step's effect (the Compensating Transaction
+	// pattern).
+	Compensate Action = "compensate"
+)
+
+// Undo reports whether a is Compensate.
+func (a Action) Undo() bool { return a == Compensate }
+
+func (a Action) valid() bool { return a == "" || a == Perform || a == Compensate }
+
+// Schedule asks the Scheduler to claim step StepIndex of an order, or its
+// compensation when Compensate is set.
 type Schedule struct {
-	V         int    `json:"v"`
-	Kind      Kind   `json:"kind"`
-	OrderID   string `json:"orderId"`
-	StepIndex int    `json:"stepIndex"`
+	V          int    `json:"v"`
+	Kind       Kind   `json:"kind"`
+	OrderID    string `json:"orderId"`
+	StepIndex  int    `json:"stepIndex"`
+	Compensate bool   `json:"compensate,omitempty"`
 	// Reason says who sent it and why (submitted, retry, requeue, released);
 	// for logs only.
 	Reason string `json:"reason,omitempty"`
@@ -67,11 +85,18 @@ type AgentRequest struct {
 	StepIndex  int       `json:"stepIndex"`
 	Attempt    int       `json:"attempt"`
 	CompleteBy time.Time `json:"completeBy"`
-	// IdempotencyKey is stable across every attempt of this step.
+	// Action is Perform when empty.
+	Action Action `json:"action,omitempty"`
+	// IdempotencyKey is stable across every attempt of this step (or of its
+	// compensation, which has a key of its own).
 	IdempotencyKey string `json:"idempotencyKey"`
+	// EffectKey, for a compensation, is the idempotency key the step's
+	// effect was applied under: what the remote must undo.
+	EffectKey string `json:"effectKey,omitempty"`
 	// Input is the order as submitted.
 	Input json.RawMessage `json:"input"`
-	// Previous holds the outputs of the steps before this one, by step name.
+	// Previous holds the outputs of the steps before this one, by step name;
+	// for a compensation, of this step too.
 	Previous map[string]json.RawMessage `json:"previous,omitempty"`
 }
 
@@ -89,6 +114,7 @@ type AgentReply struct {
 	Step      string          `json:"step"`
 	StepIndex int             `json:"stepIndex"`
 	Attempt   int             `json:"attempt"`
+	Action    Action          `json:"action,omitempty"`
 	Outcome   Outcome         `json:"outcome"`
 	Output    json.RawMessage `json:"output,omitempty"`
 	Fault     *Fault          `json:"fault,omitempty"`
@@ -161,6 +187,12 @@ func DecodeAgentRequest(body string) (AgentRequest, error) {
 		return AgentRequest{}, poison("idempotencyKey must have 1..200 bytes")
 	case !isObject(m.Input):
 		return AgentRequest{}, poison("input must be a JSON object")
+	case !m.Action.valid():
+		return AgentRequest{}, poison("unknown action %q", m.Action)
+	case m.Action.Undo() && (m.EffectKey == "" || len(m.EffectKey) > 200):
+		return AgentRequest{}, poison("a compensation needs an effectKey of 1..200 bytes")
+	case !m.Action.Undo() && m.EffectKey != "":
+		return AgentRequest{}, poison("effectKey belongs to compensations only")
 	}
 	return m, nil
 }
@@ -179,6 +211,8 @@ func DecodeAgentReply(body string) (AgentReply, error) {
 		return AgentReply{}, poison("step %q is not a step name", m.Step)
 	case m.Attempt < 1:
 		return AgentReply{}, poison("attempt %d must be positive", m.Attempt)
+	case !m.Action.valid():
+		return AgentReply{}, poison("unknown action %q", m.Action)
 	}
 	switch m.Outcome {
 	case Succeeded:
@@ -207,6 +241,13 @@ func Encode(m any) string {
 // NewSchedule builds a Schedule message.
 func NewSchedule(orderID string, stepIndex int, reason string) Schedule {
 	return Schedule{V: Version, Kind: KindSchedule, OrderID: orderID, StepIndex: stepIndex, Reason: reason}
+}
+
+// NewCompensation builds a Schedule message for the compensation of a step.
+func NewCompensation(orderID string, stepIndex int, reason string) Schedule {
+	m := NewSchedule(orderID, stepIndex, reason)
+	m.Compensate = true
+	return m
 }
 
 func decode(body string, want Kind, into any) error {

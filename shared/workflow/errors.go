@@ -16,3 +16,7 @@ var (
 	// state or CompleteBy), so the caller's write was fenced off.
 	ErrStale = errors.New("stale write fenced off")
 )
+
+// ErrConflict marks a request the record's current state does not allow,
+// such as cancelling a processed order; the API answers it with 409.
+var ErrConflict = errors.New("conflict with the order's state")

@@ -112,11 +112,11 @@ type Recovery struct {
 	Delay time.Duration
 	// CompleteBy is the record's new deadline.
 	CompleteBy time.Time
+	// UndoFrom, for a GiveUp of a forward step, is the first step to
+	// compensate; -1 when the order goes to Error instead.
+	UndoFrom int
 }
 
-// Recover decides what the Supervisor does with a record it found expired.
-// It is pure: the caller applies it with a conditional write that re-checks
-// the state, Attempt and CompleteBy it saw.
 // requeueWait is how long a requeued record waits for a claim: ClaimTimeout,
 // doubled for each earlier requeue (up to 16 times, and no more than 15
 // minutes unless ClaimTimeout itself is longer). A record stays unclaimed
@@ -128,21 +128,41 @@ func (p Policy) requeueWait(requeues int) time.Duration {
 	return min(wait, max(p.ClaimTimeout, 15*time.Minute))
 }
 
-func (p Policy) Recover(s State, now time.Time) Recovery {
+// Recover decides what the Supervisor does with a record it found expired.
+// It is pure: the caller applies it with a conditional write that re-checks
+// the state, Attempt and CompleteBy it saw.
+
+// Recover decides for a record in d's workflow. A forward step given up on
+// moves to compensation when something must be undone (UndoFrom >= 0, with
+// CompleteBy the claim deadline of the compensation), else to Error; a
+// compensation given up on moves to CompensationFailed.
+func (p Policy) Recover(d Definition, s State, now time.Time) Recovery {
 	if now.Before(s.CompleteBy) {
-		return Recovery{Kind: Skip, FailureCount: s.FailureCount}
+		return Recovery{Kind: Skip, FailureCount: s.FailureCount, UndoFrom: -1}
 	}
+	r := p.recover(s, now)
+	r.UndoFrom = -1
+	if r.Kind == GiveUp && s.ProcessState == Processing {
+		if stop := d.StopAt(s, StopTimeouts); stop.UndoFrom >= 0 {
+			r.UndoFrom = stop.UndoFrom
+			r.CompleteBy = now.Add(p.ClaimTimeout)
+		}
+	}
+	return r
+}
+
+func (p Policy) recover(s State, now time.Time) Recovery {
 	switch s.ProcessState {
-	case Processing:
+	case Processing, Compensating:
 		failures := s.FailureCount + 1
 		if failures >= p.MaxFailures {
 			return Recovery{Kind: GiveUp, FailureCount: failures, CompleteBy: now.Add(p.AlertTimeout)}
 		}
 		delay := p.Backoff(failures)
 		return Recovery{Kind: Retry, FailureCount: failures, Delay: delay, CompleteBy: now.Add(delay + p.ClaimTimeout)}
-	case Pending:
+	case Pending, CompensationPending:
 		return Recovery{Kind: Requeue, FailureCount: s.FailureCount, CompleteBy: now.Add(p.requeueWait(s.Requeues))}
-	case Error:
+	case Error, CompensationFailed:
 		if s.AlertPending {
 			return Recovery{Kind: ResendAlert, FailureCount: s.FailureCount, CompleteBy: now.Add(p.AlertTimeout)}
 		}

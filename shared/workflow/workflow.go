@@ -23,16 +23,62 @@ const (
 	Processing ProcessState = "Processing"
 	// Processed: every step completed. Terminal.
 	Processed ProcessState = "Processed"
-	// Error: a step failed permanently or too often. Terminal until an
-	// operator acts.
+	// Error: a step failed permanently or too often and no completed step
+	// had anything to undo. Terminal until an operator resubmits it.
 	Error ProcessState = "Error"
+
+	// CompensationPending: the order stopped (failed or cancelled) and the
+	// compensation of step StepIndex waits for a Scheduler to claim it.
+	CompensationPending ProcessState = "CompensationPending"
+	// Compensating: a Scheduler claimed the compensation of step StepIndex
+	// and its Agent undoes the step's effect until CompleteBy.
+	Compensating ProcessState = "Compensating"
+	// Compensated: every step whose effect may have been applied was undone,
+	// last step first. Terminal.
+	Compensated ProcessState = "Compensated"
+	// CompensationFailed: a compensation failed permanently or too often; a
+	// person must act (fix the cause, then resubmit the compensation).
+	// Terminal until an operator acts.
+	CompensationFailed ProcessState = "CompensationFailed"
+	// Cancelled: cancelled before any effect needed undoing. Terminal.
+	Cancelled ProcessState = "Cancelled"
 )
 
+// ProcessStates lists every state.
+func ProcessStates() []ProcessState {
+	return []ProcessState{Pending, Processing, Processed, Error, CompensationPending, Compensating, Compensated, CompensationFailed, Cancelled}
+}
+
+// ParseProcessState reads a state name as the API and the CLI take it.
+func ParseProcessState(s string) (ProcessState, bool) {
+	for _, p := range ProcessStates() {
+		if string(p) == s {
+			return p, true
+		}
+	}
+	return "", false
+}
+
 // InFlight reports whether the Supervisor watches records in this state.
-func (s ProcessState) InFlight() bool { return s == Pending || s == Processing }
+func (s ProcessState) InFlight() bool {
+	return s == Pending || s == Processing || s == CompensationPending || s == Compensating
+}
 
 // Terminal reports whether no actor moves the record on by itself.
-func (s ProcessState) Terminal() bool { return s == Processed || s == Error }
+func (s ProcessState) Terminal() bool {
+	return s == Processed || s == Error || s == Compensated || s == CompensationFailed || s == Cancelled
+}
+
+// Claimed reports whether a Scheduler holds the record and an Agent works on
+// it until CompleteBy.
+func (s ProcessState) Claimed() bool { return s == Processing || s == Compensating }
+
+// Undoing reports whether the record is in its compensation phase.
+func (s ProcessState) Undoing() bool { return s == CompensationPending || s == Compensating }
+
+// NeedsOperator reports whether the state waits for a person: the states
+// that raise an alert and that an operator can resubmit.
+func (s ProcessState) NeedsOperator() bool { return s == Error || s == CompensationFailed }
 
 // StepState is the state of one step in a record's step history.
 type StepState string
@@ -42,6 +88,9 @@ const (
 	StepProcessing StepState = "processing"
 	StepSucceeded  StepState = "succeeded"
 	StepFailed     StepState = "failed"
+	// StepCancelled: the order was cancelled while the step was pending or
+	// running; its outcome is unknown, so it is compensated if it can be.
+	StepCancelled StepState = "cancelled"
 )
 
 // Step is one stage of a workflow, performed by one Agent.
@@ -49,8 +98,12 @@ type Step struct {
 	// Name identifies the step and names the Agent that performs it.
 	Name string
 	// Budget is the time an Agent has for one attempt: CompleteBy is the claim
-	// time plus Budget.
+	// time plus Budget. A compensation attempt has the same budget.
 	Budget time.Duration
+	// Compensable says the step's Agent can undo its effect (the Compensating
+	// Transaction pattern). Steps without it are left as they are when the
+	// order stops.
+	Compensable bool
 }
 
 // Definition is an ordered list of steps.
@@ -100,8 +153,8 @@ func Default() Definition {
 	return Definition{
 		Name: "order-v1",
 		Steps: []Step{
-			{Name: "reserve-inventory", Budget: 30 * time.Second},
-			{Name: "charge-payment", Budget: 30 * time.Second},
+			{Name: "reserve-inventory", Budget: 30 * time.Second, Compensable: true},
+			{Name: "charge-payment", Budget: 30 * time.Second, Compensable: true},
 		},
 	}
 }
@@ -139,6 +192,15 @@ type StepRecord struct {
 	FinishedAt *time.Time      `json:"finishedAt,omitempty" dynamodbav:"FinishedAt,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty" dynamodbav:"-"`
 	Error      string          `json:"error,omitempty" dynamodbav:"Error,omitempty"`
+
+	// Compensation is the state of the step's undo: empty when none was
+	// asked for, else pending, processing, succeeded (undone) or failed.
+	Compensation         StepState       `json:"compensation,omitempty" dynamodbav:"-"`
+	CompensationAttempts int             `json:"compensationAttempts,omitempty" dynamodbav:"-"`
+	CompensationFailures int             `json:"compensationFailures,omitempty" dynamodbav:"-"`
+	CompensatedAt        *time.Time      `json:"compensatedAt,omitempty" dynamodbav:"-"`
+	CompensationOutput   json.RawMessage `json:"compensationOutput,omitempty" dynamodbav:"-"`
+	CompensationError    string          `json:"compensationError,omitempty" dynamodbav:"-"`
 }
 
 // State is the state record the Scheduler keeps for an order: one record per
@@ -167,7 +229,19 @@ type State struct {
 	AlertPending bool
 	// Requeues counts how often the Supervisor re-sent an unclaimed Pending
 	// record to the Scheduler.
-	Requeues  int
+	Requeues int
+	// ClientID names the client application that asked to be told of the
+	// order's progress; empty when it did not ask.
+	ClientID string
+	// EventSeq numbers the order's client-visible changes (see Status): 1
+	// for accepted, and one more for each write that changes the Status.
+	// Writes that leave the Status alone keep it, so the events derived
+	// from the committed records have no gaps.
+	EventSeq int
+	// Cancelled records that a cancel request stopped the order.
+	Cancelled bool
+	// Resubmits counts operator resubmissions.
+	Resubmits int
 	Input     json.RawMessage
 	Steps     []StepRecord
 	CreatedAt time.Time
@@ -196,6 +270,7 @@ func NewState(orderID string, d Definition, input json.RawMessage, now, claimBy 
 		Step:         d.Steps[0].Name,
 		ProcessState: Pending,
 		CompleteBy:   claimBy,
+		EventSeq:     1,
 		Input:        input,
 		Steps:        steps,
 		CreatedAt:    now,
@@ -207,3 +282,7 @@ func NewState(orderID string, d Definition, input json.RawMessage, now, claimBy 
 // the same for every retry of that step of that order, so the remote service
 // applies the effect at most once.
 func IdempotencyKey(orderID, step string) string { return orderID + "/" + step }
+
+// CompensationKey is the key of the compensation of a step: its own, stable
+// for every retry of the compensation, so the remote undoes at most once.
+func CompensationKey(orderID, step string) string { return orderID + "/" + step + "/undo" }

@@ -1,0 +1,166 @@
+package workflow
+
+import (
+	"fmt"
+	"time"
+)
+
+// The compensation plan is pure: steps run in order, so when an order stops
+// at step k every step before k has succeeded, and what must be undone
+// follows from the definition alone. Compensations run last step first.
+
+// FirstCompensation returns the first step to undo when the order stops at
+// step k, or -1 when nothing needs undoing. uncertain says whether step k's
+// own effect may have been applied: it timed out (an Agent may have applied
+// it and died, or may still be calling), or the order was cancelled while it
+// ran. A compensation of an effect that was never applied is a no-op for the
+// remote, which also refuses the effect from then on, so undoing an uncertain
+// step is always safe.
+func (d Definition) FirstCompensation(k int, uncertain bool) int {
+	if k < 0 || k >= len(d.Steps) {
+		return -1
+	}
+	if uncertain && d.Steps[k].Compensable {
+		return k
+	}
+	return d.NextCompensation(k)
+}
+
+// NextCompensation returns the step to undo after step i, or -1 when none
+// is left.
+func (d Definition) NextCompensation(i int) int {
+	for j := min(i, len(d.Steps)) - 1; j >= 0; j-- {
+		if d.Steps[j].Compensable {
+			return j
+		}
+	}
+	return -1
+}
+
+// Uncertain reports whether the effect of the record's current step may have
+// been applied when the order stops there for the given reason.
+func Uncertain(s State, reason StopReason) bool {
+	i := s.StepIndex
+	if i < 0 || i >= len(s.Steps) {
+		return true
+	}
+	switch reason {
+	case StopPermanent:
+		// A permanent fault means the remote applied nothing on this call;
+		// an earlier attempt that timed out may still have.
+		return s.Steps[i].Failures > 0
+	case StopCancel:
+		return s.Steps[i].Attempts > 0
+	}
+	return true
+}
+
+// StopReason says why a workflow stops going forward.
+type StopReason string
+
+const (
+	// StopPermanent: an Agent reported a permanent fault.
+	StopPermanent StopReason = "permanent"
+	// StopTimeouts: the step timed out MaxFailures times.
+	StopTimeouts StopReason = "timeouts"
+	// StopCancel: a client or operator cancelled the order.
+	StopCancel StopReason = "cancel"
+)
+
+// Status is what a client is told of an order: the event a change of the
+// record means. It depends only on the committed record, so the event
+// publisher derives it from each stored image.
+type Status string
+
+const (
+	StatusAccepted           Status = "accepted"
+	StatusProcessing         Status = "processing"
+	StatusProcessed          Status = "processed"
+	StatusError              Status = "error"
+	StatusCompensating       Status = "compensating"
+	StatusCompensated        Status = "compensated"
+	StatusCompensationFailed Status = "compensation-failed"
+	StatusCancelled          Status = "cancelled"
+)
+
+// StatusOf returns the client status of a record. A record goes from
+// accepted to processing when it moves past its first step, and it is
+// compensating step N while step N is undone, whether or not a Scheduler has
+// claimed it.
+func StatusOf(s State) Status {
+	switch s.ProcessState {
+	case Pending, Processing:
+		if s.EventSeq <= 1 {
+			return StatusAccepted
+		}
+		return StatusProcessing
+	case Processed:
+		return StatusProcessed
+	case Error:
+		return StatusError
+	case CompensationPending, Compensating:
+		return StatusCompensating
+	case Compensated:
+		return StatusCompensated
+	case CompensationFailed:
+		return StatusCompensationFailed
+	case Cancelled:
+		return StatusCancelled
+	}
+	return Status("unknown")
+}
+
+// ErrNotCancellable and ErrNotResubmittable are returned for a request the
+// record's state does not allow.
+var (
+	ErrNotCancellable   = fmt.Errorf("order cannot be cancelled in its state: %w", ErrConflict)
+	ErrNotResubmittable = fmt.Errorf("order can only be resubmitted from Error or CompensationFailed: %w", ErrConflict)
+)
+
+// Stop is how a record leaves the forward path: where its compensation
+// starts, or the terminal state it takes when there is nothing to undo.
+type Stop struct {
+	// UndoFrom is the first step to compensate, -1 for none.
+	UndoFrom int
+	// Terminal is Error or Cancelled when UndoFrom is -1.
+	Terminal ProcessState
+}
+
+// StopAt decides how an order at step k stops for reason.
+func (d Definition) StopAt(s State, reason StopReason) Stop {
+	undo := d.FirstCompensation(s.StepIndex, Uncertain(s, reason))
+	st := Stop{UndoFrom: undo}
+	if undo < 0 {
+		st.Terminal = Error
+		if reason == StopCancel {
+			st.Terminal = Cancelled
+		}
+	}
+	return st
+}
+
+// CanCancel reports whether a cancel request applies to a record: only an
+// order still going forward can be cancelled.
+func CanCancel(s State) bool { return s.ProcessState == Pending || s.ProcessState == Processing }
+
+// Resubmission is an operator's restart of a stopped order.
+type Resubmission struct {
+	// State is Pending (resume the failed step) or CompensationPending
+	// (resume the failed compensation).
+	State ProcessState
+	// ClaimBy is when the Supervisor re-sends it if nobody claimed it.
+	ClaimBy time.Time
+}
+
+// Resubmit decides how an operator's retry restarts a record: from its
+// failed step for Error, from its failed compensation for
+// CompensationFailed.
+func (p Policy) Resubmit(s State, now time.Time) (Resubmission, error) {
+	switch s.ProcessState {
+	case Error:
+		return Resubmission{State: Pending, ClaimBy: now.Add(p.ClaimTimeout)}, nil
+	case CompensationFailed:
+		return Resubmission{State: CompensationPending, ClaimBy: now.Add(p.ClaimTimeout)}, nil
+	}
+	return Resubmission{}, fmt.Errorf("order %s is %s: %w", s.OrderID, s.ProcessState, ErrNotResubmittable)
+}
