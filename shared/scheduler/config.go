@@ -24,6 +24,9 @@ type Config struct {
 	// MaxReceiveCount is the queues' redrive setting: a poison message's
 	// last receive raises an alert before it moves to the DLQ.
 	MaxReceiveCount int
+	// OperatorAPIURL is the HTTP API the operators' CLI talks to, named in
+	// alerts' ready-to-run commands; optional.
+	OperatorAPIURL string
 }
 
 // LoadConfig reads the Scheduler's environment:
@@ -32,6 +35,7 @@ type Config struct {
 //	AGENT_QUEUE_URLS            step=url pairs separated by commas, one per workflow step
 //	ALERT_TOPIC_ARN             SNS topic for operator alerts
 //	MAX_RECEIVE_COUNT           the queues' redrive maxReceiveCount (default 5)
+//	OPERATOR_API_URL            optional: the API URL alerts' CLI commands name
 //	the policy variables of workflow.LoadPolicy, shared with the Supervisor
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
@@ -42,6 +46,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		Workflow:      workflow.Default(),
 		// The same bounds the stack's sas:maxReceiveCount has.
 		MaxReceiveCount: r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount, 1, 1000),
+		OperatorAPIURL:  r.StringOr("OPERATOR_API_URL", ""),
 	}
 	cfg.Policy = workflow.LoadPolicy(r)
 	queues, err := ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))

@@ -28,6 +28,15 @@ const (
 	// CompleteByAttr is the GSI sort key, in Unix milliseconds.
 	CompleteByAttr = "CompleteBy"
 
+	// ByStateIndex lists orders by state, newest change first, for the
+	// operators' GET /orders?state=... Every record is in it.
+	ByStateIndex = "ByState"
+	// ProcessStateAttr is its partition key.
+	ProcessStateAttr = "ProcessState"
+	// ChangedAtAttr is its sort key: the time of the record's last write, in
+	// Unix milliseconds.
+	ChangedAtAttr = "ChangedAt"
+
 	// Shards is the fixed number of GSI partitions the Supervisor queries in
 	// parallel. Changing it re-shards only records written afterwards, so
 	// keep it fixed once deployed.
@@ -41,6 +50,17 @@ var InFlightProjection = []string{
 	"ProcessState", "Attempt", "FailureCount", "StepIndex", "Step",
 	"LockedBy", "LastError", "AlertPending", "Requeues", "Workflow",
 }
+
+// ByStateProjection lists the non-key attributes ByState copies: what an
+// order list shows.
+var ByStateProjection = []string{
+	"Workflow", "Step", "StepIndex", "FailureCount", "Attempt", "LastError",
+	"ClientID", "EventSeq", "Cancelled", "Resubmits", "CreatedAt", "UpdatedAt",
+}
+
+// StateStreamView is what the state table's stream carries: the event
+// publisher compares each write's old and new EventSeq.
+const StateStreamView = types.StreamViewTypeNewAndOldImages
 
 // Tables names the two DynamoDB tables.
 type Tables struct {
@@ -91,7 +111,10 @@ func CreateTableInputs(t Tables) []*dynamodb.CreateTableInput {
 			{AttributeName: aws.String(KeyOrderID), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(InFlightShardAttr), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(CompleteByAttr), AttributeType: types.ScalarAttributeTypeN},
+			{AttributeName: aws.String(ProcessStateAttr), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(ChangedAtAttr), AttributeType: types.ScalarAttributeTypeN},
 		},
+		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: StateStreamView},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
 			IndexName: aws.String(InFlightIndex),
 			KeySchema: []types.KeySchemaElement{
@@ -101,6 +124,16 @@ func CreateTableInputs(t Tables) []*dynamodb.CreateTableInput {
 			Projection: &types.Projection{
 				ProjectionType:   types.ProjectionTypeInclude,
 				NonKeyAttributes: InFlightProjection,
+			},
+		}, {
+			IndexName: aws.String(ByStateIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(ProcessStateAttr), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(ChangedAtAttr), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{
+				ProjectionType:   types.ProjectionTypeInclude,
+				NonKeyAttributes: ByStateProjection,
 			},
 		}},
 	}

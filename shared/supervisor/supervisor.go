@@ -36,14 +36,18 @@ type Config struct {
 	StateTable        string
 	SchedulerQueueURL string
 	AlertTopicARN     string
+	Workflow          workflow.Definition
 	Policy            workflow.Policy
 	// BatchLimit caps the records read per GSI shard in one run.
 	BatchLimit int
+	// OperatorAPIURL is the HTTP API the operators' CLI talks to, named in
+	// alerts' ready-to-run commands; optional.
+	OperatorAPIURL string
 }
 
 // LoadConfig reads ORDERS_TABLE, STATE_TABLE, SCHEDULER_QUEUE_URL,
 // ALERT_TOPIC_ARN and the optional MAX_FAILURES, CLAIM_TIMEOUT,
-// BACKOFF_BASE, BACKOFF_MAX, ALERT_TIMEOUT and BATCH_LIMIT.
+// BACKOFF_BASE, BACKOFF_MAX, ALERT_TIMEOUT, BATCH_LIMIT and OPERATOR_API_URL.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
 	cfg := Config{
@@ -52,6 +56,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		SchedulerQueueURL: r.URL("SCHEDULER_QUEUE_URL"),
 		AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
 		BatchLimit:        r.Int("BATCH_LIMIT", 200, 1, 10000),
+		OperatorAPIURL:    r.StringOr("OPERATOR_API_URL", ""),
+		Workflow:          workflow.Default(),
 	}
 	cfg.Policy = workflow.LoadPolicy(r)
 	if err := cfg.Policy.Validate(); err != nil {
