@@ -27,6 +27,11 @@ type stateItem struct {
 	LastError     string     `dynamodbav:"LastError,omitempty"`
 	AlertPending  bool       `dynamodbav:"AlertPending"`
 	Requeues      int        `dynamodbav:"Requeues"`
+	ClientID      string     `dynamodbav:"ClientID,omitempty"`
+	EventSeq      int        `dynamodbav:"EventSeq"`
+	Cancelled     bool       `dynamodbav:"Cancelled"`
+	Resubmits     int        `dynamodbav:"Resubmits"`
+	ChangedAt     int64      `dynamodbav:"ChangedAt"`
 	Input         string     `dynamodbav:"Input,omitempty"`
 	Steps         []stepItem `dynamodbav:"Steps"`
 	CreatedAt     string     `dynamodbav:"CreatedAt"`
@@ -42,6 +47,13 @@ type stepItem struct {
 	FinishedAt string `dynamodbav:"FinishedAt,omitempty"`
 	Output     string `dynamodbav:"Output,omitempty"`
 	Error      string `dynamodbav:"Error,omitempty"`
+
+	Compensation         string `dynamodbav:"Compensation,omitempty"`
+	CompensationAttempts int    `dynamodbav:"CompensationAttempts"`
+	CompensationFailures int    `dynamodbav:"CompensationFailures"`
+	CompensatedAt        string `dynamodbav:"CompensatedAt,omitempty"`
+	CompensationOutput   string `dynamodbav:"CompensationOutput,omitempty"`
+	CompensationError    string `dynamodbav:"CompensationError,omitempty"`
 }
 
 func fmtTime(t time.Time) string {
@@ -80,6 +92,11 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		LastError:    s.LastError,
 		AlertPending: s.AlertPending,
 		Requeues:     s.Requeues,
+		ClientID:     s.ClientID,
+		EventSeq:     s.EventSeq,
+		Cancelled:    s.Cancelled,
+		Resubmits:    s.Resubmits,
+		ChangedAt:    s.UpdatedAt.UnixMilli(),
 		Input:        string(s.Input),
 		CreatedAt:    fmtTime(s.CreatedAt),
 		UpdatedAt:    fmtTime(s.UpdatedAt),
@@ -88,7 +105,12 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		it.InFlightShard = ShardOf(s.OrderID)
 	}
 	for _, st := range s.Steps {
-		si := stepItem{Name: st.Name, State: string(st.State), Attempts: st.Attempts, Failures: st.Failures, Output: string(st.Output), Error: st.Error}
+		si := stepItem{Name: st.Name, State: string(st.State), Attempts: st.Attempts, Failures: st.Failures, Output: string(st.Output), Error: st.Error,
+			Compensation: string(st.Compensation), CompensationAttempts: st.CompensationAttempts, CompensationFailures: st.CompensationFailures,
+			CompensationOutput: string(st.CompensationOutput), CompensationError: st.CompensationError}
+		if st.CompensatedAt != nil {
+			si.CompensatedAt = fmtTime(*st.CompensatedAt)
+		}
 		if st.StartedAt != nil {
 			si.StartedAt = fmtTime(*st.StartedAt)
 		}
@@ -100,7 +122,9 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 	return attributevalue.MarshalMap(it)
 }
 
-func decodeState(av map[string]types.AttributeValue) (workflow.State, error) {
+// DecodeState reads a state record as stored: from GetItem, UpdateItem's
+// ALL_NEW or a stream image converted to AttributeValues.
+func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 	var it stateItem
 	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
 		return workflow.State{}, fmt.Errorf("decode state record: %w", err)
@@ -118,6 +142,10 @@ func decodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		LastError:    it.LastError,
 		AlertPending: it.AlertPending,
 		Requeues:     it.Requeues,
+		ClientID:     it.ClientID,
+		EventSeq:     it.EventSeq,
+		Cancelled:    it.Cancelled,
+		Resubmits:    it.Resubmits,
 	}
 	if it.Input != "" {
 		s.Input = json.RawMessage(it.Input)
@@ -130,9 +158,17 @@ func decodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		return workflow.State{}, fmt.Errorf("decode state record %s: UpdatedAt: %w", it.OrderID, err)
 	}
 	for _, si := range it.Steps {
-		st := workflow.StepRecord{Name: si.Name, State: workflow.StepState(si.State), Attempts: si.Attempts, Failures: si.Failures, Error: si.Error}
+		st := workflow.StepRecord{Name: si.Name, State: workflow.StepState(si.State), Attempts: si.Attempts, Failures: si.Failures, Error: si.Error,
+			Compensation: workflow.StepState(si.Compensation), CompensationAttempts: si.CompensationAttempts,
+			CompensationFailures: si.CompensationFailures, CompensationError: si.CompensationError}
 		if si.Output != "" {
 			st.Output = json.RawMessage(si.Output)
+		}
+		if si.CompensationOutput != "" {
+			st.CompensationOutput = json.RawMessage(si.CompensationOutput)
+		}
+		if st.CompensatedAt, err = parseTimePtr(si.CompensatedAt); err != nil {
+			return workflow.State{}, fmt.Errorf("decode state record %s: step %s: %w", it.OrderID, si.Name, err)
 		}
 		if st.StartedAt, err = parseTimePtr(si.StartedAt); err != nil {
 			return workflow.State{}, fmt.Errorf("decode state record %s: step %s: %w", it.OrderID, si.Name, err)

@@ -92,7 +92,7 @@ func (s *Store) GetState(ctx context.Context, orderID string) (workflow.State, e
 	if err != nil {
 		return workflow.State{}, err
 	}
-	return decodeState(item)
+	return DecodeState(item)
 }
 
 func (s *Store) get(ctx context.Context, table, orderID string) (map[string]types.AttributeValue, error) {
@@ -337,7 +337,7 @@ func (s *Store) update(ctx context.Context, orderID string, e *expr) (workflow.S
 	if err != nil {
 		return workflow.State{}, fmt.Errorf("update state %s: %w", orderID, err)
 	}
-	return decodeState(out.Attributes)
+	return DecodeState(out.Attributes)
 }
 
 // Expired returns the records in the in-flight index whose CompleteBy is at
@@ -384,7 +384,7 @@ func (s *Store) expiredInShard(ctx context.Context, shard string, now time.Time,
 			return nil, fmt.Errorf("query shard %s of %s: %w", shard, InFlightIndex, err)
 		}
 		for _, item := range out.Items {
-			st, err := decodeState(item)
+			st, err := DecodeState(item)
 			if err != nil {
 				return nil, err
 			}
