@@ -172,7 +172,7 @@ type Order struct {
 	CustomerID string `json:"customerId" dynamodbav:"CustomerID"`
 	// ClientID, when set, names the client application to notify of the
 	// order's progress on the order-events topic.
-	ClientID string `json:"clientId,omitempty" dynamodbav:"ClientID,omitempty"`
+	ClientID   string `json:"clientId,omitempty" dynamodbav:"ClientID,omitempty"`
 	Currency   string `json:"currency" dynamodbav:"Currency"`
 	Items      []Item `json:"items" dynamodbav:"Items"`
 	TotalCents int64  `json:"totalCents" dynamodbav:"TotalCents"`
