@@ -2,6 +2,8 @@ package stack
 
 import (
 	"encoding/json"
+	"regexp"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
@@ -14,17 +16,29 @@ import (
 )
 
 // Route is one route of the orders API.
-type Route struct{ Method, Path string }
+type Route struct {
+	Method, Path string
+	// Operator routes change an order's course: only OrderOperatorPolicy
+	// allows them.
+	Operator bool
+}
 
 // Routes lists what the API serves; every route needs IAM authorization.
 func Routes() []Route {
-	return []Route{{"POST", "/orders"}, {"GET", "/orders/{id}"}}
+	return []Route{
+		{Method: "POST", Path: "/orders"},
+		{Method: "GET", Path: "/orders"},
+		{Method: "GET", Path: "/orders/{id}"},
+		{Method: "POST", Path: "/orders/{id}/retry", Operator: true},
+		{Method: "POST", Path: "/orders/{id}/cancel", Operator: true},
+	}
 }
 
 type orderAPI struct {
-	api          awsapigatewayv2.HttpApi
-	stage        awsapigatewayv2.HttpStage
-	clientPolicy awsiam.ManagedPolicy
+	api            awsapigatewayv2.HttpApi
+	stage          awsapigatewayv2.HttpStage
+	clientPolicy   awsiam.ManagedPolicy
+	operatorPolicy awsiam.ManagedPolicy
 }
 
 // accessLogFormat is one JSON line per request: enough to trace a request to
@@ -50,7 +64,7 @@ func accessLogFormat() string {
 
 func (b *builder) api(submission *fn) *orderAPI {
 	api := awsapigatewayv2.NewHttpApi(b.stack, jsii.String("OrdersApi"), &awsapigatewayv2.HttpApiProps{
-		Description: jsii.String("Submit orders and read their state"),
+		Description: jsii.String("Submit orders and read their state; operators list, retry and cancel them"),
 		// The default stage has no access logs; ours below does.
 		CreateDefaultStage: jsii.Bool(false),
 		DefaultAuthorizer:  awsapigatewayv2authorizers.NewHttpIamAuthorizer(),
@@ -84,25 +98,58 @@ func (b *builder) api(submission *fn) *orderAPI {
 		Format:         jsii.String(accessLogFormat()),
 	})
 
-	// Clients are IAM principals: attaching this policy is all they need.
-	resources := make([]*string, 0, len(Routes()))
+	// Clients and operators are IAM principals: attaching a policy is all
+	// they need.
+	var clientRoutes []Route
 	for _, r := range Routes() {
-		resources = append(resources, api.ArnForExecuteApi(jsii.String(r.Method), jsii.String(executePath(r.Path)), jsii.String("$default")))
+		if !r.Operator {
+			clientRoutes = append(clientRoutes, r)
+		}
 	}
-	policy := awsiam.NewManagedPolicy(b.stack, jsii.String("OrderClientPolicy"), &awsiam.ManagedPolicyProps{
-		Description: jsii.String("Lets a client submit orders and read their state through the orders API"),
+	client := b.routePolicy(api, "OrderClientPolicy", "Lets a client submit orders, list them and read their state through the orders API", clientRoutes)
+	operator := b.routePolicy(api, "OrderOperatorPolicy", "Lets an operator do what a client does and retry or cancel orders through the orders API", Routes())
+	return &orderAPI{api: api, stage: stage, clientPolicy: client, operatorPolicy: operator}
+}
+
+// routePolicy is a managed policy that allows execute-api:Invoke on exactly
+// routes of the $default stage.
+func (b *builder) routePolicy(api awsapigatewayv2.HttpApi, id, description string, routes []Route) awsiam.ManagedPolicy {
+	resources := make([]*string, 0, len(routes))
+	var suppressions []*cdknag.NagPackSuppression
+	for _, r := range routes {
+		path := executePath(r.Path)
+		resources = append(resources, api.ArnForExecuteApi(jsii.String(r.Method), jsii.String(path), jsii.String("$default")))
+		if path == r.Path {
+			continue
+		}
+		// One suppression per route with a path parameter, naming that
+		// route's resource only.
+		suppressions = append(suppressions, &cdknag.NagPackSuppression{
+			Id: jsii.String("AwsSolutions-IAM5"),
+			Reason: jsii.String(r.Method + " " + r.Path + " takes any order ID, and execute-api can express a path parameter only as a wildcard; " +
+				"the statement still names the one API, stage, method and route."),
+			AppliesTo: &[]any{cdknag.RegexAppliesTo{Regex: jsii.String(
+				`/^Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<OrdersApi[0-9A-F]{8}>` +
+					jsRegexQuote("/$default/"+r.Method+path) + `$/g`)}},
+		})
+	}
+	policy := awsiam.NewManagedPolicy(b.stack, jsii.String(id), &awsiam.ManagedPolicyProps{
+		Description: jsii.String(description),
 		Statements: &[]awsiam.PolicyStatement{awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Actions:   jsii.Strings("execute-api:Invoke"),
 			Resources: &resources,
 		})},
 	})
-	cdknag.NagSuppressions_AddResourceSuppressions(policy, &[]*cdknag.NagPackSuppression{{
-		Id: jsii.String("AwsSolutions-IAM5"),
-		Reason: jsii.String("GET /orders/{id} takes any order ID, and execute-api can express a path parameter only as a wildcard; " +
-			"the statement still names the one API, stage, method and route."),
-		AppliesTo: &[]any{cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<OrdersApi[0-9A-F]{8}>\/\$default\/GET\/orders\/\*$/g`)}},
-	}}, jsii.Bool(false))
-	return &orderAPI{api: api, stage: stage, clientPolicy: policy}
+	if len(suppressions) > 0 {
+		cdknag.NagSuppressions_AddResourceSuppressions(policy, &suppressions, jsii.Bool(false))
+	}
+	return policy
+}
+
+// jsRegexQuote escapes s for a JavaScript regular expression literal, where
+// "/" ends the literal.
+func jsRegexQuote(s string) string {
+	return strings.ReplaceAll(regexp.QuoteMeta(s), "/", `\/`)
 }
 
 // executePath turns a route path into its execute-api resource path: a path

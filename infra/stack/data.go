@@ -13,8 +13,8 @@ import (
 )
 
 // tables declares the orders and state tables from statestore's own
-// CreateTable requests, the ones the local engines and tests use, so keys and
-// indexes cannot drift from the code. Names are left to CloudFormation.
+// CreateTable requests, the ones the local engines and tests use, so keys,
+// indexes and streams cannot drift from the code. Names are left to CloudFormation.
 func (b *builder) tables() []awsdynamodb.Table {
 	ids := []string{"OrdersTable", "StateTable"}
 	inputs := statestore.CreateTableInputs(statestore.Tables{Orders: "orders", State: "state"})
@@ -40,6 +40,7 @@ func (b *builder) tables() []awsdynamodb.Table {
 			PartitionKey: key(in.KeySchema, types.KeyTypeHash),
 			SortKey:      key(in.KeySchema, types.KeyTypeRange),
 			BillingMode:  billing(in.BillingMode),
+			Stream:       stream(in.StreamSpecification),
 			PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 				PointInTimeRecoveryEnabled: jsii.Bool(true),
 			},
@@ -82,6 +83,25 @@ func billing(m types.BillingMode) awsdynamodb.BillingMode {
 		return awsdynamodb.BillingMode_PAY_PER_REQUEST
 	}
 	panic(fmt.Sprintf("statestore: billing mode %q; the stack deploys on-demand tables only", m))
+}
+
+// stream is the table's stream view, or "" (no stream) when the request
+// declares none.
+func stream(spec *types.StreamSpecification) awsdynamodb.StreamViewType {
+	if spec == nil || !aws.ToBool(spec.StreamEnabled) {
+		return ""
+	}
+	switch spec.StreamViewType {
+	case types.StreamViewTypeNewImage:
+		return awsdynamodb.StreamViewType_NEW_IMAGE
+	case types.StreamViewTypeOldImage:
+		return awsdynamodb.StreamViewType_OLD_IMAGE
+	case types.StreamViewTypeNewAndOldImages:
+		return awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES
+	case types.StreamViewTypeKeysOnly:
+		return awsdynamodb.StreamViewType_KEYS_ONLY
+	}
+	panic(fmt.Sprintf("statestore: unknown stream view %q", spec.StreamViewType))
 }
 
 func projection(p types.ProjectionType) awsdynamodb.ProjectionType {

@@ -91,6 +91,46 @@ func (b *builder) consume(f *fn, q *workQueue, batchSize int, maxConcurrency int
 	f.fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(q.main, props))
 }
 
+// Stream consumption: batches as large as a DynamoDB stream mapping
+// allows, one batch per shard at a time so a record's events stay in order.
+const (
+	StreamBatchSize             = 100
+	StreamParallelizationFactor = 1
+	// StreamRetryAttempts -1 retries a failed record until it expires
+	// from the stream (24 h): an event is only given up on when it is gone.
+	StreamRetryAttempts = -1
+)
+
+// consumeStream subscribes f to t's stream from its oldest record, with
+// partial batch responses; a batch Lambda gives up on is described on
+// failures. It grants f exactly what the mapping needs, instead of the
+// DynamoEventSource helper's grants (dynamodb:ListStreams on "*", and
+// sqs:GetQueueAttributes and GetQueueUrl on the destination).
+func (b *builder) consumeStream(f *fn, t awsdynamodb.Table, failures awssqs.Queue) awslambda.EventSourceMapping {
+	allow(f.role, []string{"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}, t.TableStreamArn())
+	allowSend(f.role, failures)
+	esm := awslambda.NewEventSourceMapping(b.stack, jsii.String(f.id+"StateStream"), &awslambda.EventSourceMappingProps{
+		Target:           f.fn,
+		EventSourceArn:   t.TableStreamArn(),
+		StartingPosition: awslambda.StartingPosition_TRIM_HORIZON,
+		BatchSize:        jsii.Number(StreamBatchSize),
+		// The handler reports the first record it could not publish, so
+		// Lambda retries from there; halving the batch would only repeat
+		// the records before it.
+		ReportBatchItemFailures: jsii.Bool(true),
+		BisectBatchOnError:      jsii.Bool(false),
+		RetryAttempts:           jsii.Number(StreamRetryAttempts),
+		ParallelizationFactor:   jsii.Number(StreamParallelizationFactor),
+	})
+	// Set on the L1 mapping: the L2 onFailure (SqsDlq) would add its broader
+	// grant; Lambda needs only sqs:SendMessage on the destination.
+	cfn := esm.Node().DefaultChild().(awslambda.CfnEventSourceMapping)
+	cfn.SetDestinationConfig(&awslambda.CfnEventSourceMapping_DestinationConfigProperty{
+		OnFailure: &awslambda.CfnEventSourceMapping_OnFailureProperty{Destination: failures.QueueArn()},
+	})
+	return esm
+}
+
 // allow grants exact actions on exact resources.
 func allow(role awsiam.IRole, actions []string, resources ...*string) {
 	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{

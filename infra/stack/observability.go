@@ -2,11 +2,13 @@ package stack
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sasflow/sas/shared/workflow"
@@ -22,38 +24,69 @@ const TransitionMetric = "Transitions"
 // TransitionDimension is the dimension of TransitionMetric.
 const TransitionDimension = "Transition"
 
+// alarm sends an alarm to the operators' topic on alarm and on OK. One
+// breaching period raises it; no data is no problem.
+func (b *builder) alarm(alerts *encryptedTopic, id string, props *awscloudwatch.AlarmProps) {
+	props.TreatMissingData = awscloudwatch.TreatMissingData_NOT_BREACHING
+	if props.ComparisonOperator == "" {
+		props.ComparisonOperator = awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+	}
+	props.EvaluationPeriods = jsii.Number(1)
+	action := awscloudwatchactions.NewSnsAction(alerts.topic)
+	a := awscloudwatch.NewAlarm(b.stack, jsii.String(id), props)
+	a.AddAlarmAction(action)
+	a.AddOkAction(action)
+}
+
 // alarms sends every alarm to the operators' topic: a message in any
 // dead-letter queue, an old message on any queue, errors of any function.
-func (b *builder) alarms(alerts *alertTopic, queues queueSet, fns []*fn) {
-	action := awscloudwatchactions.NewSnsAction(alerts.topic)
-	add := func(id string, props *awscloudwatch.AlarmProps) {
-		props.TreatMissingData = awscloudwatch.TreatMissingData_NOT_BREACHING
-		props.ComparisonOperator = awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
-		props.EvaluationPeriods = jsii.Number(1)
-		a := awscloudwatch.NewAlarm(b.stack, jsii.String(id), props)
-		a.AddAlarmAction(action)
-		a.AddOkAction(action)
-	}
+func (b *builder) alarms(alerts *encryptedTopic, queues queueSet, fns []*fn) {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	for _, q := range queues.all(stepNames(b.cfg.Workflow)) {
-		add(q.id+"DLQNotEmpty", &awscloudwatch.AlarmProps{
-			AlarmDescription: jsii.String(fmt.Sprintf("A message reached the dead-letter queue of %s: a poison message or a failure that outlived %d receives. Inspect it in the console, fix the cause, then redrive it.", q.id, b.cfg.MaxReceiveCount)),
-			Metric:           q.dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
-			Threshold:        jsii.Number(1),
-		})
-		add(q.id+"OldestMessage", &awscloudwatch.AlarmProps{
+		b.dlqAlarm(alerts, q.id, q.dlq, fmt.Sprintf("a poison message or a failure that outlived %d receives", b.cfg.MaxReceiveCount))
+		b.alarm(alerts, q.id+"OldestMessage", &awscloudwatch.AlarmProps{
 			AlarmDescription: jsii.String(fmt.Sprintf("The oldest message on %s is older than %v: its consumer is failing, throttled or disabled.", q.id, b.cfg.QueueAgeAlarm)),
 			Metric:           q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
 			Threshold:        jsii.Number(b.cfg.QueueAgeAlarm.Seconds()),
 		})
 	}
 	for _, f := range fns {
-		add(f.id+"Errors", &awscloudwatch.AlarmProps{
+		b.alarm(alerts, f.id+"Errors", &awscloudwatch.AlarmProps{
 			AlarmDescription: jsii.String(fmt.Sprintf("The %s function failed invocations: read its log group for the error.", f.id)),
 			Metric:           f.fn.MetricErrors(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}),
 			Threshold:        jsii.Number(1),
 		})
 	}
+}
+
+// dlqAlarm raises an alarm on the first message in dlq; queueID names what
+// it is the dead-letter queue of, and why describes how a message gets there.
+func (b *builder) dlqAlarm(alerts *encryptedTopic, queueID string, dlq awssqs.Queue, why string) {
+	b.alarm(alerts, queueID+"DLQNotEmpty", &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String(fmt.Sprintf("A message reached the dead-letter queue of %s: %s. Inspect it in the console, fix the cause, then redrive it.", queueID, why)),
+		Metric:           dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Maximum")}),
+		Threshold:        jsii.Number(1),
+	})
+}
+
+// IteratorAgeAlarm is the age of the newest stream record a stream consumer
+// has read past which an alarm goes off: far above the notifier's normal
+// delay of a second or so, far below the stream's 24 h retention.
+const IteratorAgeAlarm = time.Minute
+
+// streamAlarms watches the Notifier: falling behind its stream (a poison
+// record blocks its shard while Lambda retries it), and records it gave up on.
+func (b *builder) streamAlarms(alerts *encryptedTopic, notifier *fn, failures awssqs.Queue) {
+	b.alarm(alerts, notifier.id+"IteratorAge", &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String(fmt.Sprintf("The %s function is more than %v behind the state table's stream: a record keeps failing (it is retried until it expires after 24 h) or the function is throttled. Read its log group; clients are not being notified meanwhile.", notifier.id, IteratorAgeAlarm)),
+		Metric: notifier.fn.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{
+			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum"),
+		}),
+		// IteratorAge is in milliseconds.
+		Threshold:          jsii.Number(float64(IteratorAgeAlarm.Milliseconds())),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+	})
+	b.dlqAlarm(alerts, notifier.id, failures, "the description of stream records that expired before the Notifier could publish them; those clients missed events")
 }
 
 // transitionFilters turns the transition log lines of f into TransitionMetric.
@@ -79,10 +112,18 @@ func transitionMetric(t workflow.Transition, label string) awscloudwatch.IMetric
 	})
 }
 
+// notifierView is what the dashboard shows of the Notifier besides the
+// function metrics every function has.
+type notifierView struct {
+	fn       *fn
+	failures awssqs.Queue
+	events   *encryptedTopic
+}
+
 // dashboard shows orders flowing through the states (counted from the logs
 // of the functions that commit transitions), the Supervisor's recoveries, the
-// queues and the functions.
-func (b *builder) dashboard(queues queueSet, fns, committers []*fn) awscloudwatch.Dashboard {
+// queues, the functions and the Notifier's progress on the state stream.
+func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier notifierView) awscloudwatch.Dashboard {
 	for _, f := range committers {
 		b.transitionFilters(f)
 	}
@@ -111,6 +152,7 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn) awscloudwatc
 		age = append(age, q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id)}))
 		dlqs = append(dlqs, q.dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id + " DLQ")}))
 	}
+	dlqs = append(dlqs, notifier.failures.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(notifier.fn.id + " DLQ")}))
 	var errs, durations, throttles []awscloudwatch.IMetric
 	for _, f := range fns {
 		opts := func(stat string) *awscloudwatch.MetricOptions {
@@ -127,5 +169,13 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn) awscloudwatc
 	dash.AddWidgets(graph("Messages waiting", depth...), graph("Dead-letter queues", dlqs...))
 	dash.AddWidgets(graph("Age of oldest message (s)", age...), graph("Function errors", errs...))
 	dash.AddWidgets(graph("Function duration p99 (ms)", durations...), graph("Function throttles", throttles...))
+	dash.AddWidgets(
+		graph("Notifier: state stream iterator age (ms)", notifier.fn.fn.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{
+			Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(notifier.fn.id),
+		})),
+		graph("Order events published (per minute)", notifier.events.topic.MetricNumberOfMessagesPublished(&awscloudwatch.MetricOptions{
+			Period: minute, Statistic: jsii.String("Sum"), Label: jsii.String("published"),
+		})),
+	)
 	return dash
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
@@ -28,10 +29,14 @@ const (
 	Scheduler  = "scheduler"
 	Agent      = "agent"
 	Supervisor = "supervisor"
+	Notifier   = "notifier"
 )
 
 // Functions lists every folder of functions/ the stack deploys.
-func Functions() []string { return []string{Submission, Scheduler, Agent, Supervisor} }
+func Functions() []string { return []string{Submission, Scheduler, Agent, Supervisor, Notifier} }
+
+// NotifierTimeout bounds one batch of StreamBatchSize SNS publishes.
+const NotifierTimeout = 30 * time.Second
 
 // New defines the stack. cfg must be valid (FromContext validates it).
 func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackProps) awscdk.Stack {
@@ -54,6 +59,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 
 	tables := b.tables()
 	alerts := b.alertTopic(alertEmail.ValueAsString())
+	events := b.orderEventsTopic()
 	queues := b.queues()
 
 	env := map[string]*string{
@@ -74,29 +80,40 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 
 	// Submission: writes the order and its state record in one transaction
 	// (PutItem on both tables), reads them back for GET and idempotent
-	// replays, and sends the first Schedule message.
+	// replays, lists orders by state from the ByState index, retries and
+	// cancels with conditional UpdateItem, and sends Schedule messages.
 	submission := b.function(Submission, fnSpec{
-		description: "POST /orders and GET /orders/{id}: validates, writes order and state in one transaction, hands the order to the Scheduler",
+		description: "The orders API: validates and writes new orders, reads and lists them, retries and cancels them, hands them to the Scheduler",
 		timeout:     topology.SubmissionTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL"),
 	})
 	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem")
-	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem")
+	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
+	allow(submission.role, []string{"dynamodb:Query"}, jsii.String(*state.TableArn()+"/index/"+statestore.ByStateIndex))
 	allowSend(submission.role, queues.scheduler.main)
 
+	// The API only needs the Submission function. The Scheduler and the
+	// Supervisor name its URL in alerts (their ready-to-run operator
+	// commands); they depend on the API, and nothing behind the API depends
+	// on them, so this adds no cycle. Submission must not get the URL: the
+	// API depends on it.
+	api := b.api(submission)
+	env["OPERATOR_API_URL"] = api.api.ApiEndpoint()
+
 	// Scheduler: claims, commits and fails state records with conditional
-	// UpdateItem only, dispatches to the agents, alerts on permanent faults.
+	// UpdateItem, reads a record (GetItem) before it commits a permanent
+	// failure, dispatches to the agents, alerts on permanent faults.
 	agentQueueURLs := make([]string, 0, len(cfg.Workflow.Steps))
 	for _, st := range cfg.Workflow.Steps {
 		agentQueueURLs = append(agentQueueURLs, st.Name+"="+*queues.agents[st.Name].main.QueueUrl())
 	}
-	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN")
+	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN", "OPERATOR_API_URL")
 	(*schedEnv)["AGENT_QUEUE_URLS"] = jsii.String(strings.Join(agentQueueURLs, ","))
 	(*schedEnv)["MAX_RECEIVE_COUNT"] = jsii.String(strconv.Itoa(cfg.MaxReceiveCount))
 	scheduler := b.function(Scheduler, fnSpec{
 		description: "Claims steps, dispatches them to their Agents and commits the replies, from the scheduler and response queues",
 		timeout:     topology.SchedulerTimeout, memory: 256, env: schedEnv,
 	})
-	allowTable(scheduler.role, state, "dynamodb:UpdateItem")
+	allowTable(scheduler.role, state, "dynamodb:UpdateItem", "dynamodb:GetItem")
 	for _, st := range cfg.Workflow.Steps {
 		allowSend(scheduler.role, queues.agents[st.Name].main)
 	}
@@ -134,7 +151,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// conditional UpdateItem, re-sends steps to the Scheduler, alerts.
 	supervisor := b.function(Supervisor, fnSpec{
 		description: "Runs on a schedule: finds state records whose CompleteBy passed, retries them or marks them Error and alerts",
-		timeout:     topology.SupervisorTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN"),
+		timeout:     topology.SupervisorTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL"),
 		// A failed run is redone by the next tick; Lambda's own async
 		// retries would only overlap it.
 		asyncRetries: jsii.Number(0),
@@ -152,22 +169,36 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(1)),
 	}))
 
-	api := b.api(submission)
+	// Notifier: publishes each client-visible status change, read from the
+	// state table's stream, to the order events topic.
+	notifier := b.function(Notifier, fnSpec{
+		description: "Reads the state table's stream and publishes each change of an order's client status to the order events topic",
+		timeout:     NotifierTimeout, memory: 256,
+		env: &map[string]*string{"ORDER_EVENTS_TOPIC_ARN": events.topic.TopicArn()},
+	})
+	events.allowPublish(notifier.role)
+	notifierDLQ := b.failureQueue("NotifierDLQ")
+	b.consumeStream(notifier, state, notifierDLQ)
 
 	fns := []*fn{submission, scheduler, supervisor}
 	for _, st := range cfg.Workflow.Steps {
 		fns = append(fns, agents[st.Name])
 	}
+	fns = append(fns, notifier)
 	b.alarms(alerts, queues, fns)
-	// Agents commit nothing: only these three log transitions.
-	dash := b.dashboard(queues, fns, []*fn{submission, scheduler, supervisor})
+	b.streamAlarms(alerts, notifier, notifierDLQ)
+	// Agents commit nothing, and the Notifier only reports what others
+	// committed: only these three log transitions.
+	dash := b.dashboard(queues, fns, []*fn{submission, scheduler, supervisor}, notifierView{fn: notifier, failures: notifierDLQ, events: events})
 
 	out := func(id, value, desc string) {
 		awscdk.NewCfnOutput(s, jsii.String(id), &awscdk.CfnOutputProps{Value: jsii.String(value), Description: jsii.String(desc)})
 	}
 	out("ApiUrl", *api.api.ApiEndpoint(), "Base URL of the orders API (IAM-authorized: sign requests with SigV4, service execute-api)")
-	out("ClientPolicyArn", *api.clientPolicy.ManagedPolicyArn(), "Attach to the IAM users or roles that may submit and read orders")
+	out("ClientPolicyArn", *api.clientPolicy.ManagedPolicyArn(), "Attach to the IAM users or roles that may submit, list and read orders")
+	out("OperatorPolicyArn", *api.operatorPolicy.ManagedPolicyArn(), "Attach to the IAM users or roles that may also retry and cancel orders")
 	out("AlertTopicArn", *alerts.topic.TopicArn(), "Operator alerts: permanent failures, exhausted retries, alarms")
+	out("OrderEventsTopicArn", *events.topic.TopicArn(), "Order status events: clients subscribe their SQS queue with a filter policy on the clientId message attribute")
 	out("OrdersTableName", *orders.TableName(), "Orders, one item per order")
 	out("StateTableName", *state.TableName(), "State records, one per order")
 	out("SchedulerQueueUrl", *queues.scheduler.main.QueueUrl(), "Schedule messages for the Scheduler")

@@ -114,6 +114,7 @@ type template struct {
 type resource struct {
 	Type                string
 	Properties          map[string]any
+	DependsOn           any
 	Condition           string
 	DeletionPolicy      string
 	UpdateReplacePolicy string
@@ -226,6 +227,9 @@ func (r resolver) resolve(tb testing.TB, v any) string {
 		if p, ok := r.params[id]; ok {
 			return p
 		}
+		if p, ok := pseudoParams[id]; ok {
+			return p
+		}
 		res, ok := r.t.Resources[id]
 		if !ok {
 			tb.Fatalf("reference to unknown %s", toJSON(v))
@@ -238,12 +242,21 @@ func (r resolver) resolve(tb testing.TB, v any) string {
 			return id
 		case res.Type == "AWS::SNS::Topic" && !isAtt:
 			return "arn:aws:sns:eu-west-1:111122223333:" + id
+		case res.Type == "AWS::ApiGatewayV2::Api" && !isAtt:
+			// The API ID.
+			return id
 		case isAtt:
 			return "arn:aws:x:eu-west-1:111122223333:" + id
 		}
 	}
 	tb.Fatalf("cannot resolve %s", toJSON(v))
 	return ""
+}
+
+// pseudoParams are the values AWS gives the pseudo parameters in the
+// resolver's account and region.
+var pseudoParams = map[string]string{
+	"AWS::Region": "eu-west-1", "AWS::AccountId": "111122223333", "AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com",
 }
 
 func TestEveryFunctionFolderIsDeployed(t *testing.T) {
@@ -263,7 +276,7 @@ func TestEveryFunctionFolderIsDeployed(t *testing.T) {
 		t.Fatalf("functions/ has %v, the stack deploys %v", folders, want)
 	}
 	// One function per folder, the Agent once per step.
-	if got, want := len(tmpl.ofType("AWS::Lambda::Function")), 3+len(cfg.Workflow.Steps); got != want {
+	if got, want := len(tmpl.ofType("AWS::Lambda::Function")), 4+len(cfg.Workflow.Steps); got != want {
 		t.Fatalf("%d functions, want %d", got, want)
 	}
 }
@@ -362,26 +375,61 @@ func TestTablesMatchTheStateStoreSchema(t *testing.T) {
 		if p["DeletionProtectionEnabled"] != true || table.DeletionPolicy != "Retain" || table.UpdateReplacePolicy != "Retain" {
 			t.Errorf("%s: deletion protection %v, policies %s/%s", tc.path, p["DeletionProtectionEnabled"], table.DeletionPolicy, table.UpdateReplacePolicy)
 		}
-		for _, k := range []string{"KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes"} {
+		for _, k := range []string{"KeySchema", "AttributeDefinitions", "GlobalSecondaryIndexes", "StreamSpecification"} {
 			if got, want := canonical(p[k]), canonical(tc.want[k]); got != want {
 				t.Errorf("%s: %s\n got %s\nwant %s", tc.path, k, got, want)
 			}
 		}
 	}
+	// What the functions rely on is there, so the comparison above cannot
+	// pass by both sides losing it: the Notifier reads the state stream,
+	// the Supervisor and the API query the two indexes.
+	_, state := tmpl.byPath(t, "AWS::DynamoDB::Table", "StateTable/Resource")
+	if got := get(state.Properties, "StreamSpecification", "StreamViewType"); got != string(statestore.StateStreamView) {
+		t.Errorf("state table stream view %v, want %s", got, statestore.StateStreamView)
+	}
+	var indexes []string
+	for _, g := range list(state.Properties["GlobalSecondaryIndexes"]) {
+		indexes = append(indexes, fmt.Sprint(get(g, "IndexName")))
+	}
+	sort.Strings(indexes)
+	if want := []string{statestore.ByStateIndex, statestore.InFlightIndex}; !slices.Equal(indexes, want) {
+		t.Errorf("state table indexes %v, want %v", indexes, want)
+	}
+	_, orders := tmpl.byPath(t, "AWS::DynamoDB::Table", "OrdersTable/Resource")
+	if orders.Properties["StreamSpecification"] != nil {
+		t.Errorf("orders table has a stream %s that nothing reads", toJSON(orders.Properties["StreamSpecification"]))
+	}
+}
+
+// failureDestinations are the queues event source mappings send the
+// batches they give up on to.
+func (t *template) failureDestinations() map[string]bool {
+	out := map[string]bool{}
+	for _, id := range t.ofType("AWS::Lambda::EventSourceMapping") {
+		if d := ref(get(t.Resources[id].Properties, "DestinationConfig", "OnFailure", "Destination")); d != "" {
+			out[d] = true
+		}
+	}
+	return out
 }
 
 func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 	queues := tmpl.ofType("AWS::SQS::Queue")
-	if want := 2 * (2 + len(cfg.Workflow.Steps)); len(queues) != want {
-		t.Fatalf("%d queues, want %d (scheduler, responses and one per step, each with a DLQ)", len(queues), want)
+	// Scheduler, responses and one per step, each with a DLQ; and the
+	// Notifier's failure destination.
+	if want := 2*(2+len(cfg.Workflow.Steps)) + 1; len(queues) != want {
+		t.Fatalf("%d queues, want %d", len(queues), want)
 	}
 	dlqs := map[string]bool{}
+	mains := 0
 	for _, id := range queues {
 		p := tmpl.Resources[id].Properties
 		if p["SqsManagedSseEnabled"] != true {
 			t.Errorf("%s: not encrypted at rest", id)
 		}
 		if rp, ok := p["RedrivePolicy"]; ok {
+			mains++
 			dlq := ref(get(rp, "deadLetterTargetArn"))
 			if get(rp, "maxReceiveCount") != float64(cfg.MaxReceiveCount) || !strings.Contains(dlq, "DLQ") {
 				t.Errorf("%s: redrive %s", id, toJSON(rp))
@@ -389,13 +437,25 @@ func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 			dlqs[dlq] = true
 		}
 	}
-	for _, id := range queues {
-		if _, hasRedrive := tmpl.Resources[id].Properties["RedrivePolicy"]; !hasRedrive && !dlqs[id] {
-			t.Errorf("%s has no dead-letter queue and is none", id)
-		}
+	if len(dlqs) != mains {
+		t.Errorf("%d distinct DLQs for %d queues", len(dlqs), mains)
 	}
-	if len(dlqs) != len(queues)/2 {
-		t.Errorf("%d distinct DLQs for %d queues", len(dlqs), len(queues)/2)
+	failures := tmpl.failureDestinations()
+	if len(failures) != 1 {
+		t.Errorf("failure destinations %v, want the Notifier's", failures)
+	}
+	for id := range failures {
+		dlqs[id] = true
+	}
+	for _, id := range queues {
+		p := tmpl.Resources[id].Properties
+		_, hasRedrive := p["RedrivePolicy"]
+		switch {
+		case !hasRedrive && !dlqs[id]:
+			t.Errorf("%s has no dead-letter queue and is none", id)
+		case dlqs[id] && p["MessageRetentionPeriod"] != float64(14*24*3600):
+			t.Errorf("DLQ %s keeps messages %vs, want 14 days", id, p["MessageRetentionPeriod"])
+		}
 	}
 	// Every queue denies requests that do not use TLS.
 	denied := map[string]bool{}
@@ -416,10 +476,20 @@ func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 	}
 }
 
+// isQueue reports whether v names an SQS queue of t.
+func (t *template) isQueue(v any) bool {
+	return t.Resources[ref(v)].Type == "AWS::SQS::Queue"
+}
+
 func TestEventSourcesReportBatchItemFailuresAndFitTheQueues(t *testing.T) {
-	mappings := tmpl.ofType("AWS::Lambda::EventSourceMapping")
-	if want := 2 + len(cfg.Workflow.Steps); len(mappings) != want {
-		t.Fatalf("%d event source mappings, want %d", len(mappings), want)
+	var queueMappings []string
+	for _, id := range tmpl.ofType("AWS::Lambda::EventSourceMapping") {
+		if tmpl.isQueue(tmpl.Resources[id].Properties["EventSourceArn"]) {
+			queueMappings = append(queueMappings, id)
+		}
+	}
+	if want := 2 + len(cfg.Workflow.Steps); len(queueMappings) != want {
+		t.Fatalf("%d queue event source mappings, want %d", len(queueMappings), want)
 	}
 	for _, tmplAndWant := range []struct {
 		t              *template
@@ -428,11 +498,14 @@ func TestEventSourcesReportBatchItemFailuresAndFitTheQueues(t *testing.T) {
 		tp := tmplAndWant.t
 		for _, id := range tp.ofType("AWS::Lambda::EventSourceMapping") {
 			p := tp.Resources[id].Properties
-			fn := tp.Resources[ref(p["FunctionName"])]
-			queue := tp.Resources[ref(p["EventSourceArn"])]
 			if toJSON(p["FunctionResponseTypes"]) != `["ReportBatchItemFailures"]` {
 				t.Errorf("%s: response types %v", id, p["FunctionResponseTypes"])
 			}
+			if !tp.isQueue(p["EventSourceArn"]) {
+				continue // the stream: TestNotifierReadsTheStateStream
+			}
+			fn := tp.Resources[ref(p["FunctionName"])]
+			queue := tp.Resources[ref(p["EventSourceArn"])]
 			if b, _ := p["BatchSize"].(float64); b < 1 || b > 10 {
 				t.Errorf("%s: batch size %v", id, p["BatchSize"])
 			}
@@ -453,6 +526,47 @@ func TestEventSourcesReportBatchItemFailuresAndFitTheQueues(t *testing.T) {
 	}
 }
 
+func TestNotifierReadsTheStateStream(t *testing.T) {
+	fnID, _ := tmpl.byPath(t, "AWS::Lambda::Function", "Notifier/Resource")
+	stateID, _ := tmpl.byPath(t, "AWS::DynamoDB::Table", "StateTable/Resource")
+	dlqID, _ := tmpl.byPath(t, "AWS::SQS::Queue", "NotifierDLQ/Resource")
+	var streams []string
+	for _, id := range tmpl.ofType("AWS::Lambda::EventSourceMapping") {
+		p := tmpl.Resources[id].Properties
+		if tmpl.isQueue(p["EventSourceArn"]) {
+			if ref(p["FunctionName"]) == fnID {
+				t.Errorf("%s: the Notifier consumes a queue", id)
+			}
+			continue
+		}
+		streams = append(streams, id)
+		if ref(p["FunctionName"]) != fnID || toJSON(p["EventSourceArn"]) != toJSON(map[string]any{"Fn::GetAtt": []any{stateID, "StreamArn"}}) {
+			t.Errorf("%s: %s reads %s, want the Notifier on the state table's stream", id, toJSON(p["FunctionName"]), toJSON(p["EventSourceArn"]))
+		}
+		for k, want := range map[string]any{
+			"StartingPosition": "TRIM_HORIZON",
+			"BatchSize":        float64(stack.StreamBatchSize),
+			// The handler reports the first failed record itself.
+			"BisectBatchOnFunctionError": false,
+			// Until the record leaves the stream.
+			"MaximumRetryAttempts":      float64(-1),
+			"ParallelizationFactor":     float64(1),
+			"MaximumRecordAgeInSeconds": nil,
+			"ScalingConfig":             nil,
+		} {
+			if got := p[k]; got != want {
+				t.Errorf("%s: %s = %v, want %v", id, k, got, want)
+			}
+		}
+		if d := ref(get(p, "DestinationConfig", "OnFailure", "Destination")); d != dlqID {
+			t.Errorf("%s: on failure to %q, want %s", id, d, dlqID)
+		}
+	}
+	if len(streams) != 1 {
+		t.Errorf("stream event source mappings %v, want one", streams)
+	}
+}
+
 func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 	routes := map[string]string{}
 	for _, id := range tmpl.ofType("AWS::ApiGatewayV2::Route") {
@@ -460,16 +574,22 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 		routes[p["RouteKey"].(string)] = fmt.Sprint(p["AuthorizationType"])
 	}
 	want := map[string]string{}
-	for _, r := range stack.Routes() {
-		want[r.Method+" "+r.Path] = "AWS_IAM"
+	for _, r := range []string{"POST /orders", "GET /orders", "GET /orders/{id}", "POST /orders/{id}/retry", "POST /orders/{id}/cancel"} {
+		want[r] = "AWS_IAM"
 	}
 	if toJSON(routes) != toJSON(want) {
 		t.Fatalf("routes %v, want %v", routes, want)
 	}
-	// Every route reaches the Submission function.
-	_, integ := tmpl.byPath(t, "AWS::ApiGatewayV2::Integration", "SubmissionIntegration/Resource")
+	// Every route reaches the Submission function through the one
+	// integration.
+	integID, integ := tmpl.byPath(t, "AWS::ApiGatewayV2::Integration", "SubmissionIntegration/Resource")
 	if uri := toJSON(integ.Properties["IntegrationUri"]); !strings.Contains(uri, "Submission") {
 		t.Errorf("integration goes to %s", uri)
+	}
+	for _, id := range tmpl.ofType("AWS::ApiGatewayV2::Route") {
+		if target := toJSON(tmpl.Resources[id].Properties["Target"]); !strings.Contains(target, `{"Ref":"`+integID+`"}`) {
+			t.Errorf("route %s targets %s", id, target)
+		}
 	}
 	stages := tmpl.ofType("AWS::ApiGatewayV2::Stage")
 	if len(stages) != 1 {
@@ -490,16 +610,47 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 	if err := json.Unmarshal([]byte(get(p, "AccessLogSettings", "Format").(string)), &format); err != nil || format["requestId"] != "$context.requestId" {
 		t.Errorf("access log format %v: %v", get(p, "AccessLogSettings", "Format"), err)
 	}
-	// Clients get a policy for exactly these routes.
-	_, policy := tmpl.byPath(t, "AWS::IAM::ManagedPolicy", "OrderClientPolicy/Resource")
-	stmts := list(get(policy.Properties, "PolicyDocument", "Statement"))
-	if len(stmts) != 1 || toJSON(get(stmts[0], "Action")) != `"execute-api:Invoke"` || len(list(get(stmts[0], "Resource"))) != len(stack.Routes()) {
-		t.Errorf("client policy %s", toJSON(stmts))
-	}
-	for _, res := range list(get(stmts[0], "Resource")) {
-		s := toJSON(res)
-		if !strings.Contains(s, `/$default/POST/orders"`) && !strings.Contains(s, `/$default/GET/orders/*"`) {
-			t.Errorf("client policy resource %s", s)
+	// Clients and operators get a policy for exactly their routes, and
+	// both policies are outputs.
+	apiID, _ := tmpl.byPath(t, "AWS::ApiGatewayV2::Api", "OrdersApi/Resource")
+	client := []string{"POST /orders", "GET /orders", "GET /orders/*"}
+	for _, tc := range []struct {
+		path, output string
+		want         []string
+	}{
+		{"OrderClientPolicy", "ClientPolicyArn", client},
+		{"OrderOperatorPolicy", "OperatorPolicyArn", append(slices.Clone(client), "POST /orders/*/retry", "POST /orders/*/cancel")},
+	} {
+		id, policy := tmpl.byPath(t, "AWS::IAM::ManagedPolicy", tc.path+"/Resource")
+		stmts := list(get(policy.Properties, "PolicyDocument", "Statement"))
+		if len(stmts) != 1 || toJSON(get(stmts[0], "Action")) != `"execute-api:Invoke"` || get(stmts[0], "Effect") != "Allow" {
+			t.Errorf("%s: %s", tc.path, toJSON(stmts))
+			continue
+		}
+		var got []string
+		for _, res := range list(get(stmts[0], "Resource")) {
+			// arn:<partition>:execute-api:<region>:<account>:<api>/$default/METHOD/path
+			parts, _ := get(res, "Fn::Join").([]any)
+			if len(parts) != 2 {
+				t.Errorf("%s: resource %s", tc.path, toJSON(res))
+				continue
+			}
+			elems := list(parts[1])
+			tail, _ := elems[len(elems)-1].(string)
+			method, route, ok := strings.Cut(strings.TrimPrefix(tail, "/$default/"), "/")
+			if !ok || ref(elems[len(elems)-2]) != apiID || !strings.HasPrefix(tail, "/$default/") {
+				t.Errorf("%s: resource %s", tc.path, toJSON(res))
+				continue
+			}
+			got = append(got, method+" /"+route)
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(tc.want))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s allows %v, want %v", tc.path, got, want)
+		}
+		if out := ref(tmpl.Outputs[tc.output]["Value"]); out != id {
+			t.Errorf("output %s is %q, want %s", tc.output, out, id)
 		}
 	}
 }

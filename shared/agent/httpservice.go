@@ -29,15 +29,17 @@ const (
 )
 
 // HTTPService performs a step on the remote service:
-// POST {base}/v1/steps/{step} with an Idempotency-Key header.
+// POST {base}/v1/steps/{step} with an Idempotency-Key header; and undoes one:
+// POST {base}/v1/steps/{step}/compensate under the compensation's own key.
 type HTTPService struct {
 	base   string
 	client *http.Client
 }
 
 var (
-	_ Service    = (*HTTPService)(nil)
-	_ Endpointer = (*HTTPService)(nil)
+	_ Service     = (*HTTPService)(nil)
+	_ Compensator = (*HTTPService)(nil)
+	_ Endpointer  = (*HTTPService)(nil)
 )
 
 // NewHTTPService returns a service calling baseURL through client; see
@@ -64,9 +66,14 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 	}
 }
 
-// Endpoint is the URL the step is posted to; each has its own breaker.
+// Endpoint is the URL the request is posted to; each has its own breaker, so
+// a remote failing its undos does not stop its steps, nor the reverse.
 func (s *HTTPService) Endpoint(req Request) string {
-	return s.base + "/v1/steps/" + url.PathEscape(req.Step)
+	e := s.base + "/v1/steps/" + url.PathEscape(req.Step)
+	if req.Action == messages.Compensate {
+		e += "/compensate"
+	}
+	return e
 }
 
 // stepRequest is the body posted to the remote service.
@@ -77,6 +84,16 @@ type stepRequest struct {
 	Previous map[string]json.RawMessage `json:"previous,omitempty"`
 }
 
+// compensateRequest is the body of a compensation: the step's, plus the key
+// of the effect to undo.
+type compensateRequest struct {
+	OrderID   string                     `json:"orderId"`
+	Step      string                     `json:"step"`
+	EffectKey string                     `json:"effectKey"`
+	Input     json.RawMessage            `json:"input"`
+	Previous  map[string]json.RawMessage `json:"previous,omitempty"`
+}
+
 // Do posts the step and classifies the answer: 2xx is the output; 408, 429,
 // 5xx and network errors are transient; any other status is permanent.
 func (s *HTTPService) Do(ctx context.Context, req Request) (json.RawMessage, error) {
@@ -84,14 +101,40 @@ func (s *HTTPService) Do(ctx context.Context, req Request) (json.RawMessage, err
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("encode step request: %w", err))
 	}
-	endpoint := s.Endpoint(req)
+	// The body is a step's whatever req.Action says, so it goes to the
+	// step's route; undos go through Compensate.
+	req.Action = messages.Perform
+	return s.post(ctx, s.Endpoint(req), req.IdempotencyKey, body)
+}
+
+// Compensate posts the undo of the effect applied under req.EffectKey, under
+// the compensation's own req.IdempotencyKey, and classifies the answer as Do
+// does. A remote that finds nothing to undo answers 2xx all the same.
+func (s *HTTPService) Compensate(ctx context.Context, req Request) (json.RawMessage, error) {
+	if req.EffectKey == "" {
+		// The remote would refuse it with a 400 on every try.
+		return nil, Permanent(fmt.Errorf("compensation of step %s: no effect key to undo", req.Step))
+	}
+	body, err := json.Marshal(compensateRequest{OrderID: req.OrderID, Step: req.Step, EffectKey: req.EffectKey,
+		Input: req.Input, Previous: req.Previous})
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("encode compensation request: %w", err))
+	}
+	// Endpoint names the undo route only for a Compensate action; this is
+	// one whatever the caller set.
+	req.Action = messages.Compensate
+	return s.post(ctx, s.Endpoint(req), req.IdempotencyKey, body)
+}
+
+// post sends one JSON request under key and classifies the answer.
+func (s *HTTPService) post(ctx context.Context, endpoint, key string, body []byte) (json.RawMessage, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("build request for %s: %w", endpoint, err))
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set("Idempotency-Key", req.IdempotencyKey)
+	hreq.Header.Set("Idempotency-Key", key)
 
 	resp, err := s.client.Do(hreq)
 	if err != nil {

@@ -29,7 +29,21 @@ const (
 	// KindPoisonMessage: a message could not be processed at all and was
 	// left to the queue's dead-letter queue.
 	KindPoisonMessage Kind = "poison-message"
+	// KindCompensationFailed: undoing a completed step failed permanently
+	// or timed out too often; the order is CompensationFailed and its
+	// effects are only partly undone.
+	KindCompensationFailed Kind = "compensation-failed"
 )
+
+// CLI is the operators' command line as an alert spells it out: the API URL
+// the deployment passed (OPERATOR_API_URL), or $SAS_API_URL for the operator
+// to set.
+func CLI(apiURL string) string {
+	if apiURL == "" {
+		return "SAS_API_URL=<the stack's ApiUrl output> go run ./cmd/sasctl"
+	}
+	return "go run ./cmd/sasctl --endpoint-url " + apiURL
+}
 
 // MaxSubjectLen is the longest Subject returns: SNS wants fewer than 100
 // characters.
@@ -54,6 +68,9 @@ type Alert struct {
 	// MessageID is the SQS message ID of a poison message; it tells apart
 	// alerts about poison messages that name no order.
 	MessageID string
+	// CLI is the operators' command line (see CLI); the body names the exact
+	// commands to inspect and resubmit the order. Empty means CLI("").
+	CLI string
 }
 
 // ID identifies the alert so consumers can drop a re-sent copy: the order
@@ -84,6 +101,8 @@ func (a Alert) Subject() string {
 		s = fmt.Sprintf("Order %s failed: %s timed out %d times", order, step, a.FailureCount)
 	case KindPermanentFailure:
 		s = fmt.Sprintf("Order %s failed: %s failed permanently", order, step)
+	case KindCompensationFailed:
+		s = fmt.Sprintf("Order %s: undoing %s failed; act now", order, step)
 	case KindPoisonMessage:
 		if a.OrderID == "" {
 			s = "Poison message set aside"
@@ -153,6 +172,9 @@ func (a Alert) Body() string {
 		fmt.Fprintf(&b, "Order %s has failed: the agent for step %s reported a permanent fault, which retrying cannot fix.\n", order, step)
 	case KindPoisonMessage:
 		fmt.Fprintf(&b, "A message for order %s could not be processed at all; it was left to the queue's dead-letter queue.\n", order)
+	case KindCompensationFailed:
+		fmt.Fprintf(&b, "Order %s stopped, and undoing its step %s failed (%d of %d allowed failures): the order's effects are only partly undone (state CompensationFailed).\n",
+			order, step, a.FailureCount, a.MaxFailures)
 	default:
 		fmt.Fprintf(&b, "Order %s raised a %q alert.\n", order, bodyText(string(a.Kind), 64))
 	}
@@ -169,17 +191,45 @@ func (a Alert) Body() string {
 	field("When", when)
 	field("Alert ID", bodyText(a.ID(), 512)+" (a repeat of this ID is the same alert)")
 
+	cli := a.CLI
+	if cli == "" {
+		cli = CLI("")
+	}
+	// The commands are meant to be pasted: only an order ID that is one
+	// shell word goes into them.
+	id := a.OrderID
+	if !shellSafe(id) {
+		id = "ORDER_ID"
+	}
 	b.WriteString("\nWhat to do next:\n")
-	if a.Kind == KindPoisonMessage {
+	switch a.Kind {
+	case KindPoisonMessage:
 		fmt.Fprintf(&b, "1. Read the message from the dead-letter queue and find why it could not be processed (a bug or malformed input).\n")
-		fmt.Fprintf(&b, "2. Inspect the state record of order %s to see whether the order is stuck.\n", order)
-		fmt.Fprintf(&b, "3. Fix the cause, then resubmit order %s from its failed step, or redrive the message.\n", order)
-	} else {
-		fmt.Fprintf(&b, "1. Inspect the state record of order %s: its state, step, attempt and last error.\n", order)
+		fmt.Fprintf(&b, "2. Inspect order %s to see whether it is stuck:\n     %s show %s\n", order, cli, id)
+		fmt.Fprintf(&b, "3. Fix the cause, then resubmit order %s from its failed step, or redrive the message:\n     %s retry %s\n", order, cli, id)
+	case KindCompensationFailed:
+		fmt.Fprintf(&b, "1. Inspect order %s: which steps were undone and why the undo of %s failed:\n     %s show %s\n", order, step, cli, id)
 		fmt.Fprintf(&b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")
-		fmt.Fprintf(&b, "3. Resubmit order %s from the failed step %s.\n", order, step)
+		fmt.Fprintf(&b, "3. Resume the compensation from step %s with a fresh failure count:\n     %s retry %s\n", step, cli, id)
+	default:
+		fmt.Fprintf(&b, "1. Inspect order %s: its state, step, attempt and last error:\n     %s show %s\n", order, cli, id)
+		fmt.Fprintf(&b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")
+		fmt.Fprintf(&b, "3. Resubmit order %s from the failed step %s:\n     %s retry %s\n", order, step, cli, id)
 	}
 	return b.String()
+}
+
+// shellSafe reports whether s can be pasted into a shell command as one word.
+func shellSafe(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '-' || r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z') {
+			return false
+		}
+	}
+	return true
 }
 
 // bodyText makes s valid UTF-8 without control characters other than

@@ -102,13 +102,31 @@ func TestBody(t *testing.T) {
 				"Order 1a2b has failed: step \"charge-payment\" (index 2) timed out 3 times, the most allowed is 3",
 				"Failures:    3 of 3 allowed", "Attempt:     4", "Last error:  agent did not reply within 30s",
 				"When:        2026-11-22T09:41:05Z", "Alert ID:    1a2b/4",
-				"Inspect the state record of order 1a2b", "Fix the cause", "Resubmit order 1a2b from the failed step \"charge-payment\" (index 2)",
+				"Inspect order 1a2b", "go run ./cmd/sasctl show 1a2b\n", "Fix the cause", "Resubmit order 1a2b from the failed step \"charge-payment\" (index 2)",
 			},
 		},
 		{
 			name:   "permanent failure",
 			change: func(a *Alert) { a.Kind = KindPermanentFailure },
-			want:   []string{"reported a permanent fault", "Resubmit order 1a2b"},
+			want:   []string{"reported a permanent fault", "Resubmit order 1a2b", "go run ./cmd/sasctl retry 1a2b\n"},
+		},
+		{
+			name:   "the deployment's API URL makes the commands ready to run",
+			change: func(a *Alert) { a.CLI = CLI("https://abc.execute-api.eu-west-1.amazonaws.com") },
+			want: []string{"     go run ./cmd/sasctl --endpoint-url https://abc.execute-api.eu-west-1.amazonaws.com show 1a2b\n",
+				"     go run ./cmd/sasctl --endpoint-url https://abc.execute-api.eu-west-1.amazonaws.com retry 1a2b\n"},
+			not: []string{"SAS_API_URL"},
+		},
+		{
+			name:   "a compensation that failed says what is undone and how to resume",
+			change: func(a *Alert) { a.Kind, a.FailureCount = KindCompensationFailed, 1 },
+			want:   []string{"undoing its step \"charge-payment\" (index 2) failed", "CompensationFailed", "Resume the compensation", "sasctl retry 1a2b\n"},
+		},
+		{
+			name:   "an order ID that is not one shell word stays out of the commands",
+			change: func(a *Alert) { a.OrderID = "x; rm -rf /" },
+			want:   []string{"sasctl show ORDER_ID\n"},
+			not:    []string{"sasctl show x;"},
 		},
 		{
 			name:   "poison message",

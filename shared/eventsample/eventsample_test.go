@@ -23,6 +23,7 @@ var samples = map[string]func(t *testing.T, name string){
 	"scheduler-agent-reply.json": load[events.SQSEvent],
 	"agent-request.json":         load[events.SQSEvent],
 	"supervisor-scheduled.json":  load[events.EventBridgeEvent],
+	"notifier-stream.json":       load[events.DynamoDBEvent],
 }
 
 func load[T any](t *testing.T, name string) {

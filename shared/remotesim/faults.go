@@ -80,8 +80,12 @@ type Faults struct {
 	Latency    float64  `json:"latency"`
 	LatencyMin Duration `json:"latencyMin"`
 	LatencyMax Duration `json:"latencyMax"`
-	// RejectSteps are rejected permanently on every call.
+	// RejectSteps are rejected permanently on every call that has no stored
+	// result yet.
 	RejectSteps []string `json:"rejectSteps,omitempty"`
+	// RejectUndo are the steps whose compensations are rejected permanently,
+	// as RejectSteps' calls are.
+	RejectUndo []string `json:"rejectUndo,omitempty"`
 	// Seed, when set, reseeds the random source so a run can be replayed.
 	Seed *uint64 `json:"seed,omitempty"`
 }
@@ -115,15 +119,23 @@ func (f Faults) Validate() error {
 		errs = append(errs, fmt.Errorf("latency range %v..%v must satisfy 0 <= min <= max <= %v",
 			time.Duration(f.LatencyMin), time.Duration(f.LatencyMax), MaxLatency))
 	}
-	if len(f.RejectSteps) > maxRejectSteps {
-		errs = append(errs, fmt.Errorf("%d rejectSteps exceed %d", len(f.RejectSteps), maxRejectSteps))
+	errs = append(errs, validSteps("rejectSteps", f.RejectSteps)...)
+	errs = append(errs, validSteps("rejectUndo", f.RejectUndo)...)
+	return errors.Join(errs...)
+}
+
+// validSteps checks a list of step names of the field name.
+func validSteps(name string, steps []string) []error {
+	var errs []error
+	if len(steps) > maxRejectSteps {
+		errs = append(errs, fmt.Errorf("%d %s exceed %d", len(steps), name, maxRejectSteps))
 	}
-	for _, s := range f.RejectSteps {
+	for _, s := range steps {
 		if !stepPattern.MatchString(s) {
-			errs = append(errs, fmt.Errorf("rejectSteps: %q is not a step name", s))
+			errs = append(errs, fmt.Errorf("%s: %q is not a step name", name, s))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // DecodeFaults reads a fault configuration strictly (POST /v1/faults).

@@ -20,13 +20,20 @@ func FaultFlags(fs *flag.FlagSet, def Faults) func() (Faults, error) {
 	latMin := fs.Duration("latency-min", time.Duration(def.LatencyMin), "least added latency")
 	latMax := fs.Duration("latency-max", time.Duration(def.LatencyMax), "most added latency")
 	reject := fs.String("reject-steps", strings.Join(def.RejectSteps, ","), "comma-separated steps the remote service always rejects")
+	rejectUndo := fs.String("reject-undo", strings.Join(def.RejectUndo, ","), "comma-separated steps whose compensations the remote service always rejects")
 	return func() (Faults, error) {
 		out := f
 		out.LatencyMin, out.LatencyMax = Duration(*latMin), Duration(*latMax)
-		out.RejectSteps = nil
-		if *reject != "" {
-			out.RejectSteps = strings.Split(*reject, ",")
-		}
+		out.RejectSteps = splitList(*reject)
+		out.RejectUndo = splitList(*rejectUndo)
 		return out, out.Validate()
 	}
+}
+
+// splitList splits a comma-separated flag; empty is nil.
+func splitList(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
 }

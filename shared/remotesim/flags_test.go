@@ -19,8 +19,12 @@ func TestFaultFlags(t *testing.T) {
 		wantErr string
 	}{
 		{args: nil, want: func(f remotesim.Faults) bool {
-			return f.Transient == 0.1 && f.LatencyMax == def.LatencyMax && f.RejectSteps == nil
+			return f.Transient == 0.1 && f.LatencyMax == def.LatencyMax && f.RejectSteps == nil && f.RejectUndo == nil
 		}},
+		{args: []string{"-reject-undo", "charge-payment,ship"}, want: func(f remotesim.Faults) bool {
+			return strings.Join(f.RejectUndo, "+") == "charge-payment+ship" && f.RejectSteps == nil
+		}},
+		{args: []string{"-reject-undo", "Bad"}, wantErr: "rejectUndo"},
 		{args: []string{"-transient", "0.3", "-hang", "0.1", "-latency-max", "2s", "-reject-steps", "a,b"},
 			want: func(f remotesim.Faults) bool {
 				return f.Transient == 0.3 && f.Hang == 0.1 && time.Duration(f.LatencyMax) == 2*time.Second && strings.Join(f.RejectSteps, "+") == "a+b"

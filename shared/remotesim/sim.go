@@ -2,6 +2,18 @@
 // a step's effect at most once per Idempotency-Key, and injects faults —
 // random (seedable) or scripted per key — so tests and local runs can prove
 // that retries, timeouts and duplicate deliveries never apply an effect twice.
+//
+// It also undoes effects (the Compensating Transaction pattern):
+// POST /v1/steps/{step}/compensate, under an Idempotency-Key of its own,
+// undoes the effect applied under the body's effectKey at most once per
+// compensation key. A compensation that finds nothing applied leaves a
+// tombstone, so a late try of the step, still on its way, is refused (409
+// "compensated") rather than applied after its undo. Compensation calls draw
+// faults exactly like step calls, keyed on their own key.
+//
+// Like a real idempotent service, a call whose key already has a stored
+// result replays it: neither a random permanent fault nor a rejected step
+// turns a retry of an applied request into a rejection.
 package remotesim
 
 import (
@@ -75,10 +87,13 @@ type Problem struct {
 }
 
 // result is what a key's first successful call stored: later calls with the
-// key get it again without a new effect.
+// key get it again without a new effect. orderID and step say whose effect a
+// forward result is, so an undo naming another step is refused.
 type result struct {
 	body        []byte
 	requestHash string
+	orderID     string
+	step        string
 }
 
 // Sim is the simulator; it is an http.Handler and safe for concurrent use.
@@ -95,9 +110,17 @@ type Sim struct {
 	keyCalls map[string]int
 	faults   Faults
 	scripts  map[string][]Fault
-	results  map[string]result
-	effects  map[string]int
-	calls    int
+	// results holds step and compensation results alike: Idempotency-Keys
+	// share one namespace, as at a real service, and the request hash tells
+	// the two routes apart.
+	results map[string]result
+	// effects counts applies by step key; compensations counts undos by the
+	// effect key undone; tombstones are effect keys a compensation found
+	// unapplied, never to be applied.
+	effects       map[string]int
+	compensations map[string]int
+	tombstones    map[string]bool
+	calls         int
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -139,10 +162,14 @@ func New(opts ...Option) *Sim {
 		scripts:  make(map[string][]Fault),
 		results:  make(map[string]result),
 		effects:  make(map[string]int),
-		stop:     make(chan struct{}),
+		// compensations is never nil, so GET /v1/effects always shows it.
+		compensations: make(map[string]int),
+		tombstones:    make(map[string]bool),
+		stop:          make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/steps/{step}", s.serveStep)
+	s.mux.HandleFunc("POST /v1/steps/{step}/compensate", s.serveCompensate)
 	s.mux.HandleFunc("GET /v1/effects", s.serveEffects)
 	s.mux.HandleFunc("GET /v1/faults", s.serveGetFaults)
 	s.mux.HandleFunc("POST /v1/faults", s.servePostFaults)
@@ -176,6 +203,7 @@ func (s *Sim) SetFaults(f Faults) error {
 		clear(s.keyCalls)
 	}
 	f.RejectSteps = slices.Clone(f.RejectSteps)
+	f.RejectUndo = slices.Clone(f.RejectUndo)
 	s.faults = f
 	return nil
 }
@@ -186,6 +214,7 @@ func (s *Sim) Faults() Faults {
 	defer s.mu.Unlock()
 	f := s.faults
 	f.RejectSteps = slices.Clone(f.RejectSteps)
+	f.RejectUndo = slices.Clone(f.RejectUndo)
 	return f
 }
 
@@ -198,8 +227,18 @@ func (s *Sim) RejectStep(step string) {
 	}
 }
 
-// Script queues faults for the next calls with key, one per call, ahead of
-// any random fault; a call that finds the queue empty draws as usual.
+// RejectUndo rejects every compensation of step permanently from now on.
+func (s *Sim) RejectUndo(step string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.faults.RejectUndo, step) {
+		s.faults.RejectUndo = append(slices.Clone(s.faults.RejectUndo), step)
+	}
+}
+
+// Script queues faults for the next calls with key (a step's or a
+// compensation's), one per call, ahead of any random fault; a call that finds
+// the queue empty draws as usual.
 func (s *Sim) Script(key string, faults ...Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -207,7 +246,8 @@ func (s *Sim) Script(key string, faults ...Fault) {
 }
 
 // Effects returns how often each key's effect was applied (never more than
-// once, unless the simulator is broken).
+// once, unless the simulator is broken). An undo does not decrement it: see
+// Compensations.
 func (s *Sim) Effects() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -221,7 +261,24 @@ func (s *Sim) EffectCount(key string) int {
 	return s.effects[key]
 }
 
-// Calls returns how many step calls arrived, good or bad.
+// Compensations returns how often each effect was undone, by the effect's
+// key. More than once means two compensation keys undid one effect: a bug of
+// the caller, which should use one key per step.
+func (s *Sim) Compensations() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.compensations)
+}
+
+// CompensationCount returns how often the effect applied under effectKey was
+// undone.
+func (s *Sim) CompensationCount(effectKey string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.compensations[effectKey]
+}
+
+// Calls returns how many step and compensation calls arrived, good or bad.
 func (s *Sim) Calls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,21 +286,8 @@ func (s *Sim) Calls() int {
 }
 
 func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.calls++
-	s.mu.Unlock()
-
-	step := r.PathValue("step")
-	key := r.Header.Get("Idempotency-Key")
-	switch {
-	case !stepPattern.MatchString(step):
-		writeProblem(w, http.StatusNotFound, "unknown_step", fmt.Sprintf("%q is not a step name", step))
-		return
-	case key == "":
-		writeProblem(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
-		return
-	case len(key) > MaxKeyBytes:
-		writeProblem(w, http.StatusBadRequest, "bad_idempotency_key", fmt.Sprintf("the Idempotency-Key exceeds %d bytes", MaxKeyBytes))
+	step, key, ok := s.admit(w, r)
+	if !ok {
 		return
 	}
 	req, err := DecodeStepRequest(http.MaxBytesReader(w, r.Body, MaxRequestBytes+1), step)
@@ -251,8 +295,51 @@ func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	fault, latency := s.draw(key, func(f Faults) bool { return slices.Contains(f.RejectSteps, step) })
+	s.serve(w, r, fault, latency, fmt.Sprintf("step %s of order %s rejected", step, req.OrderID),
+		func() outcome { return s.apply(key, req) })
+}
 
-	fault, latency := s.draw(key, step)
+// admit counts a call and checks what step and compensation calls share: the
+// step name in the path and the Idempotency-Key header.
+func (s *Sim) admit(w http.ResponseWriter, r *http.Request) (step, key string, ok bool) {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+
+	step = r.PathValue("step")
+	key = r.Header.Get("Idempotency-Key")
+	switch {
+	case !stepPattern.MatchString(step):
+		writeProblem(w, http.StatusNotFound, "unknown_step", fmt.Sprintf("%q is not a step name", step))
+		return "", "", false
+	case key == "":
+		writeProblem(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		return "", "", false
+	case len(key) > MaxKeyBytes:
+		writeProblem(w, http.StatusBadRequest, "bad_idempotency_key", fmt.Sprintf("the Idempotency-Key exceeds %d bytes", MaxKeyBytes))
+		return "", "", false
+	}
+	return step, key, true
+}
+
+// outcome is what a check-and-apply decided: a 200 body, or a problem.
+type outcome struct {
+	status int
+	body   []byte
+	code   string
+	msg    string
+}
+
+func conflict(code, msg string) outcome {
+	return outcome{status: http.StatusConflict, code: code, msg: msg}
+}
+
+var errKeyReused = conflict("idempotency_conflict", "the Idempotency-Key was used with another request body")
+
+// serve acts out a drawn fault around apply, the call's check-and-apply:
+// faults that come before the effect skip it, the others follow it.
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request, fault Fault, latency time.Duration, rejected string, apply func() outcome) {
 	if latency > 0 {
 		if err := s.sleep(r.Context(), latency); err != nil {
 			return
@@ -263,7 +350,7 @@ func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
 		writeUnavailable(w)
 		return
 	case Permanent:
-		writeProblem(w, http.StatusUnprocessableEntity, "rejected", fmt.Sprintf("step %s of order %s rejected", step, req.OrderID))
+		writeProblem(w, http.StatusUnprocessableEntity, "rejected", rejected)
 		return
 	case Hang:
 		s.hang(r.Context())
@@ -271,7 +358,7 @@ func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	body, status := s.apply(key, req)
+	out := apply()
 	switch fault {
 	case ApplyThenFail:
 		writeUnavailable(w)
@@ -281,18 +368,21 @@ func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
 		writeUnavailable(w)
 		return
 	}
-	if status != http.StatusOK {
-		writeProblem(w, status, "idempotency_conflict", "the Idempotency-Key was used with another request body")
+	if out.status != http.StatusOK {
+		writeProblem(w, out.status, out.code, out.msg)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	_, _ = w.Write(out.body)
 }
 
 // draw picks the call's fault (script first, then rejected steps, then the
-// random draw) and its added latency.
-func (s *Sim) draw(key, step string) (Fault, time.Duration) {
+// random draw) and its added latency. A key with a stored result is never
+// rejected, by rejected or by a random permanent fault: a real idempotent
+// service replays the result of an applied request. The draws themselves
+// stay as they were, so a seed replays the same faults either way.
+func (s *Sim) draw(key string, rejected func(Faults) bool) (Fault, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.faults
@@ -313,7 +403,8 @@ func (s *Sim) draw(key, step string) (Fault, time.Duration) {
 		}
 		return q[0], latency
 	}
-	if slices.Contains(f.RejectSteps, step) {
+	_, stored := s.results[key]
+	if !stored && rejected(f) {
 		return Permanent, latency
 	}
 	u := s.unit(key, call, 2)
@@ -325,6 +416,9 @@ func (s *Sim) draw(key, step string) (Fault, time.Duration) {
 		{f.ApplyThenHang, ApplyThenHang},
 	} {
 		if u < c.p {
+			if c.fault == Permanent && stored {
+				return None, latency
+			}
 			return c.fault, latency
 		}
 		u -= c.p
@@ -333,21 +427,24 @@ func (s *Sim) draw(key, step string) (Fault, time.Duration) {
 }
 
 // apply applies key's effect unless it was already applied, returning the
-// stored output. Check and apply happen under one lock, so concurrent calls
-// with one key cannot both apply.
-func (s *Sim) apply(key string, req StepRequest) ([]byte, int) {
-	hash := requestHash(req)
+// stored output, or refuses it when a compensation undid it before it was
+// applied. Check and apply happen under one lock, so concurrent calls with
+// one key cannot both apply, nor can a step apply after its undo.
+func (s *Sim) apply(key string, req StepRequest) outcome {
+	hash := requestHash(routeStep, req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if res, ok := s.results[key]; ok {
 		if res.requestHash != hash {
-			return nil, http.StatusConflict
+			return errKeyReused
 		}
-		return res.body, http.StatusOK
+		return outcome{status: http.StatusOK, body: res.body}
 	}
-	sum := sha256.Sum256([]byte(key))
+	if s.tombstones[key] {
+		return conflict("compensated", fmt.Sprintf("step %s of order %s was compensated before it was applied", req.Step, req.OrderID))
+	}
 	body, err := json.Marshal(Output{
-		Confirmation: req.Step + "-" + hex.EncodeToString(sum[:4]),
+		Confirmation: req.Step + "-" + shortHash(key),
 		OrderID:      req.OrderID,
 		Step:         req.Step,
 		AppliedAt:    s.clk.Now().UTC(),
@@ -356,18 +453,31 @@ func (s *Sim) apply(key string, req StepRequest) ([]byte, int) {
 		panic(fmt.Sprintf("remotesim: encode output: %v", err))
 	}
 	s.effects[key]++
-	s.results[key] = result{body: body, requestHash: hash}
-	return body, http.StatusOK
+	s.results[key] = result{body: body, requestHash: hash, orderID: req.OrderID, step: req.Step}
+	return outcome{status: http.StatusOK, body: body}
 }
 
-// requestHash fingerprints a request so a key reused with another body is
-// told apart from a retry. Marshal sorts map keys, so it is stable.
-func requestHash(req StepRequest) string {
+// shortHash names key in a confirmation: stable, and short.
+func shortHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:4])
+}
+
+// Routes a request hash is taken for.
+const (
+	routeStep       = "step"
+	routeCompensate = "compensate"
+)
+
+// requestHash fingerprints a request and its route so a key reused with
+// another body, or on the other route, is told apart from a retry. Marshal
+// sorts map keys, so it is stable.
+func requestHash(route string, req any) string {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return ""
 	}
-	sum := sha256.Sum256(b)
+	sum := sha256.Sum256(append([]byte(route+"\n"), b...))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -379,13 +489,14 @@ func (s *Sim) hang(ctx context.Context) {
 }
 
 type effectsBody struct {
-	Effects map[string]int `json:"effects"`
-	Calls   int            `json:"calls"`
+	Effects       map[string]int `json:"effects"`
+	Compensations map[string]int `json:"compensations"`
+	Calls         int            `json:"calls"`
 }
 
 func (s *Sim) serveEffects(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	body := effectsBody{Effects: maps.Clone(s.effects), Calls: s.calls}
+	body := effectsBody{Effects: maps.Clone(s.effects), Compensations: maps.Clone(s.compensations), Calls: s.calls}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, body)
 }

@@ -341,13 +341,14 @@ func TestFaultsEndpoint(t *testing.T) {
 		body       string
 		wantStatus int
 	}{
-		{`{"transient":0.5,"latency":0.1,"latencyMin":"1ms","latencyMax":"2ms","rejectSteps":["charge-payment"],"seed":7}`, 200},
+		{`{"transient":0.5,"latency":0.1,"latencyMin":"1ms","latencyMax":"2ms","rejectSteps":["charge-payment"],"rejectUndo":["ship"],"seed":7}`, 200},
 		{`{"transient":1.5}`, 400},
 		{`{"transient":0.6,"permanent":0.6}`, 400},
 		{`{"latencyMin":"2s","latencyMax":"1s"}`, 400},
 		{`{"latencyMax":"1h"}`, 400},
 		{`{"latencyMax":5}`, 400},
 		{`{"rejectSteps":["Bad"]}`, 400},
+		{`{"rejectUndo":["Bad"]}`, 400},
 		{`{"unknown":1}`, 400},
 		{`not json`, 400},
 	}
@@ -357,7 +358,8 @@ func TestFaultsEndpoint(t *testing.T) {
 		}
 	}
 	f := sim.Faults()
-	if f.Transient != 0.5 || time.Duration(f.LatencyMax) != 2*time.Millisecond || len(f.RejectSteps) != 1 {
+	if f.Transient != 0.5 || time.Duration(f.LatencyMax) != 2*time.Millisecond || len(f.RejectSteps) != 1 ||
+		len(f.RejectUndo) != 1 || f.RejectUndo[0] != "ship" {
 		t.Errorf("faults after the valid POST: %+v", f)
 	}
 	resp, err := http.Get(srv.URL + "/v1/faults")
@@ -366,7 +368,8 @@ func TestFaultsEndpoint(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var got remotesim.Faults
-	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || got.Transient != 0.5 || got.LatencyMin != remotesim.Duration(time.Millisecond) {
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || got.Transient != 0.5 || got.LatencyMin != remotesim.Duration(time.Millisecond) ||
+		len(got.RejectUndo) != 1 {
 		t.Errorf("GET /v1/faults = %+v, %v", got, err)
 	}
 }

@@ -27,7 +27,10 @@ type Store interface {
 	Release(ctx context.Context, st workflow.State, now, claimBy time.Time) error
 	Advance(ctx context.Context, a statestore.Advance) (workflow.State, error)
 	Fail(ctx context.Context, f statestore.Failure) (workflow.State, error)
+	Undone(ctx context.Context, u statestore.Undone) (workflow.State, error)
+	FailCompensation(ctx context.Context, f statestore.Failure) (workflow.State, error)
 	AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error
+	GetState(ctx context.Context, orderID string) (workflow.State, error)
 }
 
 // Sender puts a message on an SQS queue.
@@ -112,14 +115,17 @@ func owner(requestID, messageID string) string {
 }
 
 func (h *Handler) schedule(ctx context.Context, m messages.Schedule, owner string, log *slog.Logger) error {
-	log = log.With("orderId", m.OrderID, "stepIndex", m.StepIndex, "reason", m.Reason)
+	log = log.With("orderId", m.OrderID, "stepIndex", m.StepIndex, "reason", m.Reason, "compensate", m.Compensate)
 	if m.StepIndex >= len(h.cfg.Workflow.Steps) {
 		return fmt.Errorf("%w: step %d outside workflow %q", messages.ErrPoison, m.StepIndex, h.cfg.Workflow.Name)
 	}
 	step := h.cfg.Workflow.Steps[m.StepIndex]
+	if m.Compensate && !step.Compensable {
+		return fmt.Errorf("%w: step %q of workflow %q has no compensation", messages.ErrPoison, step.Name, h.cfg.Workflow.Name)
+	}
 	now := h.clk.Now()
 	st, err := h.store.Claim(ctx, statestore.Claim{
-		OrderID: m.OrderID, StepIndex: m.StepIndex, Owner: owner,
+		OrderID: m.OrderID, StepIndex: m.StepIndex, Compensate: m.Compensate, Owner: owner,
 		Now: now, CompleteBy: now.Add(step.Budget),
 	})
 	if errors.Is(err, workflow.ErrClaimLost) {
@@ -143,11 +149,19 @@ func (h *Handler) schedule(ctx context.Context, m messages.Schedule, owner strin
 	return nil
 }
 
-// dispatch sends the claimed step of st to its Agent.
+// dispatch sends the claimed step of st, or its compensation, to its Agent.
+// A compensation gets the outputs of its own step and of those before it:
+// the per-step results kept in the state record say what to undo (the
+// reservation to release, the charge to refund).
 func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 	queue := h.cfg.AgentQueues[st.Step]
+	undo := st.ProcessState == workflow.Compensating
+	upTo := st.StepIndex
+	if undo {
+		upTo++
+	}
 	previous := map[string]json.RawMessage{}
-	for _, s := range st.Steps[:min(st.StepIndex, len(st.Steps))] {
+	for _, s := range st.Steps[:min(upTo, len(st.Steps))] {
 		if len(s.Output) > 0 {
 			previous[s.Name] = s.Output
 		}
@@ -160,10 +174,27 @@ func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 		Input:          st.Input,
 		Previous:       previous,
 	}
+	if undo {
+		req.Action = messages.Compensate
+		req.EffectKey = req.IdempotencyKey
+		req.IdempotencyKey = workflow.CompensationKey(st.OrderID, st.Step)
+	}
 	if err := h.send.Send(ctx, queue, messages.Encode(req), 0); err != nil {
-		return fmt.Errorf("dispatch %s step %s attempt %d: %w", st.OrderID, st.Step, st.Attempt, err)
+		return fmt.Errorf("dispatch %s step %s attempt %d (compensate %v): %w", st.OrderID, st.Step, st.Attempt, undo, err)
 	}
 	return nil
+}
+
+// dispatchOrRelease dispatches a record a commit just claimed. The commit
+// stands, so redelivering the reply cannot help: on failure the claim is
+// released and the Supervisor re-sends it once ClaimTimeout passes.
+func (h *Handler) dispatchOrRelease(ctx context.Context, st workflow.State, log *slog.Logger) {
+	if err := h.dispatch(ctx, st); err != nil {
+		if rerr := h.store.Release(ctx, st, h.clk.Now(), h.clk.Now().Add(h.cfg.Policy.ClaimTimeout)); rerr != nil {
+			log.Warn("release after failed dispatch failed", "error", rerr)
+		}
+		log.Warn("dispatch failed; the Supervisor will re-send it", "error", err)
+	}
 }
 
 func (h *Handler) reply(ctx context.Context, m messages.AgentReply, owner string, log *slog.Logger) error {
@@ -172,8 +203,11 @@ func (h *Handler) reply(ctx context.Context, m messages.AgentReply, owner string
 		return fmt.Errorf("%w: step %d %q is not in workflow %q", messages.ErrPoison, m.StepIndex, m.Step, h.cfg.Workflow.Name)
 	}
 	now := h.clk.Now()
+	if m.Action.Undo() {
+		return h.undone(ctx, m, owner, now, log)
+	}
 	if m.Outcome == messages.Failed {
-		return h.fail(ctx, m, now, log)
+		return h.fail(ctx, m, owner, now, log)
 	}
 	a := statestore.Advance{OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now, Output: m.Output}
 	if next := m.StepIndex + 1; next < len(h.cfg.Workflow.Steps) {
@@ -193,22 +227,44 @@ func (h *Handler) reply(ctx context.Context, m messages.AgentReply, owner string
 		return nil
 	}
 	log.Info("step committed; next claimed", workflow.TransitionStepCompleted.Attr(), "next", st.Step, "nextAttempt", st.Attempt)
-	if err := h.dispatch(ctx, st); err != nil {
-		// The reply is committed, so redelivering it cannot help: release the
-		// next step and let the Supervisor re-send it once ClaimTimeout passes.
-		if rerr := h.store.Release(ctx, st, h.clk.Now(), h.clk.Now().Add(h.cfg.Policy.ClaimTimeout)); rerr != nil {
-			log.Warn("release after failed dispatch failed", "error", rerr)
-		}
-		log.Warn("dispatch of next step failed; the Supervisor will re-send it", "error", err)
-	}
+	h.dispatchOrRelease(ctx, st, log)
 	return nil
 }
 
-func (h *Handler) fail(ctx context.Context, m messages.AgentReply, now time.Time, log *slog.Logger) error {
-	msg := m.Fault.Code + ": " + m.Fault.Message
-	st, err := h.store.Fail(ctx, statestore.Failure{
-		OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now,
-		Error: msg, AlertBy: now.Add(h.cfg.Policy.AlertTimeout),
+// undoClaim is the claim of the compensation of step i, or nil for none.
+func (h *Handler) undoClaim(i int, owner string, now time.Time) *statestore.UndoClaim {
+	if i < 0 {
+		return nil
+	}
+	step := h.cfg.Workflow.Steps[i]
+	return &statestore.UndoClaim{StepIndex: i, Step: step.Name, Owner: owner, CompleteBy: now.Add(step.Budget)}
+}
+
+// undone commits a compensation's reply: the next compensation (claimed in
+// the same write and dispatched), Compensated after the last, or
+// CompensationFailed with an alert for a permanent fault.
+func (h *Handler) undone(ctx context.Context, m messages.AgentReply, owner string, now time.Time, log *slog.Logger) error {
+	log = log.With("compensate", true)
+	if m.Outcome == messages.Failed {
+		msg := "compensation " + m.Fault.Code + ": " + m.Fault.Message
+		st, err := h.store.FailCompensation(ctx, statestore.Failure{
+			OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now,
+			Error: msg, AlertBy: now.Add(h.cfg.Policy.AlertTimeout),
+		})
+		if errors.Is(err, workflow.ErrStale) {
+			log.Warn("stale reply dropped", workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		log.Error("compensation failed permanently; an operator must act", workflow.TransitionCompensationFailed.Attr(), "fault", m.Fault.Code)
+		alert.Deliver(ctx, h.alerts, h.store, h.alertFor(alert.KindCompensationFailed, st, now), now, log)
+		return nil
+	}
+	next := h.undoClaim(h.cfg.Workflow.NextCompensation(m.StepIndex), owner, now)
+	st, err := h.store.Undone(ctx, statestore.Undone{
+		OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now, Output: m.Output, Next: next,
 	})
 	if errors.Is(err, workflow.ErrStale) {
 		log.Warn("stale reply dropped", workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
@@ -217,12 +273,57 @@ func (h *Handler) fail(ctx context.Context, m messages.AgentReply, now time.Time
 	if err != nil {
 		return err
 	}
-	log.Error("order failed permanently", workflow.TransitionFailed.Attr(), "fault", m.Fault.Code)
-	a := alert.Alert{
-		Kind: alert.KindPermanentFailure, OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex,
-		FailureCount: st.FailureCount, MaxFailures: h.cfg.Policy.MaxFailures, Attempt: st.Attempt,
-		LastError: st.LastError, At: now,
+	if next == nil {
+		log.Info("order compensated", workflow.TransitionCompensated.Attr())
+		return nil
 	}
-	alert.Deliver(ctx, h.alerts, h.store, a, now, log)
+	log.Info("step undone; next compensation claimed", workflow.TransitionUndone.Attr(), "next", st.Step, "nextAttempt", st.Attempt)
+	h.dispatchOrRelease(ctx, st, log)
+	return nil
+}
+
+func (h *Handler) alertFor(kind alert.Kind, st workflow.State, now time.Time) alert.Alert {
+	return alert.Alert{
+		Kind: kind, OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex,
+		FailureCount: st.FailureCount, MaxFailures: h.cfg.Policy.MaxFailures, Attempt: st.Attempt,
+		LastError: st.LastError, At: now, CLI: alert.CLI(h.cfg.OperatorAPIURL),
+	}
+}
+
+// fail commits a permanent fault: the order's compensation starts (claimed
+// in the same write and dispatched) when a completed step must be undone,
+// else the order is in Error and operators are alerted.
+func (h *Handler) fail(ctx context.Context, m messages.AgentReply, owner string, now time.Time, log *slog.Logger) error {
+	msg := m.Fault.Code + ": " + m.Fault.Message
+	// The plan depends on the step's history (did an earlier attempt time
+	// out?), so read the record; the write below is fenced by Attempt, so a
+	// record that moved on since is refused, not overwritten.
+	seen, err := h.store.GetState(ctx, m.OrderID)
+	if err != nil {
+		return fmt.Errorf("read %s before committing its failure: %w", m.OrderID, err)
+	}
+	f := statestore.Failure{
+		OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now,
+		Error: msg, AlertBy: now.Add(h.cfg.Policy.AlertTimeout),
+	}
+	if seen.StepIndex == m.StepIndex {
+		f.Undo = h.undoClaim(h.cfg.Workflow.StopAt(seen, workflow.StopPermanent).UndoFrom, owner, now)
+	}
+	st, err := h.store.Fail(ctx, f)
+	if errors.Is(err, workflow.ErrStale) {
+		log.Warn("stale reply dropped", workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if f.Undo != nil {
+		log.Warn("step failed permanently; compensation claimed", workflow.TransitionCompensating.Attr(), "fault", m.Fault.Code,
+			"undo", st.Step, "undoAttempt", st.Attempt)
+		h.dispatchOrRelease(ctx, st, log)
+		return nil
+	}
+	log.Error("order failed permanently", workflow.TransitionFailed.Attr(), "fault", m.Fault.Code)
+	alert.Deliver(ctx, h.alerts, h.store, h.alertFor(alert.KindPermanentFailure, st, now), now, log)
 	return nil
 }

@@ -39,6 +39,26 @@ type storeFuncs struct {
 	advance   func(ctx context.Context, a statestore.Advance) (workflow.State, error)
 	fail      func(ctx context.Context, f statestore.Failure) (workflow.State, error)
 	alertSent func(ctx context.Context, orderID string, attempt int, now time.Time) error
+	undone    func(ctx context.Context, u statestore.Undone) (workflow.State, error)
+	failUndo  func(ctx context.Context, f statestore.Failure) (workflow.State, error)
+	getState  func(ctx context.Context, orderID string) (workflow.State, error)
+}
+
+func (f storeFuncs) Undone(ctx context.Context, u statestore.Undone) (workflow.State, error) {
+	return f.undone(ctx, u)
+}
+
+func (f storeFuncs) FailCompensation(ctx context.Context, fl statestore.Failure) (workflow.State, error) {
+	return f.failUndo(ctx, fl)
+}
+
+// GetState answers a record at the reply's step with no history when a test
+// sets nothing: a permanent fault then has nothing uncertain to undo.
+func (f storeFuncs) GetState(ctx context.Context, orderID string) (workflow.State, error) {
+	if f.getState == nil {
+		return workflow.State{OrderID: orderID, StepIndex: -1}, nil
+	}
+	return f.getState(ctx, orderID)
 }
 
 func (f storeFuncs) Claim(ctx context.Context, c statestore.Claim) (workflow.State, error) {
@@ -841,7 +861,7 @@ func TestReplyFailed(t *testing.T) {
 	wantAlert := alert.Alert{
 		Kind: alert.KindPermanentFailure, OrderID: orderC, Step: "charge-payment", StepIndex: 1,
 		FailureCount: failureCount, MaxFailures: cfg.Policy.MaxFailures, Attempt: 3,
-		LastError: lastError, At: testNow,
+		LastError: lastError, At: testNow, CLI: alert.CLI(""),
 	}
 	if len(f.published) != 1 || !reflect.DeepEqual(f.published[0], wantAlert) {
 		t.Fatalf("published = %+v, want [%+v]", f.published, wantAlert)

@@ -16,14 +16,14 @@ type expr struct {
 	// setAt finds a path's clause in set, so setting a path twice keeps the
 	// last value (DynamoDB rejects overlapping paths in one update).
 	setAt  map[string]int
-	setPH  map[string]string
+	setPH  map[string][]string
 	n      int
 	names  map[string]string
 	values map[string]types.AttributeValue
 }
 
 func newExpr() *expr {
-	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}, setAt: map[string]int{}, setPH: map[string]string{}}
+	return &expr{names: map[string]string{}, values: map[string]types.AttributeValue{}, setAt: map[string]int{}, setPH: map[string][]string{}}
 }
 
 // path turns "Steps[1].State" into "#Steps[1].#State".
@@ -53,21 +53,24 @@ func (e *expr) Set(p string, v types.AttributeValue) *expr {
 	return e
 }
 
-func (e *expr) setClause(path, clause, ph string) {
+func (e *expr) setClause(path, clause string, phs ...string) {
 	if i, ok := e.setAt[path]; ok {
-		delete(e.values, e.setPH[path])
-		e.set[i], e.setPH[path] = clause, ph
+		for _, old := range e.setPH[path] {
+			delete(e.values, old)
+		}
+		e.set[i], e.setPH[path] = clause, phs
 		return
 	}
-	e.setPH[path] = ph
+	e.setPH[path] = phs
 	e.setAt[path] = len(e.set)
 	e.set = append(e.set, clause)
 }
 
-// Add sets p to p + n; p must exist.
+// Add sets p to p + n, counting a missing p as 0 (records written before
+// a counter existed lack it).
 func (e *expr) Add(p string, n int) *expr {
-	pp, ph := e.path(p), e.value(num(n))
-	e.setClause(pp, pp+" = "+pp+" + "+ph, ph)
+	pp, ph, zero := e.path(p), e.value(num(n)), e.value(num(0))
+	e.setClause(pp, pp+" = if_not_exists("+pp+", "+zero+") + "+ph, ph, zero)
 	return e
 }
 
@@ -85,6 +88,16 @@ func (e *expr) Is(p string, v types.AttributeValue) *expr {
 // After adds the condition p > v.
 func (e *expr) After(p string, v types.AttributeValue) *expr {
 	e.cond = append(e.cond, e.path(p)+" > "+e.value(v))
+	return e
+}
+
+// OneOf adds the condition p IN (vs...).
+func (e *expr) OneOf(p string, vs ...types.AttributeValue) *expr {
+	phs := make([]string, len(vs))
+	for i, v := range vs {
+		phs[i] = e.value(v)
+	}
+	e.cond = append(e.cond, e.path(p)+" IN ("+strings.Join(phs, ", ")+")")
 	return e
 }
 

@@ -110,10 +110,13 @@ func (s *Store) get(ctx context.Context, table, orderID string) (map[string]type
 	return out.Item, nil
 }
 
-// Claim is a Scheduler's request to take a Pending step.
+// Claim is a Scheduler's request to take a Pending step, or a
+// CompensationPending step's compensation.
 type Claim struct {
 	OrderID   string
 	StepIndex int
+	// Compensate claims the step's compensation instead of the step.
+	Compensate bool
 	// Owner names the claiming invocation; it becomes LockedBy.
 	Owner      string
 	Now        time.Time
@@ -125,8 +128,16 @@ type Claim struct {
 // returns the record as written, or workflow.ErrClaimLost.
 func (s *Store) Claim(ctx context.Context, c Claim) (workflow.State, error) {
 	e := newExpr()
-	e.Is("ProcessState", str(string(workflow.Pending))).Absent("LockedBy").Is("StepIndex", num(c.StepIndex))
-	claimStep(e, c.StepIndex, c.Owner, c.Now, c.CompleteBy)
+	want := workflow.Pending
+	if c.Compensate {
+		want = workflow.CompensationPending
+	}
+	e.Is("ProcessState", str(string(want))).Absent("LockedBy").Is("StepIndex", num(c.StepIndex))
+	if c.Compensate {
+		claimUndo(e, c.StepIndex, c.Owner, c.Now, c.CompleteBy)
+	} else {
+		claimStep(e, c.StepIndex, c.Owner, c.Now, c.CompleteBy)
+	}
 	st, err := s.update(ctx, c.OrderID, e)
 	if errors.Is(err, workflow.ErrStale) {
 		return workflow.State{}, fmt.Errorf("claim %s step %d: %w", c.OrderID, c.StepIndex, workflow.ErrClaimLost)
@@ -135,36 +146,61 @@ func (s *Store) Claim(ctx context.Context, c Claim) (workflow.State, error) {
 }
 
 func claimStep(e *expr, step int, owner string, now, completeBy time.Time) {
-	sp := "Steps[" + strconv.Itoa(step) + "]"
+	sp := stepPath(step)
 	e.Set("ProcessState", str(string(workflow.Processing))).
 		Set("LockedBy", str(owner)).
 		Set(CompleteByAttr, millis(completeBy)).
 		Add("Attempt", 1).
-		Set("UpdatedAt", stamp(now)).
+		touch(now).
 		Set(sp+".State", str(string(workflow.StepProcessing))).
 		Add(sp+".Attempts", 1).
 		Set(sp+".StartedAt", stamp(now))
 }
 
+// stepPath is the path of a step's history entry.
+func stepPath(i int) string { return "Steps[" + strconv.Itoa(i) + "]" }
+
+// touch stamps a write: UpdatedAt for people, ChangedAt for the ByState
+// index's order.
+func (e *expr) touch(now time.Time) *expr {
+	return e.Set("UpdatedAt", stamp(now)).Set(ChangedAtAttr, millis(now))
+}
+
+// notify marks a write that changes what a client is told of the order
+// (workflow.StatusOf, or the step it is at): the event publisher numbers its
+// events by EventSeq, so every such write adds exactly one and no other
+// write does.
+func (e *expr) notify() *expr { return e.Add("EventSeq", 1) }
+
 // fence adds the condition every commit of an Agent's outcome needs: the
 // record is still Processing the same step under the same Attempt, and its
 // CompleteBy has not passed.
 func fence(e *expr, stepIndex, attempt int, now time.Time) {
-	e.Is("ProcessState", str(string(workflow.Processing))).
+	fenceIn(e, workflow.Processing, stepIndex, attempt, now)
+}
+
+func fenceIn(e *expr, state workflow.ProcessState, stepIndex, attempt int, now time.Time) {
+	e.Is("ProcessState", str(string(state))).
 		Is("Attempt", num(attempt)).
 		Is("StepIndex", num(stepIndex)).
 		After(CompleteByAttr, millis(now))
 }
 
-// Release undoes a claim whose dispatch failed: back to Pending and unlocked,
-// to be claimed by claimBy. Fenced by Attempt.
+// Release undoes a claim whose dispatch failed: back to Pending (or
+// CompensationPending) and unlocked, to be claimed by claimBy. Fenced by
+// Attempt.
 func (s *Store) Release(ctx context.Context, st workflow.State, now, claimBy time.Time) error {
 	e := newExpr()
-	e.Is("ProcessState", str(string(workflow.Processing))).Is("Attempt", num(st.Attempt))
-	e.Set("ProcessState", str(string(workflow.Pending))).
-		Set(CompleteByAttr, millis(claimBy)).
-		Set("UpdatedAt", stamp(now)).
-		Set("Steps["+strconv.Itoa(st.StepIndex)+"].State", str(string(workflow.StepPending))).
+	e.Is("ProcessState", str(string(st.ProcessState))).Is("Attempt", num(st.Attempt))
+	if st.ProcessState == workflow.Compensating {
+		e.Set("ProcessState", str(string(workflow.CompensationPending))).
+			Set(stepPath(st.StepIndex)+".Compensation", str(string(workflow.StepPending)))
+	} else {
+		e.Set("ProcessState", str(string(workflow.Pending))).
+			Set(stepPath(st.StepIndex)+".State", str(string(workflow.StepPending)))
+	}
+	e.Set(CompleteByAttr, millis(claimBy)).
+		touch(now).
 		Remove("LockedBy")
 	_, err := s.update(ctx, st.OrderID, e)
 	return err
@@ -195,10 +231,11 @@ type NextClaim struct {
 func (s *Store) Advance(ctx context.Context, a Advance) (workflow.State, error) {
 	e := newExpr()
 	fence(e, a.StepIndex, a.Attempt, a.Now)
-	sp := "Steps[" + strconv.Itoa(a.StepIndex) + "]"
+	sp := stepPath(a.StepIndex)
 	e.Set(sp+".State", str(string(workflow.StepSucceeded))).
 		Set(sp+".FinishedAt", stamp(a.Now)).
-		Set("UpdatedAt", stamp(a.Now))
+		touch(a.Now).
+		notify()
 	if len(a.Output) > 0 {
 		e.Set(sp+".Output", str(string(a.Output)))
 	}
@@ -230,15 +267,35 @@ type Failure struct {
 	// AlertBy is when the Supervisor publishes the alert if the Scheduler
 	// has not confirmed it sent.
 	AlertBy time.Time
+	// Undo, when set, starts the compensation in the same write and claims
+	// it, so the Scheduler dispatches it straight on; the order goes to
+	// Compensating instead of Error and raises no alert.
+	Undo *UndoClaim
 }
 
-// Fail moves the order to Error with its alert pending. It returns
-// workflow.ErrStale when the reply is not for the current claim.
+// UndoClaim claims the compensation of a step.
+type UndoClaim struct {
+	StepIndex  int
+	Step       string
+	Owner      string
+	CompleteBy time.Time
+}
+
+// Fail moves the order to Error with its alert pending, or into its
+// compensation. It returns workflow.ErrStale when the reply is not for the
+// current claim.
 func (s *Store) Fail(ctx context.Context, f Failure) (workflow.State, error) {
 	e := newExpr()
 	fence(e, f.StepIndex, f.Attempt, f.Now)
-	failStep(e, f.StepIndex, f.Now, f.Error)
-	e.Set(CompleteByAttr, millis(f.AlertBy))
+	if f.Undo != nil {
+		stopStep(e, f.StepIndex, workflow.StepFailed, f.Now, f.Error)
+		startUndo(e, f.Undo.StepIndex, f.Undo.Step)
+		claimUndo(e, f.Undo.StepIndex, f.Undo.Owner, f.Now, f.Undo.CompleteBy)
+	} else {
+		failStep(e, f.StepIndex, f.Now, f.Error)
+		e.Set(CompleteByAttr, millis(f.AlertBy))
+	}
+	e.notify()
 	st, err := s.update(ctx, f.OrderID, e)
 	if err != nil {
 		return workflow.State{}, fmt.Errorf("fail %s step %d attempt %d: %w", f.OrderID, f.StepIndex, f.Attempt, err)
@@ -246,30 +303,45 @@ func (s *Store) Fail(ctx context.Context, f Failure) (workflow.State, error) {
 	return st, nil
 }
 
-// failStep moves a record to Error and keeps it in the in-flight index with
-// AlertPending, so an alert lost to a crash is still sent by the Supervisor.
-func failStep(e *expr, stepIndex int, now time.Time, msg string) {
-	sp := "Steps[" + strconv.Itoa(stepIndex) + "]"
-	e.Set("ProcessState", str(string(workflow.Error))).
-		Set("LastError", str(msg)).
-		Set("AlertPending", boolean(true)).
-		Set("UpdatedAt", stamp(now)).
-		Set(sp+".State", str(string(workflow.StepFailed))).
+// stopStep ends the forward path at a step: its history entry says how, and
+// the record keeps the reason as LastError.
+func stopStep(e *expr, stepIndex int, state workflow.StepState, now time.Time, msg string) {
+	sp := stepPath(stepIndex)
+	e.Set("LastError", str(msg)).
+		touch(now).
+		Set(sp+".State", str(string(state))).
 		Set(sp+".Error", str(msg)).
 		Set(sp+".FinishedAt", stamp(now)).
 		Remove("LockedBy")
 }
 
-// AlertSent records that the Error alert of the given Attempt went out, which
-// takes the record out of the in-flight index. ErrStale means another actor
-// confirmed it first.
+// startUndo moves the record to the compensation of step i, unclaimed.
+func startUndo(e *expr, i int, step string) {
+	e.Set("ProcessState", str(string(workflow.CompensationPending))).
+		Set("StepIndex", num(i)).
+		Set("Step", str(step)).
+		Set("FailureCount", num(0)).
+		Set(stepPath(i)+".Compensation", str(string(workflow.StepPending)))
+}
+
+// failStep moves a record to Error and keeps it in the in-flight index with
+// AlertPending, so an alert lost to a crash is still sent by the Supervisor.
+func failStep(e *expr, stepIndex int, now time.Time, msg string) {
+	stopStep(e, stepIndex, workflow.StepFailed, now, msg)
+	e.Set("ProcessState", str(string(workflow.Error))).
+		Set("AlertPending", boolean(true))
+}
+
+// AlertSent records that the alert of the given Attempt (of an order in
+// Error or CompensationFailed) went out, which takes the record out of the
+// in-flight index. ErrStale means another actor confirmed it first.
 func (s *Store) AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error {
 	e := newExpr()
-	e.Is("ProcessState", str(string(workflow.Error))).
+	e.OneOf("ProcessState", str(string(workflow.Error)), str(string(workflow.CompensationFailed))).
 		Is("AlertPending", boolean(true)).
 		Is("Attempt", num(attempt))
 	e.Set("AlertPending", boolean(false)).
-		Set("UpdatedAt", stamp(now)).
+		touch(now).
 		Remove(InFlightShardAttr)
 	_, err := s.update(ctx, orderID, e)
 	if err != nil {
@@ -287,26 +359,50 @@ func (s *Store) Recover(ctx context.Context, seen workflow.State, r workflow.Rec
 	e.Is("ProcessState", str(string(seen.ProcessState))).
 		Is("Attempt", num(seen.Attempt)).
 		Is(CompleteByAttr, millis(seen.CompleteBy))
-	sp := "Steps[" + strconv.Itoa(seen.StepIndex) + "]"
-	switch r.Kind {
-	case workflow.Retry:
+	sp := stepPath(seen.StepIndex)
+	undoing := seen.ProcessState == workflow.Compensating
+	switch {
+	case r.Kind == workflow.Retry && undoing:
+		e.Set("ProcessState", str(string(workflow.CompensationPending))).
+			Set("FailureCount", num(r.FailureCount)).
+			Set("LastError", str(timeoutMessage(seen))).
+			Set(sp+".Compensation", str(string(workflow.StepPending))).
+			Add(sp+".CompensationFailures", 1).
+			Remove("LockedBy")
+	case r.Kind == workflow.Retry:
 		e.Set("ProcessState", str(string(workflow.Pending))).
 			Set("FailureCount", num(r.FailureCount)).
 			Set("LastError", str(timeoutMessage(seen))).
 			Set(sp+".State", str(string(workflow.StepPending))).
 			Add(sp+".Failures", 1).
 			Remove("LockedBy")
-	case workflow.GiveUp:
+	case r.Kind == workflow.GiveUp && undoing:
+		msg := timeoutMessage(seen)
+		e.Set("ProcessState", str(string(workflow.CompensationFailed))).
+			Set("AlertPending", boolean(true)).
+			Set("FailureCount", num(r.FailureCount)).
+			Set("LastError", str(msg)).
+			Set(sp+".Compensation", str(string(workflow.StepFailed))).
+			Set(sp+".CompensationError", str(msg)).
+			Add(sp+".CompensationFailures", 1).
+			Remove("LockedBy").
+			notify()
+	case r.Kind == workflow.GiveUp && r.UndoFrom >= 0:
+		stopStep(e, seen.StepIndex, workflow.StepFailed, now, timeoutMessage(seen))
+		e.Add(sp+".Failures", 1)
+		startUndo(e, r.UndoFrom, r.UndoStep)
+		e.notify()
+	case r.Kind == workflow.GiveUp:
 		failStep(e, seen.StepIndex, now, timeoutMessage(seen))
-		e.Set("FailureCount", num(r.FailureCount)).Add(sp+".Failures", 1)
-	case workflow.Requeue:
+		e.Set("FailureCount", num(r.FailureCount)).Add(sp+".Failures", 1).notify()
+	case r.Kind == workflow.Requeue:
 		e.Add("Requeues", 1)
-	case workflow.ResendAlert:
+	case r.Kind == workflow.ResendAlert:
 		e.Is("AlertPending", boolean(true))
 	default:
 		return workflow.State{}, fmt.Errorf("recover %s: nothing to write for %q", seen.OrderID, r.Kind)
 	}
-	e.Set(CompleteByAttr, millis(r.CompleteBy)).Set("UpdatedAt", stamp(now))
+	e.Set(CompleteByAttr, millis(r.CompleteBy)).touch(now)
 	st, err := s.update(ctx, seen.OrderID, e)
 	if err != nil {
 		return workflow.State{}, fmt.Errorf("recover %s (%s): %w", seen.OrderID, r.Kind, err)

@@ -182,7 +182,7 @@ func TestCommitIsFenced(t *testing.T) {
 		t.Fatalf("late commit: %v", err)
 	}
 	// The Supervisor hands the step back and a new claim takes Attempt 2.
-	r := workflow.DefaultPolicy().Recover(first, first.CompleteBy)
+	r := workflow.DefaultPolicy().Recover(workflow.Definition{}, first, first.CompleteBy)
 	if _, err := s.Recover(ctx, first, r, first.CompleteBy); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestRecoverHasOneWinner(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			_, err := s.Recover(ctx, st, p.Recover(st, now), now)
+			_, err := s.Recover(ctx, st, p.Recover(workflow.Definition{}, st, now), now)
 			if err == nil {
 				wins.Add(1)
 			} else if !errors.Is(err, workflow.ErrStale) {
@@ -316,7 +316,7 @@ func TestRecoverGivesUpAtThreshold(t *testing.T) {
 			t.Fatalf("claim %d: %v", i, err)
 		}
 		now = st.CompleteBy
-		r := p.Recover(st, now)
+		r := p.Recover(workflow.Definition{}, st, now)
 		if st, err = s.Recover(ctx, st, r, now); err != nil {
 			t.Fatalf("recover %d: %v", i, err)
 		}
@@ -333,7 +333,7 @@ func TestReleaseAndRequeue(t *testing.T) {
 	seeded := seed(t, s, "o-8")
 	// Requeue an unclaimed Pending record; a second Supervisor with the same
 	// view loses.
-	r := workflow.DefaultPolicy().Recover(seeded, seeded.CompleteBy)
+	r := workflow.DefaultPolicy().Recover(workflow.Definition{}, seeded, seeded.CompleteBy)
 	if r.Kind != workflow.Requeue {
 		t.Fatalf("decision %v", r.Kind)
 	}

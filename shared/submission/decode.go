@@ -76,9 +76,12 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 // OrderRequest is a decoded and validated POST /orders body. Its JSON
 // encoding is the canonical form the request hash is taken over.
 type OrderRequest struct {
-	CustomerID string          `json:"customerId"`
-	Currency   string          `json:"currency"`
-	Items      []workflow.Item `json:"items"`
+	CustomerID string `json:"customerId"`
+	// ClientID is optional, and omitted from the canonical form when absent
+	// so that bodies without it keep the hash they had before it existed.
+	ClientID string          `json:"clientId,omitempty"`
+	Currency string          `json:"currency"`
+	Items    []workflow.Item `json:"items"`
 }
 
 // Canonical returns the request's canonical JSON: fixed field order, no
@@ -119,6 +122,7 @@ func (r OrderRequest) TotalCents() (total int64, ok bool) {
 
 var (
 	idPattern       = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	clientIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
@@ -145,9 +149,9 @@ func DecodeOrder(body []byte) (OrderRequest, error) {
 
 // wireOrder holds the fields as found, with presence, before validation.
 type wireOrder struct {
-	customerID, currency optString
-	items                []wireItem
-	hasItems             bool
+	customerID, clientID, currency optString
+	items                          []wireItem
+	hasItems                       bool
 }
 
 type wireItem struct {
@@ -180,6 +184,7 @@ func (p *parser) order() (wireOrder, error) {
 	}
 	err = p.object("", map[string]func(path string) error{
 		"customerId": func(path string) (err error) { w.customerID, err = p.str(path); return },
+		"clientId":   func(path string) (err error) { w.clientID, err = p.str(path); return },
 		"currency":   func(path string) (err error) { w.currency, err = p.str(path); return },
 		"items":      func(path string) (err error) { w.items, w.hasItems, err = p.itemList(path); return },
 	})
@@ -344,6 +349,10 @@ func (w wireOrder) validate() (OrderRequest, error) {
 	case !idPattern.MatchString(w.customerID.v):
 		bad("customerId", "must be 1..64 characters of A-Z, a-z, 0-9, _ or -")
 	}
+	// clientId is optional; absent and null mean the client wants no events.
+	if w.clientID.ok && !clientIDPattern.MatchString(w.clientID.v) {
+		bad("clientId", "must be 1..64 characters of A-Z, a-z, 0-9, ., _ or -")
+	}
 	switch {
 	case !w.currency.ok:
 		bad("currency", required)
@@ -357,7 +366,7 @@ func (w wireOrder) validate() (OrderRequest, error) {
 		bad("items", fmt.Sprintf("must have 1..%d entries", MaxItems))
 	}
 
-	req := OrderRequest{CustomerID: w.customerID.v, Currency: w.currency.v}
+	req := OrderRequest{CustomerID: w.customerID.v, ClientID: w.clientID.v, Currency: w.currency.v}
 	// Past MaxItems the count is already wrong; checking thousands of lines
 	// would only bloat the problem document.
 	for i, it := range w.items[:min(len(w.items), MaxItems)] {

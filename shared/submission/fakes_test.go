@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/logtest"
+	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -22,6 +25,9 @@ type storeFuncs struct {
 	createOrder func(ctx context.Context, o workflow.Order, s workflow.State) error
 	getOrder    func(ctx context.Context, orderID string) (workflow.Order, error)
 	getState    func(ctx context.Context, orderID string) (workflow.State, error)
+	listByState func(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error)
+	cancel      func(ctx context.Context, seen workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error)
+	resubmit    func(ctx context.Context, seen workflow.State, r workflow.Resubmission, now time.Time) (workflow.State, error)
 }
 
 func (f storeFuncs) CreateOrder(ctx context.Context, o workflow.Order, s workflow.State) error {
@@ -36,6 +42,18 @@ func (f storeFuncs) GetState(ctx context.Context, orderID string) (workflow.Stat
 	return f.getState(ctx, orderID)
 }
 
+func (f storeFuncs) ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
+	return f.listByState(ctx, state, limit, cursor)
+}
+
+func (f storeFuncs) Cancel(ctx context.Context, seen workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error) {
+	return f.cancel(ctx, seen, stop, now, claimBy)
+}
+
+func (f storeFuncs) Resubmit(ctx context.Context, seen workflow.State, r workflow.Resubmission, now time.Time) (workflow.State, error) {
+	return f.resubmit(ctx, seen, r, now)
+}
+
 // sendFunc is a Sender made of a function.
 type sendFunc func(ctx context.Context, queueURL, body string, delay time.Duration) error
 
@@ -44,12 +62,14 @@ func (f sendFunc) Send(ctx context.Context, queueURL, body string, delay time.Du
 }
 
 // memStore keeps orders in maps and, like the real store, refuses to create
-// an order twice.
+// an order twice and makes Cancel and Resubmit conditional on the state and
+// Attempt the caller saw.
 type memStore struct {
 	mu      sync.Mutex
 	orders  map[string]workflow.Order
 	states  map[string]workflow.State
 	creates int // CreateOrder calls, successful or not
+	writes  int // Cancel and Resubmit calls that wrote
 }
 
 func newMemStore() *memStore {
@@ -84,9 +104,136 @@ func (m *memStore) funcs() storeFuncs {
 			if !ok {
 				return workflow.State{}, fmt.Errorf("state %s: %w", id, workflow.ErrNotFound)
 			}
-			return s, nil
+			return cloneState(s), nil
 		},
+		listByState: m.list,
+		cancel:      m.cancel,
+		resubmit:    m.resubmit,
 	}
+}
+
+// put stores a record as a test forces it.
+func (m *memStore) put(s workflow.State) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.states[s.OrderID] = s
+}
+
+func (m *memStore) state(id string) workflow.State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.states[id]
+}
+
+// list pages through the records in a state, newest change first; its
+// cursor is "after:" and the last order ID of the page before.
+func (m *memStore) list(_ context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
+	if limit < 1 || limit > statestore.MaxPage {
+		return statestore.Page{}, fmt.Errorf("limit %d out of range", limit)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var all []workflow.State
+	for _, s := range m.states {
+		if s.ProcessState == state {
+			all = append(all, s)
+		}
+	}
+	slices.SortFunc(all, func(a, b workflow.State) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.OrderID, a.OrderID)
+	})
+	start := 0
+	if cursor != "" {
+		after, ok := strings.CutPrefix(cursor, "after:")
+		i := slices.IndexFunc(all, func(s workflow.State) bool { return s.OrderID == after })
+		if !ok || i < 0 {
+			return statestore.Page{}, fmt.Errorf("list %s: %w", state, statestore.ErrBadCursor)
+		}
+		start = i + 1
+	}
+	end := min(start+limit, len(all))
+	var p statestore.Page
+	for _, s := range all[start:end] {
+		s.Input, s.Steps = nil, nil // the index projects neither
+		p.States = append(p.States, s)
+	}
+	if end < len(all) {
+		p.Next = "after:" + all[end-1].OrderID
+	}
+	return p, nil
+}
+
+// fenced is the condition of the operator writes.
+func (m *memStore) fenced(seen workflow.State) (workflow.State, error) {
+	cur, ok := m.states[seen.OrderID]
+	switch {
+	case !ok:
+		return workflow.State{}, fmt.Errorf("state %s: %w", seen.OrderID, workflow.ErrNotFound)
+	case cur.ProcessState != seen.ProcessState || cur.Attempt != seen.Attempt:
+		return workflow.State{}, fmt.Errorf("%s is %s attempt %d, not %s attempt %d: %w",
+			seen.OrderID, cur.ProcessState, cur.Attempt, seen.ProcessState, seen.Attempt, workflow.ErrStale)
+	}
+	return cloneState(cur), nil
+}
+
+func (m *memStore) cancel(_ context.Context, seen workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.fenced(seen)
+	if err != nil {
+		return workflow.State{}, fmt.Errorf("cancel: %w", err)
+	}
+	s.Steps[s.StepIndex].State = workflow.StepCancelled
+	s.Cancelled, s.LockedBy, s.UpdatedAt = true, "", now
+	s.Attempt++
+	s.EventSeq++
+	if stop.UndoFrom >= 0 {
+		s.ProcessState, s.StepIndex, s.Step, s.CompleteBy = workflow.CompensationPending, stop.UndoFrom, s.Steps[stop.UndoFrom].Name, claimBy
+		s.Steps[stop.UndoFrom].Compensation = workflow.StepPending
+	} else {
+		s.ProcessState, s.CompleteBy = stop.Terminal, time.Time{}
+	}
+	m.states[s.OrderID] = s
+	m.writes++
+	return cloneState(s), nil
+}
+
+func (m *memStore) resubmit(_ context.Context, seen workflow.State, r workflow.Resubmission, now time.Time) (workflow.State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, err := m.fenced(seen)
+	if err != nil {
+		return workflow.State{}, fmt.Errorf("resubmit: %w", err)
+	}
+	switch r.State {
+	case workflow.Pending:
+		s.Steps[s.StepIndex].State = workflow.StepPending
+	case workflow.CompensationPending:
+		s.Steps[s.StepIndex].Compensation = workflow.StepPending
+	default:
+		return workflow.State{}, fmt.Errorf("resubmit to %s: %w", r.State, workflow.ErrNotResubmittable)
+	}
+	s.ProcessState, s.CompleteBy, s.FailureCount, s.UpdatedAt = r.State, r.ClaimBy, 0, now
+	s.Resubmits++
+	s.EventSeq++
+	m.states[s.OrderID] = s
+	m.writes++
+	return cloneState(s), nil
+}
+
+func (m *memStore) writeCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writes
+}
+
+// cloneState copies the step history so a caller's changes stay its own.
+func cloneState(s workflow.State) workflow.State {
+	s.Steps = slices.Clone(s.Steps)
+	return s
 }
 
 func (m *memStore) counts() (creates, orders int) {

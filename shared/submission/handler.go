@@ -4,7 +4,11 @@
 //
 // POST /orders validates an order, writes it with its initial Pending state
 // record in one transaction and then asks the Scheduler to start it. GET
-// /orders/{id} reports the state record. Every error is an RFC 9457 problem.
+// /orders/{id} reports the state record. GET /orders?state=S lists the
+// orders in a state, POST /orders/{id}/retry lets an operator resubmit an
+// order that stopped in Error or CompensationFailed, and POST
+// /orders/{id}/cancel stops an order still going forward. Every error is an
+// RFC 9457 problem.
 package submission
 
 import (
@@ -17,6 +21,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +29,7 @@ import (
 
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -37,6 +43,22 @@ type Store interface {
 	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
 	// GetState returns an error wrapping workflow.ErrNotFound when absent.
 	GetState(ctx context.Context, orderID string) (workflow.State, error)
+	// ListByState lists the records in state, most recently changed first,
+	// limit 1..100, from cursor ("" for the first page). The records carry
+	// only the listing's attributes. A cursor it cannot decode is an error
+	// wrapping statestore.ErrBadCursor.
+	ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error)
+	// Cancel stops an order still going forward, as seen (conditional on
+	// its ProcessState and Attempt), at stop: CompensationPending at
+	// stop.UndoFrom to be claimed by claimBy, or stop.Terminal. It returns
+	// the record as written, or an error wrapping workflow.ErrStale when the
+	// record changed since it was read.
+	Cancel(ctx context.Context, seen workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error)
+	// Resubmit restarts an order in Error or CompensationFailed, as seen
+	// (conditional on its ProcessState and Attempt), as r says. It returns
+	// the record as written, or an error wrapping workflow.ErrStale when
+	// the record changed since it was read.
+	Resubmit(ctx context.Context, seen workflow.State, r workflow.Resubmission, now time.Time) (workflow.State, error)
 }
 
 // Sender puts a message on a queue.
@@ -81,10 +103,17 @@ const (
 	noRoute route = iota
 	ordersRoute
 	orderRoute
+	retryRoute
+	cancelRoute
 )
 
 // allowed lists each resource's methods, for 405's Allow header.
-var allowed = map[route]string{ordersRoute: http.MethodPost, orderRoute: http.MethodGet}
+var allowed = map[route][]string{
+	ordersRoute: {http.MethodGet, http.MethodPost},
+	orderRoute:  {http.MethodGet},
+	retryRoute:  {http.MethodPost},
+	cancelRoute: {http.MethodPost},
+}
 
 // Handle serves one API Gateway request. The error is always nil: failures
 // are problem responses, so API Gateway never answers with its own opaque 500.
@@ -108,11 +137,26 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	switch {
 	case rt == noRoute:
 		return h.reject(ctx, log, req, problem(http.StatusNotFound, ProblemNotFound, "no such resource"), nil), nil
-	case method != allowed[rt]:
+	case !slices.Contains(allowed[rt], method):
 		return h.reject(ctx, log, req, problem(http.StatusMethodNotAllowed, ProblemMethod,
-			fmt.Sprintf("use %s on this resource", allowed[rt])), map[string]string{"Allow": allowed[rt]}), nil
+			fmt.Sprintf("use %s on this resource", strings.Join(allowed[rt], " or "))),
+			map[string]string{"Allow": strings.Join(allowed[rt], ", ")}), nil
+	case rt == ordersRoute && method == http.MethodGet:
+		return h.listOrders(ctx, log, req), nil
 	case rt == ordersRoute:
 		return h.createOrder(ctx, log, req), nil
+	}
+	// Every other resource is one order's.
+	if !messages.ValidOrderID(orderID) {
+		return h.reject(ctx, log, req, problem(http.StatusBadRequest, ProblemMalformed,
+			"order ID must be 1..64 characters of A-Z, a-z, 0-9 or -"), nil), nil
+	}
+	log = log.With(slog.String("orderId", orderID))
+	switch rt {
+	case retryRoute:
+		return h.retryOrder(ctx, log, req, orderID), nil
+	case cancelRoute:
+		return h.cancelOrder(ctx, log, req, orderID), nil
 	default:
 		return h.getOrder(ctx, log, req, orderID), nil
 	}
@@ -146,6 +190,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	o := workflow.Order{
 		OrderID:        orderID,
 		CustomerID:     order.CustomerID,
+		ClientID:       order.ClientID,
 		Currency:       order.Currency,
 		Items:          order.Items,
 		TotalCents:     total,
@@ -164,6 +209,9 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
 	}
 	state := workflow.NewState(orderID, h.cfg.Workflow, input, now, now.Add(h.cfg.ClaimTimeout))
+	// The record carries it too: the event publisher reads only the stream
+	// of state records, and the order-events topic filters on it.
+	state.ClientID = order.ClientID
 
 	err = h.store.CreateOrder(ctx, o, state)
 	switch {
@@ -185,7 +233,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 		log.WarnContext(ctx, "schedule message not sent; the Supervisor will re-send it", slog.Any("error", err))
 	}
 	log.InfoContext(ctx, "order accepted", workflow.TransitionAccepted.Attr(), slog.Int64("totalCents", total), slog.Int("items", len(o.Items)))
-	return accepted(orderID, false)
+	return accepted(orderID, workflow.Pending, false)
 }
 
 // replay answers a request whose Idempotency-Key already made an order.
@@ -201,7 +249,7 @@ func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGa
 	// No second Schedule message: the first submission sent one, or, if that
 	// send failed, the Supervisor re-sends the unclaimed Pending record.
 	log.InfoContext(ctx, "idempotent replay of an accepted order")
-	return accepted(o.OrderID, true)
+	return accepted(o.OrderID, workflow.Pending, true)
 }
 
 // orderInput is the canonical order the workflow's Agents receive.
@@ -223,28 +271,25 @@ type links struct {
 	Self string `json:"self"`
 }
 
-// accepted is the 202 of a new order. A replay gets the very same answer,
-// state included, as idempotency promises; the current state is at Location.
-func accepted(orderID string, replayed bool) events.APIGatewayV2HTTPResponse {
+// accepted is the 202 of a request that set an order going: a new order, a
+// retry or a cancel, with the state it was left in. A replay of a new order
+// gets the very same answer, state included, as idempotency promises; the
+// current state is at Location.
+func accepted(orderID string, state workflow.ProcessState, replayed bool) events.APIGatewayV2HTTPResponse {
 	self := "/orders/" + orderID
 	headers := map[string]string{"Location": self}
 	if replayed {
 		headers[ReplayedHeader] = "true"
 	}
 	return respond(http.StatusAccepted, contentTypeJSON,
-		acceptedBody{OrderID: orderID, State: workflow.Pending, Links: links{Self: self}}, headers)
+		acceptedBody{OrderID: orderID, State: state, Links: links{Self: self}}, headers)
 }
 
 func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
-	if !messages.ValidOrderID(orderID) {
-		return h.reject(ctx, log, req, problem(http.StatusBadRequest, ProblemMalformed,
-			"order ID must be 1..64 characters of A-Z, a-z, 0-9 or -"), nil)
-	}
-	log = log.With(slog.String("orderId", orderID))
 	st, err := h.store.GetState(ctx, orderID)
 	switch {
 	case errors.Is(err, workflow.ErrNotFound):
-		return h.reject(ctx, log, req, problem(http.StatusNotFound, ProblemNotFound, "no order with ID "+orderID), nil)
+		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
 	case err != nil:
 		return h.internal(ctx, log, req, fmt.Errorf("read state of order %s: %w", orderID, err))
 	}
@@ -259,26 +304,39 @@ type orderStatus struct {
 	OrderID      string                `json:"orderId"`
 	Workflow     string                `json:"workflow"`
 	State        workflow.ProcessState `json:"state"`
+	Status       workflow.Status       `json:"status"`
 	Step         string                `json:"step"`
 	StepIndex    int                   `json:"stepIndex"`
 	FailureCount int                   `json:"failureCount"`
 	Attempt      int                   `json:"attempt"`
 	CompleteBy   time.Time             `json:"completeBy,omitzero"`
 	LastError    string                `json:"lastError,omitempty"`
+	ClientID     string                `json:"clientId,omitempty"`
+	EventSeq     int                   `json:"eventSeq"`
+	Cancelled    bool                  `json:"cancelled"`
+	Resubmits    int                   `json:"resubmits"`
 	CreatedAt    time.Time             `json:"createdAt"`
 	UpdatedAt    time.Time             `json:"updatedAt"`
 	Steps        []stepStatus          `json:"steps"`
 }
 
+// stepStatus is one step's history; the compensation members appear only
+// once the step's undo was asked for.
 type stepStatus struct {
-	Name       string             `json:"name"`
-	State      workflow.StepState `json:"state"`
-	Attempts   int                `json:"attempts"`
-	Failures   int                `json:"failures"`
-	StartedAt  *time.Time         `json:"startedAt,omitempty"`
-	FinishedAt *time.Time         `json:"finishedAt,omitempty"`
-	Error      string             `json:"error,omitempty"`
-	Output     json.RawMessage    `json:"output,omitempty"`
+	Name                 string             `json:"name"`
+	State                workflow.StepState `json:"state"`
+	Attempts             int                `json:"attempts"`
+	Failures             int                `json:"failures"`
+	StartedAt            *time.Time         `json:"startedAt,omitempty"`
+	FinishedAt           *time.Time         `json:"finishedAt,omitempty"`
+	Error                string             `json:"error,omitempty"`
+	Output               json.RawMessage    `json:"output,omitempty"`
+	Compensation         workflow.StepState `json:"compensation,omitempty"`
+	CompensationAttempts int                `json:"compensationAttempts,omitempty"`
+	CompensationFailures int                `json:"compensationFailures,omitempty"`
+	CompensatedAt        *time.Time         `json:"compensatedAt,omitempty"`
+	CompensationOutput   json.RawMessage    `json:"compensationOutput,omitempty"`
+	CompensationError    string             `json:"compensationError,omitempty"`
 }
 
 func newStatus(st workflow.State, log *slog.Logger) orderStatus {
@@ -286,36 +344,51 @@ func newStatus(st workflow.State, log *slog.Logger) orderStatus {
 		OrderID:      st.OrderID,
 		Workflow:     st.Workflow,
 		State:        st.ProcessState,
+		Status:       workflow.StatusOf(st),
 		Step:         st.Step,
 		StepIndex:    st.StepIndex,
 		FailureCount: st.FailureCount,
 		Attempt:      st.Attempt,
 		CompleteBy:   st.CompleteBy.UTC(),
 		LastError:    st.LastError,
+		ClientID:     st.ClientID,
+		EventSeq:     st.EventSeq,
+		Cancelled:    st.Cancelled,
+		Resubmits:    st.Resubmits,
 		CreatedAt:    st.CreatedAt.UTC(),
 		UpdatedAt:    st.UpdatedAt.UTC(),
 		Steps:        make([]stepStatus, len(st.Steps)),
 	}
 	for i, r := range st.Steps {
-		out := r.Output
-		if len(out) > 0 && !json.Valid(out) {
-			// An Agent's output is stored as it came; one bad output must not
-			// turn the whole status into a 500.
-			log.Warn("step output is not valid JSON; omitted", slog.String("step", r.Name))
-			out = nil
-		}
 		s.Steps[i] = stepStatus{
-			Name:       r.Name,
-			State:      r.State,
-			Attempts:   r.Attempts,
-			Failures:   r.Failures,
-			StartedAt:  utcPtr(r.StartedAt),
-			FinishedAt: utcPtr(r.FinishedAt),
-			Error:      r.Error,
-			Output:     out,
+			Name:                 r.Name,
+			State:                r.State,
+			Attempts:             r.Attempts,
+			Failures:             r.Failures,
+			StartedAt:            utcPtr(r.StartedAt),
+			FinishedAt:           utcPtr(r.FinishedAt),
+			Error:                r.Error,
+			Output:               validJSON(r.Output, r.Name, "output", log),
+			Compensation:         r.Compensation,
+			CompensationAttempts: r.CompensationAttempts,
+			CompensationFailures: r.CompensationFailures,
+			CompensatedAt:        utcPtr(r.CompensatedAt),
+			CompensationOutput:   validJSON(r.CompensationOutput, r.Name, "compensationOutput", log),
+			CompensationError:    r.CompensationError,
 		}
 	}
 	return s
+}
+
+// validJSON returns an Agent's output, or nil if it is not JSON: outputs are
+// stored as they came, and one bad output must not turn the whole status
+// into a 500.
+func validJSON(out json.RawMessage, step, member string, log *slog.Logger) json.RawMessage {
+	if len(out) == 0 || json.Valid(out) {
+		return out
+	}
+	log.Warn("step "+member+" is not valid JSON; omitted", slog.String("step", step))
+	return nil
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -484,11 +557,22 @@ func match(path string) (route, string) {
 	case rest == "":
 		return ordersRoute, ""
 	}
-	id, ok := strings.CutPrefix(rest, "/")
-	if !ok || id == "" || strings.Contains(id, "/") {
+	rest, ok = strings.CutPrefix(rest, "/")
+	if !ok {
 		return noRoute, ""
 	}
-	return orderRoute, id
+	id, action, hasAction := strings.Cut(rest, "/")
+	switch {
+	case id == "":
+		return noRoute, ""
+	case !hasAction:
+		return orderRoute, id
+	case action == "retry":
+		return retryRoute, id
+	case action == "cancel":
+		return cancelRoute, id
+	}
+	return noRoute, ""
 }
 
 // pathFromRouteKey rebuilds a path from "GET /orders/{id}" and the path

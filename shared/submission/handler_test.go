@@ -14,6 +14,7 @@ import (
 
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -355,6 +356,7 @@ func TestGetOrder(t *testing.T) {
 	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{"orderId":"x","customerId":"secret-customer"}`), testNow, time.Time{})
 	st.ProcessState, st.StepIndex, st.Step = workflow.Processing, 1, "charge-payment"
 	st.LockedBy, st.Attempt, st.FailureCount = "scheduler-invocation-9", 3, 1
+	st.ClientID, st.EventSeq, st.Resubmits = "shop.web-1", 2, 1
 	st.CompleteBy, st.UpdatedAt, st.LastError = testNow.Add(time.Minute), finished, "payment gateway timed out"
 	st.Steps[0] = workflow.StepRecord{Name: "reserve-inventory", State: workflow.StepSucceeded, Attempts: 1,
 		StartedAt: &started, FinishedAt: &finished, Output: json.RawMessage(`{"reservationId":"r-1"}`)}
@@ -367,8 +369,9 @@ func TestGetOrder(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Headers["Content-Type"] != "application/json" || resp.Headers["Cache-Control"] != "no-store" {
 		t.Fatalf("status %d, headers %v, body %s", resp.StatusCode, resp.Headers, resp.Body)
 	}
-	want := `{"orderId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","workflow":"order-v1","state":"Processing","step":"charge-payment","stepIndex":1,` +
+	want := `{"orderId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","workflow":"order-v1","state":"Processing","status":"processing","step":"charge-payment","stepIndex":1,` +
 		`"failureCount":1,"attempt":3,"completeBy":"2025-02-04T10:16:30Z","lastError":"payment gateway timed out",` +
+		`"clientId":"shop.web-1","eventSeq":2,"cancelled":false,"resubmits":1,` +
 		`"createdAt":"2025-02-04T10:15:30Z","updatedAt":"2025-02-04T10:15:33Z","steps":[` +
 		`{"name":"reserve-inventory","state":"succeeded","attempts":1,"failures":0,"startedAt":"2025-02-04T10:15:31Z","finishedAt":"2025-02-04T10:15:33Z","output":{"reservationId":"r-1"}},` +
 		`{"name":"charge-payment","state":"processing","attempts":2,"failures":1,"startedAt":"2025-02-04T10:15:31Z"}]}`
@@ -482,10 +485,18 @@ func TestRouting(t *testing.T) {
 		{"GET", "/ordersx", 404, ""},
 		{"GET", "/orders/", 404, ""},
 		{"GET", "/orders/a/b", 404, ""},
-		{"POST", "/orders/abc/cancel", 404, ""},
-		{"GET", "/prod/orders", 405, "POST"}, // on stage "prod", set below
-		{"GET", "/orders", 405, "POST"},
-		{"PUT", "/orders", 405, "POST"},
+		{"POST", "/orders/abc/undo", 404, ""},
+		{"POST", "/orders/abc/cancel/", 404, ""},
+		{"POST", "/orders/abc/cancel/x", 404, ""},
+		{"POST", "/orders//cancel", 404, ""},
+		{"POST", "/orders/abc/Cancel", 404, ""},
+		{"PUT", "/prod/orders", 405, "GET, POST"}, // on stage "prod", set below
+		{"PUT", "/orders", 405, "GET, POST"},
+		{"DELETE", "/orders", 405, "GET, POST"},
+		{"GET", "/orders/abc/retry", 405, "POST"},
+		{"PUT", "/orders/abc/retry", 405, "POST"},
+		{"GET", "/orders/abc/cancel", 405, "POST"},
+		{"DELETE", "/orders/abc/cancel", 405, "POST"},
 		{"DELETE", "/orders/abc", 405, "GET"},
 		{"POST", "/orders/abc", 405, "GET"},
 		{"HEAD", "/orders/abc", 405, "GET"},
@@ -496,7 +507,7 @@ func TestRouting(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
 			req := request(tt.method, tt.path, map[string]string{"content-type": "application/json"}, validBody)
-			if tt.path == "/prod/orders" {
+			if strings.HasPrefix(tt.path, "/prod/") {
 				req.RequestContext.Stage = "prod"
 			}
 			resp := f.do(t, req)
@@ -504,7 +515,7 @@ func TestRouting(t *testing.T) {
 			if resp.Headers["Allow"] != tt.allow {
 				t.Fatalf("Allow = %q, want %q (%+v)", resp.Headers["Allow"], tt.allow, p)
 			}
-			if creates, _ := f.store.counts(); creates != 0 || len(f.out.sent()) != 0 {
+			if creates, _ := f.store.counts(); creates != 0 || f.store.writeCount() != 0 || len(f.out.sent()) != 0 {
 				t.Fatal("a rejected request wrote or sent")
 			}
 		})
@@ -548,15 +559,43 @@ func FuzzHandle(f *testing.F) {
 	f.Add("GET", "/orders/abc", "", false, "", []byte(nil), uint8(0))
 	f.Add("GET", "/orders/../x", "", false, "", []byte(nil), uint8(0))
 	f.Add("DELETE", "/orders", "", false, "", []byte(nil), uint8(0))
+	f.Add("GET", "/orders", "", false, "", []byte("state=Error&limit=2&cursor=x"), uint8(3))
+	f.Add("GET", "/orders", "", false, "", []byte("state=Error&state=Pending&limit=%zz"), uint8(3))
+	f.Add("POST", "/orders/abc/retry", "", false, "", []byte(nil), uint8(0))
+	f.Add("POST", "/orders/abc/cancel", "", false, "", []byte(nil), uint8(0))
 	for _, b := range orderSamples(f) {
 		f.Add("POST", "/orders", "application/json", false, "", b, uint8(0))
 	}
 	f.Fuzz(func(t *testing.T, method, path, contentType string, hasKey bool, key string, body []byte, bodyMode uint8) {
+		// The store's state follows the fuzzed order ID, so retry and cancel
+		// meet every state, and its writes succeed as far as the state allows.
+		stateOf := func(id string) workflow.State {
+			st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow)
+			states := workflow.ProcessStates()
+			st.ProcessState = states[len(id)%len(states)]
+			st.Cancelled = len(id)%2 == 0
+			return st
+		}
 		store := storeFuncs{
 			createOrder: func(context.Context, workflow.Order, workflow.State) error { return nil },
 			getOrder:    func(_ context.Context, id string) (workflow.Order, error) { return workflow.Order{OrderID: id}, nil },
-			getState: func(_ context.Context, id string) (workflow.State, error) {
-				return workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow), nil
+			getState:    func(_ context.Context, id string) (workflow.State, error) { return stateOf(id), nil },
+			listByState: func(_ context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
+				if limit < 1 || limit > MaxListLimit || cursor == "bad" {
+					return statestore.Page{}, statestore.ErrBadCursor
+				}
+				return statestore.Page{States: []workflow.State{stateOf("o-1")}, Next: cursor + "x"}, nil
+			},
+			cancel: func(_ context.Context, seen workflow.State, stop workflow.Stop, _, _ time.Time) (workflow.State, error) {
+				seen.ProcessState = workflow.CompensationPending
+				if stop.UndoFrom < 0 {
+					seen.ProcessState = stop.Terminal
+				}
+				return seen, nil
+			},
+			resubmit: func(_ context.Context, seen workflow.State, r workflow.Resubmission, _ time.Time) (workflow.State, error) {
+				seen.ProcessState = r.State
+				return seen, nil
 			},
 		}
 		send := sendFunc(func(context.Context, string, string, time.Duration) error { return nil })
@@ -567,11 +606,13 @@ func FuzzHandle(f *testing.F) {
 			headers["idempotency-key"] = key
 		}
 		req := request(method, path, headers, string(body))
-		switch bodyMode % 3 {
+		switch bodyMode % 4 {
 		case 1: // a binary body as API Gateway passes it
 			req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
 		case 2: // flagged base64 but not necessarily so
 			req.IsBase64Encoded = true
+		case 3: // the body is the query string instead
+			req.Body, req.RawQueryString = "", string(body)
 		}
 		resp, err := h.Handle(context.Background(), req)
 		if err != nil {
@@ -591,7 +632,10 @@ func FuzzHandle(f *testing.F) {
 			if err := json.Unmarshal([]byte(resp.Body), &a); err != nil || !messages.ValidOrderID(a.OrderID) {
 				t.Fatalf("202 body %s", resp.Body)
 			}
-			if hasKey && a.OrderID != OrderIDForKey(key) {
+			if _, ok := workflow.ParseProcessState(a.State); !ok {
+				t.Fatalf("202 with state %q", a.State)
+			}
+			if hasKey && method == "POST" && path == "/orders" && a.OrderID != OrderIDForKey(key) {
 				t.Fatalf("orderId %s not derived from key %q", a.OrderID, key)
 			}
 		}

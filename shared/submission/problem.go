@@ -17,7 +17,11 @@ const (
 	ProblemNotFound       = problemBase + "not-found"
 	ProblemMethod         = problemBase + "method-not-allowed"
 	ProblemIdempotencyKey = problemBase + "idempotency-key-reuse"
-	ProblemInternal       = problemBase + "internal"
+	// ProblemConflict: the order's state does not allow the request now
+	// (retry of an order that is not stopped, cancel of a finished one), or
+	// it changed while the request was being applied.
+	ProblemConflict = problemBase + "conflict"
+	ProblemInternal = problemBase + "internal"
 )
 
 // Problem is an RFC 9457 problem document. RequestID is an extension member

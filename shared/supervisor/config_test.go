@@ -91,6 +91,7 @@ func TestLoadConfig(t *testing.T) {
 				AlertTopicARN:     sampleTopicARN,
 				Policy:            tt.wantPolicy,
 				BatchLimit:        tt.wantLimit,
+				Workflow:          workflow.Default(),
 			}
 			if !reflect.DeepEqual(cfg, want) {
 				t.Errorf("LoadConfig =\n%+v\nwant\n%+v", cfg, want)

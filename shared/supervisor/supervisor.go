@@ -128,7 +128,7 @@ func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 }
 
 func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Time, rep *Report, log *slog.Logger) {
-	r := h.cfg.Policy.Recover(seen, now)
+	r := h.cfg.Policy.Recover(h.cfg.Workflow, seen, now)
 	if r.Kind == workflow.Skip {
 		return
 	}
@@ -145,10 +145,13 @@ func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Tim
 		log.Error("recover failed", "decision", r.Kind, "error", err)
 		return
 	}
-	switch r.Kind {
-	case workflow.Retry, workflow.Requeue:
-		msg := messages.Encode(messages.NewSchedule(st.OrderID, st.StepIndex, string(r.Kind)))
-		if err := h.send.Send(ctx, h.cfg.SchedulerQueueURL, msg, r.Delay); err != nil {
+	switch {
+	case r.Kind == workflow.Retry || r.Kind == workflow.Requeue || st.ProcessState == workflow.CompensationPending && r.Kind == workflow.GiveUp:
+		// Back to the Scheduler: a retry or requeue of a step or of a
+		// compensation, or the first compensation of an order given up on.
+		msg := messages.NewSchedule(st.OrderID, st.StepIndex, string(r.Kind))
+		msg.Compensate = st.ProcessState.Undoing()
+		if err := h.send.Send(ctx, h.cfg.SchedulerQueueURL, messages.Encode(msg), r.Delay); err != nil {
 			// The record is Pending with a new CompleteBy; a later run
 			// re-sends it once that passes. Each record counts in one
 			// bucket only, so this one is Failed.
@@ -156,29 +159,42 @@ func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Tim
 			log.Error("re-enqueue failed; next run retries", "error", err)
 			return
 		}
-		t := workflow.TransitionRetried
-		if r.Kind == workflow.Retry {
+		var t workflow.Transition
+		switch r.Kind {
+		case workflow.Retry:
 			rep.Retried++
-		} else {
+			t = workflow.TransitionRetried
+		case workflow.Requeue:
 			rep.Requeued++
 			t = workflow.TransitionRequeued
+		default:
+			rep.GaveUp++
+			t = workflow.TransitionCompensating
 		}
-		log.Info("step handed back to the Scheduler", t.Attr(), "decision", r.Kind, "failureCount", st.FailureCount, "delay", r.Delay)
-	case workflow.GiveUp, workflow.ResendAlert:
+		log.Info("handed back to the Scheduler", t.Attr(), "decision", r.Kind, "compensate", msg.Compensate,
+			"step", st.Step, "failureCount", st.FailureCount, "delay", r.Delay)
+	case r.Kind == workflow.GiveUp || r.Kind == workflow.ResendAlert:
 		kind := alert.KindRetriesExhausted
+		switch {
+		case st.ProcessState == workflow.CompensationFailed:
+			kind = alert.KindCompensationFailed
+		case r.Kind == workflow.ResendAlert && st.FailureCount < h.cfg.Policy.MaxFailures:
+			kind = alert.KindPermanentFailure
+		}
 		if r.Kind == workflow.GiveUp {
 			rep.GaveUp++
-			log.Error("step failed too often; order in Error", workflow.TransitionGaveUp.Attr(), "failureCount", st.FailureCount)
+			t := workflow.TransitionGaveUp
+			if kind == alert.KindCompensationFailed {
+				t = workflow.TransitionCompensationFailed
+			}
+			log.Error("failed too often; an operator must act", t.Attr(), "state", st.ProcessState, "failureCount", st.FailureCount)
 		} else {
 			rep.AlertsResent++
-			if st.FailureCount < h.cfg.Policy.MaxFailures {
-				kind = alert.KindPermanentFailure
-			}
 		}
 		alert.Deliver(ctx, h.alerts, h.store, alert.Alert{
 			Kind: kind, OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex,
 			FailureCount: st.FailureCount, MaxFailures: h.cfg.Policy.MaxFailures, Attempt: st.Attempt,
-			LastError: st.LastError, At: now,
+			LastError: st.LastError, At: now, CLI: alert.CLI(h.cfg.OperatorAPIURL),
 		}, now, log)
 	}
 }

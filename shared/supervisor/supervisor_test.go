@@ -275,35 +275,35 @@ func TestRunRecoveryKinds(t *testing.T) {
 		{
 			name:         "processing expired, first failure: retry after the base backoff",
 			seen:         processing(orderA, 0, past),
-			wantRecovery: &workflow.Recovery{Kind: workflow.Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: testNow.Add(5*time.Second + p.ClaimTimeout)},
+			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: testNow.Add(5*time.Second + p.ClaimTimeout)},
 			wantSend:     &wantSend{reason: "retry", delay: 5 * time.Second},
 			wantReport:   Report{Expired: 1, Retried: 1},
 		},
 		{
 			name:         "processing expired, second failure: retry after a capped backoff",
 			seen:         processing(orderA, 1, past),
-			wantRecovery: &workflow.Recovery{Kind: workflow.Retry, FailureCount: 2, Delay: 8 * time.Second, CompleteBy: testNow.Add(8*time.Second + p.ClaimTimeout)},
+			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.Retry, FailureCount: 2, Delay: 8 * time.Second, CompleteBy: testNow.Add(8*time.Second + p.ClaimTimeout)},
 			wantSend:     &wantSend{reason: "retry", delay: 8 * time.Second},
 			wantReport:   Report{Expired: 1, Retried: 1},
 		},
 		{
 			name:         "processing expired exactly now counts as expired",
 			seen:         processing(orderA, 0, testNow),
-			wantRecovery: &workflow.Recovery{Kind: workflow.Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: testNow.Add(5*time.Second + p.ClaimTimeout)},
+			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: testNow.Add(5*time.Second + p.ClaimTimeout)},
 			wantSend:     &wantSend{reason: "retry", delay: 5 * time.Second},
 			wantReport:   Report{Expired: 1, Retried: 1},
 		},
 		{
 			name:         "processing expired at the threshold: give up and alert",
 			seen:         processing(orderA, 2, past),
-			wantRecovery: &workflow.Recovery{Kind: workflow.GiveUp, FailureCount: 3, CompleteBy: testNow.Add(p.AlertTimeout)},
+			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.GiveUp, FailureCount: 3, CompleteBy: testNow.Add(p.AlertTimeout)},
 			wantAlert:    alert.KindRetriesExhausted,
 			wantReport:   Report{Expired: 1, GaveUp: 1},
 		},
 		{
 			name:         "processing expired past the threshold: give up and alert",
 			seen:         processing(orderA, 7, past),
-			wantRecovery: &workflow.Recovery{Kind: workflow.GiveUp, FailureCount: 8, CompleteBy: testNow.Add(p.AlertTimeout)},
+			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.GiveUp, FailureCount: 8, CompleteBy: testNow.Add(p.AlertTimeout)},
 			wantAlert:    alert.KindRetriesExhausted,
 			wantReport:   Report{Expired: 1, GaveUp: 1},
 		},
@@ -311,21 +311,21 @@ func TestRunRecoveryKinds(t *testing.T) {
 			name: "pending expired: requeue without delay",
 			seen: pending(orderA, past),
 			// Its second requeue: the claim wait doubles.
-			wantRecovery: &workflow.Recovery{Kind: workflow.Requeue, FailureCount: 1, CompleteBy: testNow.Add(2 * p.ClaimTimeout)},
+			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.Requeue, FailureCount: 1, CompleteBy: testNow.Add(2 * p.ClaimTimeout)},
 			wantSend:     &wantSend{reason: "requeue", delay: 0},
 			wantReport:   Report{Expired: 1, Requeued: 1},
 		},
 		{
 			name:         "error with its alert pending after an agent's permanent failure",
 			seen:         failed(orderA, 1, true, past),
-			wantRecovery: &workflow.Recovery{Kind: workflow.ResendAlert, FailureCount: 1, CompleteBy: testNow.Add(p.AlertTimeout)},
+			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.ResendAlert, FailureCount: 1, CompleteBy: testNow.Add(p.AlertTimeout)},
 			wantAlert:    alert.KindPermanentFailure,
 			wantReport:   Report{Expired: 1, AlertsResent: 1},
 		},
 		{
 			name:         "error with its alert pending after giving up",
 			seen:         failed(orderA, 3, true, past),
-			wantRecovery: &workflow.Recovery{Kind: workflow.ResendAlert, FailureCount: 3, CompleteBy: testNow.Add(p.AlertTimeout)},
+			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.ResendAlert, FailureCount: 3, CompleteBy: testNow.Add(p.AlertTimeout)},
 			wantAlert:    alert.KindRetriesExhausted,
 			wantReport:   Report{Expired: 1, AlertsResent: 1},
 		},
@@ -388,7 +388,7 @@ func TestRunRecoveryKinds(t *testing.T) {
 				wantAlert := alert.Alert{
 					Kind: tt.wantAlert, OrderID: orderA, Step: st.Step, StepIndex: st.StepIndex,
 					FailureCount: st.FailureCount, MaxFailures: p.MaxFailures, Attempt: st.Attempt,
-					LastError: st.LastError, At: testNow,
+					LastError: st.LastError, At: testNow, CLI: alert.CLI(""),
 				}
 				if !reflect.DeepEqual(f.published[0], wantAlert) {
 					t.Errorf("published\n%+v\nwant\n%+v", f.published[0], wantAlert)

@@ -113,8 +113,9 @@ type Recovery struct {
 	// CompleteBy is the record's new deadline.
 	CompleteBy time.Time
 	// UndoFrom, for a GiveUp of a forward step, is the first step to
-	// compensate; -1 when the order goes to Error instead.
+	// compensate; -1 when the order goes to Error instead. UndoStep names it.
 	UndoFrom int
+	UndoStep string
 }
 
 // requeueWait is how long a requeued record waits for a claim: ClaimTimeout,
@@ -144,7 +145,7 @@ func (p Policy) Recover(d Definition, s State, now time.Time) Recovery {
 	r.UndoFrom = -1
 	if r.Kind == GiveUp && s.ProcessState == Processing {
 		if stop := d.StopAt(s, StopTimeouts); stop.UndoFrom >= 0 {
-			r.UndoFrom = stop.UndoFrom
+			r.UndoFrom, r.UndoStep = stop.UndoFrom, d.Steps[stop.UndoFrom].Name
 			r.CompleteBy = now.Add(p.ClaimTimeout)
 		}
 	}

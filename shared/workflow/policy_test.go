@@ -56,8 +56,11 @@ func TestRecover(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := p.Recover(tc.in, now); got != tc.want {
-				t.Errorf("Recover = %+v, want %+v", got, tc.want)
+			// An empty definition has nothing to undo.
+			want := tc.want
+			want.UndoFrom = -1
+			if got := p.Recover(Definition{}, tc.in, now); got != want {
+				t.Errorf("Recover = %+v, want %+v", got, want)
 			}
 		})
 	}

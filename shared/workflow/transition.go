@@ -34,6 +34,21 @@ const (
 	TransitionGaveUp Transition = "gave-up"
 	// TransitionStaleReply: a reply from an old attempt was refused.
 	TransitionStaleReply Transition = "stale-reply"
+	// TransitionCompensating: the order stopped and its compensation began
+	// (CompensationPending or Compensating).
+	TransitionCompensating Transition = "compensating"
+	// TransitionUndone: a step's compensation was committed and the next one
+	// claimed.
+	TransitionUndone Transition = "step-undone"
+	// TransitionCompensated: the last compensation was committed.
+	TransitionCompensated Transition = "compensated"
+	// TransitionCompensationFailed: a compensation failed permanently or
+	// too often (CompensationFailed, alert).
+	TransitionCompensationFailed Transition = "compensation-failed"
+	// TransitionCancelled: a cancel request stopped the order.
+	TransitionCancelled Transition = "cancelled"
+	// TransitionResubmitted: an operator restarted a stopped order.
+	TransitionResubmitted Transition = "resubmitted"
 )
 
 // Transitions lists every Transition, for the stack's metric filters.
@@ -41,6 +56,8 @@ func Transitions() []Transition {
 	return []Transition{
 		TransitionAccepted, TransitionClaimed, TransitionStepCompleted, TransitionProcessed,
 		TransitionFailed, TransitionRetried, TransitionRequeued, TransitionGaveUp, TransitionStaleReply,
+		TransitionCompensating, TransitionUndone, TransitionCompensated, TransitionCompensationFailed,
+		TransitionCancelled, TransitionResubmitted,
 	}
 }
 

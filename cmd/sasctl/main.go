@@ -1,0 +1,28 @@
+// Command sasctl is the operators' CLI of the system's HTTP API: list orders
+// by state, show one with its step history, resubmit a failed one, cancel
+// one in flight. See package opsclient for the commands.
+//
+//	go run ./cmd/sasctl --endpoint-url https://abc123.execute-api.eu-west-1.amazonaws.com list --state Error
+//	go run ./cmd/sasctl --endpoint-url http://127.0.0.1:8080 show ORDER_ID
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+
+	"github.com/sasflow/sas/shared/opsclient"
+)
+
+func main() {
+	// Ctrl-C cancels the request in flight, and a paging --all, cleanly.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run wires the process's arguments, environment and streams to the CLI.
+func run(ctx context.Context, args []string) int {
+	return opsclient.Run(ctx, args, opsclient.Env{Getenv: os.Getenv, Stdout: os.Stdout, Stderr: os.Stderr})
+}

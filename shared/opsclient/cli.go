@@ -1,0 +1,472 @@
+package opsclient
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Exit codes of the CLI.
+const (
+	ExitOK       = 0
+	ExitError    = 1 // the API or the network failed
+	ExitUsage    = 2
+	ExitConflict = 3 // 409
+	ExitNotFound = 4 // no such order
+)
+
+// Usage is the CLI's help text.
+var Usage = `usage: sasctl [--endpoint-url URL] [--region R] [--no-sign] [--json] <command>
+
+commands:
+  list --state STATE [--limit N] [--cursor C] [--all]
+                      orders in STATE, most recently changed first; --all
+                      follows every page, else the next page's command is shown
+  show ORDER_ID       an order's state, errors and per-step history
+  retry ORDER_ID      resubmit an order in Error or CompensationFailed
+  cancel ORDER_ID     compensate an order still in flight
+
+flags:
+  --endpoint-url URL  the HTTP API (default $SAS_API_URL, else $AWS_ENDPOINT_URL)
+  --region R          region to sign for (default: the endpoint's, else the SDK's)
+  --no-sign           send unsigned requests (loopback endpoints are never signed)
+  --json              print the API's JSON instead of tables
+
+states: ` + statesList() + `
+
+exit codes: 0 ok, 1 API or network error, 2 usage error, 3 conflict, 4 not found
+`
+
+// Env is what one run of the CLI takes from its process, so tests run it
+// in-process.
+type Env struct {
+	Getenv         func(string) string
+	Stdout, Stderr io.Writer
+	// HTTPClient sends the requests; nil means one with DefaultTimeout.
+	HTTPClient *http.Client
+	// LoadAWSConfig loads the credentials (and, when region is "", the
+	// region) that sign requests; nil means the SDK's standard chain,
+	// config.LoadDefaultConfig. It is called only when requests are signed.
+	LoadAWSConfig func(ctx context.Context, region string) (aws.Config, error)
+}
+
+// usageError is a mistake on the command line: exit 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+var errNoCommand = usageError{"no command"}
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// ExitCode maps an error of Run's commands to the CLI's exit code.
+func ExitCode(err error) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ue):
+		return ExitUsage
+	case errors.Is(err, ErrConflict):
+		return ExitConflict
+	case errors.Is(err, ErrNotFound):
+		return ExitNotFound
+	}
+	return ExitError
+}
+
+// globals are the flags every command takes, before or after its name.
+type globals struct {
+	endpoint string
+	region   string
+	noSign   bool
+	json     bool
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.endpoint, "endpoint-url", g.endpoint, "")
+	fs.StringVar(&g.region, "region", g.region, "")
+	fs.BoolVar(&g.noSign, "no-sign", g.noSign, "")
+	fs.BoolVar(&g.json, "json", g.json, "")
+}
+
+// hintPrefix is the start of the commands the CLI suggests: the program and
+// the global flags given on the command line (not the environment's), so a
+// hint runs as-is in the same shell.
+func (g *globals) hintPrefix(fs ...*flag.FlagSet) string {
+	parts := []string{"sasctl"}
+	set := map[string]bool{}
+	for _, f := range fs {
+		f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	}
+	if set["endpoint-url"] {
+		parts = append(parts, "--endpoint-url", shellQuote(g.endpoint))
+	}
+	if set["region"] {
+		parts = append(parts, "--region", shellQuote(g.region))
+	}
+	if g.noSign {
+		parts = append(parts, "--no-sign")
+	}
+	return strings.Join(parts, " ")
+}
+
+// Run runs the CLI with args (without the program name) and returns its exit
+// code. Results go to env.Stdout, errors and usage to env.Stderr.
+func Run(ctx context.Context, args []string, env Env) int {
+	err := run(ctx, args, env)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(env.Stdout, Usage)
+		return ExitOK
+	case err == nil:
+		return ExitOK
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		if ue == errNoCommand {
+			fmt.Fprintf(env.Stderr, "sasctl: %v\n\n%s", err, Usage)
+		} else {
+			fmt.Fprintf(env.Stderr, "sasctl: %v\nRun 'sasctl --help' for usage.\n", err)
+		}
+		return ExitUsage
+	}
+	fmt.Fprintf(env.Stderr, "sasctl: %s\n", sanitize(err.Error(), fullTextWidth))
+	var ae *APIError
+	if errors.As(err, &ae) && ae.StatusCode == http.StatusForbidden {
+		fmt.Fprintln(env.Stderr, "sasctl: API Gateway refused the request: check the AWS credentials, that they may invoke the API, and --region")
+	}
+	return ExitCode(err)
+}
+
+func run(ctx context.Context, args []string, env Env) error {
+	var g globals
+	root := flag.NewFlagSet("sasctl", flag.ContinueOnError)
+	root.SetOutput(io.Discard)
+	g.register(root)
+	if err := root.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if root.NArg() == 0 {
+		return errNoCommand
+	}
+	name, rest := root.Arg(0), root.Args()[1:]
+	if name == "help" {
+		return flag.ErrHelp
+	}
+	sub := flag.NewFlagSet(name, flag.ContinueOnError)
+	sub.SetOutput(io.Discard)
+	g.register(sub)
+	var l listFlags
+	switch name {
+	case "list":
+		sub.StringVar(&l.state, "state", "", "")
+		sub.IntVar(&l.limit, "limit", 0, "")
+		sub.StringVar(&l.cursor, "cursor", "", "")
+		sub.BoolVar(&l.all, "all", false, "")
+	case "show", "retry", "cancel":
+	default:
+		return usagef("unknown command %q", name)
+	}
+	pos, err := parseInterspersed(sub, rest)
+	if err != nil {
+		return flagError(err)
+	}
+	cmd := command{out: env.Stdout, json: g.json, hint: g.hintPrefix(root, sub)}
+	var orderID string
+	if name == "list" {
+		if len(pos) > 0 {
+			return usagef("list takes no arguments, got %q", pos)
+		}
+		sub.Visit(func(f *flag.Flag) { l.limitSet = l.limitSet || f.Name == "limit" })
+		if err := l.check(); err != nil {
+			return err
+		}
+	} else {
+		if len(pos) != 1 {
+			return usagef("%s takes one ORDER_ID, got %d arguments", name, len(pos))
+		}
+		orderID = pos[0]
+		if err := checkOrderID(orderID); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	if cmd.client, err = newCLIClient(ctx, g, env); err != nil {
+		return err
+	}
+	switch name {
+	case "list":
+		return cmd.list(ctx, l)
+	case "show":
+		return cmd.show(ctx, orderID)
+	case "retry":
+		return cmd.retry(ctx, orderID)
+	default:
+		return cmd.cancel(ctx, orderID)
+	}
+}
+
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return usageError{err.Error()}
+}
+
+// parseInterspersed parses flags anywhere among the positional arguments,
+// so `show ID --json` works like `--json show ID`; "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// Parse stops at the first positional argument, or just after a
+		// "--" it consumed: everything after that is positional.
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// newCLIClient resolves the endpoint, decides whether to sign, and builds
+// the client.
+func newCLIClient(ctx context.Context, g globals, env Env) (*Client, error) {
+	endpoint, source := g.endpoint, "--endpoint-url"
+	for _, name := range []string{"SAS_API_URL", "AWS_ENDPOINT_URL"} {
+		if endpoint != "" {
+			break
+		}
+		endpoint, source = strings.TrimSpace(env.Getenv(name)), "$"+name
+	}
+	if endpoint == "" {
+		return nil, usagef("no API endpoint: pass --endpoint-url or set SAS_API_URL (the stack's operator API URL, or http://127.0.0.1:PORT for the local stack)")
+	}
+	u, err := parseEndpoint(endpoint)
+	if err != nil {
+		return nil, usagef("%s: %v", source, err)
+	}
+	opts := Options{HTTPClient: env.HTTPClient}
+	if !g.noSign && !IsLoopback(u.Hostname()) {
+		if u.Scheme != "https" {
+			return nil, usagef("%s: refusing to send signed requests over plain http to %s; use https (or --no-sign)", source, u.Host)
+		}
+		region := g.region
+		if region == "" {
+			region = RegionFromHost(u.Hostname())
+		}
+		load := env.LoadAWSConfig
+		if load == nil {
+			load = loadDefaultConfig
+		}
+		cfg, err := load(ctx, region)
+		if err != nil {
+			return nil, fmt.Errorf("load AWS configuration to sign requests: %w", err)
+		}
+		if region == "" {
+			region = cfg.Region
+		}
+		if region == "" {
+			return nil, usagef("no region to sign requests for %s: pass --region or set AWS_REGION", u.Host)
+		}
+		if cfg.Credentials == nil {
+			return nil, errors.New("no AWS credentials to sign requests: configure the standard chain (AWS_PROFILE, environment, SSO), or --no-sign for an API without authorization")
+		}
+		opts.Credentials, opts.Region = cfg.Credentials, region
+	}
+	c, err := NewClient(u.String(), opts)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	return c, nil
+}
+
+func loadDefaultConfig(ctx context.Context, region string) (aws.Config, error) {
+	var opts []func(*config.LoadOptions) error
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	return config.LoadDefaultConfig(ctx, opts...)
+}
+
+type listFlags struct {
+	state  string
+	limit  int
+	cursor string
+	all    bool
+	// limitSet tells an explicit --limit 0 (a mistake) from none given.
+	limitSet bool
+	parsed   workflow.ProcessState
+}
+
+func (l *listFlags) check() error {
+	if l.state == "" {
+		return usagef("list needs --state, one of %s", statesList())
+	}
+	// Case-insensitive, since operators type "error" as often as "Error".
+	for _, s := range workflow.ProcessStates() {
+		if strings.EqualFold(string(s), l.state) {
+			l.parsed = s
+		}
+	}
+	if l.parsed == "" {
+		return usagef("unknown state %q: one of %s", l.state, statesList())
+	}
+	if l.limitSet && (l.limit < 1 || l.limit > MaxLimit) {
+		return usagef("--limit %d outside 1..%d", l.limit, MaxLimit)
+	}
+	if l.cursor != "" {
+		if err := checkCursor(l.cursor); err != nil {
+			return usagef("--cursor: %v", err)
+		}
+	}
+	return nil
+}
+
+func statesList() string {
+	names := make([]string, 0, len(workflow.ProcessStates()))
+	for _, s := range workflow.ProcessStates() {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
+// command runs one command against the client.
+type command struct {
+	client *Client
+	out    io.Writer
+	json   bool
+	// hint starts the follow-up commands printed for the operator.
+	hint string
+}
+
+func (c command) list(ctx context.Context, l listFlags) error {
+	p := ListParams{State: l.parsed, Limit: l.limit, Cursor: l.cursor}
+	page, err := c.client.ListOrders(ctx, p)
+	if err != nil {
+		return err
+	}
+	if !l.all {
+		if c.json {
+			return writeJSON(c.out, page.Raw)
+		}
+		if err := c.writeList(page.Orders, l.parsed); err != nil {
+			return err
+		}
+		if page.NextCursor != "" {
+			next := fmt.Sprintf("%s list --state %s", c.hint, l.parsed)
+			if l.limitSet {
+				next += fmt.Sprintf(" --limit %d", l.limit)
+			}
+			_, err = fmt.Fprintf(c.out, "\nNext page: %s --cursor %s\n", next, shellQuote(page.NextCursor))
+		}
+		return err
+	}
+	orders, raws := page.Orders, page.rawOrders
+	// A cursor seen twice would page forever: the API is broken.
+	seen := map[string]bool{l.cursor: true}
+	for page.NextCursor != "" {
+		if seen[page.NextCursor] {
+			return fmt.Errorf("list orders: the API returned cursor %q twice", truncate(page.NextCursor, 80))
+		}
+		seen[page.NextCursor] = true
+		p.Cursor = page.NextCursor
+		if page, err = c.client.ListOrders(ctx, p); err != nil {
+			return fmt.Errorf("after %d orders: %w", len(orders), err)
+		}
+		orders, raws = append(orders, page.Orders...), append(raws, page.rawOrders...)
+	}
+	if c.json {
+		b, err := ordersJSON(raws)
+		if err != nil {
+			return err
+		}
+		return writeJSON(c.out, b)
+	}
+	if err := c.writeList(orders, l.parsed); err != nil {
+		return err
+	}
+	if len(orders) > 0 {
+		_, err = fmt.Fprintf(c.out, "\n%d orders in %s\n", len(orders), l.parsed)
+	}
+	return err
+}
+
+func (c command) writeList(orders []OrderSummary, state workflow.ProcessState) error {
+	if len(orders) == 0 {
+		_, err := fmt.Fprintf(c.out, "No orders in %s.\n", state)
+		return err
+	}
+	if err := writeOrders(c.out, orders); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(c.out, "\nDetails: %s show ORDER_ID\n", c.hint)
+	return err
+}
+
+func (c command) show(ctx context.Context, orderID string) error {
+	o, err := c.client.GetOrder(ctx, orderID)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return writeJSON(c.out, o.Raw)
+	}
+	return writeOrder(c.out, o, c.hint)
+}
+
+func (c command) retry(ctx context.Context, orderID string) error {
+	a, err := c.client.Retry(ctx, orderID)
+	if err != nil {
+		return c.actionError(err, orderID, "retry")
+	}
+	return c.accepted(a, "resubmitted")
+}
+
+func (c command) cancel(ctx context.Context, orderID string) error {
+	a, err := c.client.Cancel(ctx, orderID)
+	if err != nil {
+		return c.actionError(err, orderID, "cancel")
+	}
+	return c.accepted(a, "cancel accepted")
+}
+
+func (c command) accepted(a Accepted, what string) error {
+	if c.json {
+		return writeJSON(c.out, a.Raw)
+	}
+	_, err := fmt.Fprintf(c.out, "Order %s %s; state now %s.\nFollow up: %s show %s\n", a.OrderID, what, a.State, c.hint, a.OrderID)
+	return err
+}
+
+// actionError says, on a conflict, where to look: the state that refused.
+func (c command) actionError(err error, orderID, action string) error {
+	if errors.Is(err, ErrConflict) {
+		return fmt.Errorf("%s refused for order %s (see: %s show %s): %w", action, orderID, c.hint, orderID, err)
+	}
+	return fmt.Errorf("%s order %s: %w", action, orderID, err)
+}
+
+// shellQuote quotes s for a POSIX shell unless it is plainly safe.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=+,@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,27 @@
+// Package opsclient is the operators' client of the system's HTTP API and the
+// commands of the sasctl CLI built on it (cmd/sasctl):
+//
+//	sasctl list --state Error [--limit N] [--cursor C] [--all]
+//	    one page of the orders in a state, the most recently changed first,
+//	    and the command that prints the next page; --all follows every page.
+//	sasctl show ORDER_ID
+//	    an order's state, current step, attempts, errors and per-step
+//	    history, compensation included.
+//	sasctl retry ORDER_ID
+//	    resubmits an order in Error from its failed step, or one in
+//	    CompensationFailed from its failed compensation.
+//	sasctl cancel ORDER_ID
+//	    compensates an order that is still in flight.
+//
+// Global flags: --endpoint-url (else $SAS_API_URL, else $AWS_ENDPOINT_URL),
+// --region, --no-sign and --json (the API's own JSON instead of tables).
+//
+// In AWS every route of the API requires AWS_IAM authorization, so requests
+// are signed with SigV4 for the execute-api service using the standard
+// credential chain. The local stack serves the same API on loopback without
+// authorization, so requests to a loopback host are never signed.
+//
+// Exit codes: 0 success, 1 API or network error, 2 usage error, 3 conflict
+// (409: the order's state does not allow the action, or another operator got
+// there first), 4 no such order.
+package opsclient

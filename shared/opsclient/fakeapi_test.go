@@ -1,0 +1,321 @@
+package opsclient
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeAPI implements the operators' routes of the HTTP API contract over an
+// in-memory set of orders. Its wire types are its own, written from the
+// contract, so a mistake in the client's JSON tags is not mirrored here.
+type fakeAPI struct {
+	t *testing.T
+
+	mu       sync.Mutex
+	orders   map[string]*fakeOrder
+	requests []*http.Request // clones, bodies drained
+	// intercept, when it returns true, has answered the request itself:
+	// API Gateway's own errors, broken bodies.
+	intercept func(w http.ResponseWriter, r *http.Request) bool
+	// verify checks each request before it is served (signatures).
+	verify func(r *http.Request, body []byte)
+}
+
+type fakeOrder struct {
+	OrderID      string     `json:"orderId"`
+	Workflow     string     `json:"workflow"`
+	State        string     `json:"state"`
+	Status       string     `json:"status"`
+	Step         string     `json:"step"`
+	StepIndex    int        `json:"stepIndex"`
+	FailureCount int        `json:"failureCount"`
+	Attempt      int        `json:"attempt"`
+	CompleteBy   *time.Time `json:"completeBy,omitempty"`
+	LastError    string     `json:"lastError,omitempty"`
+	ClientID     string     `json:"clientId,omitempty"`
+	EventSeq     int        `json:"eventSeq"`
+	Cancelled    bool       `json:"cancelled"`
+	Resubmits    int        `json:"resubmits"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	UpdatedAt    time.Time  `json:"updatedAt"`
+	Steps        []fakeStep `json:"steps"`
+}
+
+type fakeStep struct {
+	Name                 string          `json:"name"`
+	State                string          `json:"state"`
+	Attempts             int             `json:"attempts"`
+	Failures             int             `json:"failures"`
+	StartedAt            *time.Time      `json:"startedAt,omitempty"`
+	FinishedAt           *time.Time      `json:"finishedAt,omitempty"`
+	Error                string          `json:"error,omitempty"`
+	Output               json.RawMessage `json:"output,omitempty"`
+	Compensation         string          `json:"compensation,omitempty"`
+	CompensationAttempts int             `json:"compensationAttempts,omitempty"`
+	CompensationFailures int             `json:"compensationFailures,omitempty"`
+	CompensatedAt        *time.Time      `json:"compensatedAt,omitempty"`
+	CompensationOutput   json.RawMessage `json:"compensationOutput,omitempty"`
+	CompensationError    string          `json:"compensationError,omitempty"`
+}
+
+// summary is the row of GET /orders: the order without its history.
+type fakeSummary struct {
+	OrderID      string    `json:"orderId"`
+	State        string    `json:"state"`
+	Status       string    `json:"status"`
+	Step         string    `json:"step"`
+	StepIndex    int       `json:"stepIndex"`
+	FailureCount int       `json:"failureCount"`
+	Attempt      int       `json:"attempt"`
+	LastError    string    `json:"lastError,omitempty"`
+	ClientID     string    `json:"clientId,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func ts(min int) *time.Time { t := t0.Add(time.Duration(min) * time.Minute); return &t }
+
+// newFakeAPI serves the seed orders: n orders in Error (updated a minute
+// apart, so their order is known), and one order in each of a few other
+// states.
+func newFakeAPI(t *testing.T, errorOrders int) *fakeAPI {
+	t.Helper()
+	f := &fakeAPI{t: t, orders: map[string]*fakeOrder{}}
+	for i := range errorOrders {
+		id := fmt.Sprintf("err-%02d", i)
+		f.orders[id] = &fakeOrder{
+			OrderID: id, Workflow: "order-v1", State: "Error", Status: "error", Step: "charge-payment", StepIndex: 1,
+			FailureCount: 3, Attempt: 5, LastError: "payment service: 503 Service Unavailable",
+			EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(i),
+			Steps: []fakeStep{
+				{Name: "reserve-inventory", State: "succeeded", Attempts: 1, StartedAt: ts(0), FinishedAt: ts(1), Output: json.RawMessage(`{"reservation":"r-1"}`)},
+				{Name: "charge-payment", State: "failed", Attempts: 3, Failures: 3, StartedAt: ts(1), Error: "payment service: 503 Service Unavailable"},
+			},
+		}
+	}
+	f.orders["comp-failed-1"] = &fakeOrder{
+		OrderID: "comp-failed-1", Workflow: "order-v1", State: "CompensationFailed", Status: "compensation-failed",
+		Step: "reserve-inventory", StepIndex: 0, Attempt: 7, LastError: "undo reservation: 500", EventSeq: 4,
+		ClientID: "shop-web", Cancelled: true, Resubmits: 1, CreatedAt: t0, UpdatedAt: *ts(90),
+		Steps: []fakeStep{
+			{Name: "reserve-inventory", State: "succeeded", Attempts: 1, StartedAt: ts(0), FinishedAt: ts(1),
+				Compensation: "failed", CompensationAttempts: 4, CompensationFailures: 4, CompensationError: "inventory: 500 Internal Server Error"},
+			{Name: "charge-payment", State: "cancelled", Attempts: 1, StartedAt: ts(2),
+				Compensation: "succeeded", CompensationAttempts: 1, CompensatedAt: ts(3), CompensationOutput: json.RawMessage(`{"refund":"none"}`)},
+		},
+	}
+	f.orders["proc-1"] = &fakeOrder{
+		OrderID: "proc-1", Workflow: "order-v1", State: "Processing", Status: "processing", Step: "reserve-inventory",
+		Attempt: 1, CompleteBy: ts(91), EventSeq: 2, CreatedAt: t0, UpdatedAt: *ts(90),
+		Steps: []fakeStep{{Name: "reserve-inventory", State: "processing", Attempts: 1, StartedAt: ts(90)}, {Name: "charge-payment", State: "pending"}},
+	}
+	f.orders["done-1"] = &fakeOrder{
+		OrderID: "done-1", Workflow: "order-v1", State: "Processed", Status: "processed", Step: "charge-payment", StepIndex: 1,
+		Attempt: 2, EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(5),
+		Steps: []fakeStep{{Name: "reserve-inventory", State: "succeeded", Attempts: 1}, {Name: "charge-payment", State: "succeeded", Attempts: 1}},
+	}
+	return f
+}
+
+// server starts the fake on loopback over plain HTTP, as the local stack.
+func (f *fakeAPI) server() *httptest.Server {
+	srv := httptest.NewServer(f)
+	f.t.Cleanup(srv.Close)
+	return srv
+}
+
+// recorded returns the requests served so far.
+func (f *fakeAPI) recorded() []*http.Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.requests)
+}
+
+var routeOrder = regexp.MustCompile(`^/orders/([^/]+)(?:/(retry|cancel))?$`)
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		f.t.Errorf("read request body: %v", err)
+	}
+	f.mu.Lock()
+	f.requests = append(f.requests, r.Clone(r.Context()))
+	intercept, verify := f.intercept, f.verify
+	f.mu.Unlock()
+	if verify != nil {
+		verify(r, body)
+	}
+	if intercept != nil && intercept(w, r) {
+		return
+	}
+	if len(body) > 0 {
+		f.problem(w, r, http.StatusBadRequest, "these routes take no body")
+		return
+	}
+	if r.URL.Path == "/orders" && r.Method == http.MethodGet {
+		f.list(w, r)
+		return
+	}
+	m := routeOrder.FindStringSubmatch(r.URL.Path)
+	switch {
+	case m != nil && m[2] == "" && r.Method == http.MethodGet:
+		f.get(w, r, m[1])
+	case m != nil && m[2] != "" && r.Method == http.MethodPost:
+		f.act(w, r, m[1], m[2])
+	default:
+		gatewayMessage(w, http.StatusNotFound, "Not Found")
+	}
+}
+
+func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state == "" {
+		f.problem(w, r, http.StatusBadRequest, "state is required")
+		return
+	}
+	limit := 25
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			f.problem(w, r, http.StatusBadRequest, "limit must be 1..100")
+			return
+		}
+		limit = n
+	}
+	offset := 0
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err == nil {
+			offset, err = strconv.Atoi(strings.TrimPrefix(string(b), "o:"))
+		}
+		if err != nil {
+			f.problem(w, r, http.StatusBadRequest, "malformed cursor")
+			return
+		}
+	}
+	f.mu.Lock()
+	var rows []fakeSummary
+	for _, o := range f.orders {
+		if o.State == state {
+			rows = append(rows, fakeSummary{OrderID: o.OrderID, State: o.State, Status: o.Status, Step: o.Step, StepIndex: o.StepIndex,
+				FailureCount: o.FailureCount, Attempt: o.Attempt, LastError: o.LastError, ClientID: o.ClientID,
+				CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt})
+		}
+	}
+	f.mu.Unlock()
+	// Newest change first, ties by ID so pages are stable.
+	slices.SortFunc(rows, func(a, b fakeSummary) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.OrderID, b.OrderID)
+	})
+	rows = rows[min(offset, len(rows)):]
+	resp := struct {
+		Orders     []fakeSummary     `json:"orders"`
+		NextCursor string            `json:"nextCursor,omitempty"`
+		Links      map[string]string `json:"links"`
+	}{Orders: []fakeSummary{}, Links: map[string]string{}}
+	if len(rows) > limit {
+		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset+limit)))
+		resp.Links["next"] = "/orders?" + url.Values{"state": {state}, "limit": {strconv.Itoa(limit)}, "cursor": {resp.NextCursor}}.Encode()
+		rows = rows[:limit]
+	}
+	resp.Orders = append(resp.Orders, rows...)
+	writeJSONResponse(w, http.StatusOK, "application/json", resp)
+}
+
+func (f *fakeAPI) get(w http.ResponseWriter, r *http.Request, id string) {
+	f.mu.Lock()
+	o, ok := f.orders[id]
+	var cp fakeOrder
+	if ok {
+		cp = *o
+	}
+	f.mu.Unlock()
+	if !ok {
+		f.problem(w, r, http.StatusNotFound, "no order with ID "+id)
+		return
+	}
+	writeJSONResponse(w, http.StatusOK, "application/json", cp)
+}
+
+func (f *fakeAPI) act(w http.ResponseWriter, r *http.Request, id, action string) {
+	f.mu.Lock()
+	o, ok := f.orders[id]
+	var next string
+	if ok {
+		switch {
+		case action == "retry" && o.State == "Error":
+			next = "Pending"
+		case action == "retry" && o.State == "CompensationFailed":
+			next = "CompensationPending"
+		case action == "cancel" && (o.State == "Pending" || o.State == "Processing"):
+			next = "CompensationPending"
+		}
+		if next != "" {
+			o.State, o.UpdatedAt = next, o.UpdatedAt.Add(time.Minute)
+			if action == "retry" {
+				o.Resubmits++
+			} else {
+				o.Cancelled = true
+			}
+		}
+	}
+	state := ""
+	if ok {
+		state = o.State
+	}
+	f.mu.Unlock()
+	switch {
+	case !ok:
+		f.problem(w, r, http.StatusNotFound, "no order with ID "+id)
+	case next == "":
+		f.problem(w, r, http.StatusConflict, fmt.Sprintf("order %s is %s: %s does not apply", id, state, action))
+	default:
+		writeJSONResponse(w, http.StatusAccepted, "application/json", map[string]any{
+			"orderId": id, "state": next, "links": map[string]string{"self": "/orders/" + id},
+		})
+	}
+}
+
+func (f *fakeAPI) problem(w http.ResponseWriter, r *http.Request, status int, detail string) {
+	w.Header().Set("Apigw-Requestid", "gw-"+strconv.Itoa(status))
+	writeJSONResponse(w, status, "application/problem+json", map[string]any{
+		"type": "https://sasflow.dev/problems/x", "title": http.StatusText(status), "status": status,
+		"detail": detail, "requestId": "req-" + strconv.Itoa(status),
+	})
+}
+
+// gatewayMessage answers as API Gateway itself does: {"message"} as JSON,
+// with its request ID header.
+func gatewayMessage(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Apigw-Requestid", "gw-"+strconv.Itoa(status))
+	writeJSONResponse(w, status, "application/json", map[string]string{"message": msg})
+}
+
+func writeJSONResponse(w http.ResponseWriter, status int, contentType string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

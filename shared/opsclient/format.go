@@ -1,0 +1,189 @@
+package opsclient
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Widths of free text in tables; `show` and --json give it in full.
+const (
+	lastErrorWidth = 60
+	cellWidth      = 40
+	fullTextWidth  = 2000
+)
+
+// writeOrders prints a page (or all pages) of orders as a table.
+func writeOrders(w io.Writer, orders []OrderSummary) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ORDER ID\tSTATE\tSTEP\tFAILURES\tUPDATED\tLAST ERROR")
+	for _, o := range orders {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", o.OrderID, o.State, cell(o.Step, cellWidth),
+			o.FailureCount, stamp(o.UpdatedAt), cell(o.LastError, lastErrorWidth))
+	}
+	return tw.Flush()
+}
+
+// writeOrder prints an order's summary, its step history and every error in
+// full, then the commands that apply to its state.
+func writeOrder(w io.Writer, o Order, cmd string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	state := string(o.State)
+	if o.Status != "" {
+		state += " (client status " + cell(string(o.Status), cellWidth) + ")"
+	}
+	step := cell(o.Step, cellWidth)
+	if len(o.Steps) > 0 {
+		step += fmt.Sprintf(" (step %d of %d)", o.StepIndex+1, len(o.Steps))
+	}
+	rows := [][2]string{
+		{"Order", o.OrderID},
+		{"Workflow", cell(o.Workflow, cellWidth)},
+		{"State", state},
+		{"Step", step},
+		{"Attempt", strconv.Itoa(o.Attempt)},
+		{"Failures", strconv.Itoa(o.FailureCount) + " (of the current step)"},
+		{"Complete by", stamp(o.CompleteBy)},
+		{"Last error", cell(o.LastError, fullTextWidth)},
+		{"Client", cell(o.ClientID, cellWidth)},
+		{"Cancelled", yesNo(o.Cancelled)},
+		{"Resubmits", strconv.Itoa(o.Resubmits)},
+		{"Created", stamp(o.CreatedAt)},
+		{"Updated", stamp(o.UpdatedAt)},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(o.Steps) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "#\tSTEP\tSTATE\tATTEMPTS\tFAILURES\tSTARTED\tFINISHED\tCOMPENSATION\tC.ATTEMPTS\tC.FAILURES\tCOMPENSATED")
+		for i, s := range o.Steps {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", i+1, cell(s.Name, cellWidth), cell(string(s.State), cellWidth),
+				s.Attempts, s.Failures, stamp(s.StartedAt), stamp(s.FinishedAt),
+				cell(string(s.Compensation), cellWidth), s.CompensationAttempts, s.CompensationFailures, stamp(s.CompensatedAt))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	var errs []string
+	for _, s := range o.Steps {
+		if s.Error != "" {
+			errs = append(errs, fmt.Sprintf("  %s: %s", cell(s.Name, cellWidth), cell(s.Error, fullTextWidth)))
+		}
+		if s.CompensationError != "" {
+			errs = append(errs, fmt.Sprintf("  %s (compensation): %s", cell(s.Name, cellWidth), cell(s.CompensationError, fullTextWidth)))
+		}
+	}
+	if len(errs) > 0 {
+		fmt.Fprintf(w, "\nStep errors:\n%s\n", strings.Join(errs, "\n"))
+	}
+	var next []string
+	if o.State.NeedsOperator() {
+		next = append(next, cmd+" retry "+o.OrderID)
+	}
+	if o.State.InFlight() {
+		next = append(next, cmd+" cancel "+o.OrderID)
+	}
+	if len(next) > 0 {
+		_, err := fmt.Fprintf(w, "\nNext: %s\n", strings.Join(next, "\n      "))
+		return err
+	}
+	return nil
+}
+
+// writeJSON prints a body as the API sent it, indented for a person; jq
+// reads it the same.
+func writeJSON(w io.Writer, raw []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return fmt.Errorf("indent JSON: %w", err)
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// ordersJSON joins the orders of several pages into one document shaped like
+// a last page.
+func ordersJSON(raws []json.RawMessage) ([]byte, error) {
+	if raws == nil {
+		raws = []json.RawMessage{}
+	}
+	b, err := json.Marshal(struct {
+		Orders []json.RawMessage `json:"orders"`
+	}{raws})
+	if err != nil {
+		return nil, fmt.Errorf("join pages: %w", err)
+	}
+	return b, nil
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// cell is text from the API made fit for a table cell: one line, no terminal
+// control sequences, at most width runes, "-" when empty.
+func cell(s string, width int) string {
+	if s == "" {
+		return "-"
+	}
+	return sanitize(s, width)
+}
+
+// sanitize makes text from outside safe to print on a terminal: line breaks
+// and tabs become spaces, and control and bidirectional-override characters
+// (which could rewrite what the operator sees) become U+FFFD. It then
+// truncates to width runes.
+func sanitize(s string, width int) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			return ' '
+		case r == utf8.RuneError, unicode.IsControl(r), unicode.Is(unicode.Bidi_Control, r):
+			return utf8.RuneError
+		}
+		return r
+	}, s)
+	return truncate(s, width)
+}
+
+// truncate cuts s to at most width runes, marking the cut with an ellipsis.
+func truncate(s string, width int) string {
+	if utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	if width <= 1 {
+		return "…"
+	}
+	n := 0
+	for i := range s {
+		if n == width-1 {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}

@@ -1,0 +1,113 @@
+package remotesim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// CompensateRequest is the body of POST /v1/steps/{step}/compensate. Its
+// Idempotency-Key header is the compensation's own key; EffectKey is the key
+// the step's effect was applied under: what to undo.
+type CompensateRequest struct {
+	OrderID   string                     `json:"orderId"`
+	Step      string                     `json:"step"`
+	EffectKey string                     `json:"effectKey"`
+	Input     json.RawMessage            `json:"input"`
+	Previous  map[string]json.RawMessage `json:"previous,omitempty"`
+}
+
+// DecodeCompensateRequest reads a compensation request strictly and checks it
+// against the step named in the path.
+func DecodeCompensateRequest(r io.Reader, step string) (CompensateRequest, error) {
+	var req CompensateRequest
+	if err := decodeStrict(r, MaxRequestBytes, &req); err != nil {
+		return CompensateRequest{}, err
+	}
+	switch {
+	case req.OrderID == "" || len(req.OrderID) > 64:
+		return CompensateRequest{}, errors.New("orderId must have 1..64 bytes")
+	case req.Step != step:
+		return CompensateRequest{}, fmt.Errorf("step %q does not match the path's %q", req.Step, step)
+	case req.EffectKey == "" || len(req.EffectKey) > MaxKeyBytes:
+		return CompensateRequest{}, fmt.Errorf("effectKey must have 1..%d bytes", MaxKeyBytes)
+	case len(req.Input) == 0 || string(req.Input) == "null":
+		return CompensateRequest{}, errors.New("input is required")
+	}
+	return req, nil
+}
+
+// Undo is the body of a successful compensation. Undone is false when there
+// was nothing to undo: the effect was never applied, and now never will be.
+type Undo struct {
+	Confirmation string    `json:"confirmation"`
+	OrderID      string    `json:"orderId"`
+	Step         string    `json:"step"`
+	EffectKey    string    `json:"effectKey"`
+	Undone       bool      `json:"undone"`
+	UndoneAt     time.Time `json:"undoneAt,omitzero"`
+}
+
+func (s *Sim) serveCompensate(w http.ResponseWriter, r *http.Request) {
+	step, key, ok := s.admit(w, r)
+	if !ok {
+		return
+	}
+	req, err := DecodeCompensateRequest(http.MaxBytesReader(w, r.Body, MaxRequestBytes+1), step)
+	if err == nil && req.EffectKey == key {
+		// Sharing the effect's key would make the undo a replay of the step.
+		err = errors.New("the compensation needs an Idempotency-Key other than its effectKey")
+	}
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	fault, latency := s.draw(key, func(f Faults) bool { return slices.Contains(f.RejectUndo, step) })
+	s.serve(w, r, fault, latency, fmt.Sprintf("compensation of step %s of order %s rejected", step, req.OrderID),
+		func() outcome { return s.undo(key, req) })
+}
+
+// undo undoes the effect under req.EffectKey unless the compensation key
+// already has a result, which it replays. With nothing applied it leaves a
+// tombstone instead, which apply honours. Check and undo happen under one
+// lock, so concurrent compensations with one key cannot both undo, and a try
+// of the step cannot slip in between the check and the tombstone.
+func (s *Sim) undo(key string, req CompensateRequest) outcome {
+	hash := requestHash(routeCompensate, req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res, ok := s.results[key]; ok {
+		if res.requestHash != hash {
+			return errKeyReused
+		}
+		return outcome{status: http.StatusOK, body: res.body}
+	}
+	u := Undo{
+		Confirmation: req.Step + "-undo-" + shortHash(key),
+		OrderID:      req.OrderID,
+		Step:         req.Step,
+		EffectKey:    req.EffectKey,
+	}
+	if s.effects[req.EffectKey] > 0 {
+		// Undoing another step's or order's effect is a caller's bug; a real
+		// service would not refund a charge under the wrong order either.
+		if eff := s.results[req.EffectKey]; eff.orderID != req.OrderID || eff.step != req.Step {
+			return outcome{status: http.StatusUnprocessableEntity, code: "effect_mismatch",
+				msg: fmt.Sprintf("effect %s belongs to step %s of order %s", req.EffectKey, eff.step, eff.orderID)}
+		}
+		s.compensations[req.EffectKey]++
+		u.Undone, u.UndoneAt = true, s.clk.Now().UTC()
+	} else {
+		s.tombstones[req.EffectKey] = true
+	}
+	body, err := json.Marshal(u)
+	if err != nil {
+		panic(fmt.Sprintf("remotesim: encode undo: %v", err))
+	}
+	s.results[key] = result{body: body, requestHash: hash, orderID: req.OrderID, step: req.Step}
+	return outcome{status: http.StatusOK, body: body}
+}

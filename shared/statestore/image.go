@@ -1,0 +1,146 @@
+package statestore
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// DecodeImage reads a state record from a DynamoDB stream image as the
+// Lambda event carries it. The image is converted to the SDK's
+// AttributeValues so that it is decoded by DecodeState, the same code that
+// reads GetItem results: the two can never disagree on the schema.
+//
+// It never panics, whatever the image holds: a zero DynamoDBAttributeValue,
+// whose accessors panic, is reported as an error.
+func DecodeImage(img map[string]events.DynamoDBAttributeValue) (workflow.State, error) {
+	if len(img) == 0 {
+		return workflow.State{}, errors.New("decode stream image: image is empty")
+	}
+	av, err := imageToAttributeValues(img)
+	if err != nil {
+		return workflow.State{}, fmt.Errorf("decode stream image: %w", err)
+	}
+	return DecodeState(av)
+}
+
+// EncodeImage returns the stream image of a state record as the store
+// writes it: for tests, samples and local tools that feed the event
+// publisher without a real stream.
+func EncodeImage(s workflow.State) (map[string]events.DynamoDBAttributeValue, error) {
+	av, err := encodeState(s)
+	if err != nil {
+		return nil, fmt.Errorf("encode stream image of order %s: %w", s.OrderID, err)
+	}
+	img := make(map[string]events.DynamoDBAttributeValue, len(av))
+	for name, v := range av {
+		if img[name], err = fromAttributeValue(v); err != nil {
+			return nil, fmt.Errorf("encode stream image of order %s: attribute %q: %w", s.OrderID, name, err)
+		}
+	}
+	return img, nil
+}
+
+func imageToAttributeValues(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
+	out := make(map[string]types.AttributeValue, len(img))
+	for name, v := range img {
+		av, err := toAttributeValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %q: %w", name, err)
+		}
+		out[name] = av
+	}
+	return out, nil
+}
+
+func toAttributeValue(v events.DynamoDBAttributeValue) (types.AttributeValue, error) {
+	// The accessors panic when the value does not hold its declared type,
+	// which only a zero DynamoDBAttributeValue (Binary without a value) can
+	// do; it is not a valid attribute.
+	if v.DataType() != events.DataTypeNull && v.IsNull() {
+		return nil, fmt.Errorf("attribute of type %d has no value", v.DataType())
+	}
+	switch v.DataType() {
+	case events.DataTypeBinary:
+		return &types.AttributeValueMemberB{Value: v.Binary()}, nil
+	case events.DataTypeBoolean:
+		return &types.AttributeValueMemberBOOL{Value: v.Boolean()}, nil
+	case events.DataTypeBinarySet:
+		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
+	case events.DataTypeList:
+		l := v.List()
+		out := make([]types.AttributeValue, len(l))
+		for i, e := range l {
+			av, err := toAttributeValue(e)
+			if err != nil {
+				return nil, fmt.Errorf("list element %d: %w", i, err)
+			}
+			out[i] = av
+		}
+		return &types.AttributeValueMemberL{Value: out}, nil
+	case events.DataTypeMap:
+		m, err := imageToAttributeValues(v.Map())
+		if err != nil {
+			return nil, fmt.Errorf("map: %w", err)
+		}
+		return &types.AttributeValueMemberM{Value: m}, nil
+	case events.DataTypeNumber:
+		return &types.AttributeValueMemberN{Value: v.Number()}, nil
+	case events.DataTypeNumberSet:
+		return &types.AttributeValueMemberNS{Value: v.NumberSet()}, nil
+	case events.DataTypeNull:
+		return &types.AttributeValueMemberNULL{Value: true}, nil
+	case events.DataTypeString:
+		return &types.AttributeValueMemberS{Value: v.String()}, nil
+	case events.DataTypeStringSet:
+		return &types.AttributeValueMemberSS{Value: v.StringSet()}, nil
+	}
+	return nil, fmt.Errorf("unknown attribute type %d", v.DataType())
+}
+
+// fromAttributeValue is the inverse of toAttributeValue.
+func fromAttributeValue(av types.AttributeValue) (events.DynamoDBAttributeValue, error) {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value), nil
+	case *types.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value), nil
+	case *types.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(v.Value), nil
+	case *types.AttributeValueMemberL:
+		l := make([]events.DynamoDBAttributeValue, len(v.Value))
+		for i, e := range v.Value {
+			ev, err := fromAttributeValue(e)
+			if err != nil {
+				return events.DynamoDBAttributeValue{}, fmt.Errorf("list element %d: %w", i, err)
+			}
+			l[i] = ev
+		}
+		return events.NewListAttribute(l), nil
+	case *types.AttributeValueMemberM:
+		m := make(map[string]events.DynamoDBAttributeValue, len(v.Value))
+		for k, e := range v.Value {
+			ev, err := fromAttributeValue(e)
+			if err != nil {
+				return events.DynamoDBAttributeValue{}, fmt.Errorf("map key %q: %w", k, err)
+			}
+			m[k] = ev
+		}
+		return events.NewMapAttribute(m), nil
+	case *types.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value), nil
+	case *types.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(v.Value), nil
+	case *types.AttributeValueMemberNULL:
+		return events.NewNullAttribute(), nil
+	case *types.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value), nil
+	case *types.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value), nil
+	}
+	return events.DynamoDBAttributeValue{}, fmt.Errorf("unsupported attribute value %T", av)
+}

@@ -1,0 +1,263 @@
+package submission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Limits of GET /orders.
+const (
+	DefaultListLimit = 25
+	MaxListLimit     = 100
+	// maxCursorLen bounds what is handed to the store to decode; the store's
+	// cursors are far shorter.
+	maxCursorLen = 2048
+)
+
+// The parameters of GET /orders.
+const (
+	paramState  = "state"
+	paramLimit  = "limit"
+	paramCursor = "cursor"
+)
+
+// ListQuery is a decoded GET /orders query.
+type ListQuery struct {
+	State  workflow.ProcessState
+	Limit  int
+	Cursor string // "" for the first page
+}
+
+// QueryError lists every fault of a query string, each under the parameter
+// it concerns ("" for the query string as a whole).
+type QueryError struct {
+	Errors []FieldError
+}
+
+func (e *QueryError) Error() string {
+	parts := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		parts[i] = fe.Field + ": " + fe.Detail
+		if fe.Field == "" {
+			parts[i] = fe.Detail
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// DecodeListQuery reads the query of GET /orders. rawQuery is the event's
+// RawQueryString; params, its QueryStringParameters, is read only when
+// rawQuery is empty, because API Gateway joins repeated values there with
+// commas and so hides a repeat the raw string still shows. Unknown and
+// repeated parameters are refused rather than ignored, so a typo such as
+// "limt=5" is not silently answered with another page size. An empty limit
+// or cursor counts as absent. The error is a *QueryError.
+func DecodeListQuery(rawQuery string, params map[string]string) (ListQuery, error) {
+	values := url.Values{}
+	if rawQuery != "" {
+		v, err := url.ParseQuery(rawQuery)
+		if err != nil {
+			return ListQuery{}, &QueryError{Errors: []FieldError{{Detail: "the query string is not well-formed: " + err.Error()}}}
+		}
+		values = v
+	} else {
+		for k, v := range params {
+			values[k] = []string{v}
+		}
+	}
+
+	var errs []FieldError
+	bad := func(field, detail string) { errs = append(errs, FieldError{Field: field, Detail: detail}) }
+	unknown := make([]string, 0, len(values))
+	for k, v := range values {
+		switch {
+		case k == "":
+			bad("", "a parameter has no name")
+		case k != paramState && k != paramLimit && k != paramCursor:
+			unknown = append(unknown, k)
+		case len(v) > 1:
+			bad(k, fmt.Sprintf("is given %d times; give it once", len(v)))
+		}
+	}
+	slices.Sort(unknown) // map order would make the problem differ run to run
+	for _, k := range unknown {
+		bad(k, "is not a parameter of this resource; use state, limit and cursor")
+	}
+
+	q := ListQuery{Limit: DefaultListLimit}
+	states := "one of " + stateNames()
+	switch s := values.Get(paramState); {
+	case s == "":
+		bad(paramState, "is required; use "+states)
+	default:
+		st, ok := workflow.ParseProcessState(s)
+		if !ok {
+			bad(paramState, "must be "+states)
+		}
+		q.State = st
+	}
+	if s := values.Get(paramLimit); s != "" {
+		n, ok := parseLimit(s)
+		if !ok {
+			bad(paramLimit, fmt.Sprintf("must be an integer within 1..%d", MaxListLimit))
+		}
+		q.Limit = n
+	}
+	q.Cursor = values.Get(paramCursor)
+	if len(q.Cursor) > maxCursorLen {
+		bad(paramCursor, "is not a cursor this API returned")
+	}
+	// Order the errors as the parameters appear in the documentation, the
+	// unknown ones last, so the problem is stable.
+	slices.SortStableFunc(errs, func(a, b FieldError) int { return paramRank(a.Field) - paramRank(b.Field) })
+	if len(errs) > 0 {
+		return ListQuery{}, &QueryError{Errors: errs}
+	}
+	return q, nil
+}
+
+func paramRank(p string) int {
+	switch p {
+	case paramState:
+		return 0
+	case paramLimit:
+		return 1
+	case paramCursor:
+		return 2
+	}
+	return 3
+}
+
+// parseLimit takes only plain decimal digits: strconv.Atoi would also take
+// "+5", and nothing but a bounded number of digits can be in range.
+func parseLimit(s string) (int, bool) {
+	if len(s) > 3 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, n >= 1 && n <= MaxListLimit
+}
+
+func stateNames() string {
+	states := workflow.ProcessStates()
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Encode returns the query string that DecodeListQuery reads back as q.
+func (q ListQuery) Encode() string {
+	s := paramState + "=" + url.QueryEscape(string(q.State)) + "&" + paramLimit + "=" + strconv.Itoa(q.Limit)
+	if q.Cursor != "" {
+		s += "&" + paramCursor + "=" + url.QueryEscape(q.Cursor)
+	}
+	return s
+}
+
+// orderList is the body of GET /orders. NextCursor and Links are omitted on
+// the last page.
+type orderList struct {
+	Orders     []orderSummary `json:"orders"`
+	NextCursor string         `json:"nextCursor,omitempty"`
+	Links      *listLinks     `json:"links,omitempty"`
+}
+
+type listLinks struct {
+	Next string `json:"next"`
+}
+
+// orderSummary is one order of a listing: what the store's index projects,
+// without the step history or the input.
+type orderSummary struct {
+	OrderID      string                `json:"orderId"`
+	State        workflow.ProcessState `json:"state"`
+	Status       workflow.Status       `json:"status"`
+	Step         string                `json:"step"`
+	StepIndex    int                   `json:"stepIndex"`
+	FailureCount int                   `json:"failureCount"`
+	Attempt      int                   `json:"attempt"`
+	LastError    string                `json:"lastError,omitempty"`
+	ClientID     string                `json:"clientId,omitempty"`
+	CreatedAt    time.Time             `json:"createdAt"`
+	UpdatedAt    time.Time             `json:"updatedAt"`
+}
+
+func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	q, err := DecodeListQuery(req.RawQueryString, req.QueryStringParameters)
+	if err != nil {
+		return h.reject(ctx, log, req, queryProblem(err), nil)
+	}
+	page, err := h.store.ListByState(ctx, q.State, q.Limit, q.Cursor)
+	switch {
+	case errors.Is(err, statestore.ErrBadCursor):
+		return h.reject(ctx, log, req, queryProblem(&QueryError{Errors: []FieldError{{
+			Field: paramCursor, Detail: "is not a cursor this API returned; list again without it"}}}), nil)
+	case err != nil:
+		return h.internal(ctx, log, req, fmt.Errorf("list orders in %s (limit %d): %w", q.State, q.Limit, err))
+	}
+
+	body := orderList{Orders: make([]orderSummary, len(page.States))}
+	for i, st := range page.States {
+		body.Orders[i] = orderSummary{
+			OrderID:      st.OrderID,
+			State:        st.ProcessState,
+			Status:       workflow.StatusOf(st),
+			Step:         st.Step,
+			StepIndex:    st.StepIndex,
+			FailureCount: st.FailureCount,
+			Attempt:      st.Attempt,
+			LastError:    st.LastError,
+			ClientID:     st.ClientID,
+			CreatedAt:    st.CreatedAt.UTC(),
+			UpdatedAt:    st.UpdatedAt.UTC(),
+		}
+	}
+	if page.Next != "" {
+		next := ListQuery{State: q.State, Limit: q.Limit, Cursor: page.Next}
+		body.NextCursor = page.Next
+		body.Links = &listLinks{Next: "/orders?" + next.Encode()}
+	}
+	log.DebugContext(ctx, "orders listed", slog.String("state", string(q.State)), slog.Int("count", len(body.Orders)), slog.Bool("more", page.Next != ""))
+	return respond(http.StatusOK, contentTypeJSON, body, nil)
+}
+
+// queryProblem is the 400 of a bad query; one fault is named in the detail
+// so the problem reads well without its errors member.
+func queryProblem(err error) Problem {
+	var qe *QueryError
+	if !errors.As(err, &qe) || len(qe.Errors) == 0 {
+		return problem(http.StatusBadRequest, ProblemMalformed, "the query string is not valid")
+	}
+	detail := "the query string has invalid parameters"
+	if len(qe.Errors) == 1 {
+		detail = qe.Error()
+	}
+	var fields []FieldError
+	for _, fe := range qe.Errors {
+		if fe.Field != "" {
+			fields = append(fields, fe)
+		}
+	}
+	return problem(http.StatusBadRequest, ProblemMalformed, detail, fields...)
+}

@@ -1,0 +1,158 @@
+package submission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// cancelTries bounds how often a cancel re-reads a record that changed under
+// it. A Scheduler claiming or advancing the order is no reason to fail the
+// cancel, but an order that keeps changing is not worth holding the request
+// open for.
+const cancelTries = 3
+
+// Reasons carried by the Schedule messages the operator routes send; for the
+// Scheduler's logs.
+const (
+	reasonResubmitted = "resubmitted"
+	reasonCancelled   = "cancelled"
+)
+
+// retryOrder resubmits an order an operator fixed the cause of. It tries
+// once: of two operators retrying the same order exactly one must win, so a
+// record that changed since it was read is a 409, not a reason to try again.
+func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
+	log = log.With(callerAttr(req))
+	st, p, err := h.readState(ctx, orderID)
+	switch {
+	case p != nil:
+		return h.reject(ctx, log, req, *p, nil)
+	case err != nil:
+		return h.internal(ctx, log, req, err)
+	}
+	now := h.clk.Now().UTC()
+	r, err := workflow.Policy{ClaimTimeout: h.cfg.ClaimTimeout}.Resubmit(st, now)
+	if err != nil {
+		if !errors.Is(err, workflow.ErrConflict) {
+			return h.internal(ctx, log, req, fmt.Errorf("plan resubmission of %s: %w", orderID, err))
+		}
+		return h.reject(ctx, log, req, problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
+			"order %s is %s; only orders in %s or %s can be retried", orderID, st.ProcessState, workflow.Error, workflow.CompensationFailed)), nil)
+	}
+
+	written, err := h.store.Resubmit(ctx, st, r, now)
+	switch {
+	case errors.Is(err, workflow.ErrStale):
+		return h.reject(ctx, log, req, changedProblem(orderID), nil)
+	case errors.Is(err, workflow.ErrNotFound):
+		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
+	case err != nil:
+		return h.internal(ctx, log, req, fmt.Errorf("resubmit %s from %s: %w", orderID, st.ProcessState, err))
+	}
+
+	msg := messages.NewSchedule(orderID, written.StepIndex, reasonResubmitted)
+	if r.State == workflow.CompensationPending {
+		msg = messages.NewCompensation(orderID, written.StepIndex, reasonResubmitted)
+	}
+	h.schedule(ctx, log, msg)
+	log.InfoContext(ctx, "order resubmitted", workflow.TransitionResubmitted.Attr(), slog.String("from", string(st.ProcessState)),
+		slog.String("state", string(written.ProcessState)), slog.Int("stepIndex", written.StepIndex))
+	return accepted(orderID, written.ProcessState, false)
+}
+
+// cancelOrder stops an order still going forward. Repeating a cancel that
+// already took effect answers 202 again, so a client may retry it safely.
+func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
+	log = log.With(callerAttr(req))
+	for try := 1; ; try++ {
+		st, p, err := h.readState(ctx, orderID)
+		switch {
+		case p != nil:
+			return h.reject(ctx, log, req, *p, nil)
+		case err != nil:
+			return h.internal(ctx, log, req, err)
+		}
+		if !workflow.CanCancel(st) {
+			if st.Cancelled {
+				log.InfoContext(ctx, "order already cancelled", slog.String("state", string(st.ProcessState)))
+				return accepted(orderID, st.ProcessState, false)
+			}
+			return h.reject(ctx, log, req, problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
+				"order %s is %s; only orders in %s or %s can be cancelled", orderID, st.ProcessState, workflow.Pending, workflow.Processing)), nil)
+		}
+
+		now := h.clk.Now().UTC()
+		stop := h.cfg.Workflow.StopAt(st, workflow.StopCancel)
+		written, err := h.store.Cancel(ctx, st, stop, now, now.Add(h.cfg.ClaimTimeout))
+		switch {
+		case errors.Is(err, workflow.ErrStale) && try < cancelTries:
+			log.DebugContext(ctx, "order changed while cancelling; reading it again", slog.Int("try", try))
+			continue
+		case errors.Is(err, workflow.ErrStale):
+			return h.reject(ctx, log, req, problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
+				"order %s kept changing while it was being cancelled; try again", orderID)), nil)
+		case errors.Is(err, workflow.ErrNotFound):
+			return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
+		case err != nil:
+			return h.internal(ctx, log, req, fmt.Errorf("cancel %s in %s at step %d: %w", orderID, st.ProcessState, st.StepIndex, err))
+		}
+
+		if stop.UndoFrom >= 0 {
+			h.schedule(ctx, log, messages.NewCompensation(orderID, stop.UndoFrom, reasonCancelled))
+		}
+		log.InfoContext(ctx, "order cancelled", workflow.TransitionCancelled.Attr(), slog.String("from", string(st.ProcessState)),
+			slog.String("state", string(written.ProcessState)), slog.Int("undoFrom", stop.UndoFrom))
+		return accepted(orderID, written.ProcessState, false)
+	}
+}
+
+// readState reads a record for an operator route: a missing order is the
+// client's mistake (a problem), any other failure ours (an error).
+func (h *Handler) readState(ctx context.Context, orderID string) (workflow.State, *Problem, error) {
+	st, err := h.store.GetState(ctx, orderID)
+	switch {
+	case errors.Is(err, workflow.ErrNotFound):
+		p := notFoundProblem(orderID)
+		return workflow.State{}, &p, nil
+	case err != nil:
+		return workflow.State{}, nil, fmt.Errorf("read state of order %s: %w", orderID, err)
+	}
+	return st, nil, nil
+}
+
+// schedule hands a committed record to the Scheduler. A failed send is only
+// logged: the record is durable and unclaimed, so the Supervisor re-sends it
+// once its claim deadline passes.
+func (h *Handler) schedule(ctx context.Context, log *slog.Logger, m messages.Schedule) {
+	if err := h.sender.Send(ctx, h.cfg.SchedulerQueueURL, messages.Encode(m), 0); err != nil {
+		log.WarnContext(ctx, "schedule message not sent; the Supervisor will re-send it",
+			slog.Bool("compensate", m.Compensate), slog.Int("stepIndex", m.StepIndex), slog.Any("error", err))
+	}
+}
+
+func notFoundProblem(orderID string) Problem {
+	return problem(http.StatusNotFound, ProblemNotFound, "no order with ID "+orderID)
+}
+
+func changedProblem(orderID string) Problem {
+	return problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
+		"order %s was changed by another request; read it again", orderID))
+}
+
+// callerAttr names the IAM principal behind an operator request, for the
+// audit trail; the stack restricts these routes to IAM-signed calls.
+func callerAttr(req events.APIGatewayV2HTTPRequest) slog.Attr {
+	if a := req.RequestContext.Authorizer; a != nil && a.IAM != nil && a.IAM.UserARN != "" {
+		return slog.String("caller", a.IAM.UserARN)
+	}
+	return slog.Attr{} // an empty Attr is dropped by every slog handler
+
+}
