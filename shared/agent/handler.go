@@ -159,7 +159,15 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		return done
 	}
 
-	out, err := h.perform(ctx, log, RequestFrom(m), m.CompleteBy)
+	if m.Action.Undo() {
+		log = log.With("compensate", true)
+	}
+	var out json.RawMessage
+	if _, ok := h.svc.(Compensator); m.Action.Undo() && !ok {
+		err = Reject(CodeNotCompensable, "the agent for step "+m.Step+" cannot undo it")
+	} else {
+		out, err = h.perform(ctx, log, RequestFrom(m), m.CompleteBy)
+	}
 
 	// A late agent stays silent: the Supervisor has taken over the step, and
 	// a reply now would race its recovery.
@@ -219,6 +227,7 @@ func newReply(m messages.AgentRequest, o messages.Outcome) messages.AgentReply {
 		Step:      m.Step,
 		StepIndex: m.StepIndex,
 		Attempt:   m.Attempt,
+		Action:    m.Action,
 		Outcome:   o,
 	}
 }
@@ -249,6 +258,9 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 	defer cancel()
 
 	endpoint := req.Step
+	if req.Action.Undo() {
+		endpoint += "/compensate"
+	}
 	if e, ok := h.svc.(Endpointer); ok {
 		endpoint = e.Endpoint(req)
 	}
@@ -290,7 +302,12 @@ func (h *Handler) try(ctx context.Context, br *Breaker, req Request, timeout tim
 
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out, err := h.svc.Do(tctx, req)
+	var out json.RawMessage
+	if c, ok := h.svc.(Compensator); ok && req.Action.Undo() {
+		out, err = c.Compensate(tctx, req)
+	} else {
+		out, err = h.svc.Do(tctx, req)
+	}
 	switch {
 	case err == nil || IsPermanent(err):
 		result = Success

@@ -192,6 +192,38 @@ func (s *store) Advance(ctx context.Context, a statestore.Advance) (workflow.Sta
 
 func (s *store) Fail(ctx context.Context, f statestore.Failure) (workflow.State, error) {
 	st, err := s.Store.Fail(ctx, f)
+	if err != nil {
+		return st, err
+	}
+	s.in.ledger.committed(f.OrderID, f.StepIndex, f.Attempt)
+	if f.Undo != nil {
+		// The compensation was claimed in the same write; dying now leaves
+		// it claimed and undispatched, for the Supervisor.
+		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
+		if s.in.hit(KillAfterCommit, opKey(f.OrderID, f.StepIndex, f.Attempt)) {
+			panic(Killed{KillAfterCommit})
+		}
+	}
+	return st, nil
+}
+
+func (s *store) Undone(ctx context.Context, u statestore.Undone) (workflow.State, error) {
+	st, err := s.Store.Undone(ctx, u)
+	if err != nil {
+		return st, err
+	}
+	s.in.ledger.committed(u.OrderID, u.StepIndex, u.Attempt)
+	if u.Next != nil {
+		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
+	}
+	if s.in.hit(KillAfterCommit, opKey(u.OrderID, u.StepIndex, u.Attempt)+"/undo") {
+		panic(Killed{KillAfterCommit})
+	}
+	return st, nil
+}
+
+func (s *store) FailCompensation(ctx context.Context, f statestore.Failure) (workflow.State, error) {
+	st, err := s.Store.FailCompensation(ctx, f)
 	if err == nil {
 		s.in.ledger.committed(f.OrderID, f.StepIndex, f.Attempt)
 	}

@@ -54,6 +54,7 @@ func (e *expr) Set(p string, v types.AttributeValue) *expr {
 }
 
 func (e *expr) setClause(path, clause string, phs ...string) {
+	e.unremove(path)
 	if i, ok := e.setAt[path]; ok {
 		for _, old := range e.setPH[path] {
 			delete(e.values, old)
@@ -74,9 +75,35 @@ func (e *expr) Add(p string, n int) *expr {
 	return e
 }
 
+// Remove removes p; of a Set and a Remove of one path the later one wins
+// (DynamoDB rejects overlapping paths in one update).
 func (e *expr) Remove(p string) *expr {
-	e.remove = append(e.remove, e.path(p))
+	pp := e.path(p)
+	if i, ok := e.setAt[pp]; ok {
+		for _, old := range e.setPH[pp] {
+			delete(e.values, old)
+		}
+		e.set = append(e.set[:i], e.set[i+1:]...)
+		delete(e.setAt, pp)
+		delete(e.setPH, pp)
+		for q, j := range e.setAt {
+			if j > i {
+				e.setAt[q] = j - 1
+			}
+		}
+	}
+	e.unremove(pp)
+	e.remove = append(e.remove, pp)
 	return e
+}
+
+func (e *expr) unremove(path string) {
+	for i, r := range e.remove {
+		if r == path {
+			e.remove = append(e.remove[:i], e.remove[i+1:]...)
+			return
+		}
+	}
 }
 
 // Is adds the condition p = v.
