@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -65,15 +66,44 @@ func (e *env) assertTransitions(want map[workflow.Transition]int) {
 	}
 }
 
+// newEnv runs the default workflow without compensations, so an order that
+// fails ends in Error: the tests of the core's recovery predate compensation
+// and stay about it. compensation_test.go runs the compensable workflow.
 func newEnv(t *testing.T) *env { return newCountingEnv(t, nil) }
+
+// forwardOnly is the default workflow with no step declaring a compensation.
+func forwardOnly() workflow.Definition {
+	d := workflow.Default()
+	for i := range d.Steps {
+		d.Steps[i].Compensable = false
+	}
+	return d
+}
 
 // newCountingEnv counts the handlers' AWS requests in counter when it is not
 // nil; the pollers' requests are not counted.
 func newCountingEnv(t *testing.T, counter *reqcount.Counter) *env {
 	t.Helper()
+	return newEnvWith(t, envOptions{counter: counter, workflow: forwardOnly()})
+}
+
+type envOptions struct {
+	counter  *reqcount.Counter
+	workflow workflow.Definition
+	// onRemote sees every call to the remote service before the simulator.
+	onRemote func(r *http.Request)
+}
+
+func newEnvWith(t *testing.T, o envOptions) *env {
+	t.Helper()
+	counter := o.counter
 	ctx := context.Background()
 	sim := remotesim.New(remotesim.WithSeed(1))
-	srv := httptest.NewServer(sim)
+	var remote http.Handler = sim
+	if o.onRemote != nil {
+		remote = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { o.onRemote(r); sim.ServeHTTP(w, r) })
+	}
+	srv := httptest.NewServer(remote)
 	t.Cleanup(func() { sim.Close(); srv.Close() })
 	sqsc, snsc, ddb, handlerSQS := enginetest.SQS(t), enginetest.SNS(t), enginetest.DynamoDB(t), enginetest.SQS(t)
 	if counter != nil {
@@ -90,7 +120,7 @@ func newCountingEnv(t *testing.T, counter *reqcount.Counter) *env {
 	sys, err := system.Build(ctx, system.Options{
 		DynamoDB: ddb, SQS: handlerSQS, PollSQS: sqsc, SNS: snsc,
 		Prefix: enginetest.UniqueName(t, "sys"), Region: enginetest.Region,
-		Workflow: workflow.Default(), Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,
+		Workflow: o.workflow, Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,
 		MaxReceiveCount: 2, VisibilityTimeout: time.Second,
 		Clock: clk, Log: slog.New(slog.NewJSONHandler(logs, nil)),
 	})
