@@ -44,7 +44,11 @@ func TestEventOf(t *testing.T) {
 		{
 			"error with its cause",
 			func(s *workflow.State) { s.ProcessState, s.EventSeq, s.LastError = workflow.Error, 3, "card declined" },
-			func() notify.Event { e := event(workflow.StatusError, workflow.Error, 3); e.LastError = "card declined"; return e }(),
+			func() notify.Event {
+				e := event(workflow.StatusError, workflow.Error, 3)
+				e.LastError = "card declined"
+				return e
+			}(),
 		},
 		{"compensating unclaimed", func(s *workflow.State) { s.ProcessState, s.EventSeq = workflow.CompensationPending, 4 }, event(workflow.StatusCompensating, workflow.CompensationPending, 4)},
 		{"compensated", func(s *workflow.State) { s.ProcessState, s.EventSeq = workflow.Compensated, 5 }, event(workflow.StatusCompensated, workflow.Compensated, 5)},
@@ -52,7 +56,11 @@ func TestEventOf(t *testing.T) {
 		{
 			"cancelled",
 			func(s *workflow.State) { s.ProcessState, s.EventSeq, s.Cancelled = workflow.Cancelled, 2, true },
-			func() notify.Event { e := event(workflow.StatusCancelled, workflow.Cancelled, 2); e.Cancelled = true; return e }(),
+			func() notify.Event {
+				e := event(workflow.StatusCancelled, workflow.Cancelled, 2)
+				e.Cancelled = true
+				return e
+			}(),
 		},
 		{
 			"long error clipped",
@@ -83,7 +91,7 @@ func TestEventOf(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
+func TestEventValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string

@@ -44,9 +44,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	}
 	for i, rec := range ev.Records {
 		rlog := log.With("sequenceNumber", rec.Change.SequenceNumber, "eventName", rec.EventName)
-		if err := h.handleRecord(ctx, rlog, rec); err != nil {
-			rlog.Error("event not published; the stream retries from this record",
-				"error", err, "notAttempted", len(ev.Records)-i-1)
+		if err := h.handleRecord(ctx, rlog, rec, len(ev.Records)-i-1); err != nil {
 			return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{
 				{ItemIdentifier: rec.Change.SequenceNumber},
 			}}, nil
@@ -56,13 +54,18 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 }
 
 // handleRecord publishes the record's event, if it has one. It returns an
-// error only when trying again may succeed.
-func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord) (err error) {
-	// A bug is retried rather than skipped: a skipped event is lost for
-	// good, while a stuck shard shows in the iterator age alarm.
+// error, which it logs, only when trying again may succeed; notAttempted
+// counts the records of the batch after this one, for that log.
+func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord, notAttempted int) (err error) {
 	defer func() {
+		// A bug is retried rather than skipped: a skipped event is lost for
+		// good, while a stuck shard shows in the iterator age alarm.
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
+		}
+		if err != nil {
+			// log, reassigned below, names the order once it is known.
+			log.Error("event not published; the stream retries from this record", "error", err, "notAttempted", notAttempted)
 		}
 	}()
 	if rec.EventName == string(events.DynamoDBOperationTypeRemove) {
@@ -85,22 +88,23 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		log.Error("poison stream record skipped: new image unreadable", "error", err)
 		return nil
 	}
+	if st.ClientID == "" {
+		return nil // nobody asked to be told
+	}
 	log = log.With("orderId", st.OrderID, "seq", st.EventSeq)
 
 	oldSeq := 0 // INSERT: the order is new, so seq 1 is a change
 	if len(rec.Change.OldImage) > 0 {
-		old, err := statestore.DecodeImage(rec.Change.OldImage)
-		switch {
-		case err != nil:
+		if old, err := statestore.DecodeImage(rec.Change.OldImage); err != nil {
 			// Unknown old seq: publish. At worst the event is a duplicate,
 			// which clients drop by seq.
 			log.Warn("old image unreadable; publishing the new state as a change", "error", err)
-		default:
+		} else {
 			oldSeq = old.EventSeq
 		}
 	}
-	if st.EventSeq <= oldSeq || st.ClientID == "" {
-		return nil
+	if st.EventSeq <= oldSeq {
+		return nil // this write left the client's status alone
 	}
 	if oldSeq > 0 && st.EventSeq > oldSeq+1 {
 		// Writers add exactly one per change; more is a writer's bug that

@@ -96,7 +96,7 @@ func TestDecodeImageReadsWhatTheStoreWrites(t *testing.T) {
 	}
 }
 
-func TestToAttributeValueConvertsEveryType(t *testing.T) {
+func TestImageAttributeConversionCoversEveryType(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
