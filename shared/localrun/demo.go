@@ -49,6 +49,20 @@ type Demo struct {
 // service's effect counts and the alert topic.
 type Summary struct {
 	Submitted, Processed, Errored, InFlight int
+	// Orders that stopped and were undone, whose undo failed (alerted), and
+	// that were cancelled before anything needed undoing.
+	Compensated, CompensationFailed, Cancelled int
+	// UndoneSteps counts the steps undone; UndoErrors lists every breach of
+	// the compensation invariant: each step of a compensated order whose
+	// effect was applied is undone exactly once, no step of a processed
+	// order is undone, and nothing is undone twice.
+	UndoneSteps int
+	UndoErrors  []string
+	// LeakedEffects lists effects of orders in Error (nothing completed, so
+	// nothing undone) that the remote applied anyway. A remote that refuses
+	// a key permanently while another call with that key is applying it
+	// causes this; it is reported, not failed on.
+	LeakedEffects []string
 	// Rejected submissions got no 202 (they would be client mistakes here).
 	Rejected int
 	// From the handlers' transition logs.
@@ -104,8 +118,12 @@ func (s Summary) Err() error {
 			errs = append(errs, fmt.Errorf("%s: %v", l.what, l.ids))
 		}
 	}
-	if s.Alerts != s.Errored || len(s.MissingAlerts) > 0 {
-		errs = append(errs, fmt.Errorf("%d alerts for %d orders in Error; without one: %v", s.Alerts, s.Errored, s.MissingAlerts))
+	if len(s.UndoErrors) > 0 {
+		errs = append(errs, fmt.Errorf("compensation invariant broken: %v", s.UndoErrors))
+	}
+	if s.Alerts != s.Errored+s.CompensationFailed || len(s.MissingAlerts) > 0 {
+		errs = append(errs, fmt.Errorf("%d alerts for %d orders in Error or CompensationFailed; without one: %v",
+			s.Alerts, s.Errored+s.CompensationFailed, s.MissingAlerts))
 	}
 	return errors.Join(errs...)
 }
@@ -119,9 +137,10 @@ func (s Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, `
 summary (%v)
   orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
+  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · leaked %d
   recovery    Supervisor retries %d · requeues %d · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
-  alerts      %d raised (%d deliveries) for %d orders in Error
+  alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed
   remote      %d calls · %d completed steps · effects per key: %s
   latency     submission to terminal: p50 %v · p99 %v · max %v
   faults      transient %.3g · permanent %.3g · hang %.3g · apply-then-fail %.3g · apply-then-hang %.3g · latency %.3g
@@ -130,9 +149,10 @@ summary (%v)
 `,
 		s.Elapsed.Round(100*time.Millisecond),
 		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected,
+		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeakedEffects),
 		s.SupervisorRetries, s.Requeues, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
-		s.Alerts, s.AlertDeliveries, s.Errored,
+		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed,
 		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
 		s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond),
 		s.Faults.Transient, s.Faults.Permanent, s.Faults.Hang, s.Faults.ApplyThenFail, s.Faults.ApplyThenHang, s.Faults.Latency,
@@ -257,9 +277,10 @@ func (d Demo) progress(c map[workflow.Transition]int, total, done int, elapsed t
 		filled = width * done / total
 	}
 	inFlight := total - done
-	line := fmt.Sprintf("[%s%s] %d/%d terminal · in flight %d · Processed %d · Error %d · retries %d · requeues %d · crashes %d · %v",
+	line := fmt.Sprintf("[%s%s] %d/%d terminal · in flight %d · Processed %d · Error %d · Compensated %d · retries %d · requeues %d · crashes %d · %v",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, max(inFlight, 0),
 		c[workflow.TransitionProcessed], c[workflow.TransitionFailed]+c[workflow.TransitionGaveUp],
+		c[workflow.TransitionCompensated],
 		c[workflow.TransitionRetried], c[workflow.TransitionRequeued], d.Stack.Crashes(), elapsed.Round(100*time.Millisecond))
 	if d.Live {
 		fmt.Fprintf(d.Progress, "\r\033[K%s", line)
@@ -387,6 +408,7 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[s
 	}
 	errored := map[string]workflow.State{}
 	effects := d.Stack.Sim.Effects()
+	undos := d.Stack.Sim.Compensations()
 	completed := map[string]bool{}
 	var latencies []time.Duration
 	for _, st := range states {
@@ -399,10 +421,18 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[s
 		case workflow.Error:
 			sum.Errored++
 			errored[st.OrderID+"/"+strconv.Itoa(st.Attempt)] = st
+		case workflow.CompensationFailed:
+			sum.CompensationFailed++
+			errored[st.OrderID+"/"+strconv.Itoa(st.Attempt)] = st
+		case workflow.Compensated:
+			sum.Compensated++
+		case workflow.Cancelled:
+			sum.Cancelled++
 		default:
 			sum.InFlight++
 			continue
 		}
+		d.checkUndo(st, effects, undos, sum)
 		latencies = append(latencies, st.UpdatedAt.Sub(st.CreatedAt))
 		recovered := st.Requeues > 0
 		for _, step := range st.Steps {
@@ -431,6 +461,43 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[s
 		sum.P50, sum.P99, sum.Max = latencies[(n-1)*50/100], latencies[(n-1)*99/100], latencies[n-1]
 	}
 	return errored, nil
+}
+
+// checkUndo checks one terminal record against the remote's effects and
+// compensations (see Summary.UndoErrors).
+func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *Summary) {
+	breach := func(format string, args ...any) {
+		sum.UndoErrors = append(sum.UndoErrors, st.OrderID+": "+fmt.Sprintf(format, args...))
+	}
+	for i, step := range st.Steps {
+		key := workflow.IdempotencyKey(st.OrderID, step.Name)
+		if undos[key] > 1 {
+			breach("%s undone %d times", step.Name, undos[key])
+		}
+		switch st.ProcessState {
+		case workflow.Processed:
+			if undos[key] > 0 {
+				breach("%s of a processed order undone", step.Name)
+			}
+		case workflow.Compensated, workflow.Cancelled:
+			compensable := i < len(d.Stack.workflow.Steps) && d.Stack.workflow.Steps[i].Compensable
+			if step.Compensation == workflow.StepSucceeded {
+				sum.UndoneSteps++
+			}
+			// Net nothing: every applied effect undone, nothing undone that
+			// was not applied (an undo that came first refused the effect).
+			if compensable && effects[key] != undos[key] {
+				breach("%s applied %d times and undone %d times", step.Name, effects[key], undos[key])
+			}
+			if compensable && step.State == workflow.StepSucceeded && step.Compensation != workflow.StepSucceeded {
+				breach("completed step %s not undone (%q)", step.Name, step.Compensation)
+			}
+		case workflow.Error:
+			if step.State != workflow.StepSucceeded && effects[key] > 0 {
+				sum.LeakedEffects = append(sum.LeakedEffects, key)
+			}
+		}
+	}
 }
 
 // countAlerts drains the alert watch queue until it has an alert for every
@@ -526,7 +593,7 @@ func (d Demo) orphans() ([]string, error) {
 	return orphans, nil
 }
 
-// terminal counts the state records in Processed or Error, with one scan.
+// terminal counts the terminal state records, with one scan.
 func (d Demo) terminal(ctx context.Context) (int, error) {
 	p := dynamodb.NewScanPaginator(d.Stack.DynamoDB, &dynamodb.ScanInput{
 		TableName:                aws.String(d.Stack.Sys.Tables.State),

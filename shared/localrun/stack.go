@@ -165,9 +165,10 @@ type Stack struct {
 	// Direct reads the state store without the outage proxy, for checks.
 	Direct *statestore.Store
 
-	crashes atomic.Int64
-	policy  workflow.Policy
-	chaos   *chaos.Injector
+	crashes  atomic.Int64
+	policy   workflow.Policy
+	workflow workflow.Definition
+	chaos    *chaos.Injector
 
 	ddbProxy, awsProxy *outageProxy
 	outageCount        atomic.Int64
@@ -199,7 +200,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	s := &Stack{log: o.Log, policy: o.Policy, chaos: o.Chaos}
+	s := &Stack{log: o.Log, policy: o.Policy, workflow: o.Workflow, chaos: o.Chaos}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	fail := func(err error) (*Stack, error) {

@@ -169,3 +169,38 @@ func TestCompensationThatFailsPermanentlyWaitsForAnOperator(t *testing.T) {
 		workflow.TransitionCompensating: 1, workflow.TransitionCompensationFailed: 1,
 	})
 }
+
+func TestStepGivenUpOnIsUndoneItself(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, envOptions{workflow: workflow.Default()})
+	id := e.submit("")
+	for range e.policy.MaxFailures {
+		if _, err := e.sys.Bridges[0].PollOnce(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.dropAgentRequests("reserve-inventory", 1)
+		e.expire(id)
+		e.supervise()
+	}
+	// Whether the lost tries applied anything is unknown, so the step's own
+	// compensation runs: the remote finds nothing to undo and from then on
+	// refuses the effect, should a lost try still arrive.
+	if st := e.state(id); st.ProcessState != workflow.CompensationPending || st.StepIndex != 0 || st.Steps[0].Failures != e.policy.MaxFailures {
+		t.Fatalf("after giving up: %+v", st)
+	}
+	e.settle()
+	st := e.state(id)
+	if st.ProcessState != workflow.Compensated || st.Steps[0].Compensation != workflow.StepSucceeded ||
+		!strings.Contains(string(st.Steps[0].CompensationOutput), `"undone":false`) {
+		t.Fatalf("final %+v", st)
+	}
+	key := workflow.IdempotencyKey(id, "reserve-inventory")
+	if e.sim.EffectCount(key) != 0 || e.sim.CompensationCount(key) != 0 {
+		t.Fatalf("effects %d, undone %d; want none", e.sim.EffectCount(key), e.sim.CompensationCount(key))
+	}
+	e.assertTransitions(map[workflow.Transition]int{
+		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 4, workflow.TransitionRetried: 2,
+		workflow.TransitionCompensating: 1, workflow.TransitionCompensated: 1,
+	})
+	enginetest.AssertNoMessages(e.ctx, t, e.sqs, e.alerts.URL, 300*time.Millisecond)
+}

@@ -182,7 +182,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 
 	supCfg := supervisor.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
-		AlertTopicARN: s.AlertTopicARN, Policy: o.Policy, BatchLimit: 500,
+		AlertTopicARN: s.AlertTopicARN, Workflow: o.Workflow, Policy: o.Policy, BatchLimit: 500,
 	}
 	s.Supervisor = supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts, o.Clock, o.Log.With("function", "supervisor"))
 	// More Schedulers and Supervisors, each with its own clock, as
