@@ -8,8 +8,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 
 	"github.com/sasflow/sas/shared/opsclient"
 )
@@ -17,12 +20,22 @@ import (
 func main() {
 	// Ctrl-C cancels the request in flight, and a paging --all, cleanly.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := run(ctx, os.Args[1:])
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, program(os.Args[0]))
 	stop()
 	os.Exit(code)
 }
 
-// run wires the process's arguments, environment and streams to the CLI.
-func run(ctx context.Context, args []string) int {
-	return opsclient.Run(ctx, args, opsclient.Env{Getenv: os.Getenv, Stdout: os.Stdout, Stderr: os.Stderr})
+// run hands the process's arguments, environment and streams to the CLI.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, prog string) int {
+	return opsclient.Run(ctx, args, opsclient.Env{Getenv: getenv, Stdout: stdout, Stderr: stderr, Program: prog})
+}
+
+// program names this command in the follow-up commands it prints: under
+// `go run` (a binary in a go-build temporary directory) as the alerts name
+// it, else as installed.
+func program(arg0 string) string {
+	if strings.Contains(filepath.ToSlash(arg0), "/go-build") {
+		return "go run ./cmd/sasctl"
+	}
+	return "sasctl"
 }

@@ -1,6 +1,7 @@
 package opsclient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -51,6 +52,9 @@ exit codes: 0 ok, 1 API or network error, 2 usage error, 3 conflict, 4 not found
 type Env struct {
 	Getenv         func(string) string
 	Stdout, Stderr io.Writer
+	// Program is how the follow-up commands the CLI prints invoke it;
+	// "" means "sasctl".
+	Program string
 	// HTTPClient sends the requests; nil means one with DefaultTimeout.
 	HTTPClient *http.Client
 	// LoadAWSConfig loads the credentials (and, when region is "", the
@@ -102,8 +106,8 @@ func (g *globals) register(fs *flag.FlagSet) {
 // hintPrefix is the start of the commands the CLI suggests: the program and
 // the global flags given on the command line (not the environment's), so a
 // hint runs as-is in the same shell.
-func (g *globals) hintPrefix(fs ...*flag.FlagSet) string {
-	parts := []string{"sasctl"}
+func (g *globals) hintPrefix(program string, fs ...*flag.FlagSet) string {
+	parts := []string{cmp.Or(program, "sasctl")}
 	set := map[string]bool{}
 	for _, f := range fs {
 		f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -181,7 +185,7 @@ func run(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return flagError(err)
 	}
-	cmd := command{out: env.Stdout, json: g.json, hint: g.hintPrefix(root, sub)}
+	cmd := command{out: env.Stdout, json: g.json, hint: g.hintPrefix(env.Program, root, sub)}
 	var orderID string
 	if name == "list" {
 		if len(pos) > 0 {

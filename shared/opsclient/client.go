@@ -138,9 +138,6 @@ func NewClient(baseURL string, opts Options) (*Client, error) {
 	return &Client{base: u, http: hc, creds: opts.Credentials, region: opts.Region, signer: v4.NewSigner(), now: now}, nil
 }
 
-// Signed reports whether the client signs its requests.
-func (c *Client) Signed() bool { return c.creds != nil }
-
 // ListParams selects a page of GET /orders.
 type ListParams struct {
 	State workflow.ProcessState

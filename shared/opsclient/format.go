@@ -69,9 +69,14 @@ func writeOrder(w io.Writer, o Order, cmd string) error {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "#\tSTEP\tSTATE\tATTEMPTS\tFAILURES\tSTARTED\tFINISHED\tCOMPENSATION\tC.ATTEMPTS\tC.FAILURES\tCOMPENSATED")
 		for i, s := range o.Steps {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%s\n", i+1, cell(s.Name, cellWidth), cell(string(s.State), cellWidth),
+			// Counts of a compensation never asked for would read as "tried 0 times".
+			cAttempts, cFailures := "-", "-"
+			if s.Compensation != "" {
+				cAttempts, cFailures = strconv.Itoa(s.CompensationAttempts), strconv.Itoa(s.CompensationFailures)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, cell(s.Name, cellWidth), cell(string(s.State), cellWidth),
 				s.Attempts, s.Failures, stamp(s.StartedAt), stamp(s.FinishedAt),
-				cell(string(s.Compensation), cellWidth), s.CompensationAttempts, s.CompensationFailures, stamp(s.CompensatedAt))
+				cell(string(s.Compensation), cellWidth), cAttempts, cFailures, stamp(s.CompensatedAt))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -66,6 +66,33 @@ func TestDecodeOrderHashIgnoresLayout(t *testing.T) {
 	}
 }
 
+// TestDecodeOrderClientID: clientId is optional and, when absent (or
+// null), leaves the canonical form and hash exactly as they were before it
+// existed, so Idempotency-Key replays of older requests still match.
+func TestDecodeOrderClientID(t *testing.T) {
+	t.Parallel()
+	// The hash validBody had before clientId was added.
+	const hashWithout = "4788c237034e10cb4cbde1e9255590450a185f56d933db3ca9d51e7bcf52050c"
+	without := mustDecode(t, validBody)
+	null := mustDecode(t, strings.Replace(validBody, `{"customerId"`, `{"clientId":null,"customerId"`, 1))
+	if without.Hash() != hashWithout || null.Hash() != hashWithout || null.ClientID != "" {
+		t.Fatalf("hashes %s, %s; want %s", without.Hash(), null.Hash(), hashWithout)
+	}
+
+	with := mustDecode(t, strings.Replace(validBody, `"currency"`, `"clientId":"shop.web_2-EU","currency"`, 1))
+	if with.ClientID != "shop.web_2-EU" {
+		t.Fatalf("ClientID %q", with.ClientID)
+	}
+	wantCanonical := `{"customerId":"c-42","clientId":"shop.web_2-EU","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1999},{"sku":"PEN","quantity":1,"unitPriceCents":250}]}`
+	if string(with.Canonical()) != wantCanonical {
+		t.Fatalf("Canonical = %s, want %s", with.Canonical(), wantCanonical)
+	}
+	other := mustDecode(t, strings.Replace(validBody, `"currency"`, `"clientId":"shop.app","currency"`, 1))
+	if with.Hash() == hashWithout || with.Hash() == other.Hash() {
+		t.Fatal("the client ID does not change the hash")
+	}
+}
+
 func TestDecodeOrderErrors(t *testing.T) {
 	t.Parallel()
 	item := `{"sku":"S","quantity":1,"unitPriceCents":1}`
@@ -122,6 +149,13 @@ func TestDecodeOrderErrors(t *testing.T) {
 		{"sku empty", order(`{"sku":"","quantity":1,"unitPriceCents":1}`), ErrInvalid, []string{"items[0].sku"}},
 		{"sku unicode", order(`{"sku":"Ä","quantity":1,"unitPriceCents":1}`), ErrInvalid, []string{"items[0].sku"}},
 		{"sku escaped NUL", order(`{"sku":"a\u0000","quantity":1,"unitPriceCents":1}`), ErrInvalid, []string{"items[0].sku"}},
+		{"clientId number", `{"clientId":7}`, ErrMalformed, []string{"clientId"}},
+		{"clientId duplicate", `{"clientId":"a","clientId":"b"}`, ErrMalformed, []string{"clientId"}},
+		{"clientId case variant", `{"clientID":"a"}`, ErrMalformed, []string{"clientID"}},
+		{"clientId empty", `{"customerId":"c","clientId":"","currency":"EUR","items":[` + item + `]}`, ErrInvalid, []string{"clientId"}},
+		{"clientId long", `{"customerId":"c","clientId":"` + strings.Repeat("a", 65) + `","currency":"EUR","items":[` + item + `]}`, ErrInvalid, []string{"clientId"}},
+		{"clientId slash", `{"customerId":"c","clientId":"shop/web","currency":"EUR","items":[` + item + `]}`, ErrInvalid, []string{"clientId"}},
+		{"clientId among others", `{"clientId":"a b","items":[]}`, ErrInvalid, []string{"customerId", "clientId", "currency", "items"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -245,7 +279,7 @@ func FuzzDecodeOrder(f *testing.F) {
 		f.Add(b)
 	}
 	for _, s := range []string{
-		validBody, "", "{}", "null", "[]", `{"items":[{}]}`, `{"customerId":"\ud800"}`,
+		validBody, "", "{}", "null", "[]", `{"items":[{}]}`, `{"customerId":"\ud800"}`, `{"clientId":"a.b","clientId":null}`,
 		`{"items":[{"quantity":-0}]}`, `{"items":[{"quantity":1E400}]}`, "{\"customerId\":\"c\"}\x00",
 	} {
 		f.Add([]byte(s))
@@ -267,7 +301,8 @@ func FuzzDecodeOrder(f *testing.F) {
 			t.Fatalf("accepted invalid JSON %q", body)
 		}
 		// An accepted order obeys every rule...
-		if got.CustomerID == "" || len(got.Currency) != 3 || len(got.Items) < 1 || len(got.Items) > MaxItems {
+		if got.CustomerID == "" || len(got.Currency) != 3 || len(got.Items) < 1 || len(got.Items) > MaxItems ||
+			(got.ClientID != "" && !clientIDPattern.MatchString(got.ClientID)) {
 			t.Fatalf("accepted %+v", got)
 		}
 		for _, it := range got.Items {

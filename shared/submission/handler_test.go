@@ -170,6 +170,8 @@ func TestCreateOrderRejects(t *testing.T) {
 		{"trailing data", postOrder(validBody + `{"customerId":"c-43"}`), 400, ProblemMalformed, nil},
 		{"deep nesting", postOrder(`{"items":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "}"), 400, ProblemMalformed, []string{"items[0]"}},
 		{"missing fields", postOrder(`{}`), 422, ProblemValidation, []string{"customerId", "currency", "items"}},
+		{"invalid client ID", postOrder(strings.Replace(validBody, `"currency"`, `"clientId":"shop web","currency"`, 1)), 422, ProblemValidation, []string{"clientId"}},
+		{"client ID not a string", postOrder(strings.Replace(validBody, `"currency"`, `"clientId":["shop"],"currency"`, 1)), 400, ProblemMalformed, []string{"clientId"}},
 		{"invalid fields", postOrder(`{"customerId":"c 42","currency":"eur","items":[{"sku":"","quantity":0,"unitPriceCents":-5},{"sku":"S","quantity":1001,"unitPriceCents":100000001}]}`),
 			422, ProblemValidation, []string{"customerId", "currency", "items[0].sku", "items[0].quantity", "items[0].unitPriceCents", "items[1].quantity", "items[1].unitPriceCents"}},
 		{"too many items", postOrder(`{"customerId":"c","currency":"EUR","items":[` + strings.TrimSuffix(strings.Repeat(`{"sku":"S","quantity":1,"unitPriceCents":1},`, 51), ",") + `]}`),
@@ -246,6 +248,34 @@ func TestIdempotentReplay(t *testing.T) {
 	}
 	if n := len(f.out.sent()); n != 1 {
 		t.Fatalf("sent %d schedule messages, want 1: a replay must not send again", n)
+	}
+}
+
+// TestCreateOrderClientID: the client ID goes to the order and to its state
+// record, whose stream the event publisher reads; it is part of what an
+// Idempotency-Key replay must repeat.
+func TestCreateOrderClientID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	body := strings.Replace(validBody, `"currency"`, `"clientId":"shop.web-1","currency"`, 1)
+	a := readAccepted(t, f.do(t, postOrder(body, "Idempotency-Key", "k-client")))
+	o, s := f.store.orders[a.OrderID], f.store.state(a.OrderID)
+	if o.ClientID != "shop.web-1" || s.ClientID != "shop.web-1" || o.RequestHash != mustDecode(t, body).Hash() {
+		t.Fatalf("order %+v, state client %q", o, s.ClientID)
+	}
+	readAccepted(t, f.do(t, postOrder(body, "Idempotency-Key", "k-client")))
+	p := readProblem(t, f.do(t, postOrder(validBody, "Idempotency-Key", "k-client")), 422)
+	if p.Type != ProblemIdempotencyKey {
+		t.Fatalf("the same key without the client ID: %+v", p)
+	}
+
+	plain := readAccepted(t, f.do(t, postOrder(validBody)))
+	if o, s := f.store.orders[plain.OrderID], f.store.state(plain.OrderID); o.ClientID != "" || s.ClientID != "" {
+		t.Fatalf("an order without a client ID got %q, %q", o.ClientID, s.ClientID)
+	}
+	resp := f.do(t, request("GET", "/orders/"+a.OrderID, nil, ""))
+	if !strings.Contains(resp.Body, `"clientId":"shop.web-1"`) {
+		t.Fatalf("status %s", resp.Body)
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 // Limits of GET /orders.
 const (
 	DefaultListLimit = 25
-	MaxListLimit     = 100
+	MaxListLimit     = statestore.MaxPage // the store refuses larger pages
 	// maxCursorLen bounds what is handed to the store to decode; the store's
 	// cursors are far shorter.
 	maxCursorLen = 2048
@@ -144,7 +144,7 @@ func paramRank(p string) int {
 // parseLimit takes only plain decimal digits: strconv.Atoi would also take
 // "+5", and nothing but a bounded number of digits can be in range.
 func parseLimit(s string) (int, bool) {
-	if len(s) > 3 {
+	if len(s) > len(strconv.Itoa(MaxListLimit))+2 { // room for leading zeros, none for overflow
 		return 0, false
 	}
 	n := 0

@@ -1,0 +1,315 @@
+package submission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/enginetest"
+	"github.com/sasflow/sas/shared/logtest"
+	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// The tests in this file run the handler over the real state store on
+// DynamoDB Local: the conditional writes, the ByState index and its cursors
+// are the store's, not a fake's.
+
+func TestMain(m *testing.M) { enginetest.Main(m) }
+
+type dynamoFixture struct {
+	*fixture
+	db  *statestore.Store
+	clk *clock.Fake
+}
+
+// newDynamoFixture builds a Handler over fresh tables; wrap, if given, wraps
+// the real store to let a test interleave requests.
+func newDynamoFixture(t *testing.T, wrap func(Store) Store) *dynamoFixture {
+	t.Helper()
+	client := enginetest.DynamoDB(t)
+	tables := statestore.Tables{Orders: enginetest.UniqueName(t, "orders"), State: enginetest.UniqueName(t, "state")}
+	if err := statestore.CreateTables(context.Background(), client, tables); err != nil {
+		t.Fatal(err)
+	}
+	db := statestore.New(client, tables)
+	var store Store = db
+	if wrap != nil {
+		store = wrap(db)
+	}
+	f := &dynamoFixture{fixture: &fixture{out: &outbox{}, logs: &logtest.Buffer{}}, db: db, clk: clock.NewFake(testNow)}
+	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f.h = New(testConfig(), store, f.out.sender(), f.clk, log)
+	return f
+}
+
+// tick moves the clock on, so every write has its own ChangedAt.
+func (f *dynamoFixture) tick() time.Time {
+	f.clk.Advance(time.Second)
+	return f.clk.Now()
+}
+
+// create submits an order through the handler.
+func (f *dynamoFixture) create(t *testing.T, clientID string) string {
+	t.Helper()
+	body := validBody
+	if clientID != "" {
+		body = strings.Replace(validBody, `"currency"`, `"clientId":"`+clientID+`","currency"`, 1)
+	}
+	f.tick()
+	return readAccepted(t, f.do(t, postOrder(body))).OrderID
+}
+
+// claim takes the order's current step (or its compensation) as a Scheduler.
+func (f *dynamoFixture) claim(t *testing.T, id string, step int, compensate bool) workflow.State {
+	t.Helper()
+	now := f.tick()
+	st, err := f.db.Claim(context.Background(), statestore.Claim{OrderID: id, StepIndex: step, Compensate: compensate,
+		Owner: "scheduler-1", Now: now, CompleteBy: now.Add(30 * time.Second)})
+	if err != nil {
+		t.Fatalf("claim %s: %v", id, err)
+	}
+	return st
+}
+
+// fail forces an order into Error: its first step is claimed and fails.
+func (f *dynamoFixture) fail(t *testing.T, id string) {
+	t.Helper()
+	st := f.claim(t, id, 0, false)
+	now := f.tick()
+	st, err := f.db.Fail(context.Background(), statestore.Failure{OrderID: id, StepIndex: 0, Attempt: st.Attempt,
+		Now: now, Error: "card declined", AlertBy: now.Add(time.Minute)})
+	if err != nil || st.ProcessState != workflow.Error {
+		t.Fatalf("fail %s: %+v, %v", id, st, err)
+	}
+}
+
+func (f *dynamoFixture) get(t *testing.T, id string) workflow.State {
+	t.Helper()
+	st, err := f.db.GetState(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// list walks a listing page by page through links.next.
+func (f *dynamoFixture) list(t *testing.T, query string) (ids []string, pages int) {
+	t.Helper()
+	req := getOrders(query)
+	for {
+		pages++
+		l := readList(t, f.do(t, req))
+		for _, o := range l.Orders {
+			ids = append(ids, o.OrderID)
+		}
+		if l.Links.Next == "" || pages > 10 {
+			return ids, pages
+		}
+		req = follow(t, l.Links.Next)
+	}
+}
+
+func TestIntegrationListOrders(t *testing.T) {
+	t.Parallel()
+	f := newDynamoFixture(t, nil)
+	var failed []string
+	for i := range 5 {
+		failed = append(failed, f.create(t, fmt.Sprintf("shop.%d", i)))
+	}
+	pending := []string{f.create(t, ""), f.create(t, "")}
+	for _, id := range failed {
+		f.fail(t, id)
+	}
+
+	ids, pages := f.list(t, "state=Error&limit=2")
+	// Most recently changed first: the last order failed comes first.
+	want := []string{failed[4], failed[3], failed[2], failed[1], failed[0]}
+	if pages != 3 || strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Fatalf("listed %v in %d pages, want %v in 3", ids, pages, want)
+	}
+	ids, pages = f.list(t, "state=Pending")
+	if pages != 1 || strings.Join(ids, ",") != pending[1]+","+pending[0] {
+		t.Fatalf("pending listing %v in %d pages, want %v", ids, pages, pending)
+	}
+
+	// One summary in full: what the index projects is enough for it.
+	first := readList(t, f.do(t, getOrders("state=Error&limit=1")))
+	resp := f.do(t, getOrders("state=Error&limit=1"))
+	var body struct {
+		Orders []map[string]any `json:"orders"`
+	}
+	if err := json.Unmarshal([]byte(resp.Body), &body); err != nil || len(body.Orders) != 1 {
+		t.Fatalf("body %s: %v", resp.Body, err)
+	}
+	o := body.Orders[0]
+	if o["orderId"] != failed[4] || o["state"] != "Error" || o["status"] != "error" || o["step"] != "reserve-inventory" ||
+		o["attempt"] != 1.0 || o["lastError"] != "card declined" || o["clientId"] != "shop.4" || o["createdAt"] == nil || o["updatedAt"] == nil {
+		t.Fatalf("summary %v", o)
+	}
+
+	// A cursor is bound to its listing, and a forged one is the client's
+	// mistake, not a 500.
+	for _, q := range []string{
+		"state=Pending&cursor=" + first.NextCursor,
+		"state=Error&cursor=not-a-cursor",
+		"state=Error&cursor=" + strings.Repeat("A", 600),
+	} {
+		p := readProblem(t, f.do(t, getOrders(q)), 400)
+		if len(p.Errors) != 1 || p.Errors[0].Field != "cursor" {
+			t.Fatalf("%s: problem %+v", q, p)
+		}
+	}
+}
+
+func TestIntegrationRetry(t *testing.T) {
+	t.Parallel()
+	f := newDynamoFixture(t, nil)
+	id := f.create(t, "")
+	f.fail(t, id)
+	before := f.get(t, id)
+
+	f.tick()
+	readOperatorAccepted(t, f.do(t, post("/orders/"+id+"/retry")), id, workflow.Pending)
+	st := f.get(t, id)
+	if st.ProcessState != workflow.Pending || st.Resubmits != 1 || st.FailureCount != 0 || st.AlertPending ||
+		st.EventSeq != before.EventSeq+1 || !st.CompleteBy.Equal(f.clk.Now().Add(testConfig().ClaimTimeout)) {
+		t.Fatalf("after retry %+v", st)
+	}
+	// The Scheduler can claim what the message asks for.
+	if ms := schedules(t, f.out); len(ms) != 2 || ms[1] != messages.NewSchedule(id, 0, "resubmitted") {
+		t.Fatalf("sent %+v", ms)
+	}
+	f.claim(t, id, 0, false)
+
+	p := readProblem(t, f.do(t, post("/orders/"+id+"/retry")), 409)
+	if p.Type != ProblemConflict || !strings.Contains(p.Detail, "is Processing") {
+		t.Fatalf("second retry: %+v", p)
+	}
+	readProblem(t, f.do(t, post("/orders/"+OrderIDForKey("nobody")+"/retry")), 404)
+}
+
+// TestIntegrationConcurrentRetries: both operators read the order in Error
+// before either writes; the store's condition lets exactly one through.
+func TestIntegrationConcurrentRetries(t *testing.T) {
+	t.Parallel()
+	b := newBarrier(2)
+	f := newDynamoFixture(t, func(s Store) Store {
+		return storeFuncs{
+			createOrder: s.CreateOrder,
+			getOrder:    s.GetOrder,
+			getState: func(ctx context.Context, id string) (workflow.State, error) {
+				st, err := s.GetState(ctx, id)
+				if st.ProcessState == workflow.Error {
+					b.wait()
+				}
+				return st, err
+			},
+			listByState: s.ListByState,
+			cancel:      s.Cancel,
+			resubmit:    s.Resubmit,
+		}
+	})
+	id := f.create(t, "")
+	f.fail(t, id)
+
+	var wg sync.WaitGroup
+	resps := make([]events.APIGatewayV2HTTPResponse, 2)
+	errs := make([]error, 2)
+	for i := range resps {
+		wg.Go(func() { resps[i], errs[i] = f.h.Handle(context.Background(), post("/orders/"+id+"/retry")) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := resps[0].StatusCode, resps[1].StatusCode; a+b != 202+409 || a == b {
+		t.Fatalf("statuses %d and %d, want one 202 and one 409: %s / %s", a, b, resps[0].Body, resps[1].Body)
+	}
+	if st := f.get(t, id); st.Resubmits != 1 || st.ProcessState != workflow.Pending {
+		t.Fatalf("after both retries %+v", st)
+	}
+	if ms := schedules(t, f.out); len(ms) != 2 || ms[1] != messages.NewSchedule(id, 0, "resubmitted") {
+		t.Fatalf("sent %+v, want the submission's and one resubmission's", ms)
+	}
+}
+
+func TestIntegrationCancel(t *testing.T) {
+	t.Parallel()
+	f := newDynamoFixture(t, nil)
+
+	// Never claimed: nothing to undo, the order is Cancelled outright.
+	idle := f.create(t, "")
+	f.tick()
+	readOperatorAccepted(t, f.do(t, post("/orders/"+idle+"/cancel")), idle, workflow.Cancelled)
+	readOperatorAccepted(t, f.do(t, post("/orders/"+idle+"/cancel")), idle, workflow.Cancelled) // a repeat
+	if st := f.get(t, idle); st.ProcessState != workflow.Cancelled || !st.Cancelled || st.Steps[0].State != workflow.StepCancelled {
+		t.Fatalf("idle order after cancel %+v", st)
+	}
+	var status struct {
+		Status    string `json:"status"`
+		Cancelled bool   `json:"cancelled"`
+	}
+	resp := f.do(t, request("GET", "/orders/"+idle, nil, ""))
+	if err := json.Unmarshal([]byte(resp.Body), &status); err != nil || status.Status != "cancelled" || !status.Cancelled {
+		t.Fatalf("status %s", resp.Body)
+	}
+
+	// Claimed: the Agent may have applied the step, so it is undone, and the
+	// Agent's late reply is refused.
+	busy := f.create(t, "shop.web")
+	claimed := f.claim(t, busy, 0, false)
+	f.tick()
+	readOperatorAccepted(t, f.do(t, post("/orders/"+busy+"/cancel")), busy, workflow.CompensationPending)
+	st := f.get(t, busy)
+	if st.ProcessState != workflow.CompensationPending || !st.Cancelled || st.Attempt != claimed.Attempt+1 ||
+		st.Steps[0].Compensation != workflow.StepPending || st.LockedBy != "" {
+		t.Fatalf("busy order after cancel %+v", st)
+	}
+	sent := schedules(t, f.out)
+	if last := sent[len(sent)-1]; last != messages.NewCompensation(busy, 0, "cancelled") {
+		t.Fatalf("last message %+v", last)
+	}
+	_, err := f.db.Advance(context.Background(), statestore.Advance{OrderID: busy, StepIndex: 0, Attempt: claimed.Attempt, Now: f.tick()})
+	if !errors.Is(err, workflow.ErrStale) {
+		t.Fatalf("the cancelled Agent's reply: %v, want ErrStale", err)
+	}
+
+	// Its compensation fails; an operator retries the compensation.
+	undo := f.claim(t, busy, 0, true)
+	now := f.tick()
+	if _, err := f.db.FailCompensation(context.Background(), statestore.Failure{OrderID: busy, StepIndex: 0,
+		Attempt: undo.Attempt, Now: now, Error: "warehouse down", AlertBy: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	readOperatorAccepted(t, f.do(t, post("/orders/"+busy+"/retry")), busy, workflow.CompensationPending)
+	sent = schedules(t, f.out)
+	if last := sent[len(sent)-1]; last != messages.NewCompensation(busy, 0, "resubmitted") {
+		t.Fatalf("last message %+v", last)
+	}
+	// Still the answer to a repeated cancel: it took effect.
+	readOperatorAccepted(t, f.do(t, post("/orders/"+busy+"/cancel")), busy, workflow.CompensationPending)
+
+	// Failed without a cancel: nothing to cancel.
+	failed := f.create(t, "")
+	f.fail(t, failed)
+	if p := readProblem(t, f.do(t, post("/orders/"+failed+"/cancel")), 409); !strings.Contains(p.Detail, "is Error") {
+		t.Fatalf("cancel of a failed order: %+v", p)
+	}
+
+	for q, want := range map[string]string{"state=Cancelled": idle, "state=CompensationPending": busy} {
+		if ids, _ := f.list(t, q); len(ids) != 1 || ids[0] != want {
+			t.Fatalf("%s lists %v, want %s", q, ids, want)
+		}
+	}
+}
