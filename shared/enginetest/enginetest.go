@@ -64,6 +64,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -136,6 +137,15 @@ func SNS(tb testing.TB, optFns ...func(*sns.Options)) *sns.Client {
 	tb.Helper()
 	_, endpoint := Endpoints(tb)
 	return sns.NewFromConfig(config(), append([]func(*sns.Options){func(o *sns.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+	}}, optFns...)...)
+}
+
+// Streams returns a DynamoDB Streams client for the DynamoDB engine.
+func Streams(tb testing.TB, optFns ...func(*dynamodbstreams.Options)) *dynamodbstreams.Client {
+	tb.Helper()
+	endpoint, _ := Endpoints(tb)
+	return dynamodbstreams.NewFromConfig(config(), append([]func(*dynamodbstreams.Options){func(o *dynamodbstreams.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
 	}}, optFns...)...)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -22,10 +23,12 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/notify"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/scheduler"
 	"github.com/sasflow/sas/shared/sqsbridge"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/streambridge"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
 	"github.com/sasflow/sas/shared/topology"
@@ -40,6 +43,11 @@ type Options struct {
 	// their requests can be told apart from the handlers'; SQS otherwise.
 	PollSQS *sqs.Client
 	SNS     *sns.Client
+	// Streams, when set, reads the state table's stream: the System then
+	// has a Stream bridge feeding the order-event Notifier, as the stack's
+	// event source mapping does. Make it with streambridge.ForDynamoDBLocal
+	// for DynamoDB Local.
+	Streams *dynamodbstreams.Client
 	// Prefix starts every table, queue and topic name.
 	Prefix string
 	// Region is put on SQS events, as Lambda does.
@@ -67,6 +75,8 @@ type Options struct {
 	// Roles are "submission", "scheduler", "supervisor" and "agent".
 	WrapStore  func(role string, s Store) Store
 	WrapSender func(role string, s Sender) Sender
+	// WrapEvents wraps what the Notifier publishes order events with.
+	WrapEvents func(s notify.Sender) notify.Sender
 }
 
 // Store is everything the handlers ask of the state store.
@@ -120,6 +130,13 @@ type System struct {
 	AlertTopicARN  string
 	Tables         statestore.Tables
 
+	// OrderEventsTopicARN is the clients' order-events topic; Notifier
+	// publishes to it from the state table's stream, which Stream (nil
+	// without Options.Streams) delivers.
+	OrderEventsTopicARN string
+	Notifier            *notify.Handler
+	Stream              *streambridge.Bridge
+
 	// Bridges deliver each queue to its handler like an event source
 	// mapping: scheduler queue, response queue, then one per agent.
 	Bridges []*sqsbridge.Bridge
@@ -153,6 +170,24 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		return nil, fmt.Errorf("create alert topic: %w", err)
 	}
 	s.AlertTopicARN = aws.ToString(topic.TopicArn)
+
+	eventsTopic, err := o.SNS.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(o.Prefix + "-order-events")})
+	if err != nil {
+		return nil, fmt.Errorf("create order-events topic: %w", err)
+	}
+	s.OrderEventsTopicARN = aws.ToString(eventsTopic.TopicArn)
+	var publisher notify.Sender = notify.NewPublisher(o.SNS, s.OrderEventsTopicARN)
+	if o.WrapEvents != nil {
+		publisher = o.WrapEvents(publisher)
+	}
+	s.Notifier = notify.New(notify.Config{OrderEventsTopicARN: s.OrderEventsTopicARN}, publisher, o.Log.With("function", "notifier"))
+	if o.Streams != nil {
+		arn, err := streambridge.StreamARN(ctx, o.DynamoDB, s.Tables.State)
+		if err != nil {
+			return nil, err
+		}
+		s.Stream = &streambridge.Bridge{Client: o.Streams, StreamARN: arn, Region: o.Region, Handler: s.Notifier.Handle}
+	}
 
 	send := queue.NewSender(o.SQS)
 	alerts := alert.NewPublisher(o.SNS, s.AlertTopicARN)

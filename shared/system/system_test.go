@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -25,9 +26,11 @@ import (
 	"github.com/sasflow/sas/shared/enginetest"
 	"github.com/sasflow/sas/shared/logtest"
 	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/notify"
 	"github.com/sasflow/sas/shared/remotesim"
 	"github.com/sasflow/sas/shared/reqcount"
 	"github.com/sasflow/sas/shared/sqsbridge"
+	"github.com/sasflow/sas/shared/streambridge"
 	"github.com/sasflow/sas/shared/system"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -92,6 +95,9 @@ type envOptions struct {
 	workflow workflow.Definition
 	// onRemote sees every call to the remote service before the simulator.
 	onRemote func(r *http.Request)
+	// streams wires the state table's stream to the Notifier (PumpEvents).
+	streams    bool
+	wrapEvents func(notify.Sender) notify.Sender
 }
 
 func newEnvWith(t *testing.T, o envOptions) *env {
@@ -117,7 +123,12 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 	policy := workflow.Policy{MaxFailures: 3, ClaimTimeout: time.Minute, AlertTimeout: time.Minute}
 	agentCfg := agent.DefaultConfig()
 	agentCfg.RetryBase, agentCfg.RetryMax = time.Millisecond, 5*time.Millisecond
+	var streams *dynamodbstreams.Client
+	if o.streams {
+		streams = enginetest.Streams(t, streambridge.ForDynamoDBLocal)
+	}
 	sys, err := system.Build(ctx, system.Options{
+		Streams: streams, WrapEvents: o.wrapEvents,
 		DynamoDB: ddb, SQS: handlerSQS, PollSQS: sqsc, SNS: snsc,
 		Prefix: enginetest.UniqueName(t, "sys"), Region: enginetest.Region,
 		Workflow: o.workflow, Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,
