@@ -121,8 +121,9 @@ type notifierView struct {
 }
 
 // dashboard shows orders flowing through the states (counted from the logs
-// of the functions that commit transitions), the Supervisor's recoveries, the
-// queues, the functions and the Notifier's progress on the state stream.
+// of the functions that commit transitions), the Supervisor's recoveries,
+// compensations and operator actions, the client notifications, the queues
+// and the functions.
 func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier notifierView) awscloudwatch.Dashboard {
 	for _, f := range committers {
 		b.transitionFilters(f)
@@ -145,7 +146,27 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier not
 		transitionMetric(workflow.TransitionRequeued, "requeued unclaimed"),
 		transitionMetric(workflow.TransitionStaleReply, "stale reply refused"),
 	)
+	compensation := graph("Compensation, cancellations and resubmissions (per minute)",
+		transitionMetric(workflow.TransitionCompensating, "compensation started"),
+		transitionMetric(workflow.TransitionUndone, "step undone"),
+		transitionMetric(workflow.TransitionCompensated, "Compensated"),
+		transitionMetric(workflow.TransitionCompensationFailed, "CompensationFailed"),
+		transitionMetric(workflow.TransitionCancelled, "cancelled"),
+		transitionMetric(workflow.TransitionResubmitted, "resubmitted"),
+	)
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	// The Notifier: events published, and how far it is behind the state
+	// table's stream (milliseconds, on the right axis).
+	notifications := awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+		Title: jsii.String("Client notifications: events published, Notifier iterator age (ms)"),
+		Left: &[]awscloudwatch.IMetric{notifier.events.topic.MetricNumberOfMessagesPublished(&awscloudwatch.MetricOptions{
+			Period: minute, Statistic: jsii.String("Sum"), Label: jsii.String("events published"),
+		})},
+		Right: &[]awscloudwatch.IMetric{notifier.fn.fn.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{
+			Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(notifier.fn.id + " iterator age"),
+		})},
+		Width: jsii.Number(12), Height: jsii.Number(6),
+	})
 	var depth, dlqs, age []awscloudwatch.IMetric
 	for _, q := range queues.all(stepNames(b.cfg.Workflow)) {
 		depth = append(depth, q.main.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id)}))
@@ -166,16 +187,9 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier not
 		DefaultInterval: awscdk.Duration_Hours(jsii.Number(3)),
 	})
 	dash.AddWidgets(flow, recoveries)
+	dash.AddWidgets(compensation, notifications)
 	dash.AddWidgets(graph("Messages waiting", depth...), graph("Dead-letter queues", dlqs...))
 	dash.AddWidgets(graph("Age of oldest message (s)", age...), graph("Function errors", errs...))
 	dash.AddWidgets(graph("Function duration p99 (ms)", durations...), graph("Function throttles", throttles...))
-	dash.AddWidgets(
-		graph("Notifier: state stream iterator age (ms)", notifier.fn.fn.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{
-			Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(notifier.fn.id),
-		})),
-		graph("Order events published (per minute)", notifier.events.topic.MetricNumberOfMessagesPublished(&awscloudwatch.MetricOptions{
-			Period: minute, Statistic: jsii.String("Sum"), Label: jsii.String("published"),
-		})),
-	)
 	return dash
 }

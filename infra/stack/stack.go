@@ -1,5 +1,5 @@
 // Package stack is the AWS CDK definition of the whole system: the tables,
-// queues, topic and functions of shared/, wired the way shared/system wires
+// queues, topics and functions of shared/, wired the way shared/system wires
 // them to the local engines, plus the API, the Supervisor's schedule, alarms
 // and a dashboard.
 package stack
@@ -91,11 +91,10 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	allow(submission.role, []string{"dynamodb:Query"}, jsii.String(*state.TableArn()+"/index/"+statestore.ByStateIndex))
 	allowSend(submission.role, queues.scheduler.main)
 
-	// The API only needs the Submission function. The Scheduler and the
-	// Supervisor name its URL in alerts (their ready-to-run operator
-	// commands); they depend on the API, and nothing behind the API depends
-	// on them, so this adds no cycle. Submission must not get the URL: the
-	// API depends on it.
+	// The Scheduler and the Supervisor name the API's URL in their alerts'
+	// ready-to-run operator commands. They depend on the API resource, and
+	// nothing of the API depends on them, so this adds no cycle. Submission,
+	// which backs the API, does not read the URL and does not get it.
 	api := b.api(submission)
 	env["OPERATOR_API_URL"] = api.api.ApiEndpoint()
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/notify"
 	"github.com/sasflow/sas/shared/scheduler"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
@@ -49,6 +50,9 @@ var loaders = func() []loader {
 		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue"})},
 		{path: "Scheduler", load: adapt(scheduler.LoadConfig), points: with(map[string]string{"ALERT_TOPIC_ARN": "AlertTopic"}),
 			check: func(t *testing.T, cfg any, vars map[string]any) {
+				if got, want := cfg.(scheduler.Config).OperatorAPIURL, apiURL(t); got != want {
+					t.Errorf("scheduler OperatorAPIURL %q, want %q", got, want)
+				}
 				if got := cfg.(scheduler.Config).MaxReceiveCount; got != stack.DefaultConfig().MaxReceiveCount {
 					t.Errorf("scheduler MaxReceiveCount %d, the queues redrive after %d", got, stack.DefaultConfig().MaxReceiveCount)
 				}
@@ -60,7 +64,19 @@ var loaders = func() []loader {
 					}
 				}
 			}},
-		{path: "Supervisor", load: adapt(supervisor.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue", "ALERT_TOPIC_ARN": "AlertTopic"})},
+		{path: "Supervisor", load: adapt(supervisor.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue", "ALERT_TOPIC_ARN": "AlertTopic"}),
+			check: func(t *testing.T, cfg any, _ map[string]any) {
+				if got, want := cfg.(supervisor.Config).OperatorAPIURL, apiURL(t); got != want {
+					t.Errorf("supervisor OperatorAPIURL %q, want %q", got, want)
+				}
+			}},
+		{path: "Notifier", load: adapt(notify.LoadConfig), points: map[string]string{"ORDER_EVENTS_TOPIC_ARN": "OrderEventsTopic"},
+			check: func(t *testing.T, cfg any, _ map[string]any) {
+				id, _ := tmpl.byPath(t, "AWS::SNS::Topic", "OrderEventsTopic/Resource")
+				if got := cfg.(notify.Config).OrderEventsTopicARN; !strings.HasSuffix(got, ":"+id) {
+					t.Errorf("notifier publishes to %q, want the topic %s", got, id)
+				}
+			}},
 	}
 	for _, s := range workflow.Default().Steps {
 		ls = append(ls, loader{
@@ -76,6 +92,13 @@ var loaders = func() []loader {
 	}
 	return ls
 }()
+
+// apiURL is the orders API's endpoint as the resolver resolves it.
+func apiURL(t *testing.T) string {
+	t.Helper()
+	id, _ := tmpl.byPath(t, "AWS::ApiGatewayV2::Api", "OrdersApi/Resource")
+	return "https://" + id + ".execute-api.eu-west-1.amazonaws.com"
+}
 
 func pascalStep(s string) string {
 	var b strings.Builder
@@ -124,6 +147,9 @@ func tableSchemas(t *testing.T) []tableSchema {
 		}
 		if gsis != nil {
 			want["GlobalSecondaryIndexes"] = gsis
+		}
+		if in.StreamSpecification != nil && aws.ToBool(in.StreamSpecification.StreamEnabled) {
+			want["StreamSpecification"] = map[string]any{"StreamViewType": string(in.StreamSpecification.StreamViewType)}
 		}
 		out = append(out, tableSchema{path: paths[i], want: want})
 	}
@@ -180,11 +206,15 @@ var roleActions = func() map[string]map[string][]string {
 
 	sub := logs("Submission")
 	add(sub, []string{"OrdersTable", "StateTable"}, "dynamodb:PutItem", "dynamodb:GetItem")
+	// Retry and cancel are conditional updates; GET /orders lists by state.
+	add(sub, []string{"StateTable"}, "dynamodb:UpdateItem")
+	add(sub, []string{"StateTable/index/" + statestore.ByStateIndex}, "dynamodb:Query")
 	add(sub, []string{"SchedulerQueue"}, "sqs:SendMessage")
 	out["SubmissionRole"] = sub
 
 	sched := alerts(logs("Scheduler"))
-	add(sched, []string{"StateTable"}, "dynamodb:UpdateItem")
+	// GetItem: the record is read before a permanent failure is committed.
+	add(sched, []string{"StateTable"}, "dynamodb:UpdateItem", "dynamodb:GetItem")
 	add(sched, []string{"ResponseQueue", "SchedulerQueue"}, consume...)
 	sup := alerts(logs("Supervisor"))
 	add(sup, []string{"StateTable/index/" + statestore.InFlightIndex}, "dynamodb:Query")
@@ -200,6 +230,15 @@ var roleActions = func() map[string]map[string][]string {
 		out["Agent"+pascalStep(s.Name)+"Role"] = a
 	}
 	out["SchedulerRole"] = sched
+
+	// The Notifier's stream event source mapping reads the stream and
+	// sends what it gives up on to the DLQ; the handler publishes.
+	notifier := logs("Notifier")
+	add(notifier, []string{"StateTable.StreamArn"}, "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams")
+	add(notifier, []string{"NotifierDLQ"}, "sqs:SendMessage")
+	add(notifier, []string{"OrderEventsTopic"}, "sns:Publish")
+	add(notifier, []string{"OrderEventsTopicKey"}, "kms:Decrypt", "kms:GenerateDataKey")
+	out["NotifierRole"] = notifier
 	return out
 }()
 

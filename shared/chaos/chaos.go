@@ -26,6 +26,7 @@ import (
 
 	"github.com/sasflow/sas/shared/draw"
 
+	"github.com/sasflow/sas/shared/notify"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/system"
 	"github.com/sasflow/sas/shared/workflow"
@@ -55,11 +56,14 @@ const (
 	// DelaySend: a message arrives up to three seconds late, behind later
 	// ones.
 	DelaySend Point = "delay-send"
+	// KillAfterPublish: the order-event Notifier published an event, then
+	// died before its stream batch was done; the batch comes again.
+	KillAfterPublish Point = "kill-after-publish"
 )
 
 // Points lists every Point.
 func Points() []Point {
-	return []Point{KillAfterAccept, KillAfterClaim, KillAfterCommit, KillBeforeReply, KillAfterRecover, DuplicateSend, DelaySend}
+	return []Point{KillAfterAccept, KillAfterClaim, KillAfterCommit, KillBeforeReply, KillAfterRecover, DuplicateSend, DelaySend, KillAfterPublish}
 }
 
 // Killed is what a killed invocation panics with. Lambda's runtime reports
@@ -141,6 +145,24 @@ func (in *Injector) Store(role string, s system.Store) system.Store {
 // Sender wraps the queue sender given to role.
 func (in *Injector) Sender(role string, s system.Sender) system.Sender {
 	return &sender{next: s, in: in, role: role}
+}
+
+// Events wraps what the Notifier publishes with.
+func (in *Injector) Events(s notify.Sender) notify.Sender { return &publisher{next: s, in: in} }
+
+type publisher struct {
+	next notify.Sender
+	in   *Injector
+}
+
+func (p *publisher) Publish(ctx context.Context, ev notify.Event) error {
+	if err := p.next.Publish(ctx, ev); err != nil {
+		return err
+	}
+	if p.in.hit(KillAfterPublish, ev.OrderID+"/"+strconv.Itoa(ev.Seq)) {
+		panic(Killed{KillAfterPublish})
+	}
+	return nil
 }
 
 type store struct {

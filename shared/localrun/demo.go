@@ -18,7 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sasflow/sas/shared/notify"
 	"github.com/sasflow/sas/shared/remotesim"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
@@ -58,6 +60,13 @@ type Summary struct {
 	// order is undone, and nothing is undone twice.
 	UndoneSteps int
 	UndoErrors  []string
+	// Events counts the distinct status events (order, seq) DemoClientID's
+	// queue received, EventDeliveries every delivery. EventErrors lists
+	// every breach of the notification invariant: each order's events are
+	// numbered 1..EventSeq without a gap, a seq always carries the same
+	// state, and the last one is the record's committed state.
+	Events, EventDeliveries int
+	EventErrors             []string
 	// LeakedEffects lists effects of orders in Error (nothing completed, so
 	// nothing undone) that the remote applied anyway. A remote that refuses
 	// a key permanently while another call with that key is applying it
@@ -118,6 +127,9 @@ func (s Summary) Err() error {
 			errs = append(errs, fmt.Errorf("%s: %v", l.what, l.ids))
 		}
 	}
+	if len(s.EventErrors) > 0 {
+		errs = append(errs, fmt.Errorf("notification invariant broken: %v", s.EventErrors))
+	}
 	if len(s.UndoErrors) > 0 {
 		errs = append(errs, fmt.Errorf("compensation invariant broken: %v", s.UndoErrors))
 	}
@@ -140,6 +152,7 @@ summary (%v)
   undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · leaked %d
   recovery    Supervisor retries %d · requeues %d · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
+  events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
   alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed
   remote      %d calls · %d completed steps · effects per key: %s
   latency     submission to terminal: p50 %v · p99 %v · max %v
@@ -152,6 +165,7 @@ summary (%v)
 		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeakedEffects),
 		s.SupervisorRetries, s.Requeues, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
+		s.Events, s.EventDeliveries, len(s.EventErrors),
 		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed,
 		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
 		s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond),
@@ -247,8 +261,11 @@ summarize:
 	d.Stack.StopOutages()
 	sum.Elapsed = time.Since(start)
 	// The outbox may still owe alerts; they are due within AlertTimeout.
-	errored, err := d.readStates(context.Background(), ids, &sum)
+	errored, final, err := d.readStates(context.Background(), ids, &sum)
 	if err != nil {
+		return sum, err
+	}
+	if err := d.checkEvents(final, &sum); err != nil {
 		return sum, err
 	}
 	if err := d.countAlerts(errored, &sum); err != nil {
@@ -348,6 +365,7 @@ send:
 
 func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int, error) {
 	body, _ := json.Marshal(map[string]any{
+		"clientId":   DemoClientID,
 		"customerId": fmt.Sprintf("c-%03d", i%97),
 		"currency":   "EUR",
 		"items": []map[string]any{
@@ -390,7 +408,7 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 // readStates reads every order's state record and checks the remote
 // service's effects against the steps the records say completed.
 // It returns the orders in Error by the ID their alert carries.
-func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[string]workflow.State, error) {
+func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[string]workflow.State, []workflow.State, error) {
 	states := make([]workflow.State, len(ids))
 	errs := make([]error, len(ids))
 	var wg sync.WaitGroup
@@ -404,7 +422,7 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[s
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("read state records: %w", err)
+		return nil, nil, fmt.Errorf("read state records: %w", err)
 	}
 	errored := map[string]workflow.State{}
 	effects := d.Stack.Sim.Effects()
@@ -460,7 +478,89 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[s
 	if n := len(latencies); n > 0 {
 		sum.P50, sum.P99, sum.Max = latencies[(n-1)*50/100], latencies[(n-1)*99/100], latencies[n-1]
 	}
-	return errored, nil
+	return errored, states, nil
+}
+
+// checkEvents drains DemoClientID's queue until every order's last event
+// (its record's EventSeq) has come, or 15 s have passed, and checks the
+// notification invariant (Summary.EventErrors).
+func (d Demo) checkEvents(states []workflow.State, sum *Summary) error {
+	want := map[string]workflow.State{}
+	for _, st := range states {
+		if st.ClientID == DemoClientID {
+			want[st.OrderID] = st
+		}
+	}
+	type seen struct {
+		state workflow.ProcessState
+		step  string
+	}
+	got := map[string]map[int]seen{}
+	complete := func() bool {
+		for id, st := range want {
+			if _, ok := got[id][st.EventSeq]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for quiet := 0; ctx.Err() == nil && (!complete() || quiet < 1); {
+		out, err := d.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(d.Stack.EventsWatchURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("read status events: %w", err)
+		}
+		if len(out.Messages) == 0 {
+			quiet++
+			continue
+		}
+		quiet = 0
+		var done []sqstypes.DeleteMessageBatchRequestEntry
+		for i, m := range out.Messages {
+			sum.EventDeliveries++
+			ev, err := notify.DecodeEvent(aws.ToString(m.Body))
+			if err != nil {
+				sum.EventErrors = append(sum.EventErrors, "undecodable event: "+err.Error())
+			} else {
+				if got[ev.OrderID] == nil {
+					got[ev.OrderID] = map[int]seen{}
+				}
+				s := seen{ev.State, ev.Step}
+				if old, ok := got[ev.OrderID][ev.Seq]; ok && old != s {
+					sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: seq %d is both %v and %v", ev.OrderID, ev.Seq, old, s))
+				}
+				got[ev.OrderID][ev.Seq] = s
+			}
+			done = append(done, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		if _, err := d.Stack.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.Stack.EventsWatchURL), Entries: done}); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("delete status events: %w", err)
+		}
+	}
+	for id, st := range want {
+		evs := got[id]
+		sum.Events += len(evs)
+		for seq := 1; seq <= st.EventSeq; seq++ {
+			if _, ok := evs[seq]; !ok {
+				sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: no event %d of %d", id, seq, st.EventSeq))
+				break
+			}
+		}
+		if len(evs) > st.EventSeq {
+			sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: %d events for EventSeq %d", id, len(evs), st.EventSeq))
+		}
+		if last, ok := evs[st.EventSeq]; ok && last.state != st.ProcessState {
+			sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: last event says %s, the record %s", id, last.state, st.ProcessState))
+		}
+	}
+	slices.Sort(sum.EventErrors)
+	return nil
 }
 
 // checkUndo checks one terminal record against the remote's effects and

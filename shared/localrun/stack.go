@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -39,6 +40,7 @@ import (
 	"github.com/sasflow/sas/shared/remotesim"
 	"github.com/sasflow/sas/shared/sqsbridge"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/streambridge"
 	"github.com/sasflow/sas/shared/supervisor"
 	"github.com/sasflow/sas/shared/system"
 	"github.com/sasflow/sas/shared/topology"
@@ -160,8 +162,11 @@ type Stack struct {
 	// AlertWatchURL is a queue subscribed to the alert topic, as an
 	// operator's e-mail would be.
 	AlertWatchURL string
-	SQS           *sqs.Client
-	DynamoDB      *dynamodb.Client
+	// EventsWatchURL is DemoClientID's private queue: subscribed to the
+	// order-events topic with a filter policy on its client ID.
+	EventsWatchURL string
+	SQS            *sqs.Client
+	DynamoDB       *dynamodb.Client
 	// Direct reads the state store without the outage proxy, for checks.
 	Direct *statestore.Store
 
@@ -228,6 +233,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	handlerDDB := dynamodb.NewFromConfig(cfg, func(c *dynamodb.Options) { c.BaseEndpoint = aws.String(ddbURL) })
 	handlerSQS := sqs.NewFromConfig(cfg, func(c *sqs.Options) { c.BaseEndpoint = aws.String(awsURL) })
 	snsc := sns.NewFromConfig(cfg, func(c *sns.Options) { c.BaseEndpoint = aws.String(awsURL) })
+	streams := dynamodbstreams.NewFromConfig(cfg, func(c *dynamodbstreams.Options) { c.BaseEndpoint = aws.String(ddbURL) },
+		streambridge.ForDynamoDBLocal)
 
 	s.Sim = remotesim.New(remotesim.WithSeed(seed))
 	if err := s.Sim.SetFaults(o.Faults); err != nil {
@@ -239,7 +246,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 
 	sysOpts := system.Options{
-		DynamoDB: handlerDDB, SQS: handlerSQS, SNS: snsc,
+		DynamoDB: handlerDDB, SQS: handlerSQS, SNS: snsc, Streams: streams,
 		Prefix: o.Prefix, Region: o.Region,
 		Workflow: o.Workflow, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
 		MaxReceiveCount: topology.MaxReceiveCount, VisibilityTimeout: o.Visibility,
@@ -251,14 +258,19 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		sysOpts.AgentClock = lag
 	}
 	if o.Chaos != nil {
-		sysOpts.WrapStore, sysOpts.WrapSender = o.Chaos.Store, o.Chaos.Sender
+		sysOpts.WrapStore, sysOpts.WrapSender, sysOpts.WrapEvents = o.Chaos.Store, o.Chaos.Sender, o.Chaos.Events
 	}
 	s.Sys, err = system.Build(ctx, sysOpts)
 	if err != nil {
 		return fail(err)
 	}
 	s.Direct = statestore.New(s.DynamoDB, s.Sys.Tables)
-	if s.AlertWatchURL, err = watchTopic(ctx, s.SQS, snsc, s.Sys.AlertTopicARN, o.Prefix+"-alert-watch"); err != nil {
+	if s.AlertWatchURL, err = watchTopic(ctx, s.SQS, snsc, s.Sys.AlertTopicARN, o.Prefix+"-alert-watch", nil); err != nil {
+		return fail(err)
+	}
+	if s.EventsWatchURL, err = watchTopic(ctx, s.SQS, snsc, s.Sys.OrderEventsTopicARN, o.Prefix+"-events-"+DemoClientID, map[string]string{
+		"FilterPolicy": `{"clientId":["` + DemoClientID + `"]}`, "RawMessageDelivery": "true",
+	}); err != nil {
 		return fail(err)
 	}
 
@@ -290,6 +302,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			s.wg.Go(func() { _ = p.Run(runCtx) })
 		}
 	}
+	// The stream's event source mapping: one poller, as Lambda reads a shard
+	// with one invocation at a time.
+	s.Sys.Stream.OnError = func(err error) { o.Log.Debug("stream event source mapping", "error", err) }
+	s.wg.Go(func() { _ = s.Sys.Stream.Run(runCtx) })
 	for i := range max(o.Supervisors, 1) {
 		h := s.Sys.Supervisor
 		if i > 0 {
@@ -438,20 +454,25 @@ func (s *Stack) Close() {
 	}
 }
 
-// watchTopic subscribes a new queue to topic and returns the queue's URL.
-func watchTopic(ctx context.Context, q *sqs.Client, n *sns.Client, topic, name string) (string, error) {
+// DemoClientID is the client ID the demo's orders carry, so their status
+// events reach EventsWatchURL.
+const DemoClientID = "demo-client"
+
+// watchTopic subscribes a new queue to topic, with the subscription's
+// attributes, and returns the queue's URL.
+func watchTopic(ctx context.Context, q *sqs.Client, n *sns.Client, topic, name string, attrs map[string]string) (string, error) {
 	out, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	if err != nil {
 		return "", fmt.Errorf("create %s: %w", name, err)
 	}
-	attrs, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl,
+	got, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl,
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
 		return "", fmt.Errorf("arn of %s: %w", name, err)
 	}
 	if _, err := n.Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(topic), Protocol: aws.String("sqs"),
-		Endpoint: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}); err != nil {
-		return "", fmt.Errorf("subscribe %s to the alerts: %w", name, err)
+		Endpoint: aws.String(got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]), Attributes: attrs}); err != nil {
+		return "", fmt.Errorf("subscribe %s to %s: %w", name, topic, err)
 	}
 	return aws.ToString(out.QueueUrl), nil
 }
@@ -461,7 +482,7 @@ func watchTopic(ctx context.Context, q *sqs.Client, n *sns.Client, topic, name s
 func ChaosRates() map[chaos.Point]float64 {
 	return map[chaos.Point]float64{
 		chaos.KillAfterAccept: 0.03, chaos.KillAfterClaim: 0.03, chaos.KillAfterCommit: 0.03,
-		chaos.KillBeforeReply: 0.03, chaos.KillAfterRecover: 0.05,
+		chaos.KillBeforeReply: 0.03, chaos.KillAfterRecover: 0.05, chaos.KillAfterPublish: 0.05,
 		chaos.DuplicateSend: 0.05, chaos.DelaySend: 0.05,
 	}
 }
