@@ -162,6 +162,21 @@ Change the remote service's faults while it runs:
   curl -s %[2]s/v1/faults
   curl -s -X POST %[2]s/v1/faults -d '{"transient":0.5}'
 
+Operate it: make orders fail and their undo fail too, look, fix, resubmit
+(the alerts on the alert topic print the same commands):
+
+  curl -s -X POST %[2]s/v1/faults -d '{"rejectSteps":["charge-payment"],"rejectUndo":["reserve-inventory"]}'
+  go run ./cmd/sasctl --endpoint-url %[1]s list --state CompensationFailed
+  go run ./cmd/sasctl --endpoint-url %[1]s show <orderId>
+  curl -s -X POST %[2]s/v1/faults -d '{}'
+  go run ./cmd/sasctl --endpoint-url %[1]s retry <orderId>
+  go run ./cmd/sasctl --endpoint-url %[1]s cancel <orderId>     (an order still in flight)
+
+Status events: post with "clientId":"%[10]s" and read that client's queue:
+
+  AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=%[3]s \
+    aws --endpoint-url %[7]s sqs receive-message --max-number-of-messages 10 --queue-url %[9]s
+
 Read the state with the AWS CLI (any credentials; the engines do not check them):
 
   AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=%[3]s \
@@ -171,7 +186,8 @@ Read the state with the AWS CLI (any credentials; the engines do not check them)
   AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=%[3]s \
     aws --endpoint-url %[7]s sqs receive-message --queue-url %[8]s
 
-`, st.APIURL, st.RemoteURL, o.Region, o.DynamoDBEndpoint, t.State, t.Orders, o.AWSEndpoint, st.AlertWatchURL)
+`, st.APIURL, st.RemoteURL, o.Region, o.DynamoDBEndpoint, t.State, t.Orders, o.AWSEndpoint, st.AlertWatchURL,
+		st.EventsWatchURL, localrun.DemoClientID)
 }
 
 func isTerminal(f *os.File) bool {

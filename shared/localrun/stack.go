@@ -245,8 +245,15 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return fail(fmt.Errorf("remote simulator: %w", err))
 	}
 
+	// The API's address is known before the handlers are built, so alerts
+	// print CLI commands that work against this stack.
+	apiLn, err := net.Listen("tcp", o.APIAddr)
+	if err != nil {
+		return fail(fmt.Errorf("http api: %w", err))
+	}
 	sysOpts := system.Options{
-		DynamoDB: handlerDDB, SQS: handlerSQS, SNS: snsc, Streams: streams,
+		OperatorAPIURL: "http://" + apiLn.Addr().String(),
+		DynamoDB:       handlerDDB, SQS: handlerSQS, SNS: snsc, Streams: streams,
 		Prefix: o.Prefix, Region: o.Region,
 		Workflow: o.Workflow, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
 		MaxReceiveCount: topology.MaxReceiveCount, VisibilityTimeout: o.Visibility,
@@ -278,9 +285,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if err != nil {
 		return fail(err)
 	}
-	if s.APIURL, err = s.serve(o.APIAddr, gw); err != nil {
-		return fail(fmt.Errorf("http api: %w", err))
-	}
+	s.APIURL = s.serveOn(apiLn, gw)
 
 	// Event source mappings: the first two bridges feed the Scheduler, the
 	// rest one Agent each. Extra Schedulers take turns with the first.
@@ -427,10 +432,14 @@ func (s *Stack) serve(addr string, h http.Handler) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return s.serveOn(ln, h), nil
+}
+
+func (s *Stack) serveOn(ln net.Listener, h http.Handler) string {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	s.servers = append(s.servers, srv)
 	s.wg.Go(func() { _ = srv.Serve(ln) })
-	return "http://" + ln.Addr().String(), nil
+	return "http://" + ln.Addr().String()
 }
 
 // Close stops the pollers, the ticker and the servers.

@@ -75,6 +75,8 @@ type Options struct {
 	// Roles are "submission", "scheduler", "supervisor" and "agent".
 	WrapStore  func(role string, s Store) Store
 	WrapSender func(role string, s Sender) Sender
+	// OperatorAPIURL is the API the alerts' CLI commands name.
+	OperatorAPIURL string
 	// WrapEvents wraps what the Notifier publishes order events with.
 	WrapEvents func(s notify.Sender) notify.Sender
 }
@@ -209,6 +211,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	schedCfg := scheduler.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, AgentQueues: agentQueues,
 		Workflow: o.Workflow, Policy: o.Policy, AlertTopicARN: s.AlertTopicARN, MaxReceiveCount: o.MaxReceiveCount,
+		OperatorAPIURL: o.OperatorAPIURL,
 	}
 	if err := schedCfg.Validate(); err != nil {
 		return nil, err
@@ -218,6 +221,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	supCfg := supervisor.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
 		AlertTopicARN: s.AlertTopicARN, Workflow: o.Workflow, Policy: o.Policy, BatchLimit: 500,
+		OperatorAPIURL: o.OperatorAPIURL,
 	}
 	s.Supervisor = supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts, o.Clock, o.Log.With("function", "supervisor"))
 	// More Schedulers and Supervisors, each with its own clock, as
