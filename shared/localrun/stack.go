@@ -372,7 +372,10 @@ func (s *Stack) Outages() int64 { return s.outageCount.Load() }
 
 // routes are the API's routes, as the stack declares them.
 func routes() []apigw.Route {
-	return []apigw.Route{{Method: "POST", Path: "/orders"}, {Method: "GET", Path: "/orders/{id}"}}
+	return []apigw.Route{
+		{Method: "POST", Path: "/orders"}, {Method: "GET", Path: "/orders"}, {Method: "GET", Path: "/orders/{id}"},
+		{Method: "POST", Path: "/orders/{id}/retry"}, {Method: "POST", Path: "/orders/{id}/cancel"},
+	}
 }
 
 var errCrash = errors.New("localrun: simulated crash of the Agent invocation")
