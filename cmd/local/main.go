@@ -131,9 +131,10 @@ func run(args []string, out io.Writer) error {
 		if sum.Err() != nil {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d lost=%d duplicated-effects=%d stale-commits=%d over-threshold=%d orphans=%d alerts=%d/%d injected[%s] outages=%d: %s\n",
-			o.Seed, sum.Submitted, sum.Processed+sum.Errored, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.StaleCommits),
-			len(sum.OverThreshold), len(sum.Orphans), sum.Alerts, sum.Errored, sum.Injected, sum.Outages, verdict)
+		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d stale-commits=%d over-threshold=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d injected[%s] outages=%d: %s\n",
+			o.Seed, sum.Submitted, sum.Submitted-sum.InFlight, sum.Compensated, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.StaleCommits),
+			len(sum.OverThreshold), len(sum.Orphans), len(sum.UndoErrors), len(sum.EventErrors), sum.Alerts, sum.Errored+sum.CompensationFailed,
+			sum.Injected, sum.Outages, verdict)
 	}
 	return sum.Err()
 }
