@@ -573,27 +573,60 @@ func TestExpiredIteratorResumesAfterLastRead(t *testing.T) {
 	}
 }
 
-func TestTrimmedDataRestartsAtTrimHorizon(t *testing.T) {
+func TestTrimmedIteratorIsRenewed(t *testing.T) {
+	t.Parallel()
+	f := &fakeStream{}
+	f.add("s1", "", 1)
+	trims := 0
+	f.failGetRecords = func(string) error {
+		// One spurious trim at the first read (as DynamoDB Local does on an
+		// iterator taken from an empty shard) and one later.
+		if trims < 2 && (trims == 0 || f.gets["s1"] > 3) {
+			trims++
+			return &types.TrimmedDataAccessException{Message: aws.String("trimmed")}
+		}
+		return nil
+	}
+	r := &recorder{}
+	b := newBridge(f, r, 0)
+	mustPoll(t, b, 1)
+	f.add("s1", "", 2)
+	mustPoll(t, b, 1)
+	wantBatches(t, r, []int{1}, []int{2})
+	want := []string{"s1 TRIM_HORIZON", "s1 TRIM_HORIZON", "s1 AFTER_SEQUENCE_NUMBER " + seq(1)}
+	if trims != 2 || !slices.Equal(f.iterators, want) {
+		t.Errorf("%d trims; GetShardIterator calls = %q, want %q", trims, f.iterators, want)
+	}
+}
+
+func TestTrimmedRecordsRestartAtTrimHorizon(t *testing.T) {
 	t.Parallel()
 	f := &fakeStream{}
 	f.add("s1", "", 1)
 	r := &recorder{}
 	b := newBridge(f, r, 0)
 	mustPoll(t, b, 1)
-	trimmed := false
+	f.add("s1", "", 2)
+	// The records after 1 are really gone: GetRecords fails, and so does an
+	// iterator after 1.
 	f.failGetRecords = func(string) error {
-		if !trimmed {
-			trimmed = true
+		f.failGetRecords = nil
+		return &types.TrimmedDataAccessException{Message: aws.String("trimmed")}
+	}
+	f.failIterator = func(in *dynamodbstreams.GetShardIteratorInput) error {
+		if in.ShardIteratorType == types.ShardIteratorTypeAfterSequenceNumber {
 			return &types.TrimmedDataAccessException{Message: aws.String("trimmed")}
 		}
 		return nil
 	}
 	var te *types.TrimmedDataAccessException
-	if err := poll(t, b, 0); !errors.As(err, &te) || !strings.Contains(err.Error(), "TRIM_HORIZON") {
-		t.Fatalf("err = %v, want a TrimmedDataAccessException", err)
+	if err := poll(t, b, 0); !errors.As(err, &te) || !strings.Contains(err.Error(), "after "+seq(1)) || !strings.Contains(err.Error(), "TRIM_HORIZON") {
+		t.Fatalf("err = %v, want a TrimmedDataAccessException naming the last record read", err)
 	}
-	mustPoll(t, b, 1) // the fake trimmed nothing really: 1 comes again
-	if want := []string{"s1 TRIM_HORIZON", "s1 TRIM_HORIZON"}; !slices.Equal(f.iterators, want) {
+	mustPoll(t, b, 2) // the fake trimmed nothing really: 1 comes again
+	wantBatches(t, r, []int{1}, []int{1, 2})
+	want := []string{"s1 TRIM_HORIZON", "s1 AFTER_SEQUENCE_NUMBER " + seq(1), "s1 TRIM_HORIZON"}
+	if !slices.Equal(f.iterators, want) {
 		t.Errorf("GetShardIterator calls = %q, want %q", f.iterators, want)
 	}
 }

@@ -112,7 +112,9 @@ func ConvertAttributeValue(av types.AttributeValue) (events.DynamoDBAttributeVal
 	case *types.UnknownUnionMember:
 		return events.DynamoDBAttributeValue{}, fmt.Errorf("unsupported attribute type %q", v.Tag)
 	case nil:
-		return events.DynamoDBAttributeValue{}, errors.New("nil attribute value")
+		// What the SDK makes of DynamoDB Local's untyped empty map when it
+		// comes first; ForDynamoDBLocal prevents it.
+		return events.DynamoDBAttributeValue{}, errors.New("nil attribute value (from DynamoDB Local? read its streams with a client made with ForDynamoDBLocal)")
 	default:
 		return events.DynamoDBAttributeValue{}, fmt.Errorf("unsupported attribute value %T", av)
 	}
