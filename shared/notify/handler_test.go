@@ -305,3 +305,24 @@ func TestNotifySampleStreamEvent(t *testing.T) {
 		t.Errorf("published %+v\nwant %+v", r.events, want)
 	}
 }
+
+// BenchmarkHandle measures the Notifier's own cost per stream record: two
+// image decodes, the comparison and the event, with a publisher that does
+// nothing (the SNS call dominates in AWS and is not measured here).
+func BenchmarkHandle(b *testing.B) {
+	var batch events.DynamoDBEvent
+	for i := range 100 {
+		order := fmt.Sprintf("o-%03d", i)
+		batch.Records = append(batch.Records, rec(b, "MODIFY", fmt.Sprint(i+1),
+			st(order, workflow.Pending, 1), st(order, workflow.Processing, 2)))
+	}
+	h := newHandler(publishFunc(func(context.Context, notify.Event) error { return nil }), slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp, err := h.Handle(ctx, batch); err != nil || len(resp.BatchItemFailures) > 0 {
+			b.Fatalf("Handle = %+v, %v", resp, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch.Records)), "ns/record")
+}
