@@ -13,26 +13,16 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/sasflow/sas/shared/submission"
 )
 
 // Route is one route of the orders API.
-type Route struct {
-	Method, Path string
-	// Operator routes change an order's course: only OrderOperatorPolicy
-	// allows them.
-	Operator bool
-}
+type Route = submission.Route
 
-// Routes lists what the API serves; every route needs IAM authorization.
-func Routes() []Route {
-	return []Route{
-		{Method: "POST", Path: "/orders"},
-		{Method: "GET", Path: "/orders"},
-		{Method: "GET", Path: "/orders/{id}"},
-		{Method: "POST", Path: "/orders/{id}/retry", Operator: true},
-		{Method: "POST", Path: "/orders/{id}/cancel", Operator: true},
-	}
-}
+// Routes lists what the API serves (the handler's own list); every route
+// needs IAM authorization.
+func Routes() []Route { return submission.Routes() }
 
 type orderAPI struct {
 	api            awsapigatewayv2.HttpApi

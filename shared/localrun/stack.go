@@ -41,6 +41,7 @@ import (
 	"github.com/sasflow/sas/shared/sqsbridge"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/streambridge"
+	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
 	"github.com/sasflow/sas/shared/system"
 	"github.com/sasflow/sas/shared/topology"
@@ -372,10 +373,11 @@ func (s *Stack) Outages() int64 { return s.outageCount.Load() }
 
 // routes are the API's routes, as the stack declares them.
 func routes() []apigw.Route {
-	return []apigw.Route{
-		{Method: "POST", Path: "/orders"}, {Method: "GET", Path: "/orders"}, {Method: "GET", Path: "/orders/{id}"},
-		{Method: "POST", Path: "/orders/{id}/retry"}, {Method: "POST", Path: "/orders/{id}/cancel"},
+	var out []apigw.Route
+	for _, r := range submission.Routes() {
+		out = append(out, apigw.Route{Method: r.Method, Path: r.Path})
 	}
+	return out
 }
 
 var errCrash = errors.New("localrun: simulated crash of the Agent invocation")

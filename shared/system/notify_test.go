@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -99,13 +100,7 @@ func inOrder(t *testing.T, evs []notify.Event) []notify.Event {
 	for seq := 1; seq <= len(bySeq); seq++ {
 		ev, ok := bySeq[seq]
 		if !ok {
-			t.Fatalf("gap: no event %d among %v", seq, slices.Collect(func(yield func(int) bool) {
-				for s := range bySeq {
-					if !yield(s) {
-						return
-					}
-				}
-			}))
+			t.Fatalf("gap: no event %d among %v", seq, slices.Sorted(maps.Keys(bySeq)))
 		}
 		out = append(out, ev)
 	}

@@ -1,0 +1,22 @@
+package submission
+
+// Route is one route the Submission handler serves behind API Gateway.
+type Route struct {
+	Method, Path string
+	// Operator routes change an order's course: the stack lets only its
+	// operator policy call them.
+	Operator bool
+}
+
+// Routes lists the API's routes. The CDK stack declares exactly these, and
+// the local stack serves exactly these, so neither can drift from the
+// handler.
+func Routes() []Route {
+	return []Route{
+		{Method: "POST", Path: "/orders"},
+		{Method: "GET", Path: "/orders"},
+		{Method: "GET", Path: "/orders/{id}"},
+		{Method: "POST", Path: "/orders/{id}/retry", Operator: true},
+		{Method: "POST", Path: "/orders/{id}/cancel", Operator: true},
+	}
+}
