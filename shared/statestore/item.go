@@ -28,6 +28,7 @@ type stateItem struct {
 	AlertPending  bool       `dynamodbav:"AlertPending"`
 	Requeues      int        `dynamodbav:"Requeues"`
 	ClientID      string     `dynamodbav:"ClientID,omitempty"`
+	Owner         string     `dynamodbav:"Owner,omitempty"`
 	EventSeq      int        `dynamodbav:"EventSeq"`
 	Cancelled     bool       `dynamodbav:"Cancelled"`
 	Resubmits     int        `dynamodbav:"Resubmits"`
@@ -93,6 +94,7 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		AlertPending: s.AlertPending,
 		Requeues:     s.Requeues,
 		ClientID:     s.ClientID,
+		Owner:        s.Owner,
 		EventSeq:     s.EventSeq,
 		Cancelled:    s.Cancelled,
 		Resubmits:    s.Resubmits,
@@ -143,6 +145,7 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		AlertPending: it.AlertPending,
 		Requeues:     it.Requeues,
 		ClientID:     it.ClientID,
+		Owner:        it.Owner,
 		EventSeq:     it.EventSeq,
 		Cancelled:    it.Cancelled,
 		Resubmits:    it.Resubmits,

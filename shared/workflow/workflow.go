@@ -172,7 +172,10 @@ type Order struct {
 	CustomerID string `json:"customerId" dynamodbav:"CustomerID"`
 	// ClientID, when set, names the client application to notify of the
 	// order's progress on the order-events topic.
-	ClientID   string `json:"clientId,omitempty" dynamodbav:"ClientID,omitempty"`
+	ClientID string `json:"clientId,omitempty" dynamodbav:"ClientID,omitempty"`
+	// Owner is the caller who submitted the order: the IAM principal API
+	// Gateway authenticated. Only its owner reads or lists an order.
+	Owner      string `json:"-" dynamodbav:"Owner,omitempty"`
 	Currency   string `json:"currency" dynamodbav:"Currency"`
 	Items      []Item `json:"items" dynamodbav:"Items"`
 	TotalCents int64  `json:"totalCents" dynamodbav:"TotalCents"`
@@ -236,6 +239,8 @@ type State struct {
 	// ClientID names the client application that asked to be told of the
 	// order's progress; empty when it did not ask.
 	ClientID string
+	// Owner is the caller who submitted the order (see Order.Owner).
+	Owner string
 	// EventSeq numbers the order's client-visible changes (see Status): 1
 	// for accepted, and one more for each write that changes the Status.
 	// Writes that leave the Status alone keep it, so the events derived
