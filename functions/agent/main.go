@@ -22,11 +22,13 @@ func main() {
 	// Built once per container, so connections and breakers survive across
 	// invocations.
 	svc := agent.NewHTTPService(cfg.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
-	var opts []agent.Option
+	sqsc := sqs.NewFromConfig(aws)
+	opts := []agent.Option{agent.WithRedelivery(queue.NewRedeliverer(sqsc, cfg.RequestQueueURL))}
 	if cfg.AlertTopicARN != "" {
 		opts = append(opts, agent.WithAlerts(alert.NewPublisher(sns.NewFromConfig(aws), cfg.AlertTopicARN)))
 	}
-	h, err := agent.New(cfg, svc, queue.NewSender(sqs.NewFromConfig(aws)), clock.System{}, log.With("agentStep", cfg.Step), opts...)
+	// agent.New adds the step to every log line.
+	h, err := agent.New(cfg, svc, queue.NewSender(sqsc), clock.System{}, log, opts...)
 	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }

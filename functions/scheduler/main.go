@@ -20,6 +20,8 @@ func main() {
 	cfg, aws, log := coldstart.Load("scheduler", scheduler.LoadConfig)
 	store := statestore.New(dynamodb.NewFromConfig(aws), statestore.Tables{Orders: cfg.OrdersTable, State: cfg.StateTable})
 	alerts := alert.NewPublisher(sns.NewFromConfig(aws), cfg.AlertTopicARN)
-	h := scheduler.New(cfg, store, queue.NewSender(sqs.NewFromConfig(aws)), alerts, clock.System{}, log)
+	sqsc := sqs.NewFromConfig(aws)
+	h := scheduler.New(cfg, store, queue.NewSender(sqsc), alerts, clock.System{}, log,
+		scheduler.WithRedelivery(queue.NewRedeliverer(sqsc, cfg.SchedulerQueueURL, cfg.ResponseQueueURL)))
 	lambda.Start(h.Handle)
 }

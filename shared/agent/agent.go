@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -101,6 +103,48 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// uncertainError marks an error after which the remote may have applied
+// the step all the same.
+type uncertainError struct{ err error }
+
+func (e *uncertainError) Error() string { return e.err.Error() + " (the remote may have applied it)" }
+func (e *uncertainError) Unwrap() error { return e.err }
+
+// Uncertain marks err as an outcome that does not prove nothing was
+// applied: a 2xx the agent could not use, or a failure after a try that
+// ended without a clear answer. A reply carries it as Fault.Uncertain.
+func Uncertain(err error) error {
+	if err == nil || IsUncertain(err) {
+		return err
+	}
+	return &uncertainError{err: err}
+}
+
+// IsUncertain reports whether err, or any error it wraps, was marked with
+// Uncertain.
+func IsUncertain(err error) bool {
+	var u *uncertainError
+	return errors.As(err, &u)
+}
+
+// mayHaveApplied reports whether a try that failed with err may have
+// reached the remote and applied the step: anything but a call that was
+// never made (an open breaker, a connection refused or never dialled) or one
+// the remote turned away before doing anything (429 Too Many Requests).
+func mayHaveApplied(err error) bool {
+	var re *RemoteError
+	var op *net.OpError
+	switch {
+	case errors.Is(err, ErrOpen):
+		return false
+	case errors.As(err, &re):
+		return re.Status != http.StatusTooManyRequests
+	case errors.As(err, &op) && op.Op == "dial":
+		return false
+	}
+	return true
+}
+
 // Faulter is implemented by errors that know their fault code, such as
 // *RemoteError. FaultOf prefers it to the error text.
 type Faulter interface {
@@ -132,15 +176,16 @@ const (
 	CodePermanent = "permanent"
 	// CodeInvalidOutput: the Service returned output that is not JSON.
 	CodeInvalidOutput = "invalid_output"
-	// CodeOutputTooLarge: the output does not fit in a reply message.
-	CodeOutputTooLarge = "output_too_large"
+	// CodeOutputTooLarge: the output is over its step's limit, or does not
+	// fit in a reply message.
+	CodeOutputTooLarge = messages.FaultOutputTooLarge
 )
 
 // Limits on fault text: it comes from the remote service and travels in a
 // message with a size limit.
 const (
-	maxCodeBytes    = 64
-	maxMessageBytes = 1024
+	maxCodeBytes    = messages.MaxFaultCodeBytes
+	maxMessageBytes = messages.MaxFaultMessageBytes
 )
 
 // FaultOf describes err for a Failed reply. The code comes from a Faulter in
@@ -166,6 +211,7 @@ func FaultOf(err error) messages.Fault {
 		f.Code = CodePermanent
 	}
 	f.Message = truncate(f.Message, maxMessageBytes)
+	f.Uncertain = IsUncertain(err)
 	return f
 }
 

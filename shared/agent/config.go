@@ -10,6 +10,7 @@ import (
 
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // Config configures an Agent Lambda.
@@ -39,6 +40,13 @@ type Config struct {
 	// setting.
 	AlertTopicARN   string
 	MaxReceiveCount int
+	// MaxOutputBytes is the step's output limit (workflow.Step.OutputLimit):
+	// a larger output fails the step, uncertainly. Zero means
+	// workflow.DefaultMaxOutputBytes.
+	MaxOutputBytes int
+	// RequestQueueURL is the queue the agent consumes; a request whose reply
+	// could not be sent is brought back on it within seconds.
+	RequestQueueURL string
 }
 
 // Defaults and limits of the settings.
@@ -69,6 +77,7 @@ func DefaultConfig() Config {
 		BreakerFailures: DefaultBreakerFailures, BreakerCooldown: DefaultBreakerCooldown,
 		Concurrency: DefaultConcurrency, SafetyMargin: DefaultSafetyMargin,
 		MaxReceiveCount: topology.MaxReceiveCount,
+		MaxOutputBytes:  workflow.DefaultMaxOutputBytes,
 	}
 }
 
@@ -89,10 +98,24 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		SafetyMargin:     r.Duration("SAFETY_MARGIN", DefaultSafetyMargin, 0, time.Minute),
 		AlertTopicARN:    r.StringOr("ALERT_TOPIC_ARN", ""),
 		MaxReceiveCount:  r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount, 1, 1000),
+		RequestQueueURL:  r.URL("REQUEST_QUEUE_URL"),
 	}
 	c.RemoteBaseURL = strings.TrimRight(c.RemoteBaseURL, "/")
 	if c.Step != "" && !stepPattern.MatchString(c.Step) {
 		r.Fail("AGENT_STEP=%q must match %s", c.Step, stepPattern)
+	}
+	// The step's output limit is the workflow's, not a setting of its own,
+	// so the agent and the Scheduler cannot disagree.
+	if def := workflow.Default(); c.Step != "" {
+		found := false
+		for _, s := range def.Steps {
+			if s.Name == c.Step {
+				c.MaxOutputBytes, found = s.OutputLimit(), true
+			}
+		}
+		if !found {
+			r.Fail("AGENT_STEP=%q is not a step of workflow %q (%s)", c.Step, def.Name, strings.Join(def.StepNames(), ", "))
+		}
 	}
 	if c.RemoteBaseURL != "" {
 		if u, err := url.Parse(c.RemoteBaseURL); err == nil && (u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
@@ -135,6 +158,9 @@ func (c Config) Validate() error {
 	}
 	if c.SafetyMargin < 0 || c.SafetyMargin > time.Minute {
 		fail("SafetyMargin %v must be within 0..1m", c.SafetyMargin)
+	}
+	if c.MaxOutputBytes < 0 || c.MaxOutputBytes > workflow.MaxMessageBytes {
+		fail("MaxOutputBytes %d must be within 0..%d (0: the workflow's default)", c.MaxOutputBytes, workflow.MaxMessageBytes)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("agent config: %w", err)

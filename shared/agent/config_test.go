@@ -7,6 +7,7 @@ import (
 
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 func env(m map[string]string) func(string) string {
@@ -18,6 +19,7 @@ func baseEnv() map[string]string {
 		"AGENT_STEP":         "reserve-inventory",
 		"RESPONSE_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/responses",
 		"REMOTE_BASE_URL":    "https://remote.example.com/api/",
+		"REQUEST_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory",
 	}
 }
 
@@ -39,13 +41,15 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Concurrency:      agent.DefaultConcurrency,
 		SafetyMargin:     agent.DefaultSafetyMargin,
 		MaxReceiveCount:  topology.MaxReceiveCount,
+		MaxOutputBytes:   workflow.Default().Steps[0].OutputLimit(),
+		RequestQueueURL:  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory",
 	}
 	if c != want {
 		t.Errorf("LoadConfig = %+v\nwant %+v", c, want)
 	}
 	// DefaultConfig is the same tuning without the required three.
 	d := agent.DefaultConfig()
-	d.Step, d.ResponseQueueURL, d.RemoteBaseURL = want.Step, want.ResponseQueueURL, want.RemoteBaseURL
+	d.Step, d.ResponseQueueURL, d.RemoteBaseURL, d.RequestQueueURL = want.Step, want.ResponseQueueURL, want.RemoteBaseURL, want.RequestQueueURL
 	if d != want {
 		t.Errorf("DefaultConfig = %+v\nwant %+v", d, want)
 	}
@@ -80,8 +84,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		set  map[string]string
 		want []string
 	}{
-		{"all required missing", map[string]string{"AGENT_STEP": "", "RESPONSE_QUEUE_URL": "", "REMOTE_BASE_URL": ""},
-			[]string{"AGENT_STEP is required", "RESPONSE_QUEUE_URL is required", "REMOTE_BASE_URL is required"}},
+		{"all required missing", map[string]string{"AGENT_STEP": "", "RESPONSE_QUEUE_URL": "", "REMOTE_BASE_URL": "", "REQUEST_QUEUE_URL": ""},
+			[]string{"AGENT_STEP is required", "RESPONSE_QUEUE_URL is required", "REMOTE_BASE_URL is required", "REQUEST_QUEUE_URL is required"}},
+		{"a step outside the workflow", map[string]string{"AGENT_STEP": "ship-order"}, []string{`AGENT_STEP="ship-order" is not a step of workflow`}},
 		{"bad step", map[string]string{"AGENT_STEP": "Reserve_Inventory"}, []string{"AGENT_STEP=\"Reserve_Inventory\" must match"}},
 		{"queue URL not http", map[string]string{"RESPONSE_QUEUE_URL": "sqs://q"}, []string{"RESPONSE_QUEUE_URL=\"sqs://q\" is not an absolute http(s) URL"}},
 		{"relative remote", map[string]string{"REMOTE_BASE_URL": "/remote"}, []string{"REMOTE_BASE_URL=\"/remote\" is not an absolute"}},

@@ -88,6 +88,7 @@ func sampleAgentConfig(t *testing.T, step, responseQueueURL string) agent.Config
 		"AGENT_STEP":         step,
 		"RESPONSE_QUEUE_URL": responseQueueURL,
 		"REMOTE_BASE_URL":    "https://remote.example.com",
+		"REQUEST_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-" + step,
 	}
 	cfg, err := agent.LoadConfig(func(k string) string { return env[k] })
 	if err != nil {

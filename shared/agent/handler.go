@@ -17,6 +17,8 @@ import (
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // ReplySender sends a message to a queue; shared/queue's *Sender is one.
@@ -33,16 +35,29 @@ type Endpointer interface {
 
 // Handler processes batches of AgentRequest messages from SQS.
 type Handler struct {
-	cfg      Config
-	svc      Service
-	replies  ReplySender
-	clk      clock.Clock
-	log      *slog.Logger
-	sleep    SleepFunc
-	backoff  Backoff
-	breakers *Breakers
-	alerts   alert.Sender
+	cfg       Config
+	svc       Service
+	replies   ReplySender
+	clk       clock.Clock
+	log       *slog.Logger
+	sleep     SleepFunc
+	backoff   Backoff
+	breakers  *Breakers
+	alerts    alert.Sender
+	redeliver Redeliverer
 }
+
+// Redeliverer brings a failed message back after a wait of the handler's
+// choosing instead of the queue's visibility timeout.
+type Redeliverer interface {
+	After(ctx context.Context, rec events.SQSMessage, wait time.Duration) error
+}
+
+// WithRedelivery brings a request whose reply could not be sent back within
+// seconds, so it runs again (the remote replays its result under the same
+// key) and replies before CompleteBy; without it the request waits out the
+// queue's visibility timeout, past the step's budget.
+func WithRedelivery(r Redeliverer) Option { return func(h *Handler) { h.redeliver = r } }
 
 // Option changes a Handler built by New.
 type Option func(*Handler)
@@ -71,6 +86,9 @@ func New(cfg Config, svc Service, replies ReplySender, clk clock.Clock, log *slo
 	}
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if cfg.MaxOutputBytes == 0 {
+		cfg.MaxOutputBytes = workflow.DefaultMaxOutputBytes
 	}
 	h := &Handler{
 		cfg:     cfg,
@@ -188,18 +206,43 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		return done
 	}
 	if err := h.replies.Send(ctx, h.cfg.ResponseQueueURL, encodeReply(m, reply), 0); err != nil {
-		// Redelivery runs the step again; the remote deduplicates by key.
-		log.Error("sending the reply failed", "err", err, "outcome", reply.Outcome)
+		// Redelivery runs the step again, soon, while CompleteBy still
+		// allows a reply; the remote replays its result under the key.
+		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
+		log.Error("sending the reply failed; the request comes back soon", "err", err, "outcome", reply.Outcome, "in", wait)
+		if h.redeliver != nil {
+			if rerr := h.redeliver.After(ctx, rec, wait); rerr != nil {
+				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", "err", rerr)
+			}
+		}
 		return redeliver
 	}
 	log.Info("reply sent", "outcome", reply.Outcome)
 	return done
 }
 
+// succeeded is the reply of a step or undo the service completed. Its
+// output enters the system here, so it is checked here: one that is not JSON,
+// or over the step's limit (it would overflow the later requests that carry
+// it, or the state record), fails the step uncertainly, since the remote did
+// apply it. An undo that happened is reported as done whatever its output;
+// an output it cannot carry is dropped.
 func (h *Handler) succeeded(log *slog.Logger, m messages.AgentRequest, out json.RawMessage) messages.AgentReply {
-	if len(out) > 0 && !json.Valid(out) {
-		log.Error("the service returned output that is not JSON")
-		return failed(m, messages.Fault{Code: CodeInvalidOutput, Message: "the step's output is not JSON"})
+	var fault *messages.Fault
+	switch {
+	case len(out) > 0 && !json.Valid(out):
+		fault = &messages.Fault{Code: CodeInvalidOutput, Message: "the step's output is not JSON"}
+	case len(out) > h.cfg.MaxOutputBytes:
+		fault = &messages.Fault{Code: CodeOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(out), h.cfg.MaxOutputBytes)}
+	}
+	if fault != nil && m.Action.Undo() {
+		log.Warn("undo output dropped", "reason", fault.Message)
+		out, fault = nil, nil
+	}
+	if fault != nil {
+		log.Error("the step's output is refused", "faultCode", fault.Code, "bytes", len(out))
+		fault.Uncertain = true
+		return failed(m, *fault)
 	}
 	r := newReply(m, messages.Succeeded)
 	r.Output = out
@@ -212,8 +255,9 @@ func encodeReply(m messages.AgentRequest, reply messages.AgentReply) string {
 	body := messages.Encode(reply)
 	if len(body) > messages.MaxBodyBytes {
 		body = messages.Encode(failed(m, messages.Fault{
-			Code:    CodeOutputTooLarge,
-			Message: fmt.Sprintf("the reply of %d bytes exceeds %d", len(body), messages.MaxBodyBytes),
+			Code:      CodeOutputTooLarge,
+			Message:   fmt.Sprintf("the reply of %d bytes exceeds %d", len(body), messages.MaxBodyBytes),
+			Uncertain: true,
 		}))
 	}
 	return body
@@ -266,15 +310,24 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 	}
 	br := h.breakers.For(endpoint)
 
+	// ambiguous records a try that failed without proving nothing was
+	// applied (a timeout, a reset connection, a 5xx): a permanent fault
+	// after it, such as a 409 for a key still in progress, is no proof
+	// either.
+	ambiguous := false
 	for n := 0; ; n++ {
 		remaining := deadline.Sub(h.clk.Now())
 		if remaining <= 0 || ctx.Err() != nil {
 			return nil, fmt.Errorf("out of time after %d tries", n)
 		}
 		out, err := h.try(ctx, br, req, min(h.cfg.RemoteTimeout, remaining))
+		if IsPermanent(err) && ambiguous {
+			err = Uncertain(err)
+		}
 		if err == nil || IsPermanent(err) {
 			return out, err
 		}
+		ambiguous = ambiguous || mayHaveApplied(err)
 		delay := h.backoff.Delay(n)
 		if ra, ok := RetryAfter(err); ok {
 			delay = max(delay, ra)

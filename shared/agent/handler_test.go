@@ -18,6 +18,7 @@ import (
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/logtest"
 	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 const (
@@ -179,9 +180,10 @@ func TestHandlerOutcomes(t *testing.T) {
 	t.Parallel()
 	big := json.RawMessage(`"` + strings.Repeat("x", messages.MaxBodyBytes) + `"`)
 	type want struct {
-		outcome messages.Outcome
-		code    string
-		output  string
+		outcome   messages.Outcome
+		code      string
+		output    string
+		uncertain bool
 	}
 	tests := []struct {
 		name string
@@ -231,6 +233,45 @@ func TestHandlerOutcomes(t *testing.T) {
 			wantReply: &want{outcome: messages.Failed, code: "out_of_stock"},
 			wantCalls: 1,
 			wantLog:   "step failed permanently",
+		},
+		{
+			// A try that timed out may have been applied; the 409 of the
+			// next (the key is still in progress) proves nothing.
+			name: "permanent failure after an ambiguous try is uncertain",
+			service: func(*clock.Fake) func(context.Context, agent.Request, int) (json.RawMessage, error) {
+				return func(_ context.Context, _ agent.Request, n int) (json.RawMessage, error) {
+					if n == 1 {
+						return nil, context.DeadlineExceeded
+					}
+					return nil, agent.Permanent(&agent.RemoteError{Status: 409, Code: "in_progress", Message: "a request with this key is in progress"})
+				}
+			},
+			wantReply: &want{outcome: messages.Failed, code: "in_progress", uncertain: true},
+			wantCalls: 2,
+		},
+		{
+			// Turned away before anything was done: still certain.
+			name: "permanent failure after a 429 is certain",
+			service: func(*clock.Fake) func(context.Context, agent.Request, int) (json.RawMessage, error) {
+				return func(_ context.Context, _ agent.Request, n int) (json.RawMessage, error) {
+					if n == 1 {
+						return nil, &agent.RemoteError{Status: 429, Code: "http_429", Message: "slow down"}
+					}
+					return nil, agent.Reject("out_of_stock", "SKU A is sold out")
+				}
+			},
+			wantReply: &want{outcome: messages.Failed, code: "out_of_stock"},
+			wantCalls: 2,
+		},
+		{
+			name: "output over the step's limit fails uncertainly",
+			service: func(*clock.Fake) func(context.Context, agent.Request, int) (json.RawMessage, error) {
+				return func(context.Context, agent.Request, int) (json.RawMessage, error) {
+					return json.RawMessage(`"` + strings.Repeat("x", workflow.DefaultMaxOutputBytes) + `"`), nil
+				}
+			},
+			wantReply: &want{outcome: messages.Failed, code: agent.CodeOutputTooLarge, uncertain: true},
+			wantCalls: 1,
 		},
 		{
 			name: "transient until the deadline sends nothing and deletes",
@@ -312,7 +353,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return json.RawMessage(`{nope`), nil
 				}
 			},
-			wantReply: &want{outcome: messages.Failed, code: agent.CodeInvalidOutput},
+			wantReply: &want{outcome: messages.Failed, code: agent.CodeInvalidOutput, uncertain: true},
 			wantCalls: 1,
 		},
 		{
@@ -322,7 +363,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return big, nil
 				}
 			},
-			wantReply: &want{outcome: messages.Failed, code: agent.CodeOutputTooLarge},
+			wantReply: &want{outcome: messages.Failed, code: agent.CodeOutputTooLarge, uncertain: true},
 			wantCalls: 1,
 		},
 		{
@@ -399,6 +440,12 @@ func TestHandlerOutcomes(t *testing.T) {
 				}
 				if tt.wantReply.code != "" && (r.Fault == nil || r.Fault.Code != tt.wantReply.code) {
 					t.Errorf("fault %+v, want code %s", r.Fault, tt.wantReply.code)
+				}
+				if r.Fault != nil && r.Fault.Uncertain != tt.wantReply.uncertain {
+					t.Errorf("fault %+v, want uncertain %v", r.Fault, tt.wantReply.uncertain)
+				}
+				if tt.wantReply.outcome == messages.Succeeded && tt.wantReply.output == "" && r.Action.Undo() && len(r.Output) != 0 {
+					t.Errorf("undo output of %d bytes kept", len(r.Output))
 				}
 			}
 			for _, r := range c.rs {
@@ -657,4 +704,73 @@ func FuzzHandleBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// undoer is a Service whose undos return out.
+type undoer struct{ out json.RawMessage }
+
+func (u undoer) Do(context.Context, agent.Request) (json.RawMessage, error) {
+	return nil, errors.New("not a step")
+}
+func (u undoer) Compensate(context.Context, agent.Request) (json.RawMessage, error) {
+	return u.out, nil
+}
+
+// An undo that happened is reported done whatever its output; an output over
+// the step's limit is dropped rather than failing the undo.
+func TestUndoOutputOverTheLimitIsDropped(t *testing.T) {
+	t.Parallel()
+	hs := newHarness(t, testConfig(), undoer{out: json.RawMessage(`"` + strings.Repeat("x", workflow.DefaultMaxOutputBytes) + `"`)})
+	req := agentRequest("order-1", t0, func(m *messages.AgentRequest) {
+		m.Action, m.EffectKey, m.IdempotencyKey = messages.Compensate, m.IdempotencyKey, m.IdempotencyKey+"/undo"
+	})
+	resp, _ := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", messages.Encode(req))}})
+	if len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", resp.BatchItemFailures)
+	}
+	sent := hs.out.replies()
+	if len(sent) != 1 || sent[0].Outcome != messages.Succeeded || len(sent[0].Output) != 0 || !sent[0].Action.Undo() {
+		t.Fatalf("replies %+v, want one succeeded undo without output", sent)
+	}
+	if !strings.Contains(hs.logs.String(), "undo output dropped") {
+		t.Fatalf("logs lack the dropped output:\n%s", hs.logs.String())
+	}
+}
+
+// redeliverFunc is a function-type fake of agent.Redeliverer.
+type redeliverFunc func(ctx context.Context, rec events.SQSMessage, wait time.Duration) error
+
+func (f redeliverFunc) After(ctx context.Context, rec events.SQSMessage, wait time.Duration) error {
+	return f(ctx, rec, wait)
+}
+
+// A request whose reply could not be sent comes back within seconds, so it
+// can still reply before CompleteBy, not after the queue's visibility
+// timeout.
+func TestReplySendFailureIsRedeliveredSoon(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var waits []time.Duration
+	svc := agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })
+	hs := newHarness(t, testConfig(), svc, agent.WithRedelivery(redeliverFunc(func(_ context.Context, rec events.SQSMessage, wait time.Duration) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if rec.MessageId != "m1" {
+			t.Errorf("redelivered %s", rec.MessageId)
+		}
+		waits = append(waits, wait)
+		return nil
+	})))
+	hs.out.fail["order-1"] = true
+	rec := record("m1", messages.Encode(agentRequest("order-1", t0)))
+	rec.Attributes["ApproximateReceiveCount"] = "2"
+	resp, _ := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec}})
+	if len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("failures %v", resp.BatchItemFailures)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) != 1 || waits[0] != 2*time.Second {
+		t.Fatalf("redelivery waits %v, want [2s]", waits)
+	}
 }

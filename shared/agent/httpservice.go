@@ -187,20 +187,22 @@ func Transient(status int) bool {
 // classified error. The body is outside input: it is fuzzed.
 func decodeResponse(status int, retryAfter string, body []byte, truncated bool) (json.RawMessage, error) {
 	if status >= 200 && status < 300 {
+		// A 2xx says the remote applied the step; one the agent cannot use
+		// is a failure, but not a proof of nothing applied, and asking again
+		// under the same key gets the same stored answer from an idempotent
+		// service.
 		switch {
 		case truncated:
-			return nil, Permanent(&RemoteError{Status: status, Code: CodeResponseTooLarge,
-				Message: fmt.Sprintf("response exceeds %d bytes", MaxResponseBytes)})
+			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeResponseTooLarge,
+				Message: fmt.Sprintf("response exceeds %d bytes", MaxResponseBytes)}))
 		case len(bytes.TrimSpace(body)) == 0:
 			return nil, nil
 		case !json.Valid(body):
-			// Garbage under a 2xx is most likely a proxy in the way; asking
-			// again with the same key is safe.
-			return nil, &RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not JSON"}
+			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not JSON"}))
 		}
 		var out bytes.Buffer
 		if err := json.Compact(&out, body); err != nil {
-			return nil, &RemoteError{Status: status, Code: CodeBadResponse, Message: err.Error()}
+			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: err.Error()}))
 		}
 		return out.Bytes(), nil
 	}

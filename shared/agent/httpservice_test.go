@@ -78,6 +78,7 @@ func TestHTTPServiceClassifies(t *testing.T) {
 		wantOut    string
 		wantErr    bool
 		permanent  bool
+		uncertain  bool
 		wantCode   string
 		wantMsg    string
 		retryAfter time.Duration
@@ -85,9 +86,12 @@ func TestHTTPServiceClassifies(t *testing.T) {
 		{name: "200 JSON compacted", status: 200, body: "{ \"a\" : 1 }\n", wantOut: `{"a":1}`},
 		{name: "201", status: 201, body: `[1,2]`, wantOut: `[1,2]`},
 		{name: "204 empty", status: 204, wantOut: ""},
-		{name: "200 not JSON is transient", status: 200, body: "<html>", wantErr: true, wantCode: agent.CodeBadResponse},
-		{name: "200 too large is permanent", status: 200, body: `"` + strings.Repeat("x", agent.MaxResponseBytes) + `"`,
-			wantErr: true, permanent: true, wantCode: agent.CodeResponseTooLarge},
+		// A 2xx the agent cannot use: the remote applied the step and will
+		// replay the same answer, so it fails, uncertainly.
+		{name: "200 not JSON is permanent and uncertain", status: 200, body: "<html>", wantErr: true, permanent: true, uncertain: true,
+			wantCode: agent.CodeBadResponse},
+		{name: "200 too large is permanent and uncertain", status: 200, body: `"` + strings.Repeat("x", agent.MaxResponseBytes) + `"`,
+			wantErr: true, permanent: true, uncertain: true, wantCode: agent.CodeResponseTooLarge},
 		{name: "503 transient with Retry-After", status: 503, header: map[string]string{"Retry-After": "3"},
 			body: `{"code":"unavailable","message":"later"}`, wantErr: true, wantCode: "unavailable", retryAfter: 3 * time.Second},
 		{name: "500 transient", status: 500, body: "oops", wantErr: true, wantCode: "http_500"},
@@ -127,6 +131,9 @@ func TestHTTPServiceClassifies(t *testing.T) {
 			}
 			if agent.IsPermanent(err) != tt.permanent {
 				t.Errorf("IsPermanent(%v) = %v, want %v", err, agent.IsPermanent(err), tt.permanent)
+			}
+			if agent.IsUncertain(err) != tt.uncertain || agent.FaultOf(err).Uncertain != tt.uncertain {
+				t.Errorf("IsUncertain(%v) = %v, want %v", err, agent.IsUncertain(err), tt.uncertain)
 			}
 			var re *agent.RemoteError
 			if !errors.As(err, &re) {

@@ -33,6 +33,12 @@ const (
 	// or timed out too often; the order is CompensationFailed and its
 	// effects are only partly undone.
 	KindCompensationFailed Kind = "compensation-failed"
+	// KindDispatchFailed: the Scheduler could not send a step's (or an
+	// undo's) request to its agent's queue MaxFailures times: a revoked
+	// permission or key, or a deleted queue. The order stopped (its
+	// compensation runs, or it is in Error), and every order using that
+	// queue will stop the same way until the queue is fixed.
+	KindDispatchFailed Kind = "dispatch-failed"
 )
 
 // CLI is the operators' command line as an alert spells it out: the API URL
@@ -103,6 +109,8 @@ func (a Alert) Subject() string {
 		s = fmt.Sprintf("Order %s failed: %s failed permanently", order, step)
 	case KindCompensationFailed:
 		s = fmt.Sprintf("Order %s: undoing %s failed; act now", order, step)
+	case KindDispatchFailed:
+		s = fmt.Sprintf("Order %s stopped: %s could not be sent to its agent", order, step)
 	case KindPoisonMessage:
 		if a.OrderID == "" {
 			s = "Poison message set aside"
@@ -175,6 +183,9 @@ func (a Alert) Body() string {
 	case KindCompensationFailed:
 		fmt.Fprintf(&b, "Order %s stopped, and undoing its step %s failed (%d of %d allowed failures): the order's effects are only partly undone (state CompensationFailed).\n",
 			order, step, a.FailureCount, a.MaxFailures)
+	case KindDispatchFailed:
+		fmt.Fprintf(&b, "Order %s stopped: the Scheduler could not send the request of step %s to its agent's queue %d times, the most allowed is %d. The order undoes what it may have done (state CompensationPending, then Compensated) or waits in Error. Every order that reaches this step's queue will fail the same way until it is fixed.\n",
+			order, step, a.FailureCount, a.MaxFailures)
 	default:
 		fmt.Fprintf(&b, "Order %s raised a %q alert.\n", order, bodyText(string(a.Kind), 64))
 	}
@@ -207,6 +218,10 @@ func (a Alert) Body() string {
 		fmt.Fprintf(&b, "1. Read the message from the dead-letter queue and find why it could not be processed (a bug or malformed input).\n")
 		fmt.Fprintf(&b, "2. Inspect order %s to see whether it is stuck:\n     %s show %s\n", order, cli, id)
 		fmt.Fprintf(&b, "3. Fix the cause, then resubmit order %s from its failed step, or redrive the message:\n     %s retry %s\n", order, cli, id)
+	case KindDispatchFailed:
+		fmt.Fprintf(&b, "1. Read the last error above: the queue's SendMessage error (AccessDenied: the Scheduler role's sqs:SendMessage or its KMS grant; NonExistentQueue: the queue was deleted).\n")
+		fmt.Fprintf(&b, "2. Fix the queue or the Scheduler's permissions; its logs (\"dispatch failed\") and the dashboard's gave-up count show whether other orders are affected.\n")
+		fmt.Fprintf(&b, "3. Follow order %s to its end (Compensated, or Error to retry):\n     %s show %s\n", order, cli, id)
 	case KindCompensationFailed:
 		fmt.Fprintf(&b, "1. Inspect order %s: which steps were undone and why the undo of %s failed:\n     %s show %s\n", order, step, cli, id)
 		fmt.Fprintf(&b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")

@@ -104,7 +104,25 @@ type AgentRequest struct {
 type Fault struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Uncertain says the remote may have applied the step all the same: it
+	// answered 2xx with something the agent could not use, or a try before
+	// the failing one ended without a clear answer (a timeout, a network
+	// error, a 5xx). The step is undone either way; the flag tells an
+	// operator reading the order what is known.
+	Uncertain bool `json:"uncertain,omitempty"`
 }
+
+// FaultOutputTooLarge is the fault of a step whose output is over its
+// limit (workflow.Step.OutputLimit): the agent reports it, and the Scheduler
+// turns a reply carrying such an output into it.
+const FaultOutputTooLarge = "output_too_large"
+
+// Bounds of a fault's text; an agent truncates to them, so anything longer
+// is not an agent's reply.
+const (
+	MaxFaultCodeBytes    = 64
+	MaxFaultMessageBytes = 1024
+)
 
 // AgentReply is an Agent's answer for one attempt.
 type AgentReply struct {
@@ -220,8 +238,11 @@ func DecodeAgentReply(body string) (AgentReply, error) {
 			return AgentReply{}, poison("a succeeded reply carries a fault")
 		}
 	case Failed:
-		if m.Fault == nil || m.Fault.Code == "" {
+		switch {
+		case m.Fault == nil || m.Fault.Code == "":
 			return AgentReply{}, poison("a failed reply needs a fault code")
+		case len(m.Fault.Code) > MaxFaultCodeBytes || len(m.Fault.Message) > MaxFaultMessageBytes:
+			return AgentReply{}, poison("a fault's code and message must have at most %d and %d bytes", MaxFaultCodeBytes, MaxFaultMessageBytes)
 		}
 	default:
 		return AgentReply{}, poison("unknown outcome %q", m.Outcome)

@@ -73,11 +73,18 @@ func TestDecodeAgentReply(t *testing.T) {
 	if _, err := DecodeAgentReply(failed); err != nil {
 		t.Fatal(err)
 	}
+	uncertain := strings.Replace(failed, `"message":"no stock"`, `"message":"no stock","uncertain":true`, 1)
+	if m, err := DecodeAgentReply(uncertain); err != nil || !m.Fault.Uncertain {
+		t.Fatalf("uncertain fault decoded as %+v, %v", m.Fault, err)
+	}
 	for name, body := range map[string]string{
 		"failed without fault":  strings.Replace(failed, `,"fault":{"code":"rejected","message":"no stock"}`, ``, 1),
 		"success with fault":    strings.Replace(failed, `"outcome":"failed"`, `"outcome":"succeeded"`, 1),
 		"unknown outcome":       strings.Replace(ok, `"succeeded"`, `"maybe"`, 1),
 		"fault with empty code": strings.Replace(failed, `"code":"rejected"`, `"code":""`, 1),
+		"fault code too long":   strings.Replace(failed, `"code":"rejected"`, `"code":"`+strings.Repeat("c", MaxFaultCodeBytes+1)+`"`, 1),
+		"fault message too long": strings.Replace(failed, `"message":"no stock"`,
+			`"message":"`+strings.Repeat("m", MaxFaultMessageBytes+1)+`"`, 1),
 	} {
 		if _, err := DecodeAgentReply(body); !errors.Is(err, ErrPoison) {
 			t.Errorf("%s: error = %v, want ErrPoison", name, err)

@@ -15,6 +15,12 @@ import (
 type Config struct {
 	OrdersTable string
 	StateTable  string
+	// SchedulerQueueURL and ResponseQueueURL are the queues the Scheduler
+	// consumes: it hands a step whose dispatch failed back to the first,
+	// after a backoff, and brings a message that failed back sooner on
+	// either.
+	SchedulerQueueURL string
+	ResponseQueueURL  string
 	// AgentQueues maps each step to its Agent's request queue URL.
 	AgentQueues map[string]string
 	Workflow    workflow.Definition
@@ -32,6 +38,8 @@ type Config struct {
 // LoadConfig reads the Scheduler's environment:
 //
 //	ORDERS_TABLE, STATE_TABLE   table names
+//	SCHEDULER_QUEUE_URL         the scheduler queue (it consumes it, and re-sends to it)
+//	RESPONSE_QUEUE_URL          the agents' response queue (it consumes it)
 //	AGENT_QUEUE_URLS            step=url pairs separated by commas, one per workflow step
 //	ALERT_TOPIC_ARN             SNS topic for operator alerts
 //	MAX_RECEIVE_COUNT           the queues' redrive maxReceiveCount (default 5)
@@ -40,10 +48,12 @@ type Config struct {
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
 	cfg := Config{
-		OrdersTable:   r.String("ORDERS_TABLE"),
-		StateTable:    r.String("STATE_TABLE"),
-		AlertTopicARN: r.String("ALERT_TOPIC_ARN"),
-		Workflow:      workflow.Default(),
+		OrdersTable:       r.String("ORDERS_TABLE"),
+		StateTable:        r.String("STATE_TABLE"),
+		SchedulerQueueURL: r.URL("SCHEDULER_QUEUE_URL"),
+		ResponseQueueURL:  r.URL("RESPONSE_QUEUE_URL"),
+		AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
+		Workflow:          workflow.Default(),
 		// The same bounds the stack's sas:maxReceiveCount has.
 		MaxReceiveCount: r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount, 1, 1000),
 		OperatorAPIURL:  r.StringOr("OPERATOR_API_URL", ""),
@@ -54,7 +64,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		r.Fail("AGENT_QUEUE_URLS: %v", err)
 	}
 	cfg.AgentQueues = queues
-	if queues != nil {
+	// Validate repeats the checks of missing values LoadConfig has already
+	// reported; it runs for what ties values together once all are there.
+	if queues != nil && cfg.SchedulerQueueURL != "" && cfg.ResponseQueueURL != "" {
 		if err := cfg.Validate(); err != nil {
 			r.Fail("%v", err)
 		}
@@ -65,6 +77,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 // Validate checks that every step of the workflow has an Agent queue.
 func (c Config) Validate() error {
 	errs := []error{c.Workflow.Validate(), c.Policy.Validate()}
+	for name, u := range map[string]string{"SchedulerQueueURL": c.SchedulerQueueURL, "ResponseQueueURL": c.ResponseQueueURL} {
+		if u == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
 	if c.MaxReceiveCount < 1 {
 		errs = append(errs, fmt.Errorf("MaxReceiveCount %d must be at least 1", c.MaxReceiveCount))
 	}

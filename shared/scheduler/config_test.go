@@ -15,16 +15,20 @@ const (
 	sampleReserveQueue = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-agent-reserve-inventory"
 	sampleChargeQueue  = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-agent-charge-payment"
 	sampleTopicARN     = "arn:aws:sns:eu-west-1:123456789012:sas-alerts"
+	sampleSchedQueue   = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-scheduler"
+	sampleRespQueue    = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-responses"
 )
 
 // sampleEnv is the environment the Scheduler Lambda is deployed with; the
 // sample events run against the configuration it yields.
 func sampleEnv() map[string]string {
 	return map[string]string{
-		"ORDERS_TABLE":     "sas-orders",
-		"STATE_TABLE":      "sas-state",
-		"ALERT_TOPIC_ARN":  sampleTopicARN,
-		"AGENT_QUEUE_URLS": "reserve-inventory=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue,
+		"ORDERS_TABLE":        "sas-orders",
+		"STATE_TABLE":         "sas-state",
+		"ALERT_TOPIC_ARN":     sampleTopicARN,
+		"AGENT_QUEUE_URLS":    "reserve-inventory=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue,
+		"SCHEDULER_QUEUE_URL": sampleSchedQueue,
+		"RESPONSE_QUEUE_URL":  sampleRespQueue,
 	}
 }
 
@@ -86,12 +90,13 @@ func TestLoadConfig(t *testing.T) {
 				t.Fatalf("LoadConfig: %v", err)
 			}
 			want := Config{
-				OrdersTable:   "sas-orders",
-				StateTable:    "sas-state",
-				AgentQueues:   tt.wantQueues,
-				Workflow:      workflow.Default(),
-				Policy:        tt.wantPolicy,
-				AlertTopicARN: sampleTopicARN,
+				OrdersTable:       "sas-orders",
+				StateTable:        "sas-state",
+				AgentQueues:       tt.wantQueues,
+				Workflow:          workflow.Default(),
+				Policy:            tt.wantPolicy,
+				AlertTopicARN:     sampleTopicARN,
+				SchedulerQueueURL: sampleSchedQueue, ResponseQueueURL: sampleRespQueue,
 				// The queues' redrive default, shared with the stack.
 				MaxReceiveCount: topology.MaxReceiveCount,
 			}

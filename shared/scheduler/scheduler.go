@@ -17,6 +17,8 @@ import (
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/recovery"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -24,7 +26,7 @@ import (
 // Store is the part of the state store the Scheduler writes.
 type Store interface {
 	Claim(ctx context.Context, c statestore.Claim) (workflow.State, error)
-	Release(ctx context.Context, st workflow.State, now, claimBy time.Time) error
+	Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error)
 	Advance(ctx context.Context, a statestore.Advance) (workflow.State, error)
 	Fail(ctx context.Context, f statestore.Failure) (workflow.State, error)
 	Undone(ctx context.Context, u statestore.Undone) (workflow.State, error)
@@ -38,28 +40,54 @@ type Sender interface {
 	Send(ctx context.Context, queueURL, body string, delay time.Duration) error
 }
 
-var _ Store = (*statestore.Store)(nil)
+// Redeliverer brings a failed message back after a wait of the handler's
+// choosing instead of the queue's visibility timeout.
+type Redeliverer interface {
+	After(ctx context.Context, rec events.SQSMessage, wait time.Duration) error
+}
+
+var (
+	_ Store       = (*statestore.Store)(nil)
+	_ Redeliverer = (*queue.Redeliverer)(nil)
+)
 
 // Handler processes the Scheduler queue (schedule messages) and the response
 // queue (Agent replies); one Lambda consumes both.
 type Handler struct {
-	cfg    Config
-	store  Store
-	send   Sender
-	alerts alert.Sender
-	clk    clock.Clock
-	log    *slog.Logger
+	cfg       Config
+	store     Store
+	send      Sender
+	alerts    alert.Sender
+	clk       clock.Clock
+	log       *slog.Logger
+	redeliver Redeliverer
+	recovery  recovery.Actions
 }
 
+// Option changes a Handler built by New.
+type Option func(*Handler)
+
+// WithRedelivery brings a message that failed for a reason that may pass
+// (a throttled or unreachable store or queue) back within seconds, so a
+// reply can still be committed before its step's CompleteBy; without it the
+// message waits out the queue's visibility timeout.
+func WithRedelivery(r Redeliverer) Option { return func(h *Handler) { h.redeliver = r } }
+
 // New returns a Handler. cfg must be valid.
-func New(cfg Config, store Store, send Sender, alerts alert.Sender, clk clock.Clock, log *slog.Logger) *Handler {
-	return &Handler{cfg: cfg, store: store, send: send, alerts: alerts, clk: clk, log: log}
+func New(cfg Config, store Store, send Sender, alerts alert.Sender, clk clock.Clock, log *slog.Logger, opts ...Option) *Handler {
+	h := &Handler{cfg: cfg, store: store, send: send, alerts: alerts, clk: clk, log: log}
+	h.recovery = recovery.Actions{Send: send, SchedulerQueueURL: cfg.SchedulerQueueURL, Alerts: alerts, Confirm: store,
+		MaxFailures: cfg.Policy.MaxFailures, CLI: alert.CLI(cfg.OperatorAPIURL)}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // Handle processes every record of the batch and reports the ones to
 // redeliver. A record is reported when a retry can help (a store or queue
-// error) or when it is poison, which the redrive policy then moves to the
-// dead-letter queue.
+// error), and then comes back within seconds, or when it is poison, which the
+// redrive policy then moves to the dead-letter queue.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
 	requestID := ""
@@ -68,20 +96,40 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	}
 	for _, rec := range ev.Records {
 		log := h.log.With("requestId", requestID, "messageId", rec.MessageId)
-		if err := h.handleRecord(ctx, rec, requestID, log); err != nil {
-			level := slog.LevelWarn
-			if errors.Is(err, messages.ErrPoison) {
-				level = slog.LevelError
+		err := h.handleRecord(ctx, rec, requestID, log)
+		if err == nil {
+			continue
+		}
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+		if errors.Is(err, messages.ErrPoison) {
+			log.Error("record failed; left for redelivery", "error", err)
+			alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
+			continue
+		}
+		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
+		var ra *retryAfter
+		if errors.As(err, &ra) {
+			wait = ra.wait
+		}
+		log.Warn("record failed; redelivered soon", "error", err, "in", wait)
+		if h.redeliver != nil {
+			if rerr := h.redeliver.After(ctx, rec, wait); rerr != nil {
+				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", "error", rerr)
 			}
-			log.Log(ctx, level, "record failed; left for redelivery", "error", err)
-			if errors.Is(err, messages.ErrPoison) {
-				alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
-			}
-			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 		}
 	}
 	return resp, nil
 }
+
+// retryAfter asks Handle to bring the message back after wait rather than
+// the usual redelivery delay.
+type retryAfter struct {
+	err  error
+	wait time.Duration
+}
+
+func (e *retryAfter) Error() string { return e.err.Error() }
+func (e *retryAfter) Unwrap() error { return e.err }
 
 func (h *Handler) handleRecord(ctx context.Context, rec events.SQSMessage, requestID string, log *slog.Logger) error {
 	kind, err := messages.Peek(rec.Body)
@@ -138,13 +186,33 @@ func (h *Handler) schedule(ctx context.Context, m messages.Schedule, owner strin
 	}
 	log.Info("claimed", workflow.TransitionClaimed.Attr(), "step", st.Step, "attempt", st.Attempt, "completeBy", st.CompleteBy)
 	if err := h.dispatch(ctx, st); err != nil {
-		// Hand the step back so the redelivered schedule message can claim
-		// it again; if even that fails the Supervisor recovers it after
-		// CompleteBy.
-		if rerr := h.store.Release(ctx, st, h.clk.Now(), h.clk.Now().Add(h.cfg.Policy.ClaimTimeout)); rerr != nil {
-			log.Warn("release after failed dispatch failed", "error", rerr)
-		}
-		return err
+		return h.dispatchFailed(ctx, st, err, log)
+	}
+	return nil
+}
+
+// dispatchFailed hands back a claim whose request could not be sent: the
+// failed dispatch counts as a failure of the step (workflow.Policy.
+// DispatchFailed), retried after its backoff, or given up on at the
+// threshold with an alert. A queue that refuses every request thus stops the
+// order instead of cycling through claims forever. If even the hand-back
+// cannot be written, the record stays claimed until its CompleteBy and the
+// Supervisor counts the timeout; if it cannot be sent, the message that
+// brought the claim comes back after the backoff.
+func (h *Handler) dispatchFailed(ctx context.Context, st workflow.State, cause error, log *slog.Logger) error {
+	now := h.clk.Now()
+	r := h.cfg.Policy.DispatchFailed(h.cfg.Workflow, st, now, cause.Error())
+	log.Warn("dispatch failed", "error", cause, "decision", r.Kind, "failureCount", r.FailureCount)
+	written, err := h.store.Recover(ctx, st, r, now)
+	if errors.Is(err, workflow.ErrStale) {
+		log.Info("record moved on; left alone")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("hand back %s after a failed dispatch (%v): %w", st.OrderID, cause, err)
+	}
+	if _, err := h.recovery.Carry(ctx, written, r, now, log); err != nil {
+		return &retryAfter{err: err, wait: max(r.Delay, time.Second)}
 	}
 	return nil
 }
@@ -185,15 +253,15 @@ func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 	return nil
 }
 
-// dispatchOrRelease dispatches a record a commit just claimed. The commit
-// stands, so redelivering the reply cannot help: on failure the claim is
-// released and the Supervisor re-sends it once ClaimTimeout passes.
-func (h *Handler) dispatchOrRelease(ctx context.Context, st workflow.State, log *slog.Logger) {
+// dispatchOrHandBack dispatches a record a commit just claimed. The commit
+// stands, so redelivering the reply cannot help: a failed dispatch is handed
+// back like a claim's (see dispatchFailed), and anything that fails after is
+// left to the Supervisor.
+func (h *Handler) dispatchOrHandBack(ctx context.Context, st workflow.State, log *slog.Logger) {
 	if err := h.dispatch(ctx, st); err != nil {
-		if rerr := h.store.Release(ctx, st, h.clk.Now(), h.clk.Now().Add(h.cfg.Policy.ClaimTimeout)); rerr != nil {
-			log.Warn("release after failed dispatch failed", "error", rerr)
+		if err := h.dispatchFailed(ctx, st, err, log); err != nil {
+			log.Warn("the Supervisor will recover the step", "error", err)
 		}
-		log.Warn("dispatch failed; the Supervisor will re-send it", "error", err)
 	}
 }
 
@@ -203,6 +271,19 @@ func (h *Handler) reply(ctx context.Context, m messages.AgentReply, owner string
 		return fmt.Errorf("%w: step %d %q is not in workflow %q", messages.ErrPoison, m.StepIndex, m.Step, h.cfg.Workflow.Name)
 	}
 	now := h.clk.Now()
+	if limit := h.cfg.Workflow.Steps[m.StepIndex].OutputLimit(); m.Outcome == messages.Succeeded && len(m.Output) > limit {
+		// Too large to carry in later requests or to keep in the record:
+		// refused here, where it enters the state, whatever the agent
+		// checked. An undo happened all the same, so it still commits,
+		// without its output; a step's remote applied it, so its failure is
+		// uncertain and it is undone with the others.
+		log.Warn("output over the step's limit", "bytes", len(m.Output), "limit", limit, "compensate", m.Action.Undo())
+		if !m.Action.Undo() {
+			m.Outcome = messages.Failed
+			m.Fault = &messages.Fault{Code: messages.FaultOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(m.Output), limit), Uncertain: true}
+		}
+		m.Output = nil
+	}
 	if m.Action.Undo() {
 		return h.undone(ctx, m, owner, now, log)
 	}
@@ -227,7 +308,7 @@ func (h *Handler) reply(ctx context.Context, m messages.AgentReply, owner string
 		return nil
 	}
 	log.Info("step committed; next claimed", workflow.TransitionStepCompleted.Attr(), "next", st.Step, "nextAttempt", st.Attempt)
-	h.dispatchOrRelease(ctx, st, log)
+	h.dispatchOrHandBack(ctx, st, log)
 	return nil
 }
 
@@ -246,7 +327,7 @@ func (h *Handler) undoClaim(i int, owner string, now time.Time) *statestore.Undo
 func (h *Handler) undone(ctx context.Context, m messages.AgentReply, owner string, now time.Time, log *slog.Logger) error {
 	log = log.With("compensate", true)
 	if m.Outcome == messages.Failed {
-		msg := "compensation " + m.Fault.Code + ": " + m.Fault.Message
+		msg := "compensation " + FailureMessage(*m.Fault)
 		st, err := h.store.FailCompensation(ctx, statestore.Failure{
 			OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now,
 			Error: msg, AlertBy: now.Add(h.cfg.Policy.AlertTimeout),
@@ -278,7 +359,7 @@ func (h *Handler) undone(ctx context.Context, m messages.AgentReply, owner strin
 		return nil
 	}
 	log.Info("step undone; next compensation claimed", workflow.TransitionUndone.Attr(), "next", st.Step, "nextAttempt", st.Attempt)
-	h.dispatchOrRelease(ctx, st, log)
+	h.dispatchOrHandBack(ctx, st, log)
 	return nil
 }
 
@@ -290,11 +371,20 @@ func (h *Handler) alertFor(kind alert.Kind, st workflow.State, now time.Time) al
 	}
 }
 
+// FailureMessage is the LastError of a step an agent reported failed.
+func FailureMessage(f messages.Fault) string {
+	msg := f.Code + ": " + f.Message
+	if f.Uncertain {
+		msg += " (outcome uncertain: the remote may have applied it)"
+	}
+	return msg
+}
+
 // fail commits a permanent fault: the order's compensation starts (claimed
 // in the same write and dispatched) when a completed step must be undone,
 // else the order is in Error and operators are alerted.
 func (h *Handler) fail(ctx context.Context, m messages.AgentReply, owner string, now time.Time, log *slog.Logger) error {
-	msg := m.Fault.Code + ": " + m.Fault.Message
+	msg := FailureMessage(*m.Fault)
 	// The plan depends on the step's history (did an earlier attempt time
 	// out?), so read the record; the write below is fenced by Attempt, so a
 	// record that moved on since is refused, not overwritten.
@@ -320,7 +410,7 @@ func (h *Handler) fail(ctx context.Context, m messages.AgentReply, owner string,
 	if f.Undo != nil {
 		log.Warn("step failed permanently; compensation claimed", workflow.TransitionCompensating.Attr(), "fault", m.Fault.Code,
 			"undo", st.Step, "undoAttempt", st.Attempt)
-		h.dispatchOrRelease(ctx, st, log)
+		h.dispatchOrHandBack(ctx, st, log)
 		return nil
 	}
 	log.Error("order failed permanently", workflow.TransitionFailed.Attr(), "fault", m.Fault.Code)

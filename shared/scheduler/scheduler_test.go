@@ -35,7 +35,7 @@ import (
 
 type storeFuncs struct {
 	claim     func(ctx context.Context, c statestore.Claim) (workflow.State, error)
-	release   func(ctx context.Context, st workflow.State, now, claimBy time.Time) error
+	recover   func(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error)
 	advance   func(ctx context.Context, a statestore.Advance) (workflow.State, error)
 	fail      func(ctx context.Context, f statestore.Failure) (workflow.State, error)
 	alertSent func(ctx context.Context, orderID string, attempt int, now time.Time) error
@@ -65,8 +65,8 @@ func (f storeFuncs) Claim(ctx context.Context, c statestore.Claim) (workflow.Sta
 	return f.claim(ctx, c)
 }
 
-func (f storeFuncs) Release(ctx context.Context, st workflow.State, now, claimBy time.Time) error {
-	return f.release(ctx, st, now, claimBy)
+func (f storeFuncs) Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
+	return f.recover(ctx, seen, r, now)
 }
 
 func (f storeFuncs) Advance(ctx context.Context, a statestore.Advance) (workflow.State, error) {
@@ -104,9 +104,15 @@ type deps struct {
 	publish publishFunc
 }
 
-type released struct {
-	st           workflow.State
-	now, claimBy time.Time
+type recovered struct {
+	seen workflow.State
+	r    workflow.Recovery
+	now  time.Time
+}
+
+type redelivered struct {
+	messageID string
+	wait      time.Duration
 }
 
 type confirmed struct {
@@ -128,7 +134,8 @@ type fixture struct {
 	mu        sync.Mutex
 	calls     []string
 	claims    []statestore.Claim
-	releases  []released
+	recovers  []recovered
+	redeliver []redelivered
 	advances  []statestore.Advance
 	failures  []statestore.Failure
 	confirms  []confirmed
@@ -175,8 +182,10 @@ func testConfig() Config {
 			MaxFailures: 4, ClaimTimeout: 90 * time.Second,
 			BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 3 * time.Minute,
 		},
-		AlertTopicARN:   "arn:aws:sns:eu-west-1:123456789012:alerts",
-		MaxReceiveCount: 3,
+		AlertTopicARN:     "arn:aws:sns:eu-west-1:123456789012:alerts",
+		MaxReceiveCount:   3,
+		SchedulerQueueURL: queuePrefix + "scheduler",
+		ResponseQueueURL:  queuePrefix + "responses",
 	}
 }
 
@@ -224,7 +233,25 @@ func defaultDeps(cfg Config) deps {
 					CreatedAt: c.Now.Add(-time.Minute), UpdatedAt: c.Now,
 				}, nil
 			},
-			release: func(context.Context, workflow.State, time.Time, time.Time) error { return nil },
+			// Like the store: a Retry hands the step back unlocked, a
+			// GiveUp of a forward step starts its compensation or fails it.
+			recover: func(_ context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
+				st := seen
+				st.LockedBy, st.FailureCount, st.CompleteBy, st.LastError, st.UpdatedAt = "", r.FailureCount, r.CompleteBy, r.Reason, now
+				switch {
+				case r.Kind == workflow.Retry && seen.ProcessState == workflow.Compensating:
+					st.ProcessState = workflow.CompensationPending
+				case r.Kind == workflow.Retry:
+					st.ProcessState = workflow.Pending
+				case r.Kind == workflow.GiveUp && seen.ProcessState == workflow.Compensating:
+					st.ProcessState, st.AlertPending = workflow.CompensationFailed, true
+				case r.Kind == workflow.GiveUp && r.UndoFrom >= 0:
+					st.ProcessState, st.StepIndex, st.Step, st.FailureCount = workflow.CompensationPending, r.UndoFrom, r.UndoStep, 0
+				case r.Kind == workflow.GiveUp:
+					st.ProcessState, st.AlertPending = workflow.Error, true
+				}
+				return st, nil
+			},
 			advance: func(_ context.Context, a statestore.Advance) (workflow.State, error) {
 				st := workflow.State{
 					OrderID: a.OrderID, Workflow: cfg.Workflow.Name, Input: inputOf(a.OrderID),
@@ -277,9 +304,9 @@ func newFixture(t *testing.T, cfg Config, now time.Time, change func(*deps)) *fi
 			f.record(fmt.Sprintf("Claim %s/%d", c.OrderID, c.StepIndex), func() { f.claims = append(f.claims, c) })
 			return d.store.claim(ctx, c)
 		},
-		release: func(ctx context.Context, st workflow.State, now, claimBy time.Time) error {
-			f.record("Release "+st.OrderID, func() { f.releases = append(f.releases, released{st, now, claimBy}) })
-			return d.store.release(ctx, st, now, claimBy)
+		recover: func(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
+			f.record(fmt.Sprintf("Recover %s %s", seen.OrderID, r.Kind), func() { f.recovers = append(f.recovers, recovered{seen, r, now}) })
+			return d.store.recover(ctx, seen, r, now)
 		},
 		advance: func(ctx context.Context, a statestore.Advance) (workflow.State, error) {
 			f.record(fmt.Sprintf("Advance %s/%d", a.OrderID, a.StepIndex), func() { f.advances = append(f.advances, a) })
@@ -303,8 +330,20 @@ func newFixture(t *testing.T, cfg Config, now time.Time, change func(*deps)) *fi
 		return d.publish(ctx, a)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f.h = New(cfg, store, sendFunc(send), publishFunc(publish), f.clk, log)
+	redeliver := redeliverFunc(func(_ context.Context, rec events.SQSMessage, wait time.Duration) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.redeliver = append(f.redeliver, redelivered{rec.MessageId, wait})
+		return nil
+	})
+	f.h = New(cfg, store, sendFunc(send), publishFunc(publish), f.clk, log, WithRedelivery(redeliver))
 	return f
+}
+
+type redeliverFunc func(ctx context.Context, rec events.SQSMessage, wait time.Duration) error
+
+func (f redeliverFunc) After(ctx context.Context, rec events.SQSMessage, wait time.Duration) error {
+	return f(ctx, rec, wait)
 }
 
 func (f *fixture) record(call string, save func()) {
@@ -454,20 +493,28 @@ func TestHandleOutcomes(t *testing.T) {
 			redeliver: true,
 		},
 		{
-			name:      "dispatch fails: claim released and redelivered",
+			name:      "dispatch fails: a failure counted, handed back after the backoff",
+			body:      scheduleBody(orderA, 1),
+			change:    func(d *deps) { d.send = failAgentQueues },
+			wantCalls: []string{"Claim " + orderA + "/1", charge, "Recover " + orderA + " retry", "Send scheduler"},
+		},
+		{
+			name:      "dispatch and hand-back send fail: redelivered",
 			body:      scheduleBody(orderA, 1),
 			change:    func(d *deps) { d.send = func(context.Context, string, string, time.Duration) error { return errQueue } },
-			wantCalls: []string{"Claim " + orderA + "/1", charge, "Release " + orderA},
+			wantCalls: []string{"Claim " + orderA + "/1", charge, "Recover " + orderA + " retry", "Send scheduler"},
 			redeliver: true,
 		},
 		{
-			name: "dispatch and release fail: redelivered",
+			name: "dispatch fails and the hand-back cannot be written: redelivered",
 			body: scheduleBody(orderA, 1),
 			change: func(d *deps) {
-				d.send = func(context.Context, string, string, time.Duration) error { return errQueue }
-				d.store.release = func(context.Context, workflow.State, time.Time, time.Time) error { return errStore }
+				d.send = failAgentQueues
+				d.store.recover = func(context.Context, workflow.State, workflow.Recovery, time.Time) (workflow.State, error) {
+					return workflow.State{}, errStore
+				}
 			},
-			wantCalls: []string{"Claim " + orderA + "/1", charge, "Release " + orderA},
+			wantCalls: []string{"Claim " + orderA + "/1", charge, "Recover " + orderA + " retry"},
 			redeliver: true,
 		},
 		{
@@ -518,11 +565,11 @@ func TestHandleOutcomes(t *testing.T) {
 		},
 		{
 			// The reply is committed, so redelivering it cannot help; the
-			// released record is the Supervisor's to re-send.
-			name:      "next dispatch fails: released, not redelivered",
+			// step is handed back with a failure counted.
+			name:      "next dispatch fails: handed back, not redelivered",
 			body:      succeededBody(orderA, "reserve-inventory", 0, 1),
 			change:    func(d *deps) { d.send = func(context.Context, string, string, time.Duration) error { return errQueue } },
-			wantCalls: []string{"Advance " + orderA + "/0", charge, "Release " + orderA},
+			wantCalls: []string{"Advance " + orderA + "/0", charge, "Recover " + orderA + " retry", "Send scheduler"},
 		},
 		{
 			name:      "failed reply: fail, alert, confirm",
@@ -662,7 +709,7 @@ func TestScheduleClaimsAndDispatches(t *testing.T) {
 				Input:          inputOf(orderB),
 				Previous:       tt.previous,
 			})
-			if len(f.releases)+len(f.advances)+len(f.failures)+len(f.published) != 0 {
+			if len(f.recovers)+len(f.advances)+len(f.failures)+len(f.published) != 0 {
 				t.Errorf("unexpected calls: %v", f.calls)
 			}
 		})
@@ -709,58 +756,141 @@ func TestIdempotencyKeyStableAcrossAttempts(t *testing.T) {
 	}
 }
 
-// A failed dispatch hands the claimed record back, to be claimed again by
-// ClaimTimeout.
-func TestDispatchFailureReleasesClaim(t *testing.T) {
+// failAgentQueues fails every send to an agent's queue, as a revoked
+// permission would, and lets the rest through.
+func failAgentQueues(_ context.Context, queueURL, _ string, _ time.Duration) error {
+	if strings.HasPrefix(path.Base(queueURL), "agent-") {
+		return errQueue
+	}
+	return nil
+}
+
+// A failed dispatch counts as a failure of the step: the claimed record is
+// handed back with the policy's decision, and a schedule message waits out
+// the backoff; at the threshold the order stops with an alert.
+func TestDispatchFailureCountsAFailure(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
-	tests := []struct {
-		name      string
-		body      string
-		redeliver bool
-		// wantReleased is the record that must be released.
-		wantReleased func(*fixture) workflow.State
+	for _, tt := range []struct {
+		name string
+		body string
+		// claimed is the record the dispatch was for.
+		claimed func(*fixture) workflow.State
 	}{
 		{
-			name: "schedule", body: scheduleBody(orderA, 1), redeliver: true,
-			wantReleased: func(f *fixture) workflow.State {
+			name: "schedule", body: scheduleBody(orderA, 1),
+			claimed: func(f *fixture) workflow.State {
 				st, _ := defaultDeps(cfg).store.claim(context.Background(), f.claims[0])
 				return st
 			},
 		},
 		{
-			name: "next step after a reply", body: succeededBody(orderA, "reserve-inventory", 0, 2), redeliver: false,
-			wantReleased: func(f *fixture) workflow.State {
+			name: "next step after a reply", body: succeededBody(orderA, "reserve-inventory", 0, 2),
+			claimed: func(f *fixture) workflow.State {
 				st, _ := defaultDeps(cfg).store.advance(context.Background(), f.advances[0])
 				return st
 			},
 		},
-	}
-	for _, tt := range tests {
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, cfg, testNow, func(d *deps) {
-				d.send = func(context.Context, string, string, time.Duration) error { return errQueue }
-			})
-			failed := f.handle(t, context.Background(), record("m1", tt.body))
-			want := []string{}
-			if tt.redeliver {
-				want = []string{"m1"}
+			f := newFixture(t, cfg, testNow, func(d *deps) { d.send = failAgentQueues })
+			if failed := f.handle(t, context.Background(), record("m1", tt.body)); len(failed) != 0 {
+				t.Errorf("batch item failures = %v; the step was handed back", failed)
 			}
-			if !slices.Equal(failed, want) {
-				t.Errorf("batch item failures = %v, want %v", failed, want)
+			if len(f.recovers) != 1 {
+				t.Fatalf("recovers = %+v, want one", f.recovers)
 			}
-			if len(f.releases) != 1 {
-				t.Fatalf("releases = %+v, want one", f.releases)
+			got := f.recovers[0]
+			claimed := tt.claimed(f)
+			if !reflect.DeepEqual(got.seen, claimed) {
+				t.Errorf("handed back\n%+v\nwant the claimed record\n%+v", got.seen, claimed)
 			}
-			r := f.releases[0]
-			if want := tt.wantReleased(f); !reflect.DeepEqual(r.st, want) {
-				t.Errorf("released\n%+v\nwant the claimed record\n%+v", r.st, want)
+			want := cfg.Policy.DispatchFailed(cfg.Workflow, claimed, testNow, got.r.Reason[strings.Index(got.r.Reason, "failed: ")+len("failed: "):])
+			if got.r != want || !strings.Contains(got.r.Reason, errQueue.Error()) {
+				t.Errorf("decision %+v, want %+v naming %q", got.r, want, errQueue)
 			}
-			if !r.now.Equal(testNow) || !r.claimBy.Equal(testNow.Add(cfg.Policy.ClaimTimeout)) {
-				t.Errorf("released at %v to be claimed by %v, want %v and %v", r.now, r.claimBy, testNow, testNow.Add(cfg.Policy.ClaimTimeout))
+			last := f.sent[len(f.sent)-1]
+			var m messages.Schedule
+			if err := json.Unmarshal([]byte(last.body), &m); err != nil || last.queueURL != cfg.SchedulerQueueURL ||
+				m.OrderID != orderA || m.StepIndex != claimed.StepIndex || last.delay != want.Delay {
+				t.Errorf("hand-back %+v (%+v), want a schedule of step %d delayed %v", last, m, claimed.StepIndex, want.Delay)
 			}
 		})
+	}
+
+	t.Run("at the threshold the order stops with an alert", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, cfg, testNow, func(d *deps) {
+			d.send = failAgentQueues
+			base := d.store.claim
+			d.store.claim = func(ctx context.Context, c statestore.Claim) (workflow.State, error) {
+				st, err := base(ctx, c)
+				st.FailureCount = cfg.Policy.MaxFailures - 1
+				return st, err
+			}
+		})
+		f.handle(t, context.Background(), record("m1", scheduleBody(orderA, 1)))
+		if len(f.recovers) != 1 || f.recovers[0].r.Kind != workflow.GiveUp {
+			t.Fatalf("recovers = %+v, want a give-up", f.recovers)
+		}
+		if len(f.published) != 1 || f.published[0].Kind != alert.KindDispatchFailed || !strings.Contains(f.published[0].LastError, errQueue.Error()) {
+			t.Fatalf("alerts = %+v, want one dispatch-failed alert naming the cause", f.published)
+		}
+	})
+
+	t.Run("when nothing can be sent the message comes back after the backoff", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, cfg, testNow, func(d *deps) {
+			d.send = func(context.Context, string, string, time.Duration) error { return errQueue }
+		})
+		if failed := f.handle(t, context.Background(), record("m1", scheduleBody(orderA, 1))); !slices.Equal(failed, []string{"m1"}) {
+			t.Fatalf("batch item failures = %v", failed)
+		}
+		if want := []redelivered{{"m1", cfg.Policy.Backoff(1)}}; !slices.Equal(f.redeliver, want) {
+			t.Fatalf("redeliveries %v, want %v", f.redeliver, want)
+		}
+	})
+}
+
+// A record that failed for a reason that may pass comes back within
+// seconds, sooner the earlier the receive; a poison record is left to the
+// queue's redrive.
+func TestFailedRecordsAreRedeliveredSoon(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testConfig(), testNow, func(d *deps) {
+		d.store.advance = func(context.Context, statestore.Advance) (workflow.State, error) { return workflow.State{}, errStore }
+	})
+	second := record("m2", succeededBody(orderB, "reserve-inventory", 0, 1))
+	second.Attributes["ApproximateReceiveCount"] = "3"
+	failed := f.handle(t, context.Background(), record("m1", succeededBody(orderA, "reserve-inventory", 0, 1)), second,
+		record("m3", `{"v":9}`))
+	if !slices.Equal(failed, []string{"m1", "m2", "m3"}) {
+		t.Fatalf("batch item failures = %v", failed)
+	}
+	want := []redelivered{{"m1", time.Second}, {"m2", 4 * time.Second}}
+	if !slices.Equal(f.redeliver, want) {
+		t.Fatalf("redeliveries %v, want %v (none for the poison record)", f.redeliver, want)
+	}
+}
+
+// An output over its step's limit is refused where it enters the state: the
+// step failed, uncertainly (the remote applied it), and is undone.
+func TestReplyWithAnOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Workflow.Steps[1].MaxOutputBytes = 64
+	f := newFixture(t, cfg, testNow, nil)
+	body := messages.Encode(messages.AgentReply{
+		V: messages.Version, Kind: messages.KindAgentReply, OrderID: orderA, Step: "charge-payment", StepIndex: 1, Attempt: 3,
+		Outcome: messages.Succeeded, Output: json.RawMessage(`{"receipt":"` + strings.Repeat("x", 100) + `"}`),
+	})
+	f.handle(t, context.Background(), record("m1", body))
+	if len(f.advances) != 0 || len(f.failures) != 1 {
+		t.Fatalf("advances %v, failures %v: the output must not be committed", f.advances, f.failures)
+	}
+	if e := f.failures[0].Error; !strings.Contains(e, "over its limit of 64 bytes") || !strings.Contains(e, "uncertain") {
+		t.Fatalf("failure %q", e)
 	}
 }
 

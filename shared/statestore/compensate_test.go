@@ -199,6 +199,39 @@ func TestCancel(t *testing.T) {
 	if _, err := s.Cancel(ctx, seen, stop, now, now); !errors.Is(err, workflow.ErrStale) && !errors.Is(err, workflow.ErrNotCancellable) {
 		t.Fatalf("cancel on a stale read: %v", err)
 	}
+
+	// An order in Error whose alert went out (so it left the in-flight
+	// index) is closed by a cancel: what may have been applied is undone,
+	// and the compensation is watched by the Supervisor again.
+	st = processing(t, s, "x-3")
+	if _, err := s.Fail(ctx, statestore.Failure{OrderID: "x-3", StepIndex: 1, Attempt: st.Attempt, Now: now, Error: "rejected", AlertBy: now}); err != nil {
+		t.Fatal(err)
+	}
+	errored, err := s.GetState(ctx, "x-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AlertSent(ctx, "x-3", errored.Attempt, now); err != nil {
+		t.Fatal(err)
+	}
+	errored, _ = s.GetState(ctx, "x-3")
+	stop = d.StopAt(errored, workflow.StopCancel)
+	got, err = s.Cancel(ctx, errored, stop, now, now.Add(time.Minute))
+	if err != nil || got.ProcessState != workflow.CompensationPending || got.StepIndex != 1 || !got.Cancelled || got.AlertPending ||
+		got.Steps[1].State != workflow.StepFailed || got.LastError != "rejected" {
+		t.Fatalf("cancel of an order in Error: %+v, %v", got, err)
+	}
+	due, err := s.Expired(ctx, now.Add(2*time.Minute), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range due {
+		found = found || r.OrderID == "x-3"
+	}
+	if !found {
+		t.Fatal("the compensation of a cancelled Error order is not in the in-flight index")
+	}
 }
 
 func TestListByStatePages(t *testing.T) {

@@ -17,26 +17,34 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// Cancel stops an order that is still going forward. The write is
-// conditional on the state and Attempt seen, and takes a new Attempt, so the
-// reply of an Agent still working on the step is refused as stale. stop is
-// the workflow's decision (Definition.StopAt with StopCancel): the
-// compensation of stop.UndoFrom waits for a claim until claimBy, or the order
-// is Cancelled outright. ErrStale means the record moved on meanwhile.
+// Cancel stops an order that is still going forward, or closes one in Error.
+// The write is conditional on the state and Attempt seen, and takes a new
+// Attempt, so the reply of an Agent still working on the step is refused as
+// stale. stop is the workflow's decision (Definition.StopAt with StopCancel):
+// the compensation of stop.UndoFrom waits for a claim until claimBy, or the
+// order is Cancelled outright. An order in Error keeps its failed step's
+// history and its LastError; its alert is no longer owed, since an operator
+// acted. ErrStale means the record moved on meanwhile.
 func (s *Store) Cancel(ctx context.Context, seen workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error) {
 	if !workflow.CanCancel(seen) {
 		return workflow.State{}, fmt.Errorf("cancel %s: %w", seen.OrderID, workflow.ErrNotCancellable)
 	}
 	e := newExpr()
 	e.Is("ProcessState", str(string(seen.ProcessState))).Is("Attempt", num(seen.Attempt))
-	stopStep(e, seen.StepIndex, workflow.StepCancelled, now, "cancelled at step "+seen.Step)
+	if seen.ProcessState == workflow.Error {
+		e.Set("AlertPending", boolean(false)).touch(now)
+	} else {
+		stopStep(e, seen.StepIndex, workflow.StepCancelled, now, "cancelled at step "+seen.Step)
+	}
 	e.Set("Cancelled", boolean(true)).Add("Attempt", 1).notify()
 	if stop.UndoFrom >= 0 {
 		if stop.UndoFrom >= len(seen.Steps) {
 			return workflow.State{}, fmt.Errorf("cancel %s: step %d to undo is not in its history", seen.OrderID, stop.UndoFrom)
 		}
 		startUndo(e, stop.UndoFrom, seen.Steps[stop.UndoFrom].Name)
-		e.Set(CompleteByAttr, millis(claimBy))
+		// An Error record whose alert went out has left the in-flight
+		// index; its compensation must be watched again.
+		e.Set(CompleteByAttr, millis(claimBy)).Set(InFlightShardAttr, str(ShardOf(seen.OrderID)))
 	} else {
 		e.Set("ProcessState", str(string(workflow.Cancelled))).Remove(InFlightShardAttr)
 	}

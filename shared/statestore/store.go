@@ -6,6 +6,8 @@ package statestore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,7 +46,7 @@ func New(db Client, tables Tables) *Store { return &Store{db: db, tables: tables
 // transaction: both or neither. It returns workflow.ErrExists when the order
 // ID is taken.
 func (s *Store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error {
-	order, err := attributevalue.MarshalMap(o)
+	order, err := attributevalue.MarshalMap(o) // with CreatedAtMs, the ByOwner index's sort key (owner.go)
 	if err != nil {
 		return fmt.Errorf("encode order %s: %w", o.OrderID, err)
 	}
@@ -184,26 +186,6 @@ func fenceIn(e *expr, state workflow.ProcessState, stepIndex, attempt int, now t
 		Is("Attempt", num(attempt)).
 		Is("StepIndex", num(stepIndex)).
 		After(CompleteByAttr, millis(now))
-}
-
-// Release undoes a claim whose dispatch failed: back to Pending (or
-// CompensationPending) and unlocked, to be claimed by claimBy. Fenced by
-// Attempt.
-func (s *Store) Release(ctx context.Context, st workflow.State, now, claimBy time.Time) error {
-	e := newExpr()
-	e.Is("ProcessState", str(string(st.ProcessState))).Is("Attempt", num(st.Attempt))
-	if st.ProcessState == workflow.Compensating {
-		e.Set("ProcessState", str(string(workflow.CompensationPending))).
-			Set(stepPath(st.StepIndex)+".Compensation", str(string(workflow.StepPending)))
-	} else {
-		e.Set("ProcessState", str(string(workflow.Pending))).
-			Set(stepPath(st.StepIndex)+".State", str(string(workflow.StepPending)))
-	}
-	e.Set(CompleteByAttr, millis(claimBy)).
-		touch(now).
-		Remove("LockedBy")
-	_, err := s.update(ctx, st.OrderID, e)
-	return err
 }
 
 // Advance commits a successful step.
@@ -350,10 +332,11 @@ func (s *Store) AlertSent(ctx context.Context, orderID string, attempt int, now 
 	return nil
 }
 
-// Recover applies a Supervisor decision to a record it found expired. The
-// condition re-checks the state, Attempt and CompleteBy the Supervisor saw,
-// so of two Supervisors (or a Supervisor and a late Scheduler) exactly one
-// write wins; the loser gets workflow.ErrStale.
+// Recover applies a Recovery decision: the Supervisor's for a record it found
+// expired, or the Scheduler's for a claim whose dispatch failed. The
+// condition re-checks the state, Attempt and CompleteBy the caller saw, so of
+// two Supervisors (or a Supervisor and a late Scheduler) exactly one write
+// wins; the loser gets workflow.ErrStale.
 func (s *Store) Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
 	e := newExpr()
 	e.Is("ProcessState", str(string(seen.ProcessState))).
@@ -361,23 +344,26 @@ func (s *Store) Recover(ctx context.Context, seen workflow.State, r workflow.Rec
 		Is(CompleteByAttr, millis(seen.CompleteBy))
 	sp := stepPath(seen.StepIndex)
 	undoing := seen.ProcessState == workflow.Compensating
+	msg := r.Reason
+	if msg == "" {
+		msg = workflow.TimeoutMessage(seen)
+	}
 	switch {
 	case r.Kind == workflow.Retry && undoing:
 		e.Set("ProcessState", str(string(workflow.CompensationPending))).
 			Set("FailureCount", num(r.FailureCount)).
-			Set("LastError", str(timeoutMessage(seen))).
+			Set("LastError", str(msg)).
 			Set(sp+".Compensation", str(string(workflow.StepPending))).
 			Add(sp+".CompensationFailures", 1).
 			Remove("LockedBy")
 	case r.Kind == workflow.Retry:
 		e.Set("ProcessState", str(string(workflow.Pending))).
 			Set("FailureCount", num(r.FailureCount)).
-			Set("LastError", str(timeoutMessage(seen))).
+			Set("LastError", str(msg)).
 			Set(sp+".State", str(string(workflow.StepPending))).
 			Add(sp+".Failures", 1).
 			Remove("LockedBy")
 	case r.Kind == workflow.GiveUp && undoing:
-		msg := timeoutMessage(seen)
 		e.Set("ProcessState", str(string(workflow.CompensationFailed))).
 			Set("AlertPending", boolean(true)).
 			Set("FailureCount", num(r.FailureCount)).
@@ -388,12 +374,12 @@ func (s *Store) Recover(ctx context.Context, seen workflow.State, r workflow.Rec
 			Remove("LockedBy").
 			notify()
 	case r.Kind == workflow.GiveUp && r.UndoFrom >= 0:
-		stopStep(e, seen.StepIndex, workflow.StepFailed, now, timeoutMessage(seen))
+		stopStep(e, seen.StepIndex, workflow.StepFailed, now, msg)
 		e.Add(sp+".Failures", 1)
 		startUndo(e, r.UndoFrom, r.UndoStep)
 		e.notify()
 	case r.Kind == workflow.GiveUp:
-		failStep(e, seen.StepIndex, now, timeoutMessage(seen))
+		failStep(e, seen.StepIndex, now, msg)
 		e.Set("FailureCount", num(r.FailureCount)).Add(sp+".Failures", 1).notify()
 	case r.Kind == workflow.Requeue:
 		e.Add("Requeues", 1)
@@ -410,30 +396,52 @@ func (s *Store) Recover(ctx context.Context, seen workflow.State, r workflow.Rec
 	return st, nil
 }
 
-func timeoutMessage(s workflow.State) string {
-	return fmt.Sprintf("step %s attempt %d did not complete by %s", s.Step, s.Attempt, s.CompleteBy.UTC().Format(time.RFC3339))
-}
-
 // update runs a conditional UpdateItem and returns the record as written.
-// A failed condition is workflow.ErrStale.
+// A failed condition is workflow.ErrStale, unless the record already holds
+// this very write: every write stamps a fresh WriteToken, and the failed
+// condition returns the item as it is. The SDK retries a write whose answer
+// was lost (a reset connection, a timeout) with the same request, and that
+// retry fails its condition against the write itself; seeing its own token,
+// the caller gets the record as written instead of a lost race, so a claim
+// still dispatches, a commit still dispatches the next step, and an
+// operator's retry or cancel still answers 202 and schedules its order.
 func (s *Store) update(ctx context.Context, orderID string, e *expr) (workflow.State, error) {
+	token := newWriteToken()
+	e.Set(WriteTokenAttr, str(token))
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.tables.State),
-		Key:                       map[string]types.AttributeValue{KeyOrderID: str(orderID)},
-		UpdateExpression:          aws.String(e.update()),
-		ConditionExpression:       e.condition(),
-		ExpressionAttributeNames:  e.names,
-		ExpressionAttributeValues: e.values,
-		ReturnValues:              types.ReturnValueAllNew,
+		TableName:                           aws.String(s.tables.State),
+		Key:                                 map[string]types.AttributeValue{KeyOrderID: str(orderID)},
+		UpdateExpression:                    aws.String(e.update()),
+		ConditionExpression:                 e.condition(),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
+		if v, ok := failed.Item[WriteTokenAttr].(*types.AttributeValueMemberS); ok && v.Value == token {
+			return DecodeState(failed.Item)
+		}
 		return workflow.State{}, workflow.ErrStale
 	}
 	if err != nil {
 		return workflow.State{}, fmt.Errorf("update state %s: %w", orderID, err)
 	}
 	return DecodeState(out.Attributes)
+}
+
+// WriteTokenAttr holds the random token of the record's last write, so a
+// writer whose answer was lost recognizes its own write (see update).
+const WriteTokenAttr = "WriteToken"
+
+// newWriteToken returns 128 random bits: no two writes share one.
+func newWriteToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("statestore: no randomness for a write token: %v", err))
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // Expired returns the records in the in-flight index whose CompleteBy is at

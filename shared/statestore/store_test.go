@@ -326,14 +326,15 @@ func TestRecoverGivesUpAtThreshold(t *testing.T) {
 	}
 }
 
-func TestReleaseAndRequeue(t *testing.T) {
+func TestDispatchFailureAndRequeue(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	seeded := seed(t, s, "o-8")
 	// Requeue an unclaimed Pending record; a second Supervisor with the same
 	// view loses.
-	r := workflow.DefaultPolicy().Recover(workflow.Definition{}, seeded, seeded.CompleteBy)
+	p := workflow.DefaultPolicy()
+	r := p.Recover(workflow.Definition{}, seeded, seeded.CompleteBy)
 	if r.Kind != workflow.Requeue {
 		t.Fatalf("decision %v", r.Kind)
 	}
@@ -344,18 +345,23 @@ func TestReleaseAndRequeue(t *testing.T) {
 	if _, err := s.Recover(ctx, seeded, r, seeded.CompleteBy); !errors.Is(err, workflow.ErrStale) {
 		t.Fatalf("second requeue: %v", err)
 	}
+	// A claim whose request could not be sent hands the step back with a
+	// failure counted and the cause kept, fenced like any recovery.
 	claimed, err := claim(s, "o-8", 0, "a", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Release(ctx, claimed, t0, t0.Add(time.Minute)); err != nil {
-		t.Fatal(err)
+	failed := p.DispatchFailed(workflow.Default(), claimed, t0, "AccessDenied")
+	back, err := s.Recover(ctx, claimed, failed, t0)
+	if err != nil || back.ProcessState != workflow.Pending || back.FailureCount != 1 || back.LockedBy != "" ||
+		back.Steps[0].Failures != 1 || back.LastError != failed.Reason {
+		t.Fatalf("after a failed dispatch %+v, %v", back, err)
 	}
-	if err := s.Release(ctx, claimed, t0, t0.Add(time.Minute)); !errors.Is(err, workflow.ErrStale) {
-		t.Fatalf("second release: %v", err)
+	if _, err := s.Recover(ctx, claimed, failed, t0); !errors.Is(err, workflow.ErrStale) {
+		t.Fatalf("second hand-back: %v", err)
 	}
 	again, err := claim(s, "o-8", 0, "b", t0)
 	if err != nil || again.Attempt != 2 {
-		t.Fatalf("claim after release = %+v, %v", again, err)
+		t.Fatalf("claim after the hand-back = %+v, %v", again, err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/config"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/recovery"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -79,17 +79,19 @@ type Report struct {
 
 // Handler runs the Supervisor.
 type Handler struct {
-	cfg    Config
-	store  Store
-	send   Sender
-	alerts alert.Sender
-	clk    clock.Clock
-	log    *slog.Logger
+	cfg      Config
+	store    Store
+	clk      clock.Clock
+	log      *slog.Logger
+	recovery recovery.Actions
 }
 
 // New returns a Handler. cfg must be valid.
 func New(cfg Config, store Store, send Sender, alerts alert.Sender, clk clock.Clock, log *slog.Logger) *Handler {
-	return &Handler{cfg: cfg, store: store, send: send, alerts: alerts, clk: clk, log: log}
+	return &Handler{cfg: cfg, store: store, clk: clk, log: log, recovery: recovery.Actions{
+		Send: send, SchedulerQueueURL: cfg.SchedulerQueueURL, Alerts: alerts, Confirm: store,
+		MaxFailures: cfg.Policy.MaxFailures, CLI: alert.CLI(cfg.OperatorAPIURL),
+	}}
 }
 
 // Handle is the entry point for the EventBridge schedule. The event carries
@@ -145,56 +147,21 @@ func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Tim
 		log.Error("recover failed", "decision", r.Kind, "error", err)
 		return
 	}
-	switch {
-	case r.Kind == workflow.Retry || r.Kind == workflow.Requeue || st.ProcessState == workflow.CompensationPending && r.Kind == workflow.GiveUp:
-		// Back to the Scheduler: a retry or requeue of a step or of a
-		// compensation, or the first compensation of an order given up on.
-		msg := messages.NewSchedule(st.OrderID, st.StepIndex, string(r.Kind))
-		msg.Compensate = st.ProcessState.Undoing()
-		if err := h.send.Send(ctx, h.cfg.SchedulerQueueURL, messages.Encode(msg), r.Delay); err != nil {
-			// The record is Pending with a new CompleteBy; a later run
-			// re-sends it once that passes. Each record counts in one
-			// bucket only, so this one is Failed.
-			rep.Failed++
-			log.Error("re-enqueue failed; next run retries", "error", err)
-			return
-		}
-		var t workflow.Transition
-		switch r.Kind {
-		case workflow.Retry:
-			rep.Retried++
-			t = workflow.TransitionRetried
-		case workflow.Requeue:
-			rep.Requeued++
-			t = workflow.TransitionRequeued
-		default:
-			rep.GaveUp++
-			t = workflow.TransitionCompensating
-		}
-		log.Info("handed back to the Scheduler", t.Attr(), "decision", r.Kind, "compensate", msg.Compensate,
-			"step", st.Step, "failureCount", st.FailureCount, "delay", r.Delay)
-	case r.Kind == workflow.GiveUp || r.Kind == workflow.ResendAlert:
-		kind := alert.KindRetriesExhausted
-		switch {
-		case st.ProcessState == workflow.CompensationFailed:
-			kind = alert.KindCompensationFailed
-		case r.Kind == workflow.ResendAlert && st.FailureCount < h.cfg.Policy.MaxFailures:
-			kind = alert.KindPermanentFailure
-		}
-		if r.Kind == workflow.GiveUp {
-			rep.GaveUp++
-			t := workflow.TransitionGaveUp
-			if kind == alert.KindCompensationFailed {
-				t = workflow.TransitionCompensationFailed
-			}
-			log.Error("failed too often; an operator must act", t.Attr(), "state", st.ProcessState, "failureCount", st.FailureCount)
-		} else {
-			rep.AlertsResent++
-		}
-		alert.Deliver(ctx, h.alerts, h.store, alert.Alert{
-			Kind: kind, OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex,
-			FailureCount: st.FailureCount, MaxFailures: h.cfg.Policy.MaxFailures, Attempt: st.Attempt,
-			LastError: st.LastError, At: now, CLI: alert.CLI(h.cfg.OperatorAPIURL),
-		}, now, log)
+	out, err := h.recovery.Carry(ctx, st, r, now, log)
+	if err != nil {
+		// The record has a new CompleteBy; a later run re-sends it once
+		// that passes. Each record counts in one bucket only.
+		rep.Failed++
+		return
+	}
+	switch out {
+	case recovery.Retried:
+		rep.Retried++
+	case recovery.Requeued:
+		rep.Requeued++
+	case recovery.Compensating, recovery.GaveUp:
+		rep.GaveUp++
+	case recovery.AlertResent:
+		rep.AlertsResent++
 	}
 }

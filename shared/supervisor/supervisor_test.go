@@ -369,7 +369,11 @@ func TestRunRecoveryKinds(t *testing.T) {
 			if tt.wantRecovery == nil {
 				return
 			}
-			want := recoverCall{tt.seen, *tt.wantRecovery, testNow}
+			wantR := *tt.wantRecovery
+			if wantR.Kind == workflow.Retry || wantR.Kind == workflow.GiveUp {
+				wantR.Cause, wantR.Reason = workflow.CauseTimeout, workflow.TimeoutMessage(tt.seen)
+			}
+			want := recoverCall{tt.seen, wantR, testNow}
 			if len(f.recovers) != 1 || !reflect.DeepEqual(f.recovers[0], want) {
 				t.Fatalf("Recover calls = %+v, want [%+v]", f.recovers, want)
 			}

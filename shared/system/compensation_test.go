@@ -42,8 +42,10 @@ func TestLateStepFailureUndoesCompletedStepsInReverse(t *testing.T) {
 	for i, want := range []struct{ state, undo workflow.StepState }{
 		{workflow.StepSucceeded, workflow.StepSucceeded},
 		{workflow.StepSucceeded, workflow.StepSucceeded},
-		// A permanent fault applied nothing, so there is nothing to undo.
-		{workflow.StepFailed, ""},
+		// A rejection does not prove nothing was applied (a copy of the
+		// request may still arrive), so the rejected step is undone too:
+		// the remote finds nothing and refuses the key from then on.
+		{workflow.StepFailed, workflow.StepSucceeded},
 	} {
 		if got := st.Steps[i]; got.State != want.state || got.Compensation != want.undo {
 			t.Errorf("step %d: %+v, want state %s compensation %q", i, got, want.state, want.undo)
@@ -52,8 +54,8 @@ func TestLateStepFailureUndoesCompletedStepsInReverse(t *testing.T) {
 	mu.Lock()
 	got := strings.Join(undos, ",")
 	mu.Unlock()
-	if got != "charge-payment,reserve-inventory" {
-		t.Fatalf("compensations called in order %q, want the last completed step first", got)
+	if got != "ship-order,charge-payment,reserve-inventory" {
+		t.Fatalf("compensations called in order %q, want the last step first", got)
 	}
 	if !st.Steps[1].CompensatedAt.Before(*st.Steps[0].CompensatedAt) && !st.Steps[1].CompensatedAt.Equal(*st.Steps[0].CompensatedAt) {
 		t.Fatalf("recorded undo times out of order: %v then %v", st.Steps[1].CompensatedAt, st.Steps[0].CompensatedAt)
@@ -64,17 +66,21 @@ func TestLateStepFailureUndoesCompletedStepsInReverse(t *testing.T) {
 			t.Errorf("%s: effects %d, undone %d; want 1 and 1", step, e.sim.EffectCount(key), e.sim.CompensationCount(key))
 		}
 	}
+	if key := workflow.IdempotencyKey(id, "ship-order"); e.sim.EffectCount(key) != 0 || !strings.Contains(string(st.Steps[2].CompensationOutput), `"undone":false`) {
+		t.Errorf("ship-order: effects %d, undo %s; want nothing applied and nothing undone", e.sim.EffectCount(key), st.Steps[2].CompensationOutput)
+	}
 	e.assertTransitions(map[workflow.Transition]int{
 		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1, workflow.TransitionStepCompleted: 2,
-		workflow.TransitionCompensating: 1, workflow.TransitionUndone: 1, workflow.TransitionCompensated: 1,
+		workflow.TransitionCompensating: 1, workflow.TransitionUndone: 2, workflow.TransitionCompensated: 1,
 	})
 	// Compensated needs nobody: no alert.
 	enginetest.AssertNoMessages(e.ctx, t, e.sqs, e.alerts.URL, 300*time.Millisecond)
 }
 
 // failAtCharge runs an order until the Scheduler has committed the permanent
-// failure of charge-payment and dispatched the compensation of
-// reserve-inventory, which the test then controls.
+// failure of charge-payment, undone charge-payment itself (the remote found
+// nothing to undo), and dispatched the compensation of reserve-inventory,
+// which the test then controls.
 func failAtCharge(t *testing.T, e *env) string {
 	t.Helper()
 	e.sim.RejectStep("charge-payment")
@@ -88,9 +94,11 @@ func failAtCharge(t *testing.T, e *env) string {
 	poll(2) // its agent
 	poll(1) // commit, claim charge-payment
 	poll(3) // its agent: rejected
-	poll(1) // commit the failure, claim the compensation of reserve-inventory
+	poll(1) // commit the failure, claim the compensation of charge-payment
+	poll(3) // its agent: nothing to undo
+	poll(1) // commit it, claim the compensation of reserve-inventory
 	if st := e.state(id); st.ProcessState != workflow.Compensating || st.StepIndex != 0 {
-		t.Fatalf("after the failure: %+v", st)
+		t.Fatalf("after the failure: %s", brief(st))
 	}
 	return id
 }
@@ -117,7 +125,7 @@ func TestCompensationThatTimesOutIsRetried(t *testing.T) {
 	}
 	e.assertTransitions(map[workflow.Transition]int{
 		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 2, workflow.TransitionStepCompleted: 1,
-		workflow.TransitionCompensating: 1, workflow.TransitionRetried: 1, workflow.TransitionCompensated: 1,
+		workflow.TransitionCompensating: 1, workflow.TransitionUndone: 1, workflow.TransitionRetried: 1, workflow.TransitionCompensated: 1,
 	})
 }
 
@@ -166,7 +174,7 @@ func TestCompensationThatFailsPermanentlyWaitsForAnOperator(t *testing.T) {
 	}
 	e.assertTransitions(map[workflow.Transition]int{
 		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1, workflow.TransitionStepCompleted: 1,
-		workflow.TransitionCompensating: 1, workflow.TransitionCompensationFailed: 1,
+		workflow.TransitionCompensating: 1, workflow.TransitionUndone: 1, workflow.TransitionCompensationFailed: 1,
 	})
 }
 

@@ -210,13 +210,17 @@ func Build(ctx context.Context, o Options) (*System, error) {
 
 	schedCfg := scheduler.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, AgentQueues: agentQueues,
+		SchedulerQueueURL: s.SchedulerQueue.URL, ResponseQueueURL: s.ResponseQueue.URL,
 		Workflow: o.Workflow, Policy: o.Policy, AlertTopicARN: s.AlertTopicARN, MaxReceiveCount: o.MaxReceiveCount,
 		OperatorAPIURL: o.OperatorAPIURL,
 	}
 	if err := schedCfg.Validate(); err != nil {
 		return nil, err
 	}
-	s.Scheduler = scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, o.Clock, o.Log.With("function", "scheduler"))
+	// Handlers change the visibility of the messages they fail, as the
+	// deployed ones do with the event source mapping's messages.
+	schedRedeliver := scheduler.WithRedelivery(queue.NewRedeliverer(o.SQS, s.SchedulerQueue.URL, s.ResponseQueue.URL))
+	s.Scheduler = scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, o.Clock, o.Log.With("function", "scheduler"), schedRedeliver)
 
 	supCfg := supervisor.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
@@ -227,7 +231,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	// More Schedulers and Supervisors, each with its own clock, as
 	// separate Lambda containers would be.
 	s.NewScheduler = func(clk clock.Clock) *scheduler.Handler {
-		return scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, clk, o.Log.With("function", "scheduler"))
+		return scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, clk, o.Log.With("function", "scheduler"), schedRedeliver)
 	}
 	s.NewSupervisor = func(clk clock.Clock) *supervisor.Handler {
 		return supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts, clk, o.Log.With("function", "supervisor"))
@@ -248,13 +252,14 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		cfg := o.Agent
 		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL
 		cfg.AlertTopicARN, cfg.MaxReceiveCount = s.AlertTopicARN, o.MaxReceiveCount
+		cfg.MaxOutputBytes, cfg.RequestQueueURL = step.OutputLimit(), s.AgentQueues[step.Name].URL
 		svc := agent.NewHTTPService(o.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
 		agentClock := o.AgentClock
 		if agentClock == nil {
 			agentClock = o.Clock
 		}
-		a, err := agent.New(cfg, svc, o.sender("agent", send), agentClock, o.Log.With("function", "agent", "agentStep", step.Name),
-			append([]agent.Option{agent.WithAlerts(alerts)}, o.AgentOptions...)...)
+		a, err := agent.New(cfg, svc, o.sender("agent", send), agentClock, o.Log.With("function", "agent"),
+			append([]agent.Option{agent.WithAlerts(alerts), agent.WithRedelivery(queue.NewRedeliverer(o.SQS, cfg.RequestQueueURL))}, o.AgentOptions...)...)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 		}

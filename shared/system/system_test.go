@@ -98,20 +98,41 @@ type envOptions struct {
 	// streams wires the state table's stream to the Notifier (PumpEvents).
 	streams    bool
 	wrapEvents func(notify.Sender) notify.Sender
+	// remote wraps the simulator, to answer in ways it does not.
+	remote func(sim *remotesim.Sim) http.Handler
+	// agent tunes the agents' configuration.
+	agent func(*agent.Config)
+	// visibility of every queue; 1 s when zero.
+	visibility time.Duration
+	// wrapStore and wrapSender wrap what each role's handler is given.
+	wrapStore  func(role string, s system.Store) system.Store
+	wrapSender func(role string, s system.Sender) system.Sender
+	// ddbTransport carries the handlers' DynamoDB requests.
+	ddbTransport http.RoundTripper
 }
 
 func newEnvWith(t *testing.T, o envOptions) *env {
 	t.Helper()
+	if o.workflow.Name == "" {
+		o.workflow = workflow.Default()
+	}
 	counter := o.counter
 	ctx := context.Background()
 	sim := remotesim.New(remotesim.WithSeed(1))
 	var remote http.Handler = sim
+	if o.remote != nil {
+		remote = o.remote(sim)
+	}
 	if o.onRemote != nil {
-		remote = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { o.onRemote(r); sim.ServeHTTP(w, r) })
+		next := remote
+		remote = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { o.onRemote(r); next.ServeHTTP(w, r) })
 	}
 	srv := httptest.NewServer(remote)
 	t.Cleanup(func() { sim.Close(); srv.Close() })
 	sqsc, snsc, ddb, handlerSQS := enginetest.SQS(t), enginetest.SNS(t), enginetest.DynamoDB(t), enginetest.SQS(t)
+	if o.ddbTransport != nil {
+		ddb = enginetest.DynamoDB(t, func(d *dynamodb.Options) { d.HTTPClient = &http.Client{Transport: o.ddbTransport} })
+	}
 	if counter != nil {
 		ddb = enginetest.DynamoDB(t, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, counter.Add) })
 		handlerSQS = enginetest.SQS(t, func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, counter.Add) })
@@ -123,6 +144,13 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 	policy := workflow.Policy{MaxFailures: 3, ClaimTimeout: time.Minute, AlertTimeout: time.Minute}
 	agentCfg := agent.DefaultConfig()
 	agentCfg.RetryBase, agentCfg.RetryMax = time.Millisecond, 5*time.Millisecond
+	if o.agent != nil {
+		o.agent(&agentCfg)
+	}
+	visibility := o.visibility
+	if visibility == 0 {
+		visibility = time.Second
+	}
 	var streams *dynamodbstreams.Client
 	if o.streams {
 		streams = enginetest.Streams(t, streambridge.ForDynamoDBLocal)
@@ -132,8 +160,9 @@ func newEnvWith(t *testing.T, o envOptions) *env {
 		DynamoDB: ddb, SQS: handlerSQS, PollSQS: sqsc, SNS: snsc,
 		Prefix: enginetest.UniqueName(t, "sys"), Region: enginetest.Region,
 		Workflow: o.workflow, Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,
-		MaxReceiveCount: 2, VisibilityTimeout: time.Second,
+		MaxReceiveCount: 2, VisibilityTimeout: visibility,
 		Clock: clk, Log: slog.New(slog.NewJSONHandler(logs, nil)),
+		WrapStore: o.wrapStore, WrapSender: o.wrapSender,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +185,7 @@ func (e *env) post(body, key string) events.APIGatewayV2HTTPResponse {
 	}
 	req.RequestContext.HTTP.Method, req.RequestContext.HTTP.Path = "POST", "/orders"
 	req.RequestContext.RequestID = "req-" + key
+	req.RequestContext.Authorizer = testClient()
 	if key != "" {
 		req.Headers["idempotency-key"] = key
 	}
@@ -164,6 +194,16 @@ func (e *env) post(body, key string) events.APIGatewayV2HTTPResponse {
 		e.t.Fatal(err)
 	}
 	return resp
+}
+
+// testClient is the IAM identity API Gateway passes for the tests' client.
+func testClient() *events.APIGatewayV2HTTPRequestContextAuthorizerDescription {
+	return &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
+			AccessKey: "AKIATESTCLIENT", AccountID: "111122223333", CallerID: "AIDATESTCLIENT",
+			UserARN: "arn:aws:iam::111122223333:user/test-client", UserID: "AIDATESTCLIENT",
+		},
+	}
 }
 
 // submit posts an order and returns its ID.
@@ -270,6 +310,7 @@ func TestHappyPathThroughAllSteps(t *testing.T) {
 	// The status API reports it.
 	req := events.APIGatewayV2HTTPRequest{RawPath: "/orders/" + id, RouteKey: "GET /orders/{id}", PathParameters: map[string]string{"id": id}}
 	req.RequestContext.HTTP.Method, req.RequestContext.HTTP.Path = "GET", "/orders/"+id
+	req.RequestContext.Authorizer = testClient()
 	resp, _ := e.sys.Submission.Handle(e.ctx, req)
 	if resp.StatusCode != 200 || !strings.Contains(resp.Body, `"Processed"`) {
 		t.Fatalf("GET = %d %s", resp.StatusCode, resp.Body)

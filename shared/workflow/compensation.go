@@ -38,21 +38,21 @@ func (d Definition) NextCompensation(i int) int {
 }
 
 // Uncertain reports whether the effect of the record's current step may have
-// been applied when the order stops there for the given reason.
-func Uncertain(s State, reason StopReason) bool {
+// been applied when the order stops there: whenever the step was ever
+// claimed. A claimed step's request may have been sent (even a send that
+// reported failure may have been delivered), SQS delivers at least once, and
+// a copy of the request can reach the remote after a rejection: a real
+// idempotent service does not always remember a rejection under its key. So
+// no outcome of a dispatched step is proof that nothing was applied, and the
+// step is undone with the others; its undo also makes the remote refuse the
+// key from then on, so a late copy can no longer apply it. The reason does
+// not change this; it is kept for the logs and for StopAt's terminal state.
+func Uncertain(s State, _ StopReason) bool {
 	i := s.StepIndex
 	if i < 0 || i >= len(s.Steps) {
 		return true
 	}
-	switch reason {
-	case StopPermanent:
-		// A permanent fault means the remote applied nothing on this call;
-		// an earlier attempt that timed out may still have.
-		return s.Steps[i].Failures > 0
-	case StopCancel:
-		return s.Steps[i].Attempts > 0
-	}
-	return true
+	return s.Steps[i].Attempts > 0
 }
 
 // StopReason says why a workflow stops going forward.
@@ -65,6 +65,8 @@ const (
 	StopTimeouts StopReason = "timeouts"
 	// StopCancel: a client or operator cancelled the order.
 	StopCancel StopReason = "cancel"
+	// StopDispatch: the step's request could not be sent MaxFailures times.
+	StopDispatch StopReason = "dispatch"
 )
 
 // Status is what a client is told of an order: the event a change of the
@@ -139,9 +141,13 @@ func (d Definition) StopAt(s State, reason StopReason) Stop {
 	return st
 }
 
-// CanCancel reports whether a cancel request applies to a record: only an
-// order still going forward can be cancelled.
-func CanCancel(s State) bool { return s.ProcessState == Pending || s.ProcessState == Processing }
+// CanCancel reports whether a cancel request applies to a record: an order
+// still going forward, or one in Error, which may hold applied effects (a
+// step that cannot be undone, or a record stopped by an older release) that
+// a cancel undoes.
+func CanCancel(s State) bool {
+	return s.ProcessState == Pending || s.ProcessState == Processing || s.ProcessState == Error
+}
 
 // Resubmission is an operator's restart of a stopped order.
 type Resubmission struct {

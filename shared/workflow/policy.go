@@ -103,7 +103,19 @@ const (
 	Skip RecoveryKind = "skip"
 )
 
-// Recovery is the Supervisor's decision for one record.
+// Cause says why a claimed step or undo failed to run.
+type Cause string
+
+const (
+	// CauseTimeout: CompleteBy passed without a committed reply.
+	CauseTimeout Cause = "timeout"
+	// CauseDispatch: the request could not be sent to its agent's queue.
+	CauseDispatch Cause = "dispatch"
+)
+
+// Recovery is the decision for one record that failed to run: the
+// Supervisor's for an expired record, the Scheduler's for a claim whose
+// dispatch failed.
 type Recovery struct {
 	Kind RecoveryKind
 	// FailureCount is the record's new FailureCount.
@@ -116,6 +128,10 @@ type Recovery struct {
 	// compensate; -1 when the order goes to Error instead. UndoStep names it.
 	UndoFrom int
 	UndoStep string
+	// Cause and Reason, for a Retry or GiveUp, say why the try failed; Reason
+	// becomes the record's LastError.
+	Cause  Cause
+	Reason string
 }
 
 // requeueWait is how long a requeued record waits for a claim: ClaimTimeout,
@@ -131,20 +147,66 @@ func (p Policy) requeueWait(requeues int) time.Duration {
 
 // Recover decides what the Supervisor does with a record it found expired.
 // It is pure: the caller applies it with a conditional write that re-checks
-// the state, Attempt and CompleteBy it saw.
-
-// Recover decides for a record in d's workflow. A forward step given up on
-// moves to compensation when something must be undone (UndoFrom >= 0, with
-// CompleteBy the claim deadline of the compensation), else to Error; a
-// compensation given up on moves to CompensationFailed.
+// the state, Attempt and CompleteBy it saw. A claimed step or undo that timed
+// out counts a failure (see failed); an unclaimed one is re-sent; a record
+// whose alert was not confirmed gets its alert again.
 func (p Policy) Recover(d Definition, s State, now time.Time) Recovery {
+	skip := Recovery{Kind: Skip, FailureCount: s.FailureCount, UndoFrom: -1}
 	if now.Before(s.CompleteBy) {
-		return Recovery{Kind: Skip, FailureCount: s.FailureCount, UndoFrom: -1}
+		return skip
 	}
-	r := p.recover(s, now)
-	r.UndoFrom = -1
-	if r.Kind == GiveUp && s.ProcessState == Processing {
-		if stop := d.StopAt(s, StopTimeouts); stop.UndoFrom >= 0 {
+	switch s.ProcessState {
+	case Processing, Compensating:
+		return p.failed(d, s, now, CauseTimeout, TimeoutMessage(s))
+	case Pending, CompensationPending:
+		return Recovery{Kind: Requeue, FailureCount: s.FailureCount, CompleteBy: now.Add(p.requeueWait(s.Requeues)), UndoFrom: -1}
+	case Error, CompensationFailed:
+		if s.AlertPending {
+			return Recovery{Kind: ResendAlert, FailureCount: s.FailureCount, CompleteBy: now.Add(p.AlertTimeout), UndoFrom: -1}
+		}
+	}
+	return skip
+}
+
+// DispatchFailed decides for a record the Scheduler has just claimed but
+// whose request it could not send. A failed dispatch counts as a failure of
+// the step (or undo), exactly like a timeout, so a queue that keeps refusing
+// (a revoked permission or key, a deleted queue) ends in a give-up with an
+// alert instead of an endless claim and re-send; a short outage is retried
+// after the same backoff and recovers. cause is the send's error, which the
+// record keeps as LastError.
+func (p Policy) DispatchFailed(d Definition, s State, now time.Time, cause string) Recovery {
+	what := "step " + s.Step
+	if s.ProcessState == Compensating {
+		what = "compensation of step " + s.Step
+	}
+	return p.failed(d, s, now, CauseDispatch, Clip(fmt.Sprintf("%s%s attempt %d failed: %s", DispatchFailurePrefix, what, s.Attempt, cause), MaxErrorBytes))
+}
+
+// DispatchFailurePrefix starts the LastError of a failed dispatch, so an
+// alert re-sent later still says what failed.
+const DispatchFailurePrefix = "dispatch of "
+
+// failed counts one failure of the claimed step or undo of s: below the
+// threshold it is retried after a backoff; at the threshold a forward step
+// gives up into its compensation when something may need undoing (UndoFrom,
+// with CompleteBy the compensation's claim deadline), else into Error; a
+// compensation gives up into CompensationFailed.
+func (p Policy) failed(d Definition, s State, now time.Time, cause Cause, reason string) Recovery {
+	failures := s.FailureCount + 1
+	r := Recovery{FailureCount: failures, UndoFrom: -1, Cause: cause, Reason: reason}
+	if failures < p.MaxFailures {
+		r.Kind, r.Delay = Retry, p.Backoff(failures)
+		r.CompleteBy = now.Add(r.Delay + p.ClaimTimeout)
+		return r
+	}
+	r.Kind, r.CompleteBy = GiveUp, now.Add(p.AlertTimeout)
+	if s.ProcessState == Processing {
+		reason := StopTimeouts
+		if cause == CauseDispatch {
+			reason = StopDispatch
+		}
+		if stop := d.StopAt(s, reason); stop.UndoFrom >= 0 {
 			r.UndoFrom, r.UndoStep = stop.UndoFrom, d.Steps[stop.UndoFrom].Name
 			r.CompleteBy = now.Add(p.ClaimTimeout)
 		}
@@ -152,21 +214,7 @@ func (p Policy) Recover(d Definition, s State, now time.Time) Recovery {
 	return r
 }
 
-func (p Policy) recover(s State, now time.Time) Recovery {
-	switch s.ProcessState {
-	case Processing, Compensating:
-		failures := s.FailureCount + 1
-		if failures >= p.MaxFailures {
-			return Recovery{Kind: GiveUp, FailureCount: failures, CompleteBy: now.Add(p.AlertTimeout)}
-		}
-		delay := p.Backoff(failures)
-		return Recovery{Kind: Retry, FailureCount: failures, Delay: delay, CompleteBy: now.Add(delay + p.ClaimTimeout)}
-	case Pending, CompensationPending:
-		return Recovery{Kind: Requeue, FailureCount: s.FailureCount, CompleteBy: now.Add(p.requeueWait(s.Requeues))}
-	case Error, CompensationFailed:
-		if s.AlertPending {
-			return Recovery{Kind: ResendAlert, FailureCount: s.FailureCount, CompleteBy: now.Add(p.AlertTimeout)}
-		}
-	}
-	return Recovery{Kind: Skip, FailureCount: s.FailureCount}
+// TimeoutMessage is the LastError of a claim whose CompleteBy passed.
+func TimeoutMessage(s State) string {
+	return fmt.Sprintf("step %s attempt %d did not complete by %s", s.Step, s.Attempt, s.CompleteBy.UTC().Format(time.RFC3339))
 }

@@ -59,6 +59,9 @@ func TestRecover(t *testing.T) {
 			// An empty definition has nothing to undo.
 			want := tc.want
 			want.UndoFrom = -1
+			if want.Kind == Retry || want.Kind == GiveUp {
+				want.Cause, want.Reason = CauseTimeout, TimeoutMessage(tc.in)
+			}
 			if got := p.Recover(Definition{}, tc.in, now); got != want {
 				t.Errorf("Recover = %+v, want %+v", got, want)
 			}
@@ -102,6 +105,69 @@ func TestDefinitionValidate(t *testing.T) {
 		if d.Validate() == nil {
 			t.Errorf("%s: accepted %+v", name, d)
 		}
+	}
+}
+
+// TestDefinitionRejectsPayloadsThatCannotFit: a definition whose worst case
+// (every output at its limit) could make a request larger than an SQS
+// message or a state record larger than a DynamoDB item is refused, naming
+// the limit, before any order runs into it.
+func TestDefinitionRejectsPayloadsThatCannotFit(t *testing.T) {
+	t.Parallel()
+	step := func(name string, out int, undo bool) Step {
+		return Step{Name: name, Budget: time.Second, MaxOutputBytes: out, Compensable: undo}
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []Step
+		want  string // "" for a definition that fits
+	}{
+		{"the default fits", Default().Steps, ""},
+		{"two large outputs still fit a request", []Step{step("a", 100<<10, false), step("b", 100<<10, false), step("c", 0, false)}, ""},
+		{"the third request would carry 260 KiB of outputs", []Step{step("a", 130<<10, false), step("b", 130<<10, false), step("c", 0, false)},
+			`the request of step "c" can reach`},
+		{"an undo carries its own output too", []Step{step("a", 120<<10, true), step("b", 120<<10, true)},
+			`the undo request of step "b" can reach`},
+		{"an output that cannot fit a reply", []Step{step("a", 256<<10, false)}, "output limit"},
+		{"a negative limit", []Step{step("a", -1, false)}, "output limit"},
+		{"outputs and undo outputs over the item limit", []Step{
+			// Every request fits (220 KiB of outputs at most), but the record
+			// keeps each output twice: the step's and its undo's.
+			step("a", 55<<10, true), step("b", 55<<10, true), step("c", 55<<10, true), step("d", 55<<10, true),
+		}, "DynamoDB item limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := Definition{Name: "w", Steps: tc.steps}.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestClip(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"a bit longer than ten", 10, "a bit l…"},
+		{"ééééé", 6, "é…"},
+		{"bad \xff byte", 100, "bad \uFFFD byte"},
+	} {
+		if got := Clip(tc.in, tc.n); got != tc.want || len(got) > tc.n {
+			t.Errorf("Clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+	if got := Clip("a\xffb", 10); got != "a\uFFFDb" {
+		t.Errorf("Clip kept invalid UTF-8: %q", got)
 	}
 }
 

@@ -104,6 +104,9 @@ type Step struct {
 	// Transaction pattern). Steps without it are left as they are when the
 	// order stops.
 	Compensable bool
+	// MaxOutputBytes bounds the step's output and its undo's output (see
+	// OutputLimit); zero means DefaultMaxOutputBytes.
+	MaxOutputBytes int
 }
 
 // Definition is an ordered list of steps.
@@ -114,7 +117,8 @@ type Definition struct {
 
 var stepName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
-// Validate checks that the definition can run.
+// Validate checks that the definition can run, reporting every problem at
+// once: names, budgets, and payload bounds (see limits.go).
 func (d Definition) Validate() error {
 	if d.Name == "" {
 		return errors.New("workflow: definition has no name")
@@ -122,20 +126,22 @@ func (d Definition) Validate() error {
 	if len(d.Steps) == 0 {
 		return fmt.Errorf("workflow %q: no steps", d.Name)
 	}
+	var errs []error
 	seen := make(map[string]bool, len(d.Steps))
 	for i, s := range d.Steps {
 		if !stepName.MatchString(s.Name) {
-			return fmt.Errorf("workflow %q: step %d: name %q must match %s", d.Name, i, s.Name, stepName)
+			errs = append(errs, fmt.Errorf("workflow %q: step %d: name %q must match %s", d.Name, i, s.Name, stepName))
 		}
 		if seen[s.Name] {
-			return fmt.Errorf("workflow %q: step %q appears twice", d.Name, s.Name)
+			errs = append(errs, fmt.Errorf("workflow %q: step %q appears twice", d.Name, s.Name))
 		}
 		seen[s.Name] = true
 		if s.Budget < time.Second || s.Budget > 15*time.Minute {
-			return fmt.Errorf("workflow %q: step %q: budget %v must be within 1s..15m (a Lambda's limit)", d.Name, s.Name, s.Budget)
+			errs = append(errs, fmt.Errorf("workflow %q: step %q: budget %v must be within 1s..15m (a Lambda's limit)", d.Name, s.Name, s.Budget))
 		}
 	}
-	return nil
+	errs = append(errs, d.validateSizes()...)
+	return errors.Join(errs...)
 }
 
 // StepNames lists the step names in order.
