@@ -222,3 +222,29 @@ func TestHTTPServiceEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPServiceUndoWithAnUnusableAnswerIsDone: a 2xx to an undo means it
+// happened; an answer the agent cannot read does not make it a failure that
+// an operator's retry would only repeat. (One too large to keep is dropped by
+// the handler: TestUndoOutputOverTheLimitIsDropped.)
+func TestHTTPServiceUndoWithAnUnusableAnswerIsDone(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []remotesim.Fault{remotesim.Garbage} {
+		t.Run(fault.String(), func(t *testing.T) {
+			t.Parallel()
+			sim, svc := simService(t)
+			ctx := context.Background()
+			if _, err := svc.Do(ctx, stepRequest()); err != nil {
+				t.Fatal(err)
+			}
+			sim.Script(undoRequest().IdempotencyKey, fault)
+			out, err := svc.Compensate(ctx, undoRequest())
+			if err != nil || out != nil {
+				t.Fatalf("Compensate = %d bytes, %v; want done without output", len(out), err)
+			}
+			if n := sim.CompensationCount(undoRequest().EffectKey); n != 1 {
+				t.Fatalf("undone %d times", n)
+			}
+		})
+	}
+}

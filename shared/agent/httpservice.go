@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -123,7 +124,15 @@ func (s *HTTPService) Compensate(ctx context.Context, req Request) (json.RawMess
 	// Endpoint names the undo route only for a Compensate action; this is
 	// one whatever the caller set.
 	req.Action = messages.Compensate
-	return s.post(ctx, s.Endpoint(req), req.IdempotencyKey, body)
+	out, err := s.post(ctx, s.Endpoint(req), req.IdempotencyKey, body)
+	var re *RemoteError
+	if errors.As(err, &re) && re.Status >= 200 && re.Status < 300 {
+		// The undo happened; only its answer is unusable, and a replay
+		// under the key would get the same. An undo's output is kept for
+		// the record only, so the undo is done without it.
+		return nil, nil
+	}
+	return out, err
 }
 
 // post sends one JSON request under key and classifies the answer.

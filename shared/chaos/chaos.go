@@ -14,18 +14,23 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
 	"math"
+	"net/http"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sasflow/sas/shared/draw"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sasflow/sas/shared/draw"
+	"github.com/sasflow/sas/shared/lossy"
 	"github.com/sasflow/sas/shared/notify"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/system"
@@ -59,11 +64,22 @@ const (
 	// KillAfterPublish: the order-event Notifier published an event, then
 	// died before its stream batch was done; the batch comes again.
 	KillAfterPublish Point = "kill-after-publish"
+	// FailDispatch: the Scheduler's sends of one step's (or one undo's)
+	// request to its agent's queue fail, as under a revoked permission or
+	// key: for one, two, or every try (a queue that stays broken).
+	FailDispatch Point = "fail-dispatch"
+	// ThrottleCommit: the Scheduler's commit of a reply fails as a throttled
+	// DynamoDB write does once the SDK's retries are spent.
+	ThrottleCommit Point = "throttle-commit"
+	// LoseAnswer: a state write commits, but its answer is lost on the way
+	// back (a reset connection); the SDK retries it.
+	LoseAnswer Point = "lose-answer"
 )
 
 // Points lists every Point.
 func Points() []Point {
-	return []Point{KillAfterAccept, KillAfterClaim, KillAfterCommit, KillBeforeReply, KillAfterRecover, DuplicateSend, DelaySend, KillAfterPublish}
+	return []Point{KillAfterAccept, KillAfterClaim, KillAfterCommit, KillBeforeReply, KillAfterRecover, DuplicateSend, DelaySend, KillAfterPublish,
+		FailDispatch, ThrottleCommit, LoseAnswer}
 }
 
 // Killed is what a killed invocation panics with. Lambda's runtime reports
@@ -81,6 +97,9 @@ type Injector struct {
 	mu     sync.Mutex
 	tries  map[string]int // how often each (point, operation) was decided
 	counts map[Point]int
+	// bursts holds, for each dispatch FailDispatch struck, how many of its
+	// sends still fail.
+	bursts map[string]int
 
 	ledger Ledger
 }
@@ -92,7 +111,7 @@ func New(seed uint64, rates map[Point]float64) (*Injector, error) {
 			return nil, fmt.Errorf("chaos: rate of %s is %v, must be within 0..0.5", p, r)
 		}
 	}
-	return &Injector{seed: seed, rates: maps.Clone(rates), tries: map[string]int{}, counts: map[Point]int{}}, nil
+	return &Injector{seed: seed, rates: maps.Clone(rates), tries: map[string]int{}, counts: map[Point]int{}, bursts: map[string]int{}}, nil
 }
 
 // hit decides whether p strikes the operation op. The n-th decision for the
@@ -197,7 +216,23 @@ func (s *store) Claim(ctx context.Context, c statestore.Claim) (workflow.State, 
 	return st, nil
 }
 
+// ErrThrottled is what a ThrottleCommit strike returns, as the store would
+// after the SDK's retries of a throttled write.
+var ErrThrottled = &types.ProvisionedThroughputExceededException{Message: aws.String("chaos: the request rate exceeds the table's throughput")}
+
+// throttled decides whether a commit of the Scheduler fails as throttled
+// before it reaches the store.
+func (s *store) throttled(op string) error {
+	if s.role == "scheduler" && s.in.hit(ThrottleCommit, op) {
+		return fmt.Errorf("commit %s: %w", op, ErrThrottled)
+	}
+	return nil
+}
+
 func (s *store) Advance(ctx context.Context, a statestore.Advance) (workflow.State, error) {
+	if err := s.throttled(opKey(a.OrderID, a.StepIndex, a.Attempt)); err != nil {
+		return workflow.State{}, err
+	}
 	st, err := s.Store.Advance(ctx, a)
 	if err != nil {
 		return st, err
@@ -213,6 +248,9 @@ func (s *store) Advance(ctx context.Context, a statestore.Advance) (workflow.Sta
 }
 
 func (s *store) Fail(ctx context.Context, f statestore.Failure) (workflow.State, error) {
+	if err := s.throttled(opKey(f.OrderID, f.StepIndex, f.Attempt)); err != nil {
+		return workflow.State{}, err
+	}
 	st, err := s.Store.Fail(ctx, f)
 	if err != nil {
 		return st, err
@@ -230,6 +268,9 @@ func (s *store) Fail(ctx context.Context, f statestore.Failure) (workflow.State,
 }
 
 func (s *store) Undone(ctx context.Context, u statestore.Undone) (workflow.State, error) {
+	if err := s.throttled(opKey(u.OrderID, u.StepIndex, u.Attempt) + "/undo"); err != nil {
+		return workflow.State{}, err
+	}
 	st, err := s.Store.Undone(ctx, u)
 	if err != nil {
 		return st, err
@@ -245,6 +286,9 @@ func (s *store) Undone(ctx context.Context, u statestore.Undone) (workflow.State
 }
 
 func (s *store) FailCompensation(ctx context.Context, f statestore.Failure) (workflow.State, error) {
+	if err := s.throttled(opKey(f.OrderID, f.StepIndex, f.Attempt) + "/undo"); err != nil {
+		return workflow.State{}, err
+	}
 	st, err := s.Store.FailCompensation(ctx, f)
 	if err == nil {
 		s.in.ledger.committed(f.OrderID, f.StepIndex, f.Attempt)
@@ -289,7 +333,51 @@ func MessageOp(queueURL, body string) string {
 	return fmt.Sprintf("%s/%s/%d/%d/%s/%s", m.Kind, m.OrderID, m.StepIndex, m.Attempt, m.Reason, m.Outcome)
 }
 
+// ErrDispatchRefused is what a FailDispatch strike returns.
+var ErrDispatchRefused = errors.New("chaos: AccessDenied: the Scheduler may not send to this queue")
+
+// refused decides whether the Scheduler's send of an agent request fails:
+// the first send of a step's (or undo's) request decides whether the queue
+// refuses it, and for how many sends: one, two, or all (burstForever).
+func (s *sender) refused(body string) bool {
+	if s.role != "scheduler" {
+		return false
+	}
+	var m struct {
+		Kind, OrderID, Action string
+		StepIndex             int
+	}
+	if json.Unmarshal([]byte(body), &m) != nil || m.Kind != "agent.request" {
+		return false
+	}
+	op := fmt.Sprintf("%s/%d/%s", m.OrderID, m.StepIndex, m.Action)
+	in := s.in
+	in.mu.Lock()
+	left, decided := in.bursts[op]
+	in.mu.Unlock()
+	if !decided {
+		left = 0
+		if in.hit(FailDispatch, op) {
+			left = []int{1, 2, burstForever}[int(draw.Unit(in.seed, "burst|"+op, 0)*3)]
+		}
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if left > 0 {
+		in.bursts[op] = left - 1
+		return true
+	}
+	in.bursts[op] = 0
+	return false
+}
+
+// burstForever is a refusal that outlasts any number of tries.
+const burstForever = 1 << 30
+
 func (s *sender) Send(ctx context.Context, queueURL, body string, delay time.Duration) error {
+	if s.refused(body) {
+		return ErrDispatchRefused
+	}
 	op := MessageOp(queueURL, body)
 	h := fnv.New64a()
 	h.Write([]byte(op))
@@ -306,6 +394,27 @@ func (s *sender) Send(ctx context.Context, queueURL, body string, delay time.Dur
 		return s.next.Send(ctx, queueURL, body, 0)
 	}
 	return nil
+}
+
+// Transport wraps the HTTP transport of the handlers' DynamoDB client: a
+// state write (UpdateItem) struck by LoseAnswer commits, and its answer is
+// lost. Each write to an order is a new decision, keyed by the order and how
+// often it was written before.
+func (in *Injector) Transport(next http.RoundTripper) http.RoundTripper {
+	return &lossy.Transport{Next: next, Lose: func(target string, body []byte) bool {
+		if target != "DynamoDB_20120810.UpdateItem" {
+			return false
+		}
+		var req struct {
+			Key struct {
+				OrderID struct{ S string }
+			}
+		}
+		if json.Unmarshal(body, &req) != nil || req.Key.OrderID.S == "" {
+			return false
+		}
+		return in.hit(LoseAnswer, req.Key.OrderID.S)
+	}}
 }
 
 // Ledger records, in the order the store confirmed them, every claim and

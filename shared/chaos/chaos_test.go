@@ -2,6 +2,10 @@ package chaos_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +152,97 @@ func TestLedgerFindsACommitOfASupersededAttempt(t *testing.T) {
 	_, _ = s.Advance(ctx, statestore.Advance{OrderID: "o1", Attempt: 1}) // a zombie got through
 	if got := in.Ledger().StaleCommits(); len(got) != 1 || !strings.Contains(got[0], "attempt 1") {
 		t.Fatalf("stale commits %v", got)
+	}
+}
+
+// A throttled commit fails before it reaches the store, for the Scheduler
+// only, and a later try of the same commit is decided anew.
+func TestThrottledCommitsNeverReachTheStore(t *testing.T) {
+	t.Parallel()
+	in, err := chaos.New(3, map[chaos.Point]float64{chaos.ThrottleCommit: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &fakeStore{}
+	s := in.Store("scheduler", fs)
+	throttled := 0
+	for range 100 {
+		_, err := s.Advance(context.Background(), statestore.Advance{OrderID: "o", StepIndex: 0, Attempt: 1})
+		switch {
+		case errors.Is(err, chaos.ErrThrottled):
+			throttled++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	if throttled < 25 || throttled > 75 || fs.advances != 100-throttled {
+		t.Fatalf("%d of 100 tries of one commit throttled, %d reached the store", throttled, fs.advances)
+	}
+	if _, err := in.Store("supervisor", fs).Advance(context.Background(), statestore.Advance{OrderID: "p"}); err != nil {
+		t.Fatalf("a role other than the Scheduler was throttled: %v", err)
+	}
+}
+
+// A refused dispatch fails for one, two, or every send of the same step's
+// request, never for another step's or for replies.
+func TestRefusedDispatchesComeInBursts(t *testing.T) {
+	t.Parallel()
+	in, err := chaos.New(5, map[chaos.Point]float64{chaos.FailDispatch: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := in.Sender("scheduler", &fakeSender{})
+	bursts := map[int]int{}
+	for order := range 60 {
+		req := fmt.Sprintf(`{"v":1,"kind":"agent.request","orderId":"o-%d","stepIndex":1}`, order)
+		failed := 0
+		for range 5 {
+			if err := s.Send(context.Background(), "q", req, 0); errors.Is(err, chaos.ErrDispatchRefused) {
+				failed++
+			} else if err != nil {
+				t.Fatal(err)
+			} else if failed < 5 {
+				break
+			}
+		}
+		bursts[failed]++
+	}
+	if bursts[1] == 0 || bursts[2] == 0 || bursts[5] == 0 || bursts[0] == 0 {
+		t.Fatalf("burst lengths %v, want some of 0, 1, 2 and every try", bursts)
+	}
+	reply := `{"v":1,"kind":"agent.reply","orderId":"o-1","stepIndex":1}`
+	if err := in.Sender("agent", &fakeSender{}).Send(context.Background(), "q", reply, 0); err != nil {
+		t.Fatalf("a reply was refused: %v", err)
+	}
+}
+
+// The transport loses the answer of a struck state write after the engine
+// has acted on it.
+func TestTransportLosesAnswersOfStateWrites(t *testing.T) {
+	t.Parallel()
+	in, err := chaos.New(7, map[chaos.Point]float64{chaos.LoseAnswer: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served++ }))
+	defer srv.Close()
+	client := &http.Client{Transport: in.Transport(http.DefaultTransport)}
+	lost := 0
+	for i := range 40 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(fmt.Sprintf(`{"Key":{"OrderID":{"S":"o-%d"}}}`, i)))
+		req.Header.Set("X-Amz-Target", "DynamoDB_20120810.UpdateItem")
+		resp, err := client.Do(req)
+		if err != nil {
+			if !strings.Contains(err.Error(), "connection reset") {
+				t.Fatalf("lost answer reported as %v", err)
+			}
+			lost++
+			continue
+		}
+		resp.Body.Close()
+	}
+	if served != 40 || lost < 8 || lost > 32 || in.Counts()[chaos.LoseAnswer] != lost {
+		t.Fatalf("served %d, lost %d, counted %v", served, lost, in.Counts())
 	}
 }

@@ -67,7 +67,7 @@ func (s *Sim) serveCompensate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fault, latency := s.draw(key, func(f Faults) bool { return slices.Contains(f.RejectUndo, step) })
-	s.serve(w, r, fault, latency, fmt.Sprintf("compensation of step %s of order %s rejected", step, req.OrderID),
+	s.serve(w, r, key, fault, latency, fmt.Sprintf("compensation of step %s of order %s rejected", step, req.OrderID),
 		func() outcome { return s.undo(key, req) })
 }
 
@@ -85,6 +85,12 @@ func (s *Sim) undo(key string, req CompensateRequest) outcome {
 			return errKeyReused
 		}
 		return outcome{status: http.StatusOK, body: res.body}
+	}
+	if s.inProgress[req.EffectKey] > 0 {
+		// The effect may be applied any moment: undoing it now could miss
+		// it, so the undo is retried until it settles.
+		return outcome{status: http.StatusServiceUnavailable, code: "in_progress",
+			msg: fmt.Sprintf("the effect %s is still in progress; try again", req.EffectKey)}
 	}
 	u := Undo{
 		Confirmation: req.Step + "-undo-" + shortHash(key),

@@ -29,11 +29,24 @@ const (
 	// ApplyThenHang applies the effect, then blocks until the caller gives up
 	// (the caller sees a timeout).
 	ApplyThenHang
+	// Oversize applies the effect and answers 200 with a body far over any
+	// step's output limit; the key keeps that answer, so replays get it too.
+	Oversize
+	// Garbage applies the effect and answers 200 with a body that is not
+	// JSON (a proxy's error page, say); the key keeps it too.
+	Garbage
+	// HangThenApply holds the key in progress past the caller's timeout and
+	// applies the effect only afterwards, as a slow service still working
+	// on a request its caller gave up on. Meanwhile a call with the key is
+	// refused with 409 in_progress (a permanent 4xx that proves nothing),
+	// and an undo of it with 503 in_progress until the effect is settled.
+	HangThenApply
 )
 
 var faultNames = map[Fault]string{
 	None: "none", Transient: "transient", Permanent: "permanent", Hang: "hang",
 	ApplyThenFail: "applyThenFail", ApplyThenHang: "applyThenHang",
+	Oversize: "oversize", Garbage: "garbage", HangThenApply: "hangThenApply",
 }
 
 func (f Fault) String() string {
@@ -76,6 +89,13 @@ type Faults struct {
 	// ApplyThenHang applies the effect and then never answers: the caller
 	// times out not knowing the effect happened.
 	ApplyThenHang float64 `json:"applyThenHang"`
+	// Oversize, Garbage and HangThenApply: see the Fault constants.
+	Oversize      float64 `json:"oversize,omitempty"`
+	Garbage       float64 `json:"garbage,omitempty"`
+	HangThenApply float64 `json:"hangThenApply,omitempty"`
+	// InProgressFor is how long a HangThenApply call keeps working after
+	// its caller gave up; zero means DefaultInProgressFor.
+	InProgressFor Duration `json:"inProgressFor,omitempty"`
 	// Latency is the probability of a delay drawn from [LatencyMin, LatencyMax].
 	Latency    float64  `json:"latency"`
 	LatencyMin Duration `json:"latencyMin"`
@@ -88,6 +108,18 @@ type Faults struct {
 	RejectUndo []string `json:"rejectUndo,omitempty"`
 	// Seed, when set, reseeds the random source so a run can be replayed.
 	Seed *uint64 `json:"seed,omitempty"`
+}
+
+// DefaultInProgressFor is Faults.InProgressFor when unset: longer than an
+// agent's backoff between tries, so a retry finds the key still in progress.
+const DefaultInProgressFor = time.Second
+
+// inProgressFor is InProgressFor with its default.
+func (f Faults) inProgressFor() time.Duration {
+	if f.InProgressFor == 0 {
+		return DefaultInProgressFor
+	}
+	return time.Duration(f.InProgressFor)
 }
 
 // Limits of a fault configuration.
@@ -106,22 +138,49 @@ func (f Faults) Validate() error {
 	}{
 		{"transient", f.Transient}, {"permanent", f.Permanent}, {"hang", f.Hang},
 		{"applyThenFail", f.ApplyThenFail}, {"applyThenHang", f.ApplyThenHang}, {"latency", f.Latency},
+		{"oversize", f.Oversize}, {"garbage", f.Garbage}, {"hangThenApply", f.HangThenApply},
 	}
 	for _, p := range probs {
 		if math.IsNaN(p.p) || p.p < 0 || p.p > 1 {
 			errs = append(errs, fmt.Errorf("%s probability %v must be within 0..1", p.name, p.p))
 		}
 	}
-	if sum := f.Transient + f.Permanent + f.Hang + f.ApplyThenFail + f.ApplyThenHang; sum > 1+1e-9 {
-		errs = append(errs, fmt.Errorf("transient+permanent+hang+applyThenFail+applyThenHang = %v exceeds 1", sum))
+	if sum := f.exclusiveSum(); sum > 1+1e-9 {
+		errs = append(errs, fmt.Errorf("transient+permanent+hang+applyThenFail+applyThenHang+oversize+garbage+hangThenApply = %v exceeds 1", sum))
 	}
 	if f.LatencyMin < 0 || f.LatencyMax < f.LatencyMin || time.Duration(f.LatencyMax) > MaxLatency {
 		errs = append(errs, fmt.Errorf("latency range %v..%v must satisfy 0 <= min <= max <= %v",
 			time.Duration(f.LatencyMin), time.Duration(f.LatencyMax), MaxLatency))
 	}
+	if f.InProgressFor < 0 || time.Duration(f.InProgressFor) > MaxLatency {
+		errs = append(errs, fmt.Errorf("inProgressFor %v must be within 0..%v", time.Duration(f.InProgressFor), MaxLatency))
+	}
 	errs = append(errs, validSteps("rejectSteps", f.RejectSteps)...)
 	errs = append(errs, validSteps("rejectUndo", f.RejectUndo)...)
 	return errors.Join(errs...)
+}
+
+// exclusive lists the faults of which a call draws at most one, with their
+// probabilities.
+func (f Faults) exclusive() []struct {
+	p     float64
+	fault Fault
+} {
+	return []struct {
+		p     float64
+		fault Fault
+	}{
+		{f.Transient, Transient}, {f.Permanent, Permanent}, {f.Hang, Hang}, {f.ApplyThenFail, ApplyThenFail},
+		{f.ApplyThenHang, ApplyThenHang}, {f.Oversize, Oversize}, {f.Garbage, Garbage}, {f.HangThenApply, HangThenApply},
+	}
+}
+
+func (f Faults) exclusiveSum() float64 {
+	sum := 0.0
+	for _, c := range f.exclusive() {
+		sum += c.p
+	}
+	return sum
 }
 
 // validSteps checks a list of step names of the field name.

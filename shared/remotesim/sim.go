@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -120,7 +121,9 @@ type Sim struct {
 	effects       map[string]int
 	compensations map[string]int
 	tombstones    map[string]bool
-	calls         int
+	// inProgress counts the HangThenApply calls working on each key.
+	inProgress map[string]int
+	calls      int
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -165,6 +168,7 @@ func New(opts ...Option) *Sim {
 		// compensations is never nil, so GET /v1/effects always shows it.
 		compensations: make(map[string]int),
 		tombstones:    make(map[string]bool),
+		inProgress:    make(map[string]int),
 		stop:          make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
@@ -296,8 +300,62 @@ func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fault, latency := s.draw(key, func(f Faults) bool { return slices.Contains(f.RejectSteps, step) })
-	s.serve(w, r, fault, latency, fmt.Sprintf("step %s of order %s rejected", step, req.OrderID),
+	s.serve(w, r, key, fault, latency, fmt.Sprintf("step %s of order %s rejected", step, req.OrderID),
 		func() outcome { return s.apply(key, req) })
+}
+
+// InProgress reports whether a HangThenApply call holds key.
+func (s *Sim) InProgress(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inProgress[key] > 0
+}
+
+// OversizeBytes is the body an Oversize call answers with: over any step's
+// output limit, under an agent's 1 MiB read limit.
+const OversizeBytes = 300 << 10
+
+// restore replaces the result stored under key with the answer fault gives,
+// so every replay under the key answers the same, as at a real service.
+func (s *Sim) restore(key string, fault Fault) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := s.results[key]
+	if fault == Oversize {
+		res.body = []byte(`{"receipt":"` + strings.Repeat("x", OversizeBytes) + `"}`)
+	} else {
+		res.body = []byte("<html><body>502 Bad Gateway</body></html>")
+	}
+	s.results[key] = res
+	return res.body
+}
+
+// hangThenApply holds key in progress until the caller has given up and
+// InProgressFor more, then applies the effect, while the call itself answers
+// its gone caller: the caller's retries meanwhile get 409 in_progress (see
+// apply), undos 503 (see undo).
+func (s *Sim) hangThenApply(r *http.Request, key string, apply func() outcome) {
+	s.mu.Lock()
+	s.inProgress[key]++
+	late := s.faults.inProgressFor()
+	s.mu.Unlock()
+	s.hang(r.Context())
+	// The caller is gone; the service is not.
+	go func() {
+		select {
+		case <-time.After(late):
+		case <-s.stop:
+		}
+		// Applied as the original call, which is still in progress: its
+		// own mark must not refuse it.
+		s.mu.Lock()
+		s.inProgress[key]--
+		if s.inProgress[key] == 0 {
+			delete(s.inProgress, key)
+		}
+		s.mu.Unlock()
+		apply()
+	}()
 }
 
 // admit counts a call and checks what step and compensation calls share: the
@@ -339,7 +397,7 @@ var errKeyReused = conflict("idempotency_conflict", "the Idempotency-Key was use
 
 // serve acts out a drawn fault around apply, the call's check-and-apply:
 // faults that come before the effect skip it, the others follow it.
-func (s *Sim) serve(w http.ResponseWriter, r *http.Request, fault Fault, latency time.Duration, rejected string, apply func() outcome) {
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, fault Fault, latency time.Duration, rejected string, apply func() outcome) {
 	if latency > 0 {
 		if err := s.sleep(r.Context(), latency); err != nil {
 			return
@@ -358,6 +416,11 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, fault Fault, latency
 		return
 	}
 
+	if fault == HangThenApply {
+		s.hangThenApply(r, key, apply)
+		writeUnavailable(w)
+		return
+	}
 	out := apply()
 	switch fault {
 	case ApplyThenFail:
@@ -367,6 +430,10 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, fault Fault, latency
 		s.hang(r.Context())
 		writeUnavailable(w)
 		return
+	case Oversize, Garbage:
+		if out.status == http.StatusOK {
+			out.body = s.restore(key, fault)
+		}
 	}
 	if out.status != http.StatusOK {
 		writeProblem(w, out.status, out.code, out.msg)
@@ -408,13 +475,7 @@ func (s *Sim) draw(key string, rejected func(Faults) bool) (Fault, time.Duration
 		return Permanent, latency
 	}
 	u := s.unit(key, call, 2)
-	for _, c := range []struct {
-		p     float64
-		fault Fault
-	}{
-		{f.Transient, Transient}, {f.Permanent, Permanent}, {f.Hang, Hang}, {f.ApplyThenFail, ApplyThenFail},
-		{f.ApplyThenHang, ApplyThenHang},
-	} {
+	for _, c := range f.exclusive() {
 		if u < c.p {
 			if c.fault == Permanent && stored {
 				return None, latency
@@ -442,6 +503,9 @@ func (s *Sim) apply(key string, req StepRequest) outcome {
 	}
 	if s.tombstones[key] {
 		return conflict("compensated", fmt.Sprintf("step %s of order %s was compensated before it was applied", req.Step, req.OrderID))
+	}
+	if s.inProgress[key] > 0 {
+		return conflict("in_progress", fmt.Sprintf("a request with the key of step %s of order %s is still in progress", req.Step, req.OrderID))
 	}
 	body, err := json.Marshal(Output{
 		Confirmation: req.Step + "-" + shortHash(key),

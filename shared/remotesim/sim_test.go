@@ -488,3 +488,72 @@ func TestWithFaultsPanicsOnInvalid(t *testing.T) {
 	}()
 	remotesim.New(remotesim.WithFaults(remotesim.Faults{Hang: 2}))
 }
+
+// Oversize and Garbage apply the effect and answer 200 with a body an agent
+// cannot use; the key keeps that answer, so a replay gets it too.
+func TestUnusableSuccessfulAnswers(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		fault remotesim.Fault
+		check func(body string) bool
+	}{
+		{remotesim.Oversize, func(b string) bool { return len(b) > remotesim.OversizeBytes && json.Valid([]byte(b)) }},
+		{remotesim.Garbage, func(b string) bool { return !json.Valid([]byte(b)) }},
+	} {
+		t.Run(tt.fault.String(), func(t *testing.T) {
+			t.Parallel()
+			sim := remotesim.New()
+			sim.Script("k", tt.fault)
+			for i := range 2 {
+				a := callStep(t, sim, "k", "o1")
+				if a.status != 200 || !tt.check(a.body) {
+					t.Fatalf("call %d answered %d with %.80q", i+1, a.status, a.body)
+				}
+			}
+			if got := sim.EffectCount("k"); got != 1 {
+				t.Fatalf("effects %d, want 1", got)
+			}
+		})
+	}
+}
+
+// HangThenApply keeps working after its caller gave up: meanwhile a retry
+// under the key gets 409 in_progress and an undo 503; then the effect is
+// applied, and the undo that comes after undoes it.
+func TestHangThenApplyAppliesAfterTheCallerGaveUp(t *testing.T) {
+	t.Parallel()
+	late := 300 * time.Millisecond
+	sim := remotesim.New(remotesim.WithFaults(remotesim.Faults{InProgressFor: remotesim.Duration(late)}))
+	sim.Script("o1/"+step, remotesim.HangThenApply)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan answer)
+	go func() { done <- call(t, ctx, sim, "o1/"+step, "/v1/steps/"+step, stepBody("o1")) }()
+	// Wait until the first call holds the key.
+	for deadline := time.Now().Add(5 * time.Second); !sim.InProgress("o1/" + step); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the key was never in progress")
+		}
+	}
+	if a := callStep(t, sim, "o1/"+step, "o1"); a.status != 409 || code(t, a.body) != "in_progress" {
+		t.Fatalf("a retry while in progress answered %+v", a)
+	}
+	cancel()
+	if a := <-done; a.status != 503 {
+		t.Fatalf("the abandoned call answered %+v", a)
+	}
+	// The caller gave up; the service is still at it.
+	if a := callUndo(t, sim, "o1/"+step+"/undo", "o1", "o1/"+step); a.status != 503 || code(t, a.body) != "in_progress" {
+		t.Fatalf("undo while in progress answered %+v", a)
+	}
+	if got := sim.EffectCount("o1/" + step); got != 0 {
+		t.Fatalf("applied %d times before the work ended", got)
+	}
+	for deadline := time.Now().Add(5 * time.Second); sim.EffectCount("o1/"+step) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("never applied")
+		}
+	}
+	if a := callUndo(t, sim, "o1/"+step+"/undo", "o1", "o1/"+step); a.status != 200 || sim.CompensationCount("o1/"+step) != 1 {
+		t.Fatalf("undo after the late apply answered %+v, undone %d", a, sim.CompensationCount("o1/"+step))
+	}
+}

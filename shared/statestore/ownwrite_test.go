@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sasflow/sas/shared/enginetest"
+	"github.com/sasflow/sas/shared/lossy"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -19,9 +20,9 @@ const updateItem = "DynamoDB_20120810.UpdateItem"
 // answer of the next UpdateItem it sends (the write itself commits); the
 // SDK's retryer sends it again, which then fails its condition against the
 // write it made itself.
-func lossyStore(t *testing.T, tables statestore.Tables) (*statestore.Store, *enginetest.LoseAnswers) {
+func lossyStore(t *testing.T, tables statestore.Tables) (*statestore.Store, *lossy.Transport) {
 	t.Helper()
-	lose := &enginetest.LoseAnswers{Lose: enginetest.LoseFirst(updateItem, 1)}
+	lose := &lossy.Transport{Lose: lossy.First(updateItem, 1)}
 	db := enginetest.DynamoDB(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: lose} })
 	return statestore.New(db, tables), lose
 }

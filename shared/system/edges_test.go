@@ -19,6 +19,7 @@ import (
 
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/enginetest"
+	"github.com/sasflow/sas/shared/lossy"
 	"github.com/sasflow/sas/shared/remotesim"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/system"
@@ -428,7 +429,7 @@ func TestLostAnswerOfACommitIsOwnWrite(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	updates := 0
-	lose := &enginetest.LoseAnswers{Lose: func(target string, _ []byte) bool {
+	lose := &lossy.Transport{Lose: func(target string, _ []byte) bool {
 		if target != "DynamoDB_20120810.UpdateItem" {
 			return false
 		}

@@ -1,4 +1,8 @@
-package enginetest
+// Package lossy is an HTTP transport that loses answers: the engine acts on
+// a request, and the caller never hears. Tests use it to check that a write
+// whose answer was lost is recognized, and the chaos run to strike it at
+// random.
+package lossy
 
 import (
 	"bytes"
@@ -9,12 +13,12 @@ import (
 	"syscall"
 )
 
-// LoseAnswers is an HTTP transport that delivers every request to the
+// Transport is an HTTP transport that delivers every request to the
 // engine and, for the requests Lose picks, throws the engine's answer away
 // and reports a reset connection instead: the write committed, but its caller
 // never heard. The SDK's retryer then sends the same request again, as it
 // does in AWS when a response is lost on the way back.
-type LoseAnswers struct {
+type Transport struct {
 	// Next carries the requests; http.DefaultTransport when nil.
 	Next http.RoundTripper
 	// Lose sees the API operation (the X-Amz-Target header, for example
@@ -27,14 +31,14 @@ type LoseAnswers struct {
 }
 
 // Lost counts the answers thrown away.
-func (l *LoseAnswers) Lost() int {
+func (l *Transport) Lost() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lost
 }
 
 // RoundTrip implements http.RoundTripper.
-func (l *LoseAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+func (l *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	next := l.Next
 	if next == nil {
 		next = http.DefaultTransport
@@ -62,9 +66,9 @@ func (l *LoseAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 }
 
-// LoseFirst returns a Lose func that loses the answer of the first n
+// First returns a Lose func that loses the answer of the first n
 // requests for target, then none.
-func LoseFirst(target string, n int) func(string, []byte) bool {
+func First(target string, n int) func(string, []byte) bool {
 	var mu sync.Mutex
 	return func(t string, _ []byte) bool {
 		mu.Lock()
