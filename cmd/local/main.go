@@ -131,10 +131,10 @@ func run(args []string, out io.Writer) error {
 		if sum.Err() != nil {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d stale-commits=%d over-threshold=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d injected[%s] outages=%d: %s\n",
-			o.Seed, sum.Submitted, sum.Submitted-sum.InFlight, sum.Compensated, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.StaleCommits),
-			len(sum.OverThreshold), len(sum.Orphans), len(sum.UndoErrors), len(sum.EventErrors), sum.Alerts, sum.Errored+sum.CompensationFailed,
-			sum.Injected, sum.Outages, verdict)
+		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d injected[%s] outages=%d: %s\n",
+			o.Seed, sum.Submitted, sum.Submitted-sum.InFlight, sum.Compensated, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.LeftApplied),
+			len(sum.StaleCommits), len(sum.OverThreshold), len(sum.Unbounded), len(sum.Orphans), len(sum.UndoErrors), len(sum.EventErrors),
+			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Injected, sum.Outages, verdict)
 	}
 	return sum.Err()
 }
@@ -152,11 +152,18 @@ func pick(flagValue, mode, serveDefault string) string {
 func serveHelp(out io.Writer, st *localrun.Stack, o localrun.Options) {
 	t := st.Sys.Tables
 	fmt.Fprintf(out, `
-Post an order and read it back (Ctrl-C stops the stack):
+Post an order and read it back (Ctrl-C stops the stack). Every route needs
+a SigV4-signed request, as in AWS; the local API checks no signature, and the
+access key you sign with names you (--user local:local is the client
+arn:aws:iam::000000000000:user/local). A client sees only its own orders:
 
-  curl -si -X POST %[1]s/orders -H 'content-type: application/json' -H 'Idempotency-Key: my-first-order' \
+  curl -si --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local -X POST %[1]s/orders \
+    -H 'content-type: application/json' -H 'Idempotency-Key: my-first-order' \
     -d '{"customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1250}]}'
-  curl -s %[1]s/orders/<orderId>
+  curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local %[1]s/orders/<orderId>
+  curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local %[1]s/orders
+  curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user other:other %[1]s/orders/<orderId>     (another client: 404)
+  curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local '%[1]s/ops/orders?state=Processed'   (the operators' view)
 
 Change the remote service's faults while it runs:
 
@@ -164,7 +171,8 @@ Change the remote service's faults while it runs:
   curl -s -X POST %[2]s/v1/faults -d '{"transient":0.5}'
 
 Operate it: make orders fail and their undo fail too, look, fix, resubmit
-(the alerts on the alert topic print the same commands):
+(the alerts on the alert topic print the same commands; sasctl signs with
+your AWS credentials, or as local-operator without any):
 
   curl -s -X POST %[2]s/v1/faults -d '{"rejectSteps":["charge-payment"],"rejectUndo":["reserve-inventory"]}'
   go run ./cmd/sasctl --endpoint-url %[1]s list --state CompensationFailed

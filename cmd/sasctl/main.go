@@ -1,6 +1,8 @@
 // Command sasctl is the operators' CLI of the system's HTTP API: list orders
 // by state, show one with its step history, resubmit a failed one, cancel
-// one in flight. See package opsclient for the commands.
+// one in flight. See package opsclient for the commands. Requests are always
+// SigV4-signed; against the local stack, without AWS credentials, as the
+// access key local-operator.
 //
 //	go run ./cmd/sasctl --endpoint-url https://abc123.execute-api.eu-west-1.amazonaws.com list --state Error
 //	go run ./cmd/sasctl --endpoint-url http://127.0.0.1:8080 show ORDER_ID

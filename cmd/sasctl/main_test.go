@@ -15,7 +15,14 @@ func TestRun(t *testing.T) {
 	// A one-order stand-in for the API: the commands themselves are tested
 	// in package opsclient; this checks the wiring of args, env and streams.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.URL.Path != "/orders/o-1" {
+		// The local stack's IAM authorization: signed, or API Gateway's 403.
+		if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 Credential=") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"message":"Forbidden"}`))
+			return
+		}
+		if r.Method != http.MethodGet || r.URL.Path != "/ops/orders/o-1" {
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"title":"Not Found","status":404,"detail":"no order with ID x"}`))
@@ -37,6 +44,7 @@ func TestRun(t *testing.T) {
 		{"show from SAS_API_URL", []string{"show", "o-1"}, map[string]string{"SAS_API_URL": srv.URL}, opsclient.ExitOK, "Next: sasctl retry o-1", ""},
 		{"not found", []string{"--endpoint-url", srv.URL, "show", "o-2"}, nil, opsclient.ExitNotFound, "", "no order with ID x"},
 		{"no endpoint", []string{"show", "o-1"}, nil, opsclient.ExitUsage, "", "no API endpoint"},
+		{"unsigned", []string{"--no-sign", "--endpoint-url", srv.URL, "show", "o-1"}, nil, opsclient.ExitError, "", "403 Forbidden"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -54,7 +54,7 @@ func accessLogFormat() string {
 
 func (b *builder) api(submission *fn) *orderAPI {
 	api := awsapigatewayv2.NewHttpApi(b.stack, jsii.String("OrdersApi"), &awsapigatewayv2.HttpApiProps{
-		Description: jsii.String("Submit orders and read their state; operators list, retry and cancel them"),
+		Description: jsii.String("Clients submit, list and read their own orders; operators list and read every order, retry and cancel them"),
 		// The default stage has no access logs; ours below does.
 		CreateDefaultStage: jsii.Bool(false),
 		DefaultAuthorizer:  awsapigatewayv2authorizers.NewHttpIamAuthorizer(),
@@ -89,15 +89,16 @@ func (b *builder) api(submission *fn) *orderAPI {
 	})
 
 	// Clients and operators are IAM principals: attaching a policy is all
-	// they need.
+	// they need. A client's routes see only the caller's own orders (the
+	// handler checks the owner); the operator routes see every caller's.
 	var clientRoutes []Route
 	for _, r := range Routes() {
 		if !r.Operator {
 			clientRoutes = append(clientRoutes, r)
 		}
 	}
-	client := b.routePolicy(api, "OrderClientPolicy", "Lets a client submit orders, list them and read their state through the orders API", clientRoutes)
-	operator := b.routePolicy(api, "OrderOperatorPolicy", "Lets an operator do what a client does and retry or cancel orders through the orders API", Routes())
+	client := b.routePolicy(api, "OrderClientPolicy", "Lets a client submit orders, and list and read its own, through the orders API", clientRoutes)
+	operator := b.routePolicy(api, "OrderOperatorPolicy", "Lets an operator do what a client does, list and read every client's orders, and retry or cancel them through the orders API", Routes())
 	return &orderAPI{api: api, stage: stage, clientPolicy: client, operatorPolicy: operator}
 }
 

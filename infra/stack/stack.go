@@ -80,15 +80,19 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 
 	// Submission: writes the order and its state record in one transaction
 	// (PutItem on both tables), reads them back for GET and idempotent
-	// replays, lists orders by state from the ByState index, retries and
-	// cancels with conditional UpdateItem, and sends Schedule messages.
+	// replays, lists a caller's own orders from the orders table's ByOwner
+	// index with their state records in one BatchGetItem, lists orders by
+	// state from the ByState index for operators, retries and cancels with
+	// conditional UpdateItem, and sends Schedule messages.
 	submission := b.function(Submission, fnSpec{
 		description: "The orders API: validates and writes new orders, reads and lists them, retries and cancels them, hands them to the Scheduler",
 		timeout:     topology.SubmissionTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL"),
 	})
 	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem")
-	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
-	allow(submission.role, []string{"dynamodb:Query"}, jsii.String(*state.TableArn()+"/index/"+statestore.ByStateIndex))
+	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
+	allow(submission.role, []string{"dynamodb:Query"},
+		jsii.String(*state.TableArn()+"/index/"+statestore.ByStateIndex),
+		jsii.String(*orders.TableArn()+"/index/"+statestore.ByOwnerIndex))
 	allowSend(submission.role, queues.scheduler.main)
 
 	// The Scheduler and the Supervisor name the API's URL in their alerts'
@@ -105,7 +109,11 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	for _, st := range cfg.Workflow.Steps {
 		agentQueueURLs = append(agentQueueURLs, st.Name+"="+*queues.agents[st.Name].main.QueueUrl())
 	}
-	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN", "OPERATOR_API_URL")
+	// It consumes the scheduler and response queues, so it can bring a
+	// failed message back sooner (the event source mapping's grant already
+	// has sqs:ChangeMessageVisibility), and hands a failed dispatch back to
+	// the first.
+	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "SCHEDULER_QUEUE_URL", "RESPONSE_QUEUE_URL")
 	(*schedEnv)["AGENT_QUEUE_URLS"] = jsii.String(strings.Join(agentQueueURLs, ","))
 	(*schedEnv)["MAX_RECEIVE_COUNT"] = jsii.String(strconv.Itoa(cfg.MaxReceiveCount))
 	scheduler := b.function(Scheduler, fnSpec{
@@ -116,6 +124,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	for _, st := range cfg.Workflow.Steps {
 		allowSend(scheduler.role, queues.agents[st.Name].main)
 	}
+	allowSend(scheduler.role, queues.scheduler.main)
 	alerts.allowPublish(scheduler.role)
 	b.consume(scheduler, queues.scheduler, topology.SchedulerBatchSize, 0)
 	b.consume(scheduler, queues.responses, topology.SchedulerBatchSize, 0)
@@ -135,6 +144,9 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		(*agentEnv)["MAX_RECEIVE_COUNT"] = jsii.String(strconv.Itoa(cfg.MaxReceiveCount))
 		(*agentEnv)["AGENT_STEP"] = jsii.String(st.Name)
 		(*agentEnv)["REMOTE_BASE_URL"] = remote.ValueAsString()
+		// Its own queue: a request whose reply could not be sent comes back
+		// on it within seconds.
+		(*agentEnv)["REQUEST_QUEUE_URL"] = queues.agents[st.Name].main.QueueUrl()
 		a := b.function(Agent, fnSpec{
 			id:          "Agent-" + st.Name,
 			description: fmt.Sprintf("Agent for step %s: calls its remote service with retries until CompleteBy and replies to the Scheduler", st.Name),

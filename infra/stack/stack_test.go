@@ -386,7 +386,8 @@ func TestTablesMatchTheStateStoreSchema(t *testing.T) {
 	}
 	// What the functions rely on is there, so the comparison above cannot
 	// pass by both sides losing it: the Notifier reads the state stream,
-	// the Supervisor and the API query the two indexes.
+	// the Supervisor and the API query the two indexes of the state table,
+	// and the API the orders table's.
 	_, state := tmpl.byPath(t, "AWS::DynamoDB::Table", "StateTable/Resource")
 	if got := get(state.Properties, "StreamSpecification", "StreamViewType"); got != string(statestore.StateStreamView) {
 		t.Errorf("state table stream view %v, want %s", got, statestore.StateStreamView)
@@ -400,6 +401,13 @@ func TestTablesMatchTheStateStoreSchema(t *testing.T) {
 		t.Errorf("state table indexes %v, want %v", indexes, want)
 	}
 	_, orders := tmpl.byPath(t, "AWS::DynamoDB::Table", "OrdersTable/Resource")
+	indexes = nil
+	for _, g := range list(orders.Properties["GlobalSecondaryIndexes"]) {
+		indexes = append(indexes, fmt.Sprint(get(g, "IndexName")))
+	}
+	if want := []string{statestore.ByOwnerIndex}; !slices.Equal(indexes, want) {
+		t.Errorf("orders table indexes %v, want %v", indexes, want)
+	}
 	if orders.Properties["StreamSpecification"] != nil {
 		t.Errorf("orders table has a stream %s that nothing reads", toJSON(orders.Properties["StreamSpecification"]))
 	}
@@ -577,7 +585,7 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 		routes[p["RouteKey"].(string)] = fmt.Sprint(p["AuthorizationType"])
 	}
 	want := map[string]string{}
-	for _, r := range []string{"POST /orders", "GET /orders", "GET /orders/{id}", "POST /orders/{id}/retry", "POST /orders/{id}/cancel"} {
+	for _, r := range []string{"POST /orders", "GET /orders", "GET /orders/{id}", "GET /ops/orders", "GET /ops/orders/{id}", "POST /orders/{id}/retry", "POST /orders/{id}/cancel"} {
 		want[r] = "AWS_IAM"
 	}
 	if toJSON(routes) != toJSON(want) {
@@ -622,7 +630,7 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 		want         []string
 	}{
 		{"OrderClientPolicy", "ClientPolicyArn", client},
-		{"OrderOperatorPolicy", "OperatorPolicyArn", append(slices.Clone(client), "POST /orders/*/retry", "POST /orders/*/cancel")},
+		{"OrderOperatorPolicy", "OperatorPolicyArn", append(slices.Clone(client), "GET /ops/orders", "GET /ops/orders/*", "POST /orders/*/retry", "POST /orders/*/cancel")},
 	} {
 		id, policy := tmpl.byPath(t, "AWS::IAM::ManagedPolicy", tc.path+"/Resource")
 		stmts := list(get(policy.Properties, "PolicyDocument", "Statement"))
@@ -915,7 +923,7 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 			if typ == "AWS::IAM::ManagedPolicy" {
 				// The routes with an {id} path parameter.
 				allowed = func(s string) bool {
-					for _, route := range []string{"GET/orders/*", "POST/orders/*/retry", "POST/orders/*/cancel"} {
+					for _, route := range []string{"GET/orders/*", "GET/ops/orders/*", "POST/orders/*/retry", "POST/orders/*/cancel"} {
 						if strings.HasSuffix(s, `/$default/`+route+`"]]}`) {
 							return true
 						}

@@ -48,7 +48,8 @@ var loaders = func() []loader {
 	}
 	ls := []loader{
 		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue"})},
-		{path: "Scheduler", load: adapt(scheduler.LoadConfig), points: with(map[string]string{"ALERT_TOPIC_ARN": "AlertTopic"}),
+		{path: "Scheduler", load: adapt(scheduler.LoadConfig), points: with(map[string]string{"ALERT_TOPIC_ARN": "AlertTopic",
+			"SCHEDULER_QUEUE_URL": "SchedulerQueue", "RESPONSE_QUEUE_URL": "ResponseQueue"}),
 			check: func(t *testing.T, cfg any, vars map[string]any) {
 				if got, want := cfg.(scheduler.Config).OperatorAPIURL, apiURL(t); got != want {
 					t.Errorf("scheduler OperatorAPIURL %q, want %q", got, want)
@@ -81,7 +82,8 @@ var loaders = func() []loader {
 	for _, s := range workflow.Default().Steps {
 		ls = append(ls, loader{
 			path: "Agent" + pascalStep(s.Name), load: adapt(agent.LoadConfig),
-			points: map[string]string{"RESPONSE_QUEUE_URL": "ResponseQueue", "REMOTE_BASE_URL": pascalStep(s.Name) + "RemoteBaseUrl", "ALERT_TOPIC_ARN": "AlertTopic"},
+			points: map[string]string{"RESPONSE_QUEUE_URL": "ResponseQueue", "REMOTE_BASE_URL": pascalStep(s.Name) + "RemoteBaseUrl", "ALERT_TOPIC_ARN": "AlertTopic",
+				"REQUEST_QUEUE_URL": pascalStep(s.Name) + "Queue"},
 			check: func(t *testing.T, cfg any, _ map[string]any) {
 				c := cfg.(agent.Config)
 				if c.Step != s.Name || c.MaxReceiveCount != stack.DefaultConfig().MaxReceiveCount {
@@ -206,9 +208,11 @@ var roleActions = func() map[string]map[string][]string {
 
 	sub := logs("Submission")
 	add(sub, []string{"OrdersTable", "StateTable"}, "dynamodb:PutItem", "dynamodb:GetItem")
-	// Retry and cancel are conditional updates; GET /orders lists by state.
-	add(sub, []string{"StateTable"}, "dynamodb:UpdateItem")
-	add(sub, []string{"StateTable/index/" + statestore.ByStateIndex}, "dynamodb:Query")
+	// Retry and cancel are conditional updates; GET /ops/orders lists by
+	// state; GET /orders lists the caller's order IDs from the orders
+	// table's ByOwner index, then their state records in one batch.
+	add(sub, []string{"StateTable"}, "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
+	add(sub, []string{"StateTable/index/" + statestore.ByStateIndex, "OrdersTable/index/" + statestore.ByOwnerIndex}, "dynamodb:Query")
 	add(sub, []string{"SchedulerQueue"}, "sqs:SendMessage")
 	out["SubmissionRole"] = sub
 
@@ -216,6 +220,8 @@ var roleActions = func() map[string]map[string][]string {
 	// GetItem: the record is read before a permanent failure is committed.
 	add(sched, []string{"StateTable"}, "dynamodb:UpdateItem", "dynamodb:GetItem")
 	add(sched, []string{"ResponseQueue", "SchedulerQueue"}, consume...)
+	// A step whose dispatch failed is handed back after its backoff.
+	add(sched, []string{"SchedulerQueue"}, "sqs:SendMessage")
 	sup := alerts(logs("Supervisor"))
 	add(sup, []string{"StateTable/index/" + statestore.InFlightIndex}, "dynamodb:Query")
 	add(sup, []string{"StateTable"}, "dynamodb:UpdateItem")

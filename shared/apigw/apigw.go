@@ -13,7 +13,10 @@
 // commas; cookies move to the cookies field; a body that is not UTF-8 text
 // arrives base64-encoded; a body over the payload limit gets 413; a failed
 // or panicking handler gets API Gateway's opaque 500; and every response
-// carries an apigw-requestid header naming the event's request ID.
+// carries an apigw-requestid header naming the event's request ID. With
+// WithIAMAuthorization every route needs a SigV4-signed request, as behind
+// the IAM authorizer; the access key it is signed with names the caller in
+// requestContext.authorizer.iam (signatures are not verified locally).
 //
 // Unlike API Gateway, it also writes a response's multiValueHeaders, which
 // format 2.0 does not define; it logs a warning when a handler uses them.
@@ -107,6 +110,8 @@ type Gateway struct {
 	clk     clock.Clock
 	newID   func() string
 	maxBody int64
+	// iam: every route requires AWS_IAM authorization.
+	iam bool
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -350,6 +355,16 @@ func (g *Gateway) serve(ctx context.Context, log *slog.Logger, w http.ResponseWr
 	if rt == nil {
 		return message(w, http.StatusNotFound), ""
 	}
+	var caller *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription
+	if g.iam {
+		// Authorization comes before the body is read: an unsigned caller
+		// learns nothing, not even the payload limit.
+		var err error
+		if caller, err = callerOf(r); err != nil {
+			log.InfoContext(ctx, "request refused by IAM authorization", slog.String("routeKey", rt.key), slog.Any("error", err))
+			return message(w, http.StatusForbidden), rt.key
+		}
+	}
 	body, err := g.readBody(w, r)
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -362,7 +377,11 @@ func (g *Gateway) serve(ctx context.Context, log *slog.Logger, w http.ResponseWr
 	// Lambda runs the function to the end even if the client goes away, so
 	// the handler's context keeps the request's values but not its
 	// cancellation.
-	resp, err := g.invoke(context.WithoutCancel(ctx), g.event(r, rt, params, body, id, now))
+	ev := g.event(r, rt, params, body, id, now)
+	if caller != nil {
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: caller}
+	}
+	resp, err := g.invoke(context.WithoutCancel(ctx), ev)
 	if p, ok := errors.AsType[*panicError](err); ok {
 		log.ErrorContext(ctx, "handler panicked", slog.String("routeKey", rt.key), slog.Any("panic", p.value), slog.String("stack", p.stack))
 		return message(w, http.StatusInternalServerError), rt.key

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/notify"
 	"github.com/sasflow/sas/shared/remotesim"
 	"github.com/sasflow/sas/shared/statestore"
@@ -67,11 +68,16 @@ type Summary struct {
 	// state, and the last one is the record's committed state.
 	Events, EventDeliveries int
 	EventErrors             []string
-	// LeakedEffects lists effects of orders in Error (nothing completed, so
-	// nothing undone) that the remote applied anyway. A remote that refuses
-	// a key permanently while another call with that key is applying it
-	// causes this; it is reported, not failed on.
-	LeakedEffects []string
+	// LeftApplied lists the effects of stopped orders (Error, Compensated,
+	// Cancelled) that the remote applied and nobody undid: a compensable
+	// step of an order that stopped must net nothing, whatever its agent
+	// was told. (CompensationFailed orders are an operator's, with an
+	// alert.)
+	LeftApplied []string
+	// Unbounded lists orders whose Attempt passed what the policy allows
+	// (every step and every undo claimed at most MaxFailures times): an
+	// order cycling without end.
+	Unbounded []string
 	// Rejected submissions got no 202 (they would be client mistakes here).
 	Rejected int
 	// From the handlers' transition logs.
@@ -84,9 +90,13 @@ type Summary struct {
 	// AlertPending flag).
 	Alerts, AlertDeliveries int
 	MissingAlerts           []string
-	AgentCrashes            int64
-	RemoteCalls             int
-	CompletedSteps          int
+	// DispatchAlerts counts the dispatch-failed alerts of orders whose
+	// compensation then ran (they need no operator for the order itself,
+	// but for the queue).
+	DispatchAlerts int
+	AgentCrashes   int64
+	RemoteCalls    int
+	CompletedSteps int
 	// DuplicateEffects lists idempotency keys applied more than once;
 	// MissingEffects lists completed steps whose effect never happened.
 	DuplicateEffects, MissingEffects []string
@@ -122,7 +132,11 @@ func (s Summary) Err() error {
 	for _, l := range []struct {
 		what string
 		ids  []string
-	}{{"records past MaxFailures", s.OverThreshold}, {"orders and state records without their other half", s.Orphans}, {"stale attempts committed", s.StaleCommits}} {
+	}{
+		{"records past MaxFailures", s.OverThreshold}, {"orders and state records without their other half", s.Orphans},
+		{"stale attempts committed", s.StaleCommits}, {"effects of stopped orders left applied", s.LeftApplied},
+		{"orders cycling past their bound", s.Unbounded},
+	} {
 		if len(l.ids) > 0 {
 			errs = append(errs, fmt.Errorf("%s: %v", l.what, l.ids))
 		}
@@ -149,28 +163,29 @@ func (s Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, `
 summary (%v)
   orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
-  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · leaked %d
+  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
   recovery    Supervisor retries %d · requeues %d · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
   events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
-  alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed
+  alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed · %d dispatch-failed
   remote      %d calls · %d completed steps · effects per key: %s
   latency     submission to terminal: p50 %v · p99 %v · max %v
-  faults      transient %.3g · permanent %.3g · hang %.3g · apply-then-fail %.3g · apply-then-hang %.3g · latency %.3g
-  invariants  past MaxFailures %d · orphans %d · stale attempts committed %d
+  faults      transient %.3g · permanent %.3g · hang %.3g · apply-then-fail %.3g · apply-then-hang %.3g · oversize %.3g · garbage %.3g · hang-then-apply %.3g · latency %.3g
+  invariants  past MaxFailures %d · orphans %d · stale attempts committed %d · cycling past their bound %d
 %s  verdict     %s
 `,
 		s.Elapsed.Round(100*time.Millisecond),
 		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected,
-		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeakedEffects),
+		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeftApplied),
 		s.SupervisorRetries, s.Requeues, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
 		s.Events, s.EventDeliveries, len(s.EventErrors),
-		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed,
+		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed, s.DispatchAlerts,
 		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
 		s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond),
-		s.Faults.Transient, s.Faults.Permanent, s.Faults.Hang, s.Faults.ApplyThenFail, s.Faults.ApplyThenHang, s.Faults.Latency,
-		len(s.OverThreshold), len(s.Orphans), len(s.StaleCommits),
+		s.Faults.Transient, s.Faults.Permanent, s.Faults.Hang, s.Faults.ApplyThenFail, s.Faults.ApplyThenHang,
+		s.Faults.Oversize, s.Faults.Garbage, s.Faults.HangThenApply, s.Faults.Latency,
+		len(s.OverThreshold), len(s.Orphans), len(s.StaleCommits), len(s.Unbounded),
 		chaosLine(s), verdict)
 }
 
@@ -383,6 +398,10 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(submission.IdempotencyKeyHeader, fmt.Sprintf("demo-%s-%06d", d.RunID, i))
+		// Signed on every try: a retry after a while needs a fresh time.
+		if err := SignRequest(ctx, req, body, DemoAccessKey); err != nil {
+			return "", 0, err
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			last = err
@@ -432,6 +451,9 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[s
 	for _, st := range states {
 		if st.FailureCount > d.Stack.policy.MaxFailures {
 			sum.OverThreshold = append(sum.OverThreshold, fmt.Sprintf("%s(%d)", st.OrderID, st.FailureCount))
+		}
+		if bound := d.attemptBound(st); st.Attempt > bound {
+			sum.Unbounded = append(sum.Unbounded, fmt.Sprintf("%s(attempt %d > %d)", st.OrderID, st.Attempt, bound))
 		}
 		switch st.ProcessState {
 		case workflow.Processed:
@@ -563,38 +585,44 @@ func (d Demo) checkEvents(states []workflow.State, sum *Summary) error {
 	return nil
 }
 
+// attemptBound is the most claims an order can take: each step and each
+// undo is claimed at most MaxFailures times (every claim but the last counts
+// a failure, and the MaxFailures-th gives up), a cancel takes one more, and
+// an operator's resubmit starts a step's count again.
+func (d Demo) attemptBound(st workflow.State) int {
+	phases := 2 * len(st.Steps) * (1 + st.Resubmits)
+	return phases*d.Stack.policy.MaxFailures + 1
+}
+
 // checkUndo checks one terminal record against the remote's effects and
-// compensations (see Summary.UndoErrors).
+// compensations (see Summary.UndoErrors and Summary.LeftApplied).
 func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *Summary) {
 	breach := func(format string, args ...any) {
 		sum.UndoErrors = append(sum.UndoErrors, st.OrderID+": "+fmt.Sprintf(format, args...))
 	}
+	stopped := st.ProcessState == workflow.Compensated || st.ProcessState == workflow.Cancelled || st.ProcessState == workflow.Error
 	for i, step := range st.Steps {
 		key := workflow.IdempotencyKey(st.OrderID, step.Name)
 		if undos[key] > 1 {
 			breach("%s undone %d times", step.Name, undos[key])
 		}
-		switch st.ProcessState {
-		case workflow.Processed:
-			if undos[key] > 0 {
-				breach("%s of a processed order undone", step.Name)
-			}
-		case workflow.Compensated, workflow.Cancelled:
-			compensable := i < len(d.Stack.workflow.Steps) && d.Stack.workflow.Steps[i].Compensable
+		compensable := i < len(d.Stack.workflow.Steps) && d.Stack.workflow.Steps[i].Compensable
+		switch {
+		case st.ProcessState == workflow.Processed && undos[key] > 0:
+			breach("%s of a processed order undone", step.Name)
+		case stopped && compensable && effects[key] > undos[key]:
+			// Whatever its agent reported: a rejection, an unusable 2xx,
+			// a timeout, or a duplicate request that came after.
+			sum.LeftApplied = append(sum.LeftApplied, fmt.Sprintf("%s (applied %d, undone %d, order %s)", key, effects[key], undos[key], st.ProcessState))
+		case stopped && compensable && effects[key] < undos[key]:
+			breach("%s applied %d times and undone %d times", step.Name, effects[key], undos[key])
+		}
+		if st.ProcessState == workflow.Compensated || st.ProcessState == workflow.Cancelled {
 			if step.Compensation == workflow.StepSucceeded {
 				sum.UndoneSteps++
 			}
-			// Net nothing: every applied effect undone, nothing undone that
-			// was not applied (an undo that came first refused the effect).
-			if compensable && effects[key] != undos[key] {
-				breach("%s applied %d times and undone %d times", step.Name, effects[key], undos[key])
-			}
 			if compensable && step.State == workflow.StepSucceeded && step.Compensation != workflow.StepSucceeded {
 				breach("completed step %s not undone (%q)", step.Name, step.Compensation)
-			}
-		case workflow.Error:
-			if step.State != workflow.StepSucceeded && effects[key] > 0 {
-				sum.LeakedEffects = append(sum.LeakedEffects, key)
 			}
 		}
 	}
@@ -607,7 +635,7 @@ func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error
 	want := len(errored)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	seen := map[string]bool{}
+	seen, dispatch := map[string]bool{}, map[string]bool{}
 	quiet := 0
 	for ctx.Err() == nil && (len(seen) < want || quiet < 2) {
 		out, err := d.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
@@ -632,13 +660,20 @@ func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error
 				return fmt.Errorf("alert is not an SNS notification: %w", err)
 			}
 			sum.AlertDeliveries++
-			seen[n.MessageAttributes["alertId"].Value] = true
+			id := n.MessageAttributes["alertId"].Value
+			if _, owed := errored[id]; !owed && n.MessageAttributes["kind"].Value == string(alert.KindDispatchFailed) {
+				// The order's compensation ran; the alert is about the
+				// queue that refused it.
+				dispatch[id] = true
+			} else {
+				seen[id] = true
+			}
 			if _, err := d.Stack.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.Stack.AlertWatchURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
 				return fmt.Errorf("delete alert: %w", err)
 			}
 		}
 	}
-	sum.Alerts = len(seen)
+	sum.Alerts, sum.DispatchAlerts = len(seen), len(dispatch)
 	for id, st := range errored {
 		if !seen[id] {
 			sum.MissingAlerts = append(sum.MissingAlerts, fmt.Sprintf("%s(AlertPending=%v)", st.OrderID, st.AlertPending))

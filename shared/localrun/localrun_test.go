@@ -145,9 +145,11 @@ func TestSummaryErrNamesEveryProblem(t *testing.T) {
 		t.Fatalf("clean run: %v", err)
 	}
 	bad := localrun.Summary{Submitted: 4, Processed: 1, Errored: 1, CompensationFailed: 1, InFlight: 1, DuplicateEffects: []string{"o/s×2"}, MissingEffects: []string{"o/t"},
-		UndoErrors: []string{"p: reserve-inventory undone 2 times"}, Alerts: 1}
+		UndoErrors: []string{"p: reserve-inventory undone 2 times"}, Alerts: 1,
+		LeftApplied: []string{"q/charge-payment (applied 1, undone 0, order Compensated)"}, Unbounded: []string{"r(attempt 40 > 13)"}}
 	err := bad.Err()
-	for _, want := range []string{"1 orders not terminal", "more than once", "without an effect", "1 alerts for 2", "undone 2 times"} {
+	for _, want := range []string{"1 orders not terminal", "more than once", "without an effect", "1 alerts for 2", "undone 2 times",
+		"left applied: [q/charge-payment", "cycling past their bound: [r(attempt 40"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Err = %v, want %q", err, want)
 		}
@@ -159,20 +161,40 @@ type answer struct {
 	body   string
 }
 
+// testClient is the access key the tests' requests are signed with: the
+// local API's IAM authorization names the caller by it.
+const testClient = "test-client"
+
 func post(t *testing.T, url, body string) answer {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, string(b)}
+	return call(t, "POST", url, body, testClient, nil)
 }
 
 func get(t *testing.T, url string) answer {
 	t.Helper()
-	resp, err := http.Get(url)
+	return call(t, "GET", url, "", testClient, nil)
+}
+
+// call sends a request signed with SigV4 as the local caller accessKey, or
+// unsigned when accessKey is "", with the extra headers given.
+func call(t *testing.T, method, url, body, accessKey string, headers map[string]string) answer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	if accessKey != "" {
+		if err := localrun.SignRequest(context.Background(), req, []byte(body), accessKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,6 +285,14 @@ func TestEachFaultAlone(t *testing.T) {
 		}, check: func(s localrun.Summary) bool { return s.SupervisorRetries > 0 }},
 		fault{name: "engine outages", tune: func(o *localrun.Options) { o.OutageEvery, o.OutageFor = 700*time.Millisecond, 300*time.Millisecond },
 			check: func(s localrun.Summary) bool { return s.Outages > 0 }},
+		// Answers that do not prove nothing was applied: each stops its
+		// order, and the undo of the stopped step must net the effect out.
+		fault{name: "remote answers 2xx too large", tune: func(o *localrun.Options) { o.Faults.Oversize = 0.2 },
+			check: func(s localrun.Summary) bool { return s.Compensated > 0 }},
+		fault{name: "remote answers 2xx that is not JSON", tune: func(o *localrun.Options) { o.Faults.Garbage = 0.2 },
+			check: func(s localrun.Summary) bool { return s.Compensated > 0 }},
+		fault{name: "remote key in progress after a timeout", tune: func(o *localrun.Options) { o.Faults.HangThenApply = 0.2 },
+			check: func(s localrun.Summary) bool { return s.Compensated > 0 }},
 	)
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {

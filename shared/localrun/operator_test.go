@@ -8,19 +8,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
 	"github.com/sasflow/sas/shared/localrun"
 	"github.com/sasflow/sas/shared/opsclient"
 	"github.com/sasflow/sas/shared/remotesim"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
+// operatorKey is the access key the operators' CLI signs with in the
+// tests, as a local operator without AWS credentials would.
+const operatorKey = "local-operator"
+
 // sasctl runs the operators' CLI against the stack's API, as
-// `go run ./cmd/sasctl --endpoint-url ...` would.
+// `go run ./cmd/sasctl --endpoint-url ...` would, signing as operatorKey.
 func sasctl(t *testing.T, st *localrun.Stack, args ...string) (string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code := opsclient.Run(context.Background(), append([]string{"--endpoint-url", st.APIURL}, args...), opsclient.Env{
 		Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errOut,
+		// Not the machine's credential chain: the tests sign as one
+		// known operator, whoever runs them.
+		LoadAWSConfig: func(context.Context, string) (aws.Config, error) {
+			return aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(operatorKey, "not-checked", "")}, nil
+		},
 	})
 	return out.String() + errOut.String(), code
 }

@@ -231,7 +231,13 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	cfg := aws.Config{Region: o.Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
 	s.DynamoDB = dynamodb.NewFromConfig(cfg, func(c *dynamodb.Options) { c.BaseEndpoint = aws.String(o.DynamoDBEndpoint) })
 	s.SQS = sqs.NewFromConfig(cfg, func(c *sqs.Options) { c.BaseEndpoint = aws.String(o.AWSEndpoint) })
-	handlerDDB := dynamodb.NewFromConfig(cfg, func(c *dynamodb.Options) { c.BaseEndpoint = aws.String(ddbURL) })
+	handlerDDB := dynamodb.NewFromConfig(cfg, func(c *dynamodb.Options) {
+		c.BaseEndpoint = aws.String(ddbURL)
+		if o.Chaos != nil {
+			// State writes whose answers are lost on the way back.
+			c.HTTPClient = &http.Client{Transport: o.Chaos.Transport(http.DefaultTransport.(*http.Transport).Clone())}
+		}
+	})
 	handlerSQS := sqs.NewFromConfig(cfg, func(c *sqs.Options) { c.BaseEndpoint = aws.String(awsURL) })
 	snsc := sns.NewFromConfig(cfg, func(c *sns.Options) { c.BaseEndpoint = aws.String(awsURL) })
 	streams := dynamodbstreams.NewFromConfig(cfg, func(c *dynamodbstreams.Options) { c.BaseEndpoint = aws.String(ddbURL) },
@@ -282,7 +288,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return fail(err)
 	}
 
-	gw, err := apigw.New(routes(), s.Sys.Submission.Handle, apigw.WithLogger(o.Log))
+	// Every route is IAM-authorized, as in the stack: a caller signs with
+	// SigV4, and its access key names it (see apigw.WithIAMAuthorization).
+	gw, err := apigw.New(routes(), s.Sys.Submission.Handle, apigw.WithLogger(o.Log), apigw.WithIAMAuthorization())
 	if err != nil {
 		return fail(err)
 	}
@@ -371,7 +379,9 @@ func (s *Stack) StopOutages() {
 // Outages counts the engine outages so far.
 func (s *Stack) Outages() int64 { return s.outageCount.Load() }
 
-// routes are the API's routes, as the stack declares them.
+// routes are the API's routes, as the stack declares them, clients' and
+// operators' alike: which caller may call which is the stack's IAM policies'
+// business, which the local API does not emulate.
 func routes() []apigw.Route {
 	var out []apigw.Route
 	for _, r := range submission.Routes() {
@@ -505,14 +515,15 @@ func ChaosRates() map[chaos.Point]float64 {
 		chaos.KillAfterAccept: 0.03, chaos.KillAfterClaim: 0.03, chaos.KillAfterCommit: 0.03,
 		chaos.KillBeforeReply: 0.03, chaos.KillAfterRecover: 0.05, chaos.KillAfterPublish: 0.05,
 		chaos.DuplicateSend: 0.05, chaos.DelaySend: 0.05,
+		chaos.FailDispatch: 0.02, chaos.ThrottleCommit: 0.03, chaos.LoseAnswer: 0.02,
 	}
 }
 
 // ChaosOptions are DemoOptions with every fault on at once: two Schedulers
 // and two Supervisors with clocks 2 s apart, agents lagging 1 s (zombies),
 // visibility shorter than a step's budget (a message redelivered while its
-// first consumer still works), and the engines cut off for 1 s every 7 s.
-// The caller sets Chaos.
+// first consumer still works), the engines cut off for 1 s every 7 s, and
+// remote answers whose outcome is uncertain. The caller sets Chaos.
 func ChaosOptions() Options {
 	o := DemoOptions()
 	o.Schedulers, o.Supervisors, o.Skew = 2, 2, 2*time.Second
@@ -521,5 +532,8 @@ func ChaosOptions() Options {
 	o.OutageEvery, o.OutageFor = 7*time.Second, time.Second
 	o.Crash = 0.03
 	o.Faults.ApplyThenHang = 0.03
+	// Answers that do not prove nothing was applied: a 2xx too large or not
+	// JSON, a key still in progress after its caller timed out.
+	o.Faults.Oversize, o.Faults.Garbage, o.Faults.HangThenApply = 0.005, 0.005, 0.01
 	return o
 }

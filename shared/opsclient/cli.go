@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -39,10 +40,15 @@ commands:
 flags:
   --endpoint-url URL  the HTTP API (default $SAS_API_URL, else $AWS_ENDPOINT_URL)
   --region R          region to sign for (default: the endpoint's, else the SDK's)
-  --no-sign           send unsigned requests (loopback endpoints are never signed)
+  --no-sign           send unsigned requests (an API without IAM authorization)
   --json              print the API's JSON instead of tables
 
 states: ` + statesList() + `
+
+Requests are signed with SigV4 from the AWS credential chain. To a loopback
+endpoint (the local stack, which checks no signature) they go over plain
+http, signed with the chain's credentials or, if it has none, as the access
+key ` + LocalAccessKey + `.
 
 exit codes: 0 ok, 1 API or network error, 2 usage error, 3 conflict, 4 not found
 `
@@ -59,7 +65,9 @@ type Env struct {
 	HTTPClient *http.Client
 	// LoadAWSConfig loads the credentials (and, when region is "", the
 	// region) that sign requests; nil means the SDK's standard chain,
-	// config.LoadDefaultConfig. It is called only when requests are signed.
+	// config.LoadDefaultConfig (without the EC2 instance metadata service
+	// for a loopback endpoint, so a machine without credentials does not
+	// wait for it). It is called only when requests are signed.
 	LoadAWSConfig func(ctx context.Context, region string) (aws.Config, error)
 }
 
@@ -265,8 +273,11 @@ func newCLIClient(ctx context.Context, g globals, env Env) (*Client, error) {
 		return nil, usagef("%s: %v", source, err)
 	}
 	opts := Options{HTTPClient: env.HTTPClient}
-	if !g.noSign && !IsLoopback(u.Hostname()) {
-		if u.Scheme != "https" {
+	if !g.noSign {
+		// The local stack authorizes like API Gateway, so it is signed for
+		// too; it checks no signature, so plain http and any key will do.
+		local := IsLoopback(u.Hostname())
+		if u.Scheme != "https" && !local {
 			return nil, usagef("%s: refusing to send signed requests over plain http to %s; use https (or --no-sign)", source, u.Host)
 		}
 		region := g.region
@@ -274,7 +285,11 @@ func newCLIClient(ctx context.Context, g globals, env Env) (*Client, error) {
 			region = RegionFromHost(u.Hostname())
 		}
 		load := env.LoadAWSConfig
-		if load == nil {
+		switch {
+		case load != nil:
+		case local:
+			load = loadLocalConfig
+		default:
 			load = loadDefaultConfig
 		}
 		cfg, err := load(ctx, region)
@@ -284,13 +299,20 @@ func newCLIClient(ctx context.Context, g globals, env Env) (*Client, error) {
 		if region == "" {
 			region = cfg.Region
 		}
+		if region == "" && local {
+			region = localRegion
+		}
 		if region == "" {
 			return nil, usagef("no region to sign requests for %s: pass --region or set AWS_REGION", u.Host)
 		}
-		if cfg.Credentials == nil {
+		creds := cfg.Credentials
+		if local {
+			creds = aws.NewCredentialsCache(localCredentials{chain: creds})
+		}
+		if creds == nil {
 			return nil, errors.New("no AWS credentials to sign requests: configure the standard chain (AWS_PROFILE, environment, SSO), or --no-sign for an API without authorization")
 		}
-		opts.Credentials, opts.Region = cfg.Credentials, region
+		opts.Credentials, opts.Region = creds, region
 	}
 	c, err := NewClient(u.String(), opts)
 	if err != nil {
@@ -305,6 +327,43 @@ func loadDefaultConfig(ctx context.Context, region string) (aws.Config, error) {
 		opts = append(opts, config.WithRegion(region))
 	}
 	return config.LoadDefaultConfig(ctx, opts...)
+}
+
+// loadLocalConfig is the standard chain without the EC2 instance metadata
+// service, whose timeouts a machine without credentials would sit through
+// before falling back to LocalAccessKey.
+func loadLocalConfig(ctx context.Context, region string) (aws.Config, error) {
+	opts := []func(*config.LoadOptions) error{config.WithEC2IMDSClientEnableState(imds.ClientDisabled)}
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
+	}
+	return config.LoadDefaultConfig(ctx, opts...)
+}
+
+// LocalAccessKey is the access key sasctl signs with for a loopback
+// endpoint when the credential chain has none: the local stack then names
+// the operator arn:aws:iam::000000000000:user/local-operator.
+const LocalAccessKey = "local-operator"
+
+// localSecret goes with LocalAccessKey; the local stack checks no
+// signature, so it is no secret.
+const localSecret = "local-operator-secret-not-checked"
+
+// localRegion is what a loopback endpoint is signed for when nothing names
+// a region; the local stack takes any.
+const localRegion = "us-east-1"
+
+// localCredentials are the chain's credentials when it has some, else
+// LocalAccessKey's.
+type localCredentials struct{ chain aws.CredentialsProvider }
+
+func (p localCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	if p.chain != nil {
+		if c, err := p.chain.Retrieve(ctx); err == nil && c.HasKeys() {
+			return c, nil
+		}
+	}
+	return aws.Credentials{AccessKeyID: LocalAccessKey, SecretAccessKey: localSecret, Source: "sasctl local fallback"}, nil
 }
 
 type listFlags struct {

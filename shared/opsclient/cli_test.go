@@ -25,11 +25,9 @@ func runCLI(t *testing.T, env Env, vars map[string]string, args ...string) resul
 	env.Getenv = func(k string) string { return vars[k] }
 	env.Stdout, env.Stderr = &out, &errOut
 	if env.LoadAWSConfig == nil {
-		// Loopback and --no-sign runs must never reach for credentials.
-		env.LoadAWSConfig = func(context.Context, string) (aws.Config, error) {
-			t.Errorf("args %q: loaded AWS configuration for an unsigned run", args)
-			return aws.Config{}, nil
-		}
+		// A machine without AWS configuration: no credentials, no region.
+		// The fake API is on loopback, so the CLI signs as LocalAccessKey.
+		env.LoadAWSConfig = func(context.Context, string) (aws.Config, error) { return aws.Config{}, nil }
 	}
 	code := Run(context.Background(), args, env)
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
@@ -122,7 +120,7 @@ func TestList(t *testing.T) {
 		{name: "all on one page", args: []string{"list", "--all", "--state", "Error"}, code: ExitOK, requests: 1,
 			stdout: []string{"err-04", "err-00", "5 orders in Error"}},
 		{name: "flags after the command", args: []string{"list", "--state", "Error", "--limit", "1", "--endpoint-url", "http://127.0.0.1:1"}, code: ExitError, requests: 0,
-			stderr: []string{"GET /orders?limit=1&state=Error", "connect"}},
+			stderr: []string{"GET /ops/orders?limit=1&state=Error", "connect"}},
 		{name: "no state", args: []string{"list"}, code: ExitUsage, requests: 0, stderr: []string{"list needs --state, one of Pending,", "Run 'sasctl --help'"}},
 		{name: "unknown state", args: []string{"list", "--state", "Failed"}, code: ExitUsage, requests: 0, stderr: []string{`unknown state "Failed"`, "CompensationFailed"}},
 		{name: "limit 0", args: []string{"list", "--state", "Error", "--limit", "0"}, code: ExitUsage, requests: 0, stderr: []string{"--limit 0 outside 1..100"}},
@@ -221,11 +219,12 @@ func TestListNextPageHintRuns(t *testing.T) {
 func TestShow(t *testing.T) {
 	t.Parallel()
 	runCases(t, []cliCase{
-		{name: "order in Error", args: []string{"show", "err-01"}, code: ExitOK, requests: 1, lastMethod: "GET", lastPath: "/orders/err-01",
+		{name: "order in Error", args: []string{"show", "err-01"}, code: ExitOK, requests: 1, lastMethod: "GET", lastPath: "/ops/orders/err-01",
 			stdout: []string{
 				"Order:", "err-01", "Workflow:", "order-v1", "State:", "Error (client status error)",
 				"Step:", "charge-payment (step 2 of 2)", "Attempt:", "5", "Failures:", "3 (of the current step)",
-				"Last error:", "payment service: 503 Service Unavailable", "Cancelled:", "no",
+				"Last error:", "payment service: 503 Service Unavailable",
+				"Owner:", "arn:aws:sts::111122223333:assumed-role/shop-checkout", "Cancelled:", "no",
 				"#  STEP", "STATE", "ATTEMPTS", "FAILURES", "STARTED", "FINISHED", "COMPENSATION", "C.ATTEMPTS", "C.FAILURES", "COMPENSATED",
 				"1  reserve-inventory  succeeded  1         0         2026-11-22T12:00:00Z  2026-11-22T12:01:00Z  -             -           -           -",
 				"2  charge-payment     failed     3         3         2026-11-22T12:01:00Z  -                     -             -           -           -",
@@ -246,7 +245,7 @@ func TestShow(t *testing.T) {
 		{name: "flags after the ID", args: []string{"show", "done-1", "--json"}, code: ExitOK, requests: 1,
 			stdout: []string{`"orderId": "done-1"`, `"steps": [`}},
 		{name: "not found", args: []string{"show", "missing-1"}, code: ExitNotFound, requests: 1,
-			stderr: []string{"GET /orders/missing-1: 404 Not Found: no order with ID missing-1 (request ID req-404)"}},
+			stderr: []string{"GET /ops/orders/missing-1: 404 Not Found: no order with ID missing-1 (request ID req-404)"}},
 		{name: "ID with a slash", args: []string{"show", "a/b"}, code: ExitUsage, requests: 0, stderr: []string{`order ID "a/b" must be 1..64 characters`}},
 		{name: "ID with a dot-dot", args: []string{"show", ".."}, code: ExitUsage, requests: 0},
 		{name: "ID too long", args: []string{"show", strings.Repeat("a", 65)}, code: ExitUsage, requests: 0},
@@ -254,7 +253,7 @@ func TestShow(t *testing.T) {
 		{name: "no ID", args: []string{"show"}, code: ExitUsage, requests: 0, stderr: []string{"show takes one ORDER_ID, got 0"}},
 		{name: "two IDs", args: []string{"show", "a", "b"}, code: ExitUsage, requests: 0, stderr: []string{"got 2"}},
 		// "--json" is a well-formed order ID; "--" lets it through as one.
-		{name: "ID after --", args: []string{"show", "--", "--json"}, code: ExitNotFound, requests: 1, lastMethod: "GET", lastPath: "/orders/--json",
+		{name: "ID after --", args: []string{"show", "--", "--json"}, code: ExitNotFound, requests: 1, lastMethod: "GET", lastPath: "/ops/orders/--json",
 			stderr: []string{"no order with ID --json"}},
 	})
 }

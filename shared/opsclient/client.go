@@ -25,7 +25,7 @@ import (
 // SigningService is the SigV4 service name of API Gateway's invoke API.
 const SigningService = "execute-api"
 
-// MaxLimit is the largest page GET /orders serves.
+// MaxLimit is the largest page GET /ops/orders serves.
 const MaxLimit = 100
 
 // DefaultTimeout bounds one request when Options.HTTPClient is nil.
@@ -90,14 +90,16 @@ type Options struct {
 	// Redirects are never followed either way.
 	HTTPClient *http.Client
 	// Credentials, when set, sign every request with SigV4 for execute-api
-	// in Region. Nil sends requests unsigned (the local stack, --no-sign).
+	// in Region. Nil sends requests unsigned (--no-sign, for an API without
+	// IAM authorization).
 	Credentials aws.CredentialsProvider
 	Region      string
 	// Now is the signing clock; nil means time.Now.
 	Now func() time.Time
 }
 
-// Client calls the operators' routes of the HTTP API.
+// Client calls the operators' routes of the HTTP API: the listing by state
+// and the view of any order under /ops/orders, and retry and cancel.
 type Client struct {
 	base   *url.URL
 	http   *http.Client
@@ -138,7 +140,7 @@ func NewClient(baseURL string, opts Options) (*Client, error) {
 	return &Client{base: u, http: hc, creds: opts.Credentials, region: opts.Region, signer: v4.NewSigner(), now: now}, nil
 }
 
-// ListParams selects a page of GET /orders.
+// ListParams selects a page of GET /ops/orders.
 type ListParams struct {
 	State workflow.ProcessState
 	// Limit is the page size, 1..MaxLimit; 0 leaves it to the API.
@@ -147,7 +149,7 @@ type ListParams struct {
 	Cursor string
 }
 
-// ListOrders fetches one page of the orders in a state.
+// ListOrders fetches one page of the orders in a state, every caller's.
 func (c *Client) ListOrders(ctx context.Context, p ListParams) (Page, error) {
 	if _, ok := workflow.ParseProcessState(string(p.State)); !ok {
 		return Page{}, fmt.Errorf("list orders: unknown state %q", p.State)
@@ -165,19 +167,19 @@ func (c *Client) ListOrders(ctx context.Context, p ListParams) (Page, error) {
 		}
 		q.Set("cursor", p.Cursor)
 	}
-	body, err := c.do(ctx, http.MethodGet, []string{"orders"}, q, http.StatusOK)
+	body, err := c.do(ctx, http.MethodGet, []string{"ops", "orders"}, q, http.StatusOK)
 	if err != nil {
 		return Page{}, err
 	}
 	return decodePage(body)
 }
 
-// GetOrder fetches an order with its step history.
+// GetOrder fetches any caller's order with its step history and owner.
 func (c *Client) GetOrder(ctx context.Context, orderID string) (Order, error) {
 	if err := checkOrderID(orderID); err != nil {
 		return Order{}, err
 	}
-	body, err := c.do(ctx, http.MethodGet, []string{"orders", orderID}, nil, http.StatusOK)
+	body, err := c.do(ctx, http.MethodGet, []string{"ops", "orders", orderID}, nil, http.StatusOK)
 	if err != nil {
 		return Order{}, err
 	}
@@ -328,7 +330,8 @@ func parseEndpoint(raw string) (*url.URL, error) {
 }
 
 // IsLoopback reports whether host (a URL's Hostname) names this machine:
-// the local stack, which serves the API without authorization.
+// the local stack, which needs signed requests as API Gateway does but
+// verifies no signature, so plain http is fine and any credentials do.
 func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true

@@ -37,11 +37,11 @@ func TestBadAnswers(t *testing.T) {
 		stderr []string
 	}{
 		{"bad signature", []string{"show", "err-00"}, 403, "application/json", `{"message":"Forbidden"}`, ExitError,
-			[]string{"GET /orders/err-00: 403 Forbidden: Forbidden (request ID gw-1)", "check the AWS credentials"}},
+			[]string{"GET /ops/orders/err-00: 403 Forbidden: Forbidden (request ID gw-1)", "check the AWS credentials"}},
 		{"signature mismatch", []string{"retry", "err-00"}, 403, "application/json", `{"message":"The request signature we calculated does not match the signature you provided."}`, ExitError,
 			[]string{"retry order err-00: POST /orders/err-00/retry: 403 Forbidden: The request signature we calculated"}},
 		{"throttled", []string{"list", "--state", "Error"}, 429, "application/json", `{"message":"Too Many Requests"}`, ExitError,
-			[]string{"GET /orders?state=Error: 429 Too Many Requests: Too Many Requests"}},
+			[]string{"GET /ops/orders?state=Error: 429 Too Many Requests: Too Many Requests"}},
 		{"gateway 5xx", []string{"cancel", "proc-1"}, 503, "application/json", `{"message":"Service Unavailable"}`, ExitError,
 			[]string{"503 Service Unavailable: Service Unavailable"}},
 		// API Gateway's own 404 is a missing route, not a missing order.
@@ -143,7 +143,7 @@ func TestListAllFailsMidway(t *testing.T) {
 		return false
 	}
 	r := runCLI(t, Env{}, map[string]string{"SAS_API_URL": f.server().URL}, "list", "--state", "Error", "--limit", "2", "--all")
-	cliCase{code: ExitError, stderr: []string{"after 4 orders: GET /orders?cursor=bzo0&limit=2&state=Error: 500"}, requests: 3}.check(t, r, f)
+	cliCase{code: ExitError, stderr: []string{"after 4 orders: GET /ops/orders?cursor=bzo0&limit=2&state=Error: 500"}, requests: 3}.check(t, r, f)
 }
 
 // tlsFake serves the fake API over TLS as any host: the client dials the
@@ -279,14 +279,33 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// Loopback hosts are the local stack: never signed, even with credentials
-// at hand, and over plain http.
-func TestLoopbackIsNotSigned(t *testing.T) {
+// Loopback hosts are the local stack, which authorizes like API Gateway but
+// verifies no signature: requests go over plain http, signed with the
+// chain's credentials, or as LocalAccessKey when the chain has none.
+func TestLoopbackIsSigned(t *testing.T) {
 	t.Parallel()
-	for _, host := range []string{"127.0.0.1", "localhost", "[::1]"} {
-		t.Run(host, func(t *testing.T) {
+	chainCreds := aws.Credentials{AccessKeyID: "AKIDDEVELOPER", SecretAccessKey: "dev-secret"}
+	local := aws.Credentials{AccessKeyID: LocalAccessKey, SecretAccessKey: localSecret}
+	for _, tc := range []struct {
+		name, host string
+		cfg        aws.Config
+		args       []string
+		creds      aws.Credentials
+		want       string // access key/region it signs as
+	}{
+		{"no credentials, no region", "127.0.0.1", aws.Config{}, nil, local, LocalAccessKey + "/us-east-1"},
+		{"the chain's credentials and region", "localhost", aws.Config{Region: "eu-west-1",
+			Credentials: credentials.NewStaticCredentialsProvider(chainCreds.AccessKeyID, chainCreds.SecretAccessKey, "")}, nil, chainCreds, "AKIDDEVELOPER/eu-west-1"},
+		{"a chain that fails", "[::1]", aws.Config{Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{}, errors.New("no EC2 instance role")
+		})}, nil, local, LocalAccessKey + "/us-east-1"},
+		{"--region", "127.0.0.1", aws.Config{}, []string{"--region", "ap-south-1"}, local, LocalAccessKey + "/ap-south-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFakeAPI(t, 1)
+			check := &sigCheck{t: t, creds: tc.creds}
+			f.verify = check.verify
 			srv := f.server()
 			_, port, err := net.SplitHostPort(srv.Listener.Addr().String())
 			if err != nil {
@@ -296,21 +315,25 @@ func TestLoopbackIsNotSigned(t *testing.T) {
 			hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 				return d.DialContext(ctx, network, srv.Listener.Addr().String())
 			}}}
-			// runCLI's LoadAWSConfig fails the test if called.
-			r := runCLI(t, Env{HTTPClient: hc}, map[string]string{"SAS_API_URL": "http://" + host + ":" + port}, "retry", "err-00")
+			env := Env{HTTPClient: hc, LoadAWSConfig: func(context.Context, string) (aws.Config, error) { return tc.cfg, nil }}
+			r := runCLI(t, env, map[string]string{"SAS_API_URL": "http://" + tc.host + ":" + port}, append(tc.args, "show", "err-00")...)
 			if r.code != ExitOK {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
-			reqs := f.recorded()
-			if len(reqs) != 1 {
-				t.Fatalf("%d requests", len(reqs))
-			}
-			for _, h := range []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token"} {
-				if v := reqs[0].Header.Get(h); v != "" {
-					t.Errorf("%s: %s", h, v)
-				}
+			if got := check.signed(); len(got) != 1 || got[0] != tc.want {
+				t.Errorf("signed as %q, want %s", got, tc.want)
 			}
 		})
+	}
+	// --no-sign still sends unsigned requests, and loads nothing.
+	f := newFakeAPI(t, 1)
+	env := Env{LoadAWSConfig: func(context.Context, string) (aws.Config, error) {
+		t.Error("loaded AWS configuration for --no-sign")
+		return aws.Config{}, nil
+	}}
+	r := runCLI(t, env, map[string]string{"SAS_API_URL": f.server().URL}, "--no-sign", "show", "err-00")
+	if reqs := f.recorded(); r.code != ExitOK || len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "" {
+		t.Fatalf("exit %d, %d requests: %s", r.code, len(reqs), r.stderr)
 	}
 }
 
@@ -345,6 +368,40 @@ func TestSigningWithTheDefaultChain(t *testing.T) {
 	}
 }
 
+// Without a LoadAWSConfig and without credentials anywhere, a loopback
+// endpoint gets requests signed as LocalAccessKey: the real loader's
+// fallback, not a test double's.
+func TestLoopbackWithTheDefaultChainAndNoCredentials(t *testing.T) {
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID":                      "",
+		"AWS_SECRET_ACCESS_KEY":                  "",
+		"AWS_SESSION_TOKEN":                      "",
+		"AWS_REGION":                             "",
+		"AWS_DEFAULT_REGION":                     "",
+		"AWS_PROFILE":                            "",
+		"AWS_CONFIG_FILE":                        filepath.Join(dir, "config"),
+		"AWS_SHARED_CREDENTIALS_FILE":            filepath.Join(dir, "credentials"),
+		"AWS_WEB_IDENTITY_TOKEN_FILE":            "",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI":     "",
+	} {
+		t.Setenv(k, v)
+	}
+	f := newFakeAPI(t, 1)
+	check := &sigCheck{t: t, creds: aws.Credentials{AccessKeyID: LocalAccessKey, SecretAccessKey: localSecret}}
+	f.verify = check.verify
+	var out, errOut strings.Builder
+	code := Run(context.Background(), []string{"--endpoint-url", f.server().URL, "show", "err-00"},
+		Env{Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errOut})
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if got := check.signed(); len(got) != 1 || got[0] != LocalAccessKey+"/us-east-1" {
+		t.Errorf("signed as %q", got)
+	}
+}
+
 func TestCredentialsFailure(t *testing.T) {
 	t.Parallel()
 	f := newFakeAPI(t, 1)
@@ -354,7 +411,7 @@ func TestCredentialsFailure(t *testing.T) {
 		})}, nil
 	}}
 	r := runCLI(t, env, map[string]string{"SAS_API_URL": "https://ops.example.com"}, "show", "err-00")
-	cliCase{code: ExitError, stderr: []string{"GET /orders/err-00: retrieve AWS credentials to sign the request: the SSO session has expired"}, requests: 0}.check(t, r, f)
+	cliCase{code: ExitError, stderr: []string{"GET /ops/orders/err-00: retrieve AWS credentials to sign the request: the SSO session has expired"}, requests: 0}.check(t, r, f)
 
 	env.LoadAWSConfig = func(context.Context, string) (aws.Config, error) { return aws.Config{}, errors.New("bad profile") }
 	r = runCLI(t, env, map[string]string{"SAS_API_URL": "https://ops.example.com"}, "show", "err-00")

@@ -20,7 +20,7 @@ const MaxResponseBytes = 1 << 20
 // command hint and a query string, so it must stay short and printable.
 const maxCursorBytes = 2048
 
-// OrderSummary is one order in a page of GET /orders.
+// OrderSummary is one order in a page of GET /ops/orders.
 type OrderSummary struct {
 	OrderID      string                `json:"orderId"`
 	State        workflow.ProcessState `json:"state"`
@@ -35,7 +35,7 @@ type OrderSummary struct {
 	UpdatedAt    time.Time             `json:"updatedAt"`
 }
 
-// Page is one page of GET /orders.
+// Page is one page of GET /ops/orders.
 type Page struct {
 	Orders []OrderSummary
 	// NextCursor fetches the next page; empty on the last one.
@@ -46,7 +46,7 @@ type Page struct {
 	rawOrders []json.RawMessage
 }
 
-// Order is an order as GET /orders/{id} shows it.
+// Order is an order as GET /ops/orders/{id} shows it.
 type Order struct {
 	OrderID      string                `json:"orderId"`
 	Workflow     string                `json:"workflow"`
@@ -59,6 +59,7 @@ type Order struct {
 	CompleteBy   time.Time             `json:"completeBy"`
 	LastError    string                `json:"lastError,omitempty"`
 	ClientID     string                `json:"clientId,omitempty"`
+	Owner        string                `json:"owner,omitempty"` // who submitted it; empty if before owners were recorded
 	EventSeq     int                   `json:"eventSeq"`
 	Cancelled    bool                  `json:"cancelled"`
 	Resubmits    int                   `json:"resubmits"`
@@ -108,7 +109,7 @@ type Problem struct {
 	RequestID string `json:"requestId"`
 }
 
-// decodePage reads and checks a body of GET /orders.
+// decodePage reads and checks a body of GET /ops/orders.
 func decodePage(body []byte) (Page, error) {
 	var w struct {
 		Orders     []json.RawMessage `json:"orders"`
@@ -139,7 +140,7 @@ func decodePage(body []byte) (Page, error) {
 	return p, nil
 }
 
-// decodeOrder reads and checks a body of GET /orders/{id}.
+// decodeOrder reads and checks a body of GET /ops/orders/{id}.
 func decodeOrder(body []byte) (Order, error) {
 	var o Order
 	if err := json.Unmarshal(body, &o); err != nil {

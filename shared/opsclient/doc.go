@@ -16,10 +16,14 @@
 // Global flags: --endpoint-url (else $SAS_API_URL, else $AWS_ENDPOINT_URL),
 // --region, --no-sign and --json (the API's own JSON instead of tables).
 //
-// In AWS every route of the API requires AWS_IAM authorization, so requests
-// are signed with SigV4 for the execute-api service using the standard
-// credential chain. The local stack serves the same API on loopback without
-// authorization, so requests to a loopback host are never signed.
+// Every route of the API requires AWS_IAM authorization, so requests are
+// signed with SigV4 for the execute-api service using the standard
+// credential chain. list and show use the operators' routes
+// (GET /ops/orders, GET /ops/orders/{id}), which see every caller's orders;
+// a client's GET /orders sees only its own. The local stack authorizes the
+// same way but verifies no signature: to a loopback endpoint requests go over
+// plain http, signed with the chain's credentials or, when it has none, as
+// the access key local-operator.
 //
 // Exit codes: 0 success, 1 API or network error, 2 usage error, 3 conflict
 // (409: the order's state does not allow the action, or another operator got

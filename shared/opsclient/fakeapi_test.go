@@ -45,6 +45,7 @@ type fakeOrder struct {
 	CompleteBy   *time.Time `json:"completeBy,omitempty"`
 	LastError    string     `json:"lastError,omitempty"`
 	ClientID     string     `json:"clientId,omitempty"`
+	Owner        string     `json:"owner,omitempty"`
 	EventSeq     int        `json:"eventSeq"`
 	Cancelled    bool       `json:"cancelled"`
 	Resubmits    int        `json:"resubmits"`
@@ -70,7 +71,7 @@ type fakeStep struct {
 	CompensationError    string          `json:"compensationError,omitempty"`
 }
 
-// summary is the row of GET /orders: the order without its history.
+// summary is the row of GET /ops/orders: the order without its history.
 type fakeSummary struct {
 	OrderID      string    `json:"orderId"`
 	State        string    `json:"state"`
@@ -100,7 +101,7 @@ func newFakeAPI(t *testing.T, errorOrders int) *fakeAPI {
 		f.orders[id] = &fakeOrder{
 			OrderID: id, Workflow: "order-v1", State: "Error", Status: "error", Step: "charge-payment", StepIndex: 1,
 			FailureCount: 3, Attempt: 5, LastError: "payment service: 503 Service Unavailable",
-			EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(i),
+			EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(i), Owner: "arn:aws:sts::111122223333:assumed-role/shop-checkout",
 			Steps: []fakeStep{
 				{Name: "reserve-inventory", State: "succeeded", Attempts: 1, StartedAt: ts(0), FinishedAt: ts(1), Output: json.RawMessage(`{"reservation":"r-1"}`)},
 				{Name: "charge-payment", State: "failed", Attempts: 3, Failures: 3, StartedAt: ts(1), Error: "payment service: 503 Service Unavailable"},
@@ -145,7 +146,12 @@ func (f *fakeAPI) recorded() []*http.Request {
 	return slices.Clone(f.requests)
 }
 
-var routeOrder = regexp.MustCompile(`^/orders/([^/]+)(?:/(retry|cancel))?$`)
+// The operators' routes: GET /ops/orders/{id}, POST /orders/{id}/retry and
+// POST /orders/{id}/cancel. A client's GET /orders/{id} is not one of them.
+var (
+	routeShow   = regexp.MustCompile(`^/ops/orders/([^/]+)$`)
+	routeAction = regexp.MustCompile(`^/orders/([^/]+)/(retry|cancel)$`)
+)
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
@@ -166,16 +172,16 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.problem(w, r, http.StatusBadRequest, "these routes take no body")
 		return
 	}
-	if r.URL.Path == "/orders" && r.Method == http.MethodGet {
+	if r.URL.Path == "/ops/orders" && r.Method == http.MethodGet {
 		f.list(w, r)
 		return
 	}
-	m := routeOrder.FindStringSubmatch(r.URL.Path)
+	show, act := routeShow.FindStringSubmatch(r.URL.Path), routeAction.FindStringSubmatch(r.URL.Path)
 	switch {
-	case m != nil && m[2] == "" && r.Method == http.MethodGet:
-		f.get(w, r, m[1])
-	case m != nil && m[2] != "" && r.Method == http.MethodPost:
-		f.act(w, r, m[1], m[2])
+	case show != nil && r.Method == http.MethodGet:
+		f.get(w, r, show[1])
+	case act != nil && r.Method == http.MethodPost:
+		f.act(w, r, act[1], act[2])
 	default:
 		gatewayMessage(w, http.StatusNotFound, "Not Found")
 	}
@@ -233,7 +239,7 @@ func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
 	}{Orders: []fakeSummary{}, Links: map[string]string{}}
 	if len(rows) > limit {
 		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset+limit)))
-		resp.Links["next"] = "/orders?" + url.Values{"state": {state}, "limit": {strconv.Itoa(limit)}, "cursor": {resp.NextCursor}}.Encode()
+		resp.Links["next"] = "/ops/orders?" + url.Values{"state": {state}, "limit": {strconv.Itoa(limit)}, "cursor": {resp.NextCursor}}.Encode()
 		rows = rows[:limit]
 	}
 	resp.Orders = append(resp.Orders, rows...)

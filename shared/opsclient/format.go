@@ -53,6 +53,7 @@ func writeOrder(w io.Writer, o Order, cmd string) error {
 		{"Complete by", stamp(o.CompleteBy)},
 		{"Last error", cell(o.LastError, fullTextWidth)},
 		{"Client", cell(o.ClientID, cellWidth)},
+		{"Owner", cell(o.Owner, fullTextWidth)},
 		{"Cancelled", yesNo(o.Cancelled)},
 		{"Resubmits", strconv.Itoa(o.Resubmits)},
 		{"Created", stamp(o.CreatedAt)},

@@ -29,13 +29,25 @@ const (
 	CompleteByAttr = "CompleteBy"
 
 	// ByStateIndex lists orders by state, newest change first, for the
-	// operators' GET /orders?state=... Every record is in it.
+	// operators' GET /ops/orders?state=... Every record is in it.
 	ByStateIndex = "ByState"
 	// ProcessStateAttr is its partition key.
 	ProcessStateAttr = "ProcessState"
 	// ChangedAtAttr is its sort key: the time of the record's last write, in
 	// Unix milliseconds.
 	ChangedAtAttr = "ChangedAt"
+
+	// ByOwnerIndex lists a caller's own orders, newest first, for the
+	// clients' GET /orders. It is on the orders table, whose items are
+	// written once and never updated, so it costs one index write per order.
+	// Orders written before it existed carry neither key and stay out of it.
+	ByOwnerIndex = "ByOwner"
+	// OwnerAttr is its partition key: the normalized IAM principal that
+	// submitted the order (workflow.Order.Owner).
+	OwnerAttr = "Owner"
+	// CreatedAtMsAttr is its sort key: the order's creation time in Unix
+	// milliseconds (CreatedAt, the RFC 3339 text, does not sort as a time).
+	CreatedAtMsAttr = "CreatedAtMs"
 
 	// Shards is the fixed number of GSI partitions the Supervisor queries in
 	// parallel. Changing it re-shards only records written afterwards, so
@@ -98,10 +110,24 @@ func ShardNames() []string {
 func CreateTableInputs(t Tables) []*dynamodb.CreateTableInput {
 	pk := []types.KeySchemaElement{{AttributeName: aws.String(KeyOrderID), KeyType: types.KeyTypeHash}}
 	orders := &dynamodb.CreateTableInput{
-		TableName:            aws.String(t.Orders),
-		BillingMode:          types.BillingModePayPerRequest,
-		KeySchema:            pk,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(KeyOrderID), AttributeType: types.ScalarAttributeTypeS}},
+		TableName:   aws.String(t.Orders),
+		BillingMode: types.BillingModePayPerRequest,
+		KeySchema:   pk,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(KeyOrderID), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(OwnerAttr), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(CreatedAtMsAttr), AttributeType: types.ScalarAttributeTypeN},
+		},
+		// Keys only: the listing reads the page's state records anyway, and
+		// an index of keys cannot go stale.
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(ByOwnerIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(OwnerAttr), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(CreatedAtMsAttr), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		}},
 	}
 	state := &dynamodb.CreateTableInput{
 		TableName:   aws.String(t.State),

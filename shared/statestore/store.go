@@ -29,6 +29,7 @@ type Client interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 var _ Client = (*dynamodb.Client)(nil)
@@ -46,7 +47,7 @@ func New(db Client, tables Tables) *Store { return &Store{db: db, tables: tables
 // transaction: both or neither. It returns workflow.ErrExists when the order
 // ID is taken.
 func (s *Store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error {
-	order, err := attributevalue.MarshalMap(o) // with CreatedAtMs, the ByOwner index's sort key (owner.go)
+	order, err := encodeOrder(o) // with CreatedAtMs, the ByOwner index's sort key (owner.go)
 	if err != nil {
 		return fmt.Errorf("encode order %s: %w", o.OrderID, err)
 	}

@@ -13,16 +13,23 @@ import (
 // The sample events under events/ are what developers invoke the function
 // with locally; running them here keeps them from drifting from the handler.
 
+// sampleCaller is the owner of the samples' caller, a session of the role
+// shop-checkout.
+const sampleCaller = "arn:aws:sts::123456789012:assumed-role/shop-checkout"
+
 func TestSamplePostOrderEvent(t *testing.T) {
 	t.Parallel()
 	req := eventsample.Load[events.APIGatewayV2HTTPRequest](t, "submission-post-order.json")
 	f := newFixture(t, nil)
 	a := readAccepted(t, f.do(t, req))
-	if want := OrderIDForKey(req.Headers["idempotency-key"]); a.OrderID != want {
+	if want := OrderIDForKey(sampleCaller, req.Headers["idempotency-key"]); a.OrderID != want {
 		t.Fatalf("orderId %s, want %s derived from the sample's key", a.OrderID, want)
 	}
 	if len(f.out.sent()) != 1 {
 		t.Fatalf("sent %d messages, want 1", len(f.out.sent()))
+	}
+	if o := f.store.orders[a.OrderID]; o.Owner != sampleCaller || f.store.state(a.OrderID).Owner != sampleCaller {
+		t.Fatalf("owner %q, want the role of the sample's session %q", o.Owner, sampleCaller)
 	}
 }
 
@@ -39,7 +46,9 @@ func TestSampleGetOrderEvent(t *testing.T) {
 	t.Run("known order", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, nil)
-		f.store.states[id] = workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow.Add(testConfig().ClaimTimeout))
+		st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow.Add(testConfig().ClaimTimeout))
+		st.Owner = sampleCaller
+		f.store.states[id] = st
 		resp := f.do(t, req)
 		var got struct {
 			OrderID string `json:"orderId"`
@@ -48,5 +57,13 @@ func TestSampleGetOrderEvent(t *testing.T) {
 		if err := json.Unmarshal([]byte(resp.Body), &got); resp.StatusCode != 200 || err != nil || got.OrderID != id || got.State != "Pending" {
 			t.Fatalf("status %d body %s", resp.StatusCode, resp.Body)
 		}
+	})
+	t.Run("another caller's order", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, nil)
+		st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow.Add(testConfig().ClaimTimeout))
+		st.Owner = callerA
+		f.store.states[id] = st
+		readProblem(t, f.do(t, req), 404)
 	})
 }

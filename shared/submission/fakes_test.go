@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ type storeFuncs struct {
 	getOrder    func(ctx context.Context, orderID string) (workflow.Order, error)
 	getState    func(ctx context.Context, orderID string) (workflow.State, error)
 	listByState func(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error)
+	listByOwner func(ctx context.Context, owner string, limit int, cursor string) (statestore.Page, error)
 	cancel      func(ctx context.Context, seen workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error)
 	resubmit    func(ctx context.Context, seen workflow.State, r workflow.Resubmission, now time.Time) (workflow.State, error)
 }
@@ -44,6 +46,10 @@ func (f storeFuncs) GetState(ctx context.Context, orderID string) (workflow.Stat
 
 func (f storeFuncs) ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
 	return f.listByState(ctx, state, limit, cursor)
+}
+
+func (f storeFuncs) ListByOwner(ctx context.Context, owner string, limit int, cursor string) (statestore.Page, error) {
+	return f.listByOwner(ctx, owner, limit, cursor)
 }
 
 func (f storeFuncs) Cancel(ctx context.Context, seen workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error) {
@@ -107,6 +113,7 @@ func (m *memStore) funcs() storeFuncs {
 			return cloneState(s), nil
 		},
 		listByState: m.list,
+		listByOwner: m.listByOwner,
 		cancel:      m.cancel,
 		resubmit:    m.resubmit,
 	}
@@ -162,6 +169,49 @@ func (m *memStore) list(_ context.Context, state workflow.ProcessState, limit in
 	}
 	if end < len(all) {
 		p.Next = "after:" + all[end-1].OrderID
+	}
+	return p, nil
+}
+
+// listByOwner pages through owner's orders, newest first; like the real
+// store's, its cursor names the owner it was listed for and is refused for
+// any other. Orders without an owner are in nobody's listing.
+func (m *memStore) listByOwner(_ context.Context, owner string, limit int, cursor string) (statestore.Page, error) {
+	if owner == "" || limit < 1 || limit > statestore.MaxPage {
+		return statestore.Page{}, fmt.Errorf("owner %q, limit %d out of range", owner, limit)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var all []workflow.Order
+	for _, o := range m.orders {
+		if o.Owner == owner {
+			all = append(all, o)
+		}
+	}
+	slices.SortFunc(all, func(a, b workflow.Order) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.OrderID, a.OrderID)
+	})
+	start := 0
+	if cursor != "" {
+		rest, ok := strings.CutPrefix(cursor, "own:"+owner+"|")
+		i := slices.IndexFunc(all, func(o workflow.Order) bool { return o.OrderID == rest })
+		if !ok || i < 0 {
+			return statestore.Page{}, fmt.Errorf("list by owner: %w", statestore.ErrBadCursor)
+		}
+		start = i + 1
+	}
+	end := min(start+limit, len(all))
+	var p statestore.Page
+	for _, o := range all[start:end] {
+		s := m.states[o.OrderID]
+		s.Input, s.Steps = nil, nil // the listing reads neither
+		p.States = append(p.States, s)
+	}
+	if end < len(all) {
+		p.Next = "own:" + owner + "|" + all[end-1].OrderID
 	}
 	return p, nil
 }
@@ -315,9 +365,38 @@ func (f *fixture) do(t *testing.T, req events.APIGatewayV2HTTPRequest) events.AP
 	return resp
 }
 
-// request builds a $default-route request as API Gateway sends it.
+// The callers of the tests. callerA is the default: an IAM user, its own
+// owner. callerB is a session of an assumed role, whose owner is the role.
+const (
+	callerA = "arn:aws:iam::123456789012:user/client-a"
+	callerB = "arn:aws:sts::210987654321:assumed-role/client-b/session-1"
+	ownerB  = "arn:aws:sts::210987654321:assumed-role/client-b"
+)
+
+// as makes req come from the principal userArn, as API Gateway's IAM
+// authorization passes it; "" takes the identity away.
+func as(req events.APIGatewayV2HTTPRequest, userArn string) events.APIGatewayV2HTTPRequest {
+	if userArn == "" {
+		req.RequestContext.Authorizer = nil
+		return req
+	}
+	account := ""
+	if parts := strings.Split(userArn, ":"); len(parts) > 4 {
+		account = parts[4]
+	}
+	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
+			AccessKey: "AKIAEXAMPLE" + strconv.Itoa(len(userArn)), AccountID: account,
+			CallerID: "AIDAEXAMPLE", UserARN: userArn, UserID: "AIDAEXAMPLE",
+		},
+	}
+	return req
+}
+
+// request builds a $default-route request as API Gateway sends it, from
+// callerA.
 func request(method, path string, headers map[string]string, body string) events.APIGatewayV2HTTPRequest {
-	return events.APIGatewayV2HTTPRequest{
+	return as(events.APIGatewayV2HTTPRequest{
 		Version:  "2.0",
 		RouteKey: "$default",
 		RawPath:  path,
@@ -329,7 +408,7 @@ func request(method, path string, headers map[string]string, body string) events
 			RequestID: "req-1",
 			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
 		},
-	}
+	}, callerA)
 }
 
 func postOrder(body string, headers ...string) events.APIGatewayV2HTTPRequest {

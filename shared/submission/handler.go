@@ -2,11 +2,15 @@
 // Supervisor pattern: the HTTP API (API Gateway HTTP API, payload format 2.0)
 // through which clients submit orders and read their progress.
 //
-// POST /orders validates an order, writes it with its initial Pending state
-// record in one transaction and then asks the Scheduler to start it. GET
-// /orders/{id} reports the state record. GET /orders?state=S lists the
-// orders in a state, POST /orders/{id}/retry lets an operator resubmit an
-// order that stopped in Error or CompensationFailed, and POST
+// Every route is IAM-authorized, and the caller API Gateway authenticated
+// (see Principal) owns what it submits. A client's routes: POST /orders
+// validates an order, writes it with its initial Pending state record in one
+// transaction and then asks the Scheduler to start it; GET /orders lists the
+// caller's own orders, newest first; GET /orders/{id} reports one of them
+// (another caller's order is answered exactly like a missing one). The
+// operators' routes: GET /ops/orders?state=S lists every caller's orders in
+// a state, GET /ops/orders/{id} reports any order, POST /orders/{id}/retry
+// resubmits an order that stopped in Error or CompensationFailed, and POST
 // /orders/{id}/cancel stops an order still going forward. Every error is an
 // RFC 9457 problem.
 package submission
@@ -48,6 +52,11 @@ type Store interface {
 	// only the listing's attributes. A cursor it cannot decode is an error
 	// wrapping statestore.ErrBadCursor.
 	ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error)
+	// ListByOwner lists the orders owner submitted, newest first, limit
+	// 1..100, from cursor ("" for the first page), with the same attributes
+	// as ListByState. A cursor it cannot decode, or one of another owner's
+	// listing, is an error wrapping statestore.ErrBadCursor.
+	ListByOwner(ctx context.Context, owner string, limit int, cursor string) (statestore.Page, error)
 	// Cancel stops an order still going forward, as seen (conditional on
 	// its ProcessState and Attempt), at stop: CompensationPending at
 	// stop.UndoFrom to be claimed by claimBy, or stop.Terminal. It returns
@@ -105,6 +114,8 @@ const (
 	orderRoute
 	retryRoute
 	cancelRoute
+	opsOrdersRoute
+	opsOrderRoute
 )
 
 // allowed lists each resource's methods, for 405's Allow header.
@@ -113,6 +124,9 @@ var allowed = map[route][]string{
 	orderRoute:  {http.MethodGet},
 	retryRoute:  {http.MethodPost},
 	cancelRoute: {http.MethodPost},
+	// The operators' views of every caller's orders.
+	opsOrdersRoute: {http.MethodGet},
+	opsOrderRoute:  {http.MethodGet},
 }
 
 // Handle serves one API Gateway request. The error is always nil: failures
@@ -141,10 +155,22 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.reject(ctx, log, req, problem(http.StatusMethodNotAllowed, ProblemMethod,
 			fmt.Sprintf("use %s on this resource", strings.Join(allowed[rt], " or "))),
 			map[string]string{"Allow": strings.Join(allowed[rt], ", ")}), nil
+	}
+	owner, err := caller(req)
+	if err != nil {
+		// API Gateway authorizes every route with IAM before invoking us, so
+		// this is a route that lost its authorization, not a client's doing.
+		log.WarnContext(ctx, "request without an IAM identity refused", slog.Any("error", err))
+		return h.fail(req, problem(http.StatusForbidden, ProblemForbidden,
+			"the request carries no IAM identity: every route of this API needs a SigV4-signed request"), nil), nil
+	}
+	switch {
 	case rt == ordersRoute && method == http.MethodGet:
-		return h.listOrders(ctx, log, req), nil
+		return h.listOwnOrders(ctx, log, req, owner), nil
 	case rt == ordersRoute:
-		return h.createOrder(ctx, log, req), nil
+		return h.createOrder(ctx, log, req, owner), nil
+	case rt == opsOrdersRoute:
+		return h.listOrders(ctx, log, req), nil
 	}
 	// Every other resource is one order's.
 	if !messages.ValidOrderID(orderID) {
@@ -157,12 +183,14 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.retryOrder(ctx, log, req, orderID), nil
 	case cancelRoute:
 		return h.cancelOrder(ctx, log, req, orderID), nil
+	case opsOrderRoute:
+		return h.getOrder(ctx, log, req, orderID, ""), nil
 	default:
-		return h.getOrder(ctx, log, req, orderID), nil
+		return h.getOrder(ctx, log, req, orderID, owner), nil
 	}
 }
 
-func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, owner string) events.APIGatewayV2HTTPResponse {
 	if detail, ok := checkContentType(req.Headers); !ok {
 		return h.reject(ctx, log, req, problem(http.StatusUnsupportedMediaType, ProblemMediaType, detail),
 			map[string]string{"Accept-Post": contentTypeJSON})
@@ -182,7 +210,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 
 	orderID := h.newID()
 	if hasKey {
-		orderID = OrderIDForKey(key)
+		orderID = OrderIDForKey(owner, key)
 	}
 	log = log.With(slog.String("orderId", orderID))
 	total, _ := order.TotalCents() // DecodeOrder guarantees it fits
@@ -191,6 +219,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 		OrderID:        orderID,
 		CustomerID:     order.CustomerID,
 		ClientID:       order.ClientID,
+		Owner:          owner,
 		Currency:       order.Currency,
 		Items:          order.Items,
 		TotalCents:     total,
@@ -208,10 +237,19 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
 	}
+	if len(input) > workflow.MaxInputBytes {
+		// The input travels in every request to every agent; the workflow's
+		// payload bounds count on this limit (the largest order the rules
+		// admit is far below it).
+		return h.reject(ctx, log, req, problem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf(
+			"the order makes an input of %d bytes, over the limit of %d", len(input), workflow.MaxInputBytes)), nil)
+	}
 	state := workflow.NewState(orderID, h.cfg.Workflow, input, now, now.Add(h.cfg.ClaimTimeout))
 	// The record carries it too: the event publisher reads only the stream
 	// of state records, and the order-events topic filters on it.
 	state.ClientID = order.ClientID
+	// And its owner, which GET /orders/{id} checks on the record it reads.
+	state.Owner = owner
 
 	err = h.store.CreateOrder(ctx, o, state)
 	switch {
@@ -241,6 +279,12 @@ func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGa
 	existing, err := h.store.GetOrder(ctx, o.OrderID)
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("read order %s for idempotent replay: %w", o.OrderID, err))
+	}
+	if existing.Owner != o.Owner {
+		// The ID hashes the owner with the key, so only a hash collision
+		// lands here: not the client's doing, and nothing of the other
+		// order may show.
+		return h.internal(ctx, log, req, fmt.Errorf("order %s derived for another caller's Idempotency-Key", o.OrderID))
 	}
 	if existing.RequestHash != o.RequestHash {
 		return h.reject(ctx, log, req, problem(http.StatusUnprocessableEntity, ProblemIdempotencyKey,
@@ -285,21 +329,33 @@ func accepted(orderID string, state workflow.ProcessState, replayed bool) events
 		acceptedBody{OrderID: orderID, State: state, Links: links{Self: self}}, headers)
 }
 
-func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
+// getOrder answers GET /orders/{id} for owner, or GET /ops/orders/{id} when
+// owner is "" (the operators' route, which shows any order and its owner).
+// Another caller's order is answered exactly as a missing one, so a client
+// cannot even learn that an ID exists.
+func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID, owner string) events.APIGatewayV2HTTPResponse {
 	st, err := h.store.GetState(ctx, orderID)
 	switch {
 	case errors.Is(err, workflow.ErrNotFound):
 		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
 	case err != nil:
 		return h.internal(ctx, log, req, fmt.Errorf("read state of order %s: %w", orderID, err))
+	case owner != "" && st.Owner != owner:
+		log.InfoContext(ctx, "order of another caller asked for; answered as missing", slog.String("caller", owner))
+		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
 	}
-	return respond(http.StatusOK, contentTypeJSON, newStatus(st, log), nil)
+	s := newStatus(st, log)
+	if owner == "" {
+		s.Owner = st.Owner
+	}
+	return respond(http.StatusOK, contentTypeJSON, s, nil)
 }
 
 // orderStatus is what GET /orders/{id} shows of a state record. It leaves
 // out LockedBy (an internal Scheduler invocation ID, meaningless to clients),
 // AlertPending, Requeues and Input (the order as submitted, which the
-// client has and the unauthenticated status view should not echo).
+// client has and the status view need not echo). Owner is shown on the
+// operators' route only.
 type orderStatus struct {
 	OrderID      string                `json:"orderId"`
 	Workflow     string                `json:"workflow"`
@@ -312,6 +368,7 @@ type orderStatus struct {
 	CompleteBy   time.Time             `json:"completeBy,omitzero"`
 	LastError    string                `json:"lastError,omitempty"`
 	ClientID     string                `json:"clientId,omitempty"`
+	Owner        string                `json:"owner,omitempty"`
 	EventSeq     int                   `json:"eventSeq"`
 	Cancelled    bool                  `json:"cancelled"`
 	Resubmits    int                   `json:"resubmits"`
@@ -550,6 +607,15 @@ func resolve(req events.APIGatewayV2HTTPRequest) (route, string) {
 }
 
 func match(path string) (route, string) {
+	if rest, ok := strings.CutPrefix(path, "/ops/orders"); ok {
+		switch id, isOrder := strings.CutPrefix(rest, "/"); {
+		case rest == "":
+			return opsOrdersRoute, ""
+		case isOrder && id != "" && !strings.Contains(id, "/"):
+			return opsOrderRoute, id
+		}
+		return noRoute, ""
+	}
 	rest, ok := strings.CutPrefix(path, "/orders")
 	switch {
 	case !ok:

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,6 +43,7 @@ func TestCreateOrder(t *testing.T) {
 		TotalCents:  4248,
 		RequestHash: mustDecode(t, validBody).Hash(),
 		CreatedAt:   testNow,
+		Owner:       callerA,
 	}
 	if !reflect.DeepEqual(o, wantOrder) {
 		t.Fatalf("stored order %+v, want %+v", o, wantOrder)
@@ -50,6 +52,7 @@ func TestCreateOrder(t *testing.T) {
 	s := f.store.states[a.OrderID]
 	wantInput := `{"orderId":"` + a.OrderID + `","customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1999},{"sku":"PEN","quantity":1,"unitPriceCents":250}],"totalCents":4248}`
 	wantState := workflow.NewState(a.OrderID, workflow.Default(), json.RawMessage(wantInput), testNow, testNow.Add(2*time.Minute))
+	wantState.Owner = callerA
 	if !reflect.DeepEqual(s, wantState) {
 		t.Fatalf("stored state %+v\nwant %+v", s, wantState)
 	}
@@ -225,8 +228,8 @@ func TestIdempotentReplay(t *testing.T) {
 	const key = "checkout-7731"
 	first := f.do(t, postOrder(validBody, "Idempotency-Key", key))
 	a := readAccepted(t, first)
-	if a.OrderID != OrderIDForKey(key) {
-		t.Fatalf("orderId %q, want the one derived from the key %q", a.OrderID, OrderIDForKey(key))
+	if a.OrderID != OrderIDForKey(callerA, key) {
+		t.Fatalf("orderId %q, want the one derived from the caller and the key %q", a.OrderID, OrderIDForKey(callerA, key))
 	}
 	if got := f.store.orders[a.OrderID].IdempotencyKey; got != key {
 		t.Fatalf("stored IdempotencyKey %q", got)
@@ -288,7 +291,7 @@ func TestIdempotencyKeyReuse(t *testing.T) {
 	if p.Type != ProblemIdempotencyKey || p.Detail != "Idempotency-Key was already used with a different request" {
 		t.Fatalf("problem %+v", p)
 	}
-	if o := f.store.orders[OrderIDForKey("k1")]; o.Items[0].Quantity != 2 {
+	if o := f.store.orders[OrderIDForKey(callerA, "k1")]; o.Items[0].Quantity != 2 {
 		t.Fatalf("the first order was overwritten: %+v", o)
 	}
 	if n := len(f.out.sent()); n != 1 {
@@ -388,6 +391,7 @@ func TestGetOrder(t *testing.T) {
 	st.LockedBy, st.Attempt, st.FailureCount = "scheduler-invocation-9", 3, 1
 	st.ClientID, st.EventSeq, st.Resubmits = "shop.web-1", 2, 1
 	st.CompleteBy, st.UpdatedAt, st.LastError = testNow.Add(time.Minute), finished, "payment gateway timed out"
+	st.Owner = callerA
 	st.Steps[0] = workflow.StepRecord{Name: "reserve-inventory", State: workflow.StepSucceeded, Attempts: 1,
 		StartedAt: &started, FinishedAt: &finished, Output: json.RawMessage(`{"reservationId":"r-1"}`)}
 	st.Steps[1] = workflow.StepRecord{Name: "charge-payment", State: workflow.StepProcessing, Attempts: 2, Failures: 1,
@@ -408,7 +412,7 @@ func TestGetOrder(t *testing.T) {
 	if resp.Body != want {
 		t.Fatalf("body\n%s\nwant\n%s", resp.Body, want)
 	}
-	for _, leak := range []string{"scheduler-invocation-9", "lockedBy", "secret-customer"} {
+	for _, leak := range []string{"scheduler-invocation-9", "lockedBy", "secret-customer", "owner"} {
 		if strings.Contains(resp.Body, leak) {
 			t.Fatalf("status exposes %q", leak)
 		}
@@ -419,7 +423,7 @@ func TestGetOrderOmitsZeroCompleteBy(t *testing.T) {
 	t.Parallel()
 	const id = "abc"
 	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow)
-	st.ProcessState, st.CompleteBy = workflow.Processed, time.Time{}
+	st.ProcessState, st.CompleteBy, st.Owner = workflow.Processed, time.Time{}, callerA
 	f := newFixture(t, nil)
 	f.store.states[id] = st
 	resp := f.do(t, request("GET", "/orders/"+id, nil, ""))
@@ -493,7 +497,9 @@ func TestGetOrderRoutes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
-			f.store.states[id] = workflow.NewState(id, workflow.Default(), nil, testNow, testNow)
+			st := workflow.NewState(id, workflow.Default(), nil, testNow, testNow)
+			st.Owner = callerA
+			f.store.states[id] = st
 			resp := f.do(t, tt.req)
 			var got struct{ OrderID string }
 			if err := json.Unmarshal([]byte(resp.Body), &got); resp.StatusCode != 200 || err != nil || got.OrderID != id {
@@ -531,6 +537,14 @@ func TestRouting(t *testing.T) {
 		{"POST", "/orders/abc", 405, "GET"},
 		{"HEAD", "/orders/abc", 405, "GET"},
 		{"", "/orders/abc", 405, "GET"},
+		{"GET", "/ops", 404, ""},
+		{"GET", "/ops/", 404, ""},
+		{"GET", "/ops/orders/", 404, ""},
+		{"GET", "/ops/ordersx", 404, ""},
+		{"GET", "/ops/orders/abc/x", 404, ""},
+		{"POST", "/ops/orders/abc/retry", 404, ""},
+		{"POST", "/ops/orders", 405, "GET"},
+		{"DELETE", "/ops/orders/abc", 405, "GET"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -565,11 +579,21 @@ func TestHandleRecoversPanic(t *testing.T) {
 
 func TestOrderIDForKey(t *testing.T) {
 	t.Parallel()
-	a, b := OrderIDForKey("k1"), OrderIDForKey("k2")
-	if a != OrderIDForKey("k1") || a == b {
+	a, b := OrderIDForKey(callerA, "k1"), OrderIDForKey(callerA, "k2")
+	if a != OrderIDForKey(callerA, "k1") || a == b {
 		t.Fatalf("derivation not deterministic or not distinct: %s %s", a, b)
 	}
-	for _, id := range []string{a, b, randomOrderID()} {
+	// The same key from another caller is another order; the separator
+	// keeps a pair from passing for another whose parts join the same.
+	c, d := OrderIDForKey(ownerB, "k1"), OrderIDForKey(callerA+"k", "1")
+	if c == a || d == a || c == d {
+		t.Fatalf("owners share an ID: %s %s %s", a, c, d)
+	}
+	// Pinned: the mapping of existing orders must never change silently.
+	if got, want := OrderIDForKey(callerA, "checkout-7731"), "fe9bd130-6085-8c92-b7cf-4a3e8a2d27fe"; got != want {
+		t.Fatalf("OrderIDForKey = %s, want %s", got, want)
+	}
+	for _, id := range []string{a, b, c, randomOrderID()} {
 		if !messages.ValidOrderID(id) || len(id) != 36 || strings.Count(id, "-") != 4 || !strings.ContainsAny(id[19:20], "89ab") {
 			t.Fatalf("%q is not UUID-shaped", id)
 		}
@@ -582,21 +606,27 @@ func TestOrderIDForKey(t *testing.T) {
 // FuzzHandle throws arbitrary requests at the handler over a store and a
 // sender that always succeed: it must never panic and never answer 5xx.
 func FuzzHandle(f *testing.F) {
-	f.Add("POST", "/orders", "application/json", true, "k", []byte(validBody), uint8(0))
-	f.Add("POST", "/orders", "application/json; charset=utf-8", false, "", []byte(validBody), uint8(1))
-	f.Add("POST", "/orders", "application/json", false, "", []byte("!!"), uint8(2))
-	f.Add("POST", "/orders", "text/plain", true, "\x00", []byte("{}"), uint8(0))
-	f.Add("GET", "/orders/abc", "", false, "", []byte(nil), uint8(0))
-	f.Add("GET", "/orders/../x", "", false, "", []byte(nil), uint8(0))
-	f.Add("DELETE", "/orders", "", false, "", []byte(nil), uint8(0))
-	f.Add("GET", "/orders", "", false, "", []byte("state=Error&limit=2&cursor=x"), uint8(3))
-	f.Add("GET", "/orders", "", false, "", []byte("state=Error&state=Pending&limit=%zz"), uint8(3))
-	f.Add("POST", "/orders/abc/retry", "", false, "", []byte(nil), uint8(0))
-	f.Add("POST", "/orders/abc/cancel", "", false, "", []byte(nil), uint8(0))
+	f.Add("POST", "/orders", "application/json", true, "k", []byte(validBody), uint8(0), callerA)
+	f.Add("POST", "/orders", "application/json; charset=utf-8", false, "", []byte(validBody), uint8(1), callerA)
+	f.Add("POST", "/orders", "application/json", false, "", []byte("!!"), uint8(2), callerA)
+	f.Add("POST", "/orders", "text/plain", true, "\x00", []byte("{}"), uint8(0), callerA)
+	f.Add("GET", "/orders/abc", "", false, "", []byte(nil), uint8(0), callerA)
+	f.Add("GET", "/orders/../x", "", false, "", []byte(nil), uint8(0), callerA)
+	f.Add("DELETE", "/orders", "", false, "", []byte(nil), uint8(0), callerA)
+	f.Add("GET", "/orders", "", false, "", []byte("state=Error&limit=2&cursor=x"), uint8(3), callerA)
+	f.Add("GET", "/orders", "", false, "", []byte("state=Error&state=Pending&limit=%zz"), uint8(3), callerA)
+	f.Add("POST", "/orders/abc/retry", "", false, "", []byte(nil), uint8(0), callerA)
+	f.Add("POST", "/orders/abc/cancel", "", false, "", []byte(nil), uint8(0), callerA)
+	f.Add("GET", "/ops/orders/abc", "", false, "", []byte(nil), uint8(0), callerA)
+	f.Add("GET", "/ops/orders", "", false, "", []byte("state=Error&limit=2&cursor=x"), uint8(3), callerB)
+	f.Add("GET", "/orders", "", false, "", []byte("limit=2&cursor=x"), uint8(3), callerB)
+	f.Add("POST", "/orders", "application/json", true, "k", []byte(validBody), uint8(0), "")
+	f.Add("GET", "/orders/abc", "", false, "", []byte(nil), uint8(0), "arn:aws:sts::123456789012:assumed-role/r")
+	f.Add("GET", "/orders/abc", "", false, "", []byte(nil), uint8(0), "arn:aws:s3:::bucket")
 	for _, b := range orderSamples(f) {
-		f.Add("POST", "/orders", "application/json", false, "", b, uint8(0))
+		f.Add("POST", "/orders", "application/json", false, "", b, uint8(0), callerA)
 	}
-	f.Fuzz(func(t *testing.T, method, path, contentType string, hasKey bool, key string, body []byte, bodyMode uint8) {
+	f.Fuzz(func(t *testing.T, method, path, contentType string, hasKey bool, key string, body []byte, bodyMode uint8, userArn string) {
 		// The store's state follows the fuzzed order ID, so retry and cancel
 		// meet every state, and its writes succeed as far as the state allows.
 		stateOf := func(id string) workflow.State {
@@ -611,6 +641,15 @@ func FuzzHandle(f *testing.F) {
 			getOrder:    func(_ context.Context, id string) (workflow.Order, error) { return workflow.Order{OrderID: id}, nil },
 			getState:    func(_ context.Context, id string) (workflow.State, error) { return stateOf(id), nil },
 			listByState: func(_ context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
+				if limit < 1 || limit > MaxListLimit || cursor == "bad" {
+					return statestore.Page{}, statestore.ErrBadCursor
+				}
+				return statestore.Page{States: []workflow.State{stateOf("o-1")}, Next: cursor + "x"}, nil
+			},
+			listByOwner: func(_ context.Context, owner string, limit int, cursor string) (statestore.Page, error) {
+				if owner == "" {
+					t.Fatal("listed without an owner")
+				}
 				if limit < 1 || limit > MaxListLimit || cursor == "bad" {
 					return statestore.Page{}, statestore.ErrBadCursor
 				}
@@ -635,7 +674,7 @@ func FuzzHandle(f *testing.F) {
 		if hasKey {
 			headers["idempotency-key"] = key
 		}
-		req := request(method, path, headers, string(body))
+		req := as(request(method, path, headers, string(body)), userArn)
 		switch bodyMode % 4 {
 		case 1: // a binary body as API Gateway passes it
 			req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
@@ -654,6 +693,9 @@ func FuzzHandle(f *testing.F) {
 		if !json.Valid([]byte(resp.Body)) {
 			t.Fatalf("body is not JSON: %q", resp.Body)
 		}
+		if _, err := caller(req); err != nil && resp.StatusCode < 400 {
+			t.Fatalf("status %d for a request without an identity (%q)", resp.StatusCode, userArn)
+		}
 		if resp.StatusCode >= 400 && resp.Headers["Content-Type"] != "application/problem+json" {
 			t.Fatalf("error %d without problem content type", resp.StatusCode)
 		}
@@ -665,9 +707,34 @@ func FuzzHandle(f *testing.F) {
 			if _, ok := workflow.ParseProcessState(a.State); !ok {
 				t.Fatalf("202 with state %q", a.State)
 			}
-			if hasKey && method == "POST" && path == "/orders" && a.OrderID != OrderIDForKey(key) {
-				t.Fatalf("orderId %s not derived from key %q", a.OrderID, key)
+			owner, err := caller(req)
+			if err != nil {
+				t.Fatalf("202 for a request without an identity: %v", err)
+			}
+			if hasKey && method == "POST" && path == "/orders" && a.OrderID != OrderIDForKey(owner, key) {
+				t.Fatalf("orderId %s not derived from the caller and key %q", a.OrderID, key)
 			}
 		}
 	})
+}
+
+// TestLargestValidOrderFitsTheInputBound: the workflow's payload bounds
+// count on workflow.MaxInputBytes; the largest order the validation admits
+// (every field at its longest) must make an input under it, so the 413 the
+// handler keeps for a larger one is never a valid order's answer.
+func TestLargestValidOrderFitsTheInputBound(t *testing.T) {
+	t.Parallel()
+	id := strings.Repeat("C", 64)
+	var items []string
+	for i := range MaxItems {
+		sku := fmt.Sprintf("%s%02d", strings.Repeat("S", 62), i)
+		items = append(items, fmt.Sprintf(`{"sku":%q,"quantity":%d,"unitPriceCents":%d}`, sku, MaxQuantity, MaxUnitPriceCents))
+	}
+	body := fmt.Sprintf(`{"customerId":%q,"clientId":%q,"currency":"EUR","items":[%s]}`, id, strings.Repeat("c", 64), strings.Join(items, ","))
+	f := newFixture(t, nil)
+	a := readAccepted(t, f.do(t, postOrder(body)))
+	input := f.store.states[a.OrderID].Input
+	if len(input) > workflow.MaxInputBytes/2 {
+		t.Fatalf("the largest valid order makes an input of %d bytes, too close to the bound of %d", len(input), workflow.MaxInputBytes)
+	}
 }

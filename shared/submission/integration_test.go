@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -94,6 +95,26 @@ func (f *dynamoFixture) fail(t *testing.T, id string) {
 	}
 }
 
+// process runs an order's two steps to Processed as a Scheduler would.
+func (f *dynamoFixture) process(t *testing.T, id string) {
+	t.Helper()
+	st := f.claim(t, id, 0, false)
+	for i := range 2 {
+		now := f.tick()
+		a := statestore.Advance{OrderID: id, StepIndex: i, Attempt: st.Attempt, Now: now}
+		if i == 0 {
+			a.Next = &statestore.NextClaim{Step: workflow.Default().Steps[1].Name, Owner: "scheduler-1", CompleteBy: now.Add(30 * time.Second)}
+		}
+		var err error
+		if st, err = f.db.Advance(context.Background(), a); err != nil {
+			t.Fatalf("advance %s step %d: %v", id, i, err)
+		}
+	}
+	if st.ProcessState != workflow.Processed {
+		t.Fatalf("process %s: %+v", id, st)
+	}
+}
+
 func (f *dynamoFixture) get(t *testing.T, id string) workflow.State {
 	t.Helper()
 	st, err := f.db.GetState(context.Background(), id)
@@ -116,7 +137,7 @@ func (f *dynamoFixture) list(t *testing.T, query string) (ids []string, pages in
 		if l.Links.Next == "" || pages > 10 {
 			return ids, pages
 		}
-		req = follow(t, l.Links.Next)
+		req = follow(t, l.Links.Next, req)
 	}
 }
 
@@ -196,7 +217,7 @@ func TestIntegrationRetry(t *testing.T) {
 	if p.Type != ProblemConflict || !strings.Contains(p.Detail, "is Processing") {
 		t.Fatalf("second retry: %+v", p)
 	}
-	readProblem(t, f.do(t, post("/orders/"+OrderIDForKey("nobody")+"/retry")), 404)
+	readProblem(t, f.do(t, post("/orders/"+OrderIDForKey(callerA, "nobody")+"/retry")), 404)
 }
 
 // TestIntegrationConcurrentRetries: both operators read the order in Error
@@ -300,16 +321,111 @@ func TestIntegrationCancel(t *testing.T) {
 	// Still the answer to a repeated cancel: it took effect.
 	readOperatorAccepted(t, f.do(t, post("/orders/"+busy+"/cancel")), busy, workflow.CompensationPending)
 
-	// Failed without a cancel: nothing to cancel.
+	// In Error: its claimed step may have been applied, so the cancel
+	// undoes it.
 	failed := f.create(t, "")
 	f.fail(t, failed)
-	if p := readProblem(t, f.do(t, post("/orders/"+failed+"/cancel")), 409); !strings.Contains(p.Detail, "is Error") {
-		t.Fatalf("cancel of a failed order: %+v", p)
+	readOperatorAccepted(t, f.do(t, post("/orders/"+failed+"/cancel")), failed, workflow.CompensationPending)
+	if st := f.get(t, failed); !st.Cancelled || st.AlertPending || st.Steps[0].Compensation != workflow.StepPending {
+		t.Fatalf("cancelled Error order %+v", st)
+	}
+	// A Processed one has nothing to cancel.
+	done := f.create(t, "")
+	f.process(t, done)
+	if p := readProblem(t, f.do(t, post("/orders/"+done+"/cancel")), 409); !strings.Contains(p.Detail, "is Processed") {
+		t.Fatalf("cancel of a processed order: %+v", p)
 	}
 
-	for q, want := range map[string]string{"state=Cancelled": idle, "state=CompensationPending": busy} {
-		if ids, _ := f.list(t, q); len(ids) != 1 || ids[0] != want {
-			t.Fatalf("%s lists %v, want %s", q, ids, want)
+	for q, want := range map[string][]string{"state=Cancelled": {idle}, "state=CompensationPending": {failed, busy}} {
+		if ids, _ := f.list(t, q); !slices.Equal(ids, want) {
+			t.Fatalf("%s lists %v, want %v", q, ids, want)
 		}
+	}
+}
+
+// TestIntegrationTenantIsolation is TestTenantIsolation on DynamoDB Local,
+// through the real store: the ByOwner index, its cursors bound to their
+// owner, and the order IDs derived from owner and key.
+func TestIntegrationTenantIsolation(t *testing.T) {
+	t.Parallel()
+	f := newDynamoFixture(t, nil)
+	post := func(caller, key string) events.APIGatewayV2HTTPResponse {
+		f.tick()
+		req := postOrder(validBody)
+		if key != "" {
+			req = postOrder(validBody, "Idempotency-Key", key)
+		}
+		return f.do(t, as(req, caller))
+	}
+	// The same key from A and from B: two orders, both 202, neither 422.
+	a1, b1 := post(callerA, "same-key"), post(callerB, "same-key")
+	aID, bID := readAccepted(t, a1).OrderID, readAccepted(t, b1).OrderID
+	if aID == bID || a1.Headers[ReplayedHeader] != "" || b1.Headers[ReplayedHeader] != "" {
+		t.Fatalf("one key from two callers: %s / %s", a1.Body, b1.Body)
+	}
+	if r := post(callerB, "same-key"); readAccepted(t, r).OrderID != bID || r.Headers[ReplayedHeader] != "true" {
+		t.Fatalf("B's retry: %s", r.Body)
+	}
+	aIDs, bIDs := []string{aID}, []string{bID}
+	for range 2 {
+		aIDs = append(aIDs, readAccepted(t, post(callerA, "")).OrderID)
+		bIDs = append(bIDs, readAccepted(t, post(callerB, "")).OrderID)
+	}
+	for _, id := range aIDs {
+		if o, err := f.db.GetOrder(context.Background(), id); err != nil || o.Owner != callerA || f.get(t, id).Owner != callerA {
+			t.Fatalf("order %s: %+v, %v", id, o, err)
+		}
+	}
+
+	// GET: one's own is 200, the other's 404 like a missing one.
+	if r := f.do(t, as(request("GET", "/orders/"+bID, nil, ""), callerB)); r.StatusCode != 200 {
+		t.Fatalf("B reading its order: %d %s", r.StatusCode, r.Body)
+	}
+	foreign := f.do(t, as(request("GET", "/orders/"+aID, nil, ""), callerB))
+	readProblem(t, foreign, 404)
+	missing := f.do(t, as(request("GET", "/orders/"+OrderIDForKey(callerB, "never-used"), nil, ""), callerB))
+	if strings.ReplaceAll(foreign.Body, aID, "ID") != strings.ReplaceAll(missing.Body, OrderIDForKey(callerB, "never-used"), "ID") {
+		t.Fatalf("another's order answered %s, a missing one %s", foreign.Body, missing.Body)
+	}
+
+	// Listings: each its own, newest first, a page of 2 at a time.
+	list := func(caller string) (ids, cursors []string) {
+		req := ownOrders("limit=2", caller)
+		for range 10 {
+			l := readList(t, f.do(t, req))
+			for _, o := range l.Orders {
+				if o.State != "Pending" || o.Status != "accepted" {
+					t.Fatalf("summary %+v", o)
+				}
+				ids = append(ids, o.OrderID)
+			}
+			if l.NextCursor == "" {
+				return ids, cursors
+			}
+			cursors = append(cursors, l.NextCursor)
+			req = follow(t, l.Links.Next, req)
+		}
+		t.Fatal("paging does not end")
+		return nil, nil
+	}
+	gotA, aCursors := list(callerA)
+	gotB, bCursors := list(callerB)
+	if want := []string{aIDs[2], aIDs[1], aIDs[0]}; strings.Join(gotA, ",") != strings.Join(want, ",") || len(aCursors) != 1 {
+		t.Fatalf("A lists %v with %d cursors, want %v", gotA, len(aCursors), want)
+	}
+	if want := []string{bIDs[2], bIDs[1], bIDs[0]}; strings.Join(gotB, ",") != strings.Join(want, ",") || len(bCursors) != 1 {
+		t.Fatalf("B lists %v with %d cursors, want %v", gotB, len(bCursors), want)
+	}
+	for _, tc := range []struct{ caller, cursor string }{{callerA, bCursors[0]}, {callerB, aCursors[0]}, {callerA, "forged"}} {
+		p := readProblem(t, f.do(t, ownOrders("cursor="+tc.cursor, tc.caller)), 400)
+		if len(p.Errors) != 1 || p.Errors[0].Field != "cursor" {
+			t.Fatalf("cursor %s for %s: %+v", tc.cursor, tc.caller, p)
+		}
+	}
+
+	// The operators' listing by state has both callers' orders.
+	ids, _ := f.list(t, "state=Pending&limit=100")
+	if len(ids) != len(aIDs)+len(bIDs) {
+		t.Fatalf("the operators list %v, want all of %v and %v", ids, aIDs, bIDs)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// Limits of GET /orders.
+// Limits of GET /orders and GET /ops/orders.
 const (
 	DefaultListLimit = 25
 	MaxListLimit     = statestore.MaxPage // the store refuses larger pages
@@ -27,16 +27,17 @@ const (
 	maxCursorLen = 2048
 )
 
-// The parameters of GET /orders.
+// The parameters of GET /ops/orders; GET /orders takes limit and cursor.
 const (
 	paramState  = "state"
 	paramLimit  = "limit"
 	paramCursor = "cursor"
 )
 
-// ListQuery is a decoded GET /orders query.
+// ListQuery is a decoded listing query: GET /ops/orders's, with a State, or
+// GET /orders's, without one.
 type ListQuery struct {
-	State  workflow.ProcessState
+	State  workflow.ProcessState // "" for a listing of the caller's own orders
 	Limit  int
 	Cursor string // "" for the first page
 }
@@ -58,14 +59,27 @@ func (e *QueryError) Error() string {
 	return strings.Join(parts, "; ")
 }
 
-// DecodeListQuery reads the query of GET /orders. rawQuery is the event's
-// RawQueryString; params, its QueryStringParameters, is read only when
-// rawQuery is empty, because API Gateway joins repeated values there with
-// commas and so hides a repeat the raw string still shows. Unknown and
-// repeated parameters are refused rather than ignored, so a typo such as
-// "limt=5" is not silently answered with another page size. An empty limit
-// or cursor counts as absent. The error is a *QueryError.
+// DecodeListQuery reads the query of GET /ops/orders, where state is
+// required. rawQuery is the event's RawQueryString; params, its
+// QueryStringParameters, is read only when rawQuery is empty, because API
+// Gateway joins repeated values there with commas and so hides a repeat the
+// raw string still shows. Unknown and repeated parameters are refused rather
+// than ignored, so a typo such as "limt=5" is not silently answered with
+// another page size. An empty limit or cursor counts as absent. The error is
+// a *QueryError.
 func DecodeListQuery(rawQuery string, params map[string]string) (ListQuery, error) {
+	return decodeListQuery(rawQuery, params, true)
+}
+
+// DecodeOwnListQuery reads the query of GET /orders, the caller's own
+// orders: limit and cursor only, by the rules of DecodeListQuery. A state
+// is refused with a pointer to the operators' listing, so a client used to
+// it learns why its filter is gone.
+func DecodeOwnListQuery(rawQuery string, params map[string]string) (ListQuery, error) {
+	return decodeListQuery(rawQuery, params, false)
+}
+
+func decodeListQuery(rawQuery string, params map[string]string, byState bool) (ListQuery, error) {
 	values := url.Values{}
 	if rawQuery != "" {
 		v, err := url.ParseQuery(rawQuery)
@@ -81,11 +95,18 @@ func DecodeListQuery(rawQuery string, params map[string]string) (ListQuery, erro
 
 	var errs []FieldError
 	bad := func(field, detail string) { errs = append(errs, FieldError{Field: field, Detail: detail}) }
+	known := "use state, limit and cursor"
+	if !byState {
+		known = "use limit and cursor"
+	}
 	unknown := make([]string, 0, len(values))
 	for k, v := range values {
 		switch {
 		case k == "":
 			bad("", "a parameter has no name")
+		case k == paramState && !byState:
+			bad(k, "is not a parameter of this resource, which lists your own orders, newest first; "+
+				"listing every caller's orders by state is the operators' GET /ops/orders")
 		case k != paramState && k != paramLimit && k != paramCursor:
 			unknown = append(unknown, k)
 		case len(v) > 1:
@@ -94,12 +115,13 @@ func DecodeListQuery(rawQuery string, params map[string]string) (ListQuery, erro
 	}
 	slices.Sort(unknown) // map order would make the problem differ run to run
 	for _, k := range unknown {
-		bad(k, "is not a parameter of this resource; use state, limit and cursor")
+		bad(k, "is not a parameter of this resource; "+known)
 	}
 
 	q := ListQuery{Limit: DefaultListLimit}
 	states := "one of " + stateNames()
 	switch s := values.Get(paramState); {
+	case !byState:
 	case s == "":
 		bad(paramState, "is required; use "+states)
 	default:
@@ -166,17 +188,21 @@ func stateNames() string {
 	return strings.Join(names, ", ")
 }
 
-// Encode returns the query string that DecodeListQuery reads back as q.
+// Encode returns the query string that DecodeListQuery (or, without a State,
+// DecodeOwnListQuery) reads back as q.
 func (q ListQuery) Encode() string {
-	s := paramState + "=" + url.QueryEscape(string(q.State)) + "&" + paramLimit + "=" + strconv.Itoa(q.Limit)
+	s := paramLimit + "=" + strconv.Itoa(q.Limit)
+	if q.State != "" {
+		s = paramState + "=" + url.QueryEscape(string(q.State)) + "&" + s
+	}
 	if q.Cursor != "" {
 		s += "&" + paramCursor + "=" + url.QueryEscape(q.Cursor)
 	}
 	return s
 }
 
-// orderList is the body of GET /orders. NextCursor and Links are omitted on
-// the last page.
+// orderList is the body of GET /orders and GET /ops/orders. NextCursor and
+// Links are omitted on the last page.
 type orderList struct {
 	Orders     []orderSummary `json:"orders"`
 	NextCursor string         `json:"nextCursor,omitempty"`
@@ -203,20 +229,51 @@ type orderSummary struct {
 	UpdatedAt    time.Time             `json:"updatedAt"`
 }
 
+// listOrders answers the operators' GET /ops/orders?state=S: every
+// caller's orders in a state.
 func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 	q, err := DecodeListQuery(req.RawQueryString, req.QueryStringParameters)
 	if err != nil {
 		return h.reject(ctx, log, req, queryProblem(err), nil)
 	}
 	page, err := h.store.ListByState(ctx, q.State, q.Limit, q.Cursor)
-	switch {
-	case errors.Is(err, statestore.ErrBadCursor):
-		return h.reject(ctx, log, req, queryProblem(&QueryError{Errors: []FieldError{{
-			Field: paramCursor, Detail: "is not a cursor this API returned; list again without it"}}}), nil)
-	case err != nil:
+	if errors.Is(err, statestore.ErrBadCursor) {
+		return h.reject(ctx, log, req, badCursorProblem(), nil)
+	}
+	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("list orders in %s (limit %d): %w", q.State, q.Limit, err))
 	}
+	log.DebugContext(ctx, "orders listed", slog.String("state", string(q.State)), slog.Int("count", len(page.States)), slog.Bool("more", page.Next != ""))
+	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/ops/orders"), nil)
+}
 
+// listOwnOrders answers a client's GET /orders: the caller's own orders,
+// newest first. A cursor of another caller's listing is refused like a
+// forged one.
+func (h *Handler) listOwnOrders(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, owner string) events.APIGatewayV2HTTPResponse {
+	q, err := DecodeOwnListQuery(req.RawQueryString, req.QueryStringParameters)
+	if err != nil {
+		return h.reject(ctx, log, req, queryProblem(err), nil)
+	}
+	page, err := h.store.ListByOwner(ctx, owner, q.Limit, q.Cursor)
+	if errors.Is(err, statestore.ErrBadCursor) {
+		return h.reject(ctx, log, req, badCursorProblem(), nil)
+	}
+	if err != nil {
+		return h.internal(ctx, log, req, fmt.Errorf("list the caller's orders (limit %d): %w", q.Limit, err))
+	}
+	log.DebugContext(ctx, "own orders listed", slog.Int("count", len(page.States)), slog.Bool("more", page.Next != ""))
+	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/orders"), nil)
+}
+
+func badCursorProblem() Problem {
+	return queryProblem(&QueryError{Errors: []FieldError{{
+		Field: paramCursor, Detail: "is not a cursor this API returned; list again without it"}}})
+}
+
+// listBody is a page of summaries, with the link to the next page of the
+// same listing at path.
+func listBody(page statestore.Page, q ListQuery, path string) orderList {
 	body := orderList{Orders: make([]orderSummary, len(page.States))}
 	for i, st := range page.States {
 		body.Orders[i] = orderSummary{
@@ -236,10 +293,9 @@ func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.A
 	if page.Next != "" {
 		next := ListQuery{State: q.State, Limit: q.Limit, Cursor: page.Next}
 		body.NextCursor = page.Next
-		body.Links = &listLinks{Next: "/orders?" + next.Encode()}
+		body.Links = &listLinks{Next: path + "?" + next.Encode()}
 	}
-	log.DebugContext(ctx, "orders listed", slog.String("state", string(q.State)), slog.Int("count", len(body.Orders)), slog.Bool("more", page.Next != ""))
-	return respond(http.StatusOK, contentTypeJSON, body, nil)
+	return body
 }
 
 // queryProblem is the 400 of a bad query; one fault is named in the detail

@@ -17,20 +17,31 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
+// getOrders is the operators' listing by state, GET /ops/orders.
 func getOrders(rawQuery string) events.APIGatewayV2HTTPRequest {
-	r := request("GET", "/orders", nil, "")
+	r := request("GET", "/ops/orders", nil, "")
 	r.RawQueryString = rawQuery
 	return r
 }
 
-// follow turns a links.next value into the request a client would send.
-func follow(t *testing.T, link string) events.APIGatewayV2HTTPRequest {
+// ownOrders is a client's listing of its own orders, GET /orders.
+func ownOrders(rawQuery, userArn string) events.APIGatewayV2HTTPRequest {
+	r := as(request("GET", "/orders", nil, ""), userArn)
+	r.RawQueryString = rawQuery
+	return r
+}
+
+// follow turns a links.next value into the request a client would send:
+// the same caller, the same resource.
+func follow(t *testing.T, link string, prev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPRequest {
 	t.Helper()
 	u, err := url.Parse(link)
-	if err != nil || u.Path != "/orders" || u.Host != "" {
-		t.Fatalf("next link %q: %v", link, err)
+	if err != nil || u.Path != prev.RawPath || u.Host != "" {
+		t.Fatalf("next link %q of %s: %v", link, prev.RawPath, err)
 	}
-	return getOrders(u.RawQuery)
+	next := prev
+	next.RawQueryString, next.QueryStringParameters = u.RawQuery, nil
+	return next
 }
 
 type listResponse struct {
@@ -98,10 +109,10 @@ func TestListOrdersPages(t *testing.T) {
 		if len(l.Orders) != 2 || page > 3 {
 			t.Fatalf("page %d has %d orders", page, len(l.Orders))
 		}
-		if wantLink := "/orders?state=Error&limit=2&cursor=" + url.QueryEscape(l.NextCursor); l.Links.Next != wantLink {
+		if wantLink := "/ops/orders?state=Error&limit=2&cursor=" + url.QueryEscape(l.NextCursor); l.Links.Next != wantLink {
 			t.Fatalf("links.next %q, want %q", l.Links.Next, wantLink)
 		}
-		req = follow(t, l.Links.Next)
+		req = follow(t, l.Links.Next, req)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("listed %v, want %v", got, want)
@@ -260,6 +271,13 @@ func TestListQueryEncode(t *testing.T) {
 	if err != nil || back != q {
 		t.Fatalf("round trip gave %+v, %v", back, err)
 	}
+	own := ListQuery{Limit: 3, Cursor: "x y"}
+	if got, want := own.Encode(), "limit=3&cursor=x+y"; got != want {
+		t.Fatalf("Encode = %q, want %q", got, want)
+	}
+	if back, err := DecodeOwnListQuery(own.Encode(), nil); err != nil || back != own {
+		t.Fatalf("round trip gave %+v, %v", back, err)
+	}
 }
 
 // FuzzListQuery throws arbitrary query strings at the decoder, both as the
@@ -296,7 +314,25 @@ func FuzzListQuery(f *testing.F) {
 				t.Fatalf("link query %q of %+v decodes to %+v, %v", q.Encode(), q, again, err)
 			}
 		}
+		// A caller's own listing takes the same, without a state.
+		checkOwn := func(q ListQuery, err error) {
+			if err != nil {
+				var qe *QueryError
+				if !errors.As(err, &qe) || len(qe.Errors) == 0 {
+					t.Fatalf("error %v is not a QueryError with faults", err)
+				}
+				return
+			}
+			if q.State != "" || q.Limit < 1 || q.Limit > MaxListLimit || len(q.Cursor) > maxCursorLen {
+				t.Fatalf("accepted %+v", q)
+			}
+			again, err := DecodeOwnListQuery(q.Encode(), nil)
+			if err != nil || again != q {
+				t.Fatalf("link query %q of %+v decodes to %+v, %v", q.Encode(), q, again, err)
+			}
+		}
 		check(DecodeListQuery(raw, nil))
+		checkOwn(DecodeOwnListQuery(raw, nil))
 		params := map[string]string{}
 		for k, v := range map[string]string{paramState: state, paramLimit: limit, paramCursor: cursor} {
 			if v != "" {
@@ -304,5 +340,6 @@ func FuzzListQuery(f *testing.F) {
 			}
 		}
 		check(DecodeListQuery("", params))
+		checkOwn(DecodeOwnListQuery("", params))
 	})
 }

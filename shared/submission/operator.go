@@ -68,8 +68,9 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 	return accepted(orderID, written.ProcessState, false)
 }
 
-// cancelOrder stops an order still going forward. Repeating a cancel that
-// already took effect answers 202 again, so a client may retry it safely.
+// cancelOrder stops an order still going forward, or closes one in Error,
+// undoing whatever may have been applied. Repeating a cancel that already
+// took effect answers 202 again, so a client may retry it safely.
 func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
 	log = log.With(callerAttr(req))
 	for try := 1; ; try++ {
@@ -86,7 +87,7 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 				return accepted(orderID, st.ProcessState, false)
 			}
 			return h.reject(ctx, log, req, problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
-				"order %s is %s; only orders in %s or %s can be cancelled", orderID, st.ProcessState, workflow.Pending, workflow.Processing)), nil)
+				"order %s is %s; only orders in %s, %s or %s can be cancelled", orderID, st.ProcessState, workflow.Pending, workflow.Processing, workflow.Error)), nil)
 		}
 
 		now := h.clk.Now().UTC()

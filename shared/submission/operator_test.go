@@ -24,6 +24,7 @@ const orderA = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 func at(id string, ps workflow.ProcessState, i, attempts int) workflow.State {
 	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow.Add(-time.Hour), testNow.Add(-time.Hour))
 	st.ProcessState, st.StepIndex, st.Step = ps, i, st.Steps[i].Name
+	st.Owner = callerA
 	st.Attempt = i + attempts
 	st.EventSeq = 1 + i
 	for j := 0; j < i; j++ {
@@ -380,12 +381,12 @@ func TestCancelRejects(t *testing.T) {
 	}
 	// Every state an order cannot be cancelled in, other than by a cancel.
 	for _, ps := range workflow.ProcessStates() {
-		if ps == workflow.Pending || ps == workflow.Processing {
+		if ps == workflow.Pending || ps == workflow.Processing || ps == workflow.Error {
 			continue
 		}
 		st := at(orderA, ps, 1, 1)
 		tests = append(tests, test{"in " + string(ps), "/orders/" + orderA + "/cancel", &st, nil, 409, ProblemConflict,
-			"order " + orderA + " is " + string(ps) + "; only orders in Pending or Processing can be cancelled"})
+			"order " + orderA + " is " + string(ps) + "; only orders in Pending, Processing or Error can be cancelled"})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -449,7 +450,7 @@ func TestCancelRacesToTheEnd(t *testing.T) {
 		status int
 	}{
 		{"processed meanwhile", at(orderA, workflow.Processed, 1, 1), 409},
-		{"failed meanwhile", at(orderA, workflow.Error, 1, 1), 409},
+		{"compensated meanwhile", at(orderA, workflow.Compensated, 1, 1), 409},
 		{"cancelled by another request", func() workflow.State {
 			st := at(orderA, workflow.CompensationPending, 0, 1)
 			st.Cancelled = true

@@ -17,6 +17,9 @@ const (
 	ProblemNotFound       = problemBase + "not-found"
 	ProblemMethod         = problemBase + "method-not-allowed"
 	ProblemIdempotencyKey = problemBase + "idempotency-key-reuse"
+	// ProblemForbidden: the request carries no IAM identity. API Gateway
+	// authorizes every route with IAM, so only a misconfigured route gets it.
+	ProblemForbidden = problemBase + "forbidden"
 	// ProblemConflict: the order's state does not allow the request now
 	// (retry of an order that is not stopped, cancel of a finished one), or
 	// it changed while the request was being applied.

@@ -3,8 +3,9 @@ package submission
 // Route is one route the Submission handler serves behind API Gateway.
 type Route struct {
 	Method, Path string
-	// Operator routes change an order's course: the stack lets only its
-	// operator policy call them.
+	// Operator routes see or change every caller's orders: the stack lets
+	// only its operator policy call them. The others are the clients',
+	// which see only the caller's own orders.
 	Operator bool
 }
 
@@ -16,6 +17,8 @@ func Routes() []Route {
 		{Method: "POST", Path: "/orders"},
 		{Method: "GET", Path: "/orders"},
 		{Method: "GET", Path: "/orders/{id}"},
+		{Method: "GET", Path: "/ops/orders", Operator: true},
+		{Method: "GET", Path: "/ops/orders/{id}", Operator: true},
 		{Method: "POST", Path: "/orders/{id}/retry", Operator: true},
 		{Method: "POST", Path: "/orders/{id}/cancel", Operator: true},
 	}

@@ -1,0 +1,237 @@
+package statestore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// encodeOrder is an order as stored: its fields, and the creation time in
+// Unix milliseconds that sorts the ByOwner index.
+func encodeOrder(o workflow.Order) (map[string]types.AttributeValue, error) {
+	item, err := attributevalue.MarshalMap(o)
+	if err != nil {
+		return nil, err
+	}
+	item[CreatedAtMsAttr] = millis(o.CreatedAt)
+	return item, nil
+}
+
+// ownerSummaryAttrs is what a listing by owner reads of each state record:
+// the keys and the projection of ByState, so both listings show the same
+// summary and neither reads Input or the step history.
+var ownerSummaryAttrs = append([]string{KeyOrderID, ProcessStateAttr, ChangedAtAttr}, ByStateProjection...)
+
+// batchGetTries bounds the BatchGetItem calls of one page: DynamoDB may
+// leave keys unprocessed when throttled, and they are asked for again after
+// a backoff, but not forever.
+const batchGetTries = 5
+
+// batchGetBackoff is the wait before the second try; it doubles each try.
+var batchGetBackoff = 20 * time.Millisecond
+
+// ListByOwner lists the orders owner submitted, newest first, at most limit
+// (1..MaxPage) per page. It reads a page of order IDs from the ByOwner
+// index, then those orders' state records in one BatchGetItem, and returns
+// them in the index's order. Records carry only the listing's attributes
+// (no Input, no step history). A cursor that is not one of this owner's
+// listings wraps ErrBadCursor.
+func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, after string) (Page, error) {
+	if owner == "" {
+		return Page{}, errors.New("list by owner: no owner")
+	}
+	if limit < 1 || limit > MaxPage {
+		return Page{}, fmt.Errorf("list by owner: limit %d outside 1..%d", limit, MaxPage)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.tables.Orders),
+		IndexName:                 aws.String(ByOwnerIndex),
+		KeyConditionExpression:    aws.String("#ow = :ow"),
+		ExpressionAttributeNames:  map[string]string{"#ow": OwnerAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ow": str(owner)},
+		ScanIndexForward:          aws.Bool(false),
+		Limit:                     aws.Int32(int32(limit)),
+	}
+	if after != "" {
+		c, err := DecodeOwnerCursor(after)
+		if err != nil {
+			return Page{}, err
+		}
+		if c.Owner != ownerTag(owner) {
+			return Page{}, fmt.Errorf("%w: it belongs to another caller's listing", ErrBadCursor)
+		}
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			KeyOrderID: str(c.OrderID), OwnerAttr: str(owner),
+			CreatedAtMsAttr: &types.AttributeValueMemberN{Value: strconv.FormatInt(c.CreatedAtMs, 10)},
+		}
+	}
+	out, err := s.db.Query(ctx, in)
+	if err != nil {
+		return Page{}, fmt.Errorf("list by owner: %w", err)
+	}
+	ids := make([]string, 0, len(out.Items))
+	for _, item := range out.Items {
+		if v, ok := item[KeyOrderID].(*types.AttributeValueMemberS); ok {
+			ids = append(ids, v.Value)
+		}
+	}
+	states, err := s.batchGetStates(ctx, ids)
+	if err != nil {
+		return Page{}, fmt.Errorf("list by owner: %w", err)
+	}
+	var p Page
+	for _, id := range ids {
+		// Both records are written in one transaction, so a state is
+		// missing only if someone deleted it; the listing goes on without it.
+		if st, ok := states[id]; ok {
+			p.States = append(p.States, st)
+		}
+	}
+	if len(out.LastEvaluatedKey) > 0 {
+		c := OwnerCursor{Owner: ownerTag(owner)}
+		if v, ok := out.LastEvaluatedKey[KeyOrderID].(*types.AttributeValueMemberS); ok {
+			c.OrderID = v.Value
+		}
+		if v, ok := out.LastEvaluatedKey[CreatedAtMsAttr].(*types.AttributeValueMemberN); ok {
+			c.CreatedAtMs, _ = strconv.ParseInt(v.Value, 10, 64)
+		}
+		p.Next = encodeOwnerCursor(c)
+	}
+	return p, nil
+}
+
+// batchGetStates reads the summary attributes of the state records of ids
+// (at most MaxPage), asking again for the keys DynamoDB left unprocessed.
+func (s *Store) batchGetStates(ctx context.Context, ids []string) (map[string]workflow.State, error) {
+	out := make(map[string]workflow.State, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	bg := s.db
+	names := make(map[string]string, len(ownerSummaryAttrs))
+	proj := make([]byte, 0, 8*len(ownerSummaryAttrs))
+	for i, a := range ownerSummaryAttrs {
+		ph := "#a" + strconv.Itoa(i)
+		names[ph] = a
+		if i > 0 {
+			proj = append(proj, ',')
+		}
+		proj = append(proj, ph...)
+	}
+	keys := make([]map[string]types.AttributeValue, len(ids))
+	for i, id := range ids {
+		keys[i] = map[string]types.AttributeValue{KeyOrderID: str(id)}
+	}
+	req := map[string]types.KeysAndAttributes{s.tables.State: {
+		Keys:                     keys,
+		ProjectionExpression:     aws.String(string(proj)),
+		ExpressionAttributeNames: names,
+	}}
+	wait := batchGetBackoff
+	for try := 1; ; try++ {
+		res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+		if err != nil {
+			return nil, fmt.Errorf("batch get %d state records: %w", len(ids), err)
+		}
+		for _, item := range res.Responses[s.tables.State] {
+			st, err := DecodeState(item)
+			if err != nil {
+				return nil, err
+			}
+			out[st.OrderID] = st
+		}
+		left := res.UnprocessedKeys[s.tables.State]
+		if len(left.Keys) == 0 {
+			return out, nil
+		}
+		if try == batchGetTries {
+			return nil, fmt.Errorf("batch get: %d of %d state records still unprocessed after %d tries", len(left.Keys), len(ids), try)
+		}
+		req = map[string]types.KeysAndAttributes{s.tables.State: left}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+// OwnerCursor is the position after a page of a listing by owner: the last
+// order's key in ByOwner, and a tag of the owner it was listed for, so a
+// cursor is refused by every other caller's listing. The tag is a hash, so
+// a cursor does not carry the caller's identity around.
+type OwnerCursor struct {
+	Owner       string `json:"w"`
+	OrderID     string `json:"o"`
+	CreatedAtMs int64  `json:"t"`
+}
+
+// ownerTagNamespace separates the tag from any other hash of a principal.
+const ownerTagNamespace = "sasflow/statestore/owner-cursor/v1\x00"
+
+// ownerTagLen is the length of an owner tag: 12 bytes of SHA-256 in
+// base64url.
+const ownerTagLen = 16
+
+// ownerTag names an owner inside a cursor.
+func ownerTag(owner string) string {
+	sum := sha256.Sum256([]byte(ownerTagNamespace + owner))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+func encodeOwnerCursor(c OwnerCursor) string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeOwnerCursor reads a listing-by-owner cursor a client sent back. It
+// is outside input: any failure wraps ErrBadCursor. Whether the cursor is
+// the caller's own is ListByOwner's check.
+func DecodeOwnerCursor(s string) (OwnerCursor, error) {
+	if len(s) > maxCursorLen {
+		return OwnerCursor{}, fmt.Errorf("%w: longer than %d bytes", ErrBadCursor, maxCursorLen)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return OwnerCursor{}, fmt.Errorf("%w: not base64url", ErrBadCursor)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c OwnerCursor
+	if err := dec.Decode(&c); err != nil {
+		return OwnerCursor{}, fmt.Errorf("%w: not a cursor", ErrBadCursor)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return OwnerCursor{}, fmt.Errorf("%w: data after the cursor", ErrBadCursor)
+	}
+	if !validOwnerTag(c.Owner) || !messages.ValidOrderID(c.OrderID) || c.CreatedAtMs < 0 {
+		return OwnerCursor{}, fmt.Errorf("%w: fields out of range", ErrBadCursor)
+	}
+	return c, nil
+}
+
+func validOwnerTag(s string) bool {
+	if len(s) != ownerTagLen {
+		return false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	return err == nil && len(b) == 12
+}

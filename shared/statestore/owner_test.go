@@ -1,0 +1,269 @@
+package statestore_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sasflow/sas/shared/enginetest"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+const (
+	ownerA = "arn:aws:sts::111122223333:assumed-role/shop-a"
+	ownerB = "arn:aws:iam::444455556666:user/shop-b"
+)
+
+// newOwnerStore creates fresh tables on DynamoDB Local over client, which
+// may wrap the engine's.
+func newOwnerStore(t *testing.T, wrap func(*dynamodb.Client) statestore.Client) (*statestore.Store, *dynamodb.Client, statestore.Tables) {
+	t.Helper()
+	db := enginetest.DynamoDB(t)
+	tables := statestore.Tables{Orders: enginetest.UniqueName(t, "orders"), State: enginetest.UniqueName(t, "state")}
+	if err := statestore.CreateTables(context.Background(), db, tables); err != nil {
+		t.Fatal(err)
+	}
+	var c statestore.Client = db
+	if wrap != nil {
+		c = wrap(db)
+	}
+	return statestore.New(c, tables), db, tables
+}
+
+// seedOwned writes an order of owner created at, Pending.
+func seedOwned(t *testing.T, s *statestore.Store, id, owner string, at time.Time) {
+	t.Helper()
+	order := workflow.Order{OrderID: id, Owner: owner, CustomerID: "c-1", Currency: "EUR",
+		Items: []workflow.Item{{SKU: "A", Quantity: 1, UnitPriceCents: 100}}, TotalCents: 100, RequestHash: "h", CreatedAt: at}
+	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{"orderId":"`+id+`","secret":"input"}`), at, at.Add(time.Minute))
+	st.Owner, st.ClientID = owner, "client-"+id
+	if err := s.CreateOrder(context.Background(), order, st); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listAll pages through owner's listing, limit per page.
+func listAll(t *testing.T, s *statestore.Store, owner string, limit int) (ids []string, pages int) {
+	t.Helper()
+	cursor := ""
+	for {
+		p, err := s.ListByOwner(context.Background(), owner, limit, cursor)
+		if err != nil {
+			t.Fatalf("ListByOwner(%s, %d, %q): %v", owner, limit, cursor, err)
+		}
+		pages++
+		for _, st := range p.States {
+			if st.Input != nil || st.Steps != nil {
+				t.Fatalf("listing carries the input or the history: %+v", st)
+			}
+			ids = append(ids, st.OrderID)
+		}
+		if p.Next == "" {
+			return ids, pages
+		}
+		if pages > 20 {
+			t.Fatal("paging does not end")
+		}
+		cursor = p.Next
+	}
+}
+
+// TestListByOwnerIsolatesOwners: each owner lists exactly its own orders,
+// newest first, in pages; a cursor of one owner's listing is refused for
+// another; an order without an owner (written before owners existed) is
+// in nobody's listing.
+func TestListByOwnerIsolatesOwners(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newOwnerStore(t, nil)
+	ctx := context.Background()
+	var wantA []string
+	for i := range 5 {
+		id := fmt.Sprintf("a-%d", i)
+		seedOwned(t, s, id, ownerA, t0.Add(time.Duration(i)*time.Second))
+		wantA = append([]string{id}, wantA...) // newest first
+	}
+	seedOwned(t, s, "b-0", ownerB, t0)
+	seedOwned(t, s, "b-1", ownerB, t0.Add(10*time.Second))
+	seed(t, s, "legacy") // no owner
+
+	ids, pages := listAll(t, s, ownerA, 2)
+	if fmt.Sprint(ids) != fmt.Sprint(wantA) || pages != 3 {
+		t.Fatalf("owner A listed %v in %d pages, want %v in 3", ids, pages, wantA)
+	}
+	if ids, _ := listAll(t, s, ownerB, 100); fmt.Sprint(ids) != "[b-1 b-0]" {
+		t.Fatalf("owner B listed %v", ids)
+	}
+	if ids, _ := listAll(t, s, "arn:aws:iam::999999999999:user/nobody", 10); len(ids) != 0 {
+		t.Fatalf("a caller without orders listed %v", ids)
+	}
+
+	// The summary: what a listing shows, read from the state record.
+	p, err := s.ListByOwner(ctx, ownerB, 1, "")
+	if err != nil || len(p.States) != 1 || p.Next == "" {
+		t.Fatalf("first page of B: %+v, %v", p, err)
+	}
+	got := p.States[0]
+	if got.OrderID != "b-1" || got.ProcessState != workflow.Pending || got.ClientID != "client-b-1" || got.Step != "reserve-inventory" ||
+		got.EventSeq != 1 || !got.CreatedAt.Equal(t0.Add(10*time.Second)) || got.Workflow != workflow.Default().Name {
+		t.Fatalf("summary %+v", got)
+	}
+
+	// B's cursor is not A's to use, and the reverse; forged ones are refused.
+	first, err := s.ListByOwner(ctx, ownerA, 1, "")
+	if err != nil || first.Next == "" {
+		t.Fatal(first, err)
+	}
+	for _, bad := range []struct{ owner, cursor string }{
+		{ownerA, p.Next}, {ownerB, first.Next}, {ownerA, "%%%"}, {ownerA, "e30"},
+		// A ByState cursor is not a listing-by-owner cursor.
+		{ownerA, "eyJzIjoiRXJyb3IiLCJvIjoiYS0xIiwiYyI6MTJ9"},
+	} {
+		if _, err := s.ListByOwner(ctx, bad.owner, 1, bad.cursor); !errors.Is(err, statestore.ErrBadCursor) {
+			t.Errorf("ListByOwner(%s, %q) error = %v, want ErrBadCursor", bad.owner, bad.cursor, err)
+		}
+	}
+	if _, err := s.ListByOwner(ctx, "", 1, ""); err == nil {
+		t.Error("a listing without an owner was served")
+	}
+	for _, limit := range []int{0, statestore.MaxPage + 1} {
+		if _, err := s.ListByOwner(ctx, ownerA, limit, ""); err == nil {
+			t.Errorf("limit %d accepted", limit)
+		}
+	}
+}
+
+// TestOrderItemCarriesTheIndexKeys: the order item has the ByOwner keys,
+// and CreatedAt stays as it was.
+func TestOrderItemCarriesTheIndexKeys(t *testing.T) {
+	t.Parallel()
+	s, db, tables := newOwnerStore(t, nil)
+	at := t0.Add(1234 * time.Millisecond)
+	seedOwned(t, s, "k-1", ownerA, at)
+	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(tables.Orders),
+		Key: map[string]types.AttributeValue{statestore.KeyOrderID: &types.AttributeValueMemberS{Value: "k-1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := out.Item[statestore.CreatedAtMsAttr].(*types.AttributeValueMemberN)
+	owner, _ := out.Item[statestore.OwnerAttr].(*types.AttributeValueMemberS)
+	created, _ := out.Item["CreatedAt"].(*types.AttributeValueMemberS)
+	if ms == nil || ms.Value != fmt.Sprint(at.UnixMilli()) || owner == nil || owner.Value != ownerA || created == nil || created.Value != "2026-11-22T12:00:01.234Z" {
+		t.Fatalf("order item %v", out.Item)
+	}
+	o, err := s.GetOrder(context.Background(), "k-1")
+	if err != nil || o.Owner != ownerA || !o.CreatedAt.Equal(at) {
+		t.Fatalf("GetOrder = %+v, %v", o, err)
+	}
+}
+
+// stingyBatch answers only the first key of each BatchGetItem for its first
+// stingy calls, leaving the rest unprocessed as a throttled DynamoDB does.
+type stingyBatch struct {
+	*dynamodb.Client
+	mu     sync.Mutex
+	stingy int
+	calls  int
+}
+
+func (c *stingyBatch) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	c.mu.Lock()
+	c.calls++
+	stingy := c.calls <= c.stingy
+	c.mu.Unlock()
+	if !stingy {
+		return c.Client.BatchGetItem(ctx, in, opts...)
+	}
+	first := map[string]types.KeysAndAttributes{}
+	left := map[string]types.KeysAndAttributes{}
+	for table, ka := range in.RequestItems {
+		one, rest := ka, ka
+		one.Keys, rest.Keys = ka.Keys[:1], ka.Keys[1:]
+		first[table] = one
+		if len(rest.Keys) > 0 {
+			left[table] = rest
+		}
+	}
+	out, err := c.Client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: first}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out.UnprocessedKeys = left
+	return out, nil
+}
+
+func (c *stingyBatch) callCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
+// TestListByOwnerRetriesUnprocessedKeys: keys DynamoDB leaves unprocessed
+// are asked for again, a bounded number of times.
+func TestListByOwnerRetriesUnprocessedKeys(t *testing.T) {
+	t.Parallel()
+	t.Run("within the bound", func(t *testing.T) {
+		t.Parallel()
+		stingy := &stingyBatch{stingy: 2}
+		s, _, _ := newOwnerStore(t, func(c *dynamodb.Client) statestore.Client { stingy.Client = c; return stingy })
+		for i := range 4 {
+			seedOwned(t, s, fmt.Sprintf("u-%d", i), ownerA, t0.Add(time.Duration(i)*time.Second))
+		}
+		p, err := s.ListByOwner(context.Background(), ownerA, 10, "")
+		var ids []string
+		for _, st := range p.States {
+			ids = append(ids, st.OrderID)
+		}
+		// Two stingy calls answer one key each, the third the other two.
+		if err != nil || fmt.Sprint(ids) != "[u-3 u-2 u-1 u-0]" || stingy.callCount() != 3 {
+			t.Fatalf("listed %v, %v after %d calls", ids, err, stingy.callCount())
+		}
+	})
+	t.Run("past the bound", func(t *testing.T) {
+		t.Parallel()
+		stingy := &stingyBatch{stingy: 1000}
+		s, _, _ := newOwnerStore(t, func(c *dynamodb.Client) statestore.Client { stingy.Client = c; return stingy })
+		for i := range 10 {
+			seedOwned(t, s, fmt.Sprintf("v-%d", i), ownerA, t0.Add(time.Duration(i)*time.Second))
+		}
+		_, err := s.ListByOwner(context.Background(), ownerA, 10, "")
+		if err == nil || !strings.Contains(err.Error(), "unprocessed") || stingy.callCount() != 5 {
+			t.Fatalf("error %v after %d calls, want unprocessed after 5", err, stingy.callCount())
+		}
+	})
+}
+
+func FuzzDecodeOwnerCursor(f *testing.F) {
+	f.Add(ownerCursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}`))
+	f.Add(ownerCursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12,"x":1}`))
+	f.Add(ownerCursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}{}`))
+	f.Add(ownerCursorSeed(`{"w":"short","o":"a-1","t":12}`))
+	f.Add(ownerCursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a_1","t":-1}`))
+	f.Add("eyJzIjoiRXJyb3IiLCJvIjoiYS0xIiwiYyI6MTJ9")
+	f.Add("")
+	f.Add("e30")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := statestore.DecodeOwnerCursor(s)
+		if err != nil {
+			if !errors.Is(err, statestore.ErrBadCursor) {
+				t.Fatalf("error %v does not wrap ErrBadCursor", err)
+			}
+			return
+		}
+		if len(c.Owner) != 16 || c.OrderID == "" || c.CreatedAtMs < 0 {
+			t.Fatalf("accepted an invalid cursor %+v", c)
+		}
+	})
+}
+
+func ownerCursorSeed(js string) string { return base64.RawURLEncoding.EncodeToString([]byte(js)) }

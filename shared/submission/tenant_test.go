@@ -1,0 +1,285 @@
+package submission
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+func TestPrincipal(t *testing.T) {
+	t.Parallel()
+	long := "arn:aws:iam::123456789012:user/" + strings.Repeat("p/", 500) + "x"
+	tests := []struct {
+		name, arn, want string
+	}{
+		{"IAM user", "arn:aws:iam::123456789012:user/alice", "arn:aws:iam::123456789012:user/alice"},
+		{"IAM user with a path", "arn:aws:iam::123456789012:user/division/team/alice", "arn:aws:iam::123456789012:user/division/team/alice"},
+		{"root", "arn:aws:iam::123456789012:root", "arn:aws:iam::123456789012:root"},
+		{"federated user", "arn:aws:sts::123456789012:federated-user/bob", "arn:aws:sts::123456789012:federated-user/bob"},
+		{"assumed role: the session is dropped", "arn:aws:sts::123456789012:assumed-role/shop/i-0abc@example.com", "arn:aws:sts::123456789012:assumed-role/shop"},
+		{"another session of the same role", "arn:aws:sts::123456789012:assumed-role/shop/other", "arn:aws:sts::123456789012:assumed-role/shop"},
+		{"another partition", "arn:aws-us-gov:sts::123456789012:assumed-role/shop/s", "arn:aws-us-gov:sts::123456789012:assumed-role/shop"},
+		{"the local API's callers", "arn:aws:iam::000000000000:user/demo-client", "arn:aws:iam::000000000000:user/demo-client"},
+		{"empty", "", ""},
+		{"not an ARN", "alice", ""},
+		{"too few parts", "arn:aws:iam::123456789012", ""},
+		{"another service", "arn:aws:s3:::bucket/key", ""},
+		{"a region", "arn:aws:iam:eu-west-1:123456789012:user/alice", ""},
+		{"short account", "arn:aws:iam::12345:user/alice", ""},
+		{"letters in the account", "arn:aws:iam::12345678901x:user/alice", ""},
+		{"no resource", "arn:aws:iam::123456789012:", ""},
+		{"upper-case partition", "arn:AWS:iam::123456789012:user/alice", ""},
+		{"empty partition", "arn::iam::123456789012:user/alice", ""},
+		{"assumed role without a session", "arn:aws:sts::123456789012:assumed-role/shop", ""},
+		{"assumed role with an empty session", "arn:aws:sts::123456789012:assumed-role/shop/", ""},
+		{"assumed role with an empty role", "arn:aws:sts::123456789012:assumed-role//s", ""},
+		{"assumed role with extra segments", "arn:aws:sts::123456789012:assumed-role/shop/s/x", ""},
+		{"a space", "arn:aws:iam::123456789012:user/al ice", ""},
+		{"a control character", "arn:aws:iam::123456789012:user/al\x00ice", ""},
+		{"non-ASCII", "arn:aws:iam::123456789012:user/alicé", ""},
+		{"too long", long, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: tt.arn})
+			if tt.want == "" {
+				if err == nil || !errors.Is(err, ErrNoIdentity) || got != "" {
+					t.Fatalf("Principal(%q) = %q, %v; want ErrNoIdentity", tt.arn, got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("Principal(%q) = %q, %v; want %q", tt.arn, got, err, tt.want)
+			}
+		})
+	}
+	if _, err := Principal(nil); !errors.Is(err, ErrNoIdentity) {
+		t.Fatalf("Principal(nil) error = %v", err)
+	}
+}
+
+// FuzzPrincipal: whatever userArn arrives, Principal never panics, and an
+// owner it returns is a printable ARN that is its own owner (a normalized
+// owner normalizes to itself, so the owner of a record and of the request
+// reading it compare equal).
+func FuzzPrincipal(f *testing.F) {
+	for _, s := range []string{
+		"arn:aws:iam::123456789012:user/alice", "arn:aws:sts::123456789012:assumed-role/shop/s",
+		"arn:aws:sts::123456789012:assumed-role/shop", "arn:aws:iam::123456789012:root", "arn:aws:s3:::b",
+		"arn:aws:sts::123456789012:assumed-role//", "arn:::::", "", "arn:aws:iam::123456789012:user/a:b",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, arn string) {
+		owner, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn})
+		if err != nil {
+			if !errors.Is(err, ErrNoIdentity) || owner != "" {
+				t.Fatalf("Principal(%q) = %q, %v", arn, owner, err)
+			}
+			return
+		}
+		if !strings.HasPrefix(owner, "arn:") || len(owner) > len(arn) || strings.ContainsFunc(owner, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			t.Fatalf("Principal(%q) = %q", arn, owner)
+		}
+		if strings.Contains(owner, ":assumed-role/") {
+			// The role's owner is not a session ARN, so it does not pass again.
+			if !strings.HasPrefix(arn, owner+"/") {
+				t.Fatalf("Principal(%q) = %q is not the session's role", arn, owner)
+			}
+			return
+		}
+		if again, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: owner}); err != nil || again != owner {
+			t.Fatalf("owner %q of %q normalizes to %q, %v", owner, arn, again, err)
+		}
+	})
+}
+
+// TestRequestsWithoutIdentityAreForbidden: API Gateway never invokes the
+// handler without an IAM identity; if it ever did, every route answers 403
+// with a problem, and nothing is read or written.
+func TestRequestsWithoutIdentityAreForbidden(t *testing.T) {
+	t.Parallel()
+	for _, r := range Routes() {
+		for _, arn := range []string{"", "not-an-arn"} {
+			t.Run(r.Method+" "+r.Path+" "+arn, func(t *testing.T) {
+				t.Parallel()
+				f := newFixture(t, nil)
+				f.store.put(at(orderA, workflow.Error, 0, 1))
+				path := strings.ReplaceAll(r.Path, "{id}", orderA)
+				req := as(request(r.Method, path, map[string]string{"content-type": "application/json"}, validBody), arn)
+				req.RawQueryString = "state=Error"
+				if path == "/orders" {
+					req.RawQueryString = ""
+				}
+				p := readProblem(t, f.do(t, req), 403)
+				if p.Type != ProblemForbidden || p.RequestID != "req-1" {
+					t.Fatalf("problem %+v", p)
+				}
+				if creates, _ := f.store.counts(); creates != 0 || f.store.writeCount() != 0 || len(f.out.sent()) != 0 {
+					t.Fatal("a request without an identity wrote or sent")
+				}
+				if l := logged(t, f, "request without an IAM identity refused"); l["level"] != "WARN" {
+					t.Fatalf("log %v", l)
+				}
+			})
+		}
+	}
+}
+
+// TestTenantIsolation: two clients, A (an IAM user) and B (a session of a
+// role), on the handler. Each sees only its own orders: the other's order is
+// 404 exactly as a missing one, absent from its listing, and a cursor of
+// one's listing is refused for the other. The same Idempotency-Key from
+// both makes two orders. The operators' routes see both.
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	clk := f.h.clk.(*clock.Fake)
+	postAs := func(caller, key string) events.APIGatewayV2HTTPResponse {
+		clk.Advance(time.Second) // distinct creation times, so "newest first" is one order
+		req := postOrder(validBody)
+		if key != "" {
+			req = postOrder(validBody, "Idempotency-Key", key)
+		}
+		return f.do(t, as(req, caller))
+	}
+
+	// The same key from A and from B: two orders, both 202, neither 422.
+	a1 := postAs(callerA, "checkout-1")
+	b1 := postAs(callerB, "checkout-1")
+	aID, bID := readAccepted(t, a1).OrderID, readAccepted(t, b1).OrderID
+	if aID == bID || a1.Headers[ReplayedHeader] != "" || b1.Headers[ReplayedHeader] != "" {
+		t.Fatalf("A's %s and B's %s with one key; replayed %q %q", aID, bID, a1.Headers[ReplayedHeader], b1.Headers[ReplayedHeader])
+	}
+	if aID != OrderIDForKey(callerA, "checkout-1") || bID != OrderIDForKey(ownerB, "checkout-1") {
+		t.Fatalf("IDs %s, %s not derived from owner and key", aID, bID)
+	}
+	// Another session of B's role is B: its retry replays B's order.
+	again := f.do(t, as(postOrder(validBody, "Idempotency-Key", "checkout-1"), ownerB+"/another-session"))
+	if readAccepted(t, again).OrderID != bID || again.Headers[ReplayedHeader] != "true" {
+		t.Fatalf("B's other session got %s", again.Body)
+	}
+	if o, s := f.store.orders[aID], f.store.state(aID); o.Owner != callerA || s.Owner != callerA {
+		t.Fatalf("A's order owned by %q, %q", o.Owner, s.Owner)
+	}
+	if o, s := f.store.orders[bID], f.store.state(bID); o.Owner != ownerB || s.Owner != ownerB {
+		t.Fatalf("B's order owned by %q, %q", o.Owner, s.Owner)
+	}
+	var aIDs, bIDs []string
+	aIDs = append(aIDs, aID)
+	bIDs = append(bIDs, bID)
+	for i := range 3 {
+		aIDs = append(aIDs, readAccepted(t, postAs(callerA, "")).OrderID)
+		bIDs = append(bIDs, readAccepted(t, postAs(callerB, fmt.Sprintf("b-%d", i))).OrderID)
+	}
+
+	// Each reads its own order; the other's is 404, byte for byte what a
+	// missing order gets.
+	if r := f.do(t, as(request("GET", "/orders/"+aID, nil, ""), callerA)); r.StatusCode != 200 || !strings.Contains(r.Body, aID) {
+		t.Fatalf("A reading its order: %d %s", r.StatusCode, r.Body)
+	}
+	if r := f.do(t, as(request("GET", "/orders/"+bID, nil, ""), callerB)); r.StatusCode != 200 || strings.Contains(r.Body, "owner") {
+		t.Fatalf("B reading its order: %d %s", r.StatusCode, r.Body)
+	}
+	foreign := f.do(t, as(request("GET", "/orders/"+aID, nil, ""), callerB))
+	readProblem(t, foreign, 404)
+	missing := newFixture(t, nil).do(t, as(request("GET", "/orders/"+aID, nil, ""), callerB))
+	if foreign.Body != missing.Body || fmt.Sprint(foreign.Headers) != fmt.Sprint(missing.Headers) {
+		t.Fatalf("another's order answered\n%v %s\nmissing order answered\n%v %s", foreign.Headers, foreign.Body, missing.Headers, missing.Body)
+	}
+	readProblem(t, f.do(t, as(request("GET", "/orders/"+bID, nil, ""), callerA)), 404)
+
+	// Each lists exactly its own, newest first, in pages.
+	list := func(caller string, limit int) (ids []string, cursors []string) {
+		req := ownOrders(fmt.Sprintf("limit=%d", limit), caller)
+		for range 10 {
+			l := readList(t, f.do(t, req))
+			for _, o := range l.Orders {
+				ids = append(ids, o.OrderID)
+			}
+			if l.NextCursor == "" {
+				return ids, cursors
+			}
+			cursors = append(cursors, l.NextCursor)
+			req = follow(t, l.Links.Next, req)
+		}
+		t.Fatal("paging does not end")
+		return nil, nil
+	}
+	newestFirst := func(ids []string) string {
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[len(ids)-1-i] = id
+		}
+		return fmt.Sprint(out)
+	}
+	gotA, aCursors := list(callerA, 3)
+	gotB, bCursors := list(callerB, 3)
+	if fmt.Sprint(gotA) != newestFirst(aIDs) || fmt.Sprint(gotB) != newestFirst(bIDs) {
+		t.Fatalf("A lists %v (want %s), B lists %v (want %s)", gotA, newestFirst(aIDs), gotB, newestFirst(bIDs))
+	}
+	if len(aCursors) == 0 || len(bCursors) == 0 {
+		t.Fatal("no second page to take a cursor from")
+	}
+
+	// B's cursor is refused for A, and A's for B.
+	for _, tc := range []struct{ caller, cursor string }{{callerA, bCursors[0]}, {callerB, aCursors[0]}} {
+		p := readProblem(t, f.do(t, ownOrders("cursor="+tc.cursor, tc.caller)), 400)
+		if len(p.Errors) != 1 || p.Errors[0].Field != "cursor" {
+			t.Fatalf("another's cursor: %+v", p)
+		}
+	}
+	// Listing by state is not a client's: the parameter is refused with a
+	// pointer to the operators' route.
+	p := readProblem(t, f.do(t, ownOrders("state=Pending", callerA)), 400)
+	if len(p.Errors) != 1 || p.Errors[0].Field != "state" || !strings.Contains(p.Errors[0].Detail, "GET /ops/orders") {
+		t.Fatalf("state on a client's listing: %+v", p)
+	}
+
+	// The operators see every caller's orders, and whose each is.
+	ops := map[string]bool{}
+	for _, o := range readList(t, f.do(t, getOrders("state=Pending&limit=100"))).Orders {
+		ops[o.OrderID] = true
+	}
+	for _, id := range append(slices.Clone(aIDs), bIDs...) {
+		if !ops[id] {
+			t.Fatalf("the operators' listing %v lacks %s", ops, id)
+		}
+	}
+	r := f.do(t, as(request("GET", "/ops/orders/"+aID, nil, ""), callerB))
+	var st struct{ OrderID, Owner string }
+	if err := json.Unmarshal([]byte(r.Body), &st); r.StatusCode != 200 || err != nil || st.OrderID != aID || st.Owner != callerA {
+		t.Fatalf("the operators' view of A's order: %d %s", r.StatusCode, r.Body)
+	}
+}
+
+// TestOrdersWithoutOwnerAreOperatorsOnly: an order written before owners
+// were recorded is no client's: 404 for every caller, in no listing, and
+// still there for the operators.
+func TestOrdersWithoutOwnerAreOperatorsOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	st := at(orderA, workflow.Processed, 1, 1)
+	st.Owner = ""
+	f.store.put(st)
+	f.store.orders[orderA] = workflow.Order{OrderID: orderA, CreatedAt: testNow}
+	for _, c := range []string{callerA, callerB} {
+		readProblem(t, f.do(t, as(request("GET", "/orders/"+orderA, nil, ""), c)), 404)
+		if l := readList(t, f.do(t, ownOrders("", c))); len(l.Orders) != 0 {
+			t.Fatalf("%s lists %+v", c, l.Orders)
+		}
+	}
+	if r := f.do(t, request("GET", "/ops/orders/"+orderA, nil, "")); r.StatusCode != 200 || strings.Contains(r.Body, "owner") {
+		t.Fatalf("operators' view: %d %s", r.StatusCode, r.Body)
+	}
+}
