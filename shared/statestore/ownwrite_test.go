@@ -45,6 +45,14 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 	ctx := context.Background()
 	def := workflow.Default()
 	now := t0.Add(time.Second)
+	// claimed claims step 0, the record most writes apply to.
+	claimed := func(t *testing.T, s *statestore.Store, id string) workflow.State {
+		st, err := claim(s, id, 0, "scheduler/a", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
 	for _, tc := range []struct {
 		name string
 		// before brings the record to where the write applies, on a
@@ -64,13 +72,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 		},
 	}, {
 		name: "advance and claim the next step",
-		before: func(t *testing.T, s *statestore.Store, id string) workflow.State {
-			st, err := claim(s, id, 0, "scheduler/a", now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		},
+		before: claimed,
 		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
 			return s.Advance(ctx, statestore.Advance{OrderID: seen.OrderID, StepIndex: 0, Attempt: seen.Attempt, Now: now,
 				Output: []byte(`{"ok":true}`), Next: &statestore.NextClaim{Step: def.Steps[1].Name, Owner: "scheduler/b", CompleteBy: now.Add(time.Minute)}})
@@ -82,13 +84,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 		},
 	}, {
 		name: "permanent failure that starts the compensation",
-		before: func(t *testing.T, s *statestore.Store, id string) workflow.State {
-			st, err := claim(s, id, 0, "scheduler/a", now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		},
+		before: claimed,
 		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
 			return s.Fail(ctx, statestore.Failure{OrderID: seen.OrderID, StepIndex: 0, Attempt: seen.Attempt, Now: now, Error: "rejected",
 				AlertBy: now.Add(time.Minute), Undo: &statestore.UndoClaim{StepIndex: 0, Step: def.Steps[0].Name, Owner: "scheduler/b", CompleteBy: now.Add(time.Minute)}})
@@ -110,13 +106,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 		},
 	}, {
 		name: "supervisor retry",
-		before: func(t *testing.T, s *statestore.Store, id string) workflow.State {
-			st, err := claim(s, id, 0, "scheduler/a", now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		},
+		before: claimed,
 		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
 			late := seen.CompleteBy.Add(time.Second)
 			return s.Recover(ctx, seen, workflow.DefaultPolicy().Recover(def, seen, late), late)
