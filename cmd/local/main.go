@@ -23,9 +23,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sasflow/sas/shared/chaos"
-	"github.com/sasflow/sas/shared/localrun"
-	"github.com/sasflow/sas/shared/remotesim"
+	"github.com/sasflow/sas/internal/localstack"
+	"github.com/sasflow/sas/internal/localstack/chaos"
+	"github.com/sasflow/sas/internal/localstack/remotesim"
 )
 
 func main() {
@@ -41,11 +41,11 @@ func run(args []string, out io.Writer) error {
 	}
 	mode := args[0]
 	fs := flag.NewFlagSet("local "+mode, flag.ContinueOnError)
-	o := localrun.DemoOptions()
+	o := localstack.DemoOptions()
 	rates := map[chaos.Point]float64{}
 	if mode == "chaos" {
-		o = localrun.ChaosOptions()
-		for p, r := range localrun.ChaosRates() {
+		o = localstack.ChaosOptions()
+		for p, r := range localstack.ChaosRates() {
 			rates[p] = r
 			fs.Func(string(p), fmt.Sprintf("chaos: rate of %s (default %v)", p, r), func(v string) error {
 				f, err := strconv.ParseFloat(v, 64)
@@ -93,12 +93,12 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	defer logFile.Close()
-	tap := &localrun.Tap{Next: logFile}
+	tap := &localstack.Tap{Next: logFile}
 	o.Log = slog.New(slog.NewJSONHandler(tap, nil))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := localrun.Start(ctx, o)
+	st, err := localstack.Start(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func run(args []string, out io.Writer) error {
 			o.Seed, o.Seed, *orders, o.Schedulers, o.Supervisors, o.Skew, o.AgentLag, o.OutageFor, o.OutageEvery)
 	}
 	fmt.Fprintln(out)
-	sum, err := localrun.Demo{
+	sum, err := localstack.Demo{
 		Stack: st, Tap: tap, Orders: *orders, Clients: *clients, Rate: *rate, Timeout: *timeout,
 		Progress: out, Live: !*plain && isTerminal(os.Stdout), RunID: strconv.FormatUint(o.Seed, 36),
 	}.Run(ctx)
@@ -149,7 +149,7 @@ func pick(flagValue, mode, serveDefault string) string {
 	return "127.0.0.1:0"
 }
 
-func serveHelp(out io.Writer, st *localrun.Stack, o localrun.Options) {
+func serveHelp(out io.Writer, st *localstack.Stack, o localstack.Options) {
 	t := st.Sys.Tables
 	fmt.Fprintf(out, `
 Post an order and read it back (Ctrl-C stops the stack). Every route needs
@@ -196,7 +196,7 @@ Read the state with the AWS CLI (any credentials; the engines do not check them)
     aws --endpoint-url %[7]s sqs receive-message --queue-url %[8]s
 
 `, st.APIURL, st.RemoteURL, o.Region, o.DynamoDBEndpoint, t.State, t.Orders, o.AWSEndpoint, st.AlertWatchURL,
-		st.EventsWatchURL, localrun.DemoClientID)
+		st.EventsWatchURL, localstack.DemoClientID)
 }
 
 func isTerminal(f *os.File) bool {

@@ -1,5 +1,5 @@
 // Command remotesim serves the remote-service simulator on loopback for local
-// runs: see package shared/remotesim.
+// runs: see package internal/localstack/remotesim.
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sasflow/sas/shared/remotesim"
+	"github.com/sasflow/sas/internal/localstack/remotesim"
 )
 
 func main() {

@@ -24,11 +24,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/internal/localstack/wiring"
+	"github.com/sasflow/sas/internal/testkit/reqcount"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/remotesim"
-	"github.com/sasflow/sas/shared/reqcount"
-	"github.com/sasflow/sas/shared/system"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -70,7 +70,7 @@ func run(ctx context.Context, orders int, out io.Writer) error {
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 	agentCfg := agent.DefaultConfig()
-	sys, err := system.Build(ctx, system.Options{
+	sys, err := wiring.Build(ctx, wiring.Options{
 		DynamoDB: ddb, SQS: handlerSQS, PollSQS: pollSQS, SNS: snsc,
 		Prefix: "reqcount-" + strconv.FormatInt(time.Now().UnixNano(), 36), Region: "us-east-1",
 		Workflow: workflow.Default(), Policy: workflow.DefaultPolicy(), RemoteBaseURL: srv.URL, Agent: agentCfg,

@@ -16,7 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sasflow/sas/shared/opsclient"
+	"github.com/sasflow/sas/internal/opsclient"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sasflow/sas/shared/opsclient"
+	"github.com/sasflow/sas/internal/opsclient"
 )
 
 func TestRun(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
 	"github.com/sasflow/sas/shared/coldstart"
-	"github.com/sasflow/sas/shared/notify"
+	"github.com/sasflow/sas/shared/notifier"
 )
 
 func main() {
-	cfg, aws, log := coldstart.Load("notifier", notify.LoadConfig)
-	h := notify.New(cfg, notify.NewPublisher(sns.NewFromConfig(aws), cfg.OrderEventsTopicARN), log)
+	cfg, aws, log := coldstart.Load("notifier", notifier.LoadConfig)
+	h := notifier.New(cfg, notifier.NewPublisher(sns.NewFromConfig(aws), cfg.OrderEventsTopicARN), log)
 	lambda.Start(h.Handle)
 }

@@ -1,5 +1,5 @@
 // Package stack is the AWS CDK definition of the whole system: the tables,
-// queues, topics and functions of shared/, wired the way shared/system wires
+// queues, topics and functions of shared/, wired the way internal/localstack/wiring wires
 // them to the local engines, plus the API, the Supervisor's schedule, alarms
 // and a dashboard.
 package stack

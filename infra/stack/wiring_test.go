@@ -12,7 +12,7 @@ import (
 
 	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/shared/agent"
-	"github.com/sasflow/sas/shared/notify"
+	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/scheduler"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
@@ -71,10 +71,10 @@ var loaders = func() []loader {
 					t.Errorf("supervisor OperatorAPIURL %q, want %q", got, want)
 				}
 			}},
-		{path: "Notifier", load: adapt(notify.LoadConfig), points: map[string]string{"ORDER_EVENTS_TOPIC_ARN": "OrderEventsTopic"},
+		{path: "Notifier", load: adapt(notifier.LoadConfig), points: map[string]string{"ORDER_EVENTS_TOPIC_ARN": "OrderEventsTopic"},
 			check: func(t *testing.T, cfg any, _ map[string]any) {
 				id, _ := tmpl.byPath(t, "AWS::SNS::Topic", "OrderEventsTopic/Resource")
-				if got := cfg.(notify.Config).OrderEventsTopicARN; !strings.HasSuffix(got, ":"+id) {
+				if got := cfg.(notifier.Config).OrderEventsTopicARN; !strings.HasSuffix(got, ":"+id) {
 					t.Errorf("notifier publishes to %q, want the topic %s", got, id)
 				}
 			}},

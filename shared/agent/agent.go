@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 )
 
 // Request is one attempt of a step, as the Scheduler asked for it.
@@ -24,8 +24,8 @@ type Request struct {
 	Step      string
 	StepIndex int
 	Attempt   int
-	// Action is messages.Compensate for an undo; Perform otherwise.
-	Action messages.Action
+	// Action is message.Compensate for an undo; Perform otherwise.
+	Action message.Action
 	// IdempotencyKey is stable across every attempt of the step; the remote
 	// service applies the effect at most once per key. A compensation has a
 	// key of its own.
@@ -37,7 +37,7 @@ type Request struct {
 }
 
 // RequestFrom builds a Request from a decoded message.
-func RequestFrom(m messages.AgentRequest) Request {
+func RequestFrom(m message.AgentRequest) Request {
 	return Request{
 		OrderID:        m.OrderID,
 		Step:           m.Step,
@@ -148,7 +148,7 @@ func mayHaveApplied(err error) bool {
 // Faulter is implemented by errors that know their fault code, such as
 // *RemoteError. FaultOf prefers it to the error text.
 type Faulter interface {
-	Fault() messages.Fault
+	Fault() message.Fault
 }
 
 // FaultError is a permanent error with a fault code of the caller's choice.
@@ -160,7 +160,7 @@ type FaultError struct {
 func (e *FaultError) Error() string { return e.Code + ": " + e.Message }
 
 // Fault returns the code and message.
-func (e *FaultError) Fault() messages.Fault { return messages.Fault{Code: e.Code, Message: e.Message} }
+func (e *FaultError) Fault() message.Fault { return message.Fault{Code: e.Code, Message: e.Message} }
 
 var _ Faulter = (*FaultError)(nil)
 
@@ -178,24 +178,24 @@ const (
 	CodeInvalidOutput = "invalid_output"
 	// CodeOutputTooLarge: the output is over its step's limit, or does not
 	// fit in a reply message.
-	CodeOutputTooLarge = messages.FaultOutputTooLarge
+	CodeOutputTooLarge = message.FaultOutputTooLarge
 )
 
 // Limits on fault text: it comes from the remote service and travels in a
 // message with a size limit.
 const (
-	maxCodeBytes    = messages.MaxFaultCodeBytes
-	maxMessageBytes = messages.MaxFaultMessageBytes
+	maxCodeBytes    = message.MaxFaultCodeBytes
+	maxMessageBytes = message.MaxFaultMessageBytes
 )
 
 // FaultOf describes err for a Failed reply. The code comes from a Faulter in
 // err's chain, else it is CodePermanent with the error text as message. The
 // code is never empty and both fields are valid, bounded UTF-8.
-func FaultOf(err error) messages.Fault {
+func FaultOf(err error) message.Fault {
 	if err == nil {
-		return messages.Fault{Code: CodePermanent}
+		return message.Fault{Code: CodePermanent}
 	}
-	f := messages.Fault{Code: CodePermanent, Message: err.Error()}
+	f := message.Fault{Code: CodePermanent, Message: err.Error()}
 	var fr Faulter
 	if errors.As(err, &fr) {
 		got := fr.Fault()

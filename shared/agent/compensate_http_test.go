@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/messages"
-	"github.com/sasflow/sas/shared/remotesim"
+	"github.com/sasflow/sas/shared/message"
 )
 
 // undoRequest is the compensation of stepRequest's step, keyed as the
 // Scheduler keys it (workflow.CompensationKey).
 func undoRequest() agent.Request {
 	r := stepRequest()
-	r.Action = messages.Compensate
+	r.Action = message.Compensate
 	r.EffectKey = r.IdempotencyKey
 	r.IdempotencyKey = r.EffectKey + "/undo"
 	return r
@@ -207,12 +207,12 @@ func TestHTTPServiceEndpoints(t *testing.T) {
 	t.Parallel()
 	svc := agent.NewHTTPService("http://remote.example/", agent.NewHTTPClient(time.Second))
 	tests := []struct {
-		action messages.Action
+		action message.Action
 		want   string
 	}{
 		{"", "http://remote.example/v1/steps/" + testStep},
-		{messages.Perform, "http://remote.example/v1/steps/" + testStep},
-		{messages.Compensate, "http://remote.example/v1/steps/" + testStep + "/compensate"},
+		{message.Perform, "http://remote.example/v1/steps/" + testStep},
+		{message.Compensate, "http://remote.example/v1/steps/" + testStep + "/compensate"},
 	}
 	for _, tt := range tests {
 		r := stepRequest()

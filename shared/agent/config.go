@@ -66,7 +66,7 @@ const (
 	maxFailures    = 1000
 )
 
-// stepPattern is the step name shape of shared/messages and shared/workflow.
+// stepPattern is the step name shape of shared/message and shared/workflow.
 var stepPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
 // DefaultConfig is the tuning LoadConfig gives when no optional variable is

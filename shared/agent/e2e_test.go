@@ -10,10 +10,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/messages"
-	"github.com/sasflow/sas/shared/remotesim"
+	"github.com/sasflow/sas/shared/message"
 )
 
 // TestEndToEndExactlyOnceEffect runs the Handler over the real HTTPService
@@ -42,10 +42,10 @@ func TestEndToEndExactlyOnceEffect(t *testing.T) {
 	var first events.SQSEvent
 	for i := range orders {
 		id := fmt.Sprintf("order-%d", i)
-		first.Records = append(first.Records, record("m"+id, messages.Encode(agentRequest(id, t0))))
+		first.Records = append(first.Records, record("m"+id, message.Encode(agentRequest(id, t0))))
 	}
 	// A duplicate delivery of order 0 within the same batch.
-	first.Records = append(first.Records, record("dup-in-batch", messages.Encode(agentRequest("order-0", t0))))
+	first.Records = append(first.Records, record("dup-in-batch", message.Encode(agentRequest("order-0", t0))))
 
 	resp, err := hs.h.Handle(context.Background(), first)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -54,8 +54,8 @@ func TestEndToEndExactlyOnceEffect(t *testing.T) {
 	// A later redelivery of order 0, and a later attempt of order 1 (the
 	// Supervisor's retry keeps the idempotency key).
 	second := events.SQSEvent{Records: []events.SQSMessage{
-		record("redelivered", messages.Encode(agentRequest("order-0", hs.clk.Now()))),
-		record("attempt-3", messages.Encode(agentRequest("order-1", hs.clk.Now(), func(m *messages.AgentRequest) { m.Attempt = 3 }))),
+		record("redelivered", message.Encode(agentRequest("order-0", hs.clk.Now()))),
+		record("attempt-3", message.Encode(agentRequest("order-1", hs.clk.Now(), func(m *message.AgentRequest) { m.Attempt = 3 }))),
 	}}
 	resp, err = hs.h.Handle(context.Background(), second)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
@@ -81,7 +81,7 @@ func TestEndToEndExactlyOnceEffect(t *testing.T) {
 	}
 	outputs := map[string]string{}
 	for _, r := range replies {
-		if r.Outcome != messages.Succeeded {
+		if r.Outcome != message.Succeeded {
 			t.Errorf("reply %+v, want Succeeded", r)
 			continue
 		}
@@ -118,13 +118,13 @@ func TestEndToEndPermanentRejection(t *testing.T) {
 	cfg.RemoteBaseURL = srv.URL
 	hs := newHarness(t, cfg, agent.NewHTTPService(srv.URL, agent.NewHTTPClient(time.Second)))
 	resp, err := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("m1", messages.Encode(agentRequest("order-1", t0))),
+		record("m1", message.Encode(agentRequest("order-1", t0))),
 	}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v, err %v", failedIDs(resp), err)
 	}
 	r := hs.out.replies()
-	if len(r) != 1 || r[0].Outcome != messages.Failed || r[0].Fault.Code != "rejected" {
+	if len(r) != 1 || r[0].Outcome != message.Failed || r[0].Fault.Code != "rejected" {
 		t.Fatalf("replies %+v, want one Failed with code rejected", r)
 	}
 	if sim.Calls() != 1 || len(sim.Effects()) != 0 {
@@ -147,12 +147,12 @@ func TestEndToEndTryTimeout(t *testing.T) {
 	cfg.RemoteTimeout = 20 * time.Millisecond
 	hs := newHarness(t, cfg, agent.NewHTTPService(srv.URL, agent.NewHTTPClient(time.Second)))
 	resp, err := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("m1", messages.Encode(agentRequest("order-1", t0))),
+		record("m1", message.Encode(agentRequest("order-1", t0))),
 	}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v, err %v", failedIDs(resp), err)
 	}
-	if r := hs.out.replies(); len(r) != 1 || r[0].Outcome != messages.Succeeded {
+	if r := hs.out.replies(); len(r) != 1 || r[0].Outcome != message.Succeeded {
 		t.Fatalf("replies %+v, want one Succeeded", r)
 	}
 	if sim.Calls() != 3 || sim.EffectCount("order-1/"+testStep) != 1 {

@@ -16,11 +16,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/internal/testkit/eventsample"
+	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/eventsample"
-	"github.com/sasflow/sas/shared/logtest"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -32,14 +32,14 @@ const sampleOutput = `{"chargeId":"ch-3f9a2c71","amountCents":4248,"currency":"E
 
 // sampleAgentRequest loads events/agent-request.json, checks it is one record
 // as an Agent's queue delivers it, and decodes the message it carries.
-func sampleAgentRequest(t *testing.T) (events.SQSEvent, messages.AgentRequest, time.Time) {
+func sampleAgentRequest(t *testing.T) (events.SQSEvent, message.AgentRequest, time.Time) {
 	t.Helper()
 	ev := eventsample.Load[events.SQSEvent](t, "agent-request.json")
 	if len(ev.Records) != 1 {
 		t.Fatalf("agent-request.json has %d records, want 1", len(ev.Records))
 	}
 	rec := ev.Records[0]
-	m, err := messages.DecodeAgentRequest(rec.Body)
+	m, err := message.DecodeAgentRequest(rec.Body)
 	if err != nil {
 		t.Fatalf("agent-request.json: the body is not an agent request: %v", err)
 	}
@@ -196,7 +196,7 @@ func TestSampleAgentRequestEvent(t *testing.T) {
 	if s.queueURL != queueURL || s.delay != 0 {
 		t.Errorf("reply sent to %s with delay %v, want %s without delay", s.queueURL, s.delay, queueURL)
 	}
-	reply, err := messages.DecodeAgentReply(s.body)
+	reply, err := message.DecodeAgentReply(s.body)
 	if err != nil {
 		t.Fatalf("the reply is not a valid agent reply: %v\n%s", err, s.body)
 	}
@@ -204,7 +204,7 @@ func TestSampleAgentRequestEvent(t *testing.T) {
 		t.Errorf("reply = order %s step %s (index %d) attempt %d, want order %s step %s (index %d) attempt %d",
 			reply.OrderID, reply.Step, reply.StepIndex, reply.Attempt, want.OrderID, want.Step, want.StepIndex, want.Attempt)
 	}
-	if reply.Outcome != messages.Succeeded || reply.Fault != nil || !jsonEqual(t, reply.Output, json.RawMessage(sampleOutput)) {
+	if reply.Outcome != message.Succeeded || reply.Fault != nil || !jsonEqual(t, reply.Output, json.RawMessage(sampleOutput)) {
 		t.Errorf("reply outcome %s, fault %+v, output %s; want Succeeded with the service's output", reply.Outcome, reply.Fault, reply.Output)
 	}
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -159,7 +159,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		}
 	}()
 
-	m, err := messages.DecodeAgentRequest(rec.Body)
+	m, err := message.DecodeAgentRequest(rec.Body)
 	if err != nil {
 		log.Error("poison agent request", "err", err, "receiveCount", rec.Attributes["ApproximateReceiveCount"])
 		alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
@@ -167,7 +167,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	}
 	log = log.With("orderId", m.OrderID, "step", m.Step, "stepIndex", m.StepIndex, "attempt", m.Attempt)
 	if m.Step != h.cfg.Step {
-		err := fmt.Errorf("%w: a request for step %q reached the %q agent", messages.ErrPoison, m.Step, h.cfg.Step)
+		err := fmt.Errorf("%w: a request for step %q reached the %q agent", message.ErrPoison, m.Step, h.cfg.Step)
 		log.Error("poison agent request: the request is for another step", "err", err)
 		alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
 		return redeliver
@@ -193,7 +193,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		log.Warn("deadline passed, sending nothing", "completeBy", m.CompleteBy, "err", err)
 		return done
 	}
-	var reply messages.AgentReply
+	var reply message.AgentReply
 	switch {
 	case err == nil:
 		reply = h.succeeded(log, m, out)
@@ -227,13 +227,13 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 // it, or the state record), fails the step uncertainly, since the remote did
 // apply it. An undo that happened is reported as done whatever its output;
 // an output it cannot carry is dropped.
-func (h *Handler) succeeded(log *slog.Logger, m messages.AgentRequest, out json.RawMessage) messages.AgentReply {
-	var fault *messages.Fault
+func (h *Handler) succeeded(log *slog.Logger, m message.AgentRequest, out json.RawMessage) message.AgentReply {
+	var fault *message.Fault
 	switch {
 	case len(out) > 0 && !json.Valid(out):
-		fault = &messages.Fault{Code: CodeInvalidOutput, Message: "the step's output is not JSON"}
+		fault = &message.Fault{Code: CodeInvalidOutput, Message: "the step's output is not JSON"}
 	case len(out) > h.cfg.MaxOutputBytes:
-		fault = &messages.Fault{Code: CodeOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(out), h.cfg.MaxOutputBytes)}
+		fault = &message.Fault{Code: CodeOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(out), h.cfg.MaxOutputBytes)}
 	}
 	if fault != nil && m.Action.Undo() {
 		log.Warn("undo output dropped", "reason", fault.Message)
@@ -244,29 +244,29 @@ func (h *Handler) succeeded(log *slog.Logger, m messages.AgentRequest, out json.
 		fault.Uncertain = true
 		return failed(m, *fault)
 	}
-	r := newReply(m, messages.Succeeded)
+	r := newReply(m, message.Succeeded)
 	r.Output = out
 	return r
 }
 
 // encodeReply encodes reply, turning a reply too large for a message into a
 // Failed one: the remote would return the same output on every retry.
-func encodeReply(m messages.AgentRequest, reply messages.AgentReply) string {
-	body := messages.Encode(reply)
-	if len(body) > messages.MaxBodyBytes {
-		body = messages.Encode(failed(m, messages.Fault{
+func encodeReply(m message.AgentRequest, reply message.AgentReply) string {
+	body := message.Encode(reply)
+	if len(body) > message.MaxBodyBytes {
+		body = message.Encode(failed(m, message.Fault{
 			Code:      CodeOutputTooLarge,
-			Message:   fmt.Sprintf("the reply of %d bytes exceeds %d", len(body), messages.MaxBodyBytes),
+			Message:   fmt.Sprintf("the reply of %d bytes exceeds %d", len(body), message.MaxBodyBytes),
 			Uncertain: true,
 		}))
 	}
 	return body
 }
 
-func newReply(m messages.AgentRequest, o messages.Outcome) messages.AgentReply {
-	return messages.AgentReply{
-		V:         messages.Version,
-		Kind:      messages.KindAgentReply,
+func newReply(m message.AgentRequest, o message.Outcome) message.AgentReply {
+	return message.AgentReply{
+		V:         message.Version,
+		Kind:      message.KindAgentReply,
 		OrderID:   m.OrderID,
 		Step:      m.Step,
 		StepIndex: m.StepIndex,
@@ -276,8 +276,8 @@ func newReply(m messages.AgentRequest, o messages.Outcome) messages.AgentReply {
 	}
 }
 
-func failed(m messages.AgentRequest, f messages.Fault) messages.AgentReply {
-	r := newReply(m, messages.Failed)
+func failed(m message.AgentRequest, f message.Fault) message.AgentReply {
+	r := newReply(m, message.Failed)
 	r.Fault = &f
 	return r
 }

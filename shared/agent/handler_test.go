@@ -14,10 +14,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/logtest"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -56,7 +56,7 @@ type outbox struct {
 	t    *testing.T
 	fail map[string]bool
 	mu   sync.Mutex
-	sent []messages.AgentReply
+	sent []message.AgentReply
 }
 
 func (o *outbox) sender() sendFunc {
@@ -64,7 +64,7 @@ func (o *outbox) sender() sendFunc {
 		if queueURL != testQueueURL || delay != 0 {
 			o.t.Errorf("Send(%q, delay %v), want %q without delay", queueURL, delay, testQueueURL)
 		}
-		r, err := messages.DecodeAgentReply(body)
+		r, err := message.DecodeAgentReply(body)
 		if err != nil {
 			o.t.Errorf("sent an invalid reply %s: %v", body, err)
 		}
@@ -78,10 +78,10 @@ func (o *outbox) sender() sendFunc {
 	}
 }
 
-func (o *outbox) replies() []messages.AgentReply {
+func (o *outbox) replies() []message.AgentReply {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]messages.AgentReply(nil), o.sent...)
+	return append([]message.AgentReply(nil), o.sent...)
 }
 
 // fakeSleep advances the fake clock instead of waiting, and records waits.
@@ -99,10 +99,10 @@ func (s *fakeSleep) sleep(ctx context.Context, d time.Duration) error {
 	return ctx.Err()
 }
 
-func agentRequest(orderID string, now time.Time, mutate ...func(*messages.AgentRequest)) messages.AgentRequest {
-	m := messages.AgentRequest{
-		V:              messages.Version,
-		Kind:           messages.KindAgentRequest,
+func agentRequest(orderID string, now time.Time, mutate ...func(*message.AgentRequest)) message.AgentRequest {
+	m := message.AgentRequest{
+		V:              message.Version,
+		Kind:           message.KindAgentRequest,
 		OrderID:        orderID,
 		Step:           testStep,
 		StepIndex:      0,
@@ -178,9 +178,9 @@ func (c *calls) count(orderID string) int {
 
 func TestHandlerOutcomes(t *testing.T) {
 	t.Parallel()
-	big := json.RawMessage(`"` + strings.Repeat("x", messages.MaxBodyBytes) + `"`)
+	big := json.RawMessage(`"` + strings.Repeat("x", message.MaxBodyBytes) + `"`)
 	type want struct {
-		outcome   messages.Outcome
+		outcome   message.Outcome
 		code      string
 		output    string
 		uncertain bool
@@ -189,7 +189,7 @@ func TestHandlerOutcomes(t *testing.T) {
 		name string
 		// service builds the Do of the step; n is the call number for the order.
 		service      func(clk *clock.Fake) func(ctx context.Context, r agent.Request, n int) (json.RawMessage, error)
-		mutate       func(*messages.AgentRequest)
+		mutate       func(*message.AgentRequest)
 		body         string // replaces the encoded request when set
 		sendFails    bool
 		wantReply    *want
@@ -205,7 +205,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return json.RawMessage(`{ "reservation": "R1" }`), nil
 				}
 			},
-			wantReply: &want{outcome: messages.Succeeded, output: `{"reservation":"R1"}`},
+			wantReply: &want{outcome: message.Succeeded, output: `{"reservation":"R1"}`},
 			wantCalls: 1,
 			wantLog:   "reply sent",
 		},
@@ -219,7 +219,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return json.RawMessage(`{"ok":true}`), nil
 				}
 			},
-			wantReply:    &want{outcome: messages.Succeeded, output: `{"ok":true}`},
+			wantReply:    &want{outcome: message.Succeeded, output: `{"ok":true}`},
 			wantCalls:    3,
 			wantMinWaits: 2,
 		},
@@ -230,7 +230,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return nil, fmt.Errorf("reserve: %w", agent.Reject("out_of_stock", "SKU A is sold out"))
 				}
 			},
-			wantReply: &want{outcome: messages.Failed, code: "out_of_stock"},
+			wantReply: &want{outcome: message.Failed, code: "out_of_stock"},
 			wantCalls: 1,
 			wantLog:   "step failed permanently",
 		},
@@ -246,7 +246,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return nil, agent.Permanent(&agent.RemoteError{Status: 409, Code: "in_progress", Message: "a request with this key is in progress"})
 				}
 			},
-			wantReply: &want{outcome: messages.Failed, code: "in_progress", uncertain: true},
+			wantReply: &want{outcome: message.Failed, code: "in_progress", uncertain: true},
 			wantCalls: 2,
 		},
 		{
@@ -260,7 +260,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return nil, agent.Reject("out_of_stock", "SKU A is sold out")
 				}
 			},
-			wantReply: &want{outcome: messages.Failed, code: "out_of_stock"},
+			wantReply: &want{outcome: message.Failed, code: "out_of_stock"},
 			wantCalls: 2,
 		},
 		{
@@ -270,7 +270,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return json.RawMessage(`"` + strings.Repeat("x", workflow.DefaultMaxOutputBytes) + `"`), nil
 				}
 			},
-			wantReply: &want{outcome: messages.Failed, code: agent.CodeOutputTooLarge, uncertain: true},
+			wantReply: &want{outcome: message.Failed, code: agent.CodeOutputTooLarge, uncertain: true},
 			wantCalls: 1,
 		},
 		{
@@ -291,7 +291,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return json.RawMessage(`{}`), nil
 				}
 			},
-			mutate:    func(m *messages.AgentRequest) { m.CompleteBy = t0 },
+			mutate:    func(m *message.AgentRequest) { m.CompleteBy = t0 },
 			wantCalls: 0,
 			wantLog:   "deadline passed, sending nothing",
 		},
@@ -342,7 +342,7 @@ func TestHandlerOutcomes(t *testing.T) {
 			service: func(*clock.Fake) func(context.Context, agent.Request, int) (json.RawMessage, error) {
 				return nil
 			},
-			mutate:     func(m *messages.AgentRequest) { m.Step = "charge-payment" },
+			mutate:     func(m *message.AgentRequest) { m.Step = "charge-payment" },
 			wantFailed: true,
 			wantLog:    "another step",
 		},
@@ -353,7 +353,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return json.RawMessage(`{nope`), nil
 				}
 			},
-			wantReply: &want{outcome: messages.Failed, code: agent.CodeInvalidOutput, uncertain: true},
+			wantReply: &want{outcome: message.Failed, code: agent.CodeInvalidOutput, uncertain: true},
 			wantCalls: 1,
 		},
 		{
@@ -363,7 +363,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					return big, nil
 				}
 			},
-			wantReply: &want{outcome: messages.Failed, code: agent.CodeOutputTooLarge, uncertain: true},
+			wantReply: &want{outcome: message.Failed, code: agent.CodeOutputTooLarge, uncertain: true},
 			wantCalls: 1,
 		},
 		{
@@ -396,7 +396,7 @@ func TestHandlerOutcomes(t *testing.T) {
 			if tt.mutate != nil {
 				tt.mutate(&req)
 			}
-			body := messages.Encode(req)
+			body := message.Encode(req)
 			if tt.body != "" {
 				body = tt.body
 			}
@@ -444,7 +444,7 @@ func TestHandlerOutcomes(t *testing.T) {
 				if r.Fault != nil && r.Fault.Uncertain != tt.wantReply.uncertain {
 					t.Errorf("fault %+v, want uncertain %v", r.Fault, tt.wantReply.uncertain)
 				}
-				if tt.wantReply.outcome == messages.Succeeded && tt.wantReply.output == "" && r.Action.Undo() && len(r.Output) != 0 {
+				if tt.wantReply.outcome == message.Succeeded && tt.wantReply.output == "" && r.Action.Undo() && len(r.Output) != 0 {
 					t.Errorf("undo output of %d bytes kept", len(r.Output))
 				}
 			}
@@ -476,7 +476,7 @@ func TestHandlerLogsOrderStepAttempt(t *testing.T) {
 	hs := newHarness(t, testConfig(), agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
 		return json.RawMessage(`{}`), nil
 	}))
-	body := messages.Encode(agentRequest("order-9", t0))
+	body := message.Encode(agentRequest("order-9", t0))
 	if _, err := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m9", body)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -503,13 +503,13 @@ func TestHandlerBatchIsolation(t *testing.T) {
 	}))
 	hs.out.fail["order-nosend"] = true
 	ev := events.SQSEvent{Records: []events.SQSMessage{
-		record("ok1", messages.Encode(agentRequest("order-1", t0))),
+		record("ok1", message.Encode(agentRequest("order-1", t0))),
 		record("poison", "not json"),
-		record("ok2", messages.Encode(agentRequest("order-2", t0))),
-		record("wrongstep", messages.Encode(agentRequest("order-3", t0, func(m *messages.AgentRequest) { m.Step = "charge-payment" }))),
-		record("late", messages.Encode(agentRequest("order-4", t0, func(m *messages.AgentRequest) { m.CompleteBy = t0.Add(-time.Second) }))),
-		record("perm", messages.Encode(agentRequest("order-perm", t0))),
-		record("nosend", messages.Encode(agentRequest("order-nosend", t0))),
+		record("ok2", message.Encode(agentRequest("order-2", t0))),
+		record("wrongstep", message.Encode(agentRequest("order-3", t0, func(m *message.AgentRequest) { m.Step = "charge-payment" }))),
+		record("late", message.Encode(agentRequest("order-4", t0, func(m *message.AgentRequest) { m.CompleteBy = t0.Add(-time.Second) }))),
+		record("perm", message.Encode(agentRequest("order-perm", t0))),
+		record("nosend", message.Encode(agentRequest("order-nosend", t0))),
 	}}
 	resp, err := hs.h.Handle(context.Background(), ev)
 	if err != nil {
@@ -522,11 +522,11 @@ func TestHandlerBatchIsolation(t *testing.T) {
 	if len(got) != 3 || !got["poison"] || !got["wrongstep"] || !got["nosend"] {
 		t.Errorf("failures %v, want poison, wrongstep and nosend", failedIDs(resp))
 	}
-	outcomes := map[string]messages.Outcome{}
+	outcomes := map[string]message.Outcome{}
 	for _, r := range hs.out.replies() {
 		outcomes[r.OrderID] = r.Outcome
 	}
-	want := map[string]messages.Outcome{"order-1": messages.Succeeded, "order-2": messages.Succeeded, "order-perm": messages.Failed}
+	want := map[string]message.Outcome{"order-1": message.Succeeded, "order-2": message.Succeeded, "order-perm": message.Failed}
 	if len(outcomes) != len(want) {
 		t.Errorf("replies %v, want %v", outcomes, want)
 	}
@@ -567,7 +567,7 @@ func TestHandlerBoundsConcurrency(t *testing.T) {
 	var ev events.SQSEvent
 	for i := range records {
 		id := fmt.Sprintf("order-%d", i)
-		ev.Records = append(ev.Records, record(id, messages.Encode(agentRequest(id, t0))))
+		ev.Records = append(ev.Records, record(id, message.Encode(agentRequest(id, t0))))
 	}
 	done := make(chan events.SQSEventResponse)
 	go func() {
@@ -614,7 +614,7 @@ func TestHandlerWaitsForOpenBreaker(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("m1", messages.Encode(agentRequest("order-1", t0))),
+		record("m1", message.Encode(agentRequest("order-1", t0))),
 	}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %v, %v", failedIDs(resp), err)
@@ -633,7 +633,7 @@ func TestHandlerWaitsForOpenBreaker(t *testing.T) {
 	if cooldowns != 2 {
 		t.Errorf("waits %v, want two full cooldowns", sl.waits)
 	}
-	if r := out.replies(); len(r) != 1 || r[0].Outcome != messages.Succeeded {
+	if r := out.replies(); len(r) != 1 || r[0].Outcome != message.Succeeded {
 		t.Errorf("replies %+v, want one Succeeded", r)
 	}
 	if s := breakers.For(testStep).State(); s != agent.Closed {
@@ -652,7 +652,7 @@ func TestHandlerLambdaOutOfTime(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	resp, err := hs.h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{
-		record("m1", messages.Encode(agentRequest("order-1", t0))),
+		record("m1", message.Encode(agentRequest("order-1", t0))),
 	}})
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %v, %v", failedIDs(resp), err)
@@ -680,7 +680,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 // never reply to a body that does not decode, and list such a body as a
 // failure.
 func FuzzHandleBody(f *testing.F) {
-	f.Add(messages.Encode(agentRequest("order-1", t0)))
+	f.Add(message.Encode(agentRequest("order-1", t0)))
 	f.Add(`{"v":1,"kind":"agent.request"}`)
 	f.Add(`not json`)
 	f.Add(`{"v":1,"kind":"agent.reply","orderId":"o","step":"reserve-inventory","stepIndex":0,"attempt":1,"outcome":"succeeded"}`)
@@ -698,7 +698,7 @@ func FuzzHandleBody(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, derr := messages.DecodeAgentRequest(body); derr != nil {
+		if _, derr := message.DecodeAgentRequest(body); derr != nil {
 			if len(resp.BatchItemFailures) != 1 || len(out.replies()) != 0 {
 				t.Errorf("undecodable body: failures %v, replies %d", failedIDs(resp), len(out.replies()))
 			}
@@ -721,15 +721,15 @@ func (u undoer) Compensate(context.Context, agent.Request) (json.RawMessage, err
 func TestUndoOutputOverTheLimitIsDropped(t *testing.T) {
 	t.Parallel()
 	hs := newHarness(t, testConfig(), undoer{out: json.RawMessage(`"` + strings.Repeat("x", workflow.DefaultMaxOutputBytes) + `"`)})
-	req := agentRequest("order-1", t0, func(m *messages.AgentRequest) {
-		m.Action, m.EffectKey, m.IdempotencyKey = messages.Compensate, m.IdempotencyKey, m.IdempotencyKey+"/undo"
+	req := agentRequest("order-1", t0, func(m *message.AgentRequest) {
+		m.Action, m.EffectKey, m.IdempotencyKey = message.Compensate, m.IdempotencyKey, m.IdempotencyKey+"/undo"
 	})
-	resp, _ := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", messages.Encode(req))}})
+	resp, _ := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", message.Encode(req))}})
 	if len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", resp.BatchItemFailures)
 	}
 	sent := hs.out.replies()
-	if len(sent) != 1 || sent[0].Outcome != messages.Succeeded || len(sent[0].Output) != 0 || !sent[0].Action.Undo() {
+	if len(sent) != 1 || sent[0].Outcome != message.Succeeded || len(sent[0].Output) != 0 || !sent[0].Action.Undo() {
 		t.Fatalf("replies %+v, want one succeeded undo without output", sent)
 	}
 	if !strings.Contains(hs.logs.String(), "undo output dropped") {
@@ -762,7 +762,7 @@ func TestReplySendFailureIsRedeliveredSoon(t *testing.T) {
 		return nil
 	})))
 	hs.out.fail["order-1"] = true
-	rec := record("m1", messages.Encode(agentRequest("order-1", t0)))
+	rec := record("m1", message.Encode(agentRequest("order-1", t0)))
 	rec.Attributes["ApproximateReceiveCount"] = "2"
 	resp, _ := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec}})
 	if len(resp.BatchItemFailures) != 1 {

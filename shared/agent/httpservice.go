@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 )
 
 // MaxResponseBytes caps a remote response read into memory.
@@ -71,7 +71,7 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 // a remote failing its undos does not stop its steps, nor the reverse.
 func (s *HTTPService) Endpoint(req Request) string {
 	e := s.base + "/v1/steps/" + url.PathEscape(req.Step)
-	if req.Action == messages.Compensate {
+	if req.Action == message.Compensate {
 		e += "/compensate"
 	}
 	return e
@@ -104,7 +104,7 @@ func (s *HTTPService) Do(ctx context.Context, req Request) (json.RawMessage, err
 	}
 	// The body is a step's whatever req.Action says, so it goes to the
 	// step's route; undos go through Compensate.
-	req.Action = messages.Perform
+	req.Action = message.Perform
 	return s.post(ctx, s.Endpoint(req), req.IdempotencyKey, body)
 }
 
@@ -123,7 +123,7 @@ func (s *HTTPService) Compensate(ctx context.Context, req Request) (json.RawMess
 	}
 	// Endpoint names the undo route only for a Compensate action; this is
 	// one whatever the caller set.
-	req.Action = messages.Compensate
+	req.Action = message.Compensate
 	out, err := s.post(ctx, s.Endpoint(req), req.IdempotencyKey, body)
 	var re *RemoteError
 	if errors.As(err, &re) && re.Status >= 200 && re.Status < 300 {
@@ -182,7 +182,7 @@ func (e *RemoteError) Error() string {
 }
 
 // Fault returns the remote's code and message.
-func (e *RemoteError) Fault() messages.Fault { return messages.Fault{Code: e.Code, Message: e.Message} }
+func (e *RemoteError) Fault() message.Fault { return message.Fault{Code: e.Code, Message: e.Message} }
 
 // RetryAfter is the remote's Retry-After.
 func (e *RemoteError) RetryAfter() time.Duration { return e.Wait }

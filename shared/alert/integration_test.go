@@ -7,8 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/alert"
-	"github.com/sasflow/sas/shared/enginetest"
 )
 
 func TestMain(m *testing.M) { enginetest.Main(m) }

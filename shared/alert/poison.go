@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 )
 
 // PoisonOnLastReceive raises a poison-message alert for rec when this is
@@ -32,7 +32,7 @@ func PoisonOnLastReceive(ctx context.Context, s Sender, rec events.SQSMessage, c
 	var ref struct {
 		OrderID string `json:"orderId"`
 	}
-	if json.Unmarshal([]byte(rec.Body), &ref) == nil && messages.ValidOrderID(ref.OrderID) {
+	if json.Unmarshal([]byte(rec.Body), &ref) == nil && message.ValidOrderID(ref.OrderID) {
 		a.OrderID = ref.OrderID
 	}
 	if err := s.Publish(ctx, a); err != nil {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/sasflow/sas/shared/alert"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -62,9 +62,9 @@ const (
 func (a Actions) Carry(ctx context.Context, st workflow.State, r workflow.Recovery, now time.Time, log *slog.Logger) (Outcome, error) {
 	switch {
 	case r.Kind == workflow.Retry || r.Kind == workflow.Requeue || r.Kind == workflow.GiveUp && st.ProcessState == workflow.CompensationPending:
-		msg := messages.NewSchedule(st.OrderID, st.StepIndex, string(r.Kind))
+		msg := message.NewSchedule(st.OrderID, st.StepIndex, string(r.Kind))
 		msg.Compensate = st.ProcessState.Undoing()
-		if err := a.Send.Send(ctx, a.SchedulerQueueURL, messages.Encode(msg), r.Delay); err != nil {
+		if err := a.Send.Send(ctx, a.SchedulerQueueURL, message.Encode(msg), r.Delay); err != nil {
 			log.Error("not handed back to the Scheduler; the Supervisor re-sends it", "decision", r.Kind, "error", err)
 			return 0, fmt.Errorf("hand %s back to the Scheduler: %w", st.OrderID, err)
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/recovery"
 	"github.com/sasflow/sas/shared/statestore"
@@ -101,7 +101,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 			continue
 		}
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
-		if errors.Is(err, messages.ErrPoison) {
+		if errors.Is(err, message.ErrPoison) {
 			log.Error("record failed; left for redelivery", "error", err)
 			alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
 			continue
@@ -132,25 +132,25 @@ func (e *retryAfter) Error() string { return e.err.Error() }
 func (e *retryAfter) Unwrap() error { return e.err }
 
 func (h *Handler) handleRecord(ctx context.Context, rec events.SQSMessage, requestID string, log *slog.Logger) error {
-	kind, err := messages.Peek(rec.Body)
+	kind, err := message.Peek(rec.Body)
 	if err != nil {
 		return err
 	}
 	switch kind {
-	case messages.KindSchedule:
-		m, err := messages.DecodeSchedule(rec.Body)
+	case message.KindSchedule:
+		m, err := message.DecodeSchedule(rec.Body)
 		if err != nil {
 			return err
 		}
 		return h.schedule(ctx, m, owner(requestID, rec.MessageId), log)
-	case messages.KindAgentReply:
-		m, err := messages.DecodeAgentReply(rec.Body)
+	case message.KindAgentReply:
+		m, err := message.DecodeAgentReply(rec.Body)
 		if err != nil {
 			return err
 		}
 		return h.reply(ctx, m, owner(requestID, rec.MessageId), log)
 	}
-	return fmt.Errorf("%w: the Scheduler does not take %q messages", messages.ErrPoison, kind)
+	return fmt.Errorf("%w: the Scheduler does not take %q messages", message.ErrPoison, kind)
 }
 
 // owner names the invocation that holds a claim: the Lambda request and the
@@ -162,14 +162,14 @@ func owner(requestID, messageID string) string {
 	return "scheduler/" + requestID + "/" + messageID
 }
 
-func (h *Handler) schedule(ctx context.Context, m messages.Schedule, owner string, log *slog.Logger) error {
+func (h *Handler) schedule(ctx context.Context, m message.Schedule, owner string, log *slog.Logger) error {
 	log = log.With("orderId", m.OrderID, "stepIndex", m.StepIndex, "reason", m.Reason, "compensate", m.Compensate)
 	if m.StepIndex >= len(h.cfg.Workflow.Steps) {
-		return fmt.Errorf("%w: step %d outside workflow %q", messages.ErrPoison, m.StepIndex, h.cfg.Workflow.Name)
+		return fmt.Errorf("%w: step %d outside workflow %q", message.ErrPoison, m.StepIndex, h.cfg.Workflow.Name)
 	}
 	step := h.cfg.Workflow.Steps[m.StepIndex]
 	if m.Compensate && !step.Compensable {
-		return fmt.Errorf("%w: step %q of workflow %q has no compensation", messages.ErrPoison, step.Name, h.cfg.Workflow.Name)
+		return fmt.Errorf("%w: step %q of workflow %q has no compensation", message.ErrPoison, step.Name, h.cfg.Workflow.Name)
 	}
 	now := h.clk.Now()
 	st, err := h.store.Claim(ctx, statestore.Claim{
@@ -234,8 +234,8 @@ func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 			previous[s.Name] = s.Output
 		}
 	}
-	req := messages.AgentRequest{
-		V: messages.Version, Kind: messages.KindAgentRequest,
+	req := message.AgentRequest{
+		V: message.Version, Kind: message.KindAgentRequest,
 		OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex, Attempt: st.Attempt,
 		CompleteBy:     st.CompleteBy,
 		IdempotencyKey: workflow.IdempotencyKey(st.OrderID, st.Step),
@@ -243,11 +243,11 @@ func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 		Previous:       previous,
 	}
 	if undo {
-		req.Action = messages.Compensate
+		req.Action = message.Compensate
 		req.EffectKey = req.IdempotencyKey
 		req.IdempotencyKey = workflow.CompensationKey(st.OrderID, st.Step)
 	}
-	if err := h.send.Send(ctx, queue, messages.Encode(req), 0); err != nil {
+	if err := h.send.Send(ctx, queue, message.Encode(req), 0); err != nil {
 		return fmt.Errorf("dispatch %s step %s attempt %d (compensate %v): %w", st.OrderID, st.Step, st.Attempt, undo, err)
 	}
 	return nil
@@ -265,13 +265,13 @@ func (h *Handler) dispatchOrHandBack(ctx context.Context, st workflow.State, log
 	}
 }
 
-func (h *Handler) reply(ctx context.Context, m messages.AgentReply, owner string, log *slog.Logger) error {
+func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string, log *slog.Logger) error {
 	log = log.With("orderId", m.OrderID, "step", m.Step, "attempt", m.Attempt)
 	if m.StepIndex >= len(h.cfg.Workflow.Steps) || h.cfg.Workflow.Steps[m.StepIndex].Name != m.Step {
-		return fmt.Errorf("%w: step %d %q is not in workflow %q", messages.ErrPoison, m.StepIndex, m.Step, h.cfg.Workflow.Name)
+		return fmt.Errorf("%w: step %d %q is not in workflow %q", message.ErrPoison, m.StepIndex, m.Step, h.cfg.Workflow.Name)
 	}
 	now := h.clk.Now()
-	if limit := h.cfg.Workflow.Steps[m.StepIndex].OutputLimit(); m.Outcome == messages.Succeeded && len(m.Output) > limit {
+	if limit := h.cfg.Workflow.Steps[m.StepIndex].OutputLimit(); m.Outcome == message.Succeeded && len(m.Output) > limit {
 		// Too large to carry in later requests or to keep in the record:
 		// refused here, where it enters the state, whatever the agent
 		// checked. An undo happened all the same, so it still commits,
@@ -279,15 +279,15 @@ func (h *Handler) reply(ctx context.Context, m messages.AgentReply, owner string
 		// uncertain and it is undone with the others.
 		log.Warn("output over the step's limit", "bytes", len(m.Output), "limit", limit, "compensate", m.Action.Undo())
 		if !m.Action.Undo() {
-			m.Outcome = messages.Failed
-			m.Fault = &messages.Fault{Code: messages.FaultOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(m.Output), limit), Uncertain: true}
+			m.Outcome = message.Failed
+			m.Fault = &message.Fault{Code: message.FaultOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(m.Output), limit), Uncertain: true}
 		}
 		m.Output = nil
 	}
 	if m.Action.Undo() {
 		return h.undone(ctx, m, owner, now, log)
 	}
-	if m.Outcome == messages.Failed {
+	if m.Outcome == message.Failed {
 		return h.fail(ctx, m, owner, now, log)
 	}
 	a := statestore.Advance{OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now, Output: m.Output}
@@ -324,9 +324,9 @@ func (h *Handler) undoClaim(i int, owner string, now time.Time) *statestore.Undo
 // undone commits a compensation's reply: the next compensation (claimed in
 // the same write and dispatched), Compensated after the last, or
 // CompensationFailed with an alert for a permanent fault.
-func (h *Handler) undone(ctx context.Context, m messages.AgentReply, owner string, now time.Time, log *slog.Logger) error {
+func (h *Handler) undone(ctx context.Context, m message.AgentReply, owner string, now time.Time, log *slog.Logger) error {
 	log = log.With("compensate", true)
-	if m.Outcome == messages.Failed {
+	if m.Outcome == message.Failed {
 		msg := "compensation " + FailureMessage(*m.Fault)
 		st, err := h.store.FailCompensation(ctx, statestore.Failure{
 			OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now,
@@ -372,7 +372,7 @@ func (h *Handler) alertFor(kind alert.Kind, st workflow.State, now time.Time) al
 }
 
 // FailureMessage is the LastError of a step an agent reported failed.
-func FailureMessage(f messages.Fault) string {
+func FailureMessage(f message.Fault) string {
 	msg := f.Code + ": " + f.Message
 	if f.Uncertain {
 		msg += " (outcome uncertain: the remote may have applied it)"
@@ -383,7 +383,7 @@ func FailureMessage(f messages.Fault) string {
 // fail commits a permanent fault: the order's compensation starts (claimed
 // in the same write and dispatched) when a completed step must be undone,
 // else the order is in Error and operators are alerted.
-func (h *Handler) fail(ctx context.Context, m messages.AgentReply, owner string, now time.Time, log *slog.Logger) error {
+func (h *Handler) fail(ctx context.Context, m message.AgentReply, owner string, now time.Time, log *slog.Logger) error {
 	msg := FailureMessage(*m.Fault)
 	// The plan depends on the step's history (did an earlier attempt time
 	// out?), so read the record; the write below is fenced by Attempt, so a

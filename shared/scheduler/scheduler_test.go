@@ -21,10 +21,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/eventsample"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -378,22 +378,22 @@ func record(id, body string) events.SQSMessage {
 }
 
 func scheduleBody(orderID string, stepIndex int) string {
-	return messages.Encode(messages.NewSchedule(orderID, stepIndex, "submitted"))
+	return message.Encode(message.NewSchedule(orderID, stepIndex, "submitted"))
 }
 
 func succeededBody(orderID, step string, stepIndex, attempt int) string {
-	return messages.Encode(messages.AgentReply{
-		V: messages.Version, Kind: messages.KindAgentReply, OrderID: orderID,
+	return message.Encode(message.AgentReply{
+		V: message.Version, Kind: message.KindAgentReply, OrderID: orderID,
 		Step: step, StepIndex: stepIndex, Attempt: attempt,
-		Outcome: messages.Succeeded, Output: outputOf(step),
+		Outcome: message.Succeeded, Output: outputOf(step),
 	})
 }
 
 func failedBody(orderID, step string, stepIndex, attempt int) string {
-	return messages.Encode(messages.AgentReply{
-		V: messages.Version, Kind: messages.KindAgentReply, OrderID: orderID,
+	return message.Encode(message.AgentReply{
+		V: message.Version, Kind: message.KindAgentReply, OrderID: orderID,
 		Step: step, StepIndex: stepIndex, Attempt: attempt,
-		Outcome: messages.Failed, Fault: &messages.Fault{Code: "card-declined", Message: "the issuer declined the card"},
+		Outcome: message.Failed, Fault: &message.Fault{Code: "card-declined", Message: "the issuer declined the card"},
 	})
 }
 
@@ -412,9 +412,9 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 
 // checkRequest decodes an AgentRequest body strictly and compares it with
 // want; JSON fields compare by value, times by instant.
-func checkRequest(t *testing.T, body string, want messages.AgentRequest) {
+func checkRequest(t *testing.T, body string, want message.AgentRequest) {
 	t.Helper()
-	got, err := messages.DecodeAgentRequest(body)
+	got, err := message.DecodeAgentRequest(body)
 	if err != nil {
 		t.Fatalf("dispatched body is not a valid agent request: %v\n%s", err, body)
 	}
@@ -641,7 +641,7 @@ func TestHandleOutcomes(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// Schedule messages.
+// Schedule message.
 
 func TestScheduleClaimsAndDispatches(t *testing.T) {
 	t.Parallel()
@@ -701,8 +701,8 @@ func TestScheduleClaimsAndDispatches(t *testing.T) {
 			if s.queueURL != cfg.AgentQueues[step.Name] || s.delay != 0 {
 				t.Errorf("sent to %s with delay %v, want %s without delay", s.queueURL, s.delay, cfg.AgentQueues[step.Name])
 			}
-			checkRequest(t, s.body, messages.AgentRequest{
-				V: messages.Version, Kind: messages.KindAgentRequest,
+			checkRequest(t, s.body, message.AgentRequest{
+				V: message.Version, Kind: message.KindAgentRequest,
 				OrderID: orderB, Step: step.Name, StepIndex: tt.stepIndex, Attempt: claimedAttempt,
 				CompleteBy:     testNow.Add(step.Budget),
 				IdempotencyKey: orderB + "/" + step.Name,
@@ -740,7 +740,7 @@ func TestIdempotencyKeyStableAcrossAttempts(t *testing.T) {
 		t.Fatalf("sent %d messages, want 3", len(f.sent))
 	}
 	for i, s := range f.sent {
-		req, err := messages.DecodeAgentRequest(s.body)
+		req, err := message.DecodeAgentRequest(s.body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -811,7 +811,7 @@ func TestDispatchFailureCountsAFailure(t *testing.T) {
 				t.Errorf("decision %+v, want %+v naming %q", got.r, want, errQueue)
 			}
 			last := f.sent[len(f.sent)-1]
-			var m messages.Schedule
+			var m message.Schedule
 			if err := json.Unmarshal([]byte(last.body), &m); err != nil || last.queueURL != cfg.SchedulerQueueURL ||
 				m.OrderID != orderA || m.StepIndex != claimed.StepIndex || last.delay != want.Delay {
 				t.Errorf("hand-back %+v (%+v), want a schedule of step %d delayed %v", last, m, claimed.StepIndex, want.Delay)
@@ -881,9 +881,9 @@ func TestReplyWithAnOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workflow.Steps[1].MaxOutputBytes = 64
 	f := newFixture(t, cfg, testNow, nil)
-	body := messages.Encode(messages.AgentReply{
-		V: messages.Version, Kind: messages.KindAgentReply, OrderID: orderA, Step: "charge-payment", StepIndex: 1, Attempt: 3,
-		Outcome: messages.Succeeded, Output: json.RawMessage(`{"receipt":"` + strings.Repeat("x", 100) + `"}`),
+	body := message.Encode(message.AgentReply{
+		V: message.Version, Kind: message.KindAgentReply, OrderID: orderA, Step: "charge-payment", StepIndex: 1, Attempt: 3,
+		Outcome: message.Succeeded, Output: json.RawMessage(`{"receipt":"` + strings.Repeat("x", 100) + `"}`),
 	})
 	f.handle(t, context.Background(), record("m1", body))
 	if len(f.advances) != 0 || len(f.failures) != 1 {
@@ -960,8 +960,8 @@ func TestReplySucceeded(t *testing.T) {
 			if want := cfg.AgentQueues[tt.wantNext.Step]; f.sent[0].queueURL != want || f.sent[0].delay != 0 {
 				t.Errorf("sent to %s with delay %v, want %s", f.sent[0].queueURL, f.sent[0].delay, want)
 			}
-			checkRequest(t, f.sent[0].body, messages.AgentRequest{
-				V: messages.Version, Kind: messages.KindAgentRequest,
+			checkRequest(t, f.sent[0].body, message.AgentRequest{
+				V: message.Version, Kind: message.KindAgentRequest,
 				OrderID: orderC, Step: tt.wantNext.Step, StepIndex: tt.stepIndex + 1,
 				Attempt:        tt.attempt + 1, // as the default Advance fake claims it
 				CompleteBy:     tt.wantNext.CompleteBy,
@@ -1015,8 +1015,8 @@ func TestReplyFailed(t *testing.T) {
 // A poison record is reported alone; the records around it are processed.
 func TestPoisonRecordsFailAlone(t *testing.T) {
 	t.Parallel()
-	request := messages.Encode(messages.AgentRequest{
-		V: messages.Version, Kind: messages.KindAgentRequest, OrderID: orderA, Step: "charge-payment",
+	request := message.Encode(message.AgentRequest{
+		V: message.Version, Kind: message.KindAgentRequest, OrderID: orderA, Step: "charge-payment",
 		StepIndex: 1, Attempt: 2, CompleteBy: testNow.Add(time.Minute),
 		IdempotencyKey: workflow.IdempotencyKey(orderA, "charge-payment"), Input: inputOf(orderA),
 	})
@@ -1224,7 +1224,7 @@ func TestSampleScheduleEvent(t *testing.T) {
 		t.Fatalf("%d records gave %d claims and %d sends; want one each", len(ev.Records), len(f.claims), len(f.sent))
 	}
 	for i, r := range ev.Records {
-		m, err := messages.DecodeSchedule(r.Body)
+		m, err := message.DecodeSchedule(r.Body)
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
@@ -1237,7 +1237,7 @@ func TestSampleScheduleEvent(t *testing.T) {
 			!c.CompleteBy.Equal(now.Add(step.Budget)) {
 			t.Errorf("record %d: claim %+v does not match %+v", i, c, m)
 		}
-		req, err := messages.DecodeAgentRequest(f.sent[i].body)
+		req, err := message.DecodeAgentRequest(f.sent[i].body)
 		if err != nil {
 			t.Fatalf("record %d: dispatched %v", i, err)
 		}
@@ -1255,7 +1255,7 @@ func TestSampleAgentReplyEvent(t *testing.T) {
 		t.Fatalf("agent-request.json has %d records, want 1", len(requests.Records))
 	}
 	cfg := sampleConfig(t)
-	want, err := messages.DecodeAgentRequest(requests.Records[0].Body)
+	want, err := message.DecodeAgentRequest(requests.Records[0].Body)
 	if err != nil {
 		t.Fatalf("agent-request.json: %v", err)
 	}
@@ -1275,16 +1275,16 @@ func TestSampleAgentReplyEvent(t *testing.T) {
 		t.Fatalf("Handle = %+v, %v; want every record processed", resp, err)
 	}
 
-	var succeeded, failed []messages.AgentReply
+	var succeeded, failed []message.AgentReply
 	for i, r := range replies.Records {
 		if queueARN(t, "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-responses") != r.EventSourceARN {
 			t.Errorf("record %d comes from %s, not the response queue", i, r.EventSourceARN)
 		}
-		m, err := messages.DecodeAgentReply(r.Body)
+		m, err := message.DecodeAgentReply(r.Body)
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
-		if m.Outcome == messages.Succeeded {
+		if m.Outcome == message.Succeeded {
 			succeeded = append(succeeded, m)
 		} else {
 			failed = append(failed, m)

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -185,7 +185,7 @@ func DecodeCursor(s string) (Cursor, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Cursor{}, fmt.Errorf("%w: not a cursor", ErrBadCursor)
 	}
-	if _, ok := workflow.ParseProcessState(c.State); !ok || !messages.ValidOrderID(c.OrderID) || c.ChangedAt < 0 {
+	if _, ok := workflow.ParseProcessState(c.State); !ok || !message.ValidOrderID(c.OrderID) || c.ChangedAt < 0 {
 		return Cursor{}, fmt.Errorf("%w: fields out of range", ErrBadCursor)
 	}
 	return c, nil

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -222,7 +222,7 @@ func DecodeOwnerCursor(s string) (OwnerCursor, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return OwnerCursor{}, fmt.Errorf("%w: data after the cursor", ErrBadCursor)
 	}
-	if !validOwnerTag(c.Owner) || !messages.ValidOrderID(c.OrderID) || c.CreatedAtMs < 0 {
+	if !validOwnerTag(c.Owner) || !message.ValidOrderID(c.OrderID) || c.CreatedAtMs < 0 {
 		return OwnerCursor{}, fmt.Errorf("%w: fields out of range", ErrBadCursor)
 	}
 	return c, nil

@@ -8,8 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/sasflow/sas/shared/enginetest"
-	"github.com/sasflow/sas/shared/lossy"
+	"github.com/sasflow/sas/internal/localstack/lossy"
+	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -71,7 +71,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 			}
 		},
 	}, {
-		name: "advance and claim the next step",
+		name:   "advance and claim the next step",
 		before: claimed,
 		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
 			return s.Advance(ctx, statestore.Advance{OrderID: seen.OrderID, StepIndex: 0, Attempt: seen.Attempt, Now: now,
@@ -83,7 +83,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 			}
 		},
 	}, {
-		name: "permanent failure that starts the compensation",
+		name:   "permanent failure that starts the compensation",
 		before: claimed,
 		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
 			return s.Fail(ctx, statestore.Failure{OrderID: seen.OrderID, StepIndex: 0, Attempt: seen.Attempt, Now: now, Error: "rejected",
@@ -105,7 +105,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 			}
 		},
 	}, {
-		name: "supervisor retry",
+		name:   "supervisor retry",
 		before: claimed,
 		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
 			late := seen.CompleteBy.Add(time.Second)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sasflow/sas/shared/enginetest"
+	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )

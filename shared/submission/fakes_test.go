@@ -15,8 +15,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/logtest"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )

@@ -32,7 +32,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -173,7 +173,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.listOrders(ctx, log, req), nil
 	}
 	// Every other resource is one order's.
-	if !messages.ValidOrderID(orderID) {
+	if !message.ValidOrderID(orderID) {
 		return h.reject(ctx, log, req, problem(http.StatusBadRequest, ProblemMalformed,
 			"order ID must be 1..64 characters of A-Z, a-z, 0-9 or -"), nil), nil
 	}
@@ -264,7 +264,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 		return h.internal(ctx, log, req, fmt.Errorf("create order %s: %w", orderID, err))
 	}
 
-	msg := messages.Encode(messages.NewSchedule(orderID, 0, "submitted"))
+	msg := message.Encode(message.NewSchedule(orderID, 0, "submitted"))
 	if err := h.sender.Send(ctx, h.cfg.SchedulerQueueURL, msg, 0); err != nil {
 		// The order is durable: the Supervisor re-sends a Pending record
 		// whose CompleteBy passed unclaimed, so the client still gets 202.

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -24,7 +24,7 @@ func TestCreateOrder(t *testing.T) {
 	f := newFixture(t, nil)
 	resp := f.do(t, postOrder(validBody))
 	a := readAccepted(t, resp)
-	if !messages.ValidOrderID(a.OrderID) || len(a.OrderID) != 36 || a.OrderID[14] != '4' {
+	if !message.ValidOrderID(a.OrderID) || len(a.OrderID) != 36 || a.OrderID[14] != '4' {
 		t.Fatalf("orderId %q is not a random UUID v4", a.OrderID)
 	}
 	if resp.Headers[ReplayedHeader] != "" {
@@ -61,11 +61,11 @@ func TestCreateOrder(t *testing.T) {
 	if len(sent) != 1 {
 		t.Fatalf("sent %d messages, want 1", len(sent))
 	}
-	m, err := messages.DecodeSchedule(sent[0].body)
+	m, err := message.DecodeSchedule(sent[0].body)
 	if err != nil {
 		t.Fatalf("schedule message: %v", err)
 	}
-	if sent[0].queueURL != testQueueURL || sent[0].delay != 0 || m != messages.NewSchedule(a.OrderID, 0, "submitted") {
+	if sent[0].queueURL != testQueueURL || sent[0].delay != 0 || m != message.NewSchedule(a.OrderID, 0, "submitted") {
 		t.Fatalf("sent %+v (%+v)", sent[0], m)
 	}
 
@@ -594,7 +594,7 @@ func TestOrderIDForKey(t *testing.T) {
 		t.Fatalf("OrderIDForKey = %s, want %s", got, want)
 	}
 	for _, id := range []string{a, b, c, randomOrderID()} {
-		if !messages.ValidOrderID(id) || len(id) != 36 || strings.Count(id, "-") != 4 || !strings.ContainsAny(id[19:20], "89ab") {
+		if !message.ValidOrderID(id) || len(id) != 36 || strings.Count(id, "-") != 4 || !strings.ContainsAny(id[19:20], "89ab") {
 			t.Fatalf("%q is not UUID-shaped", id)
 		}
 	}
@@ -701,7 +701,7 @@ func FuzzHandle(f *testing.F) {
 		}
 		if resp.StatusCode == 202 {
 			var a acceptedResponse
-			if err := json.Unmarshal([]byte(resp.Body), &a); err != nil || !messages.ValidOrderID(a.OrderID) {
+			if err := json.Unmarshal([]byte(resp.Body), &a); err != nil || !message.ValidOrderID(a.OrderID) {
 				t.Fatalf("202 body %s", resp.Body)
 			}
 			if _, ok := workflow.ParseProcessState(a.State); !ok {

@@ -14,10 +14,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/internal/testkit/enginetest"
+	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/enginetest"
-	"github.com/sasflow/sas/shared/logtest"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -208,7 +208,7 @@ func TestIntegrationRetry(t *testing.T) {
 		t.Fatalf("after retry %+v", st)
 	}
 	// The Scheduler can claim what the message asks for.
-	if ms := schedules(t, f.out); len(ms) != 2 || ms[1] != messages.NewSchedule(id, 0, "resubmitted") {
+	if ms := schedules(t, f.out); len(ms) != 2 || ms[1] != message.NewSchedule(id, 0, "resubmitted") {
 		t.Fatalf("sent %+v", ms)
 	}
 	f.claim(t, id, 0, false)
@@ -260,7 +260,7 @@ func TestIntegrationConcurrentRetries(t *testing.T) {
 	if st := f.get(t, id); st.Resubmits != 1 || st.ProcessState != workflow.Pending {
 		t.Fatalf("after both retries %+v", st)
 	}
-	if ms := schedules(t, f.out); len(ms) != 2 || ms[1] != messages.NewSchedule(id, 0, "resubmitted") {
+	if ms := schedules(t, f.out); len(ms) != 2 || ms[1] != message.NewSchedule(id, 0, "resubmitted") {
 		t.Fatalf("sent %+v, want the submission's and one resubmission's", ms)
 	}
 }
@@ -298,7 +298,7 @@ func TestIntegrationCancel(t *testing.T) {
 		t.Fatalf("busy order after cancel %+v", st)
 	}
 	sent := schedules(t, f.out)
-	if last := sent[len(sent)-1]; last != messages.NewCompensation(busy, 0, "cancelled") {
+	if last := sent[len(sent)-1]; last != message.NewCompensation(busy, 0, "cancelled") {
 		t.Fatalf("last message %+v", last)
 	}
 	_, err := f.db.Advance(context.Background(), statestore.Advance{OrderID: busy, StepIndex: 0, Attempt: claimed.Attempt, Now: f.tick()})
@@ -315,7 +315,7 @@ func TestIntegrationCancel(t *testing.T) {
 	}
 	readOperatorAccepted(t, f.do(t, post("/orders/"+busy+"/retry")), busy, workflow.CompensationPending)
 	sent = schedules(t, f.out)
-	if last := sent[len(sent)-1]; last != messages.NewCompensation(busy, 0, "resubmitted") {
+	if last := sent[len(sent)-1]; last != message.NewCompensation(busy, 0, "resubmitted") {
 		t.Fatalf("last message %+v", last)
 	}
 	// Still the answer to a repeated cancel: it took effect.

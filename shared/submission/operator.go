@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -58,9 +58,9 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 		return h.internal(ctx, log, req, fmt.Errorf("resubmit %s from %s: %w", orderID, st.ProcessState, err))
 	}
 
-	msg := messages.NewSchedule(orderID, written.StepIndex, reasonResubmitted)
+	msg := message.NewSchedule(orderID, written.StepIndex, reasonResubmitted)
 	if r.State == workflow.CompensationPending {
-		msg = messages.NewCompensation(orderID, written.StepIndex, reasonResubmitted)
+		msg = message.NewCompensation(orderID, written.StepIndex, reasonResubmitted)
 	}
 	h.schedule(ctx, log, msg)
 	log.InfoContext(ctx, "order resubmitted", workflow.TransitionResubmitted.Attr(), slog.String("from", string(st.ProcessState)),
@@ -107,7 +107,7 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 		}
 
 		if stop.UndoFrom >= 0 {
-			h.schedule(ctx, log, messages.NewCompensation(orderID, stop.UndoFrom, reasonCancelled))
+			h.schedule(ctx, log, message.NewCompensation(orderID, stop.UndoFrom, reasonCancelled))
 		}
 		log.InfoContext(ctx, "order cancelled", workflow.TransitionCancelled.Attr(), slog.String("from", string(st.ProcessState)),
 			slog.String("state", string(written.ProcessState)), slog.Int("undoFrom", stop.UndoFrom))
@@ -132,8 +132,8 @@ func (h *Handler) readState(ctx context.Context, orderID string) (workflow.State
 // schedule hands a committed record to the Scheduler. A failed send is only
 // logged: the record is durable and unclaimed, so the Supervisor re-sends it
 // once its claim deadline passes.
-func (h *Handler) schedule(ctx context.Context, log *slog.Logger, m messages.Schedule) {
-	if err := h.sender.Send(ctx, h.cfg.SchedulerQueueURL, messages.Encode(m), 0); err != nil {
+func (h *Handler) schedule(ctx context.Context, log *slog.Logger, m message.Schedule) {
+	if err := h.sender.Send(ctx, h.cfg.SchedulerQueueURL, message.Encode(m), 0); err != nil {
 		log.WarnContext(ctx, "schedule message not sent; the Supervisor will re-send it",
 			slog.Bool("compensate", m.Compensate), slog.Int("stepIndex", m.StepIndex), slog.Any("error", err))
 	}

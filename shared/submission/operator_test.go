@@ -13,7 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -57,14 +57,14 @@ func readOperatorAccepted(t *testing.T, resp events.APIGatewayV2HTTPResponse, id
 }
 
 // schedules decodes what was sent to the scheduler queue.
-func schedules(t *testing.T, out *outbox) []messages.Schedule {
+func schedules(t *testing.T, out *outbox) []message.Schedule {
 	t.Helper()
-	var ms []messages.Schedule
+	var ms []message.Schedule
 	for _, m := range out.sent() {
 		if m.queueURL != testQueueURL || m.delay != 0 {
 			t.Fatalf("sent %+v", m)
 		}
-		s, err := messages.DecodeSchedule(m.body)
+		s, err := message.DecodeSchedule(m.body)
 		if err != nil {
 			t.Fatalf("schedule message %s: %v", m.body, err)
 		}
@@ -91,14 +91,14 @@ func TestRetry(t *testing.T) {
 		name      string
 		seen      workflow.State
 		wantState workflow.ProcessState
-		wantMsg   messages.Schedule
+		wantMsg   message.Schedule
 	}{
 		{"error at the first step", at(orderA, workflow.Error, 0, 1), workflow.Pending,
-			messages.NewSchedule(orderA, 0, "resubmitted")},
+			message.NewSchedule(orderA, 0, "resubmitted")},
 		{"error at the second step", at(orderA, workflow.Error, 1, 3), workflow.Pending,
-			messages.NewSchedule(orderA, 1, "resubmitted")},
+			message.NewSchedule(orderA, 1, "resubmitted")},
 		{"failed compensation", at(orderA, workflow.CompensationFailed, 0, 1), workflow.CompensationPending,
-			messages.NewCompensation(orderA, 0, "resubmitted")},
+			message.NewCompensation(orderA, 0, "resubmitted")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,7 +275,7 @@ func TestConcurrentRetries(t *testing.T) {
 		if codes[202] != 1 || codes[409] != 1 {
 			t.Fatalf("statuses %v, want one 202 and one 409", codes)
 		}
-		if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != messages.NewSchedule(orderA, 1, "resubmitted") {
+		if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(orderA, 1, "resubmitted") {
 			t.Fatalf("sent %+v, want one schedule of step 1", ms)
 		}
 		if st := f.store.state(orderA); st.Resubmits != 1 || f.store.writeCount() != 1 {
@@ -292,13 +292,13 @@ func TestCancel(t *testing.T) {
 		seen      workflow.State
 		wantState workflow.ProcessState
 		wantIndex int
-		wantMsg   *messages.Schedule // nil: nothing to undo, nothing sent
+		wantMsg   *message.Schedule // nil: nothing to undo, nothing sent
 	}{
 		{"pending first step, never tried", at(orderA, workflow.Pending, 0, 0), workflow.Cancelled, 0, nil},
-		{"pending first step after a timeout", at(orderA, workflow.Pending, 0, 1), workflow.CompensationPending, 0, ptr(messages.NewCompensation(orderA, 0, "cancelled"))},
-		{"processing first step", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, 0, ptr(messages.NewCompensation(orderA, 0, "cancelled"))},
-		{"pending second step", at(orderA, workflow.Pending, 1, 0), workflow.CompensationPending, 0, ptr(messages.NewCompensation(orderA, 0, "cancelled"))},
-		{"processing second step", processingSecond, workflow.CompensationPending, 1, ptr(messages.NewCompensation(orderA, 1, "cancelled"))},
+		{"pending first step after a timeout", at(orderA, workflow.Pending, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled"))},
+		{"processing first step", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled"))},
+		{"pending second step", at(orderA, workflow.Pending, 1, 0), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled"))},
+		{"processing second step", processingSecond, workflow.CompensationPending, 1, ptr(message.NewCompensation(orderA, 1, "cancelled"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -432,7 +432,7 @@ func TestCancelRacesScheduler(t *testing.T) {
 	if len(seen) != 2 || seen[0].ProcessState != workflow.Pending || seen[1].ProcessState != workflow.Processing || seen[1].Attempt != 1 {
 		t.Fatalf("cancel saw %+v", seen)
 	}
-	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != messages.NewCompensation(orderA, 0, "cancelled") {
+	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewCompensation(orderA, 0, "cancelled") {
 		t.Fatalf("sent %+v", ms)
 	}
 	if st := f.store.state(orderA); st.Attempt != 2 || !st.Cancelled || st.Steps[0].Compensation != workflow.StepPending {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sasflow/sas/shared/eventsample"
+	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/shared/workflow"
 )
 

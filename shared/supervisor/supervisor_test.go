@@ -17,10 +17,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/eventsample"
-	"github.com/sasflow/sas/shared/messages"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -208,9 +208,9 @@ func (f *fixture) run(t *testing.T) (Report, error) {
 	return f.h.Run(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
-func decodeSchedule(t *testing.T, body string) messages.Schedule {
+func decodeSchedule(t *testing.T, body string) message.Schedule {
 	t.Helper()
-	m, err := messages.DecodeSchedule(body)
+	m, err := message.DecodeSchedule(body)
 	if err != nil {
 		t.Fatalf("sent body is not a schedule message: %v\n%s", err, body)
 	}
@@ -383,7 +383,7 @@ func TestRunRecoveryKinds(t *testing.T) {
 				if s.queueURL != testQueueURL || s.delay != tt.wantSend.delay {
 					t.Errorf("sent to %s with delay %v, want %s with delay %v", s.queueURL, s.delay, testQueueURL, tt.wantSend.delay)
 				}
-				wantMsg := messages.Schedule{V: messages.Version, Kind: messages.KindSchedule, OrderID: orderA, StepIndex: tt.seen.StepIndex, Reason: tt.wantSend.reason}
+				wantMsg := message.Schedule{V: message.Version, Kind: message.KindSchedule, OrderID: orderA, StepIndex: tt.seen.StepIndex, Reason: tt.wantSend.reason}
 				if got := decodeSchedule(t, s.body); got != wantMsg {
 					t.Errorf("sent %+v, want %+v", got, wantMsg)
 				}
@@ -725,8 +725,8 @@ func TestSampleScheduledEvent(t *testing.T) {
 		t.Errorf("calls =\n  %s\nwant\n  %s", strings.Join(f.calls, "\n  "), strings.Join(wantCalls, "\n  "))
 	}
 	wantSent := []sentMessage{
-		{sampleSchedulerQueue, messages.Encode(messages.NewSchedule(orderA, 1, "retry")), cfg.Policy.BackoffBase},
-		{sampleSchedulerQueue, messages.Encode(messages.NewSchedule(orderC, 0, "requeue")), 0},
+		{sampleSchedulerQueue, message.Encode(message.NewSchedule(orderA, 1, "retry")), cfg.Policy.BackoffBase},
+		{sampleSchedulerQueue, message.Encode(message.NewSchedule(orderC, 0, "requeue")), 0},
 	}
 	if !slices.Equal(f.sent, wantSent) {
 		t.Errorf("sent = %+v, want %+v", f.sent, wantSent)

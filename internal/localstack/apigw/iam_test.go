@@ -1,0 +1,275 @@
+package apigw_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/sasflow/sas/internal/localstack/apigw"
+)
+
+const (
+	testSig  = "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7"
+	testAuth = "AWS4-HMAC-SHA256 Credential=client-a/20260312/us-east-1/execute-api/aws4_request, SignedHeaders=content-type;host;x-amz-date, Signature=" + testSig
+	testDate = "20260312T190358Z"
+)
+
+// signed is a request signed with the SDK's SigV4 signer, as a client of
+// the deployed API signs it, by accessKey with a secret nobody checks.
+func signed(t *testing.T, method, target, accessKey string, body []byte) *http.Request {
+	t.Helper()
+	r := httptest.NewRequest(method, target, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	sum := sha256.Sum256(body)
+	creds := aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: "any secret will do"}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, r, hex.EncodeToString(sum[:]), "execute-api", "eu-west-1", testTime); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestIAMAuthorization: with WithIAMAuthorization, an unsigned request gets
+// API Gateway's 403 and never reaches the handler; a signed one reaches it
+// with the identity its access key names.
+func TestIAMAuthorization(t *testing.T) {
+	t.Parallel()
+	t.Run("unsigned", func(t *testing.T) {
+		t.Parallel()
+		f := &fake{}
+		w := serve(newGateway(t, f, apigw.WithIAMAuthorization()), httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`)))
+		wantGatewayAnswer(t, w, http.StatusForbidden, "Forbidden")
+		if len(f.events()) != 0 {
+			t.Fatal("the handler got an unsigned request")
+		}
+	})
+	t.Run("unknown route, unsigned", func(t *testing.T) {
+		t.Parallel()
+		// Routes match before authorization, as in API Gateway.
+		f := &fake{}
+		wantGatewayAnswer(t, serve(newGateway(t, f, apigw.WithIAMAuthorization()), httptest.NewRequest("GET", "/nowhere", nil)), 404, "Not Found")
+	})
+	t.Run("signed by the SDK", func(t *testing.T) {
+		t.Parallel()
+		f := &fake{resp: events.APIGatewayV2HTTPResponse{StatusCode: 202, Body: "{}"}}
+		body := []byte(`{"customerId":"c"}`)
+		w := serve(newGateway(t, f, apigw.WithIAMAuthorization()), signed(t, "POST", "/orders", "demo-client", body))
+		if w.Code != 202 {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		ev := f.only(t)
+		want := &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
+			AccessKey: "demo-client", AccountID: "000000000000", CallerID: "demo-client",
+			UserARN: "arn:aws:iam::000000000000:user/demo-client", UserID: "demo-client",
+		}
+		if ev.RequestContext.Authorizer == nil || !reflect.DeepEqual(ev.RequestContext.Authorizer.IAM, want) {
+			t.Fatalf("authorizer %+v, want iam %+v", ev.RequestContext.Authorizer, want)
+		}
+		if ev.Body != string(body) || ev.Headers["authorization"] == "" {
+			t.Fatalf("event %+v", ev)
+		}
+		if apigw.LocalUserARN("demo-client") != want.UserARN {
+			t.Fatalf("LocalUserARN = %s", apigw.LocalUserARN("demo-client"))
+		}
+	})
+	t.Run("signed by curl", func(t *testing.T) {
+		t.Parallel()
+		// What curl --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local sends.
+		f := &fake{}
+		r := httptest.NewRequest("GET", "/orders/o-1", nil)
+		r.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=local/20260312/us-east-1/execute-api/aws4_request, SignedHeaders=host;x-amz-date, Signature="+testSig)
+		r.Header.Set("X-Amz-Date", testDate)
+		serve(newGateway(t, f, apigw.WithIAMAuthorization()), r)
+		if got := f.only(t).RequestContext.Authorizer.IAM.UserARN; got != "arn:aws:iam::000000000000:user/local" {
+			t.Fatalf("userArn %q", got)
+		}
+	})
+	t.Run("without the option", func(t *testing.T) {
+		t.Parallel()
+		f := &fake{}
+		serve(newGateway(t, f), httptest.NewRequest("GET", "/orders/o-1", nil))
+		if ev := f.only(t); ev.RequestContext.Authorizer != nil {
+			t.Fatalf("an authorizer without IAM authorization: %+v", ev.RequestContext.Authorizer)
+		}
+	})
+
+	withAuth := func(headers ...string) *http.Request {
+		r := httptest.NewRequest("GET", "/orders/o-1", nil)
+		for i := 0; i < len(headers); i += 2 {
+			r.Header.Add(headers[i], headers[i+1])
+		}
+		return r
+	}
+	for name, r := range map[string]*http.Request{
+		"no X-Amz-Date":             withAuth("Authorization", testAuth),
+		"X-Amz-Date of another day": withAuth("Authorization", testAuth, "X-Amz-Date", "20260313T000000Z"),
+		"X-Amz-Date malformed":      withAuth("Authorization", testAuth, "X-Amz-Date", "2026-03-12T19:03:58Z"),
+		"two X-Amz-Date":            withAuth("Authorization", testAuth, "X-Amz-Date", testDate, "X-Amz-Date", testDate),
+		"two Authorization":         withAuth("Authorization", testAuth, "Authorization", testAuth, "X-Amz-Date", testDate),
+		"malformed Authorization":   withAuth("Authorization", strings.Replace(testAuth, "Signature=", "Sig=", 1), "X-Amz-Date", testDate),
+		"a bearer token":            withAuth("Authorization", "Bearer abc", "X-Amz-Date", testDate),
+		"a presigned URL":           httptest.NewRequest("GET", "/orders/o-1?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=a%2F20260312%2Fus-east-1%2Fexecute-api%2Faws4_request&X-Amz-Signature="+testSig, nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := &fake{}
+			wantGatewayAnswer(t, serve(newGateway(t, f, apigw.WithIAMAuthorization()), r), http.StatusForbidden, "Forbidden")
+			if len(f.events()) != 0 {
+				t.Fatal("the handler got a request refused by authorization")
+			}
+		})
+	}
+}
+
+func TestParseAuthorization(t *testing.T) {
+	t.Parallel()
+	c, err := apigw.ParseAuthorization(testAuth)
+	want := apigw.Credential{AccessKeyID: "client-a", Date: "20260312", Region: "us-east-1", Service: "execute-api",
+		SignedHeaders: []string{"content-type", "host", "x-amz-date"}, Signature: testSig}
+	if err != nil || !reflect.DeepEqual(c, want) {
+		t.Fatalf("ParseAuthorization = %+v, %v; want %+v", c, err, want)
+	}
+	// Any order and spacing of the components.
+	if c, err := apigw.ParseAuthorization("AWS4-HMAC-SHA256 Signature=" + testSig + ",SignedHeaders=host,  Credential=AKIAEXAMPLE/20260312/eu-west-1/execute-api/aws4_request"); err != nil || c.AccessKeyID != "AKIAEXAMPLE" {
+		t.Fatalf("reordered: %+v, %v", c, err)
+	}
+	cred := "Credential=client-a/20260312/us-east-1/execute-api/aws4_request"
+	hdrs, sig := "SignedHeaders=host;x-amz-date", "Signature="+testSig
+	join := func(parts ...string) string { return "AWS4-HMAC-SHA256 " + strings.Join(parts, ", ") }
+	for name, v := range map[string]string{
+		"empty":                    "",
+		"another algorithm":        strings.Replace(testAuth, "AWS4-HMAC-SHA256", "AWS4-ECDSA-P256-SHA256", 1),
+		"no space after algorithm": "AWS4-HMAC-SHA256" + cred,
+		"no Credential":            join(hdrs, sig),
+		"no SignedHeaders":         join(cred, sig),
+		"no Signature":             join(cred, hdrs),
+		"a component twice":        join(cred, hdrs, sig, sig),
+		"an unknown component":     join(cred, hdrs, sig, "Extra=1"),
+		"an empty component":       join(cred, hdrs, sig, ""),
+		"an empty value":           join("Credential=", hdrs, sig),
+		"scope of four parts":      join("Credential=client-a/20260312/us-east-1/aws4_request", hdrs, sig),
+		"scope of six parts":       join("Credential=client-a/x/20260312/us-east-1/execute-api/aws4_request", hdrs, sig),
+		"scope without terminator": join("Credential=client-a/20260312/us-east-1/execute-api/aws4", hdrs, sig),
+		"another service":          join("Credential=client-a/20260312/us-east-1/s3/aws4_request", hdrs, sig),
+		"a bad date":               join("Credential=client-a/20261312/us-east-1/execute-api/aws4_request", hdrs, sig),
+		"a short date":             join("Credential=client-a/2026031/us-east-1/execute-api/aws4_request", hdrs, sig),
+		"an upper-case region":     join("Credential=client-a/20260312/US-EAST-1/execute-api/aws4_request", hdrs, sig),
+		"an empty region":          join("Credential=client-a/20260312//execute-api/aws4_request", hdrs, sig),
+		"an empty access key":      join("Credential=/20260312/us-east-1/execute-api/aws4_request", hdrs, sig),
+		"a space in the key":       join("Credential=client a/20260312/us-east-1/execute-api/aws4_request", hdrs, sig),
+		"a colon in the key":       join("Credential=a:b/20260312/us-east-1/execute-api/aws4_request", hdrs, sig),
+		"a key too long":           join("Credential="+strings.Repeat("k", 129)+"/20260312/us-east-1/execute-api/aws4_request", hdrs, sig),
+		"headers without host":     join(cred, "SignedHeaders=x-amz-date", sig),
+		"headers unsorted":         join(cred, "SignedHeaders=x-amz-date;host", sig),
+		"headers repeated":         join(cred, "SignedHeaders=host;host", sig),
+		"an upper-case header":     join(cred, "SignedHeaders=Host", sig),
+		"an empty header":          join(cred, "SignedHeaders=host;", sig),
+		"a short signature":        join(cred, hdrs, "Signature="+testSig[:63]),
+		"an upper-case signature":  join(cred, hdrs, "Signature="+strings.ToUpper(testSig)),
+		"a non-hex signature":      join(cred, hdrs, "Signature="+strings.Repeat("g", 64)),
+		"too long":                 join(cred, hdrs, sig) + strings.Repeat(" ", 4096),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if c, err := apigw.ParseAuthorization(v); !errors.Is(err, apigw.ErrNotSigned) {
+				t.Fatalf("ParseAuthorization(%q) = %+v, %v; want ErrNotSigned", v, c, err)
+			}
+		})
+	}
+	// The longest access key that still names a user.
+	if _, err := apigw.ParseAuthorization(join("Credential="+strings.Repeat("k", 128)+"/20260312/us-east-1/execute-api/aws4_request", hdrs, sig)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzParseAuthorization: whatever the header, the parser never panics, and
+// what it accepts is a usable identity.
+func FuzzParseAuthorization(f *testing.F) {
+	f.Add(testAuth)
+	f.Add("AWS4-HMAC-SHA256 Credential=a/20260312/r/execute-api/aws4_request,SignedHeaders=host,Signature=" + testSig)
+	f.Add("AWS4-HMAC-SHA256 Credential=a/20260230/r/execute-api/aws4_request, SignedHeaders=host, Signature=" + testSig)
+	f.Add("AWS4-HMAC-SHA256 ,,,")
+	f.Add("AWS4-HMAC-SHA256 Credential==, SignedHeaders==, Signature==")
+	f.Add("Bearer x")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, v string) {
+		c, err := apigw.ParseAuthorization(v)
+		if err != nil {
+			if !errors.Is(err, apigw.ErrNotSigned) {
+				t.Fatalf("error %v does not wrap ErrNotSigned", err)
+			}
+			return
+		}
+		arn := apigw.LocalUserARN(c.AccessKeyID)
+		if c.AccessKeyID == "" || len(c.AccessKeyID) > 128 || strings.ContainsAny(c.AccessKeyID, ":/ \t") || strings.Count(arn, ":") != 5 {
+			t.Fatalf("accepted access key %q", c.AccessKeyID)
+		}
+		if c.Service != "execute-api" || len(c.Signature) != 64 || len(c.Date) != 8 || c.Region == "" ||
+			!slices.IsSorted(c.SignedHeaders) || !slices.Contains(c.SignedHeaders, "host") {
+			t.Fatalf("accepted %+v", c)
+		}
+	})
+}
+
+// FuzzIAMAuthorization serves requests with arbitrary Authorization and
+// X-Amz-Date headers through a gateway with IAM authorization: it never
+// panics, the handler sees exactly the requests the parser accepts, and
+// each with the identity its access key names.
+func FuzzIAMAuthorization(f *testing.F) {
+	f.Add(testAuth, testDate, false)
+	f.Add(testAuth, "20260313T000000Z", false)
+	f.Add(testAuth, testDate, true)
+	f.Add("", "", false)
+	f.Add("AWS4-HMAC-SHA256 Credential=x", testDate, false)
+	f.Fuzz(func(t *testing.T, auth, date string, twice bool) {
+		h := &fake{}
+		g, err := apigw.New(testRoutes, h.handle, apigw.WithIAMAuthorization())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest("POST", "/orders", io.NopCloser(strings.NewReader("{}")))
+		r.Header["Authorization"] = []string{auth}
+		if twice {
+			r.Header["Authorization"] = append(r.Header["Authorization"], auth)
+		}
+		r.Header["X-Amz-Date"] = []string{date}
+		w := serve(g, r)
+		c, perr := apigw.ParseAuthorization(auth)
+		ok := perr == nil && !twice && len(date) == 16 && strings.HasPrefix(date, c.Date)
+		evs := h.events()
+		if len(evs) == 0 {
+			if w.Code != http.StatusForbidden || w.Body.String() != `{"message":"Forbidden"}` {
+				t.Fatalf("refused with %d %s", w.Code, w.Body)
+			}
+			if ok && validAmzDate(date) {
+				t.Fatalf("a well-signed request (%q, %q) was refused", auth, date)
+			}
+			return
+		}
+		if !ok {
+			t.Fatalf("the handler got a request with Authorization %q, X-Amz-Date %q, twice %v", auth, date, twice)
+		}
+		iam := evs[0].RequestContext.Authorizer.IAM
+		if iam.AccessKey != c.AccessKeyID || iam.UserARN != apigw.LocalUserARN(c.AccessKeyID) || iam.AccountID != "000000000000" {
+			t.Fatalf("identity %+v for %q", iam, auth)
+		}
+	})
+}
+
+func validAmzDate(s string) bool {
+	_, err := time.Parse("20060102T150405Z", s)
+	return err == nil
+}

@@ -1,0 +1,478 @@
+// Package chaos injects faults into the real handlers at the points where a
+// serverless system breaks: a Lambda invocation killed between two of its
+// writes, SQS delivering a message twice or late. It wraps what internal/localstack/wiring
+// gives each handler (the state store and the queue sender), so the handlers
+// run unchanged.
+//
+// Every decision is a hash of the seed, the fault point, what is being done
+// (order, step, attempt, message) and how often that was done before, not a
+// draw from a shared random stream: the same seed injects the same faults into
+// the same operations however the goroutines interleave, so a failing seed
+// can be replayed.
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sasflow/sas/internal/localstack/draw"
+	"github.com/sasflow/sas/internal/localstack/lossy"
+	"github.com/sasflow/sas/internal/localstack/wiring"
+	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Point is where a fault strikes.
+type Point string
+
+const (
+	// KillAfterAccept: Submission wrote the order, then died before sending
+	// the first schedule message (the client sees a 500 and retries).
+	KillAfterAccept Point = "kill-after-accept"
+	// KillAfterClaim: a Scheduler claimed a step, then died before
+	// dispatching it.
+	KillAfterClaim Point = "kill-after-claim"
+	// KillAfterCommit: a Scheduler committed a reply (and claimed the next
+	// step), then died before dispatching the next step.
+	KillAfterCommit Point = "kill-after-commit"
+	// KillBeforeReply: an Agent's remote effect happened, then it died
+	// before replying.
+	KillBeforeReply Point = "kill-before-reply"
+	// KillAfterRecover: a Supervisor reset a record, then died before
+	// re-sending its step.
+	KillAfterRecover Point = "kill-after-recover"
+	// DuplicateSend: SQS delivers a message twice.
+	DuplicateSend Point = "duplicate-send"
+	// DelaySend: a message arrives up to three seconds late, behind later
+	// ones.
+	DelaySend Point = "delay-send"
+	// KillAfterPublish: the order-event Notifier published an event, then
+	// died before its stream batch was done; the batch comes again.
+	KillAfterPublish Point = "kill-after-publish"
+	// FailDispatch: the Scheduler's sends of one step's (or one undo's)
+	// request to its agent's queue fail, as under a revoked permission or
+	// key: for one, two, or every try (a queue that stays broken).
+	FailDispatch Point = "fail-dispatch"
+	// ThrottleCommit: the Scheduler's commit of a reply fails as a throttled
+	// DynamoDB write does once the SDK's retries are spent.
+	ThrottleCommit Point = "throttle-commit"
+	// LoseAnswer: a state write commits, but its answer is lost on the way
+	// back (a reset connection); the SDK retries it.
+	LoseAnswer Point = "lose-answer"
+)
+
+// Points lists every Point.
+func Points() []Point {
+	return []Point{KillAfterAccept, KillAfterClaim, KillAfterCommit, KillBeforeReply, KillAfterRecover, DuplicateSend, DelaySend, KillAfterPublish,
+		FailDispatch, ThrottleCommit, LoseAnswer}
+}
+
+// Killed is what a killed invocation panics with. Lambda's runtime reports
+// an invocation that dies as failed: its SQS batch comes back after the
+// visibility timeout, its API request gets a 500.
+type Killed struct{ Point Point }
+
+func (k Killed) String() string { return "chaos: invocation killed at " + string(k.Point) }
+
+// Injector decides and counts the faults of one run.
+type Injector struct {
+	seed  uint64
+	rates map[Point]float64
+
+	mu     sync.Mutex
+	tries  map[string]int // how often each (point, operation) was decided
+	counts map[Point]int
+	// bursts holds, for each dispatch FailDispatch struck, how many of its
+	// sends still fail.
+	bursts map[string]int
+
+	ledger Ledger
+}
+
+// New returns an Injector striking each point at its rate (0..1).
+func New(seed uint64, rates map[Point]float64) (*Injector, error) {
+	for p, r := range rates {
+		if r < 0 || r > 0.5 || math.IsNaN(r) {
+			return nil, fmt.Errorf("chaos: rate of %s is %v, must be within 0..0.5", p, r)
+		}
+	}
+	return &Injector{seed: seed, rates: maps.Clone(rates), tries: map[string]int{}, counts: map[Point]int{}, bursts: map[string]int{}}, nil
+}
+
+// hit decides whether p strikes the operation op. The n-th decision for the
+// same (p, op) hashes n in, so a redelivered message is not killed forever.
+func (in *Injector) hit(p Point, op string) bool {
+	rate := in.rates[p]
+	if rate == 0 {
+		return false
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	k := string(p) + "|" + op
+	n := in.tries[k]
+	in.tries[k] = n + 1
+	if draw.Unit(in.seed, k, uint64(n)) >= rate {
+		return false
+	}
+	in.counts[p]++
+	return true
+}
+
+// Counts returns how often each point struck.
+func (in *Injector) Counts() map[Point]int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return maps.Clone(in.counts)
+}
+
+// CountsString renders Counts in Points order.
+func (in *Injector) CountsString() string {
+	c := in.Counts()
+	s := ""
+	for _, p := range Points() {
+		if s != "" {
+			s += " · "
+		}
+		s += fmt.Sprintf("%s %d", p, c[p])
+	}
+	return s
+}
+
+// Ledger returns the record of claims and commits the store wrappers saw.
+func (in *Injector) Ledger() *Ledger { return &in.ledger }
+
+// Store wraps the state store given to role.
+func (in *Injector) Store(role string, s wiring.Store) wiring.Store {
+	return &store{Store: s, in: in, role: role}
+}
+
+// Sender wraps the queue sender given to role.
+func (in *Injector) Sender(role string, s wiring.Sender) wiring.Sender {
+	return &sender{next: s, in: in, role: role}
+}
+
+// Events wraps what the Notifier publishes with.
+func (in *Injector) Events(s notifier.Sender) notifier.Sender { return &publisher{next: s, in: in} }
+
+type publisher struct {
+	next notifier.Sender
+	in   *Injector
+}
+
+func (p *publisher) Publish(ctx context.Context, ev notifier.Event) error {
+	if err := p.next.Publish(ctx, ev); err != nil {
+		return err
+	}
+	if p.in.hit(KillAfterPublish, ev.OrderID+"/"+strconv.Itoa(ev.Seq)) {
+		panic(Killed{KillAfterPublish})
+	}
+	return nil
+}
+
+type store struct {
+	wiring.Store
+	in   *Injector
+	role string
+}
+
+func opKey(orderID string, stepIndex, attempt int) string {
+	return orderID + "/" + strconv.Itoa(stepIndex) + "/" + strconv.Itoa(attempt)
+}
+
+func (s *store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error {
+	if err := s.Store.CreateOrder(ctx, o, st); err != nil {
+		return err
+	}
+	if s.in.hit(KillAfterAccept, o.OrderID) {
+		panic(Killed{KillAfterAccept})
+	}
+	return nil
+}
+
+func (s *store) Claim(ctx context.Context, c statestore.Claim) (workflow.State, error) {
+	st, err := s.Store.Claim(ctx, c)
+	if err != nil {
+		return st, err
+	}
+	s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
+	if s.in.hit(KillAfterClaim, opKey(st.OrderID, st.StepIndex, st.Attempt)) {
+		panic(Killed{KillAfterClaim})
+	}
+	return st, nil
+}
+
+// ErrThrottled is what a ThrottleCommit strike returns, as the store would
+// after the SDK's retries of a throttled write.
+var ErrThrottled = &types.ProvisionedThroughputExceededException{Message: aws.String("chaos: the request rate exceeds the table's throughput")}
+
+// throttled decides whether a commit of the Scheduler fails as throttled
+// before it reaches the store.
+func (s *store) throttled(op string) error {
+	if s.role == "scheduler" && s.in.hit(ThrottleCommit, op) {
+		return fmt.Errorf("commit %s: %w", op, ErrThrottled)
+	}
+	return nil
+}
+
+func (s *store) Advance(ctx context.Context, a statestore.Advance) (workflow.State, error) {
+	if err := s.throttled(opKey(a.OrderID, a.StepIndex, a.Attempt)); err != nil {
+		return workflow.State{}, err
+	}
+	st, err := s.Store.Advance(ctx, a)
+	if err != nil {
+		return st, err
+	}
+	s.in.ledger.committed(a.OrderID, a.StepIndex, a.Attempt)
+	if a.Next != nil {
+		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
+	}
+	if s.in.hit(KillAfterCommit, opKey(a.OrderID, a.StepIndex, a.Attempt)) {
+		panic(Killed{KillAfterCommit})
+	}
+	return st, nil
+}
+
+func (s *store) Fail(ctx context.Context, f statestore.Failure) (workflow.State, error) {
+	if err := s.throttled(opKey(f.OrderID, f.StepIndex, f.Attempt)); err != nil {
+		return workflow.State{}, err
+	}
+	st, err := s.Store.Fail(ctx, f)
+	if err != nil {
+		return st, err
+	}
+	s.in.ledger.committed(f.OrderID, f.StepIndex, f.Attempt)
+	if f.Undo != nil {
+		// The compensation was claimed in the same write; dying now leaves
+		// it claimed and undispatched, for the Supervisor.
+		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
+		if s.in.hit(KillAfterCommit, opKey(f.OrderID, f.StepIndex, f.Attempt)) {
+			panic(Killed{KillAfterCommit})
+		}
+	}
+	return st, nil
+}
+
+func (s *store) Undone(ctx context.Context, u statestore.Undone) (workflow.State, error) {
+	if err := s.throttled(opKey(u.OrderID, u.StepIndex, u.Attempt) + "/undo"); err != nil {
+		return workflow.State{}, err
+	}
+	st, err := s.Store.Undone(ctx, u)
+	if err != nil {
+		return st, err
+	}
+	s.in.ledger.committed(u.OrderID, u.StepIndex, u.Attempt)
+	if u.Next != nil {
+		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
+	}
+	if s.in.hit(KillAfterCommit, opKey(u.OrderID, u.StepIndex, u.Attempt)+"/undo") {
+		panic(Killed{KillAfterCommit})
+	}
+	return st, nil
+}
+
+func (s *store) FailCompensation(ctx context.Context, f statestore.Failure) (workflow.State, error) {
+	if err := s.throttled(opKey(f.OrderID, f.StepIndex, f.Attempt) + "/undo"); err != nil {
+		return workflow.State{}, err
+	}
+	st, err := s.Store.FailCompensation(ctx, f)
+	if err == nil {
+		s.in.ledger.committed(f.OrderID, f.StepIndex, f.Attempt)
+	}
+	return st, err
+}
+
+func (s *store) Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
+	st, err := s.Store.Recover(ctx, seen, r, now)
+	if err != nil {
+		return st, err
+	}
+	if s.in.hit(KillAfterRecover, opKey(seen.OrderID, seen.StepIndex, seen.Attempt)+"/"+string(r.Kind)) {
+		panic(Killed{KillAfterRecover})
+	}
+	return st, nil
+}
+
+type sender struct {
+	next wiring.Sender
+	in   *Injector
+	role string
+}
+
+// MessageOp names a message by what it is, not by its bytes, which carry
+// timestamps: kind, order, step, attempt, reason and outcome are the same
+// in a replay.
+func MessageOp(queueURL, body string) string {
+	var m struct {
+		Kind      string `json:"kind"`
+		OrderID   string `json:"orderId"`
+		StepIndex int    `json:"stepIndex"`
+		Attempt   int    `json:"attempt"`
+		Reason    string `json:"reason"`
+		Outcome   string `json:"outcome"`
+	}
+	if json.Unmarshal([]byte(body), &m) != nil || m.OrderID == "" {
+		h := fnv.New64a()
+		h.Write([]byte(queueURL + "\x00" + body))
+		return strconv.FormatUint(h.Sum64(), 36)
+	}
+	return fmt.Sprintf("%s/%s/%d/%d/%s/%s", m.Kind, m.OrderID, m.StepIndex, m.Attempt, m.Reason, m.Outcome)
+}
+
+// ErrDispatchRefused is what a FailDispatch strike returns.
+var ErrDispatchRefused = errors.New("chaos: AccessDenied: the Scheduler may not send to this queue")
+
+// refused decides whether the Scheduler's send of an agent request fails:
+// the first send of a step's (or undo's) request decides whether the queue
+// refuses it, and for how many sends: one, two, or all (burstForever).
+func (s *sender) refused(body string) bool {
+	if s.role != "scheduler" {
+		return false
+	}
+	var m struct {
+		Kind, OrderID, Action string
+		StepIndex             int
+	}
+	if json.Unmarshal([]byte(body), &m) != nil || m.Kind != "agent.request" {
+		return false
+	}
+	op := fmt.Sprintf("%s/%d/%s", m.OrderID, m.StepIndex, m.Action)
+	in := s.in
+	in.mu.Lock()
+	left, decided := in.bursts[op]
+	in.mu.Unlock()
+	if !decided {
+		left = 0
+		if in.hit(FailDispatch, op) {
+			left = []int{1, 2, burstForever}[int(draw.Unit(in.seed, "burst|"+op, 0)*3)]
+		}
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if left > 0 {
+		in.bursts[op] = left - 1
+		return true
+	}
+	in.bursts[op] = 0
+	return false
+}
+
+// burstForever is a refusal that outlasts any number of tries.
+const burstForever = 1 << 30
+
+func (s *sender) Send(ctx context.Context, queueURL, body string, delay time.Duration) error {
+	if s.refused(body) {
+		return ErrDispatchRefused
+	}
+	op := MessageOp(queueURL, body)
+	h := fnv.New64a()
+	h.Write([]byte(op))
+	if s.role == "agent" && s.in.hit(KillBeforeReply, op) {
+		panic(Killed{KillBeforeReply})
+	}
+	if s.in.hit(DelaySend, op) {
+		delay += time.Duration(1+h.Sum64()%3) * time.Second
+	}
+	if err := s.next.Send(ctx, queueURL, body, delay); err != nil {
+		return err
+	}
+	if s.in.hit(DuplicateSend, op) {
+		return s.next.Send(ctx, queueURL, body, 0)
+	}
+	return nil
+}
+
+// Transport wraps the HTTP transport of the handlers' DynamoDB client: a
+// state write (UpdateItem) struck by LoseAnswer commits, and its answer is
+// lost. Each write to an order is a new decision, keyed by the order and how
+// often it was written before.
+func (in *Injector) Transport(next http.RoundTripper) http.RoundTripper {
+	return &lossy.Transport{Next: next, Lose: func(target string, body []byte) bool {
+		if target != "DynamoDB_20120810.UpdateItem" {
+			return false
+		}
+		var req struct {
+			Key struct {
+				OrderID struct{ S string }
+			}
+		}
+		if json.Unmarshal(body, &req) != nil || req.Key.OrderID.S == "" {
+			return false
+		}
+		return in.hit(LoseAnswer, req.Key.OrderID.S)
+	}}
+}
+
+// Ledger records, in the order the store confirmed them, every claim and
+// every commit (a reply's Advance or Fail), to check fencing afterwards.
+type Ledger struct {
+	mu     sync.Mutex
+	seq    atomic.Int64
+	events []ledgerEvent
+}
+
+type ledgerEvent struct {
+	seq                int64
+	commit             bool
+	order              string
+	stepIndex, attempt int
+}
+
+func (l *Ledger) claimed(order string, step, attempt int) { l.add(false, order, step, attempt) }
+
+func (l *Ledger) committed(order string, step, attempt int) { l.add(true, order, step, attempt) }
+
+func (l *Ledger) add(commit bool, order string, step, attempt int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, ledgerEvent{seq: l.seq.Add(1), commit: commit, order: order, stepIndex: step, attempt: attempt})
+}
+
+// StaleCommits lists commits of an attempt older than a claim of the same
+// order that the store had already confirmed: a reply from a superseded
+// attempt that got through. The store's fencing must keep it empty.
+func (l *Ledger) StaleCommits() []string {
+	l.mu.Lock()
+	events := append([]ledgerEvent(nil), l.events...)
+	l.mu.Unlock()
+	sort.Slice(events, func(i, j int) bool { return events[i].seq < events[j].seq })
+	latest := map[string]int{}
+	var stale []string
+	for _, e := range events {
+		if !e.commit {
+			latest[e.order] = max(latest[e.order], e.attempt)
+			continue
+		}
+		if e.attempt < latest[e.order] {
+			stale = append(stale, fmt.Sprintf("%s step %d attempt %d (attempt %d already claimed)", e.order, e.stepIndex, e.attempt, latest[e.order]))
+		}
+	}
+	return stale
+}
+
+// Commits counts the commits recorded.
+func (l *Ledger) Commits() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.commit {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,751 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/shared/alert"
+	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/submission"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Demo is one run of orders through a local stack.
+type Demo struct {
+	Stack *Stack
+	Tap   *Tap
+	// Orders to submit through the HTTP API, by Clients concurrent clients,
+	// at most Rate a second (0: as fast as they go). A long run wants a rate
+	// the system sustains; otherwise the queues back up past the step
+	// budgets and the run measures overload.
+	Orders, Clients int
+	Rate            float64
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+	// Progress receives the live progress: redrawn in place when Live (a
+	// terminal), a line every few seconds otherwise (CI logs).
+	Progress io.Writer
+	Live     bool
+	// RunID makes this run's Idempotency-Keys unique.
+	RunID string
+}
+
+// Summary is what a demo did, read back from the state records, the remote
+// service's effect counts and the alert topic.
+type Summary struct {
+	Submitted, Processed, Errored, InFlight int
+	// Orders that stopped and were undone, whose undo failed (alerted), and
+	// that were cancelled before anything needed undoing.
+	Compensated, CompensationFailed, Cancelled int
+	// UndoneSteps counts the steps undone; UndoErrors lists every breach of
+	// the compensation invariant: each step of a compensated order whose
+	// effect was applied is undone exactly once, no step of a processed
+	// order is undone, and nothing is undone twice.
+	UndoneSteps int
+	UndoErrors  []string
+	// Events counts the distinct status events (order, seq) DemoClientID's
+	// queue received, EventDeliveries every delivery. EventErrors lists
+	// every breach of the notification invariant: each order's events are
+	// numbered 1..EventSeq without a gap, a seq always carries the same
+	// state, and the last one is the record's committed state.
+	Events, EventDeliveries int
+	EventErrors             []string
+	// LeftApplied lists the effects of stopped orders (Error, Compensated,
+	// Cancelled) that the remote applied and nobody undid: a compensable
+	// step of an order that stopped must net nothing, whatever its agent
+	// was told. (CompensationFailed orders are an operator's, with an
+	// alert.)
+	LeftApplied []string
+	// Unbounded lists orders whose Attempt passed what the policy allows
+	// (every step and every undo claimed at most MaxFailures times): an
+	// order cycling without end.
+	Unbounded []string
+	// Rejected submissions got no 202 (they would be client mistakes here).
+	Rejected int
+	// From the handlers' transition logs.
+	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults int
+	// RecoveredBySupervisor counts Processed orders that the Supervisor
+	// retried or requeued at least once.
+	RecoveredBySupervisor int
+	// Alerts are the distinct alerts delivered to the alert topic;
+	// MissingAlerts names orders in Error without one (with their
+	// AlertPending flag).
+	Alerts, AlertDeliveries int
+	MissingAlerts           []string
+	// DispatchAlerts counts the dispatch-failed alerts of orders whose
+	// compensation then ran (they need no operator for the order itself,
+	// but for the queue).
+	DispatchAlerts int
+	AgentCrashes   int64
+	RemoteCalls    int
+	CompletedSteps int
+	// DuplicateEffects lists idempotency keys applied more than once;
+	// MissingEffects lists completed steps whose effect never happened.
+	DuplicateEffects, MissingEffects []string
+	// OverThreshold lists records whose FailureCount passed MaxFailures;
+	// Orphans, orders and state records without their other half;
+	// StaleCommits, replies of superseded attempts that were committed
+	// (seen only under chaos, where the store is wrapped).
+	OverThreshold, Orphans, StaleCommits []string
+	P50, P99, Max                        time.Duration
+	Elapsed                              time.Duration
+	Faults                               remotesim.Faults
+	// Under chaos: faults injected by kind, engine outages.
+	Injected string
+	Outages  int64
+}
+
+// Err reports why the run failed: an order left in flight or an effect
+// applied twice or never.
+func (s Summary) Err() error {
+	var errs []error
+	if s.InFlight > 0 {
+		errs = append(errs, fmt.Errorf("%d orders not terminal", s.InFlight))
+	}
+	if s.Rejected > 0 {
+		errs = append(errs, fmt.Errorf("%d submissions rejected", s.Rejected))
+	}
+	if len(s.DuplicateEffects) > 0 {
+		errs = append(errs, fmt.Errorf("effects applied more than once: %v", s.DuplicateEffects))
+	}
+	if len(s.MissingEffects) > 0 {
+		errs = append(errs, fmt.Errorf("completed steps without an effect: %v", s.MissingEffects))
+	}
+	for _, l := range []struct {
+		what string
+		ids  []string
+	}{
+		{"records past MaxFailures", s.OverThreshold}, {"orders and state records without their other half", s.Orphans},
+		{"stale attempts committed", s.StaleCommits}, {"effects of stopped orders left applied", s.LeftApplied},
+		{"orders cycling past their bound", s.Unbounded},
+	} {
+		if len(l.ids) > 0 {
+			errs = append(errs, fmt.Errorf("%s: %v", l.what, l.ids))
+		}
+	}
+	if len(s.EventErrors) > 0 {
+		errs = append(errs, fmt.Errorf("notification invariant broken: %v", s.EventErrors))
+	}
+	if len(s.UndoErrors) > 0 {
+		errs = append(errs, fmt.Errorf("compensation invariant broken: %v", s.UndoErrors))
+	}
+	if s.Alerts != s.Errored+s.CompensationFailed || len(s.MissingAlerts) > 0 {
+		errs = append(errs, fmt.Errorf("%d alerts for %d orders in Error or CompensationFailed; without one: %v",
+			s.Alerts, s.Errored+s.CompensationFailed, s.MissingAlerts))
+	}
+	return errors.Join(errs...)
+}
+
+// Print writes the summary for a person.
+func (s Summary) Print(w io.Writer) {
+	verdict := "OK"
+	if err := s.Err(); err != nil {
+		verdict = "FAILED: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	fmt.Fprintf(w, `
+summary (%v)
+  orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
+  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
+  recovery    Supervisor retries %d · requeues %d · orders recovered by the Supervisor %d
+              stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
+  events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
+  alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed · %d dispatch-failed
+  remote      %d calls · %d completed steps · effects per key: %s
+  latency     submission to terminal: p50 %v · p99 %v · max %v
+  faults      transient %.3g · permanent %.3g · hang %.3g · apply-then-fail %.3g · apply-then-hang %.3g · oversize %.3g · garbage %.3g · hang-then-apply %.3g · latency %.3g
+  invariants  past MaxFailures %d · orphans %d · stale attempts committed %d · cycling past their bound %d
+%s  verdict     %s
+`,
+		s.Elapsed.Round(100*time.Millisecond),
+		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected,
+		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeftApplied),
+		s.SupervisorRetries, s.Requeues, s.RecoveredBySupervisor,
+		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
+		s.Events, s.EventDeliveries, len(s.EventErrors),
+		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed, s.DispatchAlerts,
+		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
+		s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond),
+		s.Faults.Transient, s.Faults.Permanent, s.Faults.Hang, s.Faults.ApplyThenFail, s.Faults.ApplyThenHang,
+		s.Faults.Oversize, s.Faults.Garbage, s.Faults.HangThenApply, s.Faults.Latency,
+		len(s.OverThreshold), len(s.Orphans), len(s.StaleCommits), len(s.Unbounded),
+		chaosLine(s), verdict)
+}
+
+func chaosLine(s Summary) string {
+	if s.Injected == "" && s.Outages == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  chaos       %s · engine outages %d\n", s.Injected, s.Outages)
+}
+
+func effectsVerdict(s Summary) string {
+	if len(s.DuplicateEffects) == 0 && len(s.MissingEffects) == 0 {
+		return "exactly one per completed step"
+	}
+	return fmt.Sprintf("%d duplicated, %d missing", len(s.DuplicateEffects), len(s.MissingEffects))
+}
+
+// Run submits the orders, shows progress until every order is terminal (or
+// the timeout), and summarizes. An error means the run could not be carried
+// out; a run that completed with problems returns a Summary whose Err is not
+// nil.
+func (d Demo) Run(ctx context.Context) (Summary, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	start := time.Now()
+	sum := Summary{Faults: d.Stack.Sim.Faults()}
+
+	// Submit in the background and draw progress meanwhile: a paced run
+	// takes minutes to submit.
+	type submitted struct {
+		ids      []string
+		rejected int
+		err      error
+	}
+	subc := make(chan submitted, 1)
+	go func() {
+		ids, rejected, err := d.submit(ctx)
+		subc <- submitted{ids, rejected, err}
+	}()
+	var ids []string
+	all := false
+
+	// Wait until every order's record is terminal, drawing progress. The
+	// records decide, not the logs: an invocation killed right after its
+	// commit never logs the transition. One scan of the state table a
+	// tick; a big run scans less often.
+	tick := time.NewTicker(time.Second + time.Duration(d.Orders/2000)*time.Second)
+	defer tick.Stop()
+	lastLine := time.Time{}
+	for {
+		done, err := d.terminal(ctx)
+		if err != nil && ctx.Err() == nil {
+			return sum, err
+		}
+		finished := all && done >= len(ids)
+		if d.Live || time.Since(lastLine) >= 3*time.Second || finished {
+			total := d.Orders
+			if all {
+				total = len(ids)
+			}
+			d.progress(d.Tap.Counts(), total, done, time.Since(start))
+			lastLine = time.Now()
+		}
+		if finished {
+			break
+		}
+		select {
+		case r := <-subc:
+			if r.err != nil {
+				return sum, r.err
+			}
+			ids, all = r.ids, true
+			sum.Submitted, sum.Rejected = len(ids), r.rejected
+		case <-ctx.Done():
+			if !all {
+				r := <-subc // submit stops with ctx
+				ids, sum.Submitted, sum.Rejected = r.ids, len(r.ids), r.rejected
+			}
+			fmt.Fprintln(d.Progress, "\ntimed out waiting for orders to finish")
+			goto summarize
+		case <-tick.C:
+		}
+	}
+summarize:
+	if d.Live {
+		fmt.Fprintln(d.Progress)
+	}
+	d.Stack.StopOutages()
+	sum.Elapsed = time.Since(start)
+	// The outbox may still owe alerts; they are due within AlertTimeout.
+	errored, final, err := d.readStates(context.Background(), ids, &sum)
+	if err != nil {
+		return sum, err
+	}
+	if err := d.checkEvents(final, &sum); err != nil {
+		return sum, err
+	}
+	if err := d.countAlerts(errored, &sum); err != nil {
+		return sum, err
+	}
+	if sum.Orphans, err = d.orphans(); err != nil {
+		return sum, err
+	}
+	if in := d.Stack.chaos; in != nil {
+		sum.StaleCommits = in.Ledger().StaleCommits()
+		sum.Injected = in.CountsString()
+	}
+	sum.Outages = d.Stack.Outages()
+	counts := d.Tap.Counts()
+	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
+	sum.StaleReplies, sum.GaveUp, sum.PermanentFaults = counts[workflow.TransitionStaleReply], counts[workflow.TransitionGaveUp], counts[workflow.TransitionFailed]
+	sum.AgentCrashes = d.Stack.Crashes()
+	sum.RemoteCalls = d.Stack.Sim.Calls()
+	return sum, nil
+}
+
+func (d Demo) progress(c map[workflow.Transition]int, total, done int, elapsed time.Duration) {
+	const width = 30
+	filled := 0
+	if total > 0 {
+		filled = width * done / total
+	}
+	inFlight := total - done
+	line := fmt.Sprintf("[%s%s] %d/%d terminal · in flight %d · Processed %d · Error %d · Compensated %d · retries %d · requeues %d · crashes %d · %v",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, max(inFlight, 0),
+		c[workflow.TransitionProcessed], c[workflow.TransitionFailed]+c[workflow.TransitionGaveUp],
+		c[workflow.TransitionCompensated],
+		c[workflow.TransitionRetried], c[workflow.TransitionRequeued], d.Stack.Crashes(), elapsed.Round(100*time.Millisecond))
+	if d.Live {
+		fmt.Fprintf(d.Progress, "\r\033[K%s", line)
+	} else {
+		fmt.Fprintln(d.Progress, line)
+	}
+}
+
+// closedTime is a channel that never blocks.
+var closedTime = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
+// submit posts the orders through the HTTP API. A failed request is retried
+// with the same Idempotency-Key, as a careful client would.
+func (d Demo) submit(ctx context.Context) (ids []string, rejected int, err error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	jobs := make(chan int)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	for range max(d.Clients, 1) {
+		wg.Go(func() {
+			for i := range jobs {
+				id, status, err := d.post(ctx, client, i)
+				mu.Lock()
+				switch {
+				case err != nil && firstErr == nil:
+					firstErr = err
+				case err == nil && status == http.StatusAccepted:
+					ids = append(ids, id)
+				case err == nil:
+					rejected++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	start := time.Now()
+send:
+	for i := range d.Orders {
+		var pace <-chan time.Time
+		if d.Rate > 0 {
+			pace = time.After(time.Until(start.Add(time.Duration(float64(i) / d.Rate * float64(time.Second)))))
+		} else {
+			pace = closedTime
+		}
+		select {
+		case <-pace:
+		case <-ctx.Done():
+			break send
+		}
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break send
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	return ids, rejected, firstErr
+}
+
+func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int, error) {
+	body, _ := json.Marshal(map[string]any{
+		"clientId":   DemoClientID,
+		"customerId": fmt.Sprintf("c-%03d", i%97),
+		"currency":   "EUR",
+		"items": []map[string]any{
+			{"sku": fmt.Sprintf("BOOK-%d", i%13), "quantity": 1 + i%3, "unitPriceCents": 500 + 25*(i%40)},
+		},
+	})
+	var last error
+	for try := range 4 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Stack.APIURL+"/orders", bytes.NewReader(body))
+		if err != nil {
+			return "", 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(submission.IdempotencyKeyHeader, fmt.Sprintf("demo-%s-%06d", d.RunID, i))
+		// Signed on every try: a retry after a while needs a fresh time.
+		if err := SignRequest(ctx, req, body, DemoAccessKey); err != nil {
+			return "", 0, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		var out struct {
+			OrderID string `json:"orderId"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			last = fmt.Errorf("POST /orders: %s", resp.Status)
+			continue
+		}
+		if resp.StatusCode == http.StatusAccepted && (err != nil || out.OrderID == "") {
+			return "", 0, fmt.Errorf("POST /orders: 202 without an order ID: %v", err)
+		}
+		return out.OrderID, resp.StatusCode, nil
+	}
+	return "", 0, fmt.Errorf("POST /orders failed 4 times: %w", last)
+}
+
+// readStates reads every order's state record and checks the remote
+// service's effects against the steps the records say completed.
+// It returns the orders in Error by the ID their alert carries.
+func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[string]workflow.State, []workflow.State, error) {
+	states := make([]workflow.State, len(ids))
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, id := range ids {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			states[i], errs[i] = d.Stack.Direct.GetState(ctx, id)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, fmt.Errorf("read state records: %w", err)
+	}
+	errored := map[string]workflow.State{}
+	effects := d.Stack.Sim.Effects()
+	undos := d.Stack.Sim.Compensations()
+	completed := map[string]bool{}
+	var latencies []time.Duration
+	for _, st := range states {
+		if st.FailureCount > d.Stack.policy.MaxFailures {
+			sum.OverThreshold = append(sum.OverThreshold, fmt.Sprintf("%s(%d)", st.OrderID, st.FailureCount))
+		}
+		if bound := d.attemptBound(st); st.Attempt > bound {
+			sum.Unbounded = append(sum.Unbounded, fmt.Sprintf("%s(attempt %d > %d)", st.OrderID, st.Attempt, bound))
+		}
+		switch st.ProcessState {
+		case workflow.Processed:
+			sum.Processed++
+		case workflow.Error:
+			sum.Errored++
+			errored[st.OrderID+"/"+strconv.Itoa(st.Attempt)] = st
+		case workflow.CompensationFailed:
+			sum.CompensationFailed++
+			errored[st.OrderID+"/"+strconv.Itoa(st.Attempt)] = st
+		case workflow.Compensated:
+			sum.Compensated++
+		case workflow.Cancelled:
+			sum.Cancelled++
+		default:
+			sum.InFlight++
+			continue
+		}
+		d.checkUndo(st, effects, undos, sum)
+		latencies = append(latencies, st.UpdatedAt.Sub(st.CreatedAt))
+		recovered := st.Requeues > 0
+		for _, step := range st.Steps {
+			recovered = recovered || step.Failures > 0
+			if step.State == workflow.StepSucceeded {
+				key := workflow.IdempotencyKey(st.OrderID, step.Name)
+				completed[key] = true
+				sum.CompletedSteps++
+				if effects[key] == 0 {
+					sum.MissingEffects = append(sum.MissingEffects, key)
+				}
+			}
+		}
+		if recovered && st.ProcessState == workflow.Processed {
+			sum.RecoveredBySupervisor++
+		}
+	}
+	for key, n := range effects {
+		if n > 1 {
+			sum.DuplicateEffects = append(sum.DuplicateEffects, fmt.Sprintf("%s×%d", key, n))
+		}
+	}
+	slices.Sort(sum.DuplicateEffects)
+	slices.Sort(latencies)
+	if n := len(latencies); n > 0 {
+		sum.P50, sum.P99, sum.Max = latencies[(n-1)*50/100], latencies[(n-1)*99/100], latencies[n-1]
+	}
+	return errored, states, nil
+}
+
+// checkEvents drains DemoClientID's queue until every order's last event
+// (its record's EventSeq) has come, or 15 s have passed, and checks the
+// notification invariant (Summary.EventErrors).
+func (d Demo) checkEvents(states []workflow.State, sum *Summary) error {
+	want := map[string]workflow.State{}
+	for _, st := range states {
+		if st.ClientID == DemoClientID {
+			want[st.OrderID] = st
+		}
+	}
+	type seen struct {
+		state workflow.ProcessState
+		step  string
+	}
+	got := map[string]map[int]seen{}
+	complete := func() bool {
+		for id, st := range want {
+			if _, ok := got[id][st.EventSeq]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for quiet := 0; ctx.Err() == nil && (!complete() || quiet < 1); {
+		out, err := d.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(d.Stack.EventsWatchURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("read status events: %w", err)
+		}
+		if len(out.Messages) == 0 {
+			quiet++
+			continue
+		}
+		quiet = 0
+		var done []sqstypes.DeleteMessageBatchRequestEntry
+		for i, m := range out.Messages {
+			sum.EventDeliveries++
+			ev, err := notifier.DecodeEvent(aws.ToString(m.Body))
+			if err != nil {
+				sum.EventErrors = append(sum.EventErrors, "undecodable event: "+err.Error())
+			} else {
+				if got[ev.OrderID] == nil {
+					got[ev.OrderID] = map[int]seen{}
+				}
+				s := seen{ev.State, ev.Step}
+				if old, ok := got[ev.OrderID][ev.Seq]; ok && old != s {
+					sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: seq %d is both %v and %v", ev.OrderID, ev.Seq, old, s))
+				}
+				got[ev.OrderID][ev.Seq] = s
+			}
+			done = append(done, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		if _, err := d.Stack.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.Stack.EventsWatchURL), Entries: done}); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("delete status events: %w", err)
+		}
+	}
+	for id, st := range want {
+		evs := got[id]
+		sum.Events += len(evs)
+		for seq := 1; seq <= st.EventSeq; seq++ {
+			if _, ok := evs[seq]; !ok {
+				sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: no event %d of %d", id, seq, st.EventSeq))
+				break
+			}
+		}
+		if len(evs) > st.EventSeq {
+			sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: %d events for EventSeq %d", id, len(evs), st.EventSeq))
+		}
+		if last, ok := evs[st.EventSeq]; ok && last.state != st.ProcessState {
+			sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: last event says %s, the record %s", id, last.state, st.ProcessState))
+		}
+	}
+	slices.Sort(sum.EventErrors)
+	return nil
+}
+
+// attemptBound is the most claims an order can take: each step and each
+// undo is claimed at most MaxFailures times (every claim but the last counts
+// a failure, and the MaxFailures-th gives up), a cancel takes one more, and
+// an operator's resubmit starts a step's count again.
+func (d Demo) attemptBound(st workflow.State) int {
+	phases := 2 * len(st.Steps) * (1 + st.Resubmits)
+	return phases*d.Stack.policy.MaxFailures + 1
+}
+
+// checkUndo checks one terminal record against the remote's effects and
+// compensations (see Summary.UndoErrors and Summary.LeftApplied).
+func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *Summary) {
+	breach := func(format string, args ...any) {
+		sum.UndoErrors = append(sum.UndoErrors, st.OrderID+": "+fmt.Sprintf(format, args...))
+	}
+	stopped := st.ProcessState == workflow.Compensated || st.ProcessState == workflow.Cancelled || st.ProcessState == workflow.Error
+	for i, step := range st.Steps {
+		key := workflow.IdempotencyKey(st.OrderID, step.Name)
+		if undos[key] > 1 {
+			breach("%s undone %d times", step.Name, undos[key])
+		}
+		compensable := i < len(d.Stack.workflow.Steps) && d.Stack.workflow.Steps[i].Compensable
+		switch {
+		case st.ProcessState == workflow.Processed && undos[key] > 0:
+			breach("%s of a processed order undone", step.Name)
+		case stopped && compensable && effects[key] > undos[key]:
+			// Whatever its agent reported: a rejection, an unusable 2xx,
+			// a timeout, or a duplicate request that came after.
+			sum.LeftApplied = append(sum.LeftApplied, fmt.Sprintf("%s (applied %d, undone %d, order %s)", key, effects[key], undos[key], st.ProcessState))
+		case stopped && compensable && effects[key] < undos[key]:
+			breach("%s applied %d times and undone %d times", step.Name, effects[key], undos[key])
+		}
+		if st.ProcessState == workflow.Compensated || st.ProcessState == workflow.Cancelled {
+			if step.Compensation == workflow.StepSucceeded {
+				sum.UndoneSteps++
+			}
+			if compensable && step.State == workflow.StepSucceeded && step.Compensation != workflow.StepSucceeded {
+				breach("completed step %s not undone (%q)", step.Name, step.Compensation)
+			}
+		}
+	}
+}
+
+// countAlerts drains the alert watch queue until it has an alert for every
+// order in Error (keyed by alert ID), or 15 s have passed: the outbox
+// re-sends an unconfirmed alert within AlertTimeout.
+func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error {
+	want := len(errored)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	seen, dispatch := map[string]bool{}, map[string]bool{}
+	quiet := 0
+	for ctx.Err() == nil && (len(seen) < want || quiet < 2) {
+		out, err := d.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(d.Stack.AlertWatchURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("read alerts: %w", err)
+		}
+		if len(out.Messages) == 0 {
+			quiet++
+			continue
+		}
+		quiet = 0
+		for _, m := range out.Messages {
+			var n struct {
+				MessageAttributes map[string]struct{ Value string }
+			}
+			if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &n); err != nil {
+				return fmt.Errorf("alert is not an SNS notification: %w", err)
+			}
+			sum.AlertDeliveries++
+			id := n.MessageAttributes["alertId"].Value
+			if _, owed := errored[id]; !owed && n.MessageAttributes["kind"].Value == string(alert.KindDispatchFailed) {
+				// The order's compensation ran; the alert is about the
+				// queue that refused it.
+				dispatch[id] = true
+			} else {
+				seen[id] = true
+			}
+			if _, err := d.Stack.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.Stack.AlertWatchURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				return fmt.Errorf("delete alert: %w", err)
+			}
+		}
+	}
+	sum.Alerts, sum.DispatchAlerts = len(seen), len(dispatch)
+	for id, st := range errored {
+		if !seen[id] {
+			sum.MissingAlerts = append(sum.MissingAlerts, fmt.Sprintf("%s(AlertPending=%v)", st.OrderID, st.AlertPending))
+		}
+	}
+	slices.Sort(sum.MissingAlerts)
+	return nil
+}
+
+// orphans scans both tables: every order has its state record and every
+// state record its order (Submission writes them in one transaction).
+func (d Demo) orphans() ([]string, error) {
+	keys := func(table string) (map[string]bool, error) {
+		out := map[string]bool{}
+		p := dynamodb.NewScanPaginator(d.Stack.DynamoDB, &dynamodb.ScanInput{
+			TableName: aws.String(table), ProjectionExpression: aws.String("#k"),
+			ExpressionAttributeNames: map[string]string{"#k": statestore.KeyOrderID},
+		})
+		for p.HasMorePages() {
+			page, err := p.NextPage(context.Background())
+			if err != nil {
+				return nil, fmt.Errorf("scan %s: %w", table, err)
+			}
+			for _, item := range page.Items {
+				if v, ok := item[statestore.KeyOrderID].(*ddbtypes.AttributeValueMemberS); ok {
+					out[v.Value] = true
+				}
+			}
+		}
+		return out, nil
+	}
+	orders, err := keys(d.Stack.Sys.Tables.Orders)
+	if err != nil {
+		return nil, err
+	}
+	states, err := keys(d.Stack.Sys.Tables.State)
+	if err != nil {
+		return nil, err
+	}
+	var orphans []string
+	for id := range orders {
+		if !states[id] {
+			orphans = append(orphans, "order "+id+" without state")
+		}
+	}
+	for id := range states {
+		if !orders[id] {
+			orphans = append(orphans, "state "+id+" without order")
+		}
+	}
+	slices.Sort(orphans)
+	return orphans, nil
+}
+
+// terminal counts the terminal state records, with one scan.
+func (d Demo) terminal(ctx context.Context) (int, error) {
+	p := dynamodb.NewScanPaginator(d.Stack.DynamoDB, &dynamodb.ScanInput{
+		TableName:                aws.String(d.Stack.Sys.Tables.State),
+		ProjectionExpression:     aws.String("#s"),
+		ExpressionAttributeNames: map[string]string{"#s": "ProcessState"},
+	})
+	n := 0
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return n, fmt.Errorf("scan %s: %w", d.Stack.Sys.Tables.State, err)
+		}
+		for _, item := range page.Items {
+			if v, ok := item["ProcessState"].(*ddbtypes.AttributeValueMemberS); ok && workflow.ProcessState(v.Value).Terminal() {
+				n++
+			}
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,130 @@
+package localstack_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/sasflow/sas/internal/localstack"
+	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/internal/opsclient"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// operatorKey is the access key the operators' CLI signs with in the
+// tests, as a local operator without AWS credentials would.
+const operatorKey = "local-operator"
+
+// sasctl runs the operators' CLI against the stack's API, as
+// `go run ./cmd/sasctl --endpoint-url ...` would, signing as operatorKey.
+func sasctl(t *testing.T, st *localstack.Stack, args ...string) (string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := opsclient.Run(context.Background(), append([]string{"--endpoint-url", st.APIURL}, args...), opsclient.Env{
+		Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errOut,
+		// Not the machine's credential chain: the tests sign as one
+		// known operator, whoever runs them.
+		LoadAWSConfig: func(context.Context, string) (aws.Config, error) {
+			return aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(operatorKey, "not-checked", "")}, nil
+		},
+	})
+	return out.String() + errOut.String(), code
+}
+
+// await polls the order's record until it is in want.
+func await(t *testing.T, st *localstack.Stack, id string, want workflow.ProcessState) workflow.State {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := st.Direct.GetState(context.Background(), id)
+		if err == nil && s.ProcessState == want {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %s is %s, not %s", id, s.ProcessState, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestOperatorFixesAFailedCompensationWithTheCLI(t *testing.T) {
+	t.Parallel()
+	st, _ := start(t, func(o *localstack.Options) {
+		o.Faults = remotesim.Faults{RejectSteps: []string{"charge-payment"}, RejectUndo: []string{"reserve-inventory"}}
+		o.Crash = 0
+	})
+	a := post(t, st.APIURL+"/orders", `{"customerId":"c-1","currency":"EUR","items":[{"sku":"A","quantity":1,"unitPriceCents":100}]}`)
+	var accepted struct{ OrderID string }
+	if a.status != 202 || json.Unmarshal([]byte(a.body), &accepted) != nil {
+		t.Fatalf("POST = %d %s", a.status, a.body)
+	}
+	id := accepted.OrderID
+	await(t, st, id, workflow.CompensationFailed)
+
+	out, code := sasctl(t, st, "list", "--state", "CompensationFailed")
+	if code != 0 || !strings.Contains(out, id) {
+		t.Fatalf("list = %d\n%s", code, out)
+	}
+	out, code = sasctl(t, st, "show", id)
+	if code != 0 || !strings.Contains(out, "CompensationFailed") || !strings.Contains(out, "reserve-inventory") {
+		t.Fatalf("show = %d\n%s", code, out)
+	}
+	// A cancel of an order no longer in flight is a conflict.
+	if out, code = sasctl(t, st, "cancel", id); code != opsclient.ExitConflict {
+		t.Fatalf("cancel of a stopped order = %d\n%s", code, out)
+	}
+	// The operator fixes the remote, then resubmits the compensation.
+	if err := st.Sim.SetFaults(remotesim.Faults{RejectSteps: []string{"charge-payment"}}); err != nil {
+		t.Fatal(err)
+	}
+	if out, code = sasctl(t, st, "retry", id); code != 0 {
+		t.Fatalf("retry = %d\n%s", code, out)
+	}
+	final := await(t, st, id, workflow.Compensated)
+	if final.Resubmits != 1 || st.Sim.CompensationCount(workflow.IdempotencyKey(id, "reserve-inventory")) != 1 {
+		t.Fatalf("after the retry: %+v", final)
+	}
+	// A second retry finds nothing to resubmit.
+	if out, code = sasctl(t, st, "retry", id); code != opsclient.ExitConflict {
+		t.Fatalf("second retry = %d\n%s", code, out)
+	}
+}
+
+func TestCancelAnInFlightOrderWithTheCLI(t *testing.T) {
+	t.Parallel()
+	// Every step call hangs, so the order stays in flight until cancelled.
+	st, _ := start(t, func(o *localstack.Options) {
+		o.Faults = remotesim.Faults{Hang: 1}
+		o.Crash = 0
+	})
+	a := post(t, st.APIURL+"/orders", `{"customerId":"c-1","currency":"EUR","items":[{"sku":"A","quantity":1,"unitPriceCents":100}]}`)
+	var accepted struct{ OrderID string }
+	if a.status != 202 || json.Unmarshal([]byte(a.body), &accepted) != nil {
+		t.Fatalf("POST = %d %s", a.status, a.body)
+	}
+	id := accepted.OrderID
+	await(t, st, id, workflow.Processing)
+	if err := st.Sim.SetFaults(remotesim.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := sasctl(t, st, "cancel", id); code != 0 {
+		t.Fatalf("cancel = %d\n%s", code, out)
+	}
+	// The running step's outcome is unknown, so it is undone; whatever the
+	// hung call did, the remote nets nothing.
+	final := await(t, st, id, workflow.Compensated)
+	key := workflow.IdempotencyKey(id, "reserve-inventory")
+	if !final.Cancelled || st.Sim.EffectCount(key) != st.Sim.CompensationCount(key) {
+		t.Fatalf("after cancel: %+v; effects %d, undone %d", final, st.Sim.EffectCount(key), st.Sim.CompensationCount(key))
+	}
+	// Cancelling again is answered as done, not as a conflict.
+	if out, code := sasctl(t, st, "cancel", id); code != 0 {
+		t.Fatalf("second cancel = %d\n%s", code, out)
+	}
+}

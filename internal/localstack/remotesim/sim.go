@@ -1,0 +1,614 @@
+// Package remotesim simulates the remote service the Agents call: it applies
+// a step's effect at most once per Idempotency-Key, and injects faults —
+// random (seedable) or scripted per key — so tests and local runs can prove
+// that retries, timeouts and duplicate deliveries never apply an effect twice.
+//
+// It also undoes effects (the Compensating Transaction pattern):
+// POST /v1/steps/{step}/compensate, under an Idempotency-Key of its own,
+// undoes the effect applied under the body's effectKey at most once per
+// compensation key. A compensation that finds nothing applied leaves a
+// tombstone, so a late try of the step, still on its way, is refused (409
+// "compensated") rather than applied after its undo. Compensation calls draw
+// faults exactly like step calls, keyed on their own key.
+//
+// Like a real idempotent service, a call whose key already has a stored
+// result replays it: neither a random permanent fault nor a rejected step
+// turns a retry of an applied request into a rejection.
+package remotesim
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sasflow/sas/internal/localstack/draw"
+
+	"github.com/sasflow/sas/shared/clock"
+)
+
+// Limits on requests.
+const (
+	MaxKeyBytes     = 200
+	MaxRequestBytes = 1 << 20
+)
+
+var stepPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// StepRequest is the body of POST /v1/steps/{step}.
+type StepRequest struct {
+	OrderID  string                     `json:"orderId"`
+	Step     string                     `json:"step"`
+	Input    json.RawMessage            `json:"input"`
+	Previous map[string]json.RawMessage `json:"previous,omitempty"`
+}
+
+// DecodeStepRequest reads a step request strictly and checks it against the
+// step named in the path.
+func DecodeStepRequest(r io.Reader, step string) (StepRequest, error) {
+	var req StepRequest
+	if err := decodeStrict(r, MaxRequestBytes, &req); err != nil {
+		return StepRequest{}, err
+	}
+	switch {
+	case req.OrderID == "" || len(req.OrderID) > 64:
+		return StepRequest{}, errors.New("orderId must have 1..64 bytes")
+	case req.Step != step:
+		return StepRequest{}, fmt.Errorf("step %q does not match the path's %q", req.Step, step)
+	case len(req.Input) == 0 || string(req.Input) == "null":
+		return StepRequest{}, errors.New("input is required")
+	}
+	return req, nil
+}
+
+// Output is the body of a successful step.
+type Output struct {
+	Confirmation string    `json:"confirmation"`
+	OrderID      string    `json:"orderId"`
+	Step         string    `json:"step"`
+	AppliedAt    time.Time `json:"appliedAt"`
+}
+
+// Problem is the body of an error answer.
+type Problem struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// result is what a key's first successful call stored: later calls with the
+// key get it again without a new effect. orderID and step say whose effect a
+// forward result is, so an undo naming another step is refused.
+type result struct {
+	body        []byte
+	requestHash string
+	orderID     string
+	step        string
+}
+
+// Sim is the simulator; it is an http.Handler and safe for concurrent use.
+type Sim struct {
+	clk   clock.Clock
+	sleep func(ctx context.Context, d time.Duration) error
+	mux   *http.ServeMux
+
+	mu sync.Mutex
+	// seed and keyCalls make each random draw a hash of the seed, the
+	// idempotency key and how often that key was called before: the same
+	// seed gives a key the same faults however calls interleave.
+	seed     uint64
+	keyCalls map[string]int
+	faults   Faults
+	scripts  map[string][]Fault
+	// results holds step and compensation results alike: Idempotency-Keys
+	// share one namespace, as at a real service, and the request hash tells
+	// the two routes apart.
+	results map[string]result
+	// effects counts applies by step key; compensations counts undos by the
+	// effect key undone; tombstones are effect keys a compensation found
+	// unapplied, never to be applied.
+	effects       map[string]int
+	compensations map[string]int
+	tombstones    map[string]bool
+	// inProgress counts the HangThenApply calls working on each key.
+	inProgress map[string]int
+	calls      int
+
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+var _ http.Handler = (*Sim)(nil)
+
+// Option configures a Sim.
+type Option func(*Sim)
+
+// WithClock sets the clock stamping appliedAt.
+func WithClock(c clock.Clock) Option { return func(s *Sim) { s.clk = c } }
+
+// WithSeed makes the random faults replayable.
+func WithSeed(seed uint64) Option { return func(s *Sim) { s.seed = seed } }
+
+// WithSleep replaces the real wait used for latency, so tests never wait.
+func WithSleep(f func(ctx context.Context, d time.Duration) error) Option {
+	return func(s *Sim) { s.sleep = f }
+}
+
+// WithFaults sets the initial random faults; New panics if they are invalid,
+// as it is a programming error.
+func WithFaults(f Faults) Option {
+	return func(s *Sim) {
+		if err := s.SetFaults(f); err != nil {
+			panic(fmt.Sprintf("remotesim: %v", err))
+		}
+	}
+}
+
+// New returns a simulator without faults.
+func New(opts ...Option) *Sim {
+	s := &Sim{
+		clk:      clock.System{},
+		sleep:    clock.Sleep,
+		seed:     rand.Uint64(),
+		keyCalls: make(map[string]int),
+		scripts:  make(map[string][]Fault),
+		results:  make(map[string]result),
+		effects:  make(map[string]int),
+		// compensations is never nil, so GET /v1/effects always shows it.
+		compensations: make(map[string]int),
+		tombstones:    make(map[string]bool),
+		inProgress:    make(map[string]int),
+		stop:          make(chan struct{}),
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/steps/{step}", s.serveStep)
+	s.mux.HandleFunc("POST /v1/steps/{step}/compensate", s.serveCompensate)
+	s.mux.HandleFunc("GET /v1/effects", s.serveEffects)
+	s.mux.HandleFunc("GET /v1/faults", s.serveGetFaults)
+	s.mux.HandleFunc("POST /v1/faults", s.servePostFaults)
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// unit is number which of the call-th call with key.
+func (s *Sim) unit(key string, call, which int) float64 {
+	return draw.Unit(s.seed, key, uint64(call)<<8|uint64(which))
+}
+
+// ServeHTTP serves the simulator's API.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close releases every hanging call; use it before closing a test server,
+// which waits for its calls.
+func (s *Sim) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// SetFaults replaces the random faults, reseeding when f.Seed is set.
+func (s *Sim) SetFaults(f Faults) error {
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("remotesim: faults: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.Seed != nil {
+		s.seed = *f.Seed
+		clear(s.keyCalls)
+	}
+	f.RejectSteps = slices.Clone(f.RejectSteps)
+	f.RejectUndo = slices.Clone(f.RejectUndo)
+	s.faults = f
+	return nil
+}
+
+// Faults returns the random faults in force.
+func (s *Sim) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.faults
+	f.RejectSteps = slices.Clone(f.RejectSteps)
+	f.RejectUndo = slices.Clone(f.RejectUndo)
+	return f
+}
+
+// RejectStep rejects every call for step permanently from now on.
+func (s *Sim) RejectStep(step string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.faults.RejectSteps, step) {
+		s.faults.RejectSteps = append(slices.Clone(s.faults.RejectSteps), step)
+	}
+}
+
+// RejectUndo rejects every compensation of step permanently from now on.
+func (s *Sim) RejectUndo(step string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.faults.RejectUndo, step) {
+		s.faults.RejectUndo = append(slices.Clone(s.faults.RejectUndo), step)
+	}
+}
+
+// Script queues faults for the next calls with key (a step's or a
+// compensation's), one per call, ahead of any random fault; a call that finds
+// the queue empty draws as usual.
+func (s *Sim) Script(key string, faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scripts[key] = append(s.scripts[key], faults...)
+}
+
+// Effects returns how often each key's effect was applied (never more than
+// once, unless the simulator is broken). An undo does not decrement it: see
+// Compensations.
+func (s *Sim) Effects() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.effects)
+}
+
+// EffectCount returns how often key's effect was applied.
+func (s *Sim) EffectCount(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.effects[key]
+}
+
+// Compensations returns how often each effect was undone, by the effect's
+// key. More than once means two compensation keys undid one effect: a bug of
+// the caller, which should use one key per step.
+func (s *Sim) Compensations() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.compensations)
+}
+
+// CompensationCount returns how often the effect applied under effectKey was
+// undone.
+func (s *Sim) CompensationCount(effectKey string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.compensations[effectKey]
+}
+
+// Calls returns how many step and compensation calls arrived, good or bad.
+func (s *Sim) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
+	step, key, ok := s.admit(w, r)
+	if !ok {
+		return
+	}
+	req, err := DecodeStepRequest(http.MaxBytesReader(w, r.Body, MaxRequestBytes+1), step)
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	fault, latency := s.draw(key, func(f Faults) bool { return slices.Contains(f.RejectSteps, step) })
+	s.serve(w, r, key, fault, latency, fmt.Sprintf("step %s of order %s rejected", step, req.OrderID),
+		func() outcome { return s.apply(key, req) })
+}
+
+// InProgress reports whether a HangThenApply call holds key.
+func (s *Sim) InProgress(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inProgress[key] > 0
+}
+
+// OversizeBytes is the body an Oversize call answers with: over any step's
+// output limit, under an agent's 1 MiB read limit.
+const OversizeBytes = 300 << 10
+
+// restore replaces the result stored under key with the answer fault gives,
+// so every replay under the key answers the same, as at a real service.
+func (s *Sim) restore(key string, fault Fault) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := s.results[key]
+	if fault == Oversize {
+		res.body = []byte(`{"receipt":"` + strings.Repeat("x", OversizeBytes) + `"}`)
+	} else {
+		res.body = []byte("<html><body>502 Bad Gateway</body></html>")
+	}
+	s.results[key] = res
+	return res.body
+}
+
+// hangThenApply holds key in progress until the caller has given up and
+// InProgressFor more, then applies the effect, while the call itself answers
+// its gone caller: the caller's retries meanwhile get 409 in_progress (see
+// apply), undos 503 (see undo).
+func (s *Sim) hangThenApply(r *http.Request, key string, apply func() outcome) {
+	s.mu.Lock()
+	s.inProgress[key]++
+	late := s.faults.inProgressFor()
+	s.mu.Unlock()
+	s.hang(r.Context())
+	// The caller is gone; the service is not.
+	go func() {
+		select {
+		case <-time.After(late):
+		case <-s.stop:
+		}
+		// Applied as the original call, which is still in progress: its
+		// own mark must not refuse it.
+		s.mu.Lock()
+		s.inProgress[key]--
+		if s.inProgress[key] == 0 {
+			delete(s.inProgress, key)
+		}
+		s.mu.Unlock()
+		apply()
+	}()
+}
+
+// admit counts a call and checks what step and compensation calls share: the
+// step name in the path and the Idempotency-Key header.
+func (s *Sim) admit(w http.ResponseWriter, r *http.Request) (step, key string, ok bool) {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+
+	step = r.PathValue("step")
+	key = r.Header.Get("Idempotency-Key")
+	switch {
+	case !stepPattern.MatchString(step):
+		writeProblem(w, http.StatusNotFound, "unknown_step", fmt.Sprintf("%q is not a step name", step))
+		return "", "", false
+	case key == "":
+		writeProblem(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
+		return "", "", false
+	case len(key) > MaxKeyBytes:
+		writeProblem(w, http.StatusBadRequest, "bad_idempotency_key", fmt.Sprintf("the Idempotency-Key exceeds %d bytes", MaxKeyBytes))
+		return "", "", false
+	}
+	return step, key, true
+}
+
+// outcome is what a check-and-apply decided: a 200 body, or a problem.
+type outcome struct {
+	status int
+	body   []byte
+	code   string
+	msg    string
+}
+
+func conflict(code, msg string) outcome {
+	return outcome{status: http.StatusConflict, code: code, msg: msg}
+}
+
+var errKeyReused = conflict("idempotency_conflict", "the Idempotency-Key was used with another request body")
+
+// serve acts out a drawn fault around apply, the call's check-and-apply:
+// faults that come before the effect skip it, the others follow it.
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, fault Fault, latency time.Duration, rejected string, apply func() outcome) {
+	if latency > 0 {
+		if err := s.sleep(r.Context(), latency); err != nil {
+			return
+		}
+	}
+	switch fault {
+	case Transient:
+		writeUnavailable(w)
+		return
+	case Permanent:
+		writeProblem(w, http.StatusUnprocessableEntity, "rejected", rejected)
+		return
+	case Hang:
+		s.hang(r.Context())
+		writeUnavailable(w)
+		return
+	}
+
+	if fault == HangThenApply {
+		s.hangThenApply(r, key, apply)
+		writeUnavailable(w)
+		return
+	}
+	out := apply()
+	switch fault {
+	case ApplyThenFail:
+		writeUnavailable(w)
+		return
+	case ApplyThenHang:
+		s.hang(r.Context())
+		writeUnavailable(w)
+		return
+	case Oversize, Garbage:
+		if out.status == http.StatusOK {
+			out.body = s.restore(key, fault)
+		}
+	}
+	if out.status != http.StatusOK {
+		writeProblem(w, out.status, out.code, out.msg)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out.body)
+}
+
+// draw picks the call's fault (script first, then rejected steps, then the
+// random draw) and its added latency. A key with a stored result is never
+// rejected, by rejected or by a random permanent fault: a real idempotent
+// service replays the result of an applied request. The draws themselves
+// stay as they were, so a seed replays the same faults either way.
+func (s *Sim) draw(key string, rejected func(Faults) bool) (Fault, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.faults
+	call := s.keyCalls[key]
+	s.keyCalls[key] = call + 1
+	var latency time.Duration
+	if f.Latency > 0 && s.unit(key, call, 0) < f.Latency {
+		latency = time.Duration(f.LatencyMin)
+		if span := int64(f.LatencyMax - f.LatencyMin); span > 0 {
+			latency += time.Duration(s.unit(key, call, 1) * float64(span+1))
+		}
+	}
+	if q := s.scripts[key]; len(q) > 0 {
+		if len(q) == 1 {
+			delete(s.scripts, key)
+		} else {
+			s.scripts[key] = q[1:]
+		}
+		return q[0], latency
+	}
+	_, stored := s.results[key]
+	if !stored && rejected(f) {
+		return Permanent, latency
+	}
+	u := s.unit(key, call, 2)
+	for _, c := range f.exclusive() {
+		if u < c.p {
+			if c.fault == Permanent && stored {
+				return None, latency
+			}
+			return c.fault, latency
+		}
+		u -= c.p
+	}
+	return None, latency
+}
+
+// apply applies key's effect unless it was already applied, returning the
+// stored output, or refuses it when a compensation undid it before it was
+// applied. Check and apply happen under one lock, so concurrent calls with
+// one key cannot both apply, nor can a step apply after its undo.
+func (s *Sim) apply(key string, req StepRequest) outcome {
+	hash := requestHash(routeStep, req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res, ok := s.results[key]; ok {
+		if res.requestHash != hash {
+			return errKeyReused
+		}
+		return outcome{status: http.StatusOK, body: res.body}
+	}
+	if s.tombstones[key] {
+		return conflict("compensated", fmt.Sprintf("step %s of order %s was compensated before it was applied", req.Step, req.OrderID))
+	}
+	if s.inProgress[key] > 0 {
+		return conflict("in_progress", fmt.Sprintf("a request with the key of step %s of order %s is still in progress", req.Step, req.OrderID))
+	}
+	body, err := json.Marshal(Output{
+		Confirmation: req.Step + "-" + shortHash(key),
+		OrderID:      req.OrderID,
+		Step:         req.Step,
+		AppliedAt:    s.clk.Now().UTC(),
+	})
+	if err != nil {
+		panic(fmt.Sprintf("remotesim: encode output: %v", err))
+	}
+	s.effects[key]++
+	s.results[key] = result{body: body, requestHash: hash, orderID: req.OrderID, step: req.Step}
+	return outcome{status: http.StatusOK, body: body}
+}
+
+// shortHash names key in a confirmation: stable, and short.
+func shortHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:4])
+}
+
+// Routes a request hash is taken for.
+const (
+	routeStep       = "step"
+	routeCompensate = "compensate"
+)
+
+// requestHash fingerprints a request and its route so a key reused with
+// another body, or on the other route, is told apart from a retry. Marshal
+// sorts map keys, so it is stable.
+func requestHash(route string, req any) string {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(append([]byte(route+"\n"), b...))
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Sim) hang(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-s.stop:
+	}
+}
+
+type effectsBody struct {
+	Effects       map[string]int `json:"effects"`
+	Compensations map[string]int `json:"compensations"`
+	Calls         int            `json:"calls"`
+}
+
+func (s *Sim) serveEffects(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	body := effectsBody{Effects: maps.Clone(s.effects), Compensations: maps.Clone(s.compensations), Calls: s.calls}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *Sim) serveGetFaults(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func (s *Sim) servePostFaults(w http.ResponseWriter, r *http.Request) {
+	f, err := DecodeFaults(http.MaxBytesReader(w, r.Body, maxFaultsBytes+1))
+	if err == nil {
+		err = s.SetFaults(f)
+	}
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, "bad_faults", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func writeUnavailable(w http.ResponseWriter) {
+	writeProblem(w, http.StatusServiceUnavailable, "unavailable", "try again later")
+}
+
+func writeProblem(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, Problem{Code: code, Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// Loopback refuses an address beyond this machine: the simulator and the
+// local stack built on it have no authentication.
+func Loopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("address %q: serves on loopback only", addr)
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package sqsbridge_test
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/internal/localstack/sqsbridge"
+	"github.com/sasflow/sas/internal/testkit/enginetest"
+)
+
+func TestMain(m *testing.M) { enginetest.Main(m) }
+
+// recorder is a handler that keeps every record it is given and fails the
+// message IDs fail says.
+type recorder struct {
+	mu      sync.Mutex
+	records []events.SQSMessage
+	fail    func(events.SQSMessage) bool
+}
+
+func (r *recorder) handle(_ context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var resp events.SQSEventResponse
+	for _, m := range ev.Records {
+		r.records = append(r.records, m)
+		if r.fail != nil && r.fail(m) {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+func (r *recorder) seen() []events.SQSMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.records)
+}
+
+func newBridge(c *sqs.Client, q enginetest.Queue, h sqsbridge.Handler) *sqsbridge.Bridge {
+	return &sqsbridge.Bridge{Client: c, QueueURL: q.URL, QueueARN: q.ARN, BatchSize: 10, WaitTime: time.Second, Handler: h}
+}
+
+func send(t *testing.T, c *sqs.Client, url string, bodies ...string) {
+	t.Helper()
+	for _, b := range bodies {
+		if _, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{
+			QueueUrl:    aws.String(url),
+			MessageBody: aws.String(b),
+			MessageAttributes: map[string]sqstypes.MessageAttributeValue{
+				"kind": {DataType: aws.String("String"), StringValue: aws.String("test")},
+			},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pollUntil calls PollOnce until n messages in all have been received.
+func pollUntil(t *testing.T, b *sqsbridge.Bridge, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	got := 0
+	for got < n {
+		if !time.Now().Before(deadline) {
+			t.Fatalf("received %d of %d messages", got, n)
+		}
+		k, err := b.PollOnce(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += k
+	}
+}
+
+// counts returns the visible and in-flight message counts, which change
+// only by our own calls once the visibility timeout is long.
+func counts(t *testing.T, c *sqs.Client, url string) (visible, inflight string) {
+	t.Helper()
+	out, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Attributes["ApproximateNumberOfMessages"], out.Attributes["ApproximateNumberOfMessagesNotVisible"]
+}
+
+func TestBridgeSuccessDeletes(t *testing.T) {
+	t.Parallel()
+	c := enginetest.SQS(t)
+	q := enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), enginetest.QueueOptions{VisibilityTimeout: time.Minute})
+	send(t, c, q.URL, "one", "two", "three")
+	rec := &recorder{}
+	pollUntil(t, newBridge(c, q, rec.handle), 3)
+
+	if v, f := counts(t, c, q.URL); v != "0" || f != "0" {
+		t.Errorf("after success: %s visible, %s in flight; want all deleted", v, f)
+	}
+	var bodies []string
+	for _, m := range rec.seen() {
+		bodies = append(bodies, m.Body)
+		sum := md5.Sum([]byte(m.Body))
+		if m.EventSource != "aws:sqs" || m.EventSourceARN != q.ARN || m.AWSRegion != enginetest.Region ||
+			m.Md5OfBody != hex.EncodeToString(sum[:]) || m.MessageId == "" || m.ReceiptHandle == "" {
+			t.Errorf("record = %+v", m)
+		}
+		if m.Attributes["ApproximateReceiveCount"] != "1" {
+			t.Errorf("ApproximateReceiveCount = %q", m.Attributes["ApproximateReceiveCount"])
+		}
+		if _, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err != nil {
+			t.Errorf("SentTimestamp = %q", m.Attributes["SentTimestamp"])
+		}
+		if a := m.MessageAttributes["kind"]; a.DataType != "String" || aws.ToString(a.StringValue) != "test" {
+			t.Errorf("kind attribute = %+v", a)
+		}
+	}
+	slices.Sort(bodies)
+	if !slices.Equal(bodies, []string{"one", "three", "two"}) {
+		t.Errorf("bodies = %q", bodies)
+	}
+}
+
+func TestBridgeItemFailureComesBack(t *testing.T) {
+	t.Parallel()
+	c := enginetest.SQS(t)
+	q := enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), enginetest.QueueOptions{VisibilityTimeout: time.Second})
+	send(t, c, q.URL, "ok", "flaky")
+	failed := false
+	rec := &recorder{fail: func(m events.SQSMessage) bool {
+		if m.Body == "flaky" && !failed {
+			failed = true
+			return true
+		}
+		return false
+	}}
+	b := newBridge(c, q, rec.handle)
+	pollUntil(t, b, 2) // "flaky" fails once
+	pollUntil(t, b, 1) // and returns once its visibility timeout ends
+
+	seen := rec.seen()
+	var flaky []string
+	for _, m := range seen {
+		if m.Body == "flaky" {
+			flaky = append(flaky, m.Attributes["ApproximateReceiveCount"])
+		}
+	}
+	if len(seen) != 3 || !slices.Equal(flaky, []string{"1", "2"}) {
+		t.Errorf("handled %d records, flaky receive counts %v; want 3 and [1 2]", len(seen), flaky)
+	}
+	enginetest.AssertNoMessages(context.Background(), t, c, q.URL, 2*time.Second)
+}
+
+func TestBridgeHandlerErrorKeepsBatch(t *testing.T) {
+	t.Parallel()
+	c := enginetest.SQS(t)
+	q := enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), enginetest.QueueOptions{VisibilityTimeout: time.Minute})
+	send(t, c, q.URL, "a", "b")
+	b := newBridge(c, q, func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+		return events.SQSEventResponse{}, errors.New("database down")
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	got := 0
+	for got < 2 && time.Now().Before(deadline) {
+		n, err := b.PollOnce(context.Background())
+		if n == 0 && err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 && !errors.Is(err, sqsbridge.ErrBatchFailed) {
+			t.Fatalf("PollOnce = %d, %v; want ErrBatchFailed", n, err)
+		}
+		got += n
+	}
+	if v, f := counts(t, c, q.URL); got != 2 || v != "0" || f != "2" {
+		t.Errorf("received %d; %s visible, %s in flight; want both kept in flight", got, v, f)
+	}
+}
+
+func TestBridgeAlwaysFailingEndsInDLQ(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := enginetest.SQS(t)
+	const maxReceives = 3
+	q := enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), enginetest.QueueOptions{VisibilityTimeout: time.Second, MaxReceiveCount: maxReceives})
+	send(t, c, q.URL, "poison")
+	rec := &recorder{fail: func(events.SQSMessage) bool { return true }}
+	b := newBridge(c, q, rec.handle)
+	var runErrs []error
+	var mu sync.Mutex
+	b.OnError = func(err error) { mu.Lock(); runErrs = append(runErrs, err); mu.Unlock() }
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+
+	dead := enginetest.ReceiveAll(ctx, t, c, q.DLQURL, 1, 30*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if got := aws.ToString(dead[0].Body); got != "poison" {
+		t.Errorf("DLQ body = %q", got)
+	}
+	var receives []string
+	for _, m := range rec.seen() {
+		receives = append(receives, m.Attributes["ApproximateReceiveCount"])
+	}
+	if !slices.Equal(receives, []string{"1", "2", "3"}) {
+		t.Errorf("handler saw receive counts %v, want [1 2 3]", receives)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(runErrs) != 0 {
+		t.Errorf("Run reported %v; item failures are not errors", runErrs)
+	}
+}

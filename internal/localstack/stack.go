@@ -1,0 +1,539 @@
+// Package localstack runs the whole system on one machine: the real handlers
+// of every function wired by package wiring to DynamoDB Local and fauxqs, an
+// HTTP server that hands requests to the Submission handler as API Gateway would,
+// SQS pollers that behave like Lambda's event source mappings, a ticker that
+// fires the Supervisor like the EventBridge rule, and the remote-service
+// simulator with fault injection. It is glue for `make demo` and
+// `make local`; nothing here is deployed, and the handlers know nothing of
+// it.
+package localstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sasflow/sas/internal/localstack/draw"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/internal/localstack/apigw"
+	"github.com/sasflow/sas/internal/localstack/chaos"
+	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/internal/localstack/sqsbridge"
+	"github.com/sasflow/sas/internal/localstack/streambridge"
+	"github.com/sasflow/sas/internal/localstack/wiring"
+	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/submission"
+	"github.com/sasflow/sas/shared/supervisor"
+	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Options configures a local stack.
+type Options struct {
+	// DynamoDBEndpoint is DynamoDB Local; AWSEndpoint serves SQS and SNS
+	// (fauxqs).
+	DynamoDBEndpoint, AWSEndpoint string
+	Region                        string
+	// Prefix starts every table, queue and topic name.
+	Prefix string
+	// APIAddr and RemoteAddr are the loopback addresses of the HTTP API and
+	// the remote-service simulator; port 0 picks a free one.
+	APIAddr, RemoteAddr string
+
+	Workflow workflow.Definition
+	Policy   workflow.Policy
+	// Agent tunes the agents; Step, ResponseQueueURL and RemoteBaseURL are
+	// filled in per step.
+	Agent agent.Config
+	// Faults of the remote service, and Seed of its random draws and of
+	// Crash (0: a random seed).
+	Faults remotesim.Faults
+	Seed   uint64
+	// Crash is the probability that an Agent invocation dies before doing
+	// anything, like a Lambda killed at start: its batch comes back after
+	// the visibility timeout, by which time the Supervisor has retried.
+	Crash float64
+	// Visibility of every queue; MaxReceiveCount as deployed.
+	Visibility time.Duration
+	// PollersPerQueue is how many concurrent invocations each event source
+	// mapping runs.
+	PollersPerQueue int
+	// SuperviseEvery is the Supervisor's schedule.
+	SuperviseEvery time.Duration
+	// Log receives the handlers' logs (JSON).
+	Log *slog.Logger
+
+	// Chaos, when set, wraps every handler's store and queue sender to kill
+	// invocations between writes and to duplicate or delay messages.
+	Chaos *chaos.Injector
+	// Schedulers and Supervisors are how many instances run at once (at
+	// least one each); the extra ones see clocks skewed by ±Skew.
+	Schedulers, Supervisors int
+	Skew                    time.Duration
+	// AgentLag sets the agents' clocks this far behind: an Agent then works
+	// and replies past CompleteBy, a zombie whose reply must be refused.
+	AgentLag time.Duration
+	// Every OutageEvery, DynamoDB or else SQS and SNS (in turn) become
+	// unreachable for OutageFor.
+	OutageEvery, OutageFor time.Duration
+}
+
+// DemoOptions are the settings of `make demo`: the deployed workflow and
+// policy, scaled down so that timeouts, retries and recoveries happen within
+// seconds.
+func DemoOptions() Options {
+	def := workflow.Default()
+	for i := range def.Steps {
+		def.Steps[i].Budget = 3 * time.Second
+	}
+	ag := agent.DefaultConfig()
+	ag.RemoteTimeout, ag.RetryBase, ag.RetryMax = 500*time.Millisecond, 20*time.Millisecond, 300*time.Millisecond
+	ag.BreakerCooldown = 500 * time.Millisecond
+	return Options{
+		Region: "us-east-1", APIAddr: "127.0.0.1:0", RemoteAddr: "127.0.0.1:0",
+		Workflow: def,
+		Policy: workflow.Policy{
+			MaxFailures: 3, ClaimTimeout: 5 * time.Second,
+			BackoffBase: 200 * time.Millisecond, BackoffMax: 2 * time.Second, AlertTimeout: 3 * time.Second,
+		},
+		Agent: ag,
+		Faults: remotesim.Faults{
+			Transient: 0.10, Permanent: 0.005, Hang: 0.03, ApplyThenFail: 0.03,
+			Latency: 0.3, LatencyMin: remotesim.Duration(5 * time.Millisecond), LatencyMax: remotesim.Duration(80 * time.Millisecond),
+		},
+		Crash:           0.02,
+		Visibility:      5 * time.Second,
+		PollersPerQueue: 4,
+		SuperviseEvery:  time.Second,
+	}
+}
+
+// Validate reports what keeps o from starting.
+func (o Options) Validate() error {
+	var errs []error
+	if o.DynamoDBEndpoint == "" || o.AWSEndpoint == "" {
+		errs = append(errs, errors.New("both engine endpoints are required (scripts/engines.sh run -- ... sets them)"))
+	}
+	for _, a := range []string{o.APIAddr, o.RemoteAddr} {
+		if err := remotesim.Loopback(a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.Crash < 0 || o.Crash > 0.5 {
+		errs = append(errs, fmt.Errorf("crash probability %v must be within 0..0.5", o.Crash))
+	}
+	if o.OutageEvery > 0 && (o.OutageFor <= 0 || o.OutageFor >= o.OutageEvery) {
+		errs = append(errs, fmt.Errorf("an outage of %v every %v: it must be shorter than the period", o.OutageFor, o.OutageEvery))
+	}
+	if o.Visibility < time.Second || o.PollersPerQueue < 1 || o.SuperviseEvery <= 0 {
+		errs = append(errs, fmt.Errorf("visibility %v (>=1s), pollers %d (>=1) and supervisor period %v (>0) out of range",
+			o.Visibility, o.PollersPerQueue, o.SuperviseEvery))
+	}
+	errs = append(errs, o.Workflow.Validate(), o.Policy.Validate(), o.Faults.Validate())
+	return errors.Join(errs...)
+}
+
+// Stack is a running local wiring.
+type Stack struct {
+	Sys *wiring.System
+	Sim *remotesim.Sim
+	// APIURL and RemoteURL are the base URLs of the HTTP API and the
+	// simulator.
+	APIURL, RemoteURL string
+	// AlertWatchURL is a queue subscribed to the alert topic, as an
+	// operator's e-mail would be.
+	AlertWatchURL string
+	// EventsWatchURL is DemoClientID's private queue: subscribed to the
+	// order-events topic with a filter policy on its client ID.
+	EventsWatchURL string
+	SQS            *sqs.Client
+	DynamoDB       *dynamodb.Client
+	// Direct reads the state store without the outage proxy, for checks.
+	Direct *statestore.Store
+
+	crashes  atomic.Int64
+	policy   workflow.Policy
+	workflow workflow.Definition
+	chaos    *chaos.Injector
+
+	ddbProxy, awsProxy *outageProxy
+	outageCount        atomic.Int64
+	outageStop         sync.Once
+	outageCancel       context.CancelFunc
+
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	servers []*http.Server
+	log     *slog.Logger
+}
+
+// Crashes counts the Agent invocations killed so far.
+func (s *Stack) Crashes() int64 { return s.crashes.Load() }
+
+// Start creates the tables, queues and topic and starts every part. Close
+// stops them; the tables and queues stay in the engines.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("localrun: %w", err)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Prefix == "" {
+		o.Prefix = "sas-local-" + time.Now().UTC().Format("150405")
+	}
+	seed := o.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	s := &Stack{log: o.Log, policy: o.Policy, workflow: o.Workflow, chaos: o.Chaos}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	fail := func(err error) (*Stack, error) {
+		s.Close()
+		return nil, fmt.Errorf("localrun: %w", err)
+	}
+	// The handlers reach the engines through proxies that can cut them
+	// off; the demo's own reads go direct.
+	ddbURL, awsURL := o.DynamoDBEndpoint, o.AWSEndpoint
+	if o.OutageEvery > 0 {
+		for _, t := range []struct {
+			url   *string
+			proxy **outageProxy
+		}{{&ddbURL, &s.ddbProxy}, {&awsURL, &s.awsProxy}} {
+			p, err := newOutageProxy(strings.TrimPrefix(*t.url, "http://"))
+			if err != nil {
+				return fail(err)
+			}
+			*t.proxy, *t.url = p, "http://"+p.addr()
+		}
+	}
+	cfg := aws.Config{Region: o.Region, Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+	s.DynamoDB = dynamodb.NewFromConfig(cfg, func(c *dynamodb.Options) { c.BaseEndpoint = aws.String(o.DynamoDBEndpoint) })
+	s.SQS = sqs.NewFromConfig(cfg, func(c *sqs.Options) { c.BaseEndpoint = aws.String(o.AWSEndpoint) })
+	handlerDDB := dynamodb.NewFromConfig(cfg, func(c *dynamodb.Options) {
+		c.BaseEndpoint = aws.String(ddbURL)
+		if o.Chaos != nil {
+			// State writes whose answers are lost on the way back.
+			c.HTTPClient = &http.Client{Transport: o.Chaos.Transport(http.DefaultTransport.(*http.Transport).Clone())}
+		}
+	})
+	handlerSQS := sqs.NewFromConfig(cfg, func(c *sqs.Options) { c.BaseEndpoint = aws.String(awsURL) })
+	snsc := sns.NewFromConfig(cfg, func(c *sns.Options) { c.BaseEndpoint = aws.String(awsURL) })
+	streams := dynamodbstreams.NewFromConfig(cfg, func(c *dynamodbstreams.Options) { c.BaseEndpoint = aws.String(ddbURL) },
+		streambridge.ForDynamoDBLocal)
+
+	s.Sim = remotesim.New(remotesim.WithSeed(seed))
+	if err := s.Sim.SetFaults(o.Faults); err != nil {
+		return fail(err)
+	}
+	var err error
+	if s.RemoteURL, err = s.serve(o.RemoteAddr, s.Sim); err != nil {
+		return fail(fmt.Errorf("remote simulator: %w", err))
+	}
+
+	// The API's address is known before the handlers are built, so alerts
+	// print CLI commands that work against this stack.
+	apiLn, err := net.Listen("tcp", o.APIAddr)
+	if err != nil {
+		return fail(fmt.Errorf("http api: %w", err))
+	}
+	sysOpts := wiring.Options{
+		OperatorAPIURL: "http://" + apiLn.Addr().String(),
+		DynamoDB:       handlerDDB, SQS: handlerSQS, SNS: snsc, Streams: streams,
+		Prefix: o.Prefix, Region: o.Region,
+		Workflow: o.Workflow, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
+		MaxReceiveCount: topology.MaxReceiveCount, VisibilityTimeout: o.Visibility,
+		Clock: clock.System{}, Log: o.Log,
+	}
+	if o.AgentLag > 0 {
+		lag := &clock.Offset{}
+		lag.Advance(-o.AgentLag)
+		sysOpts.AgentClock = lag
+	}
+	if o.Chaos != nil {
+		sysOpts.WrapStore, sysOpts.WrapSender, sysOpts.WrapEvents = o.Chaos.Store, o.Chaos.Sender, o.Chaos.Events
+	}
+	s.Sys, err = wiring.Build(ctx, sysOpts)
+	if err != nil {
+		return fail(err)
+	}
+	s.Direct = statestore.New(s.DynamoDB, s.Sys.Tables)
+	if s.AlertWatchURL, err = watchTopic(ctx, s.SQS, snsc, s.Sys.AlertTopicARN, o.Prefix+"-alert-watch", nil); err != nil {
+		return fail(err)
+	}
+	if s.EventsWatchURL, err = watchTopic(ctx, s.SQS, snsc, s.Sys.OrderEventsTopicARN, o.Prefix+"-events-"+DemoClientID, map[string]string{
+		"FilterPolicy": `{"clientId":["` + DemoClientID + `"]}`, "RawMessageDelivery": "true",
+	}); err != nil {
+		return fail(err)
+	}
+
+	// Every route is IAM-authorized, as in the stack: a caller signs with
+	// SigV4, and its access key names it (see apigw.WithIAMAuthorization).
+	gw, err := apigw.New(routes(), s.Sys.Submission.Handle, apigw.WithLogger(o.Log), apigw.WithIAMAuthorization())
+	if err != nil {
+		return fail(err)
+	}
+	s.APIURL = s.serveOn(apiLn, gw)
+
+	// Event source mappings: the first two bridges feed the Scheduler, the
+	// rest one Agent each. Extra Schedulers take turns with the first.
+	schedulers := []sqsbridge.Handler{s.Sys.Scheduler.Handle}
+	for i := 1; i < o.Schedulers; i++ {
+		schedulers = append(schedulers, s.Sys.NewScheduler(skewed(i, o.Skew)).Handle)
+	}
+	for i, b := range s.Sys.Bridges {
+		for j := range o.PollersPerQueue {
+			p := *b
+			p.WaitTime = time.Second
+			p.OnError = func(err error) { o.Log.Debug("event source mapping", "queue", p.QueueURL, "error", err) }
+			if i < 2 {
+				p.Handler = schedulers[j%len(schedulers)]
+			}
+			if i >= 2 && o.Crash > 0 {
+				p.Handler = s.crashing(b.Handler, o.Crash, seed)
+			}
+			s.wg.Go(func() { _ = p.Run(runCtx) })
+		}
+	}
+	// The stream's event source mapping: one poller, as Lambda reads a shard
+	// with one invocation at a time.
+	s.Sys.Stream.OnError = func(err error) { o.Log.Debug("stream event source mapping", "error", err) }
+	s.wg.Go(func() { _ = s.Sys.Stream.Run(runCtx) })
+	for i := range max(o.Supervisors, 1) {
+		h := s.Sys.Supervisor
+		if i > 0 {
+			h = s.Sys.NewSupervisor(skewed(i, o.Skew))
+		}
+		s.wg.Go(func() { s.supervise(runCtx, h, o.SuperviseEvery) })
+	}
+	if o.OutageEvery > 0 {
+		outCtx, outCancel := context.WithCancel(runCtx)
+		s.outageCancel = outCancel
+		s.wg.Go(func() { s.outages(outCtx, o.OutageEvery, o.OutageFor) })
+	}
+	return s, nil
+}
+
+// skewed is the clock of the i-th extra instance: alternately ahead and
+// behind by skew.
+func skewed(i int, skew time.Duration) clock.Clock {
+	c := &clock.Offset{}
+	if i%2 == 1 {
+		c.Advance(skew)
+	} else {
+		c.Advance(-skew)
+	}
+	return c
+}
+
+// outages cuts DynamoDB, then SQS and SNS, in turn.
+func (s *Stack) outages(ctx context.Context, every, length time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, name := s.ddbProxy, "dynamodb"
+		if n%2 == 1 {
+			p, name = s.awsProxy, "sqs+sns"
+		}
+		s.outageCount.Add(1)
+		s.log.Warn("chaos: engine unreachable", "engine", name, "for", length)
+		p.outage(length)
+	}
+}
+
+// StopOutages ends the engine outages, for the final reads.
+func (s *Stack) StopOutages() {
+	s.outageStop.Do(func() {
+		if s.ddbProxy != nil {
+			s.outageCancel()
+		}
+	})
+}
+
+// Outages counts the engine outages so far.
+func (s *Stack) Outages() int64 { return s.outageCount.Load() }
+
+// routes are the API's routes, as the stack declares them, clients' and
+// operators' alike: which caller may call which is the stack's IAM policies'
+// business, which the local API does not emulate.
+func routes() []apigw.Route {
+	var out []apigw.Route
+	for _, r := range submission.Routes() {
+		out = append(out, apigw.Route{Method: r.Method, Path: r.Path})
+	}
+	return out
+}
+
+var errCrash = errors.New("localrun: simulated crash of the Agent invocation")
+
+// crashing kills an invocation before it starts with probability p, decided
+// by the seed, the batch's first message and its receive count, so a seed
+// kills the same deliveries in a replay.
+func (s *Stack) crashing(h sqsbridge.Handler, p float64, seed uint64) sqsbridge.Handler {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		if len(ev.Records) == 0 {
+			return h(ctx, ev)
+		}
+		r := ev.Records[0]
+		n, _ := strconv.Atoi(r.Attributes["ApproximateReceiveCount"])
+		if draw.Unit(seed, "crash|"+chaos.MessageOp(r.EventSourceARN, r.Body), uint64(n)) >= p {
+			return h(ctx, ev)
+		}
+		s.crashes.Add(1)
+		return events.SQSEventResponse{}, errCrash
+	}
+}
+
+// supervise fires a Supervisor like the EventBridge rule. A run that dies
+// (chaos) is a failed invocation; the next tick runs again.
+func (s *Stack) supervise(ctx context.Context, h *supervisor.Handler, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.superviseOnce(ctx, h, now)
+		}
+	}
+}
+
+func (s *Stack) superviseOnce(ctx context.Context, h *supervisor.Handler, now time.Time) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Warn("supervisor run died", "panic", fmt.Sprint(p))
+		}
+	}()
+	ev := events.EventBridgeEvent{
+		Version: "0", ID: fmt.Sprintf("local-%d", now.UnixNano()), DetailType: "Scheduled Event",
+		Source: "aws.events", AccountID: "000000000000", Time: now.UTC(), Region: "us-east-1",
+		Resources: []string{"arn:aws:events:us-east-1:000000000000:rule/local-supervisor"}, Detail: []byte("{}"),
+	}
+	if err := h.Handle(ctx, ev); err != nil && ctx.Err() == nil {
+		s.log.Warn("supervisor run failed", "error", err)
+	}
+}
+
+// serve starts an HTTP server on addr and returns its base URL.
+func (s *Stack) serve(addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	return s.serveOn(ln, h), nil
+}
+
+func (s *Stack) serveOn(ln net.Listener, h http.Handler) string {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	s.servers = append(s.servers, srv)
+	s.wg.Go(func() { _ = srv.Serve(ln) })
+	return "http://" + ln.Addr().String()
+}
+
+// Close stops the pollers, the ticker and the servers.
+func (s *Stack) Close() {
+	if s.Sim != nil {
+		s.Sim.Close() // hanging calls would hold the shutdown up
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	for _, srv := range s.servers {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = srv.Shutdown(ctx)
+		cancel()
+	}
+	s.wg.Wait()
+	for _, p := range []*outageProxy{s.ddbProxy, s.awsProxy} {
+		if p != nil {
+			p.close()
+		}
+	}
+}
+
+// DemoClientID is the client ID the demo's orders carry, so their status
+// events reach EventsWatchURL.
+const DemoClientID = "demo-client"
+
+// watchTopic subscribes a new queue to topic, with the subscription's
+// attributes, and returns the queue's URL.
+func watchTopic(ctx context.Context, q *sqs.Client, n *sns.Client, topic, name string, attrs map[string]string) (string, error) {
+	// A short visibility timeout: a message handed to a receive whose
+	// answer never arrived (a long poll cut off as it ended) comes back in
+	// seconds instead of 30, well inside the demo's 15 s read window. Seen
+	// as "missing" events and alerts published 29 s before the window
+	// closed. The checks drop duplicates (by seq, by alertId).
+	out, err := q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{
+		string(sqstypes.QueueAttributeNameVisibilityTimeout): "2",
+	}})
+	if err != nil {
+		return "", fmt.Errorf("create %s: %w", name, err)
+	}
+	got, err := q.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return "", fmt.Errorf("arn of %s: %w", name, err)
+	}
+	if _, err := n.Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(topic), Protocol: aws.String("sqs"),
+		Endpoint: aws.String(got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]), Attributes: attrs}); err != nil {
+		return "", fmt.Errorf("subscribe %s to %s: %w", name, topic, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+// ChaosRates are the default rates of `make chaos`: a few percent of each
+// kind of operation is struck.
+func ChaosRates() map[chaos.Point]float64 {
+	return map[chaos.Point]float64{
+		chaos.KillAfterAccept: 0.03, chaos.KillAfterClaim: 0.03, chaos.KillAfterCommit: 0.03,
+		chaos.KillBeforeReply: 0.03, chaos.KillAfterRecover: 0.05, chaos.KillAfterPublish: 0.05,
+		chaos.DuplicateSend: 0.05, chaos.DelaySend: 0.05,
+		chaos.FailDispatch: 0.02, chaos.ThrottleCommit: 0.03, chaos.LoseAnswer: 0.02,
+	}
+}
+
+// ChaosOptions are DemoOptions with every fault on at once: two Schedulers
+// and two Supervisors with clocks 2 s apart, agents lagging 1 s (zombies),
+// visibility shorter than a step's budget (a message redelivered while its
+// first consumer still works), the engines cut off for 1 s every 7 s, and
+// remote answers whose outcome is uncertain. The caller sets Chaos.
+func ChaosOptions() Options {
+	o := DemoOptions()
+	o.Schedulers, o.Supervisors, o.Skew = 2, 2, 2*time.Second
+	o.AgentLag = time.Second
+	o.Visibility = 2 * time.Second
+	o.OutageEvery, o.OutageFor = 7*time.Second, time.Second
+	o.Crash = 0.03
+	o.Faults.ApplyThenHang = 0.03
+	// Answers that do not prove nothing was applied: a 2xx too large or not
+	// JSON, a key still in progress after its caller timed out.
+	o.Faults.Oversize, o.Faults.Garbage, o.Faults.HangThenApply = 0.005, 0.005, 0.01
+	return o
+}

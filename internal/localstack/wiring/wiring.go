@@ -1,0 +1,330 @@
+// Package wiring wires the real handlers of every function to DynamoDB, SQS
+// and SNS endpoints the way the AWS deployment does: the same tables, one
+// queue per channel with a dead-letter queue, and SQS pollers standing in for
+// Lambda's event source mappings. End-to-end tests and local commands use it;
+// the handlers know nothing of it.
+package wiring
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/internal/localstack/sqsbridge"
+	"github.com/sasflow/sas/internal/localstack/streambridge"
+	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/alert"
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/scheduler"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/submission"
+	"github.com/sasflow/sas/shared/supervisor"
+	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Options configures a System.
+type Options struct {
+	DynamoDB *dynamodb.Client
+	SQS      *sqs.Client
+	// PollSQS, when set, is the client the event source pollers use, so
+	// their requests can be told apart from the handlers'; SQS otherwise.
+	PollSQS *sqs.Client
+	SNS     *sns.Client
+	// Streams, when set, reads the state table's stream: the System then
+	// has a Stream bridge feeding the order-event Notifier, as the stack's
+	// event source mapping does. Make it with streambridge.ForDynamoDBLocal
+	// for DynamoDB Local.
+	Streams *dynamodbstreams.Client
+	// Prefix starts every table, queue and topic name.
+	Prefix string
+	// Region is put on SQS events, as Lambda does.
+	Region   string
+	Workflow workflow.Definition
+	Policy   workflow.Policy
+	// RemoteBaseURL is the remote service every Agent calls.
+	RemoteBaseURL string
+	// Agent overrides agent settings; Step, ResponseQueueURL and
+	// RemoteBaseURL are filled in per step.
+	Agent agent.Config
+	// MaxReceiveCount is the redrive policy of every queue.
+	MaxReceiveCount int
+	// VisibilityTimeout of every queue.
+	VisibilityTimeout time.Duration
+	Clock             clock.Clock
+	Log               *slog.Logger
+	// AgentOptions are passed to every agent.New.
+	AgentOptions []agent.Option
+	// AgentClock, when set, is the agents' clock instead of Clock: a clock
+	// running behind makes zombie agents that reply after CompleteBy.
+	AgentClock clock.Clock
+
+	// Fault-injection hooks: each wraps what one role's handler is given.
+	// Roles are "submission", "scheduler", "supervisor" and "agent".
+	WrapStore  func(role string, s Store) Store
+	WrapSender func(role string, s Sender) Sender
+	// OperatorAPIURL is the API the alerts' CLI commands name.
+	OperatorAPIURL string
+	// WrapEvents wraps what the Notifier publishes order events with.
+	WrapEvents func(s notifier.Sender) notifier.Sender
+}
+
+// Store is everything the handlers ask of the state store.
+type Store interface {
+	submission.Store
+	scheduler.Store
+	supervisor.Store
+}
+
+// Sender is how every handler puts a message on a queue.
+type Sender interface {
+	Send(ctx context.Context, queueURL, body string, delay time.Duration) error
+}
+
+var (
+	_ Store  = (*statestore.Store)(nil)
+	_ Sender = (*queue.Sender)(nil)
+)
+
+func (o Options) store(role string, s Store) Store {
+	if o.WrapStore == nil {
+		return s
+	}
+	return o.WrapStore(role, s)
+}
+
+func (o Options) sender(role string, s Sender) Sender {
+	if o.WrapSender == nil {
+		return s
+	}
+	return o.WrapSender(role, s)
+}
+
+// Queue names a queue and its dead-letter queue.
+type Queue struct {
+	Name, URL, ARN string
+	DLQURL         string
+}
+
+// System is a wired deployment.
+type System struct {
+	Store      *statestore.Store
+	Submission *submission.Handler
+	Scheduler  *scheduler.Handler
+	Supervisor *supervisor.Handler
+	Agents     map[string]*agent.Handler
+
+	SchedulerQueue Queue
+	ResponseQueue  Queue
+	AgentQueues    map[string]Queue
+	AlertTopicARN  string
+	Tables         statestore.Tables
+
+	// OrderEventsTopicARN is the clients' order-events topic; Notifier
+	// publishes to it from the state table's stream, which Stream (nil
+	// without Options.Streams) delivers.
+	OrderEventsTopicARN string
+	Notifier            *notifier.Handler
+	Stream              *streambridge.Bridge
+
+	// Bridges deliver each queue to its handler like an event source
+	// mapping: scheduler queue, response queue, then one per agent.
+	Bridges []*sqsbridge.Bridge
+
+	// NewScheduler and NewSupervisor build further instances with their
+	// own clock, wired like the first.
+	NewScheduler  func(clock.Clock) *scheduler.Handler
+	NewSupervisor func(clock.Clock) *supervisor.Handler
+}
+
+// Build creates the tables, queues and topic and wires the handlers.
+func Build(ctx context.Context, o Options) (*System, error) {
+	s := &System{
+		Tables:      statestore.Tables{Orders: o.Prefix + "-orders", State: o.Prefix + "-state"},
+		AgentQueues: map[string]Queue{},
+		Agents:      map[string]*agent.Handler{},
+	}
+	if err := statestore.CreateTables(ctx, o.DynamoDB, s.Tables); err != nil {
+		return nil, err
+	}
+	s.Store = statestore.New(o.DynamoDB, s.Tables)
+	var err error
+	if s.SchedulerQueue, err = createQueue(ctx, o, o.Prefix+"-scheduler"); err != nil {
+		return nil, err
+	}
+	if s.ResponseQueue, err = createQueue(ctx, o, o.Prefix+"-responses"); err != nil {
+		return nil, err
+	}
+	topic, err := o.SNS.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(o.Prefix + "-alerts")})
+	if err != nil {
+		return nil, fmt.Errorf("create alert topic: %w", err)
+	}
+	s.AlertTopicARN = aws.ToString(topic.TopicArn)
+
+	eventsTopic, err := o.SNS.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(o.Prefix + "-order-events")})
+	if err != nil {
+		return nil, fmt.Errorf("create order-events topic: %w", err)
+	}
+	s.OrderEventsTopicARN = aws.ToString(eventsTopic.TopicArn)
+	var publisher notifier.Sender = notifier.NewPublisher(o.SNS, s.OrderEventsTopicARN)
+	if o.WrapEvents != nil {
+		publisher = o.WrapEvents(publisher)
+	}
+	s.Notifier = notifier.New(notifier.Config{OrderEventsTopicARN: s.OrderEventsTopicARN}, publisher, o.Log.With("function", "notifier"))
+	if o.Streams != nil {
+		arn, err := streambridge.StreamARN(ctx, o.DynamoDB, s.Tables.State)
+		if err != nil {
+			return nil, err
+		}
+		s.Stream = &streambridge.Bridge{Client: o.Streams, StreamARN: arn, Region: o.Region, Handler: s.Notifier.Handle}
+	}
+
+	send := queue.NewSender(o.SQS)
+	alerts := alert.NewPublisher(o.SNS, s.AlertTopicARN)
+	agentQueues := map[string]string{}
+	for _, step := range o.Workflow.Steps {
+		q, err := createQueue(ctx, o, o.Prefix+"-agent-"+step.Name)
+		if err != nil {
+			return nil, err
+		}
+		s.AgentQueues[step.Name] = q
+		agentQueues[step.Name] = q.URL
+	}
+
+	s.Submission = submission.New(submission.Config{
+		SchedulerQueueURL: s.SchedulerQueue.URL, Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout,
+		MaxBodyBytes: submission.DefaultMaxBodyBytes, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
+	}, o.store("submission", s.Store), o.sender("submission", send), o.Clock, o.Log.With("function", "submission"))
+
+	schedCfg := scheduler.Config{
+		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, AgentQueues: agentQueues,
+		SchedulerQueueURL: s.SchedulerQueue.URL, ResponseQueueURL: s.ResponseQueue.URL,
+		Workflow: o.Workflow, Policy: o.Policy, AlertTopicARN: s.AlertTopicARN, MaxReceiveCount: o.MaxReceiveCount,
+		OperatorAPIURL: o.OperatorAPIURL,
+	}
+	if err := schedCfg.Validate(); err != nil {
+		return nil, err
+	}
+	// Handlers change the visibility of the messages they fail, as the
+	// deployed ones do with the event source mapping's messages.
+	schedRedeliver := scheduler.WithRedelivery(queue.NewRedeliverer(o.SQS, s.SchedulerQueue.URL, s.ResponseQueue.URL))
+	s.Scheduler = scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, o.Clock, o.Log.With("function", "scheduler"), schedRedeliver)
+
+	supCfg := supervisor.Config{
+		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
+		AlertTopicARN: s.AlertTopicARN, Workflow: o.Workflow, Policy: o.Policy, BatchLimit: 500,
+		OperatorAPIURL: o.OperatorAPIURL,
+	}
+	s.Supervisor = supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts, o.Clock, o.Log.With("function", "supervisor"))
+	// More Schedulers and Supervisors, each with its own clock, as
+	// separate Lambda containers would be.
+	s.NewScheduler = func(clk clock.Clock) *scheduler.Handler {
+		return scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, clk, o.Log.With("function", "scheduler"), schedRedeliver)
+	}
+	s.NewSupervisor = func(clk clock.Clock) *supervisor.Handler {
+		return supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts, clk, o.Log.With("function", "supervisor"))
+	}
+
+	poll := o.PollSQS
+	if poll == nil {
+		poll = o.SQS
+	}
+	// Batch sizes as the stack's event source mappings have them.
+	bridge := func(q Queue, batch int, h sqsbridge.Handler) *sqsbridge.Bridge {
+		return &sqsbridge.Bridge{Client: poll, QueueURL: q.URL, QueueARN: q.ARN, BatchSize: batch, Handler: h, Region: o.Region}
+	}
+	s.Bridges = append(s.Bridges,
+		bridge(s.SchedulerQueue, topology.SchedulerBatchSize, s.Scheduler.Handle),
+		bridge(s.ResponseQueue, topology.SchedulerBatchSize, s.Scheduler.Handle))
+	for _, step := range o.Workflow.Steps {
+		cfg := o.Agent
+		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL
+		cfg.AlertTopicARN, cfg.MaxReceiveCount = s.AlertTopicARN, o.MaxReceiveCount
+		cfg.MaxOutputBytes, cfg.RequestQueueURL = step.OutputLimit(), s.AgentQueues[step.Name].URL
+		svc := agent.NewHTTPService(o.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
+		agentClock := o.AgentClock
+		if agentClock == nil {
+			agentClock = o.Clock
+		}
+		a, err := agent.New(cfg, svc, o.sender("agent", send), agentClock, o.Log.With("function", "agent"),
+			append([]agent.Option{agent.WithAlerts(alerts), agent.WithRedelivery(queue.NewRedeliverer(o.SQS, cfg.RequestQueueURL))}, o.AgentOptions...)...)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", step.Name, err)
+		}
+		s.Agents[step.Name] = a
+		s.Bridges = append(s.Bridges, bridge(s.AgentQueues[step.Name], topology.AgentBatchSize, a.Handle))
+	}
+	return s, nil
+}
+
+func createQueue(ctx context.Context, o Options, name string) (Queue, error) {
+	attrs := func(q string) (url, arn string, err error) {
+		out, err := o.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(q), Attributes: map[string]string{
+			string(sqstypes.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(o.VisibilityTimeout.Seconds())),
+		}})
+		if err != nil {
+			return "", "", fmt.Errorf("create queue %s: %w", q, err)
+		}
+		got, err := o.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl,
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		if err != nil {
+			return "", "", fmt.Errorf("queue %s arn: %w", q, err)
+		}
+		return aws.ToString(out.QueueUrl), got.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
+	}
+	dlqURL, dlqARN, err := attrs(name + "-dlq")
+	if err != nil {
+		return Queue{}, err
+	}
+	url, arn, err := attrs(name)
+	if err != nil {
+		return Queue{}, err
+	}
+	redrive, _ := json.Marshal(map[string]any{"deadLetterTargetArn": dlqARN, "maxReceiveCount": o.MaxReceiveCount})
+	if _, err := o.SQS.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url),
+		Attributes: map[string]string{string(sqstypes.QueueAttributeNameRedrivePolicy): string(redrive)}}); err != nil {
+		return Queue{}, fmt.Errorf("redrive policy of %s: %w", name, err)
+	}
+	return Queue{Name: name, URL: url, ARN: arn, DLQURL: dlqURL}, nil
+}
+
+// PumpOnce polls every queue once and delivers what it got; it returns how
+// many messages were delivered.
+func (s *System) PumpOnce(ctx context.Context) (int, error) {
+	total := 0
+	for _, b := range s.Bridges {
+		n, err := b.PollOnce(ctx)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Settle pumps until a full round over every queue delivers nothing, or
+// maxRounds rounds have run. It returns the rounds that delivered messages.
+func (s *System) Settle(ctx context.Context, maxRounds int) (int, error) {
+	for round := 0; round < maxRounds; round++ {
+		n, err := s.PumpOnce(ctx)
+		if err != nil {
+			return round, err
+		}
+		if n == 0 {
+			return round, nil
+		}
+	}
+	return maxRounds, fmt.Errorf("system: still busy after %d rounds", maxRounds)
+}

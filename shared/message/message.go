@@ -1,0 +1,320 @@
+// Package message defines the JSON messages that travel on the SQS queues
+// between the Submission, Scheduler, Agents and Supervisor, and strict
+// decoders for them: every message body is outside input.
+package message
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+	"unicode/utf8"
+)
+
+// Version is the message schema version this code writes and reads.
+const Version = 1
+
+// MaxBodyBytes caps a message body before it is parsed. SQS allows 256 KiB;
+// ours are far smaller, so anything larger is poison.
+const MaxBodyBytes = 256 * 1024
+
+// Kind tells which message a body holds.
+type Kind string
+
+const (
+	// KindSchedule asks the Scheduler to claim and dispatch an order's step.
+	KindSchedule Kind = "schedule"
+	// KindAgentRequest asks an Agent to perform a step.
+	KindAgentRequest Kind = "agent.request"
+	// KindAgentReply carries an Agent's outcome back to the Scheduler.
+	KindAgentReply Kind = "agent.reply"
+)
+
+// ErrPoison marks a body that can never be processed: not JSON, an unknown
+// version or kind, or invalid fields. Handlers leave such a message to the
+// queue's redrive policy, which moves it to the dead-letter queue.
+var ErrPoison = errors.New("poison message")
+
+// Outcome is how an Agent's step ended.
+type Outcome string
+
+const (
+	Succeeded Outcome = "succeeded"
+	// Failed means a permanent fault: retrying the step cannot help.
+	Failed Outcome = "failed"
+)
+
+// Action is what an Agent is asked to do with its step.
+type Action string
+
+const (
+	// Perform (also the empty value) applies the step's effect.
+	Perform Action = "perform"
+	// Compensate undoes the step's effect (the Compensating Transaction
+	// pattern).
+	Compensate Action = "compensate"
+)
+
+// Undo reports whether a is Compensate.
+func (a Action) Undo() bool { return a == Compensate }
+
+func (a Action) valid() bool { return a == "" || a == Perform || a == Compensate }
+
+// Schedule asks the Scheduler to claim step StepIndex of an order, or its
+// compensation when Compensate is set.
+type Schedule struct {
+	V          int    `json:"v"`
+	Kind       Kind   `json:"kind"`
+	OrderID    string `json:"orderId"`
+	StepIndex  int    `json:"stepIndex"`
+	Compensate bool   `json:"compensate,omitempty"`
+	// Reason says who sent it and why (submitted, retry, requeue, released);
+	// for logs only.
+	Reason string `json:"reason,omitempty"`
+}
+
+// AgentRequest asks an Agent to perform one attempt of a step.
+type AgentRequest struct {
+	V          int       `json:"v"`
+	Kind       Kind      `json:"kind"`
+	OrderID    string    `json:"orderId"`
+	Step       string    `json:"step"`
+	StepIndex  int       `json:"stepIndex"`
+	Attempt    int       `json:"attempt"`
+	CompleteBy time.Time `json:"completeBy"`
+	// Action is Perform when empty.
+	Action Action `json:"action,omitempty"`
+	// IdempotencyKey is stable across every attempt of this step (or of its
+	// compensation, which has a key of its own).
+	IdempotencyKey string `json:"idempotencyKey"`
+	// EffectKey, for a compensation, is the idempotency key the step's
+	// effect was applied under: what the remote must undo.
+	EffectKey string `json:"effectKey,omitempty"`
+	// Input is the order as submitted.
+	Input json.RawMessage `json:"input"`
+	// Previous holds the outputs of the steps before this one, by step name;
+	// for a compensation, of this step too.
+	Previous map[string]json.RawMessage `json:"previous,omitempty"`
+}
+
+// Fault describes a permanent failure.
+type Fault struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Uncertain says the remote may have applied the step all the same: it
+	// answered 2xx with something the agent could not use, or a try before
+	// the failing one ended without a clear answer (a timeout, a network
+	// error, a 5xx). The step is undone either way; the flag tells an
+	// operator reading the order what is known.
+	Uncertain bool `json:"uncertain,omitempty"`
+}
+
+// FaultOutputTooLarge is the fault of a step whose output is over its
+// limit (workflow.Step.OutputLimit): the agent reports it, and the Scheduler
+// turns a reply carrying such an output into it.
+const FaultOutputTooLarge = "output_too_large"
+
+// Bounds of a fault's text; an agent truncates to them, so anything longer
+// is not an agent's reply.
+const (
+	MaxFaultCodeBytes    = 64
+	MaxFaultMessageBytes = 1024
+)
+
+// AgentReply is an Agent's answer for one attempt.
+type AgentReply struct {
+	V         int             `json:"v"`
+	Kind      Kind            `json:"kind"`
+	OrderID   string          `json:"orderId"`
+	Step      string          `json:"step"`
+	StepIndex int             `json:"stepIndex"`
+	Attempt   int             `json:"attempt"`
+	Action    Action          `json:"action,omitempty"`
+	Outcome   Outcome         `json:"outcome"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Fault     *Fault          `json:"fault,omitempty"`
+}
+
+var (
+	orderIDPattern  = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+	stepNamePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+)
+
+// ValidOrderID reports whether id has the shape of an order ID.
+func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
+
+const maxStepIndex = 100
+
+type header struct {
+	V    int  `json:"v"`
+	Kind Kind `json:"kind"`
+}
+
+// Peek reads a body's version and kind so a handler that consumes several
+// kinds can route it.
+func Peek(body string) (Kind, error) {
+	if err := checkBody(body); err != nil {
+		return "", err
+	}
+	var h header
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
+		return "", poison("not a JSON object: %v", err)
+	}
+	if h.V != Version {
+		return "", poison("unknown version %d", h.V)
+	}
+	switch h.Kind {
+	case KindSchedule, KindAgentRequest, KindAgentReply:
+		return h.Kind, nil
+	}
+	return "", poison("unknown kind %q", h.Kind)
+}
+
+// DecodeSchedule parses and validates a Schedule body.
+func DecodeSchedule(body string) (Schedule, error) {
+	var m Schedule
+	if err := decode(body, KindSchedule, &m); err != nil {
+		return Schedule{}, err
+	}
+	if err := checkOrderStep(m.OrderID, m.StepIndex); err != nil {
+		return Schedule{}, err
+	}
+	return m, nil
+}
+
+// DecodeAgentRequest parses and validates an AgentRequest body.
+func DecodeAgentRequest(body string) (AgentRequest, error) {
+	var m AgentRequest
+	if err := decode(body, KindAgentRequest, &m); err != nil {
+		return AgentRequest{}, err
+	}
+	if err := checkOrderStep(m.OrderID, m.StepIndex); err != nil {
+		return AgentRequest{}, err
+	}
+	switch {
+	case !stepNamePattern.MatchString(m.Step):
+		return AgentRequest{}, poison("step %q is not a step name", m.Step)
+	case m.Attempt < 1:
+		return AgentRequest{}, poison("attempt %d must be positive", m.Attempt)
+	case m.CompleteBy.IsZero():
+		return AgentRequest{}, poison("completeBy is missing")
+	case m.IdempotencyKey == "" || len(m.IdempotencyKey) > 200:
+		return AgentRequest{}, poison("idempotencyKey must have 1..200 bytes")
+	case !isObject(m.Input):
+		return AgentRequest{}, poison("input must be a JSON object")
+	case !m.Action.valid():
+		return AgentRequest{}, poison("unknown action %q", m.Action)
+	case m.Action.Undo() && (m.EffectKey == "" || len(m.EffectKey) > 200):
+		return AgentRequest{}, poison("a compensation needs an effectKey of 1..200 bytes")
+	case !m.Action.Undo() && m.EffectKey != "":
+		return AgentRequest{}, poison("effectKey belongs to compensations only")
+	}
+	return m, nil
+}
+
+// DecodeAgentReply parses and validates an AgentReply body.
+func DecodeAgentReply(body string) (AgentReply, error) {
+	var m AgentReply
+	if err := decode(body, KindAgentReply, &m); err != nil {
+		return AgentReply{}, err
+	}
+	if err := checkOrderStep(m.OrderID, m.StepIndex); err != nil {
+		return AgentReply{}, err
+	}
+	switch {
+	case !stepNamePattern.MatchString(m.Step):
+		return AgentReply{}, poison("step %q is not a step name", m.Step)
+	case m.Attempt < 1:
+		return AgentReply{}, poison("attempt %d must be positive", m.Attempt)
+	case !m.Action.valid():
+		return AgentReply{}, poison("unknown action %q", m.Action)
+	}
+	switch m.Outcome {
+	case Succeeded:
+		if m.Fault != nil {
+			return AgentReply{}, poison("a succeeded reply carries a fault")
+		}
+	case Failed:
+		switch {
+		case m.Fault == nil || m.Fault.Code == "":
+			return AgentReply{}, poison("a failed reply needs a fault code")
+		case len(m.Fault.Code) > MaxFaultCodeBytes || len(m.Fault.Message) > MaxFaultMessageBytes:
+			return AgentReply{}, poison("a fault's code and message must have at most %d and %d bytes", MaxFaultCodeBytes, MaxFaultMessageBytes)
+		}
+	default:
+		return AgentReply{}, poison("unknown outcome %q", m.Outcome)
+	}
+	return m, nil
+}
+
+// Encode marshals a message; messages always marshal, so a failure is a bug.
+func Encode(m any) string {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("messages: encode %T: %v", m, err))
+	}
+	return string(b)
+}
+
+// NewSchedule builds a Schedule message.
+func NewSchedule(orderID string, stepIndex int, reason string) Schedule {
+	return Schedule{V: Version, Kind: KindSchedule, OrderID: orderID, StepIndex: stepIndex, Reason: reason}
+}
+
+// NewCompensation builds a Schedule message for the compensation of a step.
+func NewCompensation(orderID string, stepIndex int, reason string) Schedule {
+	m := NewSchedule(orderID, stepIndex, reason)
+	m.Compensate = true
+	return m
+}
+
+func decode(body string, want Kind, into any) error {
+	kind, err := Peek(body)
+	if err != nil {
+		return err
+	}
+	if kind != want {
+		return poison("kind %q where %q was expected", kind, want)
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return poison("%s: %v", want, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return poison("%s: data after the JSON object", want)
+	}
+	return nil
+}
+
+func checkBody(body string) error {
+	if len(body) > MaxBodyBytes {
+		return poison("body of %d bytes exceeds %d", len(body), MaxBodyBytes)
+	}
+	if !utf8.ValidString(body) {
+		return poison("body is not UTF-8")
+	}
+	return nil
+}
+
+func checkOrderStep(orderID string, stepIndex int) error {
+	if !ValidOrderID(orderID) {
+		return poison("orderId %q is not an order ID", orderID)
+	}
+	if stepIndex < 0 || stepIndex >= maxStepIndex {
+		return poison("stepIndex %d outside 0..%d", stepIndex, maxStepIndex-1)
+	}
+	return nil
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 1 && raw[0] == '{' && json.Valid(raw)
+}
+
+func poison(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrPoison, fmt.Sprintf(format, args...))
+}

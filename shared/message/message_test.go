@@ -1,0 +1,167 @@
+package message
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var validRequest = `{"v":1,"kind":"agent.request","orderId":"o-1","step":"charge-payment","stepIndex":1,"attempt":2,` +
+	`"completeBy":"2026-11-22T12:00:00Z","idempotencyKey":"o-1/charge-payment","input":{"a":1}}`
+
+func TestDecodeRejectsPoison(t *testing.T) {
+	t.Parallel()
+	for name, body := range map[string]string{
+		"not json":        `{`,
+		"array":           `[]`,
+		"no version":      `{"kind":"schedule","orderId":"o","stepIndex":0}`,
+		"future version":  `{"v":2,"kind":"schedule","orderId":"o","stepIndex":0}`,
+		"unknown kind":    `{"v":1,"kind":"launch","orderId":"o","stepIndex":0}`,
+		"unknown field":   `{"v":1,"kind":"schedule","orderId":"o","stepIndex":0,"x":1}`,
+		"bad order id":    `{"v":1,"kind":"schedule","orderId":"o/../x","stepIndex":0}`,
+		"negative step":   `{"v":1,"kind":"schedule","orderId":"o","stepIndex":-1}`,
+		"trailing data":   `{"v":1,"kind":"schedule","orderId":"o","stepIndex":0} {}`,
+		"invalid utf8":    "{\"v\":1,\"kind\":\"schedule\",\"orderId\":\"\xff\",\"stepIndex\":0}",
+		"wrong kind":      strings.Replace(validRequest, "agent.request", "agent.reply", 1),
+		"huge":            `{"v":1,"kind":"schedule","orderId":"` + strings.Repeat("a", MaxBodyBytes) + `"}`,
+		"wrong type":      `{"v":1,"kind":"schedule","orderId":7,"stepIndex":0}`,
+		"fractional step": `{"v":1,"kind":"schedule","orderId":"o","stepIndex":0.5}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := DecodeSchedule(body); !errors.Is(err, ErrPoison) {
+				t.Fatalf("DecodeSchedule(%.60q) error = %v, want ErrPoison", body, err)
+			}
+		})
+	}
+}
+
+func TestDecodeAgentRequest(t *testing.T) {
+	t.Parallel()
+	m, err := DecodeAgentRequest(validRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.OrderID != "o-1" || m.Attempt != 2 || !m.CompleteBy.Equal(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)) {
+		t.Fatalf("decoded %+v", m)
+	}
+	for name, edit := range map[string][2]string{
+		"zero attempt":   {`"attempt":2`, `"attempt":0`},
+		"no deadline":    {`"completeBy":"2026-11-22T12:00:00Z",`, ``},
+		"no key":         {`"idempotencyKey":"o-1/charge-payment"`, `"idempotencyKey":""`},
+		"bad step name":  {`"step":"charge-payment"`, `"step":"Charge Payment"`},
+		"input not json": {`"input":{"a":1}`, `"input":null`},
+	} {
+		body := strings.Replace(validRequest, edit[0], edit[1], 1)
+		if _, err := DecodeAgentRequest(body); !errors.Is(err, ErrPoison) {
+			t.Errorf("%s: error = %v, want ErrPoison", name, err)
+		}
+	}
+}
+
+func TestDecodeAgentReply(t *testing.T) {
+	t.Parallel()
+	ok := `{"v":1,"kind":"agent.reply","orderId":"o-1","step":"reserve-inventory","stepIndex":0,"attempt":1,"outcome":"succeeded","output":{"id":"r"}}`
+	if _, err := DecodeAgentReply(ok); err != nil {
+		t.Fatal(err)
+	}
+	failed := `{"v":1,"kind":"agent.reply","orderId":"o-1","step":"reserve-inventory","stepIndex":0,"attempt":1,"outcome":"failed","fault":{"code":"rejected","message":"no stock"}}`
+	if _, err := DecodeAgentReply(failed); err != nil {
+		t.Fatal(err)
+	}
+	uncertain := strings.Replace(failed, `"message":"no stock"`, `"message":"no stock","uncertain":true`, 1)
+	if m, err := DecodeAgentReply(uncertain); err != nil || !m.Fault.Uncertain {
+		t.Fatalf("uncertain fault decoded as %+v, %v", m.Fault, err)
+	}
+	for name, body := range map[string]string{
+		"failed without fault":  strings.Replace(failed, `,"fault":{"code":"rejected","message":"no stock"}`, ``, 1),
+		"success with fault":    strings.Replace(failed, `"outcome":"failed"`, `"outcome":"succeeded"`, 1),
+		"unknown outcome":       strings.Replace(ok, `"succeeded"`, `"maybe"`, 1),
+		"fault with empty code": strings.Replace(failed, `"code":"rejected"`, `"code":""`, 1),
+		"fault code too long":   strings.Replace(failed, `"code":"rejected"`, `"code":"`+strings.Repeat("c", MaxFaultCodeBytes+1)+`"`, 1),
+		"fault message too long": strings.Replace(failed, `"message":"no stock"`,
+			`"message":"`+strings.Repeat("m", MaxFaultMessageBytes+1)+`"`, 1),
+	} {
+		if _, err := DecodeAgentReply(body); !errors.Is(err, ErrPoison) {
+			t.Errorf("%s: error = %v, want ErrPoison", name, err)
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	s := NewSchedule("o-9", 1, "retry")
+	got, err := DecodeSchedule(Encode(s))
+	if err != nil || got != s {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, s)
+	}
+}
+
+// The testdata files are the seed corpus of the fuzzers and must decode as
+// their names say.
+func TestTestdata(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("testdata/*.json")
+	if len(files) == 0 {
+		t.Fatal("no testdata")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = decodeAny(string(b))
+		if wantOK := strings.HasPrefix(filepath.Base(f), "valid-"); wantOK != (err == nil) {
+			t.Errorf("%s: err = %v", f, err)
+		}
+	}
+}
+
+func decodeAny(body string) (any, error) {
+	kind, err := Peek(body)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case KindSchedule:
+		return DecodeSchedule(body)
+	case KindAgentRequest:
+		return DecodeAgentRequest(body)
+	default:
+		return DecodeAgentReply(body)
+	}
+}
+
+// FuzzDecode checks that no body panics a decoder, that every error is
+// ErrPoison, and that whatever decodes re-encodes to something that decodes
+// to the same message.
+func FuzzDecode(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.json")
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		f.Add(string(b))
+	}
+	f.Add(validRequest)
+	f.Fuzz(func(t *testing.T, body string) {
+		m, err := decodeAny(body)
+		if err != nil {
+			if !errors.Is(err, ErrPoison) {
+				t.Fatalf("error %v is not ErrPoison", err)
+			}
+			return
+		}
+		again, err := decodeAny(Encode(m))
+		if err != nil {
+			t.Fatalf("re-encoded %T does not decode: %v", m, err)
+		}
+		a, _ := json.Marshal(m)
+		b, _ := json.Marshal(again)
+		if string(a) != string(b) {
+			t.Fatalf("round trip changed %s into %s", a, b)
+		}
+	})
+}

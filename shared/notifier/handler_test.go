@@ -1,0 +1,328 @@
+package notifier_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/sasflow/sas/internal/testkit/eventsample"
+	"github.com/sasflow/sas/internal/testkit/logtest"
+	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// publishFunc is a Sender made of a function.
+type publishFunc func(ctx context.Context, ev notifier.Event) error
+
+func (f publishFunc) Publish(ctx context.Context, ev notifier.Event) error { return f(ctx, ev) }
+
+var _ notifier.Sender = publishFunc(nil)
+
+// sent names a published event: order, seq and status.
+type sent struct {
+	Order  string
+	Seq    int
+	Status workflow.Status
+}
+
+func (s sent) String() string { return fmt.Sprintf("%s#%d(%s)", s.Order, s.Seq, s.Status) }
+
+// recorder is a Sender that records what it publishes and fails when fail
+// says so.
+type recorder struct {
+	mu        sync.Mutex
+	fail      func(notifier.Event) error
+	attempted []sent
+	published []sent
+	events    []notifier.Event
+}
+
+func (r *recorder) Publish(_ context.Context, ev notifier.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := sent{ev.OrderID, ev.Seq, ev.Status}
+	r.attempted = append(r.attempted, s)
+	if r.fail != nil {
+		if err := r.fail(ev); err != nil {
+			return err
+		}
+	}
+	r.published = append(r.published, s)
+	r.events = append(r.events, ev)
+	return nil
+}
+
+// rec builds a stream record; a nil state leaves its image out.
+func rec(t testing.TB, name, seqNo string, old, new *workflow.State) events.DynamoDBEventRecord {
+	t.Helper()
+	r := events.DynamoDBEventRecord{
+		EventName: name, EventSource: "aws:dynamodb", AWSRegion: "us-east-1",
+		Change: events.DynamoDBStreamRecord{SequenceNumber: seqNo, StreamViewType: "NEW_AND_OLD_IMAGES"},
+	}
+	for _, side := range []struct {
+		st  *workflow.State
+		img *map[string]events.DynamoDBAttributeValue
+	}{{old, &r.Change.OldImage}, {new, &r.Change.NewImage}} {
+		if side.st == nil {
+			continue
+		}
+		img, err := statestore.EncodeImage(*side.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*side.img = img
+	}
+	return r
+}
+
+// st is a record of an order for client-a.
+func st(order string, ps workflow.ProcessState, seq int) *workflow.State {
+	s := state(ps, seq)
+	s.OrderID = order
+	return &s
+}
+
+func withClient(s *workflow.State, client string) *workflow.State { s.ClientID = client; return s }
+
+// poisonImage is an image no state record decodes from.
+func poisonImage() map[string]events.DynamoDBAttributeValue {
+	return map[string]events.DynamoDBAttributeValue{
+		"OrderID":  events.NewStringAttribute("o-1"),
+		"EventSeq": events.NewStringAttribute("two"),
+	}
+}
+
+func newHandler(pub notifier.Sender, log *slog.Logger) *notifier.Handler {
+	return notifier.New(notifier.Config{OrderEventsTopicARN: topic}, pub, log)
+}
+
+func TestNotifyPublishesEachStatusChangeOnce(t *testing.T) {
+	t.Parallel()
+	const (
+		pending, processing = workflow.Pending, workflow.Processing
+	)
+	poisonNew := rec(t, "MODIFY", "s1", st("o-1", processing, 1), nil)
+	poisonNew.Change.NewImage = poisonImage()
+	poisonOld := rec(t, "MODIFY", "s1", nil, st("o-1", processing, 3))
+	poisonOld.Change.OldImage = poisonImage()
+	keysOnly := rec(t, "MODIFY", "s1", nil, nil)
+	keysOnly.Change.Keys = map[string]events.DynamoDBAttributeValue{"OrderID": events.NewStringAttribute("o-1")}
+	removeWithNew := rec(t, "REMOVE", "s1", st("o-1", processing, 5), st("o-1", processing, 6))
+
+	tests := []struct {
+		name    string
+		records []events.DynamoDBEventRecord
+		want    []sent
+	}{
+		{"seq increase", []events.DynamoDBEventRecord{rec(t, "MODIFY", "s1", st("o-1", processing, 1), st("o-1", processing, 2))},
+			[]sent{{"o-1", 2, workflow.StatusProcessing}}},
+		{"same seq (a claim)", []events.DynamoDBEventRecord{rec(t, "MODIFY", "s1", st("o-1", pending, 1), st("o-1", processing, 1))}, nil},
+		{"lower seq", []events.DynamoDBEventRecord{rec(t, "MODIFY", "s1", st("o-1", processing, 3), st("o-1", processing, 2))}, nil},
+		{"no client", []events.DynamoDBEventRecord{rec(t, "MODIFY", "s1", withClient(st("o-1", processing, 1), ""), withClient(st("o-1", processing, 2), ""))}, nil},
+		{"client only in the old image", []events.DynamoDBEventRecord{rec(t, "MODIFY", "s1", st("o-1", processing, 1), withClient(st("o-1", processing, 2), ""))}, nil},
+		{"REMOVE", []events.DynamoDBEventRecord{rec(t, "REMOVE", "s1", st("o-1", workflow.Processed, 3), nil)}, nil},
+		{"REMOVE even with a higher new image", []events.DynamoDBEventRecord{removeWithNew}, nil},
+		{"INSERT", []events.DynamoDBEventRecord{rec(t, "INSERT", "s1", nil, st("o-1", pending, 1))},
+			[]sent{{"o-1", 1, workflow.StatusAccepted}}},
+		{"INSERT without client", []events.DynamoDBEventRecord{rec(t, "INSERT", "s1", nil, withClient(st("o-1", pending, 1), ""))}, nil},
+		{"terminal status", []events.DynamoDBEventRecord{rec(t, "MODIFY", "s1", st("o-1", workflow.Compensating, 4), st("o-1", workflow.Compensated, 5))},
+			[]sent{{"o-1", 5, workflow.StatusCompensated}}},
+		{"poison new image skipped, the rest published", []events.DynamoDBEventRecord{
+			poisonNew,
+			rec(t, "MODIFY", "s2", st("o-2", processing, 1), st("o-2", processing, 2)),
+		}, []sent{{"o-2", 2, workflow.StatusProcessing}}},
+		{"keys-only record skipped", []events.DynamoDBEventRecord{keysOnly}, nil},
+		{"unreadable old image publishes", []events.DynamoDBEventRecord{poisonOld}, []sent{{"o-1", 3, workflow.StatusProcessing}}},
+		{"record that makes no valid event skipped", []events.DynamoDBEventRecord{
+			rec(t, "MODIFY", "s1", st("o-1", processing, 1), st("o-1", "Lost", 2)),
+			rec(t, "MODIFY", "s2", st("o-2", processing, 1), st("o-2", processing, 2)),
+		}, []sent{{"o-2", 2, workflow.StatusProcessing}}},
+		{"several orders in stream order", []events.DynamoDBEventRecord{
+			rec(t, "INSERT", "s1", nil, st("o-1", pending, 1)),
+			rec(t, "INSERT", "s2", nil, st("o-2", pending, 1)),
+			rec(t, "MODIFY", "s3", st("o-1", pending, 1), st("o-1", processing, 1)),
+			rec(t, "MODIFY", "s4", st("o-1", processing, 1), st("o-1", processing, 2)),
+			rec(t, "MODIFY", "s5", st("o-2", pending, 1), st("o-2", workflow.Cancelled, 2)),
+			rec(t, "MODIFY", "s6", st("o-1", processing, 2), st("o-1", workflow.Processed, 3)),
+		}, []sent{
+			{"o-1", 1, workflow.StatusAccepted}, {"o-2", 1, workflow.StatusAccepted}, {"o-1", 2, workflow.StatusProcessing},
+			{"o-2", 2, workflow.StatusCancelled}, {"o-1", 3, workflow.StatusProcessed},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := &recorder{}
+			resp, err := newHandler(r, nil).Handle(context.Background(), events.DynamoDBEvent{Records: tc.records})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("Handle = %+v, %v; want no failures", resp, err)
+			}
+			if !reflect.DeepEqual(r.published, tc.want) {
+				t.Errorf("published %v, want %v", r.published, tc.want)
+			}
+		})
+	}
+}
+
+func TestNotifyStopsAtTheFirstFailureAndResumesFromIt(t *testing.T) {
+	t.Parallel()
+	batch := func(t *testing.T) []events.DynamoDBEventRecord {
+		return []events.DynamoDBEventRecord{
+			rec(t, "INSERT", "100", nil, st("o-1", workflow.Pending, 1)),
+			rec(t, "INSERT", "200", nil, st("o-2", workflow.Pending, 1)),
+			rec(t, "MODIFY", "300", st("o-1", workflow.Pending, 1), st("o-1", workflow.Processing, 2)),
+			rec(t, "MODIFY", "400", st("o-2", workflow.Pending, 1), st("o-2", workflow.Processing, 2)),
+		}
+	}
+	all := []sent{
+		{"o-1", 1, workflow.StatusAccepted}, {"o-2", 1, workflow.StatusAccepted},
+		{"o-1", 2, workflow.StatusProcessing}, {"o-2", 2, workflow.StatusProcessing},
+	}
+	for _, failAt := range []int{0, 1, 3} {
+		t.Run(fmt.Sprintf("failing record %d", failAt), func(t *testing.T) {
+			t.Parallel()
+			records := batch(t)
+			down := true
+			r := &recorder{fail: func(ev notifier.Event) error {
+				if down && ev.OrderID == all[failAt].Order && ev.Seq == all[failAt].Seq {
+					return errors.New("SNS unavailable")
+				}
+				return nil
+			}}
+			h := newHandler(r, nil)
+			resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: records})
+			if err != nil {
+				t.Fatalf("Handle returned an error, which would retry the whole batch: %v", err)
+			}
+			want := []events.DynamoDBBatchItemFailure{{ItemIdentifier: records[failAt].Change.SequenceNumber}}
+			if !reflect.DeepEqual(resp.BatchItemFailures, want) {
+				t.Fatalf("BatchItemFailures = %+v, want %+v", resp.BatchItemFailures, want)
+			}
+			if !reflect.DeepEqual(r.attempted, all[:failAt+1]) {
+				t.Errorf("attempted %v, want %v: nothing after the failure", r.attempted, all[:failAt+1])
+			}
+
+			// Lambda retries from the reported record.
+			down = false
+			resp, err = h.Handle(context.Background(), events.DynamoDBEvent{Records: records[failAt:]})
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("retry: Handle = %+v, %v; want no failures", resp, err)
+			}
+			if !reflect.DeepEqual(r.published, all) {
+				t.Errorf("published over both invocations %v, want each event once, in order: %v", r.published, all)
+			}
+		})
+	}
+}
+
+func TestNotifyRetriesAPanickingPublish(t *testing.T) {
+	t.Parallel()
+	records := []events.DynamoDBEventRecord{
+		rec(t, "INSERT", "100", nil, st("o-1", workflow.Pending, 1)),
+		rec(t, "INSERT", "200", nil, st("o-2", workflow.Pending, 1)),
+	}
+	calls := 0
+	h := newHandler(publishFunc(func(context.Context, notifier.Event) error {
+		calls++
+		panic("bug")
+	}), nil)
+	resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: records})
+	want := []events.DynamoDBBatchItemFailure{{ItemIdentifier: "100"}}
+	if err != nil || !reflect.DeepEqual(resp.BatchItemFailures, want) || calls != 1 {
+		t.Fatalf("Handle = %+v, %v after %d calls; want failure %+v after 1", resp, err, calls, want)
+	}
+}
+
+func TestNotifyLogs(t *testing.T) {
+	t.Parallel()
+	var buf logtest.Buffer
+	h := newHandler(publishFunc(func(_ context.Context, ev notifier.Event) error {
+		if ev.OrderID == "o-3" {
+			return errors.New("SNS unavailable")
+		}
+		return nil
+	}), slog.New(slog.NewJSONHandler(&buf, nil)))
+	poison := rec(t, "MODIFY", "200", nil, nil)
+	poison.Change.NewImage = poisonImage()
+	records := []events.DynamoDBEventRecord{
+		rec(t, "MODIFY", "100", st("o-1", workflow.Processing, 1), st("o-1", workflow.Processing, 2)),
+		poison,
+		rec(t, "INSERT", "300", nil, st("o-3", workflow.Pending, 1)),
+		rec(t, "INSERT", "400", nil, st("o-4", workflow.Pending, 1)),
+	}
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-7"})
+	if _, err := h.Handle(ctx, events.DynamoDBEvent{Records: records}); err != nil {
+		t.Fatal(err)
+	}
+	logs := buf.Records(t)
+	want := []map[string]any{
+		{"level": "INFO", "msg": "notified", "requestId": "req-7", "sequenceNumber": "100", "orderId": "o-1", "seq": 2.0,
+			"status": "processing", "state": "Processing", "clientId": "client-a", "topic": topic},
+		{"level": "ERROR", "msg": "poison stream record skipped: new image unreadable", "requestId": "req-7", "sequenceNumber": "200"},
+		{"level": "ERROR", "msg": "event not published; the stream retries from this record", "requestId": "req-7",
+			"sequenceNumber": "300", "orderId": "o-3", "seq": 1.0, "notAttempted": 1.0},
+	}
+	if len(logs) != len(want) {
+		t.Fatalf("%d log records, want %d:\n%s", len(logs), len(want), buf.String())
+	}
+	for i, w := range want {
+		for k, v := range w {
+			if logs[i][k] != v {
+				t.Errorf("log %d: %s = %v, want %v\n%s", i, k, logs[i][k], v, buf.String())
+			}
+		}
+	}
+	if e, _ := logs[1]["error"].(string); e == "" {
+		t.Errorf("poison log has no error: %v", logs[1])
+	}
+}
+
+// TestNotifySampleStreamEvent runs the sample stream event of events/, a record as
+// the store writes it when an order moves to its second step.
+func TestNotifySampleStreamEvent(t *testing.T) {
+	t.Parallel()
+	ev := eventsample.Load[events.DynamoDBEvent](t, "notifier-stream.json")
+	r := &recorder{}
+	resp, err := newHandler(r, nil).Handle(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v", resp, err)
+	}
+	want := []notifier.Event{{
+		V: 1, Kind: "order.event", OrderID: "0d9c3f5e-7b1a-4c2d-9e8f-6a5b4c3d2e1f", ClientID: "client-a", Seq: 2,
+		Status: workflow.StatusProcessing, State: workflow.Processing, Step: "charge-payment", StepIndex: 1,
+		At: time.Date(2026, 11, 22, 9, 41, 6, 630_000_000, time.UTC),
+	}}
+	if !reflect.DeepEqual(r.events, want) {
+		t.Errorf("published %+v\nwant %+v", r.events, want)
+	}
+}
+
+// BenchmarkHandle measures the Notifier's own cost per stream record: two
+// image decodes, the comparison and the event, with a publisher that does
+// nothing (the SNS call dominates in AWS and is not measured here).
+func BenchmarkHandle(b *testing.B) {
+	var batch events.DynamoDBEvent
+	for i := range 100 {
+		order := fmt.Sprintf("o-%03d", i)
+		batch.Records = append(batch.Records, rec(b, "MODIFY", fmt.Sprint(i+1),
+			st(order, workflow.Pending, 1), st(order, workflow.Processing, 2)))
+	}
+	h := newHandler(publishFunc(func(context.Context, notifier.Event) error { return nil }), slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp, err := h.Handle(ctx, batch); err != nil || len(resp.BatchItemFailures) > 0 {
+			b.Fatalf("Handle = %+v, %v", resp, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch.Records)), "ns/record")
+}
