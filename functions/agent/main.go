@@ -7,9 +7,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
-	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
 )
@@ -27,8 +27,9 @@ func main() {
 	if cfg.AlertTopicARN != "" {
 		opts = append(opts, agent.WithAlerts(alert.NewPublisher(sns.NewFromConfig(aws), cfg.AlertTopicARN)))
 	}
-	// agent.New adds the step to every log line.
-	h, err := agent.New(cfg, svc, queue.NewSender(sqsc), clock.System{}, log, opts...)
+	// agent.New adds the step to every log line; the clock is the system's,
+	// actor.Deps's default.
+	h, err := agent.New(cfg, svc, queue.NewSender(sqsc), actor.Deps{Log: log}, opts...)
 	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }

@@ -8,12 +8,14 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/notifier"
 )
 
 func main() {
 	cfg, aws, log := coldstart.Load("notifier", notifier.LoadConfig)
-	h := notifier.New(cfg, notifier.NewPublisher(sns.NewFromConfig(aws), cfg.OrderEventsTopicARN), log)
+	h, err := notifier.New(cfg, notifier.NewPublisher(sns.NewFromConfig(aws), cfg.OrderEventsTopicARN), actor.Deps{Log: log})
+	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }

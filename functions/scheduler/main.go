@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
-	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/scheduler"
@@ -21,7 +21,8 @@ func main() {
 	store := statestore.New(dynamodb.NewFromConfig(aws), statestore.Tables{Orders: cfg.OrdersTable, State: cfg.StateTable})
 	alerts := alert.NewPublisher(sns.NewFromConfig(aws), cfg.AlertTopicARN)
 	sqsc := sqs.NewFromConfig(aws)
-	h := scheduler.New(cfg, store, queue.NewSender(sqsc), alerts, clock.System{}, log,
+	h, err := scheduler.New(cfg, store, queue.NewSender(sqsc), alerts, actor.Deps{Log: log},
 		scheduler.WithRedelivery(queue.NewRedeliverer(sqsc, cfg.SchedulerQueueURL, cfg.ResponseQueueURL)))
+	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }

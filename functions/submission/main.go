@@ -7,7 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
@@ -17,6 +17,7 @@ import (
 func main() {
 	cfg, aws, log := coldstart.Load("submission", submission.LoadConfig)
 	store := statestore.New(dynamodb.NewFromConfig(aws), statestore.Tables{Orders: cfg.OrdersTable, State: cfg.StateTable})
-	h := submission.New(cfg, store, queue.NewSender(sqs.NewFromConfig(aws)), clock.System{}, log)
+	h, err := submission.New(cfg, store, queue.NewSender(sqs.NewFromConfig(aws)), actor.Deps{Log: log})
+	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
-	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
@@ -20,6 +20,7 @@ func main() {
 	cfg, aws, log := coldstart.Load("supervisor", supervisor.LoadConfig)
 	store := statestore.New(dynamodb.NewFromConfig(aws), statestore.Tables{Orders: cfg.OrdersTable, State: cfg.StateTable})
 	alerts := alert.NewPublisher(sns.NewFromConfig(aws), cfg.AlertTopicARN)
-	h := supervisor.New(cfg, store, queue.NewSender(sqs.NewFromConfig(aws)), alerts, clock.System{}, log)
+	h, err := supervisor.New(cfg, store, queue.NewSender(sqs.NewFromConfig(aws)), alerts, actor.Deps{Log: log})
+	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }

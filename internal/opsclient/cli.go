@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
+	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -393,7 +394,7 @@ func (l *listFlags) check() error {
 		return usagef("--limit %d outside 1..%d", l.limit, MaxLimit)
 	}
 	if l.cursor != "" {
-		if err := checkCursor(l.cursor); err != nil {
+		if err := api.CheckCursor(l.cursor); err != nil {
 			return usagef("--cursor: %v", err)
 		}
 	}
@@ -469,7 +470,7 @@ func (c command) list(ctx context.Context, l listFlags) error {
 	return err
 }
 
-func (c command) writeList(orders []OrderSummary, state workflow.ProcessState) error {
+func (c command) writeList(orders []api.OrderSummary, state workflow.ProcessState) error {
 	if len(orders) == 0 {
 		_, err := fmt.Fprintf(c.out, "No orders in %s.\n", state)
 		return err

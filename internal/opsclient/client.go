@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
+	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -45,7 +46,7 @@ type APIError struct {
 	Method, Path string
 	StatusCode   int
 	// Problem is the API's RFC 9457 body, when it sent one.
-	Problem *Problem
+	Problem *api.Problem
 	// Message is API Gateway's {"message"}, or the start of a body that was
 	// neither.
 	Message string
@@ -162,7 +163,7 @@ func (c *Client) ListOrders(ctx context.Context, p ListParams) (Page, error) {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}
 	if p.Cursor != "" {
-		if err := checkCursor(p.Cursor); err != nil {
+		if err := api.CheckCursor(p.Cursor); err != nil {
 			return Page{}, fmt.Errorf("list orders: cursor: %w", err)
 		}
 		q.Set("cursor", p.Cursor)

@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/sasflow/sas/shared/api"
 )
 
 // Answers that are not the API's own: API Gateway's {"message"} errors,
@@ -525,7 +527,7 @@ func TestExitCode(t *testing.T) {
 		{errors.New("dial"), ExitError},
 		{usagef("x"), ExitUsage},
 		{&APIError{StatusCode: 409}, ExitConflict},
-		{&APIError{StatusCode: 404, Problem: &Problem{Status: 404}}, ExitNotFound},
+		{&APIError{StatusCode: 404, Problem: &api.Problem{Status: 404}}, ExitNotFound},
 		{&APIError{StatusCode: 404, Message: "Not Found"}, ExitError},
 		{&APIError{StatusCode: 403}, ExitError},
 	} {

@@ -15,75 +15,26 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sasflow/sas/shared/api"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // fakeAPI implements the operators' routes of the HTTP API contract over an
-// in-memory set of orders. Its wire types are its own, written from the
-// contract, so a mistake in the client's JSON tags is not mirrored here.
+// in-memory set of orders. It writes the API's documents with shared/api's
+// types, as the server does; that those types match the contract is what
+// api's golden documents pin.
 type fakeAPI struct {
 	t *testing.T
 
 	mu       sync.Mutex
-	orders   map[string]*fakeOrder
+	orders   map[string]*api.Order
 	requests []*http.Request // clones, bodies drained
 	// intercept, when it returns true, has answered the request itself:
 	// API Gateway's own errors, broken bodies.
 	intercept func(w http.ResponseWriter, r *http.Request) bool
 	// verify checks each request before it is served (signatures).
 	verify func(r *http.Request, body []byte)
-}
-
-type fakeOrder struct {
-	OrderID      string     `json:"orderId"`
-	Workflow     string     `json:"workflow"`
-	State        string     `json:"state"`
-	Status       string     `json:"status"`
-	Step         string     `json:"step"`
-	StepIndex    int        `json:"stepIndex"`
-	FailureCount int        `json:"failureCount"`
-	Attempt      int        `json:"attempt"`
-	CompleteBy   *time.Time `json:"completeBy,omitempty"`
-	LastError    string     `json:"lastError,omitempty"`
-	ClientID     string     `json:"clientId,omitempty"`
-	Owner        string     `json:"owner,omitempty"`
-	EventSeq     int        `json:"eventSeq"`
-	Cancelled    bool       `json:"cancelled"`
-	Resubmits    int        `json:"resubmits"`
-	CreatedAt    time.Time  `json:"createdAt"`
-	UpdatedAt    time.Time  `json:"updatedAt"`
-	Steps        []fakeStep `json:"steps"`
-}
-
-type fakeStep struct {
-	Name                 string          `json:"name"`
-	State                string          `json:"state"`
-	Attempts             int             `json:"attempts"`
-	Failures             int             `json:"failures"`
-	StartedAt            *time.Time      `json:"startedAt,omitempty"`
-	FinishedAt           *time.Time      `json:"finishedAt,omitempty"`
-	Error                string          `json:"error,omitempty"`
-	Output               json.RawMessage `json:"output,omitempty"`
-	Compensation         string          `json:"compensation,omitempty"`
-	CompensationAttempts int             `json:"compensationAttempts,omitempty"`
-	CompensationFailures int             `json:"compensationFailures,omitempty"`
-	CompensatedAt        *time.Time      `json:"compensatedAt,omitempty"`
-	CompensationOutput   json.RawMessage `json:"compensationOutput,omitempty"`
-	CompensationError    string          `json:"compensationError,omitempty"`
-}
-
-// summary is the row of GET /ops/orders: the order without its history.
-type fakeSummary struct {
-	OrderID      string    `json:"orderId"`
-	State        string    `json:"state"`
-	Status       string    `json:"status"`
-	Step         string    `json:"step"`
-	StepIndex    int       `json:"stepIndex"`
-	FailureCount int       `json:"failureCount"`
-	Attempt      int       `json:"attempt"`
-	LastError    string    `json:"lastError,omitempty"`
-	ClientID     string    `json:"clientId,omitempty"`
-	CreatedAt    time.Time `json:"createdAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
 }
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -95,39 +46,39 @@ func ts(min int) *time.Time { t := t0.Add(time.Duration(min) * time.Minute); ret
 // states.
 func newFakeAPI(t *testing.T, errorOrders int) *fakeAPI {
 	t.Helper()
-	f := &fakeAPI{t: t, orders: map[string]*fakeOrder{}}
+	f := &fakeAPI{t: t, orders: map[string]*api.Order{}}
 	for i := range errorOrders {
 		id := fmt.Sprintf("err-%02d", i)
-		f.orders[id] = &fakeOrder{
+		f.orders[id] = &api.Order{
 			OrderID: id, Workflow: "order-v1", State: "Error", Status: "error", Step: "charge-payment", StepIndex: 1,
 			FailureCount: 3, Attempt: 5, LastError: "payment service: 503 Service Unavailable",
 			EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(i), Owner: "arn:aws:sts::111122223333:assumed-role/shop-checkout",
-			Steps: []fakeStep{
+			Steps: []api.StepHistory{
 				{Name: "reserve-inventory", State: "succeeded", Attempts: 1, StartedAt: ts(0), FinishedAt: ts(1), Output: json.RawMessage(`{"reservation":"r-1"}`)},
 				{Name: "charge-payment", State: "failed", Attempts: 3, Failures: 3, StartedAt: ts(1), Error: "payment service: 503 Service Unavailable"},
 			},
 		}
 	}
-	f.orders["comp-failed-1"] = &fakeOrder{
+	f.orders["comp-failed-1"] = &api.Order{
 		OrderID: "comp-failed-1", Workflow: "order-v1", State: "CompensationFailed", Status: "compensation-failed",
 		Step: "reserve-inventory", StepIndex: 0, Attempt: 7, LastError: "undo reservation: 500", EventSeq: 4,
 		ClientID: "shop-web", Cancelled: true, Resubmits: 1, CreatedAt: t0, UpdatedAt: *ts(90),
-		Steps: []fakeStep{
+		Steps: []api.StepHistory{
 			{Name: "reserve-inventory", State: "succeeded", Attempts: 1, StartedAt: ts(0), FinishedAt: ts(1),
 				Compensation: "failed", CompensationAttempts: 4, CompensationFailures: 4, CompensationError: "inventory: 500 Internal Server Error"},
 			{Name: "charge-payment", State: "cancelled", Attempts: 1, StartedAt: ts(2),
 				Compensation: "succeeded", CompensationAttempts: 1, CompensatedAt: ts(3), CompensationOutput: json.RawMessage(`{"refund":"none"}`)},
 		},
 	}
-	f.orders["proc-1"] = &fakeOrder{
+	f.orders["proc-1"] = &api.Order{
 		OrderID: "proc-1", Workflow: "order-v1", State: "Processing", Status: "processing", Step: "reserve-inventory",
-		Attempt: 1, CompleteBy: ts(91), EventSeq: 2, CreatedAt: t0, UpdatedAt: *ts(90),
-		Steps: []fakeStep{{Name: "reserve-inventory", State: "processing", Attempts: 1, StartedAt: ts(90)}, {Name: "charge-payment", State: "pending"}},
+		Attempt: 1, CompleteBy: *ts(91), EventSeq: 2, CreatedAt: t0, UpdatedAt: *ts(90),
+		Steps: []api.StepHistory{{Name: "reserve-inventory", State: "processing", Attempts: 1, StartedAt: ts(90)}, {Name: "charge-payment", State: "pending"}},
 	}
-	f.orders["done-1"] = &fakeOrder{
+	f.orders["done-1"] = &api.Order{
 		OrderID: "done-1", Workflow: "order-v1", State: "Processed", Status: "processed", Step: "charge-payment", StepIndex: 1,
 		Attempt: 2, EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(5),
-		Steps: []fakeStep{{Name: "reserve-inventory", State: "succeeded", Attempts: 1}, {Name: "charge-payment", State: "succeeded", Attempts: 1}},
+		Steps: []api.StepHistory{{Name: "reserve-inventory", State: "succeeded", Attempts: 1}, {Name: "charge-payment", State: "succeeded", Attempts: 1}},
 	}
 	return f
 }
@@ -215,31 +166,27 @@ func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	f.mu.Lock()
-	var rows []fakeSummary
+	var rows []api.OrderSummary
 	for _, o := range f.orders {
-		if o.State == state {
-			rows = append(rows, fakeSummary{OrderID: o.OrderID, State: o.State, Status: o.Status, Step: o.Step, StepIndex: o.StepIndex,
+		if string(o.State) == state {
+			rows = append(rows, api.OrderSummary{OrderID: o.OrderID, State: o.State, Status: o.Status, Step: o.Step, StepIndex: o.StepIndex,
 				FailureCount: o.FailureCount, Attempt: o.Attempt, LastError: o.LastError, ClientID: o.ClientID,
 				CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt})
 		}
 	}
 	f.mu.Unlock()
 	// Newest change first, ties by ID so pages are stable.
-	slices.SortFunc(rows, func(a, b fakeSummary) int {
+	slices.SortFunc(rows, func(a, b api.OrderSummary) int {
 		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
 			return c
 		}
 		return strings.Compare(a.OrderID, b.OrderID)
 	})
 	rows = rows[min(offset, len(rows)):]
-	resp := struct {
-		Orders     []fakeSummary     `json:"orders"`
-		NextCursor string            `json:"nextCursor,omitempty"`
-		Links      map[string]string `json:"links"`
-	}{Orders: []fakeSummary{}, Links: map[string]string{}}
+	resp := api.Page{Orders: []api.OrderSummary{}}
 	if len(rows) > limit {
 		resp.NextCursor = base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(offset+limit)))
-		resp.Links["next"] = "/ops/orders?" + url.Values{"state": {state}, "limit": {strconv.Itoa(limit)}, "cursor": {resp.NextCursor}}.Encode()
+		resp.Links = &api.PageLinks{Next: "/ops/orders?" + url.Values{"state": {state}, "limit": {strconv.Itoa(limit)}, "cursor": {resp.NextCursor}}.Encode()}
 		rows = rows[:limit]
 	}
 	resp.Orders = append(resp.Orders, rows...)
@@ -249,7 +196,7 @@ func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
 func (f *fakeAPI) get(w http.ResponseWriter, r *http.Request, id string) {
 	f.mu.Lock()
 	o, ok := f.orders[id]
-	var cp fakeOrder
+	var cp api.Order
 	if ok {
 		cp = *o
 	}
@@ -264,7 +211,7 @@ func (f *fakeAPI) get(w http.ResponseWriter, r *http.Request, id string) {
 func (f *fakeAPI) act(w http.ResponseWriter, r *http.Request, id, action string) {
 	f.mu.Lock()
 	o, ok := f.orders[id]
-	var next string
+	var next workflow.ProcessState
 	if ok {
 		switch {
 		case action == "retry" && o.State == "Error":
@@ -283,7 +230,7 @@ func (f *fakeAPI) act(w http.ResponseWriter, r *http.Request, id, action string)
 			}
 		}
 	}
-	state := ""
+	var state workflow.ProcessState
 	if ok {
 		state = o.State
 	}
@@ -294,17 +241,17 @@ func (f *fakeAPI) act(w http.ResponseWriter, r *http.Request, id, action string)
 	case next == "":
 		f.problem(w, r, http.StatusConflict, fmt.Sprintf("order %s is %s: %s does not apply", id, state, action))
 	default:
-		writeJSONResponse(w, http.StatusAccepted, "application/json", map[string]any{
-			"orderId": id, "state": next, "links": map[string]string{"self": "/orders/" + id},
+		writeJSONResponse(w, http.StatusAccepted, "application/json", api.Accepted{
+			OrderID: id, State: next, Links: api.Links{Self: "/orders/" + id},
 		})
 	}
 }
 
 func (f *fakeAPI) problem(w http.ResponseWriter, r *http.Request, status int, detail string) {
 	w.Header().Set("Apigw-Requestid", "gw-"+strconv.Itoa(status))
-	writeJSONResponse(w, status, "application/problem+json", map[string]any{
-		"type": "https://sasflow.dev/problems/x", "title": http.StatusText(status), "status": status,
-		"detail": detail, "requestId": "req-" + strconv.Itoa(status),
+	writeJSONResponse(w, status, "application/problem+json", api.Problem{
+		Type: "https://sasflow.dev/problems/x", Title: http.StatusText(status), Status: status,
+		Detail: detail, RequestID: "req-" + strconv.Itoa(status),
 	})
 }
 

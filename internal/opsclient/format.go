@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sasflow/sas/shared/api"
 )
 
 // Widths of free text in tables; `show` and --json give it in full.
@@ -21,7 +23,7 @@ const (
 )
 
 // writeOrders prints a page (or all pages) of orders as a table.
-func writeOrders(w io.Writer, orders []OrderSummary) error {
+func writeOrders(w io.Writer, orders []api.OrderSummary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ORDER ID\tSTATE\tSTEP\tFAILURES\tUPDATED\tLAST ERROR")
 	for _, o := range orders {
@@ -76,8 +78,8 @@ func writeOrder(w io.Writer, o Order, cmd string) error {
 				cAttempts, cFailures = strconv.Itoa(s.CompensationAttempts), strconv.Itoa(s.CompensationFailures)
 			}
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", i+1, cell(s.Name, cellWidth), cell(string(s.State), cellWidth),
-				s.Attempts, s.Failures, stamp(s.StartedAt), stamp(s.FinishedAt),
-				cell(string(s.Compensation), cellWidth), cAttempts, cFailures, stamp(s.CompensatedAt))
+				s.Attempts, s.Failures, stampOf(s.StartedAt), stampOf(s.FinishedAt),
+				cell(string(s.Compensation), cellWidth), cAttempts, cFailures, stampOf(s.CompensatedAt))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -141,6 +143,14 @@ func stamp(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// stampOf is stamp of a time the API may omit.
+func stampOf(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return stamp(*t)
 }
 
 func yesNo(b bool) string {

@@ -176,7 +176,7 @@ func TestBreakerConcurrentUse(t *testing.T) {
 func TestBreakersOnePerEndpoint(t *testing.T) {
 	t.Parallel()
 	s := agent.NewBreakers(1, time.Minute, clock.NewFake(t0))
-	if s.For("a") != s.For("a") {
+	if first, again := s.For("a"), s.For("a"); first != again {
 		t.Errorf("For returned two breakers for one endpoint")
 	}
 	d, _ := s.For("a").Allow()

@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"errors"
-	"fmt"
-	"net/url"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -13,7 +11,8 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// Config configures an Agent Lambda.
+// Config configures an Agent Lambda. Validate holds every rule; LoadConfig
+// reads it from the environment and applies the same rules.
 type Config struct {
 	// Step is the one step this agent performs; requests for another step
 	// are poison (a wiring mistake).
@@ -64,13 +63,15 @@ const (
 	maxWait        = 15 * time.Minute
 	maxConcurrency = 100
 	maxFailures    = 1000
+	// The same bounds the stack's sas:maxReceiveCount has.
+	maxReceiveCount = 1000
 )
 
 // stepPattern is the step name shape of shared/message and shared/workflow.
 var stepPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
 // DefaultConfig is the tuning LoadConfig gives when no optional variable is
-// set; Step, ResponseQueueURL and RemoteBaseURL are left for the caller.
+// set; Step, the queues and RemoteBaseURL are left for the caller.
 func DefaultConfig() Config {
 	return Config{
 		RemoteTimeout: DefaultRemoteTimeout, RetryBase: DefaultRetryBase, RetryMax: DefaultRetryMax,
@@ -81,32 +82,57 @@ func DefaultConfig() Config {
 	}
 }
 
-// LoadConfig reads the agent's configuration from the environment, reporting
-// every problem at once.
+// variables names the fields read from the environment, so LoadConfig
+// reports a problem under the name the operator sets.
+var variables = map[string]string{
+	"Step":             "AGENT_STEP",
+	"ResponseQueueURL": "RESPONSE_QUEUE_URL",
+	"RemoteBaseURL":    "REMOTE_BASE_URL",
+	"RemoteTimeout":    "REMOTE_TIMEOUT",
+	"RetryBase":        "RETRY_BASE",
+	"RetryMax":         "RETRY_MAX",
+	"BreakerFailures":  "BREAKER_FAILURES",
+	"BreakerCooldown":  "BREAKER_COOLDOWN",
+	"Concurrency":      "AGENT_CONCURRENCY",
+	"SafetyMargin":     "SAFETY_MARGIN",
+	"AlertTopicARN":    "ALERT_TOPIC_ARN",
+	"MaxReceiveCount":  "MAX_RECEIVE_COUNT",
+	"RequestQueueURL":  "REQUEST_QUEUE_URL",
+}
+
+// LoadConfig reads the agent's configuration from the environment and
+// reports every problem at once: what does not parse, and what breaks a
+// rule of Validate, named by its variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
+	// The reader only parses; the bounds are Validate's, so a value out of
+	// bounds is reported once. A value that does not parse keeps its
+	// default, which Validate accepts.
+	integer := func(name string, def int) int { return r.Int(name, def, math.MinInt, math.MaxInt) }
+	duration := func(name string, def time.Duration) time.Duration {
+		return r.Duration(name, def, math.MinInt64, math.MaxInt64)
+	}
 	c := Config{
-		Step:             r.String("AGENT_STEP"),
-		ResponseQueueURL: r.URL("RESPONSE_QUEUE_URL"),
-		RemoteBaseURL:    r.URL("REMOTE_BASE_URL"),
-		RemoteTimeout:    r.Duration("REMOTE_TIMEOUT", DefaultRemoteTimeout, 10*time.Millisecond, maxWait),
-		RetryBase:        r.Duration("RETRY_BASE", DefaultRetryBase, time.Millisecond, time.Minute),
-		RetryMax:         r.Duration("RETRY_MAX", DefaultRetryMax, time.Millisecond, maxWait),
-		BreakerFailures:  r.Int("BREAKER_FAILURES", DefaultBreakerFailures, 1, maxFailures),
-		BreakerCooldown:  r.Duration("BREAKER_COOLDOWN", DefaultBreakerCooldown, 10*time.Millisecond, maxWait),
-		Concurrency:      r.Int("AGENT_CONCURRENCY", DefaultConcurrency, 1, maxConcurrency),
-		SafetyMargin:     r.Duration("SAFETY_MARGIN", DefaultSafetyMargin, 0, time.Minute),
+		Step:             r.StringOr("AGENT_STEP", ""),
+		ResponseQueueURL: r.StringOr("RESPONSE_QUEUE_URL", ""),
+		RemoteBaseURL:    strings.TrimRight(r.StringOr("REMOTE_BASE_URL", ""), "/"),
+		RemoteTimeout:    duration("REMOTE_TIMEOUT", DefaultRemoteTimeout),
+		RetryBase:        duration("RETRY_BASE", DefaultRetryBase),
+		RetryMax:         duration("RETRY_MAX", DefaultRetryMax),
+		BreakerFailures:  integer("BREAKER_FAILURES", DefaultBreakerFailures),
+		BreakerCooldown:  duration("BREAKER_COOLDOWN", DefaultBreakerCooldown),
+		Concurrency:      integer("AGENT_CONCURRENCY", DefaultConcurrency),
+		SafetyMargin:     duration("SAFETY_MARGIN", DefaultSafetyMargin),
 		AlertTopicARN:    r.StringOr("ALERT_TOPIC_ARN", ""),
-		MaxReceiveCount:  r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount, 1, 1000),
-		RequestQueueURL:  r.URL("REQUEST_QUEUE_URL"),
+		MaxReceiveCount:  integer("MAX_RECEIVE_COUNT", topology.MaxReceiveCount),
+		RequestQueueURL:  r.StringOr("REQUEST_QUEUE_URL", ""),
+		MaxOutputBytes:   workflow.DefaultMaxOutputBytes,
 	}
-	c.RemoteBaseURL = strings.TrimRight(c.RemoteBaseURL, "/")
-	if c.Step != "" && !stepPattern.MatchString(c.Step) {
-		r.Fail("AGENT_STEP=%q must match %s", c.Step, stepPattern)
-	}
-	// The step's output limit is the workflow's, not a setting of its own,
-	// so the agent and the Scheduler cannot disagree.
-	if def := workflow.Default(); c.Step != "" {
+	// A Lambda runs the default workflow: the step must be one of its steps,
+	// and its output limit is the step's, not a setting of its own, so the
+	// agent and the Scheduler cannot disagree. Code that builds a Config for
+	// another workflow sets MaxOutputBytes itself.
+	if def := workflow.Default(); stepPattern.MatchString(c.Step) {
 		found := false
 		for _, s := range def.Steps {
 			if s.Name == c.Step {
@@ -117,53 +143,41 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			r.Fail("AGENT_STEP=%q is not a step of workflow %q (%s)", c.Step, def.Name, strings.Join(def.StepNames(), ", "))
 		}
 	}
-	if c.RemoteBaseURL != "" {
-		if u, err := url.Parse(c.RemoteBaseURL); err == nil && (u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
-			r.Fail("REMOTE_BASE_URL=%q must have no query, fragment or user info", c.RemoteBaseURL)
-		}
-	}
-	if c.RetryMax < c.RetryBase {
-		r.Fail("RETRY_MAX=%v must be at least RETRY_BASE=%v", c.RetryMax, c.RetryBase)
-	}
-	if err := r.Err(); err != nil {
-		return Config{}, fmt.Errorf("agent config: %w", err)
+	if err := c.check(&config.Rules{Names: variables}, r.Err()); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }
 
-// Validate checks a Config built in code; LoadConfig's result always passes.
-func (c Config) Validate() error {
-	var errs []error
-	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if !stepPattern.MatchString(c.Step) {
-		fail("Step %q must match %s", c.Step, stepPattern)
+// Validate checks every rule of the configuration and reports every
+// problem at once. New calls it, and LoadConfig applies the same rules.
+func (c Config) Validate() error { return c.check(&config.Rules{}, nil) }
+
+// check applies the rules after the parse errors of LoadConfig, if any.
+func (c Config) check(r *config.Rules, parsed error) error {
+	r.Add(parsed)
+	if r.Required("Step", c.Step) && !stepPattern.MatchString(c.Step) {
+		r.Bad("Step", c.Step, "must match %s", stepPattern)
 	}
-	if c.ResponseQueueURL == "" {
-		fail("ResponseQueueURL is required")
+	r.URL("ResponseQueueURL", c.ResponseQueueURL)
+	r.URL("RequestQueueURL", c.RequestQueueURL)
+	if u := r.URL("RemoteBaseURL", c.RemoteBaseURL); u != nil && (u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
+		// Paths are appended to it, and user info would be a secret in the
+		// configuration.
+		r.Bad("RemoteBaseURL", c.RemoteBaseURL, "must have no query, fragment or user info")
 	}
-	if c.RemoteTimeout <= 0 || c.RemoteTimeout > maxWait {
-		fail("RemoteTimeout %v must be within (0, %v]", c.RemoteTimeout, maxWait)
+	r.Within("RemoteTimeout", c.RemoteTimeout, 10*time.Millisecond, maxWait)
+	r.Within("RetryBase", c.RetryBase, time.Millisecond, time.Minute)
+	r.Within("RetryMax", c.RetryMax, time.Millisecond, maxWait)
+	if c.RetryMax < c.RetryBase {
+		r.Bad("RetryMax", c.RetryMax, "must be at least %s=%v", r.Name("RetryBase"), c.RetryBase)
 	}
-	if c.RetryBase < 0 || c.RetryMax < c.RetryBase || c.RetryMax > maxWait {
-		fail("retry backoff %v..%v must satisfy 0 <= base <= max <= %v", c.RetryBase, c.RetryMax, maxWait)
-	}
-	if c.BreakerFailures < 1 || c.BreakerFailures > maxFailures {
-		fail("BreakerFailures %d must be within 1..%d", c.BreakerFailures, maxFailures)
-	}
-	if c.BreakerCooldown < 0 || c.BreakerCooldown > maxWait {
-		fail("BreakerCooldown %v must be within 0..%v", c.BreakerCooldown, maxWait)
-	}
-	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
-		fail("Concurrency %d must be within 1..%d", c.Concurrency, maxConcurrency)
-	}
-	if c.SafetyMargin < 0 || c.SafetyMargin > time.Minute {
-		fail("SafetyMargin %v must be within 0..1m", c.SafetyMargin)
-	}
-	if c.MaxOutputBytes < 0 || c.MaxOutputBytes > workflow.MaxMessageBytes {
-		fail("MaxOutputBytes %d must be within 0..%d (0: the workflow's default)", c.MaxOutputBytes, workflow.MaxMessageBytes)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("agent config: %w", err)
-	}
-	return nil
+	r.Count("BreakerFailures", c.BreakerFailures, 1, maxFailures)
+	r.Within("BreakerCooldown", c.BreakerCooldown, 10*time.Millisecond, maxWait)
+	r.Count("Concurrency", c.Concurrency, 1, maxConcurrency)
+	r.Within("SafetyMargin", c.SafetyMargin, 0, time.Minute)
+	r.Count("MaxReceiveCount", c.MaxReceiveCount, 1, maxReceiveCount)
+	// Zero stands for workflow.DefaultMaxOutputBytes.
+	r.Count("MaxOutputBytes", c.MaxOutputBytes, 0, workflow.MaxMessageBytes)
+	return r.Err("agent config")
 }

@@ -100,8 +100,12 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"cooldown negative", map[string]string{"BREAKER_COOLDOWN": "-1s"}, []string{"BREAKER_COOLDOWN=-1s must be within"}},
 		{"concurrency too high", map[string]string{"AGENT_CONCURRENCY": "101"}, []string{"AGENT_CONCURRENCY=101 must be within 1..100"}},
 		{"margin too long", map[string]string{"SAFETY_MARGIN": "2m"}, []string{"SAFETY_MARGIN=2m0s must be within 0s..1m0s"}},
+		{"receive count zero", map[string]string{"MAX_RECEIVE_COUNT": "0"}, []string{"MAX_RECEIVE_COUNT=0 must be within 1..1000"}},
 		{"several at once", map[string]string{"AGENT_STEP": "", "AGENT_CONCURRENCY": "0"},
 			[]string{"AGENT_STEP is required", "AGENT_CONCURRENCY=0"}},
+		// A parse error and a broken rule are both reported.
+		{"a parse error and a rule", map[string]string{"AGENT_STEP": "ship-order", "REMOTE_TIMEOUT": "5", "RETRY_BASE": "2s", "RETRY_MAX": "1s"},
+			[]string{`AGENT_STEP="ship-order" is not a step`, `REMOTE_TIMEOUT="5" is not a duration`, "RETRY_MAX=1s must be at least RETRY_BASE=2s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,9 +119,13 @@ func TestLoadConfigErrors(t *testing.T) {
 				t.Fatalf("LoadConfig succeeded, want errors %q", tt.want)
 			}
 			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
+				// Once: the reader parses, Validate's rules bound.
+				if n := strings.Count(err.Error(), w); n != 1 {
+					t.Errorf("error %q mentions %q %d times, want once", err, w, n)
 				}
+			}
+			if n := strings.Count(err.Error(), "\n") + 1; n != len(tt.want) {
+				t.Errorf("error %q reports %d problems, want %d", err, n, len(tt.want))
 			}
 		})
 	}
@@ -125,32 +133,94 @@ func TestLoadConfigErrors(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
-	good := testConfig()
 	tests := []struct {
 		name   string
 		mutate func(*agent.Config)
-		want   string
+		want   []string // every problem; none for a valid config
 	}{
-		{"good", func(*agent.Config) {}, ""},
-		{"no step", func(c *agent.Config) { c.Step = "" }, "Step"},
-		{"no queue", func(c *agent.Config) { c.ResponseQueueURL = "" }, "ResponseQueueURL"},
-		{"zero timeout", func(c *agent.Config) { c.RemoteTimeout = 0 }, "RemoteTimeout"},
-		{"retry max below base", func(c *agent.Config) { c.RetryMax = c.RetryBase - 1 }, "retry backoff"},
-		{"no breaker failures", func(c *agent.Config) { c.BreakerFailures = 0 }, "BreakerFailures"},
-		{"negative cooldown", func(c *agent.Config) { c.BreakerCooldown = -1 }, "BreakerCooldown"},
-		{"no concurrency", func(c *agent.Config) { c.Concurrency = 0 }, "Concurrency"},
-		{"negative margin", func(c *agent.Config) { c.SafetyMargin = -1 }, "SafetyMargin"},
+		{"good", func(*agent.Config) {}, nil},
+		{"the defaults", func(c *agent.Config) {
+			d := agent.DefaultConfig()
+			d.Step, d.ResponseQueueURL, d.RequestQueueURL, d.RemoteBaseURL = c.Step, c.ResponseQueueURL, c.RequestQueueURL, c.RemoteBaseURL
+			*c = d
+		}, nil},
+		{"output limit left to the workflow", func(c *agent.Config) { c.MaxOutputBytes = 0 }, nil},
+		{"no step", func(c *agent.Config) { c.Step = "" }, []string{"Step is required"}},
+		{"bad step", func(c *agent.Config) { c.Step = "Reserve" }, []string{`Step="Reserve" must match`}},
+		{"no queues", func(c *agent.Config) { c.ResponseQueueURL, c.RequestQueueURL = "", "" }, []string{"ResponseQueueURL is required", "RequestQueueURL is required"}},
+		{"queue not http", func(c *agent.Config) { c.RequestQueueURL = "sqs://q" }, []string{`RequestQueueURL="sqs://q" is not an absolute http(s) URL`}},
+		{"no remote", func(c *agent.Config) { c.RemoteBaseURL = "" }, []string{"RemoteBaseURL is required"}},
+		{"remote with fragment", func(c *agent.Config) { c.RemoteBaseURL += "#x" }, []string{"must have no query, fragment or user info"}},
+		{"zero timeout", func(c *agent.Config) { c.RemoteTimeout = 0 }, []string{"RemoteTimeout=0s must be within 10ms..15m0s"}},
+		{"retry max below base", func(c *agent.Config) { c.RetryMax = c.RetryBase - time.Millisecond }, []string{"RetryMax=99ms must be at least RetryBase=100ms"}},
+		{"no retry base", func(c *agent.Config) { c.RetryBase = 0 }, []string{"RetryBase=0s must be within 1ms..1m0s"}},
+		{"no breaker failures", func(c *agent.Config) { c.BreakerFailures = 0 }, []string{"BreakerFailures=0 must be within 1..1000"}},
+		{"negative cooldown", func(c *agent.Config) { c.BreakerCooldown = -1 }, []string{"BreakerCooldown=-1ns must be within"}},
+		{"no concurrency", func(c *agent.Config) { c.Concurrency = 0 }, []string{"Concurrency=0 must be within 1..100"}},
+		{"negative margin", func(c *agent.Config) { c.SafetyMargin = -1 }, []string{"SafetyMargin=-1ns must be within 0s..1m0s"}},
+		{"no receive count", func(c *agent.Config) { c.MaxReceiveCount = 0 }, []string{"MaxReceiveCount=0 must be within 1..1000"}},
+		{"output limit over a message", func(c *agent.Config) { c.MaxOutputBytes = workflow.MaxMessageBytes + 1 }, []string{"MaxOutputBytes="}},
+		{"several at once", func(c *agent.Config) { c.Step, c.Concurrency, c.SafetyMargin = "", 0, time.Hour },
+			[]string{"Step is required", "Concurrency=0", "SafetyMargin=1h0m0s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := good
+			c := testConfig()
 			tt.mutate(&c)
 			err := c.Validate()
-			switch {
-			case tt.want == "" && err != nil:
-				t.Errorf("Validate = %v", err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Errorf("Validate = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate = nil, want %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate = %q, want it to mention %q", err, w)
+				}
+			}
+			if n := strings.Count(err.Error(), "\n") + 1; n != len(tt.want) {
+				t.Errorf("Validate = %q: %d problems, want %d", err, n, len(tt.want))
+			}
+		})
+	}
+}
+
+// LoadConfig applies Validate's rules: a value it refuses from the
+// environment, Validate refuses when code sets it.
+func TestLoadConfigAppliesValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		variable string
+		value    string
+		set      func(*agent.Config) // the same value, set in code
+		want     string              // how Validate names the problem
+	}{
+		{"concurrency", "AGENT_CONCURRENCY", "101", func(c *agent.Config) { c.Concurrency = 101 }, "Concurrency=101"},
+		{"receive count", "MAX_RECEIVE_COUNT", "1001", func(c *agent.Config) { c.MaxReceiveCount = 1001 }, "MaxReceiveCount=1001"},
+		{"cooldown", "BREAKER_COOLDOWN", "1ms", func(c *agent.Config) { c.BreakerCooldown = time.Millisecond }, "BreakerCooldown=1ms"},
+		{"remote", "REMOTE_BASE_URL", "https://r.example.com/?a=1", func(c *agent.Config) { c.RemoteBaseURL = "https://r.example.com/?a=1" }, "RemoteBaseURL="},
+	}
+	good, err := agent.LoadConfig(env(baseEnv()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := baseEnv()
+			e[tt.variable] = tt.value
+			if _, err := agent.LoadConfig(env(e)); err == nil || !strings.Contains(err.Error(), tt.variable+"=") {
+				t.Errorf("LoadConfig = %v, want an error about %s", err, tt.variable)
+			}
+			c := good
+			tt.set(&c)
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Validate = %v, want an error about %s", err, tt.want)
 			}
 		})

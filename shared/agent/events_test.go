@@ -18,6 +18,7 @@ import (
 
 	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/internal/testkit/logtest"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
@@ -133,7 +134,7 @@ func newSampleRun(t *testing.T, cfg agent.Config, now time.Time) *sampleRun {
 		return nil
 	}
 	log := slog.New(slog.NewJSONHandler(&r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h, err := agent.New(cfg, svc, send, clock.NewFake(now), log, agent.WithSleep(noSleep))
+	h, err := agent.New(cfg, svc, send, actor.Deps{Clock: clock.NewFake(now), Log: log}, agent.WithSleep(noSleep))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

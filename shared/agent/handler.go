@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
@@ -75,18 +75,16 @@ func WithAlerts(a alert.Sender) Option { return func(h *Handler) { h.alerts = a 
 // WithBreakers shares a set of breakers, e.g. to inspect them in tests.
 func WithBreakers(b *Breakers) Option { return func(h *Handler) { h.breakers = b } }
 
-// New builds a Handler. The Lambda builds it once, so breakers keep their
-// state across the invocations of a warm container.
-func New(cfg Config, svc Service, replies ReplySender, clk clock.Clock, log *slog.Logger, opts ...Option) (*Handler, error) {
-	if err := cfg.Validate(); err != nil {
+// New builds a Handler, reporting every problem of cfg and of the ports at
+// once. The Lambda builds it once, so breakers keep their state across the
+// invocations of a warm container. It adds agentStep to every log line, so
+// callers do not.
+func New(cfg Config, svc Service, replies ReplySender, deps actor.Deps, opts ...Option) (*Handler, error) {
+	err := actor.Check("agent", cfg.Validate(), actor.Port{Name: "Service", Value: svc}, actor.Port{Name: "ReplySender", Value: replies})
+	if err != nil {
 		return nil, err
 	}
-	if svc == nil || replies == nil || clk == nil {
-		return nil, errors.New("agent: New needs a Service, a ReplySender and a Clock")
-	}
-	if log == nil {
-		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
-	}
+	deps = deps.WithDefaults()
 	if cfg.MaxOutputBytes == 0 {
 		cfg.MaxOutputBytes = workflow.DefaultMaxOutputBytes
 	}
@@ -94,8 +92,8 @@ func New(cfg Config, svc Service, replies ReplySender, clk clock.Clock, log *slo
 		cfg:     cfg,
 		svc:     svc,
 		replies: replies,
-		clk:     clk,
-		log:     log.With("agentStep", cfg.Step),
+		clk:     deps.Clock,
+		log:     deps.Log.With("agentStep", cfg.Step),
 		sleep:   clock.Sleep,
 		backoff: Backoff{Base: cfg.RetryBase, Max: cfg.RetryMax, Rand: rand.Float64},
 	}
@@ -103,7 +101,7 @@ func New(cfg Config, svc Service, replies ReplySender, clk clock.Clock, log *slo
 		o(h)
 	}
 	if h.breakers == nil {
-		h.breakers = NewBreakers(cfg.BreakerFailures, cfg.BreakerCooldown, clk)
+		h.breakers = NewBreakers(cfg.BreakerFailures, cfg.BreakerCooldown, h.clk)
 	}
 	return h, nil
 }

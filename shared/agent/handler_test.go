@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/sasflow/sas/internal/testkit/logtest"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
@@ -39,6 +40,8 @@ func testConfig() agent.Config {
 		BreakerCooldown:  5 * time.Second,
 		Concurrency:      4,
 		SafetyMargin:     500 * time.Millisecond,
+		MaxReceiveCount:  5,
+		RequestQueueURL:  "https://sqs.example.com/123/agent-" + testStep,
 	}
 }
 
@@ -144,7 +147,7 @@ func newHarness(t *testing.T, cfg agent.Config, svc agent.Service, opts ...agent
 	hs := &harness{clk: clk, sleep: &fakeSleep{clk: clk}, out: &outbox{t: t, fail: map[string]bool{}}, logs: &logtest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts = append([]agent.Option{agent.WithSleep(hs.sleep.sleep), agent.WithJitter(func() float64 { return 0.5 })}, opts...)
-	h, err := agent.New(cfg, svc, hs.out.sender(), clk, log, opts...)
+	h, err := agent.New(cfg, svc, hs.out.sender(), actor.Deps{Clock: clk, Log: log}, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -608,7 +611,7 @@ func TestHandlerWaitsForOpenBreaker(t *testing.T) {
 	breakers := agent.NewBreakers(cfg.BreakerFailures, cfg.BreakerCooldown, clk)
 	sl := &fakeSleep{clk: clk}
 	out := &outbox{t: t, fail: map[string]bool{}}
-	h, err := agent.New(cfg, svc, out.sender(), clk, nil,
+	h, err := agent.New(cfg, svc, out.sender(), actor.Deps{Clock: clk},
 		agent.WithSleep(sl.sleep), agent.WithJitter(func() float64 { return 0 }), agent.WithBreakers(breakers))
 	if err != nil {
 		t.Fatal(err)
@@ -667,12 +670,82 @@ func TestNewRejectsBadInput(t *testing.T) {
 	svc := agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) { return nil, nil })
 	send := sendFunc(func(context.Context, string, string, time.Duration) error { return nil })
 	bad := testConfig()
-	bad.Concurrency = 0
-	if _, err := agent.New(bad, svc, send, clock.NewFake(t0), nil); err == nil {
-		t.Errorf("New accepted a bad config")
+	bad.Concurrency, bad.ResponseQueueURL = 0, ""
+	tests := []struct {
+		name    string
+		cfg     agent.Config
+		svc     agent.Service
+		replies agent.ReplySender
+		want    []string // every problem, reported at once
+	}{
+		{"bad config", bad, svc, send, []string{"Concurrency=0 must be within 1..100", "ResponseQueueURL is required"}},
+		{"no service", testConfig(), nil, send, []string{"needs a Service"}},
+		{"no reply sender", testConfig(), svc, nil, []string{"needs a ReplySender"}},
+		{"everything wrong", bad, nil, nil, []string{"Concurrency=0", "ResponseQueueURL is required", "needs a Service", "needs a ReplySender"}},
 	}
-	if _, err := agent.New(testConfig(), nil, send, clock.NewFake(t0), nil); err == nil {
-		t.Errorf("New accepted a nil service")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := agent.New(tt.cfg, tt.svc, tt.replies, actor.Deps{})
+			if err == nil || h != nil {
+				t.Fatalf("New = %v, %v; want an error", h, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The zero Deps work: the system clock and a logger that discards.
+func TestNewWithZeroDeps(t *testing.T) {
+	t.Parallel()
+	out := &outbox{t: t, fail: map[string]bool{}}
+	h, err := agent.New(testConfig(), agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
+		return json.RawMessage(`{}`), nil
+	}), out.sender(), actor.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// CompleteBy is read on the system clock: a request due a minute from
+	// now is answered, one due a minute ago is not.
+	now := time.Now()
+	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		record("m1", message.Encode(agentRequest("order-1", now.Add(time.Minute-budget)))),
+		record("m2", message.Encode(agentRequest("order-2", now.Add(-time.Minute-budget)))),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %v, %v", failedIDs(resp), err)
+	}
+	if r := out.replies(); len(r) != 1 || r[0].OrderID != "order-1" {
+		t.Errorf("replies %+v, want one for order-1", r)
+	}
+}
+
+// Every log line names the step once: New adds agentStep, and a logger that
+// already carries it would write it twice.
+func TestLogLinesNameTheStepOnce(t *testing.T) {
+	t.Parallel()
+	hs := newHarness(t, testConfig(), agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
+		return nil, errors.New("503")
+	}))
+	resp, err := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		record("m1", message.Encode(agentRequest("order-1", t0))),
+		record("m2", "not json"),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("Handle = %v, %v; want m2 failed", failedIDs(resp), err)
+	}
+	lines := strings.Split(strings.TrimSpace(hs.logs.String()), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("only %d log lines:\n%s", len(lines), hs.logs.String())
+	}
+	for _, l := range lines {
+		if n := strings.Count(l, `"agentStep":`); n != 1 {
+			t.Errorf("agentStep %d times in %s", n, l)
+		}
 	}
 }
 
@@ -690,7 +763,7 @@ func FuzzHandleBody(f *testing.F) {
 		sl := &fakeSleep{clk: clk}
 		h, err := agent.New(testConfig(), agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
 			return json.RawMessage(`{}`), nil
-		}), out.sender(), clk, nil, agent.WithSleep(sl.sleep))
+		}), out.sender(), actor.Deps{Clock: clk}, agent.WithSleep(sl.sleep))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,12 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/remote"
 )
 
 // MaxResponseBytes caps a remote response read into memory.
@@ -29,9 +29,10 @@ const (
 	CodeBadResponse      = "bad_response"
 )
 
-// HTTPService performs a step on the remote service:
-// POST {base}/v1/steps/{step} with an Idempotency-Key header; and undoes one:
-// POST {base}/v1/steps/{step}/compensate under the compensation's own key.
+// HTTPService performs a step on the remote service by the contract of
+// shared/remote: POST {base}/v1/steps/{step} with an Idempotency-Key
+// header; and undoes one: POST {base}/v1/steps/{step}/compensate under the
+// compensation's own key.
 type HTTPService struct {
 	base   string
 	client *http.Client
@@ -70,35 +71,16 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 // Endpoint is the URL the request is posted to; each has its own breaker, so
 // a remote failing its undos does not stop its steps, nor the reverse.
 func (s *HTTPService) Endpoint(req Request) string {
-	e := s.base + "/v1/steps/" + url.PathEscape(req.Step)
 	if req.Action == message.Compensate {
-		e += "/compensate"
+		return s.base + remote.CompensatePath(req.Step)
 	}
-	return e
-}
-
-// stepRequest is the body posted to the remote service.
-type stepRequest struct {
-	OrderID  string                     `json:"orderId"`
-	Step     string                     `json:"step"`
-	Input    json.RawMessage            `json:"input"`
-	Previous map[string]json.RawMessage `json:"previous,omitempty"`
-}
-
-// compensateRequest is the body of a compensation: the step's, plus the key
-// of the effect to undo.
-type compensateRequest struct {
-	OrderID   string                     `json:"orderId"`
-	Step      string                     `json:"step"`
-	EffectKey string                     `json:"effectKey"`
-	Input     json.RawMessage            `json:"input"`
-	Previous  map[string]json.RawMessage `json:"previous,omitempty"`
+	return s.base + remote.StepPath(req.Step)
 }
 
 // Do posts the step and classifies the answer: 2xx is the output; 408, 429,
 // 5xx and network errors are transient; any other status is permanent.
 func (s *HTTPService) Do(ctx context.Context, req Request) (json.RawMessage, error) {
-	body, err := json.Marshal(stepRequest{OrderID: req.OrderID, Step: req.Step, Input: req.Input, Previous: req.Previous})
+	body, err := json.Marshal(remote.StepRequest{OrderID: req.OrderID, Step: req.Step, Input: req.Input, Previous: req.Previous})
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("encode step request: %w", err))
 	}
@@ -116,7 +98,7 @@ func (s *HTTPService) Compensate(ctx context.Context, req Request) (json.RawMess
 		// The remote would refuse it with a 400 on every try.
 		return nil, Permanent(fmt.Errorf("compensation of step %s: no effect key to undo", req.Step))
 	}
-	body, err := json.Marshal(compensateRequest{OrderID: req.OrderID, Step: req.Step, EffectKey: req.EffectKey,
+	body, err := json.Marshal(remote.CompensateRequest{OrderID: req.OrderID, Step: req.Step, EffectKey: req.EffectKey,
 		Input: req.Input, Previous: req.Previous})
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("encode compensation request: %w", err))
@@ -143,7 +125,7 @@ func (s *HTTPService) post(ctx context.Context, endpoint, key string, body []byt
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
-	hreq.Header.Set("Idempotency-Key", key)
+	hreq.Header.Set(remote.IdempotencyKeyHeader, key)
 
 	resp, err := s.client.Do(hreq)
 	if err != nil {
@@ -215,7 +197,7 @@ func decodeResponse(status int, retryAfter string, body []byte, truncated bool) 
 		}
 		return out.Bytes(), nil
 	}
-	code, msg := parseProblem(body)
+	code, msg := remote.ParseProblem(body)
 	if code == "" {
 		code = "http_" + strconv.Itoa(status)
 	}
@@ -228,39 +210,6 @@ func decodeResponse(status int, retryAfter string, body []byte, truncated bool) 
 		return nil, e
 	}
 	return nil, Permanent(e)
-}
-
-// parseProblem reads {"code","message"}, or RFC 9457's type/title/detail,
-// from an error body; anything else yields empty strings.
-func parseProblem(body []byte) (code, message string) {
-	var p struct {
-		Code    any    `json:"code"`
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Title   string `json:"title"`
-		Detail  string `json:"detail"`
-	}
-	if err := json.Unmarshal(body, &p); err != nil {
-		return "", ""
-	}
-	switch c := p.Code.(type) {
-	case string:
-		code = c
-	case float64:
-		code = strconv.FormatFloat(c, 'f', -1, 64)
-	}
-	// RFC 9457's "about:blank" means the problem has no type of its own.
-	if strings.TrimSpace(code) == "" && p.Type != "about:blank" {
-		code = p.Type
-	}
-	message = p.Message
-	if message == "" {
-		message = p.Detail
-	}
-	if message == "" {
-		message = p.Title
-	}
-	return strings.TrimSpace(code), message
 }
 
 // parseRetryAfter reads a Retry-After in seconds; an HTTP date or anything

@@ -7,11 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/internal/testkit/golden"
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/message"
 )
 
 func stepRequest() agent.Request {
@@ -207,5 +210,54 @@ func TestHTTPServiceBadInputIsPermanent(t *testing.T) {
 	_, err := agent.NewHTTPService("http://127.0.0.1:1", agent.NewHTTPClient(time.Second)).Do(context.Background(), r)
 	if !agent.IsPermanent(err) {
 		t.Errorf("Do with input that is not JSON = %v, want permanent", err)
+	}
+}
+
+// TestRequestsGolden: what the agent posts for a fixed request is
+// shared/remote's golden document byte for byte, on the contract's route
+// and under the right key: the simulator, and any service written from the
+// contract, reads exactly these bodies.
+func TestRequestsGolden(t *testing.T) {
+	t.Parallel()
+	const id = "9b2f0c1e-5d7a-4c3b-8e6f-0a1b2c3d4e5f"
+	perform := agent.Request{
+		OrderID: id, Step: "charge-payment", StepIndex: 1, Attempt: 2, IdempotencyKey: id + "/charge-payment",
+		Input: json.RawMessage(`{"orderId": "` + id + `", "customerId": "c-42", "currency": "EUR",
+			"items": [{"sku": "BOOK-1", "quantity": 2, "unitPriceCents": 1250}], "totalCents": 2500}`),
+		Previous: map[string]json.RawMessage{"reserve-inventory": json.RawMessage(`{"reservation": "r-1"}`)},
+	}
+	undo := perform
+	undo.Action, undo.EffectKey, undo.IdempotencyKey = message.Compensate, perform.IdempotencyKey, perform.IdempotencyKey+"/undo"
+
+	type post struct {
+		path, key string
+		body      []byte
+	}
+	posts := make(chan post, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		posts <- post{r.URL.Path, r.Header.Get("Idempotency-Key"), b}
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	defer srv.Close()
+	svc := agent.NewHTTPService(srv.URL, agent.NewHTTPClient(5*time.Second))
+
+	tests := []struct {
+		golden, path string
+		req          agent.Request
+		call         func(context.Context, agent.Request) (json.RawMessage, error)
+	}{
+		{"step-request.json", "/v1/steps/charge-payment", perform, svc.Do},
+		{"compensate-request.json", "/v1/steps/charge-payment/compensate", undo, svc.Compensate},
+	}
+	for _, tc := range tests {
+		if _, err := tc.call(context.Background(), tc.req); err != nil {
+			t.Fatalf("%s: %v", tc.golden, err)
+		}
+		got := <-posts
+		golden.Equal(t, filepath.Join("..", "remote", "testdata", tc.golden), got.body)
+		if got.path != tc.path || got.key != tc.req.IdempotencyKey {
+			t.Errorf("%s: posted to %s under key %q", tc.golden, got.path, got.key)
+		}
 	}
 }

@@ -14,31 +14,34 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+
+	"github.com/sasflow/sas/shared/workflow"
 )
 
-// Kind tells what went wrong.
-type Kind string
+// Kind tells what went wrong: the workflow's alert kinds, and poison
+// messages.
+type Kind = workflow.AlertKind
 
 const (
 	// KindPermanentFailure: an agent reported a non-transient fault, so
 	// retrying the step cannot help.
-	KindPermanentFailure Kind = "permanent-failure"
+	KindPermanentFailure = workflow.AlertPermanentFailure
 	// KindRetriesExhausted: the Supervisor saw the step time out MaxFailures
 	// times and stopped retrying it.
-	KindRetriesExhausted Kind = "retries-exhausted"
+	KindRetriesExhausted = workflow.AlertRetriesExhausted
 	// KindPoisonMessage: a message could not be processed at all and was
 	// left to the queue's dead-letter queue.
 	KindPoisonMessage Kind = "poison-message"
 	// KindCompensationFailed: undoing a completed step failed permanently
 	// or timed out too often; the order is CompensationFailed and its
 	// effects are only partly undone.
-	KindCompensationFailed Kind = "compensation-failed"
+	KindCompensationFailed = workflow.AlertCompensationFailed
 	// KindDispatchFailed: the Scheduler could not send a step's (or an
 	// undo's) request to its agent's queue MaxFailures times: a revoked
 	// permission or key, or a deleted queue. The order stopped (its
 	// compensation runs, or it is in Error), and every order using that
 	// queue will stop the same way until the queue is fixed.
-	KindDispatchFailed Kind = "dispatch-failed"
+	KindDispatchFailed = workflow.AlertDispatchFailed
 )
 
 // CLI is the operators' command line as an alert spells it out: the API URL

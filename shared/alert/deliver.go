@@ -16,22 +16,23 @@ type Sender interface {
 
 var _ Sender = (*Publisher)(nil)
 
-// Confirmer records in the state store that an order's alert went out.
+// Confirmer records in the state store that an order's alert went out, by
+// applying workflow.AlertSent.
 type Confirmer interface {
-	AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error
+	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
 }
 
-// Deliver publishes the alert of a record in Error and confirms it in the
-// store. Failures are logged, not returned: the record keeps AlertPending and
-// the Supervisor publishes the alert once AlertTimeout passes. A crash
-// between publish and confirm sends it twice, which the alertId attribute
-// lets subscribers de-duplicate.
+// Deliver publishes the alert of a record that owes one and confirms it in
+// the store. Failures are logged, not returned: the record keeps
+// AlertPending and the Supervisor publishes the alert once AlertTimeout
+// passes. A crash between publish and confirm sends it twice, which the
+// alertId attribute lets subscribers de-duplicate.
 func Deliver(ctx context.Context, s Sender, c Confirmer, a Alert, now time.Time, log *slog.Logger) {
 	if err := s.Publish(ctx, a); err != nil {
 		log.Warn("alert not published; the Supervisor will retry", "error", err)
 		return
 	}
-	if err := c.AlertSent(ctx, a.OrderID, a.Attempt, now); err != nil && !errors.Is(err, workflow.ErrStale) {
+	if _, err := c.Apply(ctx, workflow.AlertSent(a.OrderID, a.Attempt, now)); err != nil && !errors.Is(err, workflow.ErrStale) {
 		log.Warn("alert published but not confirmed; it may be sent again", "error", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sasflow/sas/internal/testkit/golden"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -91,170 +92,21 @@ func TestEventOf(t *testing.T) {
 	}
 }
 
-func TestEventValidate(t *testing.T) {
+// TestEventGolden: the event the notifier writes for a fixed record is
+// shared/api's golden event.json byte for byte, the document clients decode.
+func TestEventGolden(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		change  func(*notifier.Event)
-		wantErr string // "" for a valid event
-	}{
-		{"valid", func(*notifier.Event) {}, ""},
-		{"version", func(e *notifier.Event) { e.V = 2 }, "version 2"},
-		{"kind", func(e *notifier.Event) { e.Kind = "order.alert" }, `kind "order.alert"`},
-		{"no order", func(e *notifier.Event) { e.OrderID = "" }, "orderId: empty"},
-		{"no client", func(e *notifier.Event) { e.ClientID = "" }, "clientId: empty"},
-		{"client not UTF-8", func(e *notifier.Event) { e.ClientID = "a\xff" }, "clientId: not valid UTF-8"},
-		{"client with a newline", func(e *notifier.Event) { e.ClientID = "a\nb" }, "clientId: holds a control character"},
-		{"seq 0", func(e *notifier.Event) { e.Seq = 0 }, "seq 0"},
-		{"unknown state", func(e *notifier.Event) { e.State = "Lost" }, `unknown state "Lost"`},
-		{"unknown status", func(e *notifier.Event) { e.Status = "unknown" }, `unknown status "unknown"`},
-		{"status not the state's", func(e *notifier.Event) { e.Status = workflow.StatusProcessed }, `status "processed" does not match state "Processing" at seq 2`},
-		{"negative step", func(e *notifier.Event) { e.StepIndex = -1 }, "stepIndex -1"},
-		{"year JSON cannot write", func(e *notifier.Event) { e.At = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "year outside"},
+	st := workflow.State{
+		OrderID: "9b2f0c1e-5d7a-4c3b-8e6f-0a1b2c3d4e5f", Workflow: "order-v1", StepIndex: 1, Step: "charge-payment",
+		ProcessState: workflow.CompensationPending, Attempt: 4, LastError: "payment: 422 card declined",
+		ClientID: "shop-web", EventSeq: 3, Cancelled: true, CreatedAt: at.Add(-10 * time.Minute), UpdatedAt: at,
+		Owner: "arn:aws:sts::111122223333:assumed-role/shop-checkout/session-1", // never in an event
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := event(workflow.StatusProcessing, workflow.Processing, 2)
-			tc.change(&e)
-			err := e.Validate()
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("Validate = %v, want nil", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("Validate = %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
-	}
-}
-
-// envelope wraps a message as SNS does for a subscription without raw
-// delivery.
-func envelope(t testing.TB, msg string) string {
-	t.Helper()
-	b, err := json.Marshal(map[string]any{
-		"Type": "Notification", "MessageId": "9f1c2b3a-1111-2222-3333-444455556666",
-		"TopicArn": "arn:aws:sns:us-east-1:000000000000:order-events", "Subject": nil, "Message": msg,
-		"Timestamp": "2026-11-22T09:41:06.700Z", "SignatureVersion": "1", "Signature": "EXAMPLE",
-		"SigningCertURL": "https://sns.us-east-1.amazonaws.com/x.pem", "UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",
-		"MessageAttributes": map[string]any{"clientId": map[string]string{"Type": "String", "Value": "client-a"}},
-	})
+	got, err := json.Marshal(notifier.EventOf(st))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
-}
-
-func TestDecodeEvent(t *testing.T) {
-	t.Parallel()
-	want := event(workflow.StatusError, workflow.Error, 3)
-	want.LastError, want.Cancelled = "declined", true
-	b, err := json.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := string(b)
-	tests := []struct {
-		name    string
-		body    string
-		wantErr string // "" to expect want
-	}{
-		{"raw delivery", raw, ""},
-		{"SNS envelope", envelope(t, raw), ""},
-		{"surrounding space", "\n " + raw + "\n", ""},
-		{"unknown field", strings.Replace(raw, `"v":1`, `"v":1,"extra":true`, 1), `unknown field "extra"`},
-		{"data after", raw + "{}", "data after the event"},
-		{"not an object", `[1,2]`, "not a JSON object"},
-		{"empty", ``, "not a JSON object"},
-		{"null", `null`, "invalid order event"},
-		{"wrong version", strings.Replace(raw, `"v":1`, `"v":2`, 1), "version 2"},
-		{"wrong status", strings.Replace(raw, `"status":"error"`, `"status":"processed"`, 1), "does not match"},
-		{"missing client", strings.Replace(raw, `"clientId":"client-a"`, `"clientId":""`, 1), "clientId: empty"},
-		{"envelope of another type", strings.Replace(envelope(t, raw), `"Type":"Notification"`, `"Type":"SubscriptionConfirmation"`, 1), `Type "SubscriptionConfirmation"`},
-		{"envelope without message", `{"Type":"Notification"}`, "without a Message"},
-		{"envelope message not a string", `{"Type":"Notification","Message":{"v":1}}`, "not a string"},
-		{"envelope in an envelope", envelope(t, envelope(t, raw)), `unknown field`},
-		{"data after the envelope", envelope(t, raw) + " 1", "data after the SNS envelope"},
-		{"envelope with bad JSON inside", envelope(t, raw[:20]), "decode order event"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := notifier.DecodeEvent(tc.body)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("DecodeEvent = %+v, %v; want an error containing %q", got, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("DecodeEvent: %v", err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("DecodeEvent =\n%+v\nwant\n%+v", got, want)
-			}
-		})
-	}
-}
-
-// TestEventJSONIsTheDocumentedContract pins the field names clients read.
-func TestEventJSONIsTheDocumentedContract(t *testing.T) {
-	t.Parallel()
-	b, err := json.Marshal(event(workflow.StatusAccepted, workflow.Pending, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"v":1,"kind":"order.event","orderId":"o-1","clientId":"client-a","seq":1,"status":"accepted","state":"Pending",` +
-		`"step":"charge-payment","stepIndex":1,"at":"2026-11-22T09:41:05.12Z"}`
-	if string(b) != want {
-		t.Errorf("JSON =\n%s\nwant\n%s", b, want)
-	}
-}
-
-// FuzzDecodeEvent: a client's queue body is outside input. DecodeEvent must
-// not panic, and what it accepts must be a valid event that survives being
-// written and read again, raw or in an envelope.
-func FuzzDecodeEvent(f *testing.F) {
-	valid := event(workflow.StatusProcessing, workflow.Processing, 2)
-	b, err := json.Marshal(valid)
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, s := range []string{
-		string(b),
-		envelope(f, string(b)),
-		`{"Type":"Notification","Message":"{\"v\":1}"}`,
-		`{"v":1,"kind":"order.event","orderId":"o","clientId":"c","seq":1,"status":"accepted","state":"Pending","step":"","stepIndex":0,"at":"0001-01-01T00:00:00Z"}`,
-		`{"V":1,"KIND":"order.event","orderId":"o","clientId":"c","seq":1,"status":"accepted","state":"Pending","at":"2026-01-01T00:00:00+23:59"}`,
-		`{"Type":null}`,
-		`{"Message":"x"}`,
-		`"just a string"`,
-		`{"v":1e400}`,
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, body string) {
-		ev, err := notifier.DecodeEvent(body)
-		if err != nil {
-			return
-		}
-		if err := ev.Validate(); err != nil {
-			t.Fatalf("DecodeEvent accepted an invalid event: %v\nbody: %q", err, body)
-		}
-		b, err := json.Marshal(ev)
-		if err != nil {
-			t.Fatalf("accepted event does not encode: %v\nbody: %q", err, body)
-		}
-		for _, again := range []string{string(b), envelope(t, string(b))} {
-			got, err := notifier.DecodeEvent(again)
-			if err != nil {
-				t.Fatalf("re-encoded event does not decode: %v\nbody: %q\nre-encoded: %s", err, body, again)
-			}
-			if !sameEvent(got, ev) {
-				t.Fatalf("event changed through JSON:\n got %+v\nwant %+v", got, ev)
-			}
-		}
-	})
+	golden.Equal(t, "../api/testdata/event.json", got)
 }
 
 // sameEvent compares events, At as an instant: JSON keeps the offset but

@@ -3,12 +3,12 @@ package notifier
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/statestore"
 )
 
@@ -22,12 +22,15 @@ type Handler struct {
 	log *slog.Logger
 }
 
-// New returns a Handler that publishes through pub.
-func New(cfg Config, pub Sender, log *slog.Logger) *Handler {
-	if log == nil {
-		log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+// New returns a Handler that publishes through pub, reporting every problem
+// of cfg and of the port at once. It reads no clock: an event's time is its
+// record's.
+func New(cfg Config, pub Sender, deps actor.Deps) (*Handler, error) {
+	if err := actor.Check("notifier", cfg.Validate(), actor.Port{Name: "Sender", Value: pub}); err != nil {
+		return nil, err
 	}
-	return &Handler{cfg: cfg, pub: pub, log: log.With("topic", cfg.OrderEventsTopicARN)}
+	deps = deps.WithDefaults()
+	return &Handler{cfg: cfg, pub: pub, log: deps.Log.With("topic", cfg.OrderEventsTopicARN)}, nil
 }
 
 // Handle publishes the status changes in a batch of stream records, in

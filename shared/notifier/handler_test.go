@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/internal/testkit/logtest"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
@@ -101,8 +103,13 @@ func poisonImage() map[string]events.DynamoDBAttributeValue {
 	}
 }
 
-func newHandler(pub notifier.Sender, log *slog.Logger) *notifier.Handler {
-	return notifier.New(notifier.Config{OrderEventsTopicARN: topic}, pub, log)
+func newHandler(t testing.TB, pub notifier.Sender, log *slog.Logger) *notifier.Handler {
+	t.Helper()
+	h, err := notifier.New(notifier.Config{OrderEventsTopicARN: topic}, pub, actor.Deps{Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func TestNotifyPublishesEachStatusChangeOnce(t *testing.T) {
@@ -162,7 +169,7 @@ func TestNotifyPublishesEachStatusChangeOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := &recorder{}
-			resp, err := newHandler(r, nil).Handle(context.Background(), events.DynamoDBEvent{Records: tc.records})
+			resp, err := newHandler(t, r, nil).Handle(context.Background(), events.DynamoDBEvent{Records: tc.records})
 			if err != nil || len(resp.BatchItemFailures) != 0 {
 				t.Fatalf("Handle = %+v, %v; want no failures", resp, err)
 			}
@@ -198,7 +205,7 @@ func TestNotifyStopsAtTheFirstFailureAndResumesFromIt(t *testing.T) {
 				}
 				return nil
 			}}
-			h := newHandler(r, nil)
+			h := newHandler(t, r, nil)
 			resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: records})
 			if err != nil {
 				t.Fatalf("Handle returned an error, which would retry the whole batch: %v", err)
@@ -231,7 +238,7 @@ func TestNotifyRetriesAPanickingPublish(t *testing.T) {
 		rec(t, "INSERT", "200", nil, st("o-2", workflow.Pending, 1)),
 	}
 	calls := 0
-	h := newHandler(publishFunc(func(context.Context, notifier.Event) error {
+	h := newHandler(t, publishFunc(func(context.Context, notifier.Event) error {
 		calls++
 		panic("bug")
 	}), nil)
@@ -245,7 +252,7 @@ func TestNotifyRetriesAPanickingPublish(t *testing.T) {
 func TestNotifyLogs(t *testing.T) {
 	t.Parallel()
 	var buf logtest.Buffer
-	h := newHandler(publishFunc(func(_ context.Context, ev notifier.Event) error {
+	h := newHandler(t, publishFunc(func(_ context.Context, ev notifier.Event) error {
 		if ev.OrderID == "o-3" {
 			return errors.New("SNS unavailable")
 		}
@@ -292,7 +299,7 @@ func TestNotifySampleStreamEvent(t *testing.T) {
 	t.Parallel()
 	ev := eventsample.Load[events.DynamoDBEvent](t, "notifier-stream.json")
 	r := &recorder{}
-	resp, err := newHandler(r, nil).Handle(context.Background(), ev)
+	resp, err := newHandler(t, r, nil).Handle(context.Background(), ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v", resp, err)
 	}
@@ -316,7 +323,7 @@ func BenchmarkHandle(b *testing.B) {
 		batch.Records = append(batch.Records, rec(b, "MODIFY", fmt.Sprint(i+1),
 			st(order, workflow.Pending, 1), st(order, workflow.Processing, 2)))
 	}
-	h := newHandler(publishFunc(func(context.Context, notifier.Event) error { return nil }), slog.New(slog.DiscardHandler))
+	h := newHandler(b, publishFunc(func(context.Context, notifier.Event) error { return nil }), slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -325,4 +332,95 @@ func BenchmarkHandle(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch.Records)), "ns/record")
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	pub := publishFunc(func(context.Context, notifier.Event) error { return nil })
+	tests := []struct {
+		name string
+		cfg  notifier.Config
+		pub  notifier.Sender
+		want []string // every problem, reported at once
+	}{
+		{"no topic", notifier.Config{}, pub, []string{"OrderEventsTopicARN is required"}},
+		{"a queue's ARN", notifier.Config{OrderEventsTopicARN: "arn:aws:sqs:us-east-1:000000000000:q"}, pub, []string{"is not an SNS topic ARN"}},
+		{"no sender", notifier.Config{OrderEventsTopicARN: topic}, nil, []string{"needs a Sender"}},
+		{"both", notifier.Config{}, nil, []string{"OrderEventsTopicARN is required", "needs a Sender"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := notifier.New(tt.cfg, tt.pub, actor.Deps{})
+			if err == nil || h != nil {
+				t.Fatalf("New = %v, %v; want an error", h, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		arn  string
+		want string // "" for a valid ARN
+	}{
+		{topic, ""},
+		{"arn:aws-cn:sns:cn-north-1:123456789012:events", ""},
+		{"", "OrderEventsTopicARN is required"},
+		{"order-events", `OrderEventsTopicARN="order-events" is not an SNS topic ARN`},
+		{"arn:aws:sqs:us-east-1:000000000000:order-events", "is not an SNS topic ARN"},
+		{"arn:aws:sns:us-east-1:000000000000:", "is not an SNS topic ARN"},
+		{"arn:aws:sns:us-east-1:000000000000:a:b", "is not an SNS topic ARN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.arn, func(t *testing.T) {
+			t.Parallel()
+			err := notifier.Config{OrderEventsTopicARN: tt.arn}.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Validate = %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Validate = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// LoadConfig applies Validate's rules, naming the variable.
+func TestLoadConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		value   string
+		wantErr string // "" to expect the value loaded
+	}{
+		{topic, ""},
+		{"", "ORDER_EVENTS_TOPIC_ARN is required"},
+		{"https://sns.example.com/order-events", `ORDER_EVENTS_TOPIC_ARN="https://sns.example.com/order-events" is not an SNS topic ARN`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := notifier.LoadConfig(func(k string) string {
+				if k == "ORDER_EVENTS_TOPIC_ARN" {
+					return tt.value
+				}
+				return ""
+			})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Count(err.Error(), "ORDER_EVENTS_TOPIC_ARN") != 1 {
+					t.Fatalf("LoadConfig = %+v, %v; want one error containing %q", cfg, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || cfg.OrderEventsTopicARN != tt.value {
+				t.Fatalf("LoadConfig = %+v, %v; want the topic %s", cfg, err, tt.value)
+			}
+		})
+	}
 }

@@ -89,7 +89,13 @@ func TestNotifyIntegrationEachClientGetsOnlyItsEvents(t *testing.T) {
 		mk("client-a", "o-a2", workflow.Pending, 1),
 		mk("client-a", "o-a1", workflow.Processed, 3),
 	}
-	p := notifier.NewPublisher(snsc, topicARN)
+	// The topic as the function reads it: the engine's ARN passes the
+	// configuration's rules, as the stack's does.
+	cfg, err := notifier.LoadConfig(func(k string) string { return map[string]string{"ORDER_EVENTS_TOPIC_ARN": topicARN}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := notifier.NewPublisher(snsc, cfg.OrderEventsTopicARN)
 	for _, ev := range published {
 		if err := p.Publish(ctx, ev); err != nil {
 			t.Fatal(err)

@@ -1,9 +1,11 @@
 package scheduler
 
 import (
-	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/sasflow/sas/shared/config"
@@ -35,7 +37,21 @@ type Config struct {
 	OperatorAPIURL string
 }
 
-// LoadConfig reads the Scheduler's environment:
+// variables names the fields read from the environment, so LoadConfig
+// reports a problem under the name the operator sets.
+var variables = map[string]string{
+	"OrdersTable":       "ORDERS_TABLE",
+	"StateTable":        "STATE_TABLE",
+	"SchedulerQueueURL": "SCHEDULER_QUEUE_URL",
+	"ResponseQueueURL":  "RESPONSE_QUEUE_URL",
+	"AgentQueues":       "AGENT_QUEUE_URLS",
+	"AlertTopicARN":     "ALERT_TOPIC_ARN",
+	"MaxReceiveCount":   "MAX_RECEIVE_COUNT",
+	"OperatorAPIURL":    "OPERATOR_API_URL",
+}
+
+// LoadConfig reads the Scheduler's environment and reports every problem at
+// once, named by its variable:
 //
 //	ORDERS_TABLE, STATE_TABLE   table names
 //	SCHEDULER_QUEUE_URL         the scheduler queue (it consumes it, and re-sends to it)
@@ -47,50 +63,67 @@ type Config struct {
 //	the policy variables of workflow.LoadPolicy, shared with the Supervisor
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
+	// The reader only parses; every rule is Validate's.
 	cfg := Config{
-		OrdersTable:       r.String("ORDERS_TABLE"),
-		StateTable:        r.String("STATE_TABLE"),
-		SchedulerQueueURL: r.URL("SCHEDULER_QUEUE_URL"),
-		ResponseQueueURL:  r.URL("RESPONSE_QUEUE_URL"),
-		AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
+		OrdersTable:       r.StringOr("ORDERS_TABLE", ""),
+		StateTable:        r.StringOr("STATE_TABLE", ""),
+		SchedulerQueueURL: r.StringOr("SCHEDULER_QUEUE_URL", ""),
+		ResponseQueueURL:  r.StringOr("RESPONSE_QUEUE_URL", ""),
+		AlertTopicARN:     r.StringOr("ALERT_TOPIC_ARN", ""),
 		Workflow:          workflow.Default(),
-		// The same bounds the stack's sas:maxReceiveCount has.
-		MaxReceiveCount: r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount, 1, 1000),
-		OperatorAPIURL:  r.StringOr("OPERATOR_API_URL", ""),
+		MaxReceiveCount:   r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount, math.MinInt, math.MaxInt),
+		OperatorAPIURL:    r.StringOr("OPERATOR_API_URL", ""),
+		Policy:            workflow.LoadPolicy(r),
 	}
-	cfg.Policy = workflow.LoadPolicy(r)
-	queues, err := ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
+	queues, err := ParseAgentQueues(r.StringOr("AGENT_QUEUE_URLS", ""))
 	if err != nil {
 		r.Fail("AGENT_QUEUE_URLS: %v", err)
 	}
 	cfg.AgentQueues = queues
-	// Validate repeats the checks of missing values LoadConfig has already
-	// reported; it runs for what ties values together once all are there.
-	if queues != nil && cfg.SchedulerQueueURL != "" && cfg.ResponseQueueURL != "" {
-		if err := cfg.Validate(); err != nil {
-			r.Fail("%v", err)
-		}
+	names := maps.Clone(variables)
+	maps.Copy(names, workflow.PolicyVariables)
+	if err := cfg.check(&config.Rules{Names: names}, r.Err(), err != nil); err != nil {
+		return Config{}, err
 	}
-	return cfg, r.Err()
+	return cfg, nil
 }
 
-// Validate checks that every step of the workflow has an Agent queue.
-func (c Config) Validate() error {
-	errs := []error{c.Workflow.Validate(), c.Policy.Validate()}
-	for name, u := range map[string]string{"SchedulerQueueURL": c.SchedulerQueueURL, "ResponseQueueURL": c.ResponseQueueURL} {
-		if u == "" {
-			errs = append(errs, fmt.Errorf("%s is required", name))
+// Validate checks every rule of the configuration and reports every
+// problem at once. New calls it, and LoadConfig applies the same rules.
+func (c Config) Validate() error { return c.check(&config.Rules{}, nil, false) }
+
+// check applies the rules after the parse errors of LoadConfig, if any;
+// badQueues says AGENT_QUEUE_URLS did not parse, which is reported already.
+func (c Config) check(r *config.Rules, parsed error, badQueues bool) error {
+	r.Add(parsed)
+	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
+	r.URL("SchedulerQueueURL", c.SchedulerQueueURL)
+	r.URL("ResponseQueueURL", c.ResponseQueueURL)
+	r.TopicARN("AlertTopicARN", c.AlertTopicARN)
+	// The same bounds the stack's sas:maxReceiveCount has.
+	r.Count("MaxReceiveCount", c.MaxReceiveCount, 1, 1000)
+	if c.OperatorAPIURL != "" {
+		r.URL("OperatorAPIURL", c.OperatorAPIURL)
+	}
+	r.Add(c.Workflow.Validate())
+	c.Policy.Check(r)
+	switch {
+	case badQueues:
+	case len(c.AgentQueues) == 0:
+		r.Required("AgentQueues", "")
+	default:
+		for _, s := range c.Workflow.Steps {
+			if c.AgentQueues[s.Name] == "" {
+				r.Add(fmt.Errorf("%s: no agent queue for step %q", r.Name("AgentQueues"), s.Name))
+			}
+		}
+		// A queue for a step outside the workflow is allowed (and unused),
+		// but every queue must be a URL.
+		for _, step := range slices.Sorted(maps.Keys(c.AgentQueues)) {
+			r.URL(r.Name("AgentQueues")+"["+step+"]", c.AgentQueues[step])
 		}
 	}
-	if c.MaxReceiveCount < 1 {
-		errs = append(errs, fmt.Errorf("MaxReceiveCount %d must be at least 1", c.MaxReceiveCount))
-	}
-	for _, s := range c.Workflow.Steps {
-		if c.AgentQueues[s.Name] == "" {
-			errs = append(errs, fmt.Errorf("no agent queue for step %q", s.Name))
-		}
-	}
-	return errors.Join(errs...)
+	return r.Err("scheduler config")
 }
 
 // ParseAgentQueues reads "step=url,step=url".

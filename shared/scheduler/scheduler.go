@@ -14,24 +14,21 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/queue"
-	"github.com/sasflow/sas/shared/recovery"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// Store is the part of the state store the Scheduler writes.
+// Store is the part of the state store the Scheduler uses: it applies the
+// changes the workflow's Machine decides, and reads a record before it
+// commits a permanent fault (the plan depends on the step's history).
 type Store interface {
-	Claim(ctx context.Context, c statestore.Claim) (workflow.State, error)
-	Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error)
-	Advance(ctx context.Context, a statestore.Advance) (workflow.State, error)
-	Fail(ctx context.Context, f statestore.Failure) (workflow.State, error)
-	Undone(ctx context.Context, u statestore.Undone) (workflow.State, error)
-	FailCompensation(ctx context.Context, f statestore.Failure) (workflow.State, error)
-	AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error
+	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
 	GetState(ctx context.Context, orderID string) (workflow.State, error)
 }
 
@@ -61,7 +58,8 @@ type Handler struct {
 	clk       clock.Clock
 	log       *slog.Logger
 	redeliver Redeliverer
-	recovery  recovery.Actions
+	machine   workflow.Machine
+	followup  followup.Actions
 }
 
 // Option changes a Handler built by New.
@@ -73,15 +71,22 @@ type Option func(*Handler)
 // message waits out the queue's visibility timeout.
 func WithRedelivery(r Redeliverer) Option { return func(h *Handler) { h.redeliver = r } }
 
-// New returns a Handler. cfg must be valid.
-func New(cfg Config, store Store, send Sender, alerts alert.Sender, clk clock.Clock, log *slog.Logger, opts ...Option) *Handler {
-	h := &Handler{cfg: cfg, store: store, send: send, alerts: alerts, clk: clk, log: log}
-	h.recovery = recovery.Actions{Send: send, SchedulerQueueURL: cfg.SchedulerQueueURL, Alerts: alerts, Confirm: store,
+// New returns a Handler, or every problem of cfg and the ports at once.
+func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.Deps, opts ...Option) (*Handler, error) {
+	err := actor.Check("scheduler", cfg.Validate(), actor.Port{Name: "Store", Value: store},
+		actor.Port{Name: "Sender", Value: send}, actor.Port{Name: "alert.Sender", Value: alerts})
+	if err != nil {
+		return nil, err
+	}
+	deps = deps.WithDefaults()
+	h := &Handler{cfg: cfg, store: store, send: send, alerts: alerts, clk: deps.Clock, log: deps.Log,
+		machine: workflow.Machine{Def: cfg.Workflow, Policy: cfg.Policy}}
+	h.followup = followup.Actions{Send: send, SchedulerQueueURL: cfg.SchedulerQueueURL, Alerts: alerts, Confirm: store,
 		MaxFailures: cfg.Policy.MaxFailures, CLI: alert.CLI(cfg.OperatorAPIURL)}
 	for _, o := range opts {
 		o(h)
 	}
-	return h
+	return h, nil
 }
 
 // Handle processes every record of the batch and reports the ones to
@@ -172,11 +177,9 @@ func (h *Handler) schedule(ctx context.Context, m message.Schedule, owner string
 		return fmt.Errorf("%w: step %q of workflow %q has no compensation", message.ErrPoison, step.Name, h.cfg.Workflow.Name)
 	}
 	now := h.clk.Now()
-	st, err := h.store.Claim(ctx, statestore.Claim{
-		OrderID: m.OrderID, StepIndex: m.StepIndex, Compensate: m.Compensate, Owner: owner,
-		Now: now, CompleteBy: now.Add(step.Budget),
-	})
-	if errors.Is(err, workflow.ErrClaimLost) {
+	c := h.machine.Claim(m.OrderID, m.StepIndex, m.Compensate, owner, now)
+	st, err := h.store.Apply(ctx, c)
+	if errors.Is(err, workflow.ErrStale) {
 		// Another Scheduler holds it, or the message is a duplicate or stale.
 		log.Info("claim lost")
 		return nil
@@ -184,46 +187,64 @@ func (h *Handler) schedule(ctx context.Context, m message.Schedule, owner string
 	if err != nil {
 		return err
 	}
-	log.Info("claimed", workflow.TransitionClaimed.Attr(), "step", st.Step, "attempt", st.Attempt, "completeBy", st.CompleteBy)
+	return h.followUp(ctx, c, st, now, log)
+}
+
+// followUp carries out a committed change: its log line, alert and
+// schedule message (followup.Actions), and the dispatch of the step or undo
+// it claimed. A failed dispatch of a claim (the schedule path) may ask for
+// its message back; anything else that fails after a commit is left to the
+// Supervisor, since redelivering a committed reply cannot help.
+func (h *Handler) followUp(ctx context.Context, c workflow.Change, st workflow.State, now time.Time, log *slog.Logger) error {
+	if err := h.followup.After(ctx, c, st, now, log); err != nil {
+		log.Warn("the Supervisor will recover the step", "error", err)
+	}
+	if !c.Dispatch {
+		return nil
+	}
 	if err := h.dispatch(ctx, st); err != nil {
 		return h.dispatchFailed(ctx, st, err, log)
 	}
 	return nil
 }
 
-// dispatchFailed hands back a claim whose request could not be sent: the
-// failed dispatch counts as a failure of the step (workflow.Policy.
-// DispatchFailed), retried after its backoff, or given up on at the
-// threshold with an alert. A queue that refuses every request thus stops the
-// order instead of cycling through claims forever. If even the hand-back
-// cannot be written, the record stays claimed until its CompleteBy and the
-// Supervisor counts the timeout; if it cannot be sent, the message that
-// brought the claim comes back after the backoff.
-func (h *Handler) dispatchFailed(ctx context.Context, st workflow.State, cause error, log *slog.Logger) error {
+// dispatchFailed hands back a claim whose request could not be sent, as the
+// Machine decides (workflow.Machine.DispatchFailed): a failure of the step,
+// retried after its backoff, or given up on at the threshold with an alert.
+// A queue that refuses every request thus stops the order instead of cycling
+// through claims forever. If the hand-back cannot be written, the record
+// stays claimed until its CompleteBy and the Supervisor counts the timeout;
+// if its schedule message cannot be sent, the message that brought the
+// claim comes back after the backoff.
+func (h *Handler) dispatchFailed(ctx context.Context, claimed workflow.State, cause error, log *slog.Logger) error {
 	now := h.clk.Now()
-	r := h.cfg.Policy.DispatchFailed(h.cfg.Workflow, st, now, cause.Error())
-	log.Warn("dispatch failed", "error", cause, "decision", r.Kind, "failureCount", r.FailureCount)
-	written, err := h.store.Recover(ctx, st, r, now)
+	c := h.machine.DispatchFailed(claimed, now, cause.Error())
+	log.Warn("dispatch failed", "error", cause, "decision", c.Transition)
+	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
 		log.Info("record moved on; left alone")
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("hand back %s after a failed dispatch (%v): %w", st.OrderID, cause, err)
+		return fmt.Errorf("hand back %s after a failed dispatch (%v): %w", claimed.OrderID, cause, err)
 	}
-	if _, err := h.recovery.Carry(ctx, written, r, now, log); err != nil {
-		return &retryAfter{err: err, wait: max(r.Delay, time.Second)}
+	if err := h.followup.After(ctx, c, st, now, log); err != nil {
+		wait := time.Second
+		if c.Handback != nil {
+			wait = max(c.Handback.Delay, wait)
+		}
+		return &retryAfter{err: err, wait: wait}
 	}
 	return nil
 }
 
-// dispatch sends the claimed step of st, or its compensation, to its Agent.
-// A compensation gets the outputs of its own step and of those before it:
-// the per-step results kept in the state record say what to undo (the
-// reservation to release, the charge to refund).
+// dispatch sends the claimed step of st, or its undo, to its Agent. An undo
+// gets the outputs of its own step and of those before it: the per-step
+// results kept in the state record say what to undo (the reservation to
+// release, the charge to refund).
 func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 	queue := h.cfg.AgentQueues[st.Step]
-	undo := st.ProcessState == workflow.Compensating
+	undo := st.ProcessState.Undoing()
 	upTo := st.StepIndex
 	if undo {
 		upTo++
@@ -253,20 +274,13 @@ func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 	return nil
 }
 
-// dispatchOrHandBack dispatches a record a commit just claimed. The commit
-// stands, so redelivering the reply cannot help: a failed dispatch is handed
-// back like a claim's (see dispatchFailed), and anything that fails after is
-// left to the Supervisor.
-func (h *Handler) dispatchOrHandBack(ctx context.Context, st workflow.State, log *slog.Logger) {
-	if err := h.dispatch(ctx, st); err != nil {
-		if err := h.dispatchFailed(ctx, st, err, log); err != nil {
-			log.Warn("the Supervisor will recover the step", "error", err)
-		}
-	}
-}
-
+// reply commits an Agent's reply as the Machine decides it: a success
+// commits the step (or undo) and claims the next; a failure stops the order
+// (or its compensation). A reply the record no longer waits for (a zombie
+// agent, a duplicate, a reply after the Supervisor stepped in) fails its
+// fence and is dropped.
 func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string, log *slog.Logger) error {
-	log = log.With("orderId", m.OrderID, "step", m.Step, "attempt", m.Attempt)
+	log = log.With("orderId", m.OrderID, "step", m.Step, "attempt", m.Attempt, "compensate", m.Action.Undo())
 	if m.StepIndex >= len(h.cfg.Workflow.Steps) || h.cfg.Workflow.Steps[m.StepIndex].Name != m.Step {
 		return fmt.Errorf("%w: step %d %q is not in workflow %q", message.ErrPoison, m.StepIndex, m.Step, h.cfg.Workflow.Name)
 	}
@@ -277,98 +291,52 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 		// checked. An undo happened all the same, so it still commits,
 		// without its output; a step's remote applied it, so its failure is
 		// uncertain and it is undone with the others.
-		log.Warn("output over the step's limit", "bytes", len(m.Output), "limit", limit, "compensate", m.Action.Undo())
+		log.Warn("output over the step's limit", "bytes", len(m.Output), "limit", limit)
 		if !m.Action.Undo() {
 			m.Outcome = message.Failed
 			m.Fault = &message.Fault{Code: message.FaultOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(m.Output), limit), Uncertain: true}
 		}
 		m.Output = nil
 	}
-	if m.Action.Undo() {
-		return h.undone(ctx, m, owner, now, log)
+	c, err := h.decide(ctx, m, owner, now)
+	if err != nil {
+		return err
 	}
-	if m.Outcome == message.Failed {
-		return h.fail(ctx, m, owner, now, log)
-	}
-	a := statestore.Advance{OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now, Output: m.Output}
-	if next := m.StepIndex + 1; next < len(h.cfg.Workflow.Steps) {
-		step := h.cfg.Workflow.Steps[next]
-		a.Next = &statestore.NextClaim{Step: step.Name, Owner: owner, CompleteBy: now.Add(step.Budget)}
-	}
-	st, err := h.store.Advance(ctx, a)
+	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
-		log.Warn("stale reply dropped", workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
+		log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if a.Next == nil {
-		log.Info("order processed", workflow.TransitionProcessed.Attr())
-		return nil
+	if err := h.followUp(ctx, c, st, now, log); err != nil {
+		// The reply is committed: the claim it made is the Supervisor's
+		// to recover now.
+		log.Warn("the Supervisor will recover the step", "error", err)
 	}
-	log.Info("step committed; next claimed", workflow.TransitionStepCompleted.Attr(), "next", st.Step, "nextAttempt", st.Attempt)
-	h.dispatchOrHandBack(ctx, st, log)
 	return nil
 }
 
-// undoClaim is the claim of the compensation of step i, or nil for none.
-func (h *Handler) undoClaim(i int, owner string, now time.Time) *statestore.UndoClaim {
-	if i < 0 {
-		return nil
-	}
-	step := h.cfg.Workflow.Steps[i]
-	return &statestore.UndoClaim{StepIndex: i, Step: step.Name, Owner: owner, CompleteBy: now.Add(step.Budget)}
-}
-
-// undone commits a compensation's reply: the next compensation (claimed in
-// the same write and dispatched), Compensated after the last, or
-// CompensationFailed with an alert for a permanent fault.
-func (h *Handler) undone(ctx context.Context, m message.AgentReply, owner string, now time.Time, log *slog.Logger) error {
-	log = log.With("compensate", true)
-	if m.Outcome == message.Failed {
-		msg := "compensation " + FailureMessage(*m.Fault)
-		st, err := h.store.FailCompensation(ctx, statestore.Failure{
-			OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now,
-			Error: msg, AlertBy: now.Add(h.cfg.Policy.AlertTimeout),
-		})
-		if errors.Is(err, workflow.ErrStale) {
-			log.Warn("stale reply dropped", workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
-			return nil
-		}
+// decide is the change a reply asks for. A permanent fault of a step needs
+// the record as it is: whether its step may have been applied decides what
+// to undo.
+func (h *Handler) decide(ctx context.Context, m message.AgentReply, owner string, now time.Time) (workflow.Change, error) {
+	switch {
+	case m.Action.Undo() && m.Outcome == message.Failed:
+		return h.machine.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, "compensation "+FailureMessage(*m.Fault), now), nil
+	case m.Action.Undo():
+		return h.machine.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now), nil
+	case m.Outcome == message.Failed:
+		// The write is fenced by Attempt, so a record that moved on since
+		// this read is refused, not overwritten.
+		seen, err := h.store.GetState(ctx, m.OrderID)
 		if err != nil {
-			return err
+			return workflow.Change{}, fmt.Errorf("read %s before committing its failure: %w", m.OrderID, err)
 		}
-		log.Error("compensation failed permanently; an operator must act", workflow.TransitionCompensationFailed.Attr(), "fault", m.Fault.Code)
-		alert.Deliver(ctx, h.alerts, h.store, h.alertFor(alert.KindCompensationFailed, st, now), now, log)
-		return nil
+		return h.machine.StepRejected(seen, m.OrderID, m.StepIndex, m.Attempt, FailureMessage(*m.Fault), owner, now), nil
 	}
-	next := h.undoClaim(h.cfg.Workflow.NextCompensation(m.StepIndex), owner, now)
-	st, err := h.store.Undone(ctx, statestore.Undone{
-		OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now, Output: m.Output, Next: next,
-	})
-	if errors.Is(err, workflow.ErrStale) {
-		log.Warn("stale reply dropped", workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if next == nil {
-		log.Info("order compensated", workflow.TransitionCompensated.Attr())
-		return nil
-	}
-	log.Info("step undone; next compensation claimed", workflow.TransitionUndone.Attr(), "next", st.Step, "nextAttempt", st.Attempt)
-	h.dispatchOrHandBack(ctx, st, log)
-	return nil
-}
-
-func (h *Handler) alertFor(kind alert.Kind, st workflow.State, now time.Time) alert.Alert {
-	return alert.Alert{
-		Kind: kind, OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex,
-		FailureCount: st.FailureCount, MaxFailures: h.cfg.Policy.MaxFailures, Attempt: st.Attempt,
-		LastError: st.LastError, At: now, CLI: alert.CLI(h.cfg.OperatorAPIURL),
-	}
+	return h.machine.StepCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now), nil
 }
 
 // FailureMessage is the LastError of a step an agent reported failed.
@@ -378,42 +346,4 @@ func FailureMessage(f message.Fault) string {
 		msg += " (outcome uncertain: the remote may have applied it)"
 	}
 	return msg
-}
-
-// fail commits a permanent fault: the order's compensation starts (claimed
-// in the same write and dispatched) when a completed step must be undone,
-// else the order is in Error and operators are alerted.
-func (h *Handler) fail(ctx context.Context, m message.AgentReply, owner string, now time.Time, log *slog.Logger) error {
-	msg := FailureMessage(*m.Fault)
-	// The plan depends on the step's history (did an earlier attempt time
-	// out?), so read the record; the write below is fenced by Attempt, so a
-	// record that moved on since is refused, not overwritten.
-	seen, err := h.store.GetState(ctx, m.OrderID)
-	if err != nil {
-		return fmt.Errorf("read %s before committing its failure: %w", m.OrderID, err)
-	}
-	f := statestore.Failure{
-		OrderID: m.OrderID, StepIndex: m.StepIndex, Attempt: m.Attempt, Now: now,
-		Error: msg, AlertBy: now.Add(h.cfg.Policy.AlertTimeout),
-	}
-	if seen.StepIndex == m.StepIndex {
-		f.Undo = h.undoClaim(h.cfg.Workflow.StopAt(seen, workflow.StopPermanent).UndoFrom, owner, now)
-	}
-	st, err := h.store.Fail(ctx, f)
-	if errors.Is(err, workflow.ErrStale) {
-		log.Warn("stale reply dropped", workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if f.Undo != nil {
-		log.Warn("step failed permanently; compensation claimed", workflow.TransitionCompensating.Attr(), "fault", m.Fault.Code,
-			"undo", st.Step, "undoAttempt", st.Attempt)
-		h.dispatchOrHandBack(ctx, st, log)
-		return nil
-	}
-	log.Error("order failed permanently", workflow.TransitionFailed.Attr(), "fault", m.Fault.Code)
-	alert.Deliver(ctx, h.alerts, h.store, h.alertFor(alert.KindPermanentFailure, st, now), now, log)
-	return nil
 }

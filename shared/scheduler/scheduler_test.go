@@ -5,11 +5,9 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"path"
 	"reflect"
 	"slices"
 	"strconv"
@@ -21,149 +19,65 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/internal/testkit/actortest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
-	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
 // ---------------------------------------------------------------------------
-// Fakes: every dependency is a function; the fixture records each call and
-// then delegates to a function a test may replace.
-
-type storeFuncs struct {
-	claim     func(ctx context.Context, c statestore.Claim) (workflow.State, error)
-	recover   func(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error)
-	advance   func(ctx context.Context, a statestore.Advance) (workflow.State, error)
-	fail      func(ctx context.Context, f statestore.Failure) (workflow.State, error)
-	alertSent func(ctx context.Context, orderID string, attempt int, now time.Time) error
-	undone    func(ctx context.Context, u statestore.Undone) (workflow.State, error)
-	failUndo  func(ctx context.Context, f statestore.Failure) (workflow.State, error)
-	getState  func(ctx context.Context, orderID string) (workflow.State, error)
-}
-
-func (f storeFuncs) Undone(ctx context.Context, u statestore.Undone) (workflow.State, error) {
-	return f.undone(ctx, u)
-}
-
-func (f storeFuncs) FailCompensation(ctx context.Context, fl statestore.Failure) (workflow.State, error) {
-	return f.failUndo(ctx, fl)
-}
-
-// GetState answers a record at the reply's step with no history when a test
-// sets nothing: a permanent fault then has nothing uncertain to undo.
-func (f storeFuncs) GetState(ctx context.Context, orderID string) (workflow.State, error) {
-	if f.getState == nil {
-		return workflow.State{OrderID: orderID, StepIndex: -1}, nil
-	}
-	return f.getState(ctx, orderID)
-}
-
-func (f storeFuncs) Claim(ctx context.Context, c statestore.Claim) (workflow.State, error) {
-	return f.claim(ctx, c)
-}
-
-func (f storeFuncs) Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
-	return f.recover(ctx, seen, r, now)
-}
-
-func (f storeFuncs) Advance(ctx context.Context, a statestore.Advance) (workflow.State, error) {
-	return f.advance(ctx, a)
-}
-
-func (f storeFuncs) Fail(ctx context.Context, fl statestore.Failure) (workflow.State, error) {
-	return f.fail(ctx, fl)
-}
-
-func (f storeFuncs) AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error {
-	return f.alertSent(ctx, orderID, attempt, now)
-}
-
-type sendFunc func(ctx context.Context, queueURL, body string, delay time.Duration) error
-
-func (f sendFunc) Send(ctx context.Context, queueURL, body string, delay time.Duration) error {
-	return f(ctx, queueURL, body, delay)
-}
-
-type publishFunc func(ctx context.Context, a alert.Alert) error
-
-func (f publishFunc) Publish(ctx context.Context, a alert.Alert) error { return f(ctx, a) }
-
-var (
-	_ Store        = storeFuncs{}
-	_ Sender       = sendFunc(nil)
-	_ alert.Sender = publishFunc(nil)
-)
-
-// deps are the behaviours behind the recording layer.
-type deps struct {
-	store   storeFuncs
-	send    sendFunc
-	publish publishFunc
-}
-
-type recovered struct {
-	seen workflow.State
-	r    workflow.Recovery
-	now  time.Time
-}
+// The Handler runs on the in-memory state store (through actortest, which
+// logs every call of the store, the queues and the topic in one list); a
+// test starts from the records it puts there and injects faults with the
+// store's Fault hook and the sender's and publisher's Fail.
 
 type redelivered struct {
 	messageID string
 	wait      time.Duration
 }
 
-type confirmed struct {
-	orderID string
-	attempt int
-	now     time.Time
+type redeliverFunc func(ctx context.Context, rec events.SQSMessage, wait time.Duration) error
+
+func (f redeliverFunc) After(ctx context.Context, rec events.SQSMessage, wait time.Duration) error {
+	return f(ctx, rec, wait)
 }
 
-type sentMessage struct {
-	queueURL, body string
-	delay          time.Duration
-}
+var (
+	_ Store       = (*actortest.Store)(nil)
+	_ Sender      = (*actortest.Sender)(nil)
+	_ Redeliverer = redeliverFunc(nil)
+)
 
 type fixture struct {
+	actortest.Doubles
 	cfg Config
 	clk *clock.Fake
 	h   *Handler
 
 	mu        sync.Mutex
-	calls     []string
-	claims    []statestore.Claim
-	recovers  []recovered
 	redeliver []redelivered
-	advances  []statestore.Advance
-	failures  []statestore.Failure
-	confirms  []confirmed
-	sent      []sentMessage
-	published []alert.Alert
 }
 
-var (
-	testNow  = time.Date(2025, 2, 4, 10, 15, 30, 0, time.UTC)
-	errStore = errors.New("dynamodb: ProvisionedThroughputExceededException")
-	errQueue = errors.New("sqs: ServiceUnavailable")
-	errSNS   = errors.New("sns: InternalError")
-)
+var testNow = time.Date(2025, 2, 4, 10, 15, 30, 0, time.UTC)
+
+var errStore, errQueue, errSNS = actortest.ErrStore, actortest.ErrQueue, actortest.ErrSNS
+
+const orderA, orderB, orderC, orderD, orderE = actortest.OrderA, actortest.OrderB, actortest.OrderC, actortest.OrderD, actortest.OrderE
 
 const (
-	orderA = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
-	orderB = "2b1f0c8e-5a43-4d6e-9f21-0c7a8e3d4b56"
-	orderC = "d4a7e2f1-0b3c-4e5d-8f6a-7b8c9d0e1f2a"
-
 	queuePrefix = "https://sqs.eu-west-1.amazonaws.com/123456789012/"
-	// claimedAttempt is the Attempt the default Claim fake writes.
+	// claimedAttempt is the Attempt a claim of a pendingAt record takes.
 	claimedAttempt = 5
-	// failureCount is the FailureCount the default Fail fake keeps.
+	// failureCount is the FailureCount TestReplyFailed's record carries.
 	failureCount = 2
 )
 
 // testConfig has three steps with distinct budgets, so a test can tell which
-// step's budget was used.
+// step's budget was used; none can be undone, so a step that stops its
+// order puts it in Error.
 func testConfig() Config {
 	return Config{
 		OrdersTable: "orders",
@@ -199,18 +113,14 @@ func outputOf(step string) json.RawMessage {
 }
 
 // history is the step history of a record at step current: the steps before
-// it succeeded with outputs[name], or outputOf(name) when unset.
-func history(d workflow.Definition, current int, outputs map[string]json.RawMessage) []workflow.StepRecord {
+// it succeeded with outputOf(name), the current one was claimed once.
+func history(d workflow.Definition, current int) []workflow.StepRecord {
 	steps := make([]workflow.StepRecord, len(d.Steps))
 	for i, s := range d.Steps {
 		steps[i] = workflow.StepRecord{Name: s.Name, State: workflow.StepPending}
 		switch {
 		case i < current:
-			steps[i].State, steps[i].Attempts = workflow.StepSucceeded, 1
-			steps[i].Output = outputOf(s.Name)
-			if out, ok := outputs[s.Name]; ok {
-				steps[i].Output = out
-			}
+			steps[i].State, steps[i].Attempts, steps[i].Output = workflow.StepSucceeded, 1, outputOf(s.Name)
 		case i == current:
 			steps[i].State, steps[i].Attempts = workflow.StepProcessing, 1
 		}
@@ -218,139 +128,54 @@ func history(d workflow.Definition, current int, outputs map[string]json.RawMess
 	return steps
 }
 
-// defaultDeps behave like a healthy store, queue and topic: every write
-// succeeds and returns the record as the real store would write it.
-func defaultDeps(cfg Config) deps {
-	return deps{
-		store: storeFuncs{
-			claim: func(_ context.Context, c statestore.Claim) (workflow.State, error) {
-				return workflow.State{
-					OrderID: c.OrderID, Workflow: cfg.Workflow.Name,
-					StepIndex: c.StepIndex, Step: cfg.Workflow.Steps[c.StepIndex].Name,
-					ProcessState: workflow.Processing, LockedBy: c.Owner, CompleteBy: c.CompleteBy,
-					Attempt: claimedAttempt, Input: inputOf(c.OrderID),
-					Steps:     history(cfg.Workflow, c.StepIndex, nil),
-					CreatedAt: c.Now.Add(-time.Minute), UpdatedAt: c.Now,
-				}, nil
-			},
-			// Like the store: a Retry hands the step back unlocked, a
-			// GiveUp of a forward step starts its compensation or fails it.
-			recover: func(_ context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
-				st := seen
-				st.LockedBy, st.FailureCount, st.CompleteBy, st.LastError, st.UpdatedAt = "", r.FailureCount, r.CompleteBy, r.Reason, now
-				switch {
-				case r.Kind == workflow.Retry && seen.ProcessState == workflow.Compensating:
-					st.ProcessState = workflow.CompensationPending
-				case r.Kind == workflow.Retry:
-					st.ProcessState = workflow.Pending
-				case r.Kind == workflow.GiveUp && seen.ProcessState == workflow.Compensating:
-					st.ProcessState, st.AlertPending = workflow.CompensationFailed, true
-				case r.Kind == workflow.GiveUp && r.UndoFrom >= 0:
-					st.ProcessState, st.StepIndex, st.Step, st.FailureCount = workflow.CompensationPending, r.UndoFrom, r.UndoStep, 0
-				case r.Kind == workflow.GiveUp:
-					st.ProcessState, st.AlertPending = workflow.Error, true
-				}
-				return st, nil
-			},
-			advance: func(_ context.Context, a statestore.Advance) (workflow.State, error) {
-				st := workflow.State{
-					OrderID: a.OrderID, Workflow: cfg.Workflow.Name, Input: inputOf(a.OrderID),
-					UpdatedAt: a.Now,
-				}
-				outputs := map[string]json.RawMessage{cfg.Workflow.Steps[a.StepIndex].Name: a.Output}
-				if a.Next == nil {
-					st.StepIndex, st.Step, st.ProcessState = a.StepIndex, cfg.Workflow.Steps[a.StepIndex].Name, workflow.Processed
-					st.Attempt = a.Attempt
-					st.Steps = history(cfg.Workflow, len(cfg.Workflow.Steps), outputs)
-					return st, nil
-				}
-				st.StepIndex, st.Step, st.ProcessState = a.StepIndex+1, a.Next.Step, workflow.Processing
-				st.LockedBy, st.CompleteBy, st.Attempt = a.Next.Owner, a.Next.CompleteBy, a.Attempt+1
-				st.Steps = history(cfg.Workflow, a.StepIndex+1, outputs)
-				return st, nil
-			},
-			fail: func(_ context.Context, f statestore.Failure) (workflow.State, error) {
-				steps := history(cfg.Workflow, f.StepIndex, nil)
-				steps[f.StepIndex].State, steps[f.StepIndex].Error = workflow.StepFailed, f.Error
-				return workflow.State{
-					OrderID: f.OrderID, Workflow: cfg.Workflow.Name,
-					StepIndex: f.StepIndex, Step: cfg.Workflow.Steps[f.StepIndex].Name,
-					ProcessState: workflow.Error, CompleteBy: f.AlertBy, FailureCount: failureCount,
-					Attempt: f.Attempt, LastError: f.Error, AlertPending: true,
-					Input: inputOf(f.OrderID), Steps: steps, UpdatedAt: f.Now,
-				}, nil
-			},
-			alertSent: func(context.Context, string, int, time.Time) error { return nil },
-		},
-		send:    func(context.Context, string, string, time.Duration) error { return nil },
-		publish: func(context.Context, alert.Alert) error { return nil },
-	}
+// pendingAt is a record waiting for the claim of its step k (the steps
+// before it succeeded), under Attempt claimedAttempt-1.
+func pendingAt(cfg Config, orderID string, k int, now time.Time) workflow.State {
+	st := recordAt(cfg, orderID, k, claimedAttempt-1, now)
+	st.ProcessState, st.CompleteBy = workflow.Pending, now.Add(cfg.Policy.ClaimTimeout)
+	st.Steps[k].State, st.Steps[k].Attempts = workflow.StepPending, 0
+	return st
 }
 
-// newFixture builds a Handler over recording fakes; change may replace
-// behaviours to inject faults.
-func newFixture(t *testing.T, cfg Config, now time.Time, change func(*deps)) *fixture {
+// processingAt is a record whose step k an Agent works on under attempt,
+// its CompleteBy still ahead: the reply of that attempt commits.
+func processingAt(cfg Config, orderID string, k, attempt int, now time.Time) workflow.State {
+	st := recordAt(cfg, orderID, k, attempt, now)
+	st.ProcessState, st.LockedBy = workflow.Processing, "scheduler/earlier/msg-0"
+	st.CompleteBy = now.Add(cfg.Workflow.Steps[k].Budget)
+	return st
+}
+
+func recordAt(cfg Config, orderID string, k, attempt int, now time.Time) workflow.State {
+	st := workflow.NewState(orderID, cfg.Workflow, inputOf(orderID), now.Add(-time.Hour), now)
+	st.StepIndex, st.Step, st.Attempt, st.EventSeq = k, cfg.Workflow.Steps[k].Name, attempt, k+1
+	st.Steps = history(cfg.Workflow, k)
+	return st
+}
+
+// newFixture builds a Handler over the doubles, its store holding records.
+func newFixture(t *testing.T, cfg Config, now time.Time, records ...workflow.State) *fixture {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	d := defaultDeps(cfg)
-	if change != nil {
-		change(&d)
+	f := &fixture{Doubles: actortest.New(), cfg: cfg, clk: clock.NewFake(now)}
+	for _, st := range records {
+		f.Store.Put(st)
 	}
-	f := &fixture{cfg: cfg, clk: clock.NewFake(now)}
-	store := storeFuncs{
-		claim: func(ctx context.Context, c statestore.Claim) (workflow.State, error) {
-			f.record(fmt.Sprintf("Claim %s/%d", c.OrderID, c.StepIndex), func() { f.claims = append(f.claims, c) })
-			return d.store.claim(ctx, c)
-		},
-		recover: func(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
-			f.record(fmt.Sprintf("Recover %s %s", seen.OrderID, r.Kind), func() { f.recovers = append(f.recovers, recovered{seen, r, now}) })
-			return d.store.recover(ctx, seen, r, now)
-		},
-		advance: func(ctx context.Context, a statestore.Advance) (workflow.State, error) {
-			f.record(fmt.Sprintf("Advance %s/%d", a.OrderID, a.StepIndex), func() { f.advances = append(f.advances, a) })
-			return d.store.advance(ctx, a)
-		},
-		fail: func(ctx context.Context, fl statestore.Failure) (workflow.State, error) {
-			f.record(fmt.Sprintf("Fail %s/%d", fl.OrderID, fl.StepIndex), func() { f.failures = append(f.failures, fl) })
-			return d.store.fail(ctx, fl)
-		},
-		alertSent: func(ctx context.Context, orderID string, attempt int, now time.Time) error {
-			f.record("AlertSent "+orderID, func() { f.confirms = append(f.confirms, confirmed{orderID, attempt, now}) })
-			return d.store.alertSent(ctx, orderID, attempt, now)
-		},
-	}
-	send := func(ctx context.Context, queueURL, body string, delay time.Duration) error {
-		f.record("Send "+path.Base(queueURL), func() { f.sent = append(f.sent, sentMessage{queueURL, body, delay}) })
-		return d.send(ctx, queueURL, body, delay)
-	}
-	publish := func(ctx context.Context, a alert.Alert) error {
-		f.record(fmt.Sprintf("Publish %s %s", a.Kind, a.OrderID), func() { f.published = append(f.published, a) })
-		return d.publish(ctx, a)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	redeliver := redeliverFunc(func(_ context.Context, rec events.SQSMessage, wait time.Duration) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.redeliver = append(f.redeliver, redelivered{rec.MessageId, wait})
 		return nil
 	})
-	f.h = New(cfg, store, sendFunc(send), publishFunc(publish), f.clk, log, WithRedelivery(redeliver))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := New(cfg, f.Store, f.Send, f.Publish, actor.Deps{Clock: f.clk, Log: log}, WithRedelivery(redeliver))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = h
 	return f
-}
-
-type redeliverFunc func(ctx context.Context, rec events.SQSMessage, wait time.Duration) error
-
-func (f redeliverFunc) After(ctx context.Context, rec events.SQSMessage, wait time.Duration) error {
-	return f(ctx, rec, wait)
-}
-
-func (f *fixture) record(call string, save func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, call)
-	save()
 }
 
 // handle runs the batch and returns the IDs reported for redelivery.
@@ -439,192 +264,197 @@ func checkRequest(t *testing.T, body string, want message.AgentRequest) {
 	}
 }
 
-func wrapStale(op string) error {
-	return fmt.Errorf("%s %s step 0 attempt 1: %w", op, orderA, workflow.ErrStale)
+// failAgentQueues fails every send to an agent's queue, as a revoked
+// permission would, and lets the rest through.
+func failAgentQueues(queueURL, _ string) error {
+	if strings.HasPrefix(strings.TrimPrefix(queueURL, queuePrefix), "agent-") {
+		return errQueue
+	}
+	return nil
 }
+
+func failEverySend(string, string) error { return errQueue }
 
 // ---------------------------------------------------------------------------
 // What each kind of record leads to.
 
 func TestHandleOutcomes(t *testing.T) {
 	t.Parallel()
-	const (
-		reserve = "Send agent-reserve-inventory"
-		charge  = "Send agent-charge-payment"
-		ship    = "Send agent-ship-goods"
-	)
+	cfg := testConfig()
+	apply := func(label string) string { return "Apply " + orderA + " " + label }
+	send := func(queue string) string { return "Send " + queue + " " + orderA }
+	claim, retried, completed, processed := apply("claimed"), apply("retried"), apply("step-completed"), apply("processed")
+	read, failed, confirm := "GetState "+orderA, apply("failed"), apply("alert-sent")
+	publish := "Publish permanent-failure " + orderA
+	reserve, charge, ship, handBack := send("agent-reserve-inventory"), send("agent-charge-payment"), send("agent-ship-goods"), send("scheduler")
+	storeFails := func(method, label string) func(*fixture) {
+		return func(f *fixture) { f.Store.Fault = actortest.Fault(errStore, method, label) }
+	}
 	tests := []struct {
-		name      string
-		body      string
-		change    func(*deps)
+		name  string
+		seed  workflow.State
+		body  string
+		setup func(*fixture)
+		// wantCalls is every call of the store, queues and topic, in order.
 		wantCalls []string
 		// redeliver: the record must be reported in BatchItemFailures.
 		redeliver bool
+		// want is the record after the batch, and wantWrites the writes
+		// that took effect.
+		want       actortest.Digest
+		wantWrites int
 	}{
 		{
-			name:      "schedule claimed and dispatched",
-			body:      scheduleBody(orderA, 0),
-			wantCalls: []string{"Claim " + orderA + "/0", reserve},
+			name: "schedule claimed and dispatched",
+			seed: pendingAt(cfg, orderA, 0, testNow), body: scheduleBody(orderA, 0),
+			wantCalls: []string{claim, reserve},
+			want:      actortest.Digest{State: workflow.Processing, Attempt: claimedAttempt, Locked: true}, wantWrites: 1,
 		},
 		{
-			name:      "schedule of a later step goes to that step's queue",
-			body:      scheduleBody(orderA, 2),
-			wantCalls: []string{"Claim " + orderA + "/2", ship},
+			name: "schedule of a later step goes to that step's queue",
+			seed: pendingAt(cfg, orderA, 2, testNow), body: scheduleBody(orderA, 2),
+			wantCalls: []string{claim, ship},
+			want:      actortest.Digest{State: workflow.Processing, Step: 2, Attempt: claimedAttempt, Locked: true}, wantWrites: 1,
 		},
 		{
-			name: "claim lost: nothing sent, nothing redelivered",
-			body: scheduleBody(orderA, 0),
-			change: func(d *deps) {
-				d.store.claim = func(context.Context, statestore.Claim) (workflow.State, error) {
-					return workflow.State{}, fmt.Errorf("claim %s step 0: %w", orderA, workflow.ErrClaimLost)
-				}
-			},
-			wantCalls: []string{"Claim " + orderA + "/0"},
+			name: "claim lost (another Scheduler holds it): nothing sent, nothing redelivered",
+			seed: processingAt(cfg, orderA, 0, 3, testNow), body: scheduleBody(orderA, 0),
+			wantCalls: []string{claim},
+			want:      actortest.Digest{State: workflow.Processing, Attempt: 3, Locked: true},
 		},
 		{
 			name: "claim store error: redelivered",
-			body: scheduleBody(orderA, 0),
-			change: func(d *deps) {
-				d.store.claim = func(context.Context, statestore.Claim) (workflow.State, error) {
-					return workflow.State{}, errStore
-				}
-			},
-			wantCalls: []string{"Claim " + orderA + "/0"},
-			redeliver: true,
+			seed: pendingAt(cfg, orderA, 0, testNow), body: scheduleBody(orderA, 0), setup: storeFails("Apply", "claimed"),
+			wantCalls: []string{claim}, redeliver: true,
+			want: actortest.Digest{State: workflow.Pending, Attempt: claimedAttempt - 1},
 		},
 		{
-			name:      "dispatch fails: a failure counted, handed back after the backoff",
-			body:      scheduleBody(orderA, 1),
-			change:    func(d *deps) { d.send = failAgentQueues },
-			wantCalls: []string{"Claim " + orderA + "/1", charge, "Recover " + orderA + " retry", "Send scheduler"},
+			name: "dispatch fails: a failure counted, handed back after the backoff",
+			seed: pendingAt(cfg, orderA, 1, testNow), body: scheduleBody(orderA, 1),
+			setup:     func(f *fixture) { f.Send.Fail = failAgentQueues },
+			wantCalls: []string{claim, charge, retried, handBack},
+			want:      actortest.Digest{State: workflow.Pending, Step: 1, Attempt: claimedAttempt, Failures: 1}, wantWrites: 2,
 		},
 		{
-			name:      "dispatch and hand-back send fail: redelivered",
-			body:      scheduleBody(orderA, 1),
-			change:    func(d *deps) { d.send = func(context.Context, string, string, time.Duration) error { return errQueue } },
-			wantCalls: []string{"Claim " + orderA + "/1", charge, "Recover " + orderA + " retry", "Send scheduler"},
-			redeliver: true,
+			name: "dispatch and hand-back send fail: redelivered",
+			seed: pendingAt(cfg, orderA, 1, testNow), body: scheduleBody(orderA, 1),
+			setup:     func(f *fixture) { f.Send.Fail = failEverySend },
+			wantCalls: []string{claim, charge, retried, handBack}, redeliver: true,
+			want: actortest.Digest{State: workflow.Pending, Step: 1, Attempt: claimedAttempt, Failures: 1}, wantWrites: 2,
 		},
 		{
 			name: "dispatch fails and the hand-back cannot be written: redelivered",
-			body: scheduleBody(orderA, 1),
-			change: func(d *deps) {
-				d.send = failAgentQueues
-				d.store.recover = func(context.Context, workflow.State, workflow.Recovery, time.Time) (workflow.State, error) {
-					return workflow.State{}, errStore
-				}
+			seed: pendingAt(cfg, orderA, 1, testNow), body: scheduleBody(orderA, 1),
+			setup: func(f *fixture) {
+				f.Send.Fail = failAgentQueues
+				f.Store.Fault = actortest.Fault(errStore, "Apply", "retried")
 			},
-			wantCalls: []string{"Claim " + orderA + "/1", charge, "Recover " + orderA + " retry"},
-			redeliver: true,
+			wantCalls: []string{claim, charge, retried}, redeliver: true,
+			want: actortest.Digest{State: workflow.Processing, Step: 1, Attempt: claimedAttempt, Locked: true}, wantWrites: 1,
 		},
 		{
-			name:      "succeeded reply on a middle step: advance and dispatch the next",
-			body:      succeededBody(orderA, "charge-payment", 1, 3),
-			wantCalls: []string{"Advance " + orderA + "/1", ship},
+			name: "succeeded reply on a middle step: commit and dispatch the next",
+			seed: processingAt(cfg, orderA, 1, 3, testNow), body: succeededBody(orderA, "charge-payment", 1, 3),
+			wantCalls: []string{completed, ship},
+			want:      actortest.Digest{State: workflow.Processing, Step: 2, Attempt: 4, Locked: true}, wantWrites: 1,
 		},
 		{
-			name:      "succeeded reply on the first step",
-			body:      succeededBody(orderA, "reserve-inventory", 0, 1),
-			wantCalls: []string{"Advance " + orderA + "/0", charge},
+			name: "succeeded reply on the first step",
+			seed: processingAt(cfg, orderA, 0, 1, testNow), body: succeededBody(orderA, "reserve-inventory", 0, 1),
+			wantCalls: []string{completed, charge},
+			want:      actortest.Digest{State: workflow.Processing, Step: 1, Attempt: 2, Locked: true}, wantWrites: 1,
 		},
 		{
-			name:      "succeeded reply on the last step: advance, nothing sent",
-			body:      succeededBody(orderA, "ship-goods", 2, 7),
-			wantCalls: []string{"Advance " + orderA + "/2"},
+			name: "succeeded reply on the last step: processed, nothing sent",
+			seed: processingAt(cfg, orderA, 2, 7, testNow), body: succeededBody(orderA, "ship-goods", 2, 7),
+			wantCalls: []string{processed},
+			want:      actortest.Digest{State: workflow.Processed, Step: 2, Attempt: 7}, wantWrites: 1,
 		},
 		{
-			name: "stale succeeded reply: dropped quietly",
-			body: succeededBody(orderA, "reserve-inventory", 0, 1),
-			change: func(d *deps) {
-				d.store.advance = func(context.Context, statestore.Advance) (workflow.State, error) {
-					return workflow.State{}, wrapStale("advance")
-				}
-			},
-			wantCalls: []string{"Advance " + orderA + "/0"},
+			name: "stale succeeded reply (a later attempt runs): dropped quietly",
+			seed: processingAt(cfg, orderA, 0, 2, testNow), body: succeededBody(orderA, "reserve-inventory", 0, 1),
+			wantCalls: []string{completed},
+			want:      actortest.Digest{State: workflow.Processing, Attempt: 2, Locked: true},
 		},
 		{
 			name: "stale succeeded reply on the last step: dropped quietly",
-			body: succeededBody(orderA, "ship-goods", 2, 1),
-			change: func(d *deps) {
-				d.store.advance = func(context.Context, statestore.Advance) (workflow.State, error) {
-					return workflow.State{}, wrapStale("advance")
-				}
-			},
-			wantCalls: []string{"Advance " + orderA + "/2"},
+			seed: processingAt(cfg, orderA, 2, 2, testNow), body: succeededBody(orderA, "ship-goods", 2, 1),
+			wantCalls: []string{processed},
+			want:      actortest.Digest{State: workflow.Processing, Step: 2, Attempt: 2, Locked: true},
 		},
 		{
-			name: "advance store error: redelivered",
-			body: succeededBody(orderA, "reserve-inventory", 0, 1),
-			change: func(d *deps) {
-				d.store.advance = func(context.Context, statestore.Advance) (workflow.State, error) {
-					return workflow.State{}, errStore
-				}
-			},
-			wantCalls: []string{"Advance " + orderA + "/0"},
-			redeliver: true,
+			name: "commit store error: redelivered",
+			seed: processingAt(cfg, orderA, 0, 1, testNow), body: succeededBody(orderA, "reserve-inventory", 0, 1),
+			setup:     storeFails("Apply", "step-completed"),
+			wantCalls: []string{completed}, redeliver: true,
+			want: actortest.Digest{State: workflow.Processing, Attempt: 1, Locked: true},
 		},
 		{
 			// The reply is committed, so redelivering it cannot help; the
 			// step is handed back with a failure counted.
-			name:      "next dispatch fails: handed back, not redelivered",
-			body:      succeededBody(orderA, "reserve-inventory", 0, 1),
-			change:    func(d *deps) { d.send = func(context.Context, string, string, time.Duration) error { return errQueue } },
-			wantCalls: []string{"Advance " + orderA + "/0", charge, "Recover " + orderA + " retry", "Send scheduler"},
+			name: "next dispatch fails: handed back, not redelivered",
+			seed: processingAt(cfg, orderA, 0, 1, testNow), body: succeededBody(orderA, "reserve-inventory", 0, 1),
+			setup:     func(f *fixture) { f.Send.Fail = failEverySend },
+			wantCalls: []string{completed, charge, retried, handBack},
+			want:      actortest.Digest{State: workflow.Pending, Step: 1, Attempt: 2, Failures: 1}, wantWrites: 2,
 		},
 		{
-			name:      "failed reply: fail, alert, confirm",
-			body:      failedBody(orderA, "charge-payment", 1, 3),
-			wantCalls: []string{"Fail " + orderA + "/1", "Publish permanent-failure " + orderA, "AlertSent " + orderA},
+			name: "failed reply: read, fail, alert, confirm",
+			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
+			wantCalls: []string{read, failed, publish, confirm},
+			want:      actortest.Digest{State: workflow.Error, Step: 1, Attempt: 3}, wantWrites: 2,
 		},
 		{
 			name: "stale failed reply: dropped quietly",
-			body: failedBody(orderA, "charge-payment", 1, 3),
-			change: func(d *deps) {
-				d.store.fail = func(context.Context, statestore.Failure) (workflow.State, error) {
-					return workflow.State{}, wrapStale("fail")
-				}
-			},
-			wantCalls: []string{"Fail " + orderA + "/1"},
+			seed: processingAt(cfg, orderA, 1, 4, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
+			wantCalls: []string{read, failed},
+			want:      actortest.Digest{State: workflow.Processing, Step: 1, Attempt: 4, Locked: true},
+		},
+		{
+			name: "read before the failure fails: redelivered",
+			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
+			setup:     storeFails("GetState", ""),
+			wantCalls: []string{read}, redeliver: true,
+			want: actortest.Digest{State: workflow.Processing, Step: 1, Attempt: 3, Locked: true},
 		},
 		{
 			name: "fail store error: redelivered",
-			body: failedBody(orderA, "charge-payment", 1, 3),
-			change: func(d *deps) {
-				d.store.fail = func(context.Context, statestore.Failure) (workflow.State, error) {
-					return workflow.State{}, errStore
-				}
-			},
-			wantCalls: []string{"Fail " + orderA + "/1"},
-			redeliver: true,
+			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
+			setup:     storeFails("Apply", "failed"),
+			wantCalls: []string{read, failed}, redeliver: true,
+			want: actortest.Digest{State: workflow.Processing, Step: 1, Attempt: 3, Locked: true},
 		},
 		{
 			// The record keeps AlertPending; the Supervisor publishes it later.
-			name:      "alert not published: not confirmed, not redelivered",
-			body:      failedBody(orderA, "charge-payment", 1, 3),
-			change:    func(d *deps) { d.publish = func(context.Context, alert.Alert) error { return errSNS } },
-			wantCalls: []string{"Fail " + orderA + "/1", "Publish permanent-failure " + orderA},
+			name: "alert not published: not confirmed, not redelivered",
+			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
+			setup:     func(f *fixture) { f.Publish.Fail = func(alert.Alert) error { return errSNS } },
+			wantCalls: []string{read, failed, publish},
+			want:      actortest.Digest{State: workflow.Error, Step: 1, Attempt: 3, AlertOwed: true}, wantWrites: 1,
 		},
 		{
 			name: "alert published, confirmation fails: not redelivered",
-			body: failedBody(orderA, "charge-payment", 1, 3),
-			change: func(d *deps) {
-				d.store.alertSent = func(context.Context, string, int, time.Time) error { return errStore }
-			},
-			wantCalls: []string{"Fail " + orderA + "/1", "Publish permanent-failure " + orderA, "AlertSent " + orderA},
+			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
+			setup:     storeFails("Apply", "alert-sent"),
+			wantCalls: []string{read, failed, publish, confirm},
+			want:      actortest.Digest{State: workflow.Error, Step: 1, Attempt: 3, AlertOwed: true}, wantWrites: 1,
 		},
 		{
 			name: "alert confirmed by another actor first: not redelivered",
-			body: failedBody(orderA, "charge-payment", 1, 3),
-			change: func(d *deps) {
-				d.store.alertSent = func(context.Context, string, int, time.Time) error { return wrapStale("alert sent") }
-			},
-			wantCalls: []string{"Fail " + orderA + "/1", "Publish permanent-failure " + orderA, "AlertSent " + orderA},
+			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
+			setup:     func(f *fixture) { f.Store.Beaten("alert-sent", orderA) },
+			wantCalls: []string{read, failed, publish, confirm},
+			// The other actor's confirmation is the second write.
+			want: actortest.Digest{State: workflow.Error, Step: 1, Attempt: 3}, wantWrites: 2,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, testConfig(), testNow, tt.change)
+			f := newFixture(t, cfg, testNow, tt.seed)
+			if tt.setup != nil {
+				tt.setup(f)
+			}
 			failed := f.handle(t, context.Background(), record("m1", tt.body))
 			want := []string{}
 			if tt.redeliver {
@@ -633,8 +463,13 @@ func TestHandleOutcomes(t *testing.T) {
 			if !slices.Equal(failed, want) {
 				t.Errorf("batch item failures = %v, want %v", failed, want)
 			}
-			if !slices.Equal(f.calls, tt.wantCalls) {
-				t.Errorf("calls =\n  %s\nwant\n  %s", strings.Join(f.calls, "\n  "), strings.Join(tt.wantCalls, "\n  "))
+			f.Calls.Check(t, tt.wantCalls...)
+			f.Store.Fault = nil // the store is back, to read the record
+			if got := actortest.DigestOf(f.Store.Record(t, orderA)); got != tt.want {
+				t.Errorf("record = %+v, want %+v", got, tt.want)
+			}
+			if got := f.Store.Writes(); got != tt.wantWrites {
+				t.Errorf("%d writes took effect, want %d", got, tt.wantWrites)
 			}
 		})
 	}
@@ -674,7 +509,7 @@ func TestScheduleClaimsAndDispatches(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, cfg, testNow, nil)
+			f := newFixture(t, cfg, testNow, pendingAt(cfg, orderB, tt.stepIndex, testNow))
 			ctx := context.Background()
 			if tt.requestID != "" {
 				ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: tt.requestID})
@@ -684,24 +519,30 @@ func TestScheduleClaimsAndDispatches(t *testing.T) {
 				t.Fatalf("batch item failures = %v", failed)
 			}
 			step := cfg.Workflow.Steps[tt.stepIndex]
-			wantClaim := statestore.Claim{
-				OrderID: orderB, StepIndex: tt.stepIndex, Owner: tt.wantOwner,
-				Now: testNow, CompleteBy: testNow.Add(step.Budget),
+			f.Calls.Check(t, "Apply "+orderB+" claimed", "Send "+strings.TrimPrefix(cfg.AgentQueues[step.Name], queuePrefix)+" "+orderB)
+			// The claim: the step, for this invocation and message, until
+			// the clock plus the step's budget, under a new Attempt.
+			st := f.Store.Record(t, orderB)
+			if st.ProcessState != workflow.Processing || st.StepIndex != tt.stepIndex || st.LockedBy != tt.wantOwner ||
+				!st.CompleteBy.Equal(testNow.Add(step.Budget)) || st.Attempt != claimedAttempt {
+				t.Errorf("claimed record %+v, want step %d Processing for %s until %v under attempt %d",
+					st, tt.stepIndex, tt.wantOwner, testNow.Add(step.Budget), claimedAttempt)
 			}
-			if len(f.claims) != 1 || !reflect.DeepEqual(f.claims[0], wantClaim) {
-				t.Fatalf("claims = %+v, want [%+v]", f.claims, wantClaim)
+			if h := st.Steps[tt.stepIndex]; h.State != workflow.StepProcessing || h.Attempts != 1 || h.StartedAt == nil || !h.StartedAt.Equal(testNow) {
+				t.Errorf("step history %+v, want processing, one attempt, started now", h)
 			}
-			if !strings.Contains(f.claims[0].Owner, msgID) {
-				t.Errorf("owner %q does not name message %s", f.claims[0].Owner, msgID)
+			if !strings.Contains(st.LockedBy, msgID) {
+				t.Errorf("owner %q does not name message %s", st.LockedBy, msgID)
 			}
-			if len(f.sent) != 1 {
-				t.Fatalf("sent %d messages, want exactly 1: %+v", len(f.sent), f.sent)
+			sent := f.Send.Sent()
+			if len(sent) != 1 {
+				t.Fatalf("sent %d messages, want exactly 1: %+v", len(sent), sent)
 			}
-			s := f.sent[0]
-			if s.queueURL != cfg.AgentQueues[step.Name] || s.delay != 0 {
-				t.Errorf("sent to %s with delay %v, want %s without delay", s.queueURL, s.delay, cfg.AgentQueues[step.Name])
+			s := sent[0]
+			if s.QueueURL != cfg.AgentQueues[step.Name] || s.Delay != 0 {
+				t.Errorf("sent to %s with delay %v, want %s without delay", s.QueueURL, s.Delay, cfg.AgentQueues[step.Name])
 			}
-			checkRequest(t, s.body, message.AgentRequest{
+			checkRequest(t, s.Body, message.AgentRequest{
 				V: message.Version, Kind: message.KindAgentRequest,
 				OrderID: orderB, Step: step.Name, StepIndex: tt.stepIndex, Attempt: claimedAttempt,
 				CompleteBy:     testNow.Add(step.Budget),
@@ -709,38 +550,39 @@ func TestScheduleClaimsAndDispatches(t *testing.T) {
 				Input:          inputOf(orderB),
 				Previous:       tt.previous,
 			})
-			if len(f.recovers)+len(f.advances)+len(f.failures)+len(f.published) != 0 {
-				t.Errorf("unexpected calls: %v", f.calls)
-			}
 		})
 	}
 }
 
 // The idempotency key is the same for every attempt of a step, and only the
-// Attempt (the fencing token) changes.
+// Attempt (the fencing token) changes: each claim below follows a timeout
+// the Supervisor handed back.
 func TestIdempotencyKeyStableAcrossAttempts(t *testing.T) {
 	t.Parallel()
-	attempt := 0
-	f := newFixture(t, testConfig(), testNow, func(d *deps) {
-		claim := d.store.claim
-		d.store.claim = func(ctx context.Context, c statestore.Claim) (workflow.State, error) {
-			st, err := claim(ctx, c)
-			attempt++
-			st.Attempt = attempt
-			return st, err
-		}
-	})
+	cfg := testConfig()
+	first := pendingAt(cfg, orderA, 1, testNow)
+	first.Attempt = 0
+	f := newFixture(t, cfg, testNow, first)
+	supervisor := workflow.Machine{Def: cfg.Workflow, Policy: cfg.Policy}
 	for i := range 3 {
 		if failed := f.handle(t, context.Background(), record("m"+strconv.Itoa(i), scheduleBody(orderA, 1))); len(failed) != 0 {
 			t.Fatalf("batch item failures = %v", failed)
 		}
 		f.clk.Advance(time.Minute)
+		c, due := supervisor.Expired(f.Store.Record(t, orderA), f.clk.Now())
+		if !due || c.Transition != workflow.TransitionRetried {
+			t.Fatalf("claim %d: the Supervisor decides %q (due %v), want a retry", i, c.Transition, due)
+		}
+		if _, err := f.Store.Store.Apply(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if len(f.sent) != 3 {
-		t.Fatalf("sent %d messages, want 3", len(f.sent))
+	sent := f.Send.Sent()
+	if len(sent) != 3 {
+		t.Fatalf("sent %d messages, want 3", len(sent))
 	}
-	for i, s := range f.sent {
-		req, err := message.DecodeAgentRequest(s.body)
+	for i, s := range sent {
+		req, err := message.DecodeAgentRequest(s.Body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -756,94 +598,83 @@ func TestIdempotencyKeyStableAcrossAttempts(t *testing.T) {
 	}
 }
 
-// failAgentQueues fails every send to an agent's queue, as a revoked
-// permission would, and lets the rest through.
-func failAgentQueues(_ context.Context, queueURL, _ string, _ time.Duration) error {
-	if strings.HasPrefix(path.Base(queueURL), "agent-") {
-		return errQueue
-	}
-	return nil
-}
-
 // A failed dispatch counts as a failure of the step: the claimed record is
-// handed back with the policy's decision, and a schedule message waits out
+// handed back with the Machine's decision, and a schedule message waits out
 // the backoff; at the threshold the order stops with an alert.
 func TestDispatchFailureCountsAFailure(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
+	machine := workflow.Machine{Def: cfg.Workflow, Policy: cfg.Policy}
 	for _, tt := range []struct {
 		name string
+		seed workflow.State
 		body string
-		// claimed is the record the dispatch was for.
-		claimed func(*fixture) workflow.State
 	}{
+		{name: "schedule", seed: pendingAt(cfg, orderA, 1, testNow), body: scheduleBody(orderA, 1)},
 		{
-			name: "schedule", body: scheduleBody(orderA, 1),
-			claimed: func(f *fixture) workflow.State {
-				st, _ := defaultDeps(cfg).store.claim(context.Background(), f.claims[0])
-				return st
-			},
-		},
-		{
-			name: "next step after a reply", body: succeededBody(orderA, "reserve-inventory", 0, 2),
-			claimed: func(f *fixture) workflow.State {
-				st, _ := defaultDeps(cfg).store.advance(context.Background(), f.advances[0])
-				return st
-			},
+			name: "next step after a reply",
+			seed: processingAt(cfg, orderA, 0, 2, testNow), body: succeededBody(orderA, "reserve-inventory", 0, 2),
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, cfg, testNow, func(d *deps) { d.send = failAgentQueues })
+			f := newFixture(t, cfg, testNow, tt.seed)
+			f.Send.Fail = failAgentQueues
 			if failed := f.handle(t, context.Background(), record("m1", tt.body)); len(failed) != 0 {
 				t.Errorf("batch item failures = %v; the step was handed back", failed)
 			}
-			if len(f.recovers) != 1 {
-				t.Fatalf("recovers = %+v, want one", f.recovers)
+			applies := f.Store.Applies()
+			if len(applies) != 2 || applies[0].Err != nil || actortest.Label(applies[1].Change) != "retried" {
+				t.Fatalf("applies = %+v, want the claim, then a retry", applies)
 			}
-			got := f.recovers[0]
-			claimed := tt.claimed(f)
-			if !reflect.DeepEqual(got.seen, claimed) {
-				t.Errorf("handed back\n%+v\nwant the claimed record\n%+v", got.seen, claimed)
+			// The hand-back is the Machine's decision for the record the
+			// claim wrote, naming the send's error.
+			claimed, got := applies[0].State, applies[1].Change
+			if got.Patch.LastError == nil || !strings.Contains(*got.Patch.LastError, errQueue.Error()) {
+				t.Fatalf("hand-back %+v does not name %q", got.Patch, errQueue)
 			}
-			want := cfg.Policy.DispatchFailed(cfg.Workflow, claimed, testNow, got.r.Reason[strings.Index(got.r.Reason, "failed: ")+len("failed: "):])
-			if got.r != want || !strings.Contains(got.r.Reason, errQueue.Error()) {
-				t.Errorf("decision %+v, want %+v naming %q", got.r, want, errQueue)
+			lastError := *got.Patch.LastError
+			want := machine.DispatchFailed(claimed, testNow, lastError[strings.Index(lastError, "failed: ")+len("failed: "):])
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("hand-back\n%+v\nwant\n%+v", got, want)
 			}
-			last := f.sent[len(f.sent)-1]
-			var m message.Schedule
-			if err := json.Unmarshal([]byte(last.body), &m); err != nil || last.queueURL != cfg.SchedulerQueueURL ||
-				m.OrderID != orderA || m.StepIndex != claimed.StepIndex || last.delay != want.Delay {
-				t.Errorf("hand-back %+v (%+v), want a schedule of step %d delayed %v", last, m, claimed.StepIndex, want.Delay)
+			st := f.Store.Record(t, orderA)
+			if st.ProcessState != workflow.Pending || st.StepIndex != 1 || st.FailureCount != 1 || st.LockedBy != "" ||
+				st.LastError != lastError || st.Steps[1].Failures != 1 {
+				t.Errorf("record after the hand-back %+v", st)
+			}
+			sent := f.Send.Sent()
+			last := sent[len(sent)-1]
+			m, err := message.DecodeSchedule(last.Body)
+			if err != nil || last.QueueURL != cfg.SchedulerQueueURL || m.OrderID != orderA || m.StepIndex != 1 ||
+				m.Reason != "retry" || last.Delay != cfg.Policy.Backoff(1) || last.Delay != want.Handback.Delay {
+				t.Errorf("hand-back %+v (%+v, %v), want a retry of step 1 delayed %v", last, m, err, cfg.Policy.Backoff(1))
 			}
 		})
 	}
 
 	t.Run("at the threshold the order stops with an alert", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, cfg, testNow, func(d *deps) {
-			d.send = failAgentQueues
-			base := d.store.claim
-			d.store.claim = func(ctx context.Context, c statestore.Claim) (workflow.State, error) {
-				st, err := base(ctx, c)
-				st.FailureCount = cfg.Policy.MaxFailures - 1
-				return st, err
-			}
-		})
+		seed := pendingAt(cfg, orderA, 1, testNow)
+		seed.FailureCount = cfg.Policy.MaxFailures - 1
+		f := newFixture(t, cfg, testNow, seed)
+		f.Send.Fail = failAgentQueues
 		f.handle(t, context.Background(), record("m1", scheduleBody(orderA, 1)))
-		if len(f.recovers) != 1 || f.recovers[0].r.Kind != workflow.GiveUp {
-			t.Fatalf("recovers = %+v, want a give-up", f.recovers)
+		f.Calls.Check(t, "Apply "+orderA+" claimed", "Send agent-charge-payment "+orderA,
+			"Apply "+orderA+" gave-up", "Publish dispatch-failed "+orderA, "Apply "+orderA+" alert-sent")
+		published := f.Publish.Published()
+		if len(published) != 1 || published[0].Kind != alert.KindDispatchFailed || !strings.Contains(published[0].LastError, errQueue.Error()) {
+			t.Fatalf("alerts = %+v, want one dispatch-failed alert naming the cause", published)
 		}
-		if len(f.published) != 1 || f.published[0].Kind != alert.KindDispatchFailed || !strings.Contains(f.published[0].LastError, errQueue.Error()) {
-			t.Fatalf("alerts = %+v, want one dispatch-failed alert naming the cause", f.published)
+		if got, want := actortest.DigestOf(f.Store.Record(t, orderA)), (actortest.Digest{State: workflow.Error, Step: 1, Attempt: claimedAttempt, Failures: cfg.Policy.MaxFailures}); got != want {
+			t.Errorf("record = %+v, want %+v", got, want)
 		}
 	})
 
 	t.Run("when nothing can be sent the message comes back after the backoff", func(t *testing.T) {
 		t.Parallel()
-		f := newFixture(t, cfg, testNow, func(d *deps) {
-			d.send = func(context.Context, string, string, time.Duration) error { return errQueue }
-		})
+		f := newFixture(t, cfg, testNow, pendingAt(cfg, orderA, 1, testNow))
+		f.Send.Fail = failEverySend
 		if failed := f.handle(t, context.Background(), record("m1", scheduleBody(orderA, 1))); !slices.Equal(failed, []string{"m1"}) {
 			t.Fatalf("batch item failures = %v", failed)
 		}
@@ -858,9 +689,9 @@ func TestDispatchFailureCountsAFailure(t *testing.T) {
 // queue's redrive.
 func TestFailedRecordsAreRedeliveredSoon(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testConfig(), testNow, func(d *deps) {
-		d.store.advance = func(context.Context, statestore.Advance) (workflow.State, error) { return workflow.State{}, errStore }
-	})
+	cfg := testConfig()
+	f := newFixture(t, cfg, testNow, processingAt(cfg, orderA, 0, 1, testNow), processingAt(cfg, orderB, 0, 1, testNow))
+	f.Store.Fault = actortest.Fault(errStore, "Apply", "step-completed")
 	second := record("m2", succeededBody(orderB, "reserve-inventory", 0, 1))
 	second.Attributes["ApproximateReceiveCount"] = "3"
 	failed := f.handle(t, context.Background(), record("m1", succeededBody(orderA, "reserve-inventory", 0, 1)), second,
@@ -880,16 +711,18 @@ func TestReplyWithAnOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	cfg.Workflow.Steps[1].MaxOutputBytes = 64
-	f := newFixture(t, cfg, testNow, nil)
+	f := newFixture(t, cfg, testNow, processingAt(cfg, orderA, 1, 3, testNow))
 	body := message.Encode(message.AgentReply{
 		V: message.Version, Kind: message.KindAgentReply, OrderID: orderA, Step: "charge-payment", StepIndex: 1, Attempt: 3,
 		Outcome: message.Succeeded, Output: json.RawMessage(`{"receipt":"` + strings.Repeat("x", 100) + `"}`),
 	})
 	f.handle(t, context.Background(), record("m1", body))
-	if len(f.advances) != 0 || len(f.failures) != 1 {
-		t.Fatalf("advances %v, failures %v: the output must not be committed", f.advances, f.failures)
+	f.Calls.Check(t, "GetState "+orderA, "Apply "+orderA+" failed", "Publish permanent-failure "+orderA, "Apply "+orderA+" alert-sent")
+	st := f.Store.Record(t, orderA)
+	if len(st.Steps[1].Output) != 0 || st.Steps[1].State != workflow.StepFailed {
+		t.Fatalf("step history %+v: the output must not be committed", st.Steps[1])
 	}
-	if e := f.failures[0].Error; !strings.Contains(e, "over its limit of 64 bytes") || !strings.Contains(e, "uncertain") {
+	if e := st.LastError; !strings.Contains(e, "over its limit of 64 bytes") || !strings.Contains(e, "uncertain") {
 		t.Fatalf("failure %q", e)
 	}
 }
@@ -900,23 +733,27 @@ func TestReplyWithAnOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
 func TestReplySucceeded(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
+	type nextClaim struct {
+		step, owner string
+		completeBy  time.Time
+	}
 	tests := []struct {
 		name      string
 		stepIndex int
 		attempt   int
 		requestID string
-		wantNext  *statestore.NextClaim
+		wantNext  *nextClaim
 		// wantPrevious is the Previous of the next step's request.
 		wantPrevious map[string]json.RawMessage
 	}{
 		{
 			name: "first step claims the second", stepIndex: 0, attempt: 1,
-			wantNext:     &statestore.NextClaim{Step: "charge-payment", Owner: "scheduler/local/r1", CompleteBy: testNow.Add(45 * time.Second)},
+			wantNext:     &nextClaim{"charge-payment", "scheduler/local/r1", testNow.Add(45 * time.Second)},
 			wantPrevious: map[string]json.RawMessage{"reserve-inventory": outputOf("reserve-inventory")},
 		},
 		{
 			name: "second step claims the third", stepIndex: 1, attempt: 6, requestID: "c0ffee",
-			wantNext: &statestore.NextClaim{Step: "ship-goods", Owner: "scheduler/c0ffee/r1", CompleteBy: testNow.Add(2 * time.Minute)},
+			wantNext: &nextClaim{"ship-goods", "scheduler/c0ffee/r1", testNow.Add(2 * time.Minute)},
 			wantPrevious: map[string]json.RawMessage{
 				"reserve-inventory": outputOf("reserve-inventory"),
 				"charge-payment":    outputOf("charge-payment"),
@@ -927,7 +764,7 @@ func TestReplySucceeded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, cfg, testNow, nil)
+			f := newFixture(t, cfg, testNow, processingAt(cfg, orderC, tt.stepIndex, tt.attempt, testNow))
 			ctx := context.Background()
 			if tt.requestID != "" {
 				ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: tt.requestID})
@@ -936,36 +773,42 @@ func TestReplySucceeded(t *testing.T) {
 			if failed := f.handle(t, ctx, record("r1", succeededBody(orderC, step, tt.stepIndex, tt.attempt))); len(failed) != 0 {
 				t.Fatalf("batch item failures = %v", failed)
 			}
-			if len(f.advances) != 1 {
-				t.Fatalf("advances = %+v, want one", f.advances)
+			// The step's output is committed, and the next step claimed in
+			// the same write, for the reply's own message.
+			st := f.Store.Record(t, orderC)
+			done := st.Steps[tt.stepIndex]
+			if done.State != workflow.StepSucceeded || !sameJSON(t, done.Output, outputOf(step)) || done.FinishedAt == nil || !done.FinishedAt.Equal(testNow) {
+				t.Errorf("committed step %+v, want succeeded now with output %s", done, outputOf(step))
 			}
-			a := f.advances[0]
-			if !sameJSON(t, a.Output, outputOf(step)) {
-				t.Errorf("advance output = %s, want %s", a.Output, outputOf(step))
-			}
-			a.Output = nil
-			want := statestore.Advance{OrderID: orderC, StepIndex: tt.stepIndex, Attempt: tt.attempt, Now: testNow, Next: tt.wantNext}
-			if !reflect.DeepEqual(a, want) {
-				t.Errorf("advance = %+v (next %+v), want %+v (next %+v)", a, a.Next, want, want.Next)
-			}
+			sent := f.Send.Sent()
 			if tt.wantNext == nil {
-				if len(f.sent) != 0 {
-					t.Errorf("sent %+v after the last step, want nothing", f.sent)
+				f.Calls.Check(t, "Apply "+orderC+" processed")
+				if st.ProcessState != workflow.Processed || st.LockedBy != "" || st.InFlight || st.Attempt != tt.attempt {
+					t.Errorf("record %+v, want Processed, unlocked, out of the Supervisor's index", st)
+				}
+				if len(sent) != 0 {
+					t.Errorf("sent %+v after the last step, want nothing", sent)
 				}
 				return
 			}
-			if len(f.sent) != 1 {
-				t.Fatalf("sent %d messages, want exactly 1", len(f.sent))
+			next := tt.wantNext
+			f.Calls.Check(t, "Apply "+orderC+" step-completed", "Send "+strings.TrimPrefix(cfg.AgentQueues[next.step], queuePrefix)+" "+orderC)
+			if st.ProcessState != workflow.Processing || st.StepIndex != tt.stepIndex+1 || st.Step != next.step ||
+				st.LockedBy != next.owner || !st.CompleteBy.Equal(next.completeBy) || st.Attempt != tt.attempt+1 {
+				t.Errorf("record %+v, want %+v claimed under attempt %d", st, *next, tt.attempt+1)
 			}
-			if want := cfg.AgentQueues[tt.wantNext.Step]; f.sent[0].queueURL != want || f.sent[0].delay != 0 {
-				t.Errorf("sent to %s with delay %v, want %s", f.sent[0].queueURL, f.sent[0].delay, want)
+			if len(sent) != 1 {
+				t.Fatalf("sent %d messages, want exactly 1", len(sent))
 			}
-			checkRequest(t, f.sent[0].body, message.AgentRequest{
+			if want := cfg.AgentQueues[next.step]; sent[0].QueueURL != want || sent[0].Delay != 0 {
+				t.Errorf("sent to %s with delay %v, want %s", sent[0].QueueURL, sent[0].Delay, want)
+			}
+			checkRequest(t, sent[0].Body, message.AgentRequest{
 				V: message.Version, Kind: message.KindAgentRequest,
-				OrderID: orderC, Step: tt.wantNext.Step, StepIndex: tt.stepIndex + 1,
-				Attempt:        tt.attempt + 1, // as the default Advance fake claims it
-				CompleteBy:     tt.wantNext.CompleteBy,
-				IdempotencyKey: workflow.IdempotencyKey(orderC, tt.wantNext.Step),
+				OrderID: orderC, Step: next.step, StepIndex: tt.stepIndex + 1,
+				Attempt:        tt.attempt + 1,
+				CompleteBy:     next.completeBy,
+				IdempotencyKey: workflow.IdempotencyKey(orderC, next.step),
 				Input:          inputOf(orderC),
 				Previous:       tt.wantPrevious,
 			})
@@ -976,36 +819,128 @@ func TestReplySucceeded(t *testing.T) {
 func TestReplyFailed(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
-	f := newFixture(t, cfg, testNow, nil)
+	seed := processingAt(cfg, orderC, 1, 3, testNow)
+	seed.FailureCount = failureCount
+	f := newFixture(t, cfg, testNow, seed)
 	if failed := f.handle(t, context.Background(), record("r1", failedBody(orderC, "charge-payment", 1, 3))); len(failed) != 0 {
 		t.Fatalf("batch item failures = %v", failed)
 	}
+	// Publish before confirming; nothing advanced or sent.
+	f.Calls.Check(t, "GetState "+orderC, "Apply "+orderC+" failed", "Publish permanent-failure "+orderC, "Apply "+orderC+" alert-sent")
 	const lastError = "card-declined: the issuer declined the card"
-	wantFailure := statestore.Failure{
-		OrderID: orderC, StepIndex: 1, Attempt: 3, Now: testNow,
-		Error: lastError, AlertBy: testNow.Add(cfg.Policy.AlertTimeout),
+	st := f.Store.Record(t, orderC)
+	if st.ProcessState != workflow.Error || st.StepIndex != 1 || st.Attempt != 3 || st.LastError != lastError ||
+		st.LockedBy != "" || !st.CompleteBy.Equal(testNow.Add(cfg.Policy.AlertTimeout)) {
+		t.Errorf("record %+v, want Error at step 1 with %q, its alert due by %v", st, lastError, testNow.Add(cfg.Policy.AlertTimeout))
 	}
-	if len(f.failures) != 1 || !reflect.DeepEqual(f.failures[0], wantFailure) {
-		t.Fatalf("failures = %+v, want [%+v]", f.failures, wantFailure)
+	if h := st.Steps[1]; h.State != workflow.StepFailed || h.Error != lastError || h.FinishedAt == nil {
+		t.Errorf("step history %+v, want failed with %q", h, lastError)
+	}
+	if st.AlertPending || st.InFlight {
+		t.Errorf("alert pending %v, in flight %v: the confirmed alert must take the record out of the Supervisor's index", st.AlertPending, st.InFlight)
 	}
 	wantAlert := alert.Alert{
 		Kind: alert.KindPermanentFailure, OrderID: orderC, Step: "charge-payment", StepIndex: 1,
 		FailureCount: failureCount, MaxFailures: cfg.Policy.MaxFailures, Attempt: 3,
 		LastError: lastError, At: testNow, CLI: alert.CLI(""),
 	}
-	if len(f.published) != 1 || !reflect.DeepEqual(f.published[0], wantAlert) {
-		t.Fatalf("published = %+v, want [%+v]", f.published, wantAlert)
+	if published := f.Publish.Published(); len(published) != 1 || !reflect.DeepEqual(published[0], wantAlert) {
+		t.Fatalf("published = %+v, want [%+v]", published, wantAlert)
 	}
-	wantConfirm := confirmed{orderC, 3, testNow}
-	if len(f.confirms) != 1 || f.confirms[0] != wantConfirm {
-		t.Fatalf("AlertSent calls = %+v, want [%+v]", f.confirms, wantConfirm)
+	if got, want := f.Store.Changes("alert-sent"), workflow.AlertSent(orderC, 3, testNow); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("confirmations = %+v, want [%+v]", got, want)
 	}
-	wantCalls := []string{"Fail " + orderC + "/1", "Publish permanent-failure " + orderC, "AlertSent " + orderC}
-	if !slices.Equal(f.calls, wantCalls) {
-		t.Errorf("calls = %v, want %v (publish before confirming)", f.calls, wantCalls)
+}
+
+// undoingAt is a record whose undo of step k an Agent works on under
+// attempt: the order stopped after its steps up to k succeeded.
+func undoingAt(cfg Config, orderID string, k, attempt int, now time.Time) workflow.State {
+	st := processingAt(cfg, orderID, k, attempt, now)
+	st.ProcessState, st.Steps = workflow.Compensating, history(cfg.Workflow, k+1)
+	st.Steps[k].Compensation = workflow.StepProcessing
+	return st
+}
+
+// An undo's reply commits the way a step's does: the next undo (last step
+// first) is claimed in the same write and dispatched with the outputs of
+// its own step and those before it; a permanent fault of an undo needs an
+// operator.
+func TestUndoReplies(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Workflow.Steps[0].Compensable, cfg.Workflow.Steps[1].Compensable = true, true
+	undoReply := func(step string, k int, outcome message.Outcome) string {
+		m := message.AgentReply{V: message.Version, Kind: message.KindAgentReply, OrderID: orderA, Step: step, StepIndex: k,
+			Attempt: 6, Action: message.Compensate, Outcome: outcome, Output: json.RawMessage(`{"refunded":true}`)}
+		if outcome == message.Failed {
+			m.Output, m.Fault = nil, &message.Fault{Code: "refund-refused", Message: "the charge is disputed"}
+		}
+		return message.Encode(m)
 	}
-	if len(f.sent)+len(f.advances) != 0 {
-		t.Errorf("a failed reply advanced or sent: %v", f.calls)
+	tests := []struct {
+		name      string
+		seed      workflow.State
+		body      string
+		wantCalls []string
+		want      actortest.Digest
+	}{
+		{
+			name: "undo of a later step: the undo of the one before claimed and dispatched",
+			seed: undoingAt(cfg, orderA, 1, 6, testNow), body: undoReply("charge-payment", 1, message.Succeeded),
+			wantCalls: []string{"Apply " + orderA + " step-undone", "Send agent-reserve-inventory " + orderA},
+			want:      actortest.Digest{State: workflow.Compensating, Attempt: 7, Locked: true},
+		},
+		{
+			name: "undo of the first step: compensated",
+			seed: undoingAt(cfg, orderA, 0, 6, testNow), body: undoReply("reserve-inventory", 0, message.Succeeded),
+			wantCalls: []string{"Apply " + orderA + " compensated"},
+			want:      actortest.Digest{State: workflow.Compensated, Attempt: 6},
+		},
+		{
+			name: "undo failed: an operator must act",
+			seed: undoingAt(cfg, orderA, 1, 6, testNow), body: undoReply("charge-payment", 1, message.Failed),
+			wantCalls: []string{"Apply " + orderA + " compensation-failed", "Publish compensation-failed " + orderA, "Apply " + orderA + " alert-sent"},
+			want:      actortest.Digest{State: workflow.CompensationFailed, Step: 1, Attempt: 6},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, cfg, testNow, tt.seed)
+			if failed := f.handle(t, context.Background(), record("u1", tt.body)); len(failed) != 0 {
+				t.Fatalf("batch item failures = %v", failed)
+			}
+			f.Calls.Check(t, tt.wantCalls...)
+			st := f.Store.Record(t, orderA)
+			if got := actortest.DigestOf(st); got != tt.want {
+				t.Errorf("record = %+v, want %+v", got, tt.want)
+			}
+			switch done := st.Steps[tt.seed.StepIndex]; {
+			case tt.want.State == workflow.CompensationFailed:
+				if done.Compensation != workflow.StepFailed || done.CompensationError != "compensation refund-refused: the charge is disputed" {
+					t.Errorf("step history %+v, want its undo failed with the fault", done)
+				}
+			case done.Compensation != workflow.StepSucceeded || !sameJSON(t, done.CompensationOutput, []byte(`{"refunded":true}`)):
+				t.Errorf("step history %+v, want undone, keeping the undo's output", done)
+			}
+			if tt.want.State != workflow.Compensating {
+				return
+			}
+			sent := f.Send.Sent()
+			if len(sent) != 1 {
+				t.Fatalf("sent %+v, want the next undo's request", sent)
+			}
+			checkRequest(t, sent[0].Body, message.AgentRequest{
+				V: message.Version, Kind: message.KindAgentRequest, OrderID: orderA, Step: "reserve-inventory",
+				Attempt: 7, CompleteBy: testNow.Add(30 * time.Second), Action: message.Compensate,
+				IdempotencyKey: workflow.CompensationKey(orderA, "reserve-inventory"),
+				EffectKey:      workflow.IdempotencyKey(orderA, "reserve-inventory"),
+				Input:          inputOf(orderA),
+				// What to undo: the output of the step undone, and of
+				// those before it.
+				Previous: map[string]json.RawMessage{"reserve-inventory": outputOf("reserve-inventory")},
+			})
+		})
 	}
 }
 
@@ -1042,10 +977,12 @@ func TestPoisonRecordsFailAlone(t *testing.T) {
 		{name: "failed reply without a fault", body: `{"v":1,"kind":"agent.reply","orderId":"` + orderA + `","step":"charge-payment","stepIndex":1,"attempt":1,"outcome":"failed"}`},
 		{name: "reply with attempt 0", body: succeededBody(orderA, "charge-payment", 1, 0)},
 	}
+	cfg := testConfig()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, testConfig(), testNow, nil)
+			f := newFixture(t, cfg, testNow, pendingAt(cfg, orderA, 0, testNow), pendingAt(cfg, orderB, 0, testNow),
+				processingAt(cfg, orderC, 0, 1, testNow))
 			failed := f.handle(t, context.Background(),
 				record("before", scheduleBody(orderB, 0)),
 				record("poison", tt.body),
@@ -1054,13 +991,11 @@ func TestPoisonRecordsFailAlone(t *testing.T) {
 			if !slices.Equal(failed, []string{"poison"}) {
 				t.Errorf("batch item failures = %v, want [poison]", failed)
 			}
-			want := []string{
-				"Claim " + orderB + "/0", "Send agent-reserve-inventory",
-				"Advance " + orderC + "/0", "Send agent-charge-payment",
-			}
-			if !slices.Equal(f.calls, want) {
-				t.Errorf("calls = %v, want %v (the poison record touches nothing)", f.calls, want)
-			}
+			// The poison record touches nothing.
+			f.Calls.Check(t,
+				"Apply "+orderB+" claimed", "Send agent-reserve-inventory "+orderB,
+				"Apply "+orderC+" step-completed", "Send agent-charge-payment "+orderC,
+			)
 		})
 	}
 }
@@ -1069,63 +1004,55 @@ func TestPoisonRecordsFailAlone(t *testing.T) {
 // and exactly the ones that need it are reported.
 func TestBatchProcessesEveryRecord(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testConfig(), testNow, func(d *deps) {
-		claim := d.store.claim
-		d.store.claim = func(ctx context.Context, c statestore.Claim) (workflow.State, error) {
-			switch c.OrderID {
-			case orderB:
-				return workflow.State{}, errStore
-			case orderC:
-				return workflow.State{}, workflow.ErrClaimLost
-			}
-			return claim(ctx, c)
-		}
-	})
+	cfg := testConfig()
+	f := newFixture(t, cfg, testNow,
+		pendingAt(cfg, orderA, 0, testNow),
+		processingAt(cfg, orderB, 2, 8, testNow),
+		processingAt(cfg, orderC, 1, 2, testNow), // claimed already: the claim is lost
+		processingAt(cfg, orderD, 1, 4, testNow),
+		pendingAt(cfg, orderE, 2, testNow),
+	)
+	f.Store.Fault = actortest.Fault(errStore, "Apply", "claimed", orderB)
 	failed := f.handle(t, context.Background(),
 		record("m1", scheduleBody(orderA, 0)),
 		record("m2", scheduleBody(orderB, 0)),
 		record("m3", "garbage"),
 		record("m4", scheduleBody(orderC, 1)),
-		record("m5", succeededBody(orderA, "charge-payment", 1, 4)),
+		record("m5", succeededBody(orderD, "charge-payment", 1, 4)),
 		record("m6", failedBody(orderB, "ship-goods", 2, 8)),
-		record("m7", scheduleBody(orderA, 2)),
+		record("m7", scheduleBody(orderE, 2)),
 	)
 	if want := []string{"m2", "m3"}; !slices.Equal(failed, want) {
 		t.Errorf("batch item failures = %v, want %v", failed, want)
 	}
-	want := []string{
-		"Claim " + orderA + "/0", "Send agent-reserve-inventory",
-		"Claim " + orderB + "/0",
-		"Claim " + orderC + "/1",
-		"Advance " + orderA + "/1", "Send agent-ship-goods",
-		"Fail " + orderB + "/2", "Publish permanent-failure " + orderB, "AlertSent " + orderB,
-		"Claim " + orderA + "/2", "Send agent-ship-goods",
-	}
-	if !slices.Equal(f.calls, want) {
-		t.Errorf("calls =\n  %s\nwant\n  %s", strings.Join(f.calls, "\n  "), strings.Join(want, "\n  "))
-	}
+	f.Calls.Check(t,
+		"Apply "+orderA+" claimed", "Send agent-reserve-inventory "+orderA,
+		"Apply "+orderB+" claimed",
+		"Apply "+orderC+" claimed",
+		"Apply "+orderD+" step-completed", "Send agent-ship-goods "+orderD,
+		"GetState "+orderB, "Apply "+orderB+" failed", "Publish permanent-failure "+orderB, "Apply "+orderB+" alert-sent",
+		"Apply "+orderE+" claimed", "Send agent-ship-goods "+orderE,
+	)
 	owners := []string{}
-	for _, c := range f.claims {
-		owners = append(owners, c.Owner)
+	for _, c := range f.Store.Changes("claimed") {
+		owners = append(owners, c.Patch.Lock)
 	}
 	wantOwners := []string{"scheduler/local/m1", "scheduler/local/m2", "scheduler/local/m4", "scheduler/local/m7"}
 	if !slices.Equal(owners, wantOwners) {
 		t.Errorf("claim owners = %v, want %v", owners, wantOwners)
 	}
-	if len(f.advances) != 1 || f.advances[0].Next == nil || f.advances[0].Next.Owner != "scheduler/local/m5" {
-		t.Errorf("advance %+v must claim the next step for the reply's own message m5", f.advances)
+	if c := f.Store.Changes("step-completed"); len(c) != 1 || c[0].Patch.Lock != "scheduler/local/m5" {
+		t.Errorf("commit %+v must claim the next step for the reply's own message m5", c)
 	}
 }
 
 func TestEmptyBatch(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testConfig(), testNow, nil)
+	f := newFixture(t, testConfig(), testNow)
 	if failed := f.handle(t, context.Background()); len(failed) != 0 {
 		t.Errorf("batch item failures = %v", failed)
 	}
-	if len(f.calls) != 0 {
-		t.Errorf("calls = %v, want none", f.calls)
-	}
+	f.Calls.Check(t)
 }
 
 // ---------------------------------------------------------------------------
@@ -1214,39 +1141,49 @@ func TestSampleScheduleEvent(t *testing.T) {
 	}
 	cfg := sampleConfig(t)
 	now := receivedAt(t, ev.Records[0])
-	f := newFixture(t, cfg, now, nil)
-	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "6b4f1e0a-3c2d-4e5f-8a9b-0c1d2e3f4a5b"})
-	resp, err := f.h.Handle(ctx, ev)
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("Handle = %+v, %v; want every record processed", resp, err)
-	}
-	if len(f.claims) != len(ev.Records) || len(f.sent) != len(ev.Records) {
-		t.Fatalf("%d records gave %d claims and %d sends; want one each", len(ev.Records), len(f.claims), len(f.sent))
-	}
+	schedules := make([]message.Schedule, len(ev.Records))
+	f := newFixture(t, cfg, now)
 	for i, r := range ev.Records {
 		m, err := message.DecodeSchedule(r.Body)
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
+		schedules[i] = m
+		f.Store.Put(pendingAt(cfg, m.OrderID, m.StepIndex, now))
+	}
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "6b4f1e0a-3c2d-4e5f-8a9b-0c1d2e3f4a5b"})
+	resp, err := f.h.Handle(ctx, ev)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want every record processed", resp, err)
+	}
+	applies, sent := f.Store.Applies(), f.Send.Sent()
+	if len(applies) != len(ev.Records) || len(sent) != len(ev.Records) {
+		t.Fatalf("%d records gave %d writes and %d sends; want one claim and one dispatch each", len(ev.Records), len(applies), len(sent))
+	}
+	for i, r := range ev.Records {
+		m := schedules[i]
 		if queueARN(t, "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-scheduler") != r.EventSourceARN {
 			t.Errorf("record %d comes from %s, not the scheduler queue", i, r.EventSourceARN)
 		}
-		c := f.claims[i]
+		st := applies[i].State
 		step := cfg.Workflow.Steps[m.StepIndex]
-		if c.OrderID != m.OrderID || c.StepIndex != m.StepIndex || !strings.Contains(c.Owner, r.MessageId) ||
-			!c.CompleteBy.Equal(now.Add(step.Budget)) {
-			t.Errorf("record %d: claim %+v does not match %+v", i, c, m)
+		if applies[i].Err != nil || actortest.Label(applies[i].Change) != "claimed" || st.OrderID != m.OrderID || st.StepIndex != m.StepIndex ||
+			!strings.Contains(st.LockedBy, r.MessageId) || !st.CompleteBy.Equal(now.Add(step.Budget)) {
+			t.Errorf("record %d: claim %+v wrote %+v, which does not match %+v", i, applies[i].Change, st, m)
 		}
-		req, err := message.DecodeAgentRequest(f.sent[i].body)
+		req, err := message.DecodeAgentRequest(sent[i].Body)
 		if err != nil {
 			t.Fatalf("record %d: dispatched %v", i, err)
 		}
-		if f.sent[i].queueURL != cfg.AgentQueues[step.Name] || req.OrderID != m.OrderID || req.Step != step.Name {
-			t.Errorf("record %d: dispatched %+v to %s", i, req, f.sent[i].queueURL)
+		if sent[i].QueueURL != cfg.AgentQueues[step.Name] || req.OrderID != m.OrderID || req.Step != step.Name {
+			t.Errorf("record %d: dispatched %+v to %s", i, req, sent[i].QueueURL)
 		}
 	}
 }
 
+// The replies of the sample: one commits its step and claims the next,
+// whose request is the agent-request sample; the other reports a permanent
+// fault of a step that can be undone, whose order's compensation starts.
 func TestSampleAgentReplyEvent(t *testing.T) {
 	t.Parallel()
 	replies := loadSQSEvent(t, "scheduler-agent-reply.json")
@@ -1259,22 +1196,11 @@ func TestSampleAgentReplyEvent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent-request.json: %v", err)
 	}
-	// The replies are handled as they arrive, and the order's input is the
-	// one the sample request carries.
+	// The replies are handled as they arrive; each answers the attempt its
+	// record runs, and the order's input is the one the sample request
+	// carries.
 	now := receivedAt(t, replies.Records[0])
-	f := newFixture(t, cfg, now, func(d *deps) {
-		advance := d.store.advance
-		d.store.advance = func(ctx context.Context, a statestore.Advance) (workflow.State, error) {
-			st, err := advance(ctx, a)
-			st.Input = want.Input
-			return st, err
-		}
-	})
-	resp, err := f.h.Handle(context.Background(), replies)
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("Handle = %+v, %v; want every record processed", resp, err)
-	}
-
+	f := newFixture(t, cfg, now)
 	var succeeded, failed []message.AgentReply
 	for i, r := range replies.Records {
 		if queueARN(t, "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-responses") != r.EventSourceARN {
@@ -1284,44 +1210,66 @@ func TestSampleAgentReplyEvent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
+		st := processingAt(cfg, m.OrderID, m.StepIndex, m.Attempt, now)
 		if m.Outcome == message.Succeeded {
 			succeeded = append(succeeded, m)
+			st.Input = want.Input
 		} else {
 			failed = append(failed, m)
 		}
+		f.Store.Put(st)
 	}
-	if len(succeeded) != 1 || len(failed) != 1 {
-		t.Fatalf("the sample should hold one succeeded and one failed reply, has %d and %d", len(succeeded), len(failed))
+	if len(succeeded) != 1 || len(failed) != 1 || failed[0].StepIndex != 1 {
+		t.Fatalf("the sample should hold one succeeded and one failed reply (of step 1), has %d and %d", len(succeeded), len(failed))
 	}
 	ok, bad := succeeded[0], failed[0]
-	if len(f.advances) != 1 || f.advances[0].OrderID != ok.OrderID || f.advances[0].Attempt != ok.Attempt {
-		t.Errorf("advances = %+v, want one for %+v", f.advances, ok)
-	}
-	if len(f.failures) != 1 || f.failures[0].OrderID != bad.OrderID || f.failures[0].Error != bad.Fault.Code+": "+bad.Fault.Message {
-		t.Errorf("failures = %+v, want one for %+v", f.failures, bad)
-	}
-	if len(f.published) != 1 || f.published[0].Kind != alert.KindPermanentFailure || f.published[0].OrderID != bad.OrderID {
-		t.Errorf("published = %+v, want a permanent-failure alert for %s", f.published, bad.OrderID)
-	}
-	if len(f.confirms) != 1 || f.confirms[0].orderID != bad.OrderID {
-		t.Errorf("AlertSent calls = %+v", f.confirms)
+	resp, err := f.h.Handle(context.Background(), replies)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want every record processed", resp, err)
 	}
 
-	// The request dispatched for the next step is the agent-request sample.
-	if len(f.sent) != 1 {
-		t.Fatalf("sent %d messages, want the next step's request", len(f.sent))
+	agentQueue := "Send sas-agent-charge-payment "
+	f.Calls.Check(t,
+		"Apply "+ok.OrderID+" step-completed", agentQueue+ok.OrderID,
+		"GetState "+bad.OrderID, "Apply "+bad.OrderID+" compensating", agentQueue+bad.OrderID,
+	)
+	if c := f.Store.Changes("step-completed"); len(c) != 1 || c[0].OrderID != ok.OrderID || *c[0].Fence.Attempt != ok.Attempt {
+		t.Errorf("commits = %+v, want one for %+v", c, ok)
+	}
+	lastError := bad.Fault.Code + ": " + bad.Fault.Message
+	if st := f.Store.Record(t, bad.OrderID); st.ProcessState != workflow.Compensating || st.StepIndex != bad.StepIndex ||
+		st.LastError != lastError || st.Steps[bad.StepIndex].State != workflow.StepFailed || st.AlertPending {
+		t.Errorf("record %+v, want the undo of step %d claimed after %q, no alert owed", st, bad.StepIndex, lastError)
+	}
+	if published := f.Publish.Published(); len(published) != 0 {
+		t.Errorf("published %+v; an order whose compensation runs owes no alert", published)
+	}
+
+	// The request dispatched for the next step is the agent-request sample;
+	// then the undo of the failed step, with the outputs before it.
+	sent := f.Send.Sent()
+	if len(sent) != 2 {
+		t.Fatalf("sent %d messages, want the next step's request and the undo", len(sent))
 	}
 	reqRec := requests.Records[0]
-	if got := queueARN(t, f.sent[0].queueURL); got != reqRec.EventSourceARN {
+	if got := queueARN(t, sent[0].QueueURL); got != reqRec.EventSourceARN {
 		t.Errorf("next step sent to %s, the sample request comes from %s", got, reqRec.EventSourceARN)
 	}
-	checkRequest(t, f.sent[0].body, want)
+	checkRequest(t, sent[0].Body, want)
+	undo := cfg.Workflow.Steps[bad.StepIndex]
+	checkRequest(t, sent[1].Body, message.AgentRequest{
+		V: message.Version, Kind: message.KindAgentRequest, OrderID: bad.OrderID, Step: undo.Name,
+		StepIndex: bad.StepIndex, Attempt: bad.Attempt + 1, CompleteBy: now.Add(undo.Budget), Action: message.Compensate,
+		IdempotencyKey: workflow.CompensationKey(bad.OrderID, undo.Name), EffectKey: workflow.IdempotencyKey(bad.OrderID, undo.Name),
+		Input:    inputOf(bad.OrderID),
+		Previous: map[string]json.RawMessage{"reserve-inventory": outputOf("reserve-inventory")},
+	})
 }
 
 func TestSampleAgentRequestIsPoisonToScheduler(t *testing.T) {
 	t.Parallel()
 	ev := loadSQSEvent(t, "agent-request.json")
-	f := newFixture(t, sampleConfig(t), testNow, nil)
+	f := newFixture(t, sampleConfig(t), testNow)
 	resp, err := f.h.Handle(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
@@ -1329,29 +1277,29 @@ func TestSampleAgentRequestIsPoisonToScheduler(t *testing.T) {
 	if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[0].MessageId {
 		t.Errorf("batch item failures = %+v, want the agent request reported as poison", resp.BatchItemFailures)
 	}
-	if len(f.calls) != 0 {
-		t.Errorf("calls = %v, want none", f.calls)
-	}
+	f.Calls.Check(t)
 }
 
 func TestPoisonAlertsOnItsLastReceiveOnly(t *testing.T) {
 	t.Parallel()
+	cfg := testConfig()
 	for _, tc := range []struct {
 		receives string
 		alerts   int
 	}{{"1", 0}, {"2", 0}, {"3", 1}, {"4", 1}} {
-		f := newFixture(t, testConfig(), testNow, nil)
+		f := newFixture(t, cfg, testNow, pendingAt(cfg, orderA, 0, testNow))
 		poison := record("m-poison", `{"v":99}`)
 		poison.Attributes["ApproximateReceiveCount"] = tc.receives
 		failed := f.handle(t, context.Background(), poison, record("m-ok", scheduleBody(orderA, 0)))
 		if !reflect.DeepEqual(failed, []string{"m-poison"}) {
 			t.Fatalf("receive %s: failed %v, want only the poison", tc.receives, failed)
 		}
-		if len(f.published) != tc.alerts {
-			t.Fatalf("receive %s of %d: %d alerts, want %d", tc.receives, testConfig().MaxReceiveCount, len(f.published), tc.alerts)
+		published := f.Publish.Published()
+		if len(published) != tc.alerts {
+			t.Fatalf("receive %s of %d: %d alerts, want %d", tc.receives, cfg.MaxReceiveCount, len(published), tc.alerts)
 		}
-		if tc.alerts == 1 && (f.published[0].Kind != alert.KindPoisonMessage || f.published[0].ID() != "poison/m-poison") {
-			t.Fatalf("alert %+v", f.published[0])
+		if tc.alerts == 1 && (published[0].Kind != alert.KindPoisonMessage || published[0].ID() != "poison/m-poison") {
+			t.Fatalf("alert %+v", published[0])
 		}
 	}
 }

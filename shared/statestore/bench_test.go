@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/sasflow/sas/shared/statestore"
 )
 
 // The benchmarks measure the claim and commit paths over the wire against
@@ -46,9 +44,7 @@ func BenchmarkCommitAndClaimNext(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		_, err := s.Advance(ctx, statestore.Advance{OrderID: ids[i], StepIndex: 0, Attempt: 1, Now: t0, Output: out,
-			Next: &statestore.NextClaim{Step: "charge-payment", Owner: "bench", CompleteBy: t0.Add(30 * time.Second)}})
-		if err != nil {
+		if _, err := s.Apply(ctx, machine.StepCompleted(ids[i], 0, 1, out, "bench", t0)); err != nil {
 			b.Fatal(err)
 		}
 	}

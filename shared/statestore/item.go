@@ -103,7 +103,7 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		CreatedAt:    fmtTime(s.CreatedAt),
 		UpdatedAt:    fmtTime(s.UpdatedAt),
 	}
-	if s.ProcessState.InFlight() || s.AlertPending {
+	if s.InFlight {
 		it.InFlightShard = ShardOf(s.OrderID)
 	}
 	for _, st := range s.Steps {
@@ -149,6 +149,7 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		EventSeq:     it.EventSeq,
 		Cancelled:    it.Cancelled,
 		Resubmits:    it.Resubmits,
+		InFlight:     it.InFlightShard != "",
 	}
 	if it.Input != "" {
 		s.Input = json.RawMessage(it.Input)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -16,76 +15,6 @@ import (
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
-
-// Cancel stops an order that is still going forward, or closes one in Error.
-// The write is conditional on the state and Attempt seen, and takes a new
-// Attempt, so the reply of an Agent still working on the step is refused as
-// stale. stop is the workflow's decision (Definition.StopAt with StopCancel):
-// the compensation of stop.UndoFrom waits for a claim until claimBy, or the
-// order is Cancelled outright. An order in Error keeps its failed step's
-// history and its LastError; its alert is no longer owed, since an operator
-// acted. ErrStale means the record moved on meanwhile.
-func (s *Store) Cancel(ctx context.Context, seen workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error) {
-	if !workflow.CanCancel(seen) {
-		return workflow.State{}, fmt.Errorf("cancel %s: %w", seen.OrderID, workflow.ErrNotCancellable)
-	}
-	e := newExpr()
-	e.Is("ProcessState", str(string(seen.ProcessState))).Is("Attempt", num(seen.Attempt))
-	if seen.ProcessState == workflow.Error {
-		e.Set("AlertPending", boolean(false)).touch(now)
-	} else {
-		stopStep(e, seen.StepIndex, workflow.StepCancelled, now, "cancelled at step "+seen.Step)
-	}
-	e.Set("Cancelled", boolean(true)).Add("Attempt", 1).notify()
-	if stop.UndoFrom >= 0 {
-		if stop.UndoFrom >= len(seen.Steps) {
-			return workflow.State{}, fmt.Errorf("cancel %s: step %d to undo is not in its history", seen.OrderID, stop.UndoFrom)
-		}
-		startUndo(e, stop.UndoFrom, seen.Steps[stop.UndoFrom].Name)
-		// An Error record whose alert went out has left the in-flight
-		// index; its compensation must be watched again.
-		e.Set(CompleteByAttr, millis(claimBy)).Set(InFlightShardAttr, str(ShardOf(seen.OrderID)))
-	} else {
-		e.Set("ProcessState", str(string(workflow.Cancelled))).Remove(InFlightShardAttr)
-	}
-	st, err := s.update(ctx, seen.OrderID, e)
-	if err != nil {
-		return workflow.State{}, fmt.Errorf("cancel %s: %w", seen.OrderID, err)
-	}
-	return st, nil
-}
-
-// Resubmit restarts an order an operator fixed: from Error at its failed
-// step, or from CompensationFailed at its failed compensation, with a fresh
-// FailureCount. The write is conditional on the state and Attempt seen, so of
-// two operators resubmitting at once exactly one wins; the other gets
-// ErrStale.
-func (s *Store) Resubmit(ctx context.Context, seen workflow.State, r workflow.Resubmission, now time.Time) (workflow.State, error) {
-	e := newExpr()
-	e.Is("ProcessState", str(string(seen.ProcessState))).Is("Attempt", num(seen.Attempt))
-	sp := stepPath(seen.StepIndex)
-	switch r.State {
-	case workflow.Pending:
-		e.Set(sp+".State", str(string(workflow.StepPending)))
-	case workflow.CompensationPending:
-		e.Set(sp+".Compensation", str(string(workflow.StepPending)))
-	default:
-		return workflow.State{}, fmt.Errorf("resubmit %s: to %s: %w", seen.OrderID, r.State, workflow.ErrNotResubmittable)
-	}
-	e.Set("ProcessState", str(string(r.State))).
-		Set("FailureCount", num(0)).
-		Set("AlertPending", boolean(false)).
-		Set(CompleteByAttr, millis(r.ClaimBy)).
-		Set(InFlightShardAttr, str(ShardOf(seen.OrderID))).
-		Add("Resubmits", 1).
-		touch(now).
-		notify()
-	st, err := s.update(ctx, seen.OrderID, e)
-	if err != nil {
-		return workflow.State{}, fmt.Errorf("resubmit %s: %w", seen.OrderID, err)
-	}
-	return st, nil
-}
 
 // Page is one page of a listing.
 type Page struct {
@@ -158,12 +87,13 @@ func (s *Store) ListByState(ctx context.Context, state workflow.ProcessState, li
 		if v, ok := out.LastEvaluatedKey[ChangedAtAttr].(*types.AttributeValueMemberN); ok {
 			c.ChangedAt, _ = strconv.ParseInt(v.Value, 10, 64)
 		}
-		p.Next = encodeCursor(c)
+		p.Next = EncodeCursor(c)
 	}
 	return p, nil
 }
 
-func encodeCursor(c Cursor) string {
+// EncodeCursor is the opaque form of c that DecodeCursor reads.
+func EncodeCursor(c Cursor) string {
 	b, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(b)
 }

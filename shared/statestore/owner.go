@@ -72,7 +72,7 @@ func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, after 
 		if err != nil {
 			return Page{}, err
 		}
-		if c.Owner != ownerTag(owner) {
+		if c.Owner != OwnerTag(owner) {
 			return Page{}, fmt.Errorf("%w: it belongs to another caller's listing", ErrBadCursor)
 		}
 		in.ExclusiveStartKey = map[string]types.AttributeValue{
@@ -103,14 +103,14 @@ func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, after 
 		}
 	}
 	if len(out.LastEvaluatedKey) > 0 {
-		c := OwnerCursor{Owner: ownerTag(owner)}
+		c := OwnerCursor{Owner: OwnerTag(owner)}
 		if v, ok := out.LastEvaluatedKey[KeyOrderID].(*types.AttributeValueMemberS); ok {
 			c.OrderID = v.Value
 		}
 		if v, ok := out.LastEvaluatedKey[CreatedAtMsAttr].(*types.AttributeValueMemberN); ok {
 			c.CreatedAtMs, _ = strconv.ParseInt(v.Value, 10, 64)
 		}
-		p.Next = encodeOwnerCursor(c)
+		p.Next = EncodeOwnerCursor(c)
 	}
 	return p, nil
 }
@@ -191,13 +191,14 @@ const ownerTagNamespace = "sasflow/statestore/owner-cursor/v1\x00"
 // base64url.
 const ownerTagLen = 16
 
-// ownerTag names an owner inside a cursor.
-func ownerTag(owner string) string {
+// OwnerTag names an owner inside a cursor.
+func OwnerTag(owner string) string {
 	sum := sha256.Sum256([]byte(ownerTagNamespace + owner))
 	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
-func encodeOwnerCursor(c OwnerCursor) string {
+// EncodeOwnerCursor is the opaque form of c that DecodeOwnerCursor reads.
+func EncodeOwnerCursor(c OwnerCursor) string {
 	b, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(b)
 }

@@ -42,28 +42,18 @@ func newTables(t *testing.T) (*statestore.Store, statestore.Tables) {
 // retry fails the condition, instead of being reported as a lost race.
 func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	def := workflow.Default()
 	now := t0.Add(time.Second)
-	// claimed claims step 0, the record most writes apply to.
-	claimed := func(t *testing.T, s *statestore.Store, id string) workflow.State {
-		st, err := claim(s, id, 0, "scheduler/a", now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
 	for _, tc := range []struct {
 		name string
-		// before brings the record to where the write applies, on a
+		// before brings the record to where the change applies, on a
 		// reliable store.
 		before func(t *testing.T, s *statestore.Store, id string) workflow.State
-		write  func(s *statestore.Store, seen workflow.State) (workflow.State, error)
+		change func(seen workflow.State) workflow.Change
 		check  func(t *testing.T, got workflow.State)
 	}{{
 		name: "claim",
-		write: func(s *statestore.Store, _ workflow.State) (workflow.State, error) {
-			return claim(s, "o-lost", 0, "scheduler/a", now)
+		change: func(seen workflow.State) workflow.Change {
+			return machine.Claim(seen.OrderID, 0, false, "scheduler/a", now)
 		},
 		check: func(t *testing.T, got workflow.State) {
 			if got.ProcessState != workflow.Processing || got.LockedBy != "scheduler/a" || got.Attempt != 1 {
@@ -71,33 +61,35 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 			}
 		},
 	}, {
-		name:   "advance and claim the next step",
+		name:   "commit and claim the next step",
 		before: claimed,
-		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
-			return s.Advance(ctx, statestore.Advance{OrderID: seen.OrderID, StepIndex: 0, Attempt: seen.Attempt, Now: now,
-				Output: []byte(`{"ok":true}`), Next: &statestore.NextClaim{Step: def.Steps[1].Name, Owner: "scheduler/b", CompleteBy: now.Add(time.Minute)}})
+		change: func(seen workflow.State) workflow.Change {
+			return machine.StepCompleted(seen.OrderID, 0, seen.Attempt, []byte(`{"ok":true}`), "scheduler/b", now)
 		},
 		check: func(t *testing.T, got workflow.State) {
 			if got.ProcessState != workflow.Processing || got.StepIndex != 1 || got.LockedBy != "scheduler/b" || got.Attempt != 2 {
-				t.Fatalf("advance returned %+v", got)
+				t.Fatalf("commit returned %+v", got)
 			}
 		},
 	}, {
 		name:   "permanent failure that starts the compensation",
 		before: claimed,
-		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
-			return s.Fail(ctx, statestore.Failure{OrderID: seen.OrderID, StepIndex: 0, Attempt: seen.Attempt, Now: now, Error: "rejected",
-				AlertBy: now.Add(time.Minute), Undo: &statestore.UndoClaim{StepIndex: 0, Step: def.Steps[0].Name, Owner: "scheduler/b", CompleteBy: now.Add(time.Minute)}})
+		change: func(seen workflow.State) workflow.Change {
+			return machine.StepRejected(seen, seen.OrderID, 0, seen.Attempt, "rejected", "scheduler/b", now)
 		},
 		check: func(t *testing.T, got workflow.State) {
 			if got.ProcessState != workflow.Compensating || got.LockedBy != "scheduler/b" {
-				t.Fatalf("fail returned %+v", got)
+				t.Fatalf("failure returned %+v", got)
 			}
 		},
 	}, {
 		name: "operator cancel",
-		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
-			return s.Cancel(ctx, seen, def.StopAt(seen, workflow.StopCancel), now, now.Add(time.Minute))
+		change: func(seen workflow.State) workflow.Change {
+			c, err := machine.Cancel(seen, now, now.Add(time.Minute))
+			if err != nil {
+				panic(err)
+			}
+			return c
 		},
 		check: func(t *testing.T, got workflow.State) {
 			if got.ProcessState != workflow.Cancelled || !got.Cancelled {
@@ -107,13 +99,13 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 	}, {
 		name:   "supervisor retry",
 		before: claimed,
-		write: func(s *statestore.Store, seen workflow.State) (workflow.State, error) {
-			late := seen.CompleteBy.Add(time.Second)
-			return s.Recover(ctx, seen, workflow.DefaultPolicy().Recover(def, seen, late), late)
+		change: func(seen workflow.State) workflow.Change {
+			c, _ := machine.Expired(seen, seen.CompleteBy.Add(time.Second))
+			return c
 		},
 		check: func(t *testing.T, got workflow.State) {
 			if got.ProcessState != workflow.Pending || got.FailureCount != 1 {
-				t.Fatalf("recover returned %+v", got)
+				t.Fatalf("recovery returned %+v", got)
 			}
 		},
 	}} {
@@ -125,7 +117,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 				seen = tc.before(t, reliable, "o-lost")
 			}
 			lossy, lose := lossyStore(t, tables)
-			got, err := tc.write(lossy, seen)
+			got, err := lossy.Apply(context.Background(), tc.change(seen))
 			if lose.Lost() != 1 {
 				t.Fatalf("%d answers lost, want 1", lose.Lost())
 			}
@@ -134,7 +126,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 			}
 			tc.check(t, got)
 			// What it returned is what the table holds.
-			stored, err := reliable.GetState(ctx, "o-lost")
+			stored, err := reliable.GetState(context.Background(), "o-lost")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,6 +135,16 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// claimed claims step 0 on a reliable store: the record most writes apply
+// to.
+func claimed(t *testing.T, s *statestore.Store, id string) workflow.State {
+	st, err := claim(s, id, 0, "scheduler/a", t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // TestSomebodyElsesWriteIsStillStale: a retried write that finds another

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -113,289 +112,144 @@ func (s *Store) get(ctx context.Context, table, orderID string) (map[string]type
 	return out.Item, nil
 }
 
-// Claim is a Scheduler's request to take a Pending step, or a
-// CompensationPending step's compensation.
-type Claim struct {
-	OrderID   string
-	StepIndex int
-	// Compensate claims the step's compensation instead of the step.
-	Compensate bool
-	// Owner names the claiming invocation; it becomes LockedBy.
-	Owner      string
-	Now        time.Time
-	CompleteBy time.Time
-}
-
-// Claim moves a Pending, unlocked record at the given step to Processing,
-// locked by the caller, with a new CompleteBy and the next Attempt. It
-// returns the record as written, or workflow.ErrClaimLost.
-func (s *Store) Claim(ctx context.Context, c Claim) (workflow.State, error) {
+// Apply carries out a change the workflow's Machine decided: its fence and
+// its patch as one conditional UpdateItem. A failed fence is
+// workflow.ErrStale, never an overwrite. It returns the record as written.
+func (s *Store) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
 	e := newExpr()
-	want := workflow.Pending
-	if c.Compensate {
-		want = workflow.CompensationPending
-	}
-	e.Is("ProcessState", str(string(want))).Absent("LockedBy").Is("StepIndex", num(c.StepIndex))
-	if c.Compensate {
-		claimUndo(e, c.StepIndex, c.Owner, c.Now, c.CompleteBy)
-	} else {
-		claimStep(e, c.StepIndex, c.Owner, c.Now, c.CompleteBy)
-	}
+	fenceOf(e, c.Fence)
+	patchOf(e, c.OrderID, c.Patch)
 	st, err := s.update(ctx, c.OrderID, e)
-	if errors.Is(err, workflow.ErrStale) {
-		return workflow.State{}, fmt.Errorf("claim %s step %d: %w", c.OrderID, c.StepIndex, workflow.ErrClaimLost)
+	if err != nil {
+		what := string(c.Transition)
+		if what == "" {
+			what = "change"
+		}
+		return workflow.State{}, fmt.Errorf("%s %s: %w", what, c.OrderID, err)
 	}
-	return st, err
+	return st, nil
 }
 
-func claimStep(e *expr, step int, owner string, now, completeBy time.Time) {
-	sp := stepPath(step)
-	e.Set("ProcessState", str(string(workflow.Processing))).
-		Set("LockedBy", str(owner)).
-		Set(CompleteByAttr, millis(completeBy)).
-		Add("Attempt", 1).
-		touch(now).
-		Set(sp+".State", str(string(workflow.StepProcessing))).
-		Add(sp+".Attempts", 1).
-		Set(sp+".StartedAt", stamp(now))
+// fenceOf adds the fence's conditions.
+func fenceOf(e *expr, f workflow.Fence) {
+	switch len(f.In) {
+	case 0:
+	case 1:
+		e.Is(ProcessStateAttr, str(string(f.In[0])))
+	default:
+		states := make([]types.AttributeValue, len(f.In))
+		for i, st := range f.In {
+			states[i] = str(string(st))
+		}
+		e.OneOf(ProcessStateAttr, states...)
+	}
+	if f.Attempt != nil {
+		e.Is("Attempt", num(*f.Attempt))
+	}
+	if f.StepIndex != nil {
+		e.Is("StepIndex", num(*f.StepIndex))
+	}
+	if f.Unlocked {
+		e.Absent("LockedBy")
+	}
+	if !f.LiveAt.IsZero() {
+		e.After(CompleteByAttr, millis(f.LiveAt))
+	}
+	if !f.CompleteBy.IsZero() {
+		e.Is(CompleteByAttr, millis(f.CompleteBy))
+	}
+	if f.AlertPending {
+		e.Is("AlertPending", boolean(true))
+	}
+}
+
+// patchOf adds the patch's writes; each field of workflow.Patch.Apply maps
+// to one clause, so the conformance suite can hold the two together.
+func patchOf(e *expr, orderID string, p workflow.Patch) {
+	e.Set("UpdatedAt", stamp(p.Now)).Set(ChangedAtAttr, millis(p.Now))
+	if p.State != "" {
+		e.Set(ProcessStateAttr, str(string(p.State)))
+	}
+	if p.MoveTo != nil {
+		e.Set("StepIndex", num(p.MoveTo.Index)).Set("Step", str(p.MoveTo.Name))
+	}
+	if p.Unlock {
+		e.Remove("LockedBy")
+	}
+	if p.Lock != "" {
+		e.Set("LockedBy", str(p.Lock))
+	}
+	if !p.CompleteBy.IsZero() {
+		e.Set(CompleteByAttr, millis(p.CompleteBy))
+	}
+	if p.NextAttempt {
+		e.Add("Attempt", 1)
+	}
+	if p.FailureCount != nil {
+		e.Set("FailureCount", num(*p.FailureCount))
+	}
+	if p.LastError != nil {
+		e.Set("LastError", str(*p.LastError))
+	}
+	if p.AlertPending != nil {
+		e.Set("AlertPending", boolean(*p.AlertPending))
+	}
+	if p.Notify {
+		e.Add("EventSeq", 1)
+	}
+	switch {
+	case p.InFlight == nil:
+	case *p.InFlight:
+		e.Set(InFlightShardAttr, str(ShardOf(orderID)))
+	default:
+		e.Remove(InFlightShardAttr)
+	}
+	if p.Cancel {
+		e.Set("Cancelled", boolean(true))
+	}
+	if p.Requeue {
+		e.Add("Requeues", 1)
+	}
+	if p.Resubmit {
+		e.Add("Resubmits", 1)
+	}
+	for _, sp := range p.Steps {
+		stepPatchOf(e, stepPath(sp.Index), sp, p.Now)
+	}
+}
+
+func stepPatchOf(e *expr, path string, sp workflow.StepPatch, now time.Time) {
+	set := func(attr string, ok bool, v types.AttributeValue) {
+		if ok {
+			e.Set(path+"."+attr, v)
+		}
+	}
+	add := func(attr string, ok bool) {
+		if ok {
+			e.Add(path+"."+attr, 1)
+		}
+	}
+	set("State", sp.State != "", str(string(sp.State)))
+	add("Attempts", sp.Claimed)
+	set("StartedAt", sp.Claimed, stamp(now))
+	add("Failures", sp.Failed)
+	set("FinishedAt", sp.Finished, stamp(now))
+	set("Output", len(sp.Output) > 0, str(string(sp.Output)))
+	if sp.Error != nil {
+		e.Set(path+".Error", str(*sp.Error))
+	}
+	set("Compensation", sp.Compensation != "", str(string(sp.Compensation)))
+	add("CompensationAttempts", sp.UndoClaimed)
+	add("CompensationFailures", sp.UndoFailed)
+	set("CompensatedAt", sp.Undone, stamp(now))
+	set("CompensationOutput", len(sp.UndoOutput) > 0, str(string(sp.UndoOutput)))
+	if sp.UndoError != nil {
+		e.Set(path+".CompensationError", str(*sp.UndoError))
+	}
 }
 
 // stepPath is the path of a step's history entry.
 func stepPath(i int) string { return "Steps[" + strconv.Itoa(i) + "]" }
-
-// touch stamps a write: UpdatedAt for people, ChangedAt for the ByState
-// index's order.
-func (e *expr) touch(now time.Time) *expr {
-	return e.Set("UpdatedAt", stamp(now)).Set(ChangedAtAttr, millis(now))
-}
-
-// notify marks a write that changes what a client is told of the order
-// (workflow.StatusOf, or the step it is at): the event publisher numbers its
-// events by EventSeq, so every such write adds exactly one and no other
-// write does.
-func (e *expr) notify() *expr { return e.Add("EventSeq", 1) }
-
-// fence adds the condition every commit of an Agent's outcome needs: the
-// record is still Processing the same step under the same Attempt, and its
-// CompleteBy has not passed.
-func fence(e *expr, stepIndex, attempt int, now time.Time) {
-	fenceIn(e, workflow.Processing, stepIndex, attempt, now)
-}
-
-func fenceIn(e *expr, state workflow.ProcessState, stepIndex, attempt int, now time.Time) {
-	e.Is("ProcessState", str(string(state))).
-		Is("Attempt", num(attempt)).
-		Is("StepIndex", num(stepIndex)).
-		After(CompleteByAttr, millis(now))
-}
-
-// Advance commits a successful step.
-type Advance struct {
-	OrderID   string
-	StepIndex int
-	Attempt   int
-	Now       time.Time
-	Output    json.RawMessage
-	// Next, when set, claims the following step in the same write so the
-	// Scheduler can dispatch it straight on; nil after the last step.
-	Next *NextClaim
-}
-
-// NextClaim claims the step after the one committed.
-type NextClaim struct {
-	Step       string
-	Owner      string
-	CompleteBy time.Time
-}
-
-// Advance records the step's output and either claims the next step or marks
-// the order Processed. It returns the record as written, or workflow.ErrStale
-// when the reply is not for the record's current claim.
-func (s *Store) Advance(ctx context.Context, a Advance) (workflow.State, error) {
-	e := newExpr()
-	fence(e, a.StepIndex, a.Attempt, a.Now)
-	sp := stepPath(a.StepIndex)
-	e.Set(sp+".State", str(string(workflow.StepSucceeded))).
-		Set(sp+".FinishedAt", stamp(a.Now)).
-		touch(a.Now).
-		notify()
-	if len(a.Output) > 0 {
-		e.Set(sp+".Output", str(string(a.Output)))
-	}
-	if a.Next != nil {
-		next := a.StepIndex + 1
-		e.Set("StepIndex", num(next)).
-			Set("Step", str(a.Next.Step)).
-			Set("FailureCount", num(0))
-		claimStep(e, next, a.Next.Owner, a.Now, a.Next.CompleteBy)
-	} else {
-		e.Set("ProcessState", str(string(workflow.Processed))).
-			Remove("LockedBy").
-			Remove(InFlightShardAttr)
-	}
-	st, err := s.update(ctx, a.OrderID, e)
-	if err != nil {
-		return workflow.State{}, fmt.Errorf("advance %s step %d attempt %d: %w", a.OrderID, a.StepIndex, a.Attempt, err)
-	}
-	return st, nil
-}
-
-// Failure commits a permanent failure reported by an Agent.
-type Failure struct {
-	OrderID   string
-	StepIndex int
-	Attempt   int
-	Now       time.Time
-	Error     string
-	// AlertBy is when the Supervisor publishes the alert if the Scheduler
-	// has not confirmed it sent.
-	AlertBy time.Time
-	// Undo, when set, starts the compensation in the same write and claims
-	// it, so the Scheduler dispatches it straight on; the order goes to
-	// Compensating instead of Error and raises no alert.
-	Undo *UndoClaim
-}
-
-// UndoClaim claims the compensation of a step.
-type UndoClaim struct {
-	StepIndex  int
-	Step       string
-	Owner      string
-	CompleteBy time.Time
-}
-
-// Fail moves the order to Error with its alert pending, or into its
-// compensation. It returns workflow.ErrStale when the reply is not for the
-// current claim.
-func (s *Store) Fail(ctx context.Context, f Failure) (workflow.State, error) {
-	e := newExpr()
-	fence(e, f.StepIndex, f.Attempt, f.Now)
-	if f.Undo != nil {
-		stopStep(e, f.StepIndex, workflow.StepFailed, f.Now, f.Error)
-		startUndo(e, f.Undo.StepIndex, f.Undo.Step)
-		claimUndo(e, f.Undo.StepIndex, f.Undo.Owner, f.Now, f.Undo.CompleteBy)
-	} else {
-		failStep(e, f.StepIndex, f.Now, f.Error)
-		e.Set(CompleteByAttr, millis(f.AlertBy))
-	}
-	e.notify()
-	st, err := s.update(ctx, f.OrderID, e)
-	if err != nil {
-		return workflow.State{}, fmt.Errorf("fail %s step %d attempt %d: %w", f.OrderID, f.StepIndex, f.Attempt, err)
-	}
-	return st, nil
-}
-
-// stopStep ends the forward path at a step: its history entry says how, and
-// the record keeps the reason as LastError.
-func stopStep(e *expr, stepIndex int, state workflow.StepState, now time.Time, msg string) {
-	sp := stepPath(stepIndex)
-	e.Set("LastError", str(msg)).
-		touch(now).
-		Set(sp+".State", str(string(state))).
-		Set(sp+".Error", str(msg)).
-		Set(sp+".FinishedAt", stamp(now)).
-		Remove("LockedBy")
-}
-
-// startUndo moves the record to the compensation of step i, unclaimed.
-func startUndo(e *expr, i int, step string) {
-	e.Set("ProcessState", str(string(workflow.CompensationPending))).
-		Set("StepIndex", num(i)).
-		Set("Step", str(step)).
-		Set("FailureCount", num(0)).
-		Set(stepPath(i)+".Compensation", str(string(workflow.StepPending)))
-}
-
-// failStep moves a record to Error and keeps it in the in-flight index with
-// AlertPending, so an alert lost to a crash is still sent by the Supervisor.
-func failStep(e *expr, stepIndex int, now time.Time, msg string) {
-	stopStep(e, stepIndex, workflow.StepFailed, now, msg)
-	e.Set("ProcessState", str(string(workflow.Error))).
-		Set("AlertPending", boolean(true))
-}
-
-// AlertSent records that the alert of the given Attempt (of an order in
-// Error or CompensationFailed) went out, which takes the record out of the
-// in-flight index. ErrStale means another actor confirmed it first.
-func (s *Store) AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error {
-	e := newExpr()
-	e.OneOf("ProcessState", str(string(workflow.Error)), str(string(workflow.CompensationFailed))).
-		Is("AlertPending", boolean(true)).
-		Is("Attempt", num(attempt))
-	e.Set("AlertPending", boolean(false)).
-		touch(now).
-		Remove(InFlightShardAttr)
-	_, err := s.update(ctx, orderID, e)
-	if err != nil {
-		return fmt.Errorf("alert sent %s attempt %d: %w", orderID, attempt, err)
-	}
-	return nil
-}
-
-// Recover applies a Recovery decision: the Supervisor's for a record it found
-// expired, or the Scheduler's for a claim whose dispatch failed. The
-// condition re-checks the state, Attempt and CompleteBy the caller saw, so of
-// two Supervisors (or a Supervisor and a late Scheduler) exactly one write
-// wins; the loser gets workflow.ErrStale.
-func (s *Store) Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
-	e := newExpr()
-	e.Is("ProcessState", str(string(seen.ProcessState))).
-		Is("Attempt", num(seen.Attempt)).
-		Is(CompleteByAttr, millis(seen.CompleteBy))
-	sp := stepPath(seen.StepIndex)
-	undoing := seen.ProcessState == workflow.Compensating
-	msg := r.Reason
-	if msg == "" {
-		msg = workflow.TimeoutMessage(seen)
-	}
-	switch {
-	case r.Kind == workflow.Retry && undoing:
-		e.Set("ProcessState", str(string(workflow.CompensationPending))).
-			Set("FailureCount", num(r.FailureCount)).
-			Set("LastError", str(msg)).
-			Set(sp+".Compensation", str(string(workflow.StepPending))).
-			Add(sp+".CompensationFailures", 1).
-			Remove("LockedBy")
-	case r.Kind == workflow.Retry:
-		e.Set("ProcessState", str(string(workflow.Pending))).
-			Set("FailureCount", num(r.FailureCount)).
-			Set("LastError", str(msg)).
-			Set(sp+".State", str(string(workflow.StepPending))).
-			Add(sp+".Failures", 1).
-			Remove("LockedBy")
-	case r.Kind == workflow.GiveUp && undoing:
-		e.Set("ProcessState", str(string(workflow.CompensationFailed))).
-			Set("AlertPending", boolean(true)).
-			Set("FailureCount", num(r.FailureCount)).
-			Set("LastError", str(msg)).
-			Set(sp+".Compensation", str(string(workflow.StepFailed))).
-			Set(sp+".CompensationError", str(msg)).
-			Add(sp+".CompensationFailures", 1).
-			Remove("LockedBy").
-			notify()
-	case r.Kind == workflow.GiveUp && r.UndoFrom >= 0:
-		stopStep(e, seen.StepIndex, workflow.StepFailed, now, msg)
-		e.Add(sp+".Failures", 1)
-		startUndo(e, r.UndoFrom, r.UndoStep)
-		e.notify()
-	case r.Kind == workflow.GiveUp:
-		failStep(e, seen.StepIndex, now, msg)
-		e.Set("FailureCount", num(r.FailureCount)).Add(sp+".Failures", 1).notify()
-	case r.Kind == workflow.Requeue:
-		e.Add("Requeues", 1)
-	case r.Kind == workflow.ResendAlert:
-		e.Is("AlertPending", boolean(true))
-	default:
-		return workflow.State{}, fmt.Errorf("recover %s: nothing to write for %q", seen.OrderID, r.Kind)
-	}
-	e.Set(CompleteByAttr, millis(r.CompleteBy)).touch(now)
-	st, err := s.update(ctx, seen.OrderID, e)
-	if err != nil {
-		return workflow.State{}, fmt.Errorf("recover %s (%s): %w", seen.OrderID, r.Kind, err)
-	}
-	return st, nil
-}
 
 // update runs a conditional UpdateItem and returns the record as written.
 // A failed condition is workflow.ErrStale, unless the record already holds

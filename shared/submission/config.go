@@ -1,7 +1,7 @@
 package submission
 
 import (
-	"regexp"
+	"math"
 	"time"
 
 	"github.com/sasflow/sas/shared/config"
@@ -29,39 +29,56 @@ type Config struct {
 	MaxBodyBytes int64
 }
 
-// DynamoDB's rule for table names.
-var tableName = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`)
+// maxBodyBytes bounds MaxBodyBytes: a synchronous Lambda invocation's
+// payload is at most 6 MiB.
+const maxBodyBytes = 6 << 20
+
+// variables names the fields read from the environment, so LoadConfig
+// reports a problem under the name the operator sets.
+var variables = map[string]string{
+	"SchedulerQueueURL": "SCHEDULER_QUEUE_URL",
+	"OrdersTable":       "ORDERS_TABLE",
+	"StateTable":        "STATE_TABLE",
+	"ClaimTimeout":      "CLAIM_TIMEOUT",
+}
 
 // LoadConfig reads the configuration through getenv and reports every
-// problem at once:
+// problem at once, named by its variable:
 //
 //	SCHEDULER_QUEUE_URL  required, absolute http(s) URL of the Scheduler queue
 //	ORDERS_TABLE         required, DynamoDB table name
-//	STATE_TABLE          required, DynamoDB table name
+//	STATE_TABLE          required, DynamoDB table name, not ORDERS_TABLE
 //	CLAIM_TIMEOUT        optional Go duration within 1s..1h, default the policy's
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
+	// The reader only parses; the bounds are Validate's, so a value out of
+	// bounds is reported once.
 	cfg := Config{
-		SchedulerQueueURL: r.URL("SCHEDULER_QUEUE_URL"),
-		OrdersTable:       r.String("ORDERS_TABLE"),
-		StateTable:        r.String("STATE_TABLE"),
+		SchedulerQueueURL: r.StringOr("SCHEDULER_QUEUE_URL", ""),
+		OrdersTable:       r.StringOr("ORDERS_TABLE", ""),
+		StateTable:        r.StringOr("STATE_TABLE", ""),
 		Workflow:          workflow.Default(),
-		ClaimTimeout:      r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout, time.Second, time.Hour),
+		ClaimTimeout:      r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout, math.MinInt64, math.MaxInt64),
 		MaxBodyBytes:      DefaultMaxBodyBytes,
 	}
-	for name, v := range map[string]string{"ORDERS_TABLE": cfg.OrdersTable, "STATE_TABLE": cfg.StateTable} {
-		if v != "" && !tableName.MatchString(v) {
-			r.Fail("%s=%q is not a DynamoDB table name", name, v)
-		}
-	}
-	if cfg.OrdersTable != "" && cfg.OrdersTable == cfg.StateTable {
-		r.Fail("ORDERS_TABLE and STATE_TABLE must differ, both are %q", cfg.OrdersTable)
-	}
-	if err := cfg.Workflow.Validate(); err != nil {
-		r.Fail("%v", err)
-	}
-	if err := r.Err(); err != nil {
+	if err := cfg.check(&config.Rules{Names: variables}, r.Err()); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
+}
+
+// Validate checks every rule of the configuration and reports every
+// problem at once. New calls it, and LoadConfig applies the same rules.
+func (c Config) Validate() error { return c.check(&config.Rules{}, nil) }
+
+// check applies the rules after the parse errors of LoadConfig, if any.
+func (c Config) check(r *config.Rules, parsed error) error {
+	r.Add(parsed)
+	r.URL("SchedulerQueueURL", c.SchedulerQueueURL)
+	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
+	r.Add(c.Workflow.Validate())
+	r.Within("ClaimTimeout", c.ClaimTimeout, time.Second, time.Hour)
+	// Zero stands for DefaultMaxBodyBytes.
+	r.Count("MaxBodyBytes", int(c.MaxBodyBytes), 0, maxBodyBytes)
+	return r.Err("submission config")
 }

@@ -28,7 +28,7 @@ func TestSamplePostOrderEvent(t *testing.T) {
 	if len(f.out.sent()) != 1 {
 		t.Fatalf("sent %d messages, want 1", len(f.out.sent()))
 	}
-	if o := f.store.orders[a.OrderID]; o.Owner != sampleCaller || f.store.state(a.OrderID).Owner != sampleCaller {
+	if o := f.order(t, a.OrderID); o.Owner != sampleCaller || f.state(t, a.OrderID).Owner != sampleCaller {
 		t.Fatalf("owner %q, want the role of the sample's session %q", o.Owner, sampleCaller)
 	}
 }
@@ -38,32 +38,36 @@ func TestSampleGetOrderEvent(t *testing.T) {
 	req := eventsample.Load[events.APIGatewayV2HTTPRequest](t, "submission-get-order.json")
 	id := req.PathParameters["id"]
 
-	t.Run("unknown order", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, nil)
-		readProblem(t, f.do(t, req), 404)
-	})
-	t.Run("known order", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, nil)
-		st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow.Add(testConfig().ClaimTimeout))
-		st.Owner = sampleCaller
-		f.store.states[id] = st
-		resp := f.do(t, req)
-		var got struct {
-			OrderID string `json:"orderId"`
-			State   string `json:"state"`
-		}
-		if err := json.Unmarshal([]byte(resp.Body), &got); resp.StatusCode != 200 || err != nil || got.OrderID != id || got.State != "Pending" {
-			t.Fatalf("status %d body %s", resp.StatusCode, resp.Body)
-		}
-	})
-	t.Run("another caller's order", func(t *testing.T) {
-		t.Parallel()
-		f := newFixture(t, nil)
-		st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow.Add(testConfig().ClaimTimeout))
-		st.Owner = callerA
-		f.store.states[id] = st
-		readProblem(t, f.do(t, req), 404)
-	})
+	tests := []struct {
+		name  string
+		owner string // of the record; "": no record
+		want  int
+	}{
+		{"unknown order", "", 404},
+		{"known order", sampleCaller, 200},
+		{"another caller's order", callerA, 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			if tt.owner != "" {
+				st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow.Add(testConfig().ClaimTimeout))
+				st.Owner = tt.owner
+				f.put(st)
+			}
+			resp := f.do(t, req)
+			if tt.want != 200 {
+				readProblem(t, resp, tt.want)
+				return
+			}
+			var got struct {
+				OrderID string `json:"orderId"`
+				State   string `json:"state"`
+			}
+			if err := json.Unmarshal([]byte(resp.Body), &got); resp.StatusCode != 200 || err != nil || got.OrderID != id || got.State != "Pending" {
+				t.Fatalf("status %d body %s", resp.StatusCode, resp.Body)
+			}
+		})
+	}
 }

@@ -31,6 +31,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
@@ -57,17 +59,11 @@ type Store interface {
 	// as ListByState. A cursor it cannot decode, or one of another owner's
 	// listing, is an error wrapping statestore.ErrBadCursor.
 	ListByOwner(ctx context.Context, owner string, limit int, cursor string) (statestore.Page, error)
-	// Cancel stops an order still going forward, as seen (conditional on
-	// its ProcessState and Attempt), at stop: CompensationPending at
-	// stop.UndoFrom to be claimed by claimBy, or stop.Terminal. It returns
-	// the record as written, or an error wrapping workflow.ErrStale when the
-	// record changed since it was read.
-	Cancel(ctx context.Context, seen workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error)
-	// Resubmit restarts an order in Error or CompensationFailed, as seen
-	// (conditional on its ProcessState and Attempt), as r says. It returns
-	// the record as written, or an error wrapping workflow.ErrStale when
-	// the record changed since it was read.
-	Resubmit(ctx context.Context, seen workflow.State, r workflow.Resubmission, now time.Time) (workflow.State, error)
+	// Apply writes a change the workflow's Machine decided (an operator's
+	// cancel or resubmission): conditional on what the change saw, so it
+	// returns the record as written, or an error wrapping workflow.ErrStale
+	// when the record changed since it was read.
+	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
 }
 
 // Sender puts a message on a queue.
@@ -93,16 +89,17 @@ type Handler struct {
 	newID  func() string
 }
 
-// New returns a Handler. cfg is trusted as LoadConfig returned it; a zero
-// MaxBodyBytes means DefaultMaxBodyBytes and a nil log discards.
-func New(cfg Config, store Store, sender Sender, clk clock.Clock, log *slog.Logger) *Handler {
-	if cfg.MaxBodyBytes <= 0 {
+// New returns a Handler, or every problem of cfg and the ports at once.
+func New(cfg Config, store Store, sender Sender, deps actor.Deps) (*Handler, error) {
+	err := actor.Check("submission", cfg.Validate(), actor.Port{Name: "Store", Value: store}, actor.Port{Name: "Sender", Value: sender})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Handler{cfg: cfg, store: store, sender: sender, clk: clk, log: log, newID: randomOrderID}
+	deps = deps.WithDefaults()
+	return &Handler{cfg: cfg, store: store, sender: sender, clk: deps.Clock, log: deps.Log, newID: randomOrderID}, nil
 }
 
 // route is a resource of the API.
@@ -305,16 +302,6 @@ type orderInput struct {
 	TotalCents int64           `json:"totalCents"`
 }
 
-type acceptedBody struct {
-	OrderID string                `json:"orderId"`
-	State   workflow.ProcessState `json:"state"`
-	Links   links                 `json:"links"`
-}
-
-type links struct {
-	Self string `json:"self"`
-}
-
 // accepted is the 202 of a request that set an order going: a new order, a
 // retry or a cancel, with the state it was left in. A replay of a new order
 // gets the very same answer, state included, as idempotency promises; the
@@ -326,7 +313,7 @@ func accepted(orderID string, state workflow.ProcessState, replayed bool) events
 		headers[ReplayedHeader] = "true"
 	}
 	return respond(http.StatusAccepted, contentTypeJSON,
-		acceptedBody{OrderID: orderID, State: state, Links: links{Self: self}}, headers)
+		api.Accepted{OrderID: orderID, State: state, Links: api.Links{Self: self}}, headers)
 }
 
 // getOrder answers GET /orders/{id} for owner, or GET /ops/orders/{id} when
@@ -344,60 +331,16 @@ func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.API
 		log.InfoContext(ctx, "order of another caller asked for; answered as missing", slog.String("caller", owner))
 		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
 	}
-	s := newStatus(st, log)
-	if owner == "" {
-		s.Owner = st.Owner
-	}
-	return respond(http.StatusOK, contentTypeJSON, s, nil)
+	return respond(http.StatusOK, contentTypeJSON, newStatus(st, owner == "", log), nil)
 }
 
-// orderStatus is what GET /orders/{id} shows of a state record. It leaves
-// out LockedBy (an internal Scheduler invocation ID, meaningless to clients),
-// AlertPending, Requeues and Input (the order as submitted, which the
-// client has and the status view need not echo). Owner is shown on the
-// operators' route only.
-type orderStatus struct {
-	OrderID      string                `json:"orderId"`
-	Workflow     string                `json:"workflow"`
-	State        workflow.ProcessState `json:"state"`
-	Status       workflow.Status       `json:"status"`
-	Step         string                `json:"step"`
-	StepIndex    int                   `json:"stepIndex"`
-	FailureCount int                   `json:"failureCount"`
-	Attempt      int                   `json:"attempt"`
-	CompleteBy   time.Time             `json:"completeBy,omitzero"`
-	LastError    string                `json:"lastError,omitempty"`
-	ClientID     string                `json:"clientId,omitempty"`
-	Owner        string                `json:"owner,omitempty"`
-	EventSeq     int                   `json:"eventSeq"`
-	Cancelled    bool                  `json:"cancelled"`
-	Resubmits    int                   `json:"resubmits"`
-	CreatedAt    time.Time             `json:"createdAt"`
-	UpdatedAt    time.Time             `json:"updatedAt"`
-	Steps        []stepStatus          `json:"steps"`
-}
-
-// stepStatus is one step's history; the compensation members appear only
-// once the step's undo was asked for.
-type stepStatus struct {
-	Name                 string             `json:"name"`
-	State                workflow.StepState `json:"state"`
-	Attempts             int                `json:"attempts"`
-	Failures             int                `json:"failures"`
-	StartedAt            *time.Time         `json:"startedAt,omitempty"`
-	FinishedAt           *time.Time         `json:"finishedAt,omitempty"`
-	Error                string             `json:"error,omitempty"`
-	Output               json.RawMessage    `json:"output,omitempty"`
-	Compensation         workflow.StepState `json:"compensation,omitempty"`
-	CompensationAttempts int                `json:"compensationAttempts,omitempty"`
-	CompensationFailures int                `json:"compensationFailures,omitempty"`
-	CompensatedAt        *time.Time         `json:"compensatedAt,omitempty"`
-	CompensationOutput   json.RawMessage    `json:"compensationOutput,omitempty"`
-	CompensationError    string             `json:"compensationError,omitempty"`
-}
-
-func newStatus(st workflow.State, log *slog.Logger) orderStatus {
-	s := orderStatus{
+// newStatus is what GET /orders/{id} shows of a state record (api.Order),
+// and GET /ops/orders/{id} with showOwner. It leaves out LockedBy (an
+// internal Scheduler invocation ID, meaningless to clients), AlertPending,
+// Requeues and Input (the order as submitted, which the client has and the
+// status view need not echo).
+func newStatus(st workflow.State, showOwner bool, log *slog.Logger) api.Order {
+	s := api.Order{
 		OrderID:      st.OrderID,
 		Workflow:     st.Workflow,
 		State:        st.ProcessState,
@@ -414,10 +357,13 @@ func newStatus(st workflow.State, log *slog.Logger) orderStatus {
 		Resubmits:    st.Resubmits,
 		CreatedAt:    st.CreatedAt.UTC(),
 		UpdatedAt:    st.UpdatedAt.UTC(),
-		Steps:        make([]stepStatus, len(st.Steps)),
+		Steps:        make([]api.StepHistory, len(st.Steps)),
+	}
+	if showOwner {
+		s.Owner = st.Owner
 	}
 	for i, r := range st.Steps {
-		s.Steps[i] = stepStatus{
+		s.Steps[i] = api.StepHistory{
 			Name:                 r.Name,
 			State:                r.State,
 			Attempts:             r.Attempts,

@@ -6,13 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/internal/testkit/memstore"
+	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
@@ -31,7 +36,7 @@ func TestCreateOrder(t *testing.T) {
 		t.Fatalf("a new order is marked replayed")
 	}
 
-	o := f.store.orders[a.OrderID]
+	o := f.order(t, a.OrderID)
 	wantOrder := workflow.Order{
 		OrderID:    a.OrderID,
 		CustomerID: "c-42",
@@ -49,7 +54,7 @@ func TestCreateOrder(t *testing.T) {
 		t.Fatalf("stored order %+v, want %+v", o, wantOrder)
 	}
 
-	s := f.store.states[a.OrderID]
+	s := f.state(t, a.OrderID)
 	wantInput := `{"orderId":"` + a.OrderID + `","customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1999},{"sku":"PEN","quantity":1,"unitPriceCents":250}],"totalCents":4248}`
 	wantState := workflow.NewState(a.OrderID, workflow.Default(), json.RawMessage(wantInput), testNow, testNow.Add(2*time.Minute))
 	wantState.Owner = callerA
@@ -124,7 +129,8 @@ func TestCreateOrderAcceptedVariants(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
 			readAccepted(t, f.do(t, tt.req))
-			if creates, orders := f.store.counts(); creates != 1 || orders != 1 || len(f.out.sent()) != 1 {
+			// Only CreateOrder writes here: each write is one order.
+			if creates, orders := f.called("CreateOrder"), f.store.Writes(); creates != 1 || orders != 1 || len(f.out.sent()) != 1 {
 				t.Fatalf("creates %d, orders %d, sent %d; want 1, 1, 1", creates, orders, len(f.out.sent()))
 			}
 		})
@@ -205,9 +211,7 @@ func TestCreateOrderRejects(t *testing.T) {
 			if tt.status == 415 && resp.Headers["Accept-Post"] != "application/json" {
 				t.Errorf("415 without Accept-Post")
 			}
-			if creates, _ := f.store.counts(); creates != 0 || len(f.out.sent()) != 0 {
-				t.Fatalf("bad input wrote (%d creates) or sent (%d messages)", creates, len(f.out.sent()))
-			}
+			f.wroteNothing(t, "bad input")
 		})
 	}
 }
@@ -216,7 +220,7 @@ func TestCreateOrderValidationDetail(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	p := readProblem(t, f.do(t, postOrder(strings.Replace(validBody, `"quantity":2`, `"quantity":0`, 1))), 422)
-	want := []FieldError{{Field: "items[0].quantity", Detail: "must be within 1..1000"}}
+	want := []api.FieldError{{Field: "items[0].quantity", Detail: "must be within 1..1000"}}
 	if !reflect.DeepEqual(p.Errors, want) {
 		t.Fatalf("errors = %+v, want %+v", p.Errors, want)
 	}
@@ -231,7 +235,7 @@ func TestIdempotentReplay(t *testing.T) {
 	if a.OrderID != OrderIDForKey(callerA, key) {
 		t.Fatalf("orderId %q, want the one derived from the caller and the key %q", a.OrderID, OrderIDForKey(callerA, key))
 	}
-	if got := f.store.orders[a.OrderID].IdempotencyKey; got != key {
+	if got := f.order(t, a.OrderID).IdempotencyKey; got != key {
 		t.Fatalf("stored IdempotencyKey %q", got)
 	}
 
@@ -246,7 +250,7 @@ func TestIdempotentReplay(t *testing.T) {
 	if second.Headers[ReplayedHeader] != "true" {
 		t.Fatalf("replay not marked with %s", ReplayedHeader)
 	}
-	if creates, orders := f.store.counts(); creates != 2 || orders != 1 {
+	if creates, orders := f.called("CreateOrder"), f.store.Writes(); creates != 2 || orders != 1 {
 		t.Fatalf("creates %d, orders %d; want 2 attempts, 1 order", creates, orders)
 	}
 	if n := len(f.out.sent()); n != 1 {
@@ -262,7 +266,7 @@ func TestCreateOrderClientID(t *testing.T) {
 	f := newFixture(t, nil)
 	body := strings.Replace(validBody, `"currency"`, `"clientId":"shop.web-1","currency"`, 1)
 	a := readAccepted(t, f.do(t, postOrder(body, "Idempotency-Key", "k-client")))
-	o, s := f.store.orders[a.OrderID], f.store.state(a.OrderID)
+	o, s := f.order(t, a.OrderID), f.state(t, a.OrderID)
 	if o.ClientID != "shop.web-1" || s.ClientID != "shop.web-1" || o.RequestHash != mustDecode(t, body).Hash() {
 		t.Fatalf("order %+v, state client %q", o, s.ClientID)
 	}
@@ -273,7 +277,7 @@ func TestCreateOrderClientID(t *testing.T) {
 	}
 
 	plain := readAccepted(t, f.do(t, postOrder(validBody)))
-	if o, s := f.store.orders[plain.OrderID], f.store.state(plain.OrderID); o.ClientID != "" || s.ClientID != "" {
+	if o, s := f.order(t, plain.OrderID), f.state(t, plain.OrderID); o.ClientID != "" || s.ClientID != "" {
 		t.Fatalf("an order without a client ID got %q, %q", o.ClientID, s.ClientID)
 	}
 	resp := f.do(t, request("GET", "/orders/"+a.OrderID, nil, ""))
@@ -291,7 +295,7 @@ func TestIdempotencyKeyReuse(t *testing.T) {
 	if p.Type != ProblemIdempotencyKey || p.Detail != "Idempotency-Key was already used with a different request" {
 		t.Fatalf("problem %+v", p)
 	}
-	if o := f.store.orders[OrderIDForKey(callerA, "k1")]; o.Items[0].Quantity != 2 {
+	if o := f.order(t, OrderIDForKey(callerA, "k1")); o.Items[0].Quantity != 2 {
 		t.Fatalf("the first order was overwritten: %+v", o)
 	}
 	if n := len(f.out.sent()); n != 1 {
@@ -307,7 +311,7 @@ func TestDistinctOrdersWithoutKey(t *testing.T) {
 	if a.OrderID == b.OrderID {
 		t.Fatal("two requests without a key made one order")
 	}
-	if _, orders := f.store.counts(); orders != 2 || len(f.out.sent()) != 2 {
+	if orders := f.store.Writes(); orders != 2 || len(f.out.sent()) != 2 {
 		t.Fatalf("orders %d, sent %d; want 2, 2", orders, len(f.out.sent()))
 	}
 }
@@ -317,8 +321,8 @@ func TestSendFailureStillAccepted(t *testing.T) {
 	f := newFixture(t, nil)
 	f.out.err = errors.New("sqs: throttled")
 	a := readAccepted(t, f.do(t, postOrder(validBody)))
-	if _, ok := f.store.states[a.OrderID]; !ok {
-		t.Fatal("order not written")
+	if st := f.state(t, a.OrderID); st.ProcessState != workflow.Pending {
+		t.Fatalf("order written as %s", st.ProcessState)
 	}
 	var warned bool
 	for _, l := range f.logs.Records(t) {
@@ -334,30 +338,22 @@ func TestSendFailureStillAccepted(t *testing.T) {
 func TestCreateOrderStoreFailures(t *testing.T) {
 	t.Parallel()
 	secret := errors.New("dynamodb: ProvisionedThroughputExceededException arn:aws:dynamodb:secret-table")
+	exists := fmt.Errorf("create order: %w", workflow.ErrExists)
 	tests := []struct {
-		name string
-		wrap func(*storeFuncs)
-		key  string
+		name  string
+		fault fault
+		key   string
 	}{
-		{"create fails", func(s *storeFuncs) {
-			s.createOrder = func(context.Context, workflow.Order, workflow.State) error { return secret }
-		}, ""},
-		{"random ID collides", func(s *storeFuncs) {
-			s.createOrder = func(context.Context, workflow.Order, workflow.State) error { return workflow.ErrExists }
-		}, ""},
-		{"replay read fails", func(s *storeFuncs) {
-			s.createOrder = func(context.Context, workflow.Order, workflow.State) error { return workflow.ErrExists }
-			s.getOrder = func(context.Context, string) (workflow.Order, error) { return workflow.Order{}, secret }
-		}, "k"},
-		{"replay order vanished", func(s *storeFuncs) {
-			s.createOrder = func(context.Context, workflow.Order, workflow.State) error { return workflow.ErrExists }
-			s.getOrder = func(context.Context, string) (workflow.Order, error) { return workflow.Order{}, workflow.ErrNotFound }
-		}, "k"},
+		{"create fails", failing(failure{method: "CreateOrder", err: secret}), ""},
+		{"random ID collides", failing(failure{method: "CreateOrder", err: exists}), ""},
+		{"replay read fails", failing(failure{method: "CreateOrder", err: exists}, failure{method: "GetOrder", err: secret}), "k"},
+		// The store holds no such order: its GetOrder answers ErrNotFound.
+		{"replay order vanished", failing(failure{method: "CreateOrder", err: exists}), "k"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, tt.wrap)
+			f := newFixture(t, tt.fault)
 			req := postOrder(validBody)
 			if tt.key != "" {
 				req = postOrder(validBody, "idempotency-key", tt.key)
@@ -367,8 +363,8 @@ func TestCreateOrderStoreFailures(t *testing.T) {
 			if p.Type != ProblemInternal || p.Detail != "internal error" || strings.Contains(resp.Body, "secret") || strings.Contains(resp.Body, "exists") {
 				t.Fatalf("500 leaks or is wrong: %s", resp.Body)
 			}
-			if len(f.out.sent()) != 0 {
-				t.Fatal("sent a schedule message for an order that was not written")
+			if len(f.out.sent()) != 0 || f.store.Writes() != 0 {
+				t.Fatalf("sent %d schedule messages, wrote %d times for an order that was not written", len(f.out.sent()), f.store.Writes())
 			}
 			var logged bool
 			for _, l := range f.logs.Records(t) {
@@ -398,7 +394,7 @@ func TestGetOrder(t *testing.T) {
 		StartedAt: &started, Output: json.RawMessage(`{not json`)}
 
 	f := newFixture(t, nil)
-	f.store.states[id] = st
+	f.put(st)
 	resp := f.do(t, request("GET", "/orders/"+id, nil, ""))
 	if resp.StatusCode != 200 || resp.Headers["Content-Type"] != "application/json" || resp.Headers["Cache-Control"] != "no-store" {
 		t.Fatalf("status %d, headers %v, body %s", resp.StatusCode, resp.Headers, resp.Body)
@@ -425,7 +421,7 @@ func TestGetOrderOmitsZeroCompleteBy(t *testing.T) {
 	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow)
 	st.ProcessState, st.CompleteBy, st.Owner = workflow.Processed, time.Time{}, callerA
 	f := newFixture(t, nil)
-	f.store.states[id] = st
+	f.put(st)
 	resp := f.do(t, request("GET", "/orders/"+id, nil, ""))
 	if resp.StatusCode != 200 || strings.Contains(resp.Body, "completeBy") || strings.Contains(resp.Body, "lastError") {
 		t.Fatalf("status %d body %s", resp.StatusCode, resp.Body)
@@ -437,7 +433,7 @@ func TestGetOrderProblems(t *testing.T) {
 	tests := []struct {
 		name   string
 		path   string
-		wrap   func(*storeFuncs)
+		fault  fault
 		status int
 		typ    string
 	}{
@@ -445,16 +441,12 @@ func TestGetOrderProblems(t *testing.T) {
 		{"bad ID characters", "/orders/abc_def", nil, 400, ProblemMalformed},
 		{"ID too long", "/orders/" + strings.Repeat("a", 65), nil, 400, ProblemMalformed},
 		{"encoded slash", "/orders/a%2Fb", nil, 400, ProblemMalformed},
-		{"store fails", "/orders/abc", func(s *storeFuncs) {
-			s.getState = func(context.Context, string) (workflow.State, error) {
-				return workflow.State{}, errors.New("dynamodb: timeout")
-			}
-		}, 500, ProblemInternal},
+		{"store fails", "/orders/abc", failing(failure{method: "GetState", err: errors.New("dynamodb: timeout")}), 500, ProblemInternal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, tt.wrap)
+			f := newFixture(t, tt.fault)
 			resp := f.do(t, request("GET", tt.path, nil, ""))
 			if p := readProblem(t, resp, tt.status); p.Type != tt.typ {
 				t.Fatalf("type %q, want %q", p.Type, tt.typ)
@@ -499,7 +491,7 @@ func TestGetOrderRoutes(t *testing.T) {
 			f := newFixture(t, nil)
 			st := workflow.NewState(id, workflow.Default(), nil, testNow, testNow)
 			st.Owner = callerA
-			f.store.states[id] = st
+			f.put(st)
 			resp := f.do(t, tt.req)
 			var got struct{ OrderID string }
 			if err := json.Unmarshal([]byte(resp.Body), &got); resp.StatusCode != 200 || err != nil || got.OrderID != id {
@@ -559,17 +551,18 @@ func TestRouting(t *testing.T) {
 			if resp.Headers["Allow"] != tt.allow {
 				t.Fatalf("Allow = %q, want %q (%+v)", resp.Headers["Allow"], tt.allow, p)
 			}
-			if creates, _ := f.store.counts(); creates != 0 || f.store.writeCount() != 0 || len(f.out.sent()) != 0 {
-				t.Fatal("a rejected request wrote or sent")
-			}
+			f.wroteNothing(t, "a rejected request")
 		})
 	}
 }
 
 func TestHandleRecoversPanic(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(s *storeFuncs) {
-		s.getState = func(context.Context, string) (workflow.State, error) { panic("boom") }
+	f := newFixture(t, func(_ *memstore.Store, method string, _ workflow.Change) error {
+		if method == "GetState" {
+			panic("boom")
+		}
+		return nil
 	})
 	resp := f.do(t, request("GET", "/orders/abc", nil, ""))
 	if p := readProblem(t, resp, 500); p.RequestID != "req-1" || strings.Contains(resp.Body, "boom") {
@@ -626,6 +619,12 @@ func FuzzHandle(f *testing.F) {
 	for _, b := range orderSamples(f) {
 		f.Add("POST", "/orders", "application/json", false, "", b, uint8(0), callerA)
 	}
+	// Cursors the store gives, for the seeded order o-1.
+	byState := statestore.EncodeCursor(statestore.Cursor{State: "Error", OrderID: "o-1", ChangedAt: testNow.UnixMilli()})
+	byOwner := statestore.EncodeOwnerCursor(statestore.OwnerCursor{Owner: statestore.OwnerTag(callerA), OrderID: "o-1", CreatedAtMs: testNow.UnixMilli()})
+	f.Add("GET", "/ops/orders", "", false, "", []byte("state=Error&limit=1&cursor="+url.QueryEscape(byState)), uint8(3), callerA)
+	f.Add("GET", "/orders", "", false, "", []byte("limit=1&cursor="+url.QueryEscape(byOwner)), uint8(3), callerA)
+	f.Add("GET", "/orders", "", false, "", []byte("limit=1"), uint8(3), callerA)
 	f.Fuzz(func(t *testing.T, method, path, contentType string, hasKey bool, key string, body []byte, bodyMode uint8, userArn string) {
 		// The store's state follows the fuzzed order ID, so retry and cancel
 		// meet every state, and its writes succeed as far as the state allows.
@@ -636,39 +635,38 @@ func FuzzHandle(f *testing.F) {
 			st.Cancelled = len(id)%2 == 0
 			return st
 		}
-		store := storeFuncs{
-			createOrder: func(context.Context, workflow.Order, workflow.State) error { return nil },
-			getOrder:    func(_ context.Context, id string) (workflow.Order, error) { return workflow.Order{OrderID: id}, nil },
-			getState:    func(_ context.Context, id string) (workflow.State, error) { return stateOf(id), nil },
-			listByState: func(_ context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
-				if limit < 1 || limit > MaxListLimit || cursor == "bad" {
-					return statestore.Page{}, statestore.ErrBadCursor
-				}
-				return statestore.Page{States: []workflow.State{stateOf("o-1")}, Next: cursor + "x"}, nil
-			},
-			listByOwner: func(_ context.Context, owner string, limit int, cursor string) (statestore.Page, error) {
-				if owner == "" {
-					t.Fatal("listed without an owner")
-				}
-				if limit < 1 || limit > MaxListLimit || cursor == "bad" {
-					return statestore.Page{}, statestore.ErrBadCursor
-				}
-				return statestore.Page{States: []workflow.State{stateOf("o-1")}, Next: cursor + "x"}, nil
-			},
-			cancel: func(_ context.Context, seen workflow.State, stop workflow.Stop, _, _ time.Time) (workflow.State, error) {
-				seen.ProcessState = workflow.CompensationPending
-				if stop.UndoFrom < 0 {
-					seen.ProcessState = stop.Terminal
-				}
-				return seen, nil
-			},
-			resubmit: func(_ context.Context, seen workflow.State, r workflow.Resubmission, _ time.Time) (workflow.State, error) {
-				seen.ProcessState = r.State
-				return seen, nil
-			},
+		// Every record is read from the in-memory store the first time it
+		// is asked for, and its writes are the store's own, fenced as on
+		// DynamoDB. A listing without an owner is an error of the store,
+		// which would be a 500.
+		store := memstore.New()
+		var mu sync.Mutex
+		seeded := map[string]bool{}
+		seed := func(id string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			first := !seeded[id]
+			seeded[id] = true
+			return first
+		}
+		store.Fault = func(method string, c workflow.Change) error {
+			if method == "GetState" && seed(c.OrderID) {
+				store.Put(stateOf(c.OrderID))
+			}
+			return nil
+		}
+		// The caller's own order, so that both listings have a record to
+		// show and, a page of one at a time, a cursor to give.
+		if owner, err := caller(as(request(method, path, nil, ""), userArn)); err == nil {
+			st := stateOf("o-1")
+			st.Owner = owner
+			seed("o-1")
+			if err := store.CreateOrder(context.Background(), workflow.Order{OrderID: "o-1", Owner: owner, CreatedAt: testNow}, st); err != nil {
+				t.Fatal(err)
+			}
 		}
 		send := sendFunc(func(context.Context, string, string, time.Duration) error { return nil })
-		h := New(testConfig(), store, send, clock.NewFake(testNow), nil)
+		h := mustNew(t, testConfig(), store, send, actor.Deps{Clock: clock.NewFake(testNow)})
 
 		headers := map[string]string{"content-type": contentType}
 		if hasKey {
@@ -733,7 +731,7 @@ func TestLargestValidOrderFitsTheInputBound(t *testing.T) {
 	body := fmt.Sprintf(`{"customerId":%q,"clientId":%q,"currency":"EUR","items":[%s]}`, id, strings.Repeat("c", 64), strings.Join(items, ","))
 	f := newFixture(t, nil)
 	a := readAccepted(t, f.do(t, postOrder(body)))
-	input := f.store.states[a.OrderID].Input
+	input := f.state(t, a.OrderID).Input
 	if len(input) > workflow.MaxInputBytes/2 {
 		t.Fatalf("the largest valid order makes an input of %d bytes, too close to the bound of %d", len(input), workflow.MaxInputBytes)
 	}

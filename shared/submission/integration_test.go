@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/logtest"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
@@ -50,7 +50,7 @@ func newDynamoFixture(t *testing.T, wrap func(Store) Store) *dynamoFixture {
 	}
 	f := &dynamoFixture{fixture: &fixture{out: &outbox{}, logs: &logtest.Buffer{}}, db: db, clk: clock.NewFake(testNow)}
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.h = New(testConfig(), store, f.out.sender(), f.clk, log)
+	f.h = mustNew(t, testConfig(), store, f.out.sender(), actor.Deps{Clock: f.clk, Log: log})
 	return f
 }
 
@@ -71,27 +71,42 @@ func (f *dynamoFixture) create(t *testing.T, clientID string) string {
 	return readAccepted(t, f.do(t, postOrder(body))).OrderID
 }
 
-// claim takes the order's current step (or its compensation) as a Scheduler.
-func (f *dynamoFixture) claim(t *testing.T, id string, step int, compensate bool) workflow.State {
+// machine is the workflow's state machine as the Scheduler runs it on the
+// handler's workflow.
+func machine() workflow.Machine {
+	return workflow.Machine{Def: testConfig().Workflow, Policy: workflow.Policy{
+		MaxFailures: 3, ClaimTimeout: testConfig().ClaimTimeout, AlertTimeout: time.Minute}}
+}
+
+// apply writes a change to the real store, as an actor would.
+func (f *dynamoFixture) apply(t *testing.T, c workflow.Change) workflow.State {
 	t.Helper()
-	now := f.tick()
-	st, err := f.db.Claim(context.Background(), statestore.Claim{OrderID: id, StepIndex: step, Compensate: compensate,
-		Owner: "scheduler-1", Now: now, CompleteBy: now.Add(30 * time.Second)})
+	st, err := f.db.Apply(context.Background(), c)
 	if err != nil {
-		t.Fatalf("claim %s: %v", id, err)
+		t.Fatalf("%s of %s: %v", c.Transition, c.OrderID, err)
 	}
 	return st
 }
 
-// fail forces an order into Error: its first step is claimed and fails.
+// claim takes the order's current step (or its compensation) as a Scheduler.
+func (f *dynamoFixture) claim(t *testing.T, id string, step int, compensate bool) workflow.State {
+	t.Helper()
+	return f.apply(t, machine().Claim(id, step, compensate, "scheduler-1", f.tick()))
+}
+
+// fail forces an order into Error: its first step is claimed and rejected,
+// as if it could not be undone (as an order stopped before compensation
+// existed, or one with a step that has no undo, is left).
 func (f *dynamoFixture) fail(t *testing.T, id string) {
 	t.Helper()
 	st := f.claim(t, id, 0, false)
-	now := f.tick()
-	st, err := f.db.Fail(context.Background(), statestore.Failure{OrderID: id, StepIndex: 0, Attempt: st.Attempt,
-		Now: now, Error: "card declined", AlertBy: now.Add(time.Minute)})
-	if err != nil || st.ProcessState != workflow.Error {
-		t.Fatalf("fail %s: %+v, %v", id, st, err)
+	m := machine()
+	m.Def.Steps = slices.Clone(m.Def.Steps)
+	for i := range m.Def.Steps {
+		m.Def.Steps[i].Compensable = false
+	}
+	if st = f.apply(t, m.StepRejected(st, id, 0, st.Attempt, "card declined", "scheduler-1", f.tick())); st.ProcessState != workflow.Error {
+		t.Fatalf("fail %s: %+v", id, st)
 	}
 }
 
@@ -100,15 +115,7 @@ func (f *dynamoFixture) process(t *testing.T, id string) {
 	t.Helper()
 	st := f.claim(t, id, 0, false)
 	for i := range 2 {
-		now := f.tick()
-		a := statestore.Advance{OrderID: id, StepIndex: i, Attempt: st.Attempt, Now: now}
-		if i == 0 {
-			a.Next = &statestore.NextClaim{Step: workflow.Default().Steps[1].Name, Owner: "scheduler-1", CompleteBy: now.Add(30 * time.Second)}
-		}
-		var err error
-		if st, err = f.db.Advance(context.Background(), a); err != nil {
-			t.Fatalf("advance %s step %d: %v", id, i, err)
-		}
+		st = f.apply(t, machine().StepCompleted(id, i, st.Attempt, nil, "scheduler-1", f.tick()))
 	}
 	if st.ProcessState != workflow.Processed {
 		t.Fatalf("process %s: %+v", id, st)
@@ -124,21 +131,11 @@ func (f *dynamoFixture) get(t *testing.T, id string) workflow.State {
 	return st
 }
 
-// list walks a listing page by page through links.next.
+// list walks the operators' listing by state page by page.
 func (f *dynamoFixture) list(t *testing.T, query string) (ids []string, pages int) {
 	t.Helper()
-	req := getOrders(query)
-	for {
-		pages++
-		l := readList(t, f.do(t, req))
-		for _, o := range l.Orders {
-			ids = append(ids, o.OrderID)
-		}
-		if l.Links.Next == "" || pages > 10 {
-			return ids, pages
-		}
-		req = follow(t, l.Links.Next, req)
-	}
+	orders, cursors := f.walk(t, getOrders(query))
+	return orderIDs(orders), len(cursors) + 1
 }
 
 func TestIntegrationListOrders(t *testing.T) {
@@ -220,40 +217,28 @@ func TestIntegrationRetry(t *testing.T) {
 	readProblem(t, f.do(t, post("/orders/"+OrderIDForKey(callerA, "nobody")+"/retry")), 404)
 }
 
+// barrierAtWrites is the real store whose writes wait at b: every request
+// has read before any writes.
+type barrierAtWrites struct {
+	Store
+	b *barrier
+}
+
+func (s barrierAtWrites) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
+	s.b.wait()
+	return s.Store.Apply(ctx, c)
+}
+
 // TestIntegrationConcurrentRetries: both operators read the order in Error
 // before either writes; the store's condition lets exactly one through.
 func TestIntegrationConcurrentRetries(t *testing.T) {
 	t.Parallel()
 	b := newBarrier(2)
-	f := newDynamoFixture(t, func(s Store) Store {
-		return storeFuncs{
-			createOrder: s.CreateOrder,
-			getOrder:    s.GetOrder,
-			getState: func(ctx context.Context, id string) (workflow.State, error) {
-				st, err := s.GetState(ctx, id)
-				if st.ProcessState == workflow.Error {
-					b.wait()
-				}
-				return st, err
-			},
-			listByState: s.ListByState,
-			cancel:      s.Cancel,
-			resubmit:    s.Resubmit,
-		}
-	})
+	f := newDynamoFixture(t, func(s Store) Store { return barrierAtWrites{s, b} })
 	id := f.create(t, "")
 	f.fail(t, id)
 
-	var wg sync.WaitGroup
-	resps := make([]events.APIGatewayV2HTTPResponse, 2)
-	errs := make([]error, 2)
-	for i := range resps {
-		wg.Go(func() { resps[i], errs[i] = f.h.Handle(context.Background(), post("/orders/"+id+"/retry")) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
+	resps := atOnce(t, f.h, 2, post("/orders/"+id+"/retry"))
 	if a, b := resps[0].StatusCode, resps[1].StatusCode; a+b != 202+409 || a == b {
 		t.Fatalf("statuses %d and %d, want one 202 and one 409: %s / %s", a, b, resps[0].Body, resps[1].Body)
 	}
@@ -301,17 +286,15 @@ func TestIntegrationCancel(t *testing.T) {
 	if last := sent[len(sent)-1]; last != message.NewCompensation(busy, 0, "cancelled") {
 		t.Fatalf("last message %+v", last)
 	}
-	_, err := f.db.Advance(context.Background(), statestore.Advance{OrderID: busy, StepIndex: 0, Attempt: claimed.Attempt, Now: f.tick()})
+	_, err := f.db.Apply(context.Background(), machine().StepCompleted(busy, 0, claimed.Attempt, nil, "scheduler-1", f.tick()))
 	if !errors.Is(err, workflow.ErrStale) {
 		t.Fatalf("the cancelled Agent's reply: %v, want ErrStale", err)
 	}
 
 	// Its compensation fails; an operator retries the compensation.
 	undo := f.claim(t, busy, 0, true)
-	now := f.tick()
-	if _, err := f.db.FailCompensation(context.Background(), statestore.Failure{OrderID: busy, StepIndex: 0,
-		Attempt: undo.Attempt, Now: now, Error: "warehouse down", AlertBy: now.Add(time.Minute)}); err != nil {
-		t.Fatal(err)
+	if st := f.apply(t, machine().UndoRejected(busy, 0, undo.Attempt, "warehouse down", f.tick())); st.ProcessState != workflow.CompensationFailed {
+		t.Fatalf("failed compensation %+v", st)
 	}
 	readOperatorAccepted(t, f.do(t, post("/orders/"+busy+"/retry")), busy, workflow.CompensationPending)
 	sent = schedules(t, f.out)
@@ -390,23 +373,13 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 
 	// Listings: each its own, newest first, a page of 2 at a time.
 	list := func(caller string) (ids, cursors []string) {
-		req := ownOrders("limit=2", caller)
-		for range 10 {
-			l := readList(t, f.do(t, req))
-			for _, o := range l.Orders {
-				if o.State != "Pending" || o.Status != "accepted" {
-					t.Fatalf("summary %+v", o)
-				}
-				ids = append(ids, o.OrderID)
+		orders, cursors := f.walk(t, ownOrders("limit=2", caller))
+		for _, o := range orders {
+			if o.State != "Pending" || o.Status != "accepted" {
+				t.Fatalf("summary %+v", o)
 			}
-			if l.NextCursor == "" {
-				return ids, cursors
-			}
-			cursors = append(cursors, l.NextCursor)
-			req = follow(t, l.Links.Next, req)
 		}
-		t.Fatal("paging does not end")
-		return nil, nil
+		return orderIDs(orders), cursors
 	}
 	gotA, aCursors := list(callerA)
 	gotB, bCursors := list(callerB)

@@ -10,10 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -201,34 +201,6 @@ func (q ListQuery) Encode() string {
 	return s
 }
 
-// orderList is the body of GET /orders and GET /ops/orders. NextCursor and
-// Links are omitted on the last page.
-type orderList struct {
-	Orders     []orderSummary `json:"orders"`
-	NextCursor string         `json:"nextCursor,omitempty"`
-	Links      *listLinks     `json:"links,omitempty"`
-}
-
-type listLinks struct {
-	Next string `json:"next"`
-}
-
-// orderSummary is one order of a listing: what the store's index projects,
-// without the step history or the input.
-type orderSummary struct {
-	OrderID      string                `json:"orderId"`
-	State        workflow.ProcessState `json:"state"`
-	Status       workflow.Status       `json:"status"`
-	Step         string                `json:"step"`
-	StepIndex    int                   `json:"stepIndex"`
-	FailureCount int                   `json:"failureCount"`
-	Attempt      int                   `json:"attempt"`
-	LastError    string                `json:"lastError,omitempty"`
-	ClientID     string                `json:"clientId,omitempty"`
-	CreatedAt    time.Time             `json:"createdAt"`
-	UpdatedAt    time.Time             `json:"updatedAt"`
-}
-
 // listOrders answers the operators' GET /ops/orders?state=S: every
 // caller's orders in a state.
 func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
@@ -272,11 +244,12 @@ func badCursorProblem() Problem {
 }
 
 // listBody is a page of summaries, with the link to the next page of the
-// same listing at path.
-func listBody(page statestore.Page, q ListQuery, path string) orderList {
-	body := orderList{Orders: make([]orderSummary, len(page.States))}
+// same listing at path. A summary is what the store's index projects,
+// without the step history or the input.
+func listBody(page statestore.Page, q ListQuery, path string) api.Page {
+	body := api.Page{Orders: make([]api.OrderSummary, len(page.States))}
 	for i, st := range page.States {
-		body.Orders[i] = orderSummary{
+		body.Orders[i] = api.OrderSummary{
 			OrderID:      st.OrderID,
 			State:        st.ProcessState,
 			Status:       workflow.StatusOf(st),
@@ -293,7 +266,7 @@ func listBody(page statestore.Page, q ListQuery, path string) orderList {
 	if page.Next != "" {
 		next := ListQuery{State: q.State, Limit: q.Limit, Cursor: page.Next}
 		body.NextCursor = page.Next
-		body.Links = &listLinks{Next: path + "?" + next.Encode()}
+		body.Links = &api.PageLinks{Next: path + "?" + next.Encode()}
 	}
 	return body
 }

@@ -17,6 +17,20 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
+// listFunc answers a listing by state in place of the store.
+type listFunc func(state workflow.ProcessState, limit int, cursor string) (statestore.Page, error)
+
+// listing is a store whose listing by state is list: memstore's Fault hook
+// sees neither a listing nor its arguments.
+type listing struct {
+	Store
+	list listFunc
+}
+
+func (l listing) ListByState(_ context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
+	return l.list(state, limit, cursor)
+}
+
 // getOrders is the operators' listing by state, GET /ops/orders.
 func getOrders(rawQuery string) events.APIGatewayV2HTTPRequest {
 	r := request("GET", "/ops/orders", nil, "")
@@ -44,16 +58,45 @@ func follow(t *testing.T, link string, prev events.APIGatewayV2HTTPRequest) even
 	return next
 }
 
+// listedOrder is what the tests read of an order in a listing.
+type listedOrder struct {
+	OrderID string `json:"orderId"`
+	State   string `json:"state"`
+	Status  string `json:"status"`
+}
+
 type listResponse struct {
-	Orders []struct {
-		OrderID string `json:"orderId"`
-		State   string `json:"state"`
-		Status  string `json:"status"`
-	} `json:"orders"`
-	NextCursor string `json:"nextCursor"`
+	Orders     []listedOrder `json:"orders"`
+	NextCursor string        `json:"nextCursor"`
 	Links      struct {
 		Next string `json:"next"`
 	} `json:"links"`
+}
+
+// walk reads a listing from req to its last page through links.next: the
+// orders listed, and the cursor of every page but the last.
+func (f *fixture) walk(t *testing.T, req events.APIGatewayV2HTTPRequest) (orders []listedOrder, cursors []string) {
+	t.Helper()
+	for range 10 {
+		l := readList(t, f.do(t, req))
+		orders = append(orders, l.Orders...)
+		if l.NextCursor == "" {
+			return orders, cursors
+		}
+		cursors = append(cursors, l.NextCursor)
+		req = follow(t, l.Links.Next, req)
+	}
+	t.Fatal("paging does not end")
+	return nil, nil
+}
+
+// orderIDs lists the IDs of orders.
+func orderIDs(orders []listedOrder) []string {
+	ids := make([]string, len(orders))
+	for i, o := range orders {
+		ids[i] = o.OrderID
+	}
+	return ids
 }
 
 func readList(t *testing.T, resp events.APIGatewayV2HTTPResponse) listResponse {
@@ -84,11 +127,11 @@ func TestListOrdersPages(t *testing.T) {
 		id := fmt.Sprintf("err-%d", i)
 		st := at(id, workflow.Error, 1, 1)
 		st.UpdatedAt = testNow.Add(time.Duration(-i) * time.Minute)
-		f.store.put(st)
+		f.put(st)
 		want = append(want, id) // err-0 changed last, so it comes first
 	}
-	f.store.put(at("pending-1", workflow.Pending, 0, 0))
-	f.store.put(at("done-1", workflow.Processed, 1, 1))
+	f.put(at("pending-1", workflow.Pending, 0, 0))
+	f.put(at("done-1", workflow.Processed, 1, 1))
 
 	var got []string
 	req := getOrders("state=Error&limit=2")
@@ -126,7 +169,7 @@ func TestListOrdersBody(t *testing.T) {
 	st.ClientID, st.FailureCount, st.EventSeq = "shop.web-1", 1, 3
 	st.UpdatedAt = testNow
 	st.Steps[0].Output = json.RawMessage(`{"reservationId":"r-1"}`)
-	f.store.put(st)
+	f.put(st)
 	resp := f.do(t, getOrders("state=Error"))
 	want := `{"orders":[{"orderId":"` + orderA + `","state":"Error","status":"error","step":"charge-payment","stepIndex":1,` +
 		`"failureCount":1,"attempt":3,"lastError":"card declined","clientId":"shop.web-1",` +
@@ -167,11 +210,11 @@ func TestListOrdersStoreQuery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var got []call
-			f := newFixture(t, func(s *storeFuncs) {
-				s.listByState = func(_ context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
+			f := newFixtureOver(t, nil, func(s Store) Store {
+				return listing{s, func(state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
 					got = append(got, call{state, limit, cursor})
 					return statestore.Page{}, nil
-				}
+				}}
 			})
 			req := getOrders(tt.raw)
 			req.QueryStringParameters = tt.params
@@ -189,7 +232,7 @@ func TestListOrdersRejects(t *testing.T) {
 		name       string
 		raw        string
 		params     map[string]string
-		wrap       func(*storeFuncs)
+		list       listFunc // nil: the in-memory store's own listing
 		status     int
 		typ        string
 		wantFields []string
@@ -222,21 +265,24 @@ func TestListOrdersRejects(t *testing.T) {
 		{name: "semicolon", raw: "state=Error;limit=5", status: 400, typ: ProblemMalformed, wantDetail: "the query string is not well-formed"},
 		{name: "cursor refused by the store", raw: "state=Error&cursor=forged", status: 400, typ: ProblemMalformed, wantFields: []string{"cursor"},
 			wantDetail: "cursor: is not a cursor this API returned; list again without it"},
-		{name: "store fails", raw: "state=Error", wrap: func(s *storeFuncs) {
-			s.listByState = func(context.Context, workflow.ProcessState, int, string) (statestore.Page, error) {
-				return statestore.Page{}, errors.New("dynamodb: throttled arn:aws:dynamodb:secret-table")
-			}
+		{name: "store fails", raw: "state=Error", list: func(workflow.ProcessState, int, string) (statestore.Page, error) {
+			return statestore.Page{}, errors.New("dynamodb: throttled arn:aws:dynamodb:secret-table")
 		}, status: 500, typ: ProblemInternal, wantDetail: "internal error"},
-		{name: "store's own bad-cursor error", raw: "state=Error&cursor=x", wrap: func(s *storeFuncs) {
-			s.listByState = func(context.Context, workflow.ProcessState, int, string) (statestore.Page, error) {
-				return statestore.Page{}, fmt.Errorf("list: %w: not base64url", statestore.ErrBadCursor)
-			}
+		{name: "store's own bad-cursor error", raw: "state=Error&cursor=x", list: func(workflow.ProcessState, int, string) (statestore.Page, error) {
+			return statestore.Page{}, fmt.Errorf("list: %w: not base64url", statestore.ErrBadCursor)
 		}, status: 400, typ: ProblemMalformed, wantFields: []string{"cursor"}},
+		// The in-memory store decodes cursors as the DynamoDB store does.
+		{name: "cursor the store cannot decode", raw: "state=Error&cursor=x", status: 400, typ: ProblemMalformed, wantFields: []string{"cursor"}},
+		{name: "cursor of another state's listing", raw: "state=Error&cursor=" + statestore.EncodeCursor(statestore.Cursor{State: "Pending", OrderID: orderA, ChangedAt: 1}),
+			status: 400, typ: ProblemMalformed, wantFields: []string{"cursor"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, tt.wrap)
+			f := newFixture(t, nil)
+			if tt.list != nil {
+				f = newFixtureOver(t, nil, func(s Store) Store { return listing{s, tt.list} })
+			}
 			req := getOrders(tt.raw)
 			req.QueryStringParameters = tt.params
 			resp := f.do(t, req)

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -18,13 +19,6 @@ import (
 // cancel, but an order that keeps changing is not worth holding the request
 // open for.
 const cancelTries = 3
-
-// Reasons carried by the Schedule messages the operator routes send; for the
-// Scheduler's logs.
-const (
-	reasonResubmitted = "resubmitted"
-	reasonCancelled   = "cancelled"
-)
 
 // retryOrder resubmits an order an operator fixed the cause of. It tries
 // once: of two operators retrying the same order exactly one must win, so a
@@ -39,7 +33,7 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 		return h.internal(ctx, log, req, err)
 	}
 	now := h.clk.Now().UTC()
-	r, err := workflow.Policy{ClaimTimeout: h.cfg.ClaimTimeout}.Resubmit(st, now)
+	c, err := h.machine().Resubmit(st, now)
 	if err != nil {
 		if !errors.Is(err, workflow.ErrConflict) {
 			return h.internal(ctx, log, req, fmt.Errorf("plan resubmission of %s: %w", orderID, err))
@@ -47,8 +41,7 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 		return h.reject(ctx, log, req, problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
 			"order %s is %s; only orders in %s or %s can be retried", orderID, st.ProcessState, workflow.Error, workflow.CompensationFailed)), nil)
 	}
-
-	written, err := h.store.Resubmit(ctx, st, r, now)
+	written, err := h.store.Apply(ctx, c)
 	switch {
 	case errors.Is(err, workflow.ErrStale):
 		return h.reject(ctx, log, req, changedProblem(orderID), nil)
@@ -57,14 +50,7 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 	case err != nil:
 		return h.internal(ctx, log, req, fmt.Errorf("resubmit %s from %s: %w", orderID, st.ProcessState, err))
 	}
-
-	msg := message.NewSchedule(orderID, written.StepIndex, reasonResubmitted)
-	if r.State == workflow.CompensationPending {
-		msg = message.NewCompensation(orderID, written.StepIndex, reasonResubmitted)
-	}
-	h.schedule(ctx, log, msg)
-	log.InfoContext(ctx, "order resubmitted", workflow.TransitionResubmitted.Attr(), slog.String("from", string(st.ProcessState)),
-		slog.String("state", string(written.ProcessState)), slog.Int("stepIndex", written.StepIndex))
+	h.followUp(ctx, log.With(slog.String("from", string(st.ProcessState))), c, written, now)
 	return accepted(orderID, written.ProcessState, false)
 }
 
@@ -91,8 +77,11 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 		}
 
 		now := h.clk.Now().UTC()
-		stop := h.cfg.Workflow.StopAt(st, workflow.StopCancel)
-		written, err := h.store.Cancel(ctx, st, stop, now, now.Add(h.cfg.ClaimTimeout))
+		c, err := h.machine().Cancel(st, now, now.Add(h.cfg.ClaimTimeout))
+		if err != nil {
+			return h.internal(ctx, log, req, fmt.Errorf("plan the cancel of %s: %w", orderID, err))
+		}
+		written, err := h.store.Apply(ctx, c)
 		switch {
 		case errors.Is(err, workflow.ErrStale) && try < cancelTries:
 			log.DebugContext(ctx, "order changed while cancelling; reading it again", slog.Int("try", try))
@@ -105,14 +94,23 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 		case err != nil:
 			return h.internal(ctx, log, req, fmt.Errorf("cancel %s in %s at step %d: %w", orderID, st.ProcessState, st.StepIndex, err))
 		}
-
-		if stop.UndoFrom >= 0 {
-			h.schedule(ctx, log, message.NewCompensation(orderID, stop.UndoFrom, reasonCancelled))
-		}
-		log.InfoContext(ctx, "order cancelled", workflow.TransitionCancelled.Attr(), slog.String("from", string(st.ProcessState)),
-			slog.String("state", string(written.ProcessState)), slog.Int("undoFrom", stop.UndoFrom))
+		h.followUp(ctx, log.With(slog.String("from", string(st.ProcessState))), c, written, now)
 		return accepted(orderID, written.ProcessState, false)
 	}
+}
+
+// machine is the workflow's state machine as far as the operator routes
+// need it: they take only the claim timeout of the policy.
+func (h *Handler) machine() workflow.Machine {
+	return workflow.Machine{Def: h.cfg.Workflow, Policy: workflow.Policy{ClaimTimeout: h.cfg.ClaimTimeout}}
+}
+
+// followUp logs a committed change and hands its order to the Scheduler. A
+// failed send is only logged: the record is durable and unclaimed, so the
+// Supervisor re-sends it once its claim deadline passes.
+func (h *Handler) followUp(ctx context.Context, log *slog.Logger, c workflow.Change, st workflow.State, now time.Time) {
+	f := followup.Actions{Send: h.sender, SchedulerQueueURL: h.cfg.SchedulerQueueURL}
+	_ = f.After(ctx, c, st, now, log)
 }
 
 // readState reads a record for an operator route: a missing order is the
@@ -127,16 +125,6 @@ func (h *Handler) readState(ctx context.Context, orderID string) (workflow.State
 		return workflow.State{}, nil, fmt.Errorf("read state of order %s: %w", orderID, err)
 	}
 	return st, nil, nil
-}
-
-// schedule hands a committed record to the Scheduler. A failed send is only
-// logged: the record is durable and unclaimed, so the Supervisor re-sends it
-// once its claim deadline passes.
-func (h *Handler) schedule(ctx context.Context, log *slog.Logger, m message.Schedule) {
-	if err := h.sender.Send(ctx, h.cfg.SchedulerQueueURL, message.Encode(m), 0); err != nil {
-		log.WarnContext(ctx, "schedule message not sent; the Supervisor will re-send it",
-			slog.Bool("compensate", m.Compensate), slog.Int("stepIndex", m.StepIndex), slog.Any("error", err))
-	}
 }
 
 func notFoundProblem(orderID string) Problem {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/internal/testkit/memstore"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -73,6 +75,10 @@ func schedules(t *testing.T, out *outbox) []message.Schedule {
 	return ms
 }
 
+// sendFailedMsg is what an operator route logs when the schedule message of
+// a committed change was not sent (shared/followup).
+const sendFailedMsg = "not handed back to the Scheduler; the Supervisor re-sends it"
+
 // logged finds the log record with the given message.
 func logged(t *testing.T, f *fixture, msg string) map[string]any {
 	t.Helper()
@@ -105,13 +111,13 @@ func TestRetry(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
 			tt.seen.FailureCount = 2
-			f.store.put(tt.seen)
+			f.put(tt.seen)
 			req := post("/orders/" + orderA + "/retry")
 			req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::123456789012:user/ops"}}
 			readOperatorAccepted(t, f.do(t, req), orderA, tt.wantState)
 
-			st := f.store.state(orderA)
+			st := f.state(t, orderA)
 			if st.ProcessState != tt.wantState || st.Resubmits != 1 || st.FailureCount != 0 ||
 				!st.CompleteBy.Equal(testNow.Add(testConfig().ClaimTimeout)) || st.StepIndex != tt.seen.StepIndex {
 				t.Fatalf("stored %+v", st)
@@ -132,59 +138,58 @@ func TestRetryRejects(t *testing.T) {
 	t.Parallel()
 	secret := errors.New("dynamodb: throttled arn:aws:dynamodb:secret-table")
 	errState := at(orderA, workflow.Error, 1, 1)
-	tests := []struct {
-		name       string
-		path       string
-		seen       *workflow.State // nil: no such order
-		wrap       func(*storeFuncs)
-		status     int
-		typ        string
-		wantDetail string
-	}{
+	// Another operator's retry, committed between this one's read and its
+	// write.
+	retried := errState
+	retried.ProcessState, retried.Attempt, retried.Resubmits = workflow.Pending, errState.Attempt, 1
+	tests := []refusal{
 		{"not found", "/orders/" + orderA + "/retry", nil, nil, 404, ProblemNotFound, "no order with ID " + orderA},
 		{"bad ID", "/orders/a_b/retry", nil, nil, 400, ProblemMalformed, "order ID"},
 		{"long ID", "/orders/" + strings.Repeat("a", 65) + "/retry", nil, nil, 400, ProblemMalformed, "order ID"},
-		{"read fails", "/orders/" + orderA + "/retry", &errState, func(s *storeFuncs) {
-			s.getState = func(context.Context, string) (workflow.State, error) { return workflow.State{}, secret }
-		}, 500, ProblemInternal, "internal error"},
-		{"write fails", "/orders/" + orderA + "/retry", &errState, func(s *storeFuncs) {
-			s.resubmit = func(context.Context, workflow.State, workflow.Resubmission, time.Time) (workflow.State, error) {
-				return workflow.State{}, secret
-			}
-		}, 500, ProblemInternal, "internal error"},
-		{"changed meanwhile", "/orders/" + orderA + "/retry", &errState, func(s *storeFuncs) {
-			s.resubmit = func(context.Context, workflow.State, workflow.Resubmission, time.Time) (workflow.State, error) {
-				return workflow.State{}, fmt.Errorf("resubmit: %w", workflow.ErrStale)
-			}
-		}, 409, ProblemConflict, "order " + orderA + " was changed by another request; read it again"},
-		{"deleted meanwhile", "/orders/" + orderA + "/retry", &errState, func(s *storeFuncs) {
-			s.resubmit = func(context.Context, workflow.State, workflow.Resubmission, time.Time) (workflow.State, error) {
-				return workflow.State{}, fmt.Errorf("resubmit: %w", workflow.ErrNotFound)
-			}
-		}, 404, ProblemNotFound, "no order with ID " + orderA},
+		{"read fails", "/orders/" + orderA + "/retry", &errState, failing(failure{method: "GetState", err: secret}),
+			500, ProblemInternal, "internal error"},
+		{"write fails", "/orders/" + orderA + "/retry", &errState, failing(failure{method: "Apply", transition: workflow.TransitionResubmitted, err: secret}),
+			500, ProblemInternal, "internal error"},
+		{"changed meanwhile", "/orders/" + orderA + "/retry", &errState, racing(func(int) workflow.State { return retried }),
+			409, ProblemConflict, "order " + orderA + " was changed by another request; read it again"},
+		// Neither store answers a write with ErrNotFound (a missing record
+		// fails the fence: ErrStale), but the handler maps one to 404.
+		{"deleted meanwhile", "/orders/" + orderA + "/retry", &errState,
+			failing(failure{method: "Apply", err: fmt.Errorf("resubmit: %w", workflow.ErrNotFound)}),
+			404, ProblemNotFound, "no order with ID " + orderA},
 	}
 	for _, ps := range workflow.ProcessStates() {
 		if ps.NeedsOperator() {
 			continue
 		}
 		st := at(orderA, ps, 1, 1)
-		tests = append(tests, struct {
-			name       string
-			path       string
-			seen       *workflow.State
-			wrap       func(*storeFuncs)
-			status     int
-			typ        string
-			wantDetail string
-		}{"in " + string(ps), "/orders/" + orderA + "/retry", &st, nil, 409, ProblemConflict,
+		tests = append(tests, refusal{"in " + string(ps), "/orders/" + orderA + "/retry", &st, nil, 409, ProblemConflict,
 			"order " + orderA + " is " + string(ps) + "; only orders in Error or CompensationFailed can be retried"})
 	}
+	checkRefusals(t, tests)
+}
+
+// refusal is a request an operator route must refuse.
+type refusal struct {
+	name       string
+	path       string
+	seen       *workflow.State // the record; nil: no such order
+	fault      fault
+	status     int
+	typ        string
+	wantDetail string
+}
+
+// checkRefusals sends each request to a handler of its own: it must answer
+// its problem, tell nothing of the cause, and write and send nothing.
+func checkRefusals(t *testing.T, tests []refusal) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, tt.wrap)
+			f := newFixture(t, tt.fault)
 			if tt.seen != nil {
-				f.store.put(*tt.seen)
+				f.put(*tt.seen)
 			}
 			resp := f.do(t, post(tt.path))
 			p := readProblem(t, resp, tt.status)
@@ -194,32 +199,35 @@ func TestRetryRejects(t *testing.T) {
 			if strings.Contains(resp.Body, "secret") {
 				t.Fatalf("leaks the cause: %s", resp.Body)
 			}
-			if f.store.writeCount() != 0 || len(f.out.sent()) != 0 {
-				t.Fatalf("a refused retry wrote (%d) or sent (%d)", f.store.writeCount(), len(f.out.sent()))
-			}
-			if tt.seen != nil && tt.wrap == nil && f.store.state(orderA).ProcessState != tt.seen.ProcessState {
-				t.Fatalf("state changed to %s", f.store.state(orderA).ProcessState)
+			f.wroteNothing(t, "a refused request")
+			if tt.seen != nil && tt.fault == nil {
+				if st := f.state(t, orderA); st.ProcessState != tt.seen.ProcessState {
+					t.Fatalf("state changed to %s", st.ProcessState)
+				}
 			}
 		})
 	}
 }
 
-func TestRetrySendFailureStillAccepted(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, nil)
-	f.out.err = errors.New("sqs: throttled")
-	f.store.put(at(orderA, workflow.Error, 0, 1))
-	readOperatorAccepted(t, f.do(t, post("/orders/"+orderA+"/retry")), orderA, workflow.Pending)
-	if f.store.state(orderA).ProcessState != workflow.Pending {
-		t.Fatal("not resubmitted")
+// atOnce sends n copies of req to h at the same time and returns the
+// answers.
+func atOnce(t *testing.T, h *Handler, n int, req events.APIGatewayV2HTTPRequest) []events.APIGatewayV2HTTPResponse {
+	t.Helper()
+	var wg sync.WaitGroup
+	resps := make([]events.APIGatewayV2HTTPResponse, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { resps[i], errs[i] = h.Handle(context.Background(), req) })
 	}
-	if l := logged(t, f, "schedule message not sent; the Supervisor will re-send it"); l["level"] != "WARN" || !strings.Contains(fmt.Sprint(l["error"]), "throttled") {
-		t.Fatalf("log %v", l)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("Handle returned %v; errors must be responses", err)
 	}
+	return resps
 }
 
-// barrier lets n callers through only once all n arrived, so concurrent
-// requests all read before any writes.
+// barrier lets n callers through only once all n arrived: at the write,
+// concurrent requests have all read before any writes.
 type barrier struct {
 	wg sync.WaitGroup
 }
@@ -242,26 +250,15 @@ func TestConcurrentRetries(t *testing.T) {
 	t.Parallel()
 	for range 20 {
 		b := newBarrier(2)
-		f := newFixture(t, func(s *storeFuncs) {
-			read := s.getState
-			s.getState = func(ctx context.Context, id string) (workflow.State, error) {
-				st, err := read(ctx, id)
+		f := newFixture(t, func(_ *memstore.Store, method string, _ workflow.Change) error {
+			if method == "Apply" {
 				b.wait()
-				return st, err
 			}
+			return nil
 		})
-		f.store.put(at(orderA, workflow.Error, 1, 2))
+		f.put(at(orderA, workflow.Error, 1, 2))
 
-		var wg sync.WaitGroup
-		resps := make([]events.APIGatewayV2HTTPResponse, 2)
-		errs := make([]error, 2)
-		for i := range resps {
-			wg.Go(func() { resps[i], errs[i] = f.h.Handle(context.Background(), post("/orders/"+orderA+"/retry")) })
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatalf("Handle returned %v; errors must be responses", err)
-		}
+		resps := atOnce(t, f.h, 2, post("/orders/"+orderA+"/retry"))
 
 		codes := map[int]int{}
 		for _, r := range resps {
@@ -278,8 +275,8 @@ func TestConcurrentRetries(t *testing.T) {
 		if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(orderA, 1, "resubmitted") {
 			t.Fatalf("sent %+v, want one schedule of step 1", ms)
 		}
-		if st := f.store.state(orderA); st.Resubmits != 1 || f.store.writeCount() != 1 {
-			t.Fatalf("resubmits %d, writes %d; want 1, 1", st.Resubmits, f.store.writeCount())
+		if st := f.state(t, orderA); st.Resubmits != 1 || f.store.Writes() != 1 {
+			t.Fatalf("resubmits %d, writes %d; want 1, 1", st.Resubmits, f.store.Writes())
 		}
 	}
 }
@@ -304,10 +301,10 @@ func TestCancel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
-			f.store.put(tt.seen)
+			f.put(tt.seen)
 			readOperatorAccepted(t, f.do(t, post("/orders/"+orderA+"/cancel")), orderA, tt.wantState)
 
-			st := f.store.state(orderA)
+			st := f.state(t, orderA)
 			if st.ProcessState != tt.wantState || !st.Cancelled || st.Attempt != tt.seen.Attempt+1 || st.StepIndex != tt.wantIndex {
 				t.Fatalf("stored %+v", st)
 			}
@@ -340,11 +337,9 @@ func TestCancelRepeated(t *testing.T) {
 			f := newFixture(t, nil)
 			st := at(orderA, ps, 0, 1)
 			st.Cancelled = true
-			f.store.put(st)
+			f.put(st)
 			readOperatorAccepted(t, f.do(t, post("/orders/"+orderA+"/cancel")), orderA, ps)
-			if f.store.writeCount() != 0 || len(f.out.sent()) != 0 {
-				t.Fatalf("a repeated cancel wrote (%d) or sent (%d)", f.store.writeCount(), len(f.out.sent()))
-			}
+			f.wroteNothing(t, "a repeated cancel")
 		})
 	}
 }
@@ -353,31 +348,17 @@ func TestCancelRejects(t *testing.T) {
 	t.Parallel()
 	secret := errors.New("dynamodb: throttled arn:aws:dynamodb:secret-table")
 	pending := at(orderA, workflow.Pending, 0, 1)
-	type test struct {
-		name       string
-		path       string
-		seen       *workflow.State
-		wrap       func(*storeFuncs)
-		status     int
-		typ        string
-		wantDetail string
-	}
-	tests := []test{
+	tests := []refusal{
 		{"not found", "/orders/" + orderA + "/cancel", nil, nil, 404, ProblemNotFound, "no order with ID " + orderA},
 		{"bad ID", "/orders/a.b/cancel", nil, nil, 400, ProblemMalformed, "order ID"},
-		{"read fails", "/orders/" + orderA + "/cancel", &pending, func(s *storeFuncs) {
-			s.getState = func(context.Context, string) (workflow.State, error) { return workflow.State{}, secret }
-		}, 500, ProblemInternal, "internal error"},
-		{"write fails", "/orders/" + orderA + "/cancel", &pending, func(s *storeFuncs) {
-			s.cancel = func(context.Context, workflow.State, workflow.Stop, time.Time, time.Time) (workflow.State, error) {
-				return workflow.State{}, secret
-			}
-		}, 500, ProblemInternal, "internal error"},
-		{"deleted meanwhile", "/orders/" + orderA + "/cancel", &pending, func(s *storeFuncs) {
-			s.cancel = func(context.Context, workflow.State, workflow.Stop, time.Time, time.Time) (workflow.State, error) {
-				return workflow.State{}, fmt.Errorf("cancel: %w", workflow.ErrNotFound)
-			}
-		}, 404, ProblemNotFound, "no order with ID " + orderA},
+		{"read fails", "/orders/" + orderA + "/cancel", &pending, failing(failure{method: "GetState", err: secret}),
+			500, ProblemInternal, "internal error"},
+		{"write fails", "/orders/" + orderA + "/cancel", &pending, failing(failure{method: "Apply", transition: workflow.TransitionCancelled, err: secret}),
+			500, ProblemInternal, "internal error"},
+		// As for a retry: only a fault, no store, answers a write so.
+		{"deleted meanwhile", "/orders/" + orderA + "/cancel", &pending,
+			failing(failure{method: "Apply", err: fmt.Errorf("cancel: %w", workflow.ErrNotFound)}),
+			404, ProblemNotFound, "no order with ID " + orderA},
 	}
 	// Every state an order cannot be cancelled in, other than by a cancel.
 	for _, ps := range workflow.ProcessStates() {
@@ -385,29 +366,10 @@ func TestCancelRejects(t *testing.T) {
 			continue
 		}
 		st := at(orderA, ps, 1, 1)
-		tests = append(tests, test{"in " + string(ps), "/orders/" + orderA + "/cancel", &st, nil, 409, ProblemConflict,
+		tests = append(tests, refusal{"in " + string(ps), "/orders/" + orderA + "/cancel", &st, nil, 409, ProblemConflict,
 			"order " + orderA + " is " + string(ps) + "; only orders in Pending, Processing or Error can be cancelled"})
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t, tt.wrap)
-			if tt.seen != nil {
-				f.store.put(*tt.seen)
-			}
-			resp := f.do(t, post(tt.path))
-			p := readProblem(t, resp, tt.status)
-			if p.Type != tt.typ || !strings.Contains(p.Detail, tt.wantDetail) {
-				t.Fatalf("problem %+v, want type %s and detail %q", p, tt.typ, tt.wantDetail)
-			}
-			if strings.Contains(resp.Body, "secret") {
-				t.Fatalf("leaks the cause: %s", resp.Body)
-			}
-			if f.store.writeCount() != 0 || len(f.out.sent()) != 0 {
-				t.Fatalf("a refused cancel wrote (%d) or sent (%d)", f.store.writeCount(), len(f.out.sent()))
-			}
-		})
-	}
+	checkRefusals(t, tests)
 }
 
 // TestCancelRacesScheduler: a Scheduler claims the order between the
@@ -415,28 +377,28 @@ func TestCancelRejects(t *testing.T) {
 // as it now is: the claimed step may have been applied, so it is undone.
 func TestCancelRacesScheduler(t *testing.T) {
 	t.Parallel()
-	var f *fixture
-	var seen []workflow.State
-	f = newFixture(t, func(s *storeFuncs) {
-		cancel := s.cancel
-		s.cancel = func(ctx context.Context, st workflow.State, stop workflow.Stop, now, claimBy time.Time) (workflow.State, error) {
-			seen = append(seen, st)
-			if len(seen) == 1 {
-				f.store.put(at(orderA, workflow.Processing, 0, 1)) // the Scheduler's claim
-			}
-			return cancel(ctx, st, stop, now, claimBy)
+	var fences []workflow.Fence // what each cancel's write was fenced on
+	f := newFixture(t, func(store *memstore.Store, method string, c workflow.Change) error {
+		if method != "Apply" {
+			return nil
 		}
+		fences = append(fences, c.Fence)
+		if len(fences) == 1 {
+			store.Put(at(orderA, workflow.Processing, 0, 1)) // the Scheduler's claim
+		}
+		return nil
 	})
-	f.store.put(at(orderA, workflow.Pending, 0, 0))
+	f.put(at(orderA, workflow.Pending, 0, 0))
 	readOperatorAccepted(t, f.do(t, post("/orders/"+orderA+"/cancel")), orderA, workflow.CompensationPending)
-	if len(seen) != 2 || seen[0].ProcessState != workflow.Pending || seen[1].ProcessState != workflow.Processing || seen[1].Attempt != 1 {
-		t.Fatalf("cancel saw %+v", seen)
+	if len(fences) != 2 || !slices.Equal(fences[0].In, []workflow.ProcessState{workflow.Pending}) || *fences[0].Attempt != 0 ||
+		!slices.Equal(fences[1].In, []workflow.ProcessState{workflow.Processing}) || *fences[1].Attempt != 1 {
+		t.Fatalf("cancel wrote fenced on %+v", fences)
 	}
 	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewCompensation(orderA, 0, "cancelled") {
 		t.Fatalf("sent %+v", ms)
 	}
-	if st := f.store.state(orderA); st.Attempt != 2 || !st.Cancelled || st.Steps[0].Compensation != workflow.StepPending {
-		t.Fatalf("stored %+v", st)
+	if st := f.state(t, orderA); st.Attempt != 2 || !st.Cancelled || st.Steps[0].Compensation != workflow.StepPending || f.store.Writes() != 1 {
+		t.Fatalf("stored %+v in %d writes", st, f.store.Writes())
 	}
 }
 
@@ -460,24 +422,20 @@ func TestCancelRacesToTheEnd(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var f *fixture
 			var calls atomic.Int32
-			f = newFixture(t, func(s *storeFuncs) {
-				s.cancel = func(context.Context, workflow.State, workflow.Stop, time.Time, time.Time) (workflow.State, error) {
-					calls.Add(1)
-					f.store.put(tt.then)
-					return workflow.State{}, fmt.Errorf("cancel: %w", workflow.ErrStale)
-				}
-			})
-			f.store.put(at(orderA, workflow.Processing, 1, 1))
+			f := newFixture(t, racing(func(n int) workflow.State {
+				calls.Store(int32(n))
+				return tt.then
+			}))
+			f.put(at(orderA, workflow.Processing, 1, 1))
 			resp := f.do(t, post("/orders/"+orderA+"/cancel"))
 			if tt.status == 202 {
 				readOperatorAccepted(t, resp, orderA, tt.then.ProcessState)
 			} else if p := readProblem(t, resp, tt.status); p.Type != ProblemConflict || !strings.Contains(p.Detail, string(tt.then.ProcessState)) {
 				t.Fatalf("problem %+v", p)
 			}
-			if calls.Load() != 1 || len(f.out.sent()) != 0 {
-				t.Fatalf("cancel calls %d, sent %d; want 1, 0", calls.Load(), len(f.out.sent()))
+			if calls.Load() != 1 || f.store.Writes() != 0 || len(f.out.sent()) != 0 {
+				t.Fatalf("cancel writes tried %d, done %d, sent %d; want 1, 0, 0", calls.Load(), f.store.Writes(), len(f.out.sent()))
 			}
 		})
 	}
@@ -488,33 +446,54 @@ func TestCancelRacesToTheEnd(t *testing.T) {
 func TestCancelGivesUp(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	f := newFixture(t, func(s *storeFuncs) {
-		s.cancel = func(context.Context, workflow.State, workflow.Stop, time.Time, time.Time) (workflow.State, error) {
-			calls.Add(1)
-			return workflow.State{}, fmt.Errorf("cancel: %w", workflow.ErrStale)
-		}
-	})
-	f.store.put(at(orderA, workflow.Processing, 0, 1))
+	// Before every write a Scheduler has taken the step again.
+	f := newFixture(t, racing(func(n int) workflow.State {
+		calls.Store(int32(n))
+		return at(orderA, workflow.Processing, 0, 1+n)
+	}))
+	f.put(at(orderA, workflow.Processing, 0, 1))
 	p := readProblem(t, f.do(t, post("/orders/"+orderA+"/cancel")), 409)
 	if p.Type != ProblemConflict || !strings.Contains(p.Detail, "kept changing") {
 		t.Fatalf("problem %+v", p)
 	}
-	if calls.Load() != cancelTries || len(f.out.sent()) != 0 {
-		t.Fatalf("cancel calls %d, sent %d; want %d, 0", calls.Load(), len(f.out.sent()), cancelTries)
+	if calls.Load() != cancelTries || f.store.Writes() != 0 || len(f.out.sent()) != 0 {
+		t.Fatalf("cancel writes tried %d, done %d, sent %d; want %d, 0, 0", calls.Load(), f.store.Writes(), len(f.out.sent()), cancelTries)
 	}
 }
 
-func TestCancelSendFailureStillAccepted(t *testing.T) {
+// TestOperatorSendFailureStillAccepted: the change is committed when the
+// schedule message fails; the operator gets 202 and the Supervisor re-sends
+// it.
+func TestOperatorSendFailureStillAccepted(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
-	f.out.err = errors.New("sqs: throttled")
-	f.store.put(at(orderA, workflow.Processing, 0, 1))
-	readOperatorAccepted(t, f.do(t, post("/orders/"+orderA+"/cancel")), orderA, workflow.CompensationPending)
-	if len(f.out.sent()) != 1 || f.store.state(orderA).ProcessState != workflow.CompensationPending {
-		t.Fatalf("sent %d, state %s", len(f.out.sent()), f.store.state(orderA).ProcessState)
+	tests := []struct {
+		action    string
+		seen      workflow.State
+		wantState workflow.ProcessState
+		wantMsg   message.Schedule
+	}{
+		{"retry", at(orderA, workflow.Error, 0, 1), workflow.Pending, message.NewSchedule(orderA, 0, "resubmitted")},
+		// The message that failed is the compensation's: the log line does
+		// not say so (it carries the error only), the message does.
+		{"cancel", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, message.NewCompensation(orderA, 0, "cancelled")},
 	}
-	if l := logged(t, f, "schedule message not sent; the Supervisor will re-send it"); l["level"] != "WARN" || l["compensate"] != true {
-		t.Fatalf("log %v", l)
+	for _, tt := range tests {
+		t.Run(tt.action, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			f.out.err = errors.New("sqs: throttled")
+			f.put(tt.seen)
+			readOperatorAccepted(t, f.do(t, post("/orders/"+orderA+"/"+tt.action)), orderA, tt.wantState)
+			if st := f.state(t, orderA); st.ProcessState != tt.wantState {
+				t.Fatalf("state %s", st.ProcessState)
+			}
+			if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != tt.wantMsg {
+				t.Fatalf("tried to send %+v, want %+v", ms, tt.wantMsg)
+			}
+			if l := logged(t, f, sendFailedMsg); l["level"] != "WARN" || l["orderId"] != orderA || !strings.Contains(fmt.Sprint(l["error"]), "throttled") {
+				t.Fatalf("log %v", l)
+			}
+		})
 	}
 }
 
@@ -543,7 +522,7 @@ func TestOperatorRoutes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
-			f.store.put(at(orderA, workflow.Pending, 0, 0))
+			f.put(at(orderA, workflow.Pending, 0, 0))
 			readOperatorAccepted(t, f.do(t, tt.req), orderA, workflow.Cancelled)
 		})
 	}
@@ -561,7 +540,7 @@ func TestGetOrderCompensation(t *testing.T) {
 		Compensation: workflow.StepSucceeded, CompensationAttempts: 1, CompensatedAt: &done,
 		CompensationOutput: json.RawMessage(`{"refundId":"rf-1"}`)}
 	f := newFixture(t, nil)
-	f.store.put(st)
+	f.put(st)
 	resp := f.do(t, request("GET", "/orders/"+orderA, nil, ""))
 	var got struct {
 		Status    string            `json:"status"`

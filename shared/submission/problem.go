@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/shared/api"
 )
 
 // Problem types: stable URIs clients may switch on.
@@ -27,16 +29,9 @@ const (
 	ProblemInternal = problemBase + "internal"
 )
 
-// Problem is an RFC 9457 problem document. RequestID is an extension member
-// that lets a client quote the request in a support case.
-type Problem struct {
-	Type      string       `json:"type"`
-	Title     string       `json:"title"`
-	Status    int          `json:"status"`
-	Detail    string       `json:"detail,omitempty"`
-	RequestID string       `json:"requestId,omitempty"`
-	Errors    []FieldError `json:"errors,omitempty"`
-}
+// Problem is the API's RFC 9457 problem document (api.Problem); fail sets
+// its RequestID.
+type Problem = api.Problem
 
 const (
 	contentTypeJSON    = "application/json"
@@ -47,7 +42,13 @@ const (
 const internalErrorBody = `{"type":"` + ProblemInternal + `","title":"Internal Server Error","status":500,"detail":"internal error"}`
 
 func problem(status int, typ, detail string, errs ...FieldError) Problem {
-	return Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Errors: errs}
+	var fields []api.FieldError
+	for _, fe := range errs {
+		// A conversion, not a copy of the shape: FieldError is to become
+		// an alias of api.FieldError, and then this loop can go.
+		fields = append(fields, api.FieldError(fe))
+	}
+	return Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Errors: fields}
 }
 
 // respond marshals body with the given status. Every response, success or

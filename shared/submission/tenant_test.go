@@ -1,6 +1,7 @@
 package submission
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,7 +115,7 @@ func TestRequestsWithoutIdentityAreForbidden(t *testing.T) {
 			t.Run(r.Method+" "+r.Path+" "+arn, func(t *testing.T) {
 				t.Parallel()
 				f := newFixture(t, nil)
-				f.store.put(at(orderA, workflow.Error, 0, 1))
+				f.put(at(orderA, workflow.Error, 0, 1))
 				path := strings.ReplaceAll(r.Path, "{id}", orderA)
 				req := as(request(r.Method, path, map[string]string{"content-type": "application/json"}, validBody), arn)
 				req.RawQueryString = "state=Error"
@@ -125,8 +126,9 @@ func TestRequestsWithoutIdentityAreForbidden(t *testing.T) {
 				if p.Type != ProblemForbidden || p.RequestID != "req-1" {
 					t.Fatalf("problem %+v", p)
 				}
-				if creates, _ := f.store.counts(); creates != 0 || f.store.writeCount() != 0 || len(f.out.sent()) != 0 {
-					t.Fatal("a request without an identity wrote or sent")
+				f.wroteNothing(t, "a request without an identity")
+				if reads := f.called("GetState") + f.called("GetOrder"); reads != 0 {
+					t.Fatalf("a request without an identity read %d times", reads)
 				}
 				if l := logged(t, f, "request without an IAM identity refused"); l["level"] != "WARN" {
 					t.Fatalf("log %v", l)
@@ -169,10 +171,10 @@ func TestTenantIsolation(t *testing.T) {
 	if readAccepted(t, again).OrderID != bID || again.Headers[ReplayedHeader] != "true" {
 		t.Fatalf("B's other session got %s", again.Body)
 	}
-	if o, s := f.store.orders[aID], f.store.state(aID); o.Owner != callerA || s.Owner != callerA {
+	if o, s := f.order(t, aID), f.state(t, aID); o.Owner != callerA || s.Owner != callerA {
 		t.Fatalf("A's order owned by %q, %q", o.Owner, s.Owner)
 	}
-	if o, s := f.store.orders[bID], f.store.state(bID); o.Owner != ownerB || s.Owner != ownerB {
+	if o, s := f.order(t, bID), f.state(t, bID); o.Owner != ownerB || s.Owner != ownerB {
 		t.Fatalf("B's order owned by %q, %q", o.Owner, s.Owner)
 	}
 	var aIDs, bIDs []string
@@ -201,20 +203,8 @@ func TestTenantIsolation(t *testing.T) {
 
 	// Each lists exactly its own, newest first, in pages.
 	list := func(caller string, limit int) (ids []string, cursors []string) {
-		req := ownOrders(fmt.Sprintf("limit=%d", limit), caller)
-		for range 10 {
-			l := readList(t, f.do(t, req))
-			for _, o := range l.Orders {
-				ids = append(ids, o.OrderID)
-			}
-			if l.NextCursor == "" {
-				return ids, cursors
-			}
-			cursors = append(cursors, l.NextCursor)
-			req = follow(t, l.Links.Next, req)
-		}
-		t.Fatal("paging does not end")
-		return nil, nil
+		orders, cursors := f.walk(t, ownOrders(fmt.Sprintf("limit=%d", limit), caller))
+		return orderIDs(orders), cursors
 	}
 	newestFirst := func(ids []string) string {
 		out := make([]string, len(ids))
@@ -271,8 +261,9 @@ func TestOrdersWithoutOwnerAreOperatorsOnly(t *testing.T) {
 	f := newFixture(t, nil)
 	st := at(orderA, workflow.Processed, 1, 1)
 	st.Owner = ""
-	f.store.put(st)
-	f.store.orders[orderA] = workflow.Order{OrderID: orderA, CreatedAt: testNow}
+	if err := f.store.CreateOrder(context.Background(), workflow.Order{OrderID: orderA, CreatedAt: testNow}, st); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []string{callerA, callerB} {
 		readProblem(t, f.do(t, as(request("GET", "/orders/"+orderA, nil, ""), c)), 404)
 		if l := readList(t, f.do(t, ownOrders("", c))); len(l.Orders) != 0 {

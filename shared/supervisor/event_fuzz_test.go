@@ -34,12 +34,12 @@ func FuzzHandleEvent(f *testing.F) {
 			return // the runtime rejects it before the handler runs
 		}
 		due := processing(orderA, 0, testNow.Add(-time.Second))
-		fx := newFixture(t, testConfig(), testNow, []workflow.State{due}, nil)
+		fx := newFixture(t, testConfig(), testNow, []workflow.State{due})
 		if err := fx.h.Handle(context.Background(), ev); err != nil {
 			t.Fatalf("Handle(%q) = %v", data, err)
 		}
-		if len(fx.recovers) != 1 || len(fx.sent) != 1 {
-			t.Fatalf("the event changed the run: %d recovers, %d sends", len(fx.recovers), len(fx.sent))
+		if c, sent := fx.Store.Changes("retried"), fx.Send.Sent(); len(c) != 1 || len(sent) != 1 {
+			t.Fatalf("the event changed the run: %d retries, %d sends", len(c), len(sent))
 		}
 	})
 }

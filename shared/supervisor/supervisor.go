@@ -8,29 +8,34 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/config"
-	"github.com/sasflow/sas/shared/recovery"
+	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// Store is the part of the state store the Supervisor uses.
+// Store is the part of the state store the Supervisor uses: it finds the
+// records whose CompleteBy passed and applies what the workflow's Machine
+// decides for each.
 type Store interface {
 	Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error)
-	Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error)
-	AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error
+	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
 }
 
 var _ Store = (*statestore.Store)(nil)
 
-// Config is the Supervisor's configuration.
+// Config is the Supervisor's configuration. Validate holds every rule;
+// LoadConfig reads it from the environment and applies the same rules.
 type Config struct {
 	OrdersTable       string
 	StateTable        string
@@ -45,25 +50,63 @@ type Config struct {
 	OperatorAPIURL string
 }
 
+// DefaultBatchLimit is BATCH_LIMIT when it is unset: a run reads at most
+// this many expired records per GSI shard, and the next run the rest.
+const DefaultBatchLimit = 200
+
+// variables names the fields read from the environment, so LoadConfig
+// reports a problem under the name the operator sets.
+var variables = map[string]string{
+	"OrdersTable":       "ORDERS_TABLE",
+	"StateTable":        "STATE_TABLE",
+	"SchedulerQueueURL": "SCHEDULER_QUEUE_URL",
+	"AlertTopicARN":     "ALERT_TOPIC_ARN",
+	"BatchLimit":        "BATCH_LIMIT",
+	"OperatorAPIURL":    "OPERATOR_API_URL",
+}
+
 // LoadConfig reads ORDERS_TABLE, STATE_TABLE, SCHEDULER_QUEUE_URL,
-// ALERT_TOPIC_ARN and the optional MAX_FAILURES, CLAIM_TIMEOUT,
-// BACKOFF_BASE, BACKOFF_MAX, ALERT_TIMEOUT, BATCH_LIMIT and OPERATOR_API_URL.
+// ALERT_TOPIC_ARN, the optional BATCH_LIMIT and OPERATOR_API_URL, and the
+// policy variables of workflow.LoadPolicy, and reports every problem at
+// once, named by its variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
 	r := config.NewReader(getenv)
+	// The reader only parses; every rule is Validate's.
 	cfg := Config{
-		OrdersTable:       r.String("ORDERS_TABLE"),
-		StateTable:        r.String("STATE_TABLE"),
-		SchedulerQueueURL: r.URL("SCHEDULER_QUEUE_URL"),
-		AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
-		BatchLimit:        r.Int("BATCH_LIMIT", 200, 1, 10000),
+		OrdersTable:       r.StringOr("ORDERS_TABLE", ""),
+		StateTable:        r.StringOr("STATE_TABLE", ""),
+		SchedulerQueueURL: r.StringOr("SCHEDULER_QUEUE_URL", ""),
+		AlertTopicARN:     r.StringOr("ALERT_TOPIC_ARN", ""),
+		BatchLimit:        r.Int("BATCH_LIMIT", DefaultBatchLimit, math.MinInt, math.MaxInt),
 		OperatorAPIURL:    r.StringOr("OPERATOR_API_URL", ""),
 		Workflow:          workflow.Default(),
+		Policy:            workflow.LoadPolicy(r),
 	}
-	cfg.Policy = workflow.LoadPolicy(r)
-	if err := cfg.Policy.Validate(); err != nil {
-		r.Fail("%v", err)
+	names := maps.Clone(variables)
+	maps.Copy(names, workflow.PolicyVariables)
+	if err := cfg.check(&config.Rules{Names: names}, r.Err()); err != nil {
+		return Config{}, err
 	}
-	return cfg, r.Err()
+	return cfg, nil
+}
+
+// Validate checks every rule of the configuration and reports every
+// problem at once. New calls it, and LoadConfig applies the same rules.
+func (c Config) Validate() error { return c.check(&config.Rules{}, nil) }
+
+// check applies the rules after the parse errors of LoadConfig, if any.
+func (c Config) check(r *config.Rules, parsed error) error {
+	r.Add(parsed)
+	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
+	r.URL("SchedulerQueueURL", c.SchedulerQueueURL)
+	r.TopicARN("AlertTopicARN", c.AlertTopicARN)
+	r.Count("BatchLimit", c.BatchLimit, 1, 10000)
+	if c.OperatorAPIURL != "" {
+		r.URL("OperatorAPIURL", c.OperatorAPIURL)
+	}
+	r.Add(c.Workflow.Validate())
+	c.Policy.Check(r)
+	return r.Err("supervisor config")
 }
 
 // Sender puts a message on an SQS queue.
@@ -83,15 +126,24 @@ type Handler struct {
 	store    Store
 	clk      clock.Clock
 	log      *slog.Logger
-	recovery recovery.Actions
+	machine  workflow.Machine
+	followup followup.Actions
 }
 
-// New returns a Handler. cfg must be valid.
-func New(cfg Config, store Store, send Sender, alerts alert.Sender, clk clock.Clock, log *slog.Logger) *Handler {
-	return &Handler{cfg: cfg, store: store, clk: clk, log: log, recovery: recovery.Actions{
-		Send: send, SchedulerQueueURL: cfg.SchedulerQueueURL, Alerts: alerts, Confirm: store,
-		MaxFailures: cfg.Policy.MaxFailures, CLI: alert.CLI(cfg.OperatorAPIURL),
-	}}
+// New returns a Handler, or every problem of cfg and the ports at once.
+func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.Deps) (*Handler, error) {
+	err := actor.Check("supervisor", cfg.Validate(), actor.Port{Name: "Store", Value: store},
+		actor.Port{Name: "Sender", Value: send}, actor.Port{Name: "alert.Sender", Value: alerts})
+	if err != nil {
+		return nil, err
+	}
+	deps = deps.WithDefaults()
+	return &Handler{cfg: cfg, store: store, clk: deps.Clock, log: deps.Log,
+		machine: workflow.Machine{Def: cfg.Workflow, Policy: cfg.Policy},
+		followup: followup.Actions{
+			Send: send, SchedulerQueueURL: cfg.SchedulerQueueURL, Alerts: alerts, Confirm: store,
+			MaxFailures: cfg.Policy.MaxFailures, CLI: alert.CLI(cfg.OperatorAPIURL),
+		}}, nil
 }
 
 // Handle is the entry point for the EventBridge schedule. The event carries
@@ -130,38 +182,37 @@ func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 }
 
 func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Time, rep *Report, log *slog.Logger) {
-	r := h.cfg.Policy.Recover(h.cfg.Workflow, seen, now)
-	if r.Kind == workflow.Skip {
+	c, due := h.machine.Expired(seen, now)
+	if !due {
 		return
 	}
-	st, err := h.store.Recover(ctx, seen, r, now)
+	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
 		// Another Supervisor, or a Scheduler committing in time, got there
 		// first.
 		rep.Lost++
-		log.Info("record moved on; left alone", "decision", r.Kind)
+		log.Info("record moved on; left alone", "decision", c.Transition)
 		return
 	}
 	if err != nil {
 		rep.Failed++
-		log.Error("recover failed", "decision", r.Kind, "error", err)
+		log.Error("recover failed", "decision", c.Transition, "error", err)
 		return
 	}
-	out, err := h.recovery.Carry(ctx, st, r, now, log)
-	if err != nil {
+	if err := h.followup.After(ctx, c, st, now, log); err != nil {
 		// The record has a new CompleteBy; a later run re-sends it once
 		// that passes. Each record counts in one bucket only.
 		rep.Failed++
 		return
 	}
-	switch out {
-	case recovery.Retried:
+	switch c.Transition {
+	case workflow.TransitionRetried:
 		rep.Retried++
-	case recovery.Requeued:
+	case workflow.TransitionRequeued:
 		rep.Requeued++
-	case recovery.Compensating, recovery.GaveUp:
-		rep.GaveUp++
-	case recovery.AlertResent:
+	case "":
 		rep.AlertsResent++
+	default:
+		rep.GaveUp++
 	}
 }

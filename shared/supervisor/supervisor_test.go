@@ -4,20 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/internal/testkit/actortest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
@@ -25,96 +25,42 @@ import (
 )
 
 // ---------------------------------------------------------------------------
-// Fakes: every dependency is a function; the fixture records each call and
-// then delegates to a function a test may replace.
-
-type storeFuncs struct {
-	expired   func(ctx context.Context, now time.Time, limit int) ([]workflow.State, error)
-	recover   func(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error)
-	alertSent func(ctx context.Context, orderID string, attempt int, now time.Time) error
-}
-
-func (f storeFuncs) Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error) {
-	return f.expired(ctx, now, limit)
-}
-
-func (f storeFuncs) Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
-	return f.recover(ctx, seen, r, now)
-}
-
-func (f storeFuncs) AlertSent(ctx context.Context, orderID string, attempt int, now time.Time) error {
-	return f.alertSent(ctx, orderID, attempt, now)
-}
-
-type sendFunc func(ctx context.Context, queueURL, body string, delay time.Duration) error
-
-func (f sendFunc) Send(ctx context.Context, queueURL, body string, delay time.Duration) error {
-	return f(ctx, queueURL, body, delay)
-}
-
-type publishFunc func(ctx context.Context, a alert.Alert) error
-
-func (f publishFunc) Publish(ctx context.Context, a alert.Alert) error { return f(ctx, a) }
+// The Handler runs on the in-memory state store (through actortest, which
+// logs every call of the store, the queue and the topic in one list): the
+// Supervisor finds the records a test puts there through the store's own
+// Expired, as the in-flight index holds them, and a test injects faults with
+// the store's Fault hook and the sender's and publisher's Fail.
 
 var (
-	_ Store        = storeFuncs{}
-	_ Sender       = sendFunc(nil)
-	_ alert.Sender = publishFunc(nil)
+	_ Store        = (*actortest.Store)(nil)
+	_ Sender       = (*actortest.Sender)(nil)
+	_ alert.Sender = (*actortest.Publisher)(nil)
 )
 
-type deps struct {
-	store   storeFuncs
-	send    sendFunc
-	publish publishFunc
-}
-
-type expiredCall struct {
-	now   time.Time
-	limit int
-}
-
-type recoverCall struct {
-	seen workflow.State
-	r    workflow.Recovery
-	now  time.Time
-}
-
-type confirmed struct {
-	orderID string
-	attempt int
-	now     time.Time
-}
-
-type sentMessage struct {
-	queueURL, body string
-	delay          time.Duration
-}
-
 type fixture struct {
+	actortest.Doubles
 	cfg Config
 	clk *clock.Fake
 	h   *Handler
-
-	mu        sync.Mutex
-	calls     []string
-	expired   []expiredCall
-	recovers  []recoverCall
-	confirms  []confirmed
-	sent      []sentMessage
-	published []alert.Alert
 }
 
-var (
-	testNow  = time.Date(2025, 2, 4, 10, 20, 0, 0, time.UTC)
-	errStore = errors.New("dynamodb: ProvisionedThroughputExceededException")
-	errQueue = errors.New("sqs: ServiceUnavailable")
-	errSNS   = errors.New("sns: InternalError")
-)
+var testNow = time.Date(2025, 2, 4, 10, 20, 0, 0, time.UTC)
+
+var errStore, errQueue, errSNS = actortest.ErrStore, actortest.ErrQueue, actortest.ErrSNS
+
+const orderA, orderB, orderC, orderD, orderE = actortest.OrderA, actortest.OrderB, actortest.OrderC, actortest.OrderD, actortest.OrderE
 
 const testQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler"
 
+// testConfig runs the default workflow with no step to undo: a step given
+// up on puts its order in Error with an alert.
 func testConfig() Config {
+	def := workflow.Default()
+	for i := range def.Steps {
+		def.Steps[i].Compensable = false
+	}
 	return Config{
+		Workflow:          def,
 		OrdersTable:       "orders",
 		StateTable:        "state",
 		SchedulerQueueURL: testQueueURL,
@@ -127,80 +73,23 @@ func testConfig() Config {
 	}
 }
 
-// applied is the record as the real store writes it for decision r.
-func applied(seen workflow.State, r workflow.Recovery, now time.Time) workflow.State {
-	st := seen
-	st.CompleteBy, st.UpdatedAt = r.CompleteBy, now
-	switch r.Kind {
-	case workflow.Retry:
-		st.ProcessState, st.FailureCount, st.LockedBy = workflow.Pending, r.FailureCount, ""
-		st.LastError = "step " + seen.Step + " timed out"
-	case workflow.GiveUp:
-		st.ProcessState, st.FailureCount, st.LockedBy = workflow.Error, r.FailureCount, ""
-		st.AlertPending = true
-		st.LastError = "step " + seen.Step + " timed out"
-	case workflow.Requeue:
-		st.Requeues++
-	}
-	return st
-}
-
-// newFixture builds a Handler over recording fakes; the store lists
-// records, and change may replace behaviours to inject faults.
-func newFixture(t *testing.T, cfg Config, now time.Time, records []workflow.State, change func(*deps)) *fixture {
+// newFixture builds a Handler over the doubles, its store holding records.
+func newFixture(t *testing.T, cfg Config, now time.Time, records []workflow.State) *fixture {
 	t.Helper()
 	if err := cfg.Policy.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	d := deps{
-		store: storeFuncs{
-			expired: func(context.Context, time.Time, int) ([]workflow.State, error) {
-				return slices.Clone(records), nil
-			},
-			recover: func(_ context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
-				return applied(seen, r, now), nil
-			},
-			alertSent: func(context.Context, string, int, time.Time) error { return nil },
-		},
-		send:    func(context.Context, string, string, time.Duration) error { return nil },
-		publish: func(context.Context, alert.Alert) error { return nil },
-	}
-	if change != nil {
-		change(&d)
-	}
-	f := &fixture{cfg: cfg, clk: clock.NewFake(now)}
-	store := storeFuncs{
-		expired: func(ctx context.Context, now time.Time, limit int) ([]workflow.State, error) {
-			f.record("Expired", func() { f.expired = append(f.expired, expiredCall{now, limit}) })
-			return d.store.expired(ctx, now, limit)
-		},
-		recover: func(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
-			f.record(fmt.Sprintf("Recover %s %s", seen.OrderID, r.Kind), func() { f.recovers = append(f.recovers, recoverCall{seen, r, now}) })
-			return d.store.recover(ctx, seen, r, now)
-		},
-		alertSent: func(ctx context.Context, orderID string, attempt int, now time.Time) error {
-			f.record("AlertSent "+orderID, func() { f.confirms = append(f.confirms, confirmed{orderID, attempt, now}) })
-			return d.store.alertSent(ctx, orderID, attempt, now)
-		},
-	}
-	send := func(ctx context.Context, queueURL, body string, delay time.Duration) error {
-		f.record("Send "+decodeSchedule(t, body).OrderID, func() { f.sent = append(f.sent, sentMessage{queueURL, body, delay}) })
-		return d.send(ctx, queueURL, body, delay)
-	}
-	publish := func(ctx context.Context, a alert.Alert) error {
-		f.record(fmt.Sprintf("Publish %s %s", a.Kind, a.OrderID), func() { f.published = append(f.published, a) })
-		return d.publish(ctx, a)
+	f := &fixture{Doubles: actortest.New(), cfg: cfg, clk: clock.NewFake(now)}
+	for _, st := range records {
+		f.Store.Put(st)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f.h = New(cfg, store, sendFunc(send), publishFunc(publish), f.clk, log)
+	h, err := New(cfg, f.Store, f.Send, f.Publish, actor.Deps{Clock: f.clk, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = h
 	return f
-}
-
-func (f *fixture) record(call string, save func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, call)
-	save()
 }
 
 func (f *fixture) run(t *testing.T) (Report, error) {
@@ -217,38 +106,43 @@ func decodeSchedule(t *testing.T, body string) message.Schedule {
 	return m
 }
 
-// Records as the in-flight index returns them: projected attributes only.
+// Records the Supervisor watches (in its index).
 
 func processing(orderID string, failures int, completeBy time.Time) workflow.State {
 	return workflow.State{
 		OrderID: orderID, Workflow: "order-v1", StepIndex: 1, Step: "charge-payment",
 		ProcessState: workflow.Processing, LockedBy: "scheduler/req-1/msg-1",
-		CompleteBy: completeBy, FailureCount: failures, Attempt: 4,
+		CompleteBy: completeBy, FailureCount: failures, Attempt: 4, InFlight: true,
 	}
 }
 
 func pending(orderID string, completeBy time.Time) workflow.State {
 	return workflow.State{
 		OrderID: orderID, Workflow: "order-v1", StepIndex: 0, Step: "reserve-inventory",
-		ProcessState: workflow.Pending, CompleteBy: completeBy, FailureCount: 1, Attempt: 2, Requeues: 1,
+		ProcessState: workflow.Pending, CompleteBy: completeBy, FailureCount: 1, Attempt: 2, Requeues: 1, InFlight: true,
 	}
 }
 
+// failed is a record in Error; the index holds it even once its alert is
+// sent (as it may until the confirmation reaches it), so that the
+// Supervisor's own check is tested.
 func failed(orderID string, failures int, alertPending bool, completeBy time.Time) workflow.State {
 	return workflow.State{
 		OrderID: orderID, Workflow: "order-v1", StepIndex: 1, Step: "charge-payment",
 		ProcessState: workflow.Error, CompleteBy: completeBy, FailureCount: failures, Attempt: 6,
-		LastError: "card-declined: the issuer declined the card", AlertPending: alertPending,
+		LastError: "card-declined: the issuer declined the card", AlertPending: alertPending, InFlight: true,
 	}
 }
 
-const (
-	orderA = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
-	orderB = "2b1f0c8e-5a43-4d6e-9f21-0c7a8e3d4b56"
-	orderC = "d4a7e2f1-0b3c-4e5d-8f6a-7b8c9d0e1f2a"
-	orderD = "0e6b3c9a-1f2d-4a5b-8c7d-9e0f1a2b3c4d"
-	orderE = "5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d"
-)
+// inListingOrder moves the records' deadlines a millisecond apart, the
+// first earliest, so that the store (earliest deadline first) lists them in
+// the order given.
+func inListingOrder(records ...workflow.State) []workflow.State {
+	for i := range records {
+		records[i].CompleteBy = records[i].CompleteBy.Add(time.Duration(i-len(records)) * time.Millisecond)
+	}
+	return records
+}
 
 // ---------------------------------------------------------------------------
 // One record of each kind.
@@ -262,87 +156,70 @@ func TestRunRecoveryKinds(t *testing.T) {
 		reason string
 		delay  time.Duration
 	}
-	tests := []struct {
+	type row struct {
 		name string
 		seen workflow.State
-		// wantRecovery is the decision applied; nil when the record is left
-		// alone.
-		wantRecovery *workflow.Recovery
-		wantSend     *wantSend
-		wantAlert    alert.Kind // "" for none
-		wantReport   Report
-	}{
+		// wantApply labels the change the Supervisor writes; "" when it
+		// leaves the record alone.
+		wantApply string
+		// want is the record as written, and wantCompleteBy its new deadline.
+		want           actortest.Digest
+		wantCompleteBy time.Time
+		wantSend       *wantSend
+		wantAlert      alert.Kind // "" for none
+		wantReport     Report
+	}
+	// The outcomes, each with the FailureCount it writes.
+	retry := func(name string, seen workflow.State, failures int, backoff time.Duration) row {
+		return row{name: name, seen: seen, wantApply: "retried",
+			want:           actortest.Digest{State: workflow.Pending, Step: seen.StepIndex, Attempt: seen.Attempt, Failures: failures},
+			wantCompleteBy: testNow.Add(backoff + p.ClaimTimeout), wantSend: &wantSend{reason: "retry", delay: backoff},
+			wantReport: Report{Expired: 1, Retried: 1}}
+	}
+	giveUp := func(name string, seen workflow.State, failures int) row {
+		return row{name: name, seen: seen, wantApply: "gave-up",
+			want:           actortest.Digest{State: workflow.Error, Step: seen.StepIndex, Attempt: seen.Attempt, Failures: failures, AlertOwed: true},
+			wantCompleteBy: testNow.Add(p.AlertTimeout), wantAlert: alert.KindRetriesExhausted,
+			wantReport: Report{Expired: 1, GaveUp: 1}}
+	}
+	resend := func(name string, seen workflow.State, kind alert.Kind) row {
+		return row{name: name, seen: seen, wantApply: "alert-resent",
+			want:           actortest.Digest{State: workflow.Error, Step: seen.StepIndex, Attempt: seen.Attempt, Failures: seen.FailureCount, AlertOwed: true},
+			wantCompleteBy: testNow.Add(p.AlertTimeout), wantAlert: kind,
+			wantReport: Report{Expired: 1, AlertsResent: 1}}
+	}
+	leftAlone := func(name string, seen workflow.State) row {
+		return row{name: name, seen: seen, wantReport: Report{Expired: 1}}
+	}
+	tests := []row{
+		retry("processing expired, first failure: retry after the base backoff", processing(orderA, 0, past), 1, 5*time.Second),
+		retry("processing expired, second failure: retry after a capped backoff", processing(orderA, 1, past), 2, 8*time.Second),
+		retry("processing expired exactly now counts as expired", processing(orderA, 0, testNow), 1, 5*time.Second),
+		giveUp("processing expired at the threshold: give up and alert", processing(orderA, 2, past), 3),
+		giveUp("processing expired past the threshold: give up and alert", processing(orderA, 7, past), 8),
 		{
-			name:         "processing expired, first failure: retry after the base backoff",
-			seen:         processing(orderA, 0, past),
-			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: testNow.Add(5*time.Second + p.ClaimTimeout)},
-			wantSend:     &wantSend{reason: "retry", delay: 5 * time.Second},
-			wantReport:   Report{Expired: 1, Retried: 1},
-		},
-		{
-			name:         "processing expired, second failure: retry after a capped backoff",
-			seen:         processing(orderA, 1, past),
-			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.Retry, FailureCount: 2, Delay: 8 * time.Second, CompleteBy: testNow.Add(8*time.Second + p.ClaimTimeout)},
-			wantSend:     &wantSend{reason: "retry", delay: 8 * time.Second},
-			wantReport:   Report{Expired: 1, Retried: 1},
-		},
-		{
-			name:         "processing expired exactly now counts as expired",
-			seen:         processing(orderA, 0, testNow),
-			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: testNow.Add(5*time.Second + p.ClaimTimeout)},
-			wantSend:     &wantSend{reason: "retry", delay: 5 * time.Second},
-			wantReport:   Report{Expired: 1, Retried: 1},
-		},
-		{
-			name:         "processing expired at the threshold: give up and alert",
-			seen:         processing(orderA, 2, past),
-			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.GiveUp, FailureCount: 3, CompleteBy: testNow.Add(p.AlertTimeout)},
-			wantAlert:    alert.KindRetriesExhausted,
-			wantReport:   Report{Expired: 1, GaveUp: 1},
-		},
-		{
-			name:         "processing expired past the threshold: give up and alert",
-			seen:         processing(orderA, 7, past),
-			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.GiveUp, FailureCount: 8, CompleteBy: testNow.Add(p.AlertTimeout)},
-			wantAlert:    alert.KindRetriesExhausted,
-			wantReport:   Report{Expired: 1, GaveUp: 1},
-		},
-		{
-			name: "pending expired: requeue without delay",
-			seen: pending(orderA, past),
+			name: "pending expired: requeue without delay", seen: pending(orderA, past),
+			wantApply: "requeued", want: actortest.Digest{State: workflow.Pending, Attempt: 2, Failures: 1},
 			// Its second requeue: the claim wait doubles.
-			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.Requeue, FailureCount: 1, CompleteBy: testNow.Add(2 * p.ClaimTimeout)},
-			wantSend:     &wantSend{reason: "requeue", delay: 0},
-			wantReport:   Report{Expired: 1, Requeued: 1},
+			wantCompleteBy: testNow.Add(2 * p.ClaimTimeout), wantSend: &wantSend{reason: "requeue", delay: 0},
+			wantReport: Report{Expired: 1, Requeued: 1},
 		},
-		{
-			name:         "error with its alert pending after an agent's permanent failure",
-			seen:         failed(orderA, 1, true, past),
-			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.ResendAlert, FailureCount: 1, CompleteBy: testNow.Add(p.AlertTimeout)},
-			wantAlert:    alert.KindPermanentFailure,
-			wantReport:   Report{Expired: 1, AlertsResent: 1},
-		},
-		{
-			name:         "error with its alert pending after giving up",
-			seen:         failed(orderA, 3, true, past),
-			wantRecovery: &workflow.Recovery{UndoFrom: -1, Kind: workflow.ResendAlert, FailureCount: 3, CompleteBy: testNow.Add(p.AlertTimeout)},
-			wantAlert:    alert.KindRetriesExhausted,
-			wantReport:   Report{Expired: 1, AlertsResent: 1},
-		},
-		{name: "processing not expired", seen: processing(orderA, 0, testNow.Add(time.Millisecond)), wantReport: Report{Expired: 1}},
-		{name: "pending not expired", seen: pending(orderA, testNow.Add(time.Minute)), wantReport: Report{Expired: 1}},
-		{name: "error with its alert pending, not expired", seen: failed(orderA, 1, true, testNow.Add(time.Second)), wantReport: Report{Expired: 1}},
-		{name: "error with its alert sent", seen: failed(orderA, 1, false, past), wantReport: Report{Expired: 1}},
-		{
-			name:       "processed",
-			seen:       workflow.State{OrderID: orderA, StepIndex: 1, Step: "charge-payment", ProcessState: workflow.Processed, CompleteBy: past, Attempt: 4},
-			wantReport: Report{Expired: 1},
-		},
+		resend("error with its alert pending after an agent's permanent failure", failed(orderA, 1, true, past), alert.KindPermanentFailure),
+		resend("error with its alert pending after giving up", failed(orderA, 3, true, past), alert.KindRetriesExhausted),
+		leftAlone("processing not expired", processing(orderA, 0, testNow.Add(time.Millisecond))),
+		leftAlone("pending not expired", pending(orderA, testNow.Add(time.Minute))),
+		leftAlone("error with its alert pending, not expired", failed(orderA, 1, true, testNow.Add(time.Second))),
+		leftAlone("error with its alert sent", failed(orderA, 1, false, past)),
+		leftAlone("processed", workflow.State{OrderID: orderA, StepIndex: 1, Step: "charge-payment",
+			ProcessState: workflow.Processed, CompleteBy: past, Attempt: 4, InFlight: true}),
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, cfg, testNow, []workflow.State{tt.seen}, nil)
+			f := newFixture(t, cfg, testNow, []workflow.State{tt.seen})
+			// The store lists what falls due within the hour too: the
+			// Supervisor must leave alone what is not due yet.
+			f.Store.ListAhead = time.Hour
 			rep, err := f.run(t)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -350,41 +227,46 @@ func TestRunRecoveryKinds(t *testing.T) {
 			if rep != tt.wantReport {
 				t.Errorf("report = %+v, want %+v", rep, tt.wantReport)
 			}
-			if want := []expiredCall{{testNow, cfg.BatchLimit}}; !slices.Equal(f.expired, want) {
-				t.Errorf("Expired calls = %+v, want %+v", f.expired, want)
+			if want := []actortest.Listing{{Now: testNow, Limit: cfg.BatchLimit}}; !slices.Equal(f.Store.Listings(), want) {
+				t.Errorf("Expired calls = %+v, want %+v", f.Store.Listings(), want)
 			}
 			wantCalls := []string{"Expired"}
-			if tt.wantRecovery != nil {
-				wantCalls = append(wantCalls, fmt.Sprintf("Recover %s %s", orderA, tt.wantRecovery.Kind))
+			if tt.wantApply != "" {
+				wantCalls = append(wantCalls, "Apply "+orderA+" "+tt.wantApply)
 			}
 			if tt.wantSend != nil {
-				wantCalls = append(wantCalls, "Send "+orderA)
+				wantCalls = append(wantCalls, "Send scheduler "+orderA)
 			}
 			if tt.wantAlert != "" {
-				wantCalls = append(wantCalls, fmt.Sprintf("Publish %s %s", tt.wantAlert, orderA), "AlertSent "+orderA)
+				wantCalls = append(wantCalls, "Publish "+string(tt.wantAlert)+" "+orderA, "Apply "+orderA+" alert-sent")
 			}
-			if !slices.Equal(f.calls, wantCalls) {
-				t.Fatalf("calls = %v, want %v", f.calls, wantCalls)
-			}
-			if tt.wantRecovery == nil {
+			f.Calls.Check(t, wantCalls...)
+			if tt.wantApply == "" {
+				if f.Store.Writes() != 0 {
+					t.Errorf("%d writes to a record left alone", f.Store.Writes())
+				}
 				return
 			}
-			wantR := *tt.wantRecovery
-			if wantR.Kind == workflow.Retry || wantR.Kind == workflow.GiveUp {
-				wantR.Cause, wantR.Reason = workflow.CauseTimeout, workflow.TimeoutMessage(tt.seen)
+			// The record as the Supervisor's change wrote it: fenced on
+			// what it saw, so it is the listed record moved on.
+			st := f.Store.Applies()[0].State
+			if got := actortest.DigestOf(st); got != tt.want || !st.CompleteBy.Equal(tt.wantCompleteBy) || st.LockedBy != "" {
+				t.Errorf("written %+v due %v, want %+v due %v, unlocked", got, st.CompleteBy, tt.want, tt.wantCompleteBy)
 			}
-			want := recoverCall{tt.seen, wantR, testNow}
-			if len(f.recovers) != 1 || !reflect.DeepEqual(f.recovers[0], want) {
-				t.Fatalf("Recover calls = %+v, want [%+v]", f.recovers, want)
+			wantLastError := tt.seen.LastError
+			if tt.seen.ProcessState == workflow.Processing {
+				wantLastError = workflow.TimeoutMessage(tt.seen)
 			}
-			st := applied(tt.seen, *tt.wantRecovery, testNow)
+			if st.LastError != wantLastError || st.Requeues != tt.seen.Requeues+btoi(tt.wantApply == "requeued") {
+				t.Errorf("written LastError %q, requeues %d; want %q, %d", st.LastError, st.Requeues, wantLastError, tt.seen.Requeues+btoi(tt.wantApply == "requeued"))
+			}
 			if tt.wantSend != nil {
-				s := f.sent[0]
-				if s.queueURL != testQueueURL || s.delay != tt.wantSend.delay {
-					t.Errorf("sent to %s with delay %v, want %s with delay %v", s.queueURL, s.delay, testQueueURL, tt.wantSend.delay)
+				s := f.Send.Sent()[0]
+				if s.QueueURL != testQueueURL || s.Delay != tt.wantSend.delay {
+					t.Errorf("sent to %s with delay %v, want %s with delay %v", s.QueueURL, s.Delay, testQueueURL, tt.wantSend.delay)
 				}
 				wantMsg := message.Schedule{V: message.Version, Kind: message.KindSchedule, OrderID: orderA, StepIndex: tt.seen.StepIndex, Reason: tt.wantSend.reason}
-				if got := decodeSchedule(t, s.body); got != wantMsg {
+				if got := decodeSchedule(t, s.Body); got != wantMsg {
 					t.Errorf("sent %+v, want %+v", got, wantMsg)
 				}
 			}
@@ -394,15 +276,25 @@ func TestRunRecoveryKinds(t *testing.T) {
 					FailureCount: st.FailureCount, MaxFailures: p.MaxFailures, Attempt: st.Attempt,
 					LastError: st.LastError, At: testNow, CLI: alert.CLI(""),
 				}
-				if !reflect.DeepEqual(f.published[0], wantAlert) {
-					t.Errorf("published\n%+v\nwant\n%+v", f.published[0], wantAlert)
+				if got := f.Publish.Published()[0]; !reflect.DeepEqual(got, wantAlert) {
+					t.Errorf("published\n%+v\nwant\n%+v", got, wantAlert)
 				}
-				if want := (confirmed{orderA, st.Attempt, testNow}); f.confirms[0] != want {
-					t.Errorf("AlertSent(%+v), want %+v", f.confirms[0], want)
+				if got, want := f.Store.Changes("alert-sent"), workflow.AlertSent(orderA, st.Attempt, testNow); !reflect.DeepEqual(got, []workflow.Change{want}) {
+					t.Errorf("confirmations %+v, want [%+v]", got, want)
+				}
+				if after := f.Store.Record(t, orderA); after.AlertPending || after.InFlight {
+					t.Errorf("record %+v still owes its alert after the confirmation", after)
 				}
 			}
 		})
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ---------------------------------------------------------------------------
@@ -411,59 +303,50 @@ func TestRunRecoveryKinds(t *testing.T) {
 func TestRunFailures(t *testing.T) {
 	t.Parallel()
 	past := testNow.Add(-time.Second)
+	apply := func(label string) string { return "Apply " + orderA + " " + label }
+	retried, gaveUp, resent, confirmed := apply("retried"), apply("gave-up"), apply("alert-resent"), apply("alert-sent")
+	handBack := "Send scheduler " + orderA
+	failSend := func(f *fixture) { f.Send.Fail = func(string, string) error { return errQueue } }
+	failPublish := func(f *fixture) { f.Publish.Fail = func(alert.Alert) error { return errSNS } }
 	tests := []struct {
 		name       string
 		seen       workflow.State
-		change     func(*deps)
+		setup      func(*fixture)
 		wantCalls  []string
 		wantReport Report
 		// wantErr: Run returns an error (the listing failed).
 		wantErr error
 		// wantHandleErr: Handle reports the run as failed.
 		wantHandleErr bool
+		// wantAlertOwed: the record still owes its alert after the run.
+		wantAlertOwed bool
 	}{
 		{
-			name: "another actor moved the record on: lost, nothing sent",
-			seen: processing(orderA, 0, past),
-			change: func(d *deps) {
-				d.store.recover = func(context.Context, workflow.State, workflow.Recovery, time.Time) (workflow.State, error) {
-					return workflow.State{}, fmt.Errorf("recover %s (retry): %w", orderA, workflow.ErrStale)
-				}
-			},
-			wantCalls:  []string{"Expired", "Recover " + orderA + " retry"},
+			name:       "another Supervisor moved the record on: lost, nothing sent",
+			seen:       processing(orderA, 0, past),
+			setup:      func(f *fixture) { f.Store.Beaten("retried", orderA) },
+			wantCalls:  []string{"Expired", retried},
 			wantReport: Report{Expired: 1, Lost: 1},
 		},
 		{
-			name: "give-up lost to another actor: no alert",
-			seen: processing(orderA, 2, past),
-			change: func(d *deps) {
-				d.store.recover = func(context.Context, workflow.State, workflow.Recovery, time.Time) (workflow.State, error) {
-					return workflow.State{}, workflow.ErrStale
-				}
-			},
-			wantCalls:  []string{"Expired", "Recover " + orderA + " give-up"},
-			wantReport: Report{Expired: 1, Lost: 1},
+			name:       "give-up lost to another actor: no alert",
+			seen:       processing(orderA, 2, past),
+			setup:      func(f *fixture) { f.Store.Beaten("gave-up", orderA) },
+			wantCalls:  []string{"Expired", gaveUp},
+			wantReport: Report{Expired: 1, Lost: 1}, wantAlertOwed: true,
 		},
 		{
-			name: "resend lost to another actor: no alert",
-			seen: failed(orderA, 0, true, past),
-			change: func(d *deps) {
-				d.store.recover = func(context.Context, workflow.State, workflow.Recovery, time.Time) (workflow.State, error) {
-					return workflow.State{}, workflow.ErrStale
-				}
-			},
-			wantCalls:  []string{"Expired", "Recover " + orderA + " resend-alert"},
-			wantReport: Report{Expired: 1, Lost: 1},
+			name:       "resend lost to another actor: no alert",
+			seen:       failed(orderA, 0, true, past),
+			setup:      func(f *fixture) { f.Store.Beaten("alert-resent", orderA) },
+			wantCalls:  []string{"Expired", resent},
+			wantReport: Report{Expired: 1, Lost: 1}, wantAlertOwed: true,
 		},
 		{
-			name: "recover fails",
-			seen: processing(orderA, 0, past),
-			change: func(d *deps) {
-				d.store.recover = func(context.Context, workflow.State, workflow.Recovery, time.Time) (workflow.State, error) {
-					return workflow.State{}, errStore
-				}
-			},
-			wantCalls:     []string{"Expired", "Recover " + orderA + " retry"},
+			name:          "recover fails",
+			seen:          processing(orderA, 0, past),
+			setup:         func(f *fixture) { f.Store.Fault = actortest.Fault(errStore, "Apply", "retried") },
+			wantCalls:     []string{"Expired", retried},
 			wantReport:    Report{Expired: 1, Failed: 1},
 			wantHandleErr: true,
 		},
@@ -472,16 +355,16 @@ func TestRunFailures(t *testing.T) {
 			// requeues it. Run counts it as Failed only.
 			name:          "retry message not sent",
 			seen:          processing(orderA, 0, past),
-			change:        func(d *deps) { d.send = func(context.Context, string, string, time.Duration) error { return errQueue } },
-			wantCalls:     []string{"Expired", "Recover " + orderA + " retry", "Send " + orderA},
+			setup:         failSend,
+			wantCalls:     []string{"Expired", retried, handBack},
 			wantReport:    Report{Expired: 1, Failed: 1},
 			wantHandleErr: true,
 		},
 		{
 			name:          "requeue message not sent",
 			seen:          pending(orderA, past),
-			change:        func(d *deps) { d.send = func(context.Context, string, string, time.Duration) error { return errQueue } },
-			wantCalls:     []string{"Expired", "Recover " + orderA + " requeue", "Send " + orderA},
+			setup:         failSend,
+			wantCalls:     []string{"Expired", apply("requeued"), handBack},
 			wantReport:    Report{Expired: 1, Failed: 1},
 			wantHandleErr: true,
 		},
@@ -489,41 +372,35 @@ func TestRunFailures(t *testing.T) {
 			// The record keeps AlertPending; the next run re-sends it.
 			name:       "give-up alert not published: not confirmed",
 			seen:       processing(orderA, 2, past),
-			change:     func(d *deps) { d.publish = func(context.Context, alert.Alert) error { return errSNS } },
-			wantCalls:  []string{"Expired", "Recover " + orderA + " give-up", "Publish retries-exhausted " + orderA},
-			wantReport: Report{Expired: 1, GaveUp: 1},
+			setup:      failPublish,
+			wantCalls:  []string{"Expired", gaveUp, "Publish retries-exhausted " + orderA},
+			wantReport: Report{Expired: 1, GaveUp: 1}, wantAlertOwed: true,
 		},
 		{
 			name:       "resent alert not published: not confirmed",
 			seen:       failed(orderA, 0, true, past),
-			change:     func(d *deps) { d.publish = func(context.Context, alert.Alert) error { return errSNS } },
-			wantCalls:  []string{"Expired", "Recover " + orderA + " resend-alert", "Publish permanent-failure " + orderA},
+			setup:      failPublish,
+			wantCalls:  []string{"Expired", resent, "Publish permanent-failure " + orderA},
+			wantReport: Report{Expired: 1, AlertsResent: 1}, wantAlertOwed: true,
+		},
+		{
+			name:       "alert published, confirmation fails",
+			seen:       processing(orderA, 2, past),
+			setup:      func(f *fixture) { f.Store.Fault = actortest.Fault(errStore, "Apply", "alert-sent") },
+			wantCalls:  []string{"Expired", gaveUp, "Publish retries-exhausted " + orderA, confirmed},
+			wantReport: Report{Expired: 1, GaveUp: 1}, wantAlertOwed: true,
+		},
+		{
+			name:       "alert published, confirmed by another actor first",
+			seen:       failed(orderA, 3, true, past),
+			setup:      func(f *fixture) { f.Store.Beaten("alert-sent", orderA) },
+			wantCalls:  []string{"Expired", resent, "Publish retries-exhausted " + orderA, confirmed},
 			wantReport: Report{Expired: 1, AlertsResent: 1},
 		},
 		{
-			name: "alert published, confirmation fails",
-			seen: processing(orderA, 2, past),
-			change: func(d *deps) {
-				d.store.alertSent = func(context.Context, string, int, time.Time) error { return errStore }
-			},
-			wantCalls:  []string{"Expired", "Recover " + orderA + " give-up", "Publish retries-exhausted " + orderA, "AlertSent " + orderA},
-			wantReport: Report{Expired: 1, GaveUp: 1},
-		},
-		{
-			name: "alert published, confirmed by another actor first",
-			seen: failed(orderA, 3, true, past),
-			change: func(d *deps) {
-				d.store.alertSent = func(context.Context, string, int, time.Time) error { return workflow.ErrStale }
-			},
-			wantCalls:  []string{"Expired", "Recover " + orderA + " resend-alert", "Publish retries-exhausted " + orderA, "AlertSent " + orderA},
-			wantReport: Report{Expired: 1, AlertsResent: 1},
-		},
-		{
-			name: "listing expired records fails",
-			seen: processing(orderA, 0, past),
-			change: func(d *deps) {
-				d.store.expired = func(context.Context, time.Time, int) ([]workflow.State, error) { return nil, errStore }
-			},
+			name:          "listing expired records fails",
+			seen:          processing(orderA, 0, past),
+			setup:         func(f *fixture) { f.Store.Fault = actortest.Fault(errStore, "Expired", "") },
 			wantCalls:     []string{"Expired"},
 			wantErr:       errStore,
 			wantHandleErr: true,
@@ -533,7 +410,8 @@ func TestRunFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			records := []workflow.State{tt.seen}
-			f := newFixture(t, testConfig(), testNow, records, tt.change)
+			f := newFixture(t, testConfig(), testNow, records)
+			tt.setup(f)
 			rep, err := f.run(t)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
@@ -545,12 +423,15 @@ func TestRunFailures(t *testing.T) {
 			if rep != tt.wantReport {
 				t.Errorf("report = %+v, want %+v", rep, tt.wantReport)
 			}
-			if !slices.Equal(f.calls, tt.wantCalls) {
-				t.Errorf("calls = %v, want %v", f.calls, tt.wantCalls)
+			f.Calls.Check(t, tt.wantCalls...)
+			f.Store.Fault = nil // the store is back, to read the record
+			if owed := f.Store.Record(t, orderA).AlertPending; owed != tt.wantAlertOwed {
+				t.Errorf("alert owed %v after the run, want %v", owed, tt.wantAlertOwed)
 			}
 
 			// Handle surfaces a partial failure as a Lambda error.
-			g := newFixture(t, testConfig(), testNow, records, tt.change)
+			g := newFixture(t, testConfig(), testNow, records)
+			tt.setup(g)
 			herr := g.h.Handle(context.Background(), scheduledEvent())
 			if (herr != nil) != tt.wantHandleErr {
 				t.Errorf("Handle error = %v, want error: %v", herr, tt.wantHandleErr)
@@ -574,35 +455,28 @@ func TestRunMixedBatch(t *testing.T) {
 		notYet   = "aaaaaaaa-0000-4000-8000-000000000004"
 		finished = "aaaaaaaa-0000-4000-8000-000000000005"
 	)
-	records := []workflow.State{
-		processing(broken, 0, past),   // Recover fails
+	records := inListingOrder(
+		processing(broken, 0, past),   // its write fails
 		processing(orderA, 0, past),   // retry
 		processing(orderB, 2, past),   // give up
 		pending(orderC, past),         // requeue
 		failed(orderD, 0, true, past), // resend permanent-failure alert
 		failed(orderE, 3, true, past), // resend retries-exhausted alert
-		processing(stale, 1, past),    // lost to another actor
+		processing(stale, 1, past),    // lost to another Supervisor
 		pending(unsent, past),         // requeue, send fails
-		processing(notYet, 0, testNow.Add(time.Second)),
 		failed(finished, 1, false, past),
+		processing(notYet, 0, testNow.Add(time.Second)),
+	)
+	f := newFixture(t, testConfig(), testNow, records)
+	f.Store.ListAhead = time.Minute // notYet is listed, and left alone
+	f.Store.Fault = actortest.Fault(errStore, "Apply", "", broken)
+	f.Store.Beaten("retried", stale)
+	f.Send.Fail = func(_, body string) error {
+		if strings.Contains(body, unsent) {
+			return errQueue
+		}
+		return nil
 	}
-	f := newFixture(t, testConfig(), testNow, records, func(d *deps) {
-		d.store.recover = func(_ context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
-			switch seen.OrderID {
-			case broken:
-				return workflow.State{}, errStore
-			case stale:
-				return workflow.State{}, workflow.ErrStale
-			}
-			return applied(seen, r, now), nil
-		}
-		d.send = func(_ context.Context, _, body string, _ time.Duration) error {
-			if strings.Contains(body, unsent) {
-				return errQueue
-			}
-			return nil
-		}
-	})
 	rep, err := f.run(t)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -611,27 +485,24 @@ func TestRunMixedBatch(t *testing.T) {
 	if rep != want {
 		t.Errorf("report = %+v, want %+v", rep, want)
 	}
-	wantCalls := []string{
+	f.Calls.Check(t,
 		"Expired",
-		"Recover " + broken + " retry",
-		"Recover " + orderA + " retry", "Send " + orderA,
-		"Recover " + orderB + " give-up", "Publish retries-exhausted " + orderB, "AlertSent " + orderB,
-		"Recover " + orderC + " requeue", "Send " + orderC,
-		"Recover " + orderD + " resend-alert", "Publish permanent-failure " + orderD, "AlertSent " + orderD,
-		"Recover " + orderE + " resend-alert", "Publish retries-exhausted " + orderE, "AlertSent " + orderE,
-		"Recover " + stale + " retry",
-		"Recover " + unsent + " requeue", "Send " + unsent,
-	}
-	if !slices.Equal(f.calls, wantCalls) {
-		t.Errorf("calls =\n  %s\nwant\n  %s", strings.Join(f.calls, "\n  "), strings.Join(wantCalls, "\n  "))
-	}
-	for _, s := range f.sent {
-		if s.queueURL != testQueueURL {
-			t.Errorf("sent to %s, want the scheduler queue", s.queueURL)
+		"Apply "+broken+" retried",
+		"Apply "+orderA+" retried", "Send scheduler "+orderA,
+		"Apply "+orderB+" gave-up", "Publish retries-exhausted "+orderB, "Apply "+orderB+" alert-sent",
+		"Apply "+orderC+" requeued", "Send scheduler "+orderC,
+		"Apply "+orderD+" alert-resent", "Publish permanent-failure "+orderD, "Apply "+orderD+" alert-sent",
+		"Apply "+orderE+" alert-resent", "Publish retries-exhausted "+orderE, "Apply "+orderE+" alert-sent",
+		"Apply "+stale+" retried",
+		"Apply "+unsent+" requeued", "Send scheduler "+unsent,
+	)
+	for _, s := range f.Send.Sent() {
+		if s.QueueURL != testQueueURL {
+			t.Errorf("sent to %s, want the scheduler queue", s.QueueURL)
 		}
 	}
 
-	g := newFixture(t, testConfig(), testNow, records, nil)
+	g := newFixture(t, testConfig(), testNow, records)
 	if err := g.h.Handle(context.Background(), scheduledEvent()); err != nil {
 		t.Errorf("Handle with every write succeeding: %v", err)
 	}
@@ -639,29 +510,27 @@ func TestRunMixedBatch(t *testing.T) {
 
 func TestRunNothingExpired(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testConfig(), testNow, nil, nil)
+	f := newFixture(t, testConfig(), testNow, nil)
 	rep, err := f.run(t)
 	if err != nil || rep != (Report{}) {
 		t.Fatalf("Run = %+v, %v; want an empty report", rep, err)
 	}
-	if !slices.Equal(f.calls, []string{"Expired"}) {
-		t.Errorf("calls = %v", f.calls)
-	}
+	f.Calls.Check(t, "Expired")
 }
 
 // Each run reads the clock afresh.
 func TestRunUsesTheClockOfEachRun(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, testConfig(), testNow, nil, nil)
+	f := newFixture(t, testConfig(), testNow, nil)
 	for range 2 {
 		if err := f.h.Handle(context.Background(), scheduledEvent()); err != nil {
 			t.Fatal(err)
 		}
 		f.clk.Advance(time.Minute)
 	}
-	want := []expiredCall{{testNow, 50}, {testNow.Add(time.Minute), 50}}
-	if !slices.Equal(f.expired, want) {
-		t.Errorf("Expired calls = %+v, want %+v", f.expired, want)
+	want := []actortest.Listing{{Now: testNow, Limit: 50}, {Now: testNow.Add(time.Minute), Limit: 50}}
+	if got := f.Store.Listings(); !slices.Equal(got, want) {
+		t.Errorf("Expired calls = %+v, want %+v", got, want)
 	}
 }
 
@@ -696,39 +565,43 @@ func TestSampleScheduledEvent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadConfig(sampleEnv): %v", err)
 	}
-	// The schedule fires at ev.Time; one record of each kind is due.
+	// The schedule fires at ev.Time; one record of each kind is due. The
+	// shipped workflow can undo its steps, so the step given up on starts
+	// its order's compensation rather than stopping it in Error.
 	now := ev.Time
 	past := now.Add(-time.Second)
-	records := []workflow.State{
+	records := inListingOrder(
 		processing(orderA, 0, past),
 		processing(orderB, cfg.Policy.MaxFailures-1, past),
 		pending(orderC, past),
 		failed(orderD, 0, true, past),
 		processing(orderE, 0, now.Add(time.Second)),
-	}
-	f := newFixture(t, cfg, now, records, nil)
+	)
+	f := newFixture(t, cfg, now, records)
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "3e1f0c2a-9b8d-4c7e-a6f5-1d2c3b4a5e6f"})
 	if err := f.h.Handle(ctx, ev); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
-	if want := []expiredCall{{now, cfg.BatchLimit}}; !slices.Equal(f.expired, want) {
-		t.Errorf("Expired calls = %+v, want %+v", f.expired, want)
+	if want := []actortest.Listing{{Now: now, Limit: cfg.BatchLimit}}; !slices.Equal(f.Store.Listings(), want) {
+		t.Errorf("Expired calls = %+v, want %+v", f.Store.Listings(), want)
 	}
-	wantCalls := []string{
+	queue := "Send sas-scheduler "
+	f.Calls.Check(t,
 		"Expired",
-		"Recover " + orderA + " retry", "Send " + orderA,
-		"Recover " + orderB + " give-up", "Publish retries-exhausted " + orderB, "AlertSent " + orderB,
-		"Recover " + orderC + " requeue", "Send " + orderC,
-		"Recover " + orderD + " resend-alert", "Publish permanent-failure " + orderD, "AlertSent " + orderD,
+		"Apply "+orderA+" retried", queue+orderA,
+		"Apply "+orderB+" compensating", queue+orderB,
+		"Apply "+orderC+" requeued", queue+orderC,
+		"Apply "+orderD+" alert-resent", "Publish permanent-failure "+orderD, "Apply "+orderD+" alert-sent",
+	)
+	wantSent := []actortest.Sent{
+		{QueueURL: sampleSchedulerQueue, Body: message.Encode(message.NewSchedule(orderA, 1, "retry")), Delay: cfg.Policy.BackoffBase},
+		{QueueURL: sampleSchedulerQueue, Body: message.Encode(message.NewCompensation(orderB, 1, "give-up"))},
+		{QueueURL: sampleSchedulerQueue, Body: message.Encode(message.NewSchedule(orderC, 0, "requeue"))},
 	}
-	if !slices.Equal(f.calls, wantCalls) {
-		t.Errorf("calls =\n  %s\nwant\n  %s", strings.Join(f.calls, "\n  "), strings.Join(wantCalls, "\n  "))
+	if got := f.Send.Sent(); !slices.Equal(got, wantSent) {
+		t.Errorf("sent = %+v, want %+v", got, wantSent)
 	}
-	wantSent := []sentMessage{
-		{sampleSchedulerQueue, message.Encode(message.NewSchedule(orderA, 1, "retry")), cfg.Policy.BackoffBase},
-		{sampleSchedulerQueue, message.Encode(message.NewSchedule(orderC, 0, "requeue")), 0},
-	}
-	if !slices.Equal(f.sent, wantSent) {
-		t.Errorf("sent = %+v, want %+v", f.sent, wantSent)
+	if st := f.Store.Record(t, orderB); st.ProcessState != workflow.CompensationPending || st.StepIndex != 1 || st.AlertPending {
+		t.Errorf("record %+v, want the undo of step 1 waiting for its claim", st)
 	}
 }

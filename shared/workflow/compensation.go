@@ -1,9 +1,6 @@
 package workflow
 
-import (
-	"fmt"
-	"time"
-)
+import "fmt"
 
 // The compensation plan is pure: steps run in order, so when an order stops
 // at step k every step before k has succeeded, and what must be undone
@@ -147,26 +144,4 @@ func (d Definition) StopAt(s State, reason StopReason) Stop {
 // a cancel undoes.
 func CanCancel(s State) bool {
 	return s.ProcessState == Pending || s.ProcessState == Processing || s.ProcessState == Error
-}
-
-// Resubmission is an operator's restart of a stopped order.
-type Resubmission struct {
-	// State is Pending (resume the failed step) or CompensationPending
-	// (resume the failed compensation).
-	State ProcessState
-	// ClaimBy is when the Supervisor re-sends it if nobody claimed it.
-	ClaimBy time.Time
-}
-
-// Resubmit decides how an operator's retry restarts a record: from its
-// failed step for Error, from its failed compensation for
-// CompensationFailed.
-func (p Policy) Resubmit(s State, now time.Time) (Resubmission, error) {
-	switch s.ProcessState {
-	case Error:
-		return Resubmission{State: Pending, ClaimBy: now.Add(p.ClaimTimeout)}, nil
-	case CompensationFailed:
-		return Resubmission{State: CompensationPending, ClaimBy: now.Add(p.ClaimTimeout)}, nil
-	}
-	return Resubmission{}, fmt.Errorf("order %s is %s: %w", s.OrderID, s.ProcessState, ErrNotResubmittable)
 }

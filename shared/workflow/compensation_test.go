@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -79,88 +78,6 @@ func TestStopAt(t *testing.T) {
 				t.Errorf("StopAt = %+v, want %+v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestRecoverCompensation(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	p := Policy{MaxFailures: 2, ClaimTimeout: time.Minute, BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 2 * time.Minute}
-	d := threeSteps()
-	past := now.Add(-time.Second)
-	for _, tc := range []struct {
-		name string
-		in   State
-		want Recovery
-	}{
-		{"a forward step given up on starts the compensation", State{ProcessState: Processing, StepIndex: 2, FailureCount: 1, CompleteBy: past},
-			Recovery{Kind: GiveUp, FailureCount: 2, CompleteBy: now.Add(time.Minute), UndoFrom: 2, UndoStep: "c", Cause: CauseTimeout}},
-		{"a timed-out compensation is retried", State{ProcessState: Compensating, StepIndex: 2, CompleteBy: past},
-			Recovery{Kind: Retry, FailureCount: 1, Delay: time.Second, CompleteBy: now.Add(61 * time.Second), UndoFrom: -1, Cause: CauseTimeout}},
-		{"a compensation given up on fails with an alert", State{ProcessState: Compensating, StepIndex: 0, FailureCount: 1, CompleteBy: past},
-			Recovery{Kind: GiveUp, FailureCount: 2, CompleteBy: now.Add(2 * time.Minute), UndoFrom: -1, Cause: CauseTimeout}},
-		{"an unclaimed compensation is requeued", State{ProcessState: CompensationPending, CompleteBy: past},
-			Recovery{Kind: Requeue, CompleteBy: now.Add(time.Minute), UndoFrom: -1}},
-		{"an unsent compensation alert is re-sent", State{ProcessState: CompensationFailed, AlertPending: true, CompleteBy: past},
-			Recovery{Kind: ResendAlert, CompleteBy: now.Add(2 * time.Minute), UndoFrom: -1}},
-		{"compensated is left alone", State{ProcessState: Compensated, CompleteBy: past}, Recovery{Kind: Skip, UndoFrom: -1}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			want := tc.want
-			if want.Cause != "" {
-				want.Reason = TimeoutMessage(tc.in)
-			}
-			if got := p.Recover(d, tc.in, now); got != want {
-				t.Errorf("Recover = %+v, want %+v", got, want)
-			}
-		})
-	}
-}
-
-// TestDispatchFailed: a claim whose request could not be sent counts a
-// failure like a timeout, whatever its CompleteBy, and names the cause.
-func TestDispatchFailed(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	p := Policy{MaxFailures: 3, ClaimTimeout: time.Minute, BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 2 * time.Minute}
-	d := threeSteps()
-	claimed := func(state ProcessState, k, failures int) State {
-		s := State{ProcessState: state, StepIndex: k, Step: d.Steps[k].Name, Attempt: 4, FailureCount: failures,
-			CompleteBy: now.Add(time.Hour), Steps: make([]StepRecord, 3)}
-		s.Steps[k].Attempts = failures + 1
-		return s
-	}
-	for _, tc := range []struct {
-		name string
-		in   State
-		want Recovery
-	}{
-		{"a first failed dispatch is retried after the backoff", claimed(Processing, 0, 0),
-			Recovery{Kind: Retry, FailureCount: 1, Delay: time.Second, CompleteBy: now.Add(61 * time.Second), UndoFrom: -1}},
-		{"at the threshold the step gives up into its own undo", claimed(Processing, 2, 2),
-			Recovery{Kind: GiveUp, FailureCount: 3, CompleteBy: now.Add(time.Minute), UndoFrom: 2, UndoStep: "c"}},
-		{"a step without an undo gives up into the ones before", claimed(Processing, 1, 2),
-			Recovery{Kind: GiveUp, FailureCount: 3, CompleteBy: now.Add(time.Minute), UndoFrom: 0, UndoStep: "a"}},
-		{"an undo that cannot be sent gives up into CompensationFailed", claimed(Compensating, 0, 2),
-			Recovery{Kind: GiveUp, FailureCount: 3, CompleteBy: now.Add(2 * time.Minute), UndoFrom: -1}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got := p.DispatchFailed(d, tc.in, now, "AccessDenied")
-			if !strings.Contains(got.Reason, "AccessDenied") || !strings.Contains(got.Reason, "dispatch of") {
-				t.Errorf("Reason %q does not name the cause", got.Reason)
-			}
-			want := tc.want
-			want.Cause, want.Reason = CauseDispatch, got.Reason
-			if got != want {
-				t.Errorf("DispatchFailed = %+v, want %+v", got, want)
-			}
-		})
-	}
-	long := p.DispatchFailed(d, claimed(Processing, 0, 0), now, strings.Repeat("x", 10*MaxErrorBytes))
-	if len(long.Reason) > MaxErrorBytes {
-		t.Errorf("a long cause makes a Reason of %d bytes, over %d", len(long.Reason), MaxErrorBytes)
 	}
 }
 

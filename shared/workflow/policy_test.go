@@ -24,51 +24,6 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-func TestRecover(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	p := Policy{MaxFailures: 3, ClaimTimeout: time.Minute, BackoffBase: 5 * time.Second, BackoffMax: time.Minute, AlertTimeout: 2 * time.Minute}
-	past, future := now.Add(-time.Second), now.Add(time.Second)
-	for _, tc := range []struct {
-		name string
-		in   State
-		want Recovery
-	}{
-		{"not expired", State{ProcessState: Processing, CompleteBy: future}, Recovery{Kind: Skip}},
-		{"first timeout retries with backoff", State{ProcessState: Processing, CompleteBy: past},
-			Recovery{Kind: Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: now.Add(65 * time.Second)}},
-		{"second timeout doubles", State{ProcessState: Processing, CompleteBy: past, FailureCount: 1},
-			Recovery{Kind: Retry, FailureCount: 2, Delay: 10 * time.Second, CompleteBy: now.Add(70 * time.Second)}},
-		{"threshold gives up", State{ProcessState: Processing, CompleteBy: past, FailureCount: 2},
-			Recovery{Kind: GiveUp, FailureCount: 3, CompleteBy: now.Add(2 * time.Minute)}},
-		{"expiry at exactly now counts", State{ProcessState: Processing, CompleteBy: now},
-			Recovery{Kind: Retry, FailureCount: 1, Delay: 5 * time.Second, CompleteBy: now.Add(65 * time.Second)}},
-		{"unclaimed pending is requeued without counting", State{ProcessState: Pending, CompleteBy: past, FailureCount: 1},
-			Recovery{Kind: Requeue, FailureCount: 1, CompleteBy: now.Add(time.Minute)}},
-		{"a requeued record waits twice as long for its next claim", State{ProcessState: Pending, CompleteBy: past, Requeues: 1},
-			Recovery{Kind: Requeue, CompleteBy: now.Add(2 * time.Minute)}},
-		{"the wait stops doubling after four requeues", State{ProcessState: Pending, CompleteBy: past, Requeues: 9},
-			Recovery{Kind: Requeue, CompleteBy: now.Add(15 * time.Minute)}},
-		{"unsent alert is re-sent", State{ProcessState: Error, AlertPending: true, CompleteBy: past, FailureCount: 3},
-			Recovery{Kind: ResendAlert, FailureCount: 3, CompleteBy: now.Add(2 * time.Minute)}},
-		{"error with alert sent is left alone", State{ProcessState: Error, CompleteBy: past}, Recovery{Kind: Skip}},
-		{"processed is left alone", State{ProcessState: Processed, CompleteBy: past}, Recovery{Kind: Skip}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			// An empty definition has nothing to undo.
-			want := tc.want
-			want.UndoFrom = -1
-			if want.Kind == Retry || want.Kind == GiveUp {
-				want.Cause, want.Reason = CauseTimeout, TimeoutMessage(tc.in)
-			}
-			if got := p.Recover(Definition{}, tc.in, now); got != want {
-				t.Errorf("Recover = %+v, want %+v", got, want)
-			}
-		})
-	}
-}
-
 func TestPolicyValidate(t *testing.T) {
 	t.Parallel()
 	if err := DefaultPolicy().Validate(); err != nil {
@@ -199,9 +154,22 @@ func TestLoadPolicy(t *testing.T) {
 	if got := LoadPolicy(r); got != DefaultPolicy() || r.Err() != nil {
 		t.Fatalf("LoadPolicy of an empty environment = %+v, %v", got, r.Err())
 	}
-	r = config.NewReader(func(k string) string { return map[string]string{"BACKOFF_MAX": "16m", "MAX_FAILURES": "0"}[k] })
-	LoadPolicy(r)
-	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "BACKOFF_MAX") || !strings.Contains(err.Error(), "MAX_FAILURES") {
-		t.Fatalf("out-of-range values reported %v", err)
+	r = config.NewReader(func(k string) string {
+		return map[string]string{"BACKOFF_MAX": "16m", "MAX_FAILURES": "0", "ALERT_TIMEOUT": "soon"}[k]
+	})
+	p := LoadPolicy(r)
+	if err := r.Err(); err == nil || !strings.Contains(err.Error(), `ALERT_TIMEOUT="soon"`) {
+		t.Fatalf("a value that does not parse reported %v", err)
+	}
+	if p.AlertTimeout != DefaultPolicy().AlertTimeout {
+		t.Errorf("AlertTimeout = %v; a value that does not parse keeps its default", p.AlertTimeout)
+	}
+	rules := &config.Rules{Names: PolicyVariables}
+	p.Check(rules)
+	err := rules.Err("policy")
+	for _, want := range []string{"BACKOFF_MAX=16m0s must be within 0s..15m0s", "MAX_FAILURES=0 must be within 1..100"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("out-of-range values reported %v, want %q", err, want)
+		}
 	}
 }

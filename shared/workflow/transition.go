@@ -63,3 +63,41 @@ func Transitions() []Transition {
 
 // Attr is the log attribute for t.
 func (t Transition) Attr() slog.Attr { return slog.String(TransitionKey, string(t)) }
+
+// Message is the log message of t.
+func (t Transition) Message() string {
+	if m, ok := transitionMessages[t]; ok {
+		return m
+	}
+	return string(t)
+}
+
+// Level is the log level of t: an error for a transition that needs an
+// operator, a warning for one that stops an order or refuses a reply.
+func (t Transition) Level() slog.Level {
+	switch t {
+	case TransitionFailed, TransitionGaveUp, TransitionCompensationFailed:
+		return slog.LevelError
+	case TransitionCompensating, TransitionStaleReply:
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
+}
+
+var transitionMessages = map[Transition]string{
+	TransitionAccepted:           "order accepted",
+	TransitionClaimed:            "claimed",
+	TransitionStepCompleted:      "step committed; next claimed",
+	TransitionProcessed:          "order processed",
+	TransitionFailed:             "order failed permanently; an operator must act",
+	TransitionRetried:            "retried: handed back to the Scheduler after a backoff",
+	TransitionRequeued:           "requeued: handed back to the Scheduler",
+	TransitionGaveUp:             "failed too often; an operator must act",
+	TransitionStaleReply:         "stale reply dropped",
+	TransitionCompensating:       "order stopped; its compensation starts",
+	TransitionUndone:             "step undone; next compensation claimed",
+	TransitionCompensated:        "order compensated",
+	TransitionCompensationFailed: "compensation failed; an operator must act",
+	TransitionCancelled:          "order cancelled",
+	TransitionResubmitted:        "order resubmitted",
+}

@@ -256,6 +256,10 @@ type State struct {
 	Cancelled bool
 	// Resubmits counts operator resubmissions.
 	Resubmits int
+	// InFlight says the Supervisor watches the record (its index holds
+	// it): every state in flight, and Error or CompensationFailed until
+	// their alert is confirmed sent.
+	InFlight  bool
 	Input     json.RawMessage
 	Steps     []StepRecord
 	CreatedAt time.Time
@@ -285,6 +289,7 @@ func NewState(orderID string, d Definition, input json.RawMessage, now, claimBy 
 		ProcessState: Pending,
 		CompleteBy:   claimBy,
 		EventSeq:     1,
+		InFlight:     true,
 		Input:        input,
 		Steps:        steps,
 		CreatedAt:    now,

@@ -33,7 +33,6 @@ import (
 	"github.com/sasflow/sas/internal/localstack/lossy"
 	"github.com/sasflow/sas/internal/localstack/wiring"
 	"github.com/sasflow/sas/shared/notifier"
-	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -204,107 +203,59 @@ func (s *store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.S
 	return nil
 }
 
-func (s *store) Claim(ctx context.Context, c statestore.Claim) (workflow.State, error) {
-	st, err := s.Store.Claim(ctx, c)
-	if err != nil {
-		return st, err
-	}
-	s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
-	if s.in.hit(KillAfterClaim, opKey(st.OrderID, st.StepIndex, st.Attempt)) {
-		panic(Killed{KillAfterClaim})
-	}
-	return st, nil
-}
-
 // ErrThrottled is what a ThrottleCommit strike returns, as the store would
 // after the SDK's retries of a throttled write.
 var ErrThrottled = &types.ProvisionedThroughputExceededException{Message: aws.String("chaos: the request rate exceeds the table's throughput")}
 
-// throttled decides whether a commit of the Scheduler fails as throttled
-// before it reaches the store.
-func (s *store) throttled(op string) error {
-	if s.role == "scheduler" && s.in.hit(ThrottleCommit, op) {
-		return fmt.Errorf("commit %s: %w", op, ErrThrottled)
+// Apply carries out a change, with the faults of the point it is at: a
+// Scheduler's commit of a reply may be throttled before it reaches the
+// store; after a write, the invocation may die (after a claim, after a
+// commit that claimed what comes next, after a recovery), and the ledger
+// records the claims and commits the store confirmed.
+func (s *store) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
+	op := changeOp(c)
+	if c.CommitsReply() && s.role == "scheduler" && s.in.hit(ThrottleCommit, op) {
+		return workflow.State{}, fmt.Errorf("commit %s: %w", op, ErrThrottled)
 	}
-	return nil
-}
-
-func (s *store) Advance(ctx context.Context, a statestore.Advance) (workflow.State, error) {
-	if err := s.throttled(opKey(a.OrderID, a.StepIndex, a.Attempt)); err != nil {
-		return workflow.State{}, err
-	}
-	st, err := s.Store.Advance(ctx, a)
+	st, err := s.Store.Apply(ctx, c)
 	if err != nil {
 		return st, err
 	}
-	s.in.ledger.committed(a.OrderID, a.StepIndex, a.Attempt)
-	if a.Next != nil {
+	if c.CommitsReply() {
+		s.in.ledger.committed(c.OrderID, *c.Fence.StepIndex, *c.Fence.Attempt)
+	}
+	if c.Dispatch {
 		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
 	}
-	if s.in.hit(KillAfterCommit, opKey(a.OrderID, a.StepIndex, a.Attempt)) {
-		panic(Killed{KillAfterCommit})
-	}
-	return st, nil
-}
-
-func (s *store) Fail(ctx context.Context, f statestore.Failure) (workflow.State, error) {
-	if err := s.throttled(opKey(f.OrderID, f.StepIndex, f.Attempt)); err != nil {
-		return workflow.State{}, err
-	}
-	st, err := s.Store.Fail(ctx, f)
-	if err != nil {
-		return st, err
-	}
-	s.in.ledger.committed(f.OrderID, f.StepIndex, f.Attempt)
-	if f.Undo != nil {
-		// The compensation was claimed in the same write; dying now leaves
-		// it claimed and undispatched, for the Supervisor.
-		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
-		if s.in.hit(KillAfterCommit, opKey(f.OrderID, f.StepIndex, f.Attempt)) {
+	switch {
+	case c.Transition == workflow.TransitionClaimed:
+		if s.in.hit(KillAfterClaim, opKey(st.OrderID, st.StepIndex, st.Attempt)) {
+			panic(Killed{KillAfterClaim})
+		}
+	case c.CommitsReply() && c.Alert == "":
+		// Committed, and what comes next claimed and not yet dispatched.
+		if s.in.hit(KillAfterCommit, op) {
 			panic(Killed{KillAfterCommit})
+		}
+	case !c.Fence.CompleteBy.IsZero():
+		if s.in.hit(KillAfterRecover, op) {
+			panic(Killed{KillAfterRecover})
 		}
 	}
 	return st, nil
 }
 
-func (s *store) Undone(ctx context.Context, u statestore.Undone) (workflow.State, error) {
-	if err := s.throttled(opKey(u.OrderID, u.StepIndex, u.Attempt) + "/undo"); err != nil {
-		return workflow.State{}, err
+// changeOp names a change by what it is about: the order, the step and
+// attempt its fence names, and its transition.
+func changeOp(c workflow.Change) string {
+	step, attempt := -1, -1
+	if c.Fence.StepIndex != nil {
+		step = *c.Fence.StepIndex
 	}
-	st, err := s.Store.Undone(ctx, u)
-	if err != nil {
-		return st, err
+	if c.Fence.Attempt != nil {
+		attempt = *c.Fence.Attempt
 	}
-	s.in.ledger.committed(u.OrderID, u.StepIndex, u.Attempt)
-	if u.Next != nil {
-		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
-	}
-	if s.in.hit(KillAfterCommit, opKey(u.OrderID, u.StepIndex, u.Attempt)+"/undo") {
-		panic(Killed{KillAfterCommit})
-	}
-	return st, nil
-}
-
-func (s *store) FailCompensation(ctx context.Context, f statestore.Failure) (workflow.State, error) {
-	if err := s.throttled(opKey(f.OrderID, f.StepIndex, f.Attempt) + "/undo"); err != nil {
-		return workflow.State{}, err
-	}
-	st, err := s.Store.FailCompensation(ctx, f)
-	if err == nil {
-		s.in.ledger.committed(f.OrderID, f.StepIndex, f.Attempt)
-	}
-	return st, err
-}
-
-func (s *store) Recover(ctx context.Context, seen workflow.State, r workflow.Recovery, now time.Time) (workflow.State, error) {
-	st, err := s.Store.Recover(ctx, seen, r, now)
-	if err != nil {
-		return st, err
-	}
-	if s.in.hit(KillAfterRecover, opKey(seen.OrderID, seen.StepIndex, seen.Attempt)+"/"+string(r.Kind)) {
-		panic(Killed{KillAfterRecover})
-	}
-	return st, nil
+	return opKey(c.OrderID, step, attempt) + "/" + string(c.Transition)
 }
 
 type sender struct {

@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,36 +12,41 @@ import (
 	"time"
 
 	"github.com/sasflow/sas/internal/localstack/chaos"
-	"github.com/sasflow/sas/internal/localstack/wiring"
-	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/internal/testkit/memstore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// fakeStore records the writes that reached it; the methods chaos does not
-// wrap come from the nil embedded interface and must not be called.
-type fakeStore struct {
-	wiring.Store
-	claims, advances, recovers, creates int
+// The store the wrappers are tried on is the in-memory state store, and
+// the writes are the workflow Machine's changes, as the actors make them: a
+// write the chaos store lets through is fenced and applied as on DynamoDB.
+
+var now = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func machine() workflow.Machine {
+	return workflow.Machine{Def: workflow.Default(), Policy: workflow.DefaultPolicy()}
 }
 
-func (f *fakeStore) Claim(_ context.Context, c statestore.Claim) (workflow.State, error) {
-	f.claims++
-	return workflow.State{OrderID: c.OrderID, StepIndex: c.StepIndex, Attempt: f.claims}, nil
+// pending is the record of order id waiting for the claim of step k, its
+// attempt-th claim so far.
+func pending(id string, k, attempt int) workflow.State {
+	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), now.Add(-time.Hour), now.Add(time.Minute))
+	st.StepIndex, st.Step, st.Attempt = k, st.Steps[k].Name, attempt
+	return st
 }
 
-func (f *fakeStore) Advance(_ context.Context, a statestore.Advance) (workflow.State, error) {
-	f.advances++
-	return workflow.State{OrderID: a.OrderID, StepIndex: a.StepIndex + 1, Attempt: a.Attempt + 1}, nil
+// processing is the record of order id whose step k an agent works on
+// under attempt until deadline.
+func processing(id string, k, attempt int, deadline time.Time) workflow.State {
+	st := pending(id, k, attempt)
+	st.ProcessState, st.LockedBy, st.CompleteBy = workflow.Processing, "scheduler-0", deadline
+	st.Steps[k].State, st.Steps[k].Attempts = workflow.StepProcessing, 1
+	return st
 }
 
-func (f *fakeStore) Recover(_ context.Context, seen workflow.State, _ workflow.Recovery, _ time.Time) (workflow.State, error) {
-	f.recovers++
-	return seen, nil
-}
-
-func (f *fakeStore) CreateOrder(context.Context, workflow.Order, workflow.State) error {
-	f.creates++
-	return nil
+// commit is the Scheduler's commit of the successful reply of attempt of
+// step k.
+func commit(id string, k, attempt int) workflow.Change {
+	return machine().StepCompleted(id, k, attempt, json.RawMessage(`{"ok":true}`), "scheduler-1", now)
 }
 
 type fakeSender struct{ sent []string }
@@ -48,6 +54,16 @@ type fakeSender struct{ sent []string }
 func (f *fakeSender) Send(_ context.Context, _, body string, _ time.Duration) error {
 	f.sent = append(f.sent, body)
 	return nil
+}
+
+// injector returns an Injector striking each point at its rate.
+func injector(t *testing.T, seed uint64, rates map[chaos.Point]float64) *chaos.Injector {
+	t.Helper()
+	in, err := chaos.New(seed, rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
 
 // killed runs f and reports the point it was killed at, if any.
@@ -61,40 +77,92 @@ func killed(f func()) (p chaos.Point) {
 	return ""
 }
 
+// Each kill point strikes its own kind of write, and only once the store
+// has taken it: the kill falls between this write and the next.
 func TestKillsHappenAfterTheWrite(t *testing.T) {
 	t.Parallel()
-	in, err := chaos.New(1, map[chaos.Point]float64{chaos.KillAfterClaim: 0.5, chaos.KillAfterRecover: 0.5, chaos.KillAfterAccept: 0.5})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		point chaos.Point
+		role  string
+		// before is the record the i-th write finds; change is that write.
+		before func(i int) workflow.State
+		change func(t *testing.T, seen workflow.State) workflow.Change
+	}{
+		{chaos.KillAfterClaim, "scheduler",
+			func(i int) workflow.State { return pending("o", i%2, i) },
+			func(_ *testing.T, seen workflow.State) workflow.Change {
+				return machine().Claim(seen.OrderID, seen.StepIndex, false, "scheduler-1", now)
+			}},
+		{chaos.KillAfterCommit, "scheduler",
+			func(i int) workflow.State { return processing("o", i%2, i, now.Add(time.Minute)) },
+			func(_ *testing.T, seen workflow.State) workflow.Change {
+				return commit(seen.OrderID, seen.StepIndex, seen.Attempt)
+			}},
+		{chaos.KillAfterRecover, "supervisor",
+			func(i int) workflow.State { return processing("o", i%2, i, now.Add(-time.Second)) },
+			func(t *testing.T, seen workflow.State) workflow.Change {
+				t.Helper()
+				c, ok := machine().Expired(seen, now)
+				if !ok {
+					t.Fatalf("no recovery of %+v", seen)
+				}
+				return c
+			}},
 	}
-	fs := &fakeStore{}
-	s := in.Store("scheduler", fs)
-	kills := 0
-	for i := range 200 {
-		p := killed(func() { _, _ = s.Claim(context.Background(), statestore.Claim{OrderID: "o", StepIndex: i % 2}) })
-		if p == chaos.KillAfterClaim {
-			kills++
-		} else if p != "" {
-			t.Fatalf("killed at %s", p)
-		}
-	}
-	// Every claim reached the store, killed or not: the kill strikes
-	// between this write and the next.
-	if fs.claims != 200 || kills < 60 || kills > 140 || in.Counts()[chaos.KillAfterClaim] != kills {
-		t.Fatalf("claims %d, kills %d, counted %v", fs.claims, kills, in.Counts())
+	for _, tt := range tests {
+		t.Run(string(tt.point), func(t *testing.T) {
+			t.Parallel()
+			in := injector(t, 1, map[chaos.Point]float64{chaos.KillAfterClaim: 0.5, chaos.KillAfterCommit: 0.5,
+				chaos.KillAfterRecover: 0.5, chaos.KillAfterAccept: 0.5})
+			ms := memstore.New()
+			s := in.Store(tt.role, ms)
+			kills := 0
+			for i := range 200 {
+				seen := tt.before(i)
+				ms.Put(seen)
+				c := tt.change(t, seen)
+				p := killed(func() {
+					if _, err := s.Apply(context.Background(), c); err != nil {
+						t.Fatalf("write %d: %v", i, err)
+					}
+				})
+				switch p {
+				case tt.point:
+					kills++
+				case "":
+				default:
+					t.Fatalf("killed at %s", p)
+				}
+				// Killed or not, the record is as the write leaves it.
+				want := c.Patch.Apply(seen)
+				if got, err := ms.GetState(context.Background(), "o"); err != nil || got.ProcessState != want.ProcessState ||
+					got.StepIndex != want.StepIndex || got.Attempt != want.Attempt {
+					t.Fatalf("write %d (killed at %q) left %+v, %v; want %s at step %d attempt %d",
+						i, p, got, err, want.ProcessState, want.StepIndex, want.Attempt)
+				}
+			}
+			if ms.Writes() != 200 || kills < 60 || kills > 140 || in.Counts()[tt.point] != kills {
+				t.Fatalf("writes %d, kills %d, counted %v", ms.Writes(), kills, in.Counts())
+			}
+		})
 	}
 }
 
 func TestSameSeedSameFaults(t *testing.T) {
 	t.Parallel()
 	run := func(seed uint64) string {
-		in, _ := chaos.New(seed, map[chaos.Point]float64{chaos.KillAfterCommit: 0.3, chaos.DuplicateSend: 0.3})
-		s := in.Store("scheduler", &fakeStore{})
+		in := injector(t, seed, map[chaos.Point]float64{chaos.KillAfterCommit: 0.3, chaos.DuplicateSend: 0.3})
+		ms := memstore.New()
+		s := in.Store("scheduler", ms)
 		snd := in.Sender("scheduler", &fakeSender{})
 		var trace strings.Builder
 		for i := range 100 {
+			id := "o" + string(rune('a'+i%7))
+			ms.Put(processing(id, i%2, i, now.Add(time.Minute)))
 			p := killed(func() {
-				_, _ = s.Advance(context.Background(), statestore.Advance{OrderID: "o" + string(rune('a'+i%7)), StepIndex: i % 3, Attempt: i})
+				if _, err := s.Apply(context.Background(), commit(id, i%2, i)); err != nil {
+					t.Fatalf("commit %d: %v", i, err)
+				}
 			})
 			trace.WriteString(string(p) + ",")
 			_ = snd.Send(context.Background(), "q", "m"+string(rune('a'+i%11)), 0)
@@ -111,7 +179,7 @@ func TestSameSeedSameFaults(t *testing.T) {
 
 func TestSenderDuplicatesAndKillsAgentReplies(t *testing.T) {
 	t.Parallel()
-	in, _ := chaos.New(3, map[chaos.Point]float64{chaos.DuplicateSend: 0.5, chaos.KillBeforeReply: 0.5})
+	in := injector(t, 3, map[chaos.Point]float64{chaos.DuplicateSend: 0.5, chaos.KillBeforeReply: 0.5})
 	fs := &fakeSender{}
 	sched, agent := in.Sender("scheduler", fs), in.Sender("agent", fs)
 	for i := range 50 {
@@ -140,17 +208,41 @@ func TestRatesAreBounded(t *testing.T) {
 
 func TestLedgerFindsACommitOfASupersededAttempt(t *testing.T) {
 	t.Parallel()
-	in, _ := chaos.New(1, nil)
-	s := in.Store("scheduler", &fakeStore{})
+	in := injector(t, 1, nil)
+	ms := memstore.New()
+	s := in.Store("scheduler", ms)
 	ctx := context.Background()
-	_, _ = s.Claim(ctx, statestore.Claim{OrderID: "o1"}) // attempt 1
-	_, _ = s.Claim(ctx, statestore.Claim{OrderID: "o1"}) // attempt 2 (after a retry)
-	_, _ = s.Advance(ctx, statestore.Advance{OrderID: "o1", Attempt: 2})
-	if got := in.Ledger().StaleCommits(); len(got) != 0 {
-		t.Fatalf("current attempt flagged: %v", got)
+	apply := func(c workflow.Change) workflow.State {
+		t.Helper()
+		st, err := s.Apply(ctx, c)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Transition, err)
+		}
+		return st
 	}
-	_, _ = s.Advance(ctx, statestore.Advance{OrderID: "o1", Attempt: 1}) // a zombie got through
-	if got := in.Ledger().StaleCommits(); len(got) != 1 || !strings.Contains(got[0], "attempt 1") {
+	m := machine()
+	ms.Put(pending("o1", 1, 0))
+	first := apply(m.Claim("o1", 1, false, "scheduler-1", now)) // attempt 1
+	// Its agent does not answer in time; the Supervisor hands the step
+	// back, and it is claimed again.
+	retry, ok := m.Expired(first, first.CompleteBy)
+	if !ok {
+		t.Fatalf("no recovery of %+v", first)
+	}
+	apply(retry)
+	second := apply(m.Claim("o1", 1, false, "scheduler-1", first.CompleteBy.Add(time.Minute))) // attempt 2
+	if first.Attempt != 1 || second.Attempt != 2 {
+		t.Fatalf("claimed attempts %d and %d", first.Attempt, second.Attempt)
+	}
+	apply(m.StepCompleted("o1", 1, 2, nil, "scheduler-1", second.CompleteBy.Add(-time.Second)))
+	if got := in.Ledger().StaleCommits(); len(got) != 0 || in.Ledger().Commits() != 1 {
+		t.Fatalf("current attempt flagged: %v (%d commits)", got, in.Ledger().Commits())
+	}
+	// A store whose fencing failed: the record is back at attempt 1, and
+	// the zombie's commit gets through.
+	ms.Put(processing("o1", 1, 1, now.Add(time.Hour)))
+	apply(m.StepCompleted("o1", 1, 1, nil, "scheduler-1", now))
+	if got := in.Ledger().StaleCommits(); len(got) != 1 || !strings.Contains(got[0], "attempt 1 (attempt 2 already claimed)") {
 		t.Fatalf("stale commits %v", got)
 	}
 }
@@ -159,26 +251,37 @@ func TestLedgerFindsACommitOfASupersededAttempt(t *testing.T) {
 // only, and a later try of the same commit is decided anew.
 func TestThrottledCommitsNeverReachTheStore(t *testing.T) {
 	t.Parallel()
-	in, err := chaos.New(3, map[chaos.Point]float64{chaos.ThrottleCommit: 0.5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := &fakeStore{}
-	s := in.Store("scheduler", fs)
+	in := injector(t, 3, map[chaos.Point]float64{chaos.ThrottleCommit: 0.5})
+	ms := memstore.New()
+	s := in.Store("scheduler", ms)
+	ctx := context.Background()
+	seen := processing("o", 0, 1, now.Add(time.Minute))
 	throttled := 0
 	for range 100 {
-		_, err := s.Advance(context.Background(), statestore.Advance{OrderID: "o", StepIndex: 0, Attempt: 1})
+		ms.Put(seen)
+		_, err := s.Apply(ctx, commit("o", 0, 1))
 		switch {
 		case errors.Is(err, chaos.ErrThrottled):
 			throttled++
+			if st, _ := ms.GetState(ctx, "o"); st.ProcessState != seen.ProcessState || st.StepIndex != 0 || st.Attempt != 1 {
+				t.Fatalf("a throttled commit changed the record: %+v", st)
+			}
 		case err != nil:
 			t.Fatal(err)
 		}
 	}
-	if throttled < 25 || throttled > 75 || fs.advances != 100-throttled {
-		t.Fatalf("%d of 100 tries of one commit throttled, %d reached the store", throttled, fs.advances)
+	if throttled < 25 || throttled > 75 || ms.Writes() != 100-throttled {
+		t.Fatalf("%d of 100 tries of one commit throttled, %d reached the store", throttled, ms.Writes())
 	}
-	if _, err := in.Store("supervisor", fs).Advance(context.Background(), statestore.Advance{OrderID: "p"}); err != nil {
+	// Only commits of replies: the Scheduler's claims are never throttled.
+	for i := range 50 {
+		ms.Put(pending("o", 0, i))
+		if _, err := s.Apply(ctx, machine().Claim("o", 0, false, "scheduler-1", now)); err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+	}
+	ms.Put(seen)
+	if _, err := in.Store("supervisor", ms).Apply(ctx, commit("o", 0, 1)); err != nil {
 		t.Fatalf("a role other than the Scheduler was throttled: %v", err)
 	}
 }
@@ -187,10 +290,7 @@ func TestThrottledCommitsNeverReachTheStore(t *testing.T) {
 // request, never for another step's or for replies.
 func TestRefusedDispatchesComeInBursts(t *testing.T) {
 	t.Parallel()
-	in, err := chaos.New(5, map[chaos.Point]float64{chaos.FailDispatch: 0.5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := injector(t, 5, map[chaos.Point]float64{chaos.FailDispatch: 0.5})
 	s := in.Sender("scheduler", &fakeSender{})
 	bursts := map[int]int{}
 	for order := range 60 {
@@ -220,10 +320,7 @@ func TestRefusedDispatchesComeInBursts(t *testing.T) {
 // has acted on it.
 func TestTransportLosesAnswersOfStateWrites(t *testing.T) {
 	t.Parallel()
-	in, err := chaos.New(7, map[chaos.Point]float64{chaos.LoseAnswer: 0.5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := injector(t, 7, map[chaos.Point]float64{chaos.LoseAnswer: 0.5})
 	served := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served++ }))
 	defer srv.Close()

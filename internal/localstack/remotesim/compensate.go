@@ -8,41 +8,35 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/sasflow/sas/shared/remote"
 )
 
-// CompensateRequest is the body of POST /v1/steps/{step}/compensate. Its
-// Idempotency-Key header is the compensation's own key; EffectKey is the key
-// the step's effect was applied under: what to undo.
-type CompensateRequest struct {
-	OrderID   string                     `json:"orderId"`
-	Step      string                     `json:"step"`
-	EffectKey string                     `json:"effectKey"`
-	Input     json.RawMessage            `json:"input"`
-	Previous  map[string]json.RawMessage `json:"previous,omitempty"`
-}
-
-// DecodeCompensateRequest reads a compensation request strictly and checks it
-// against the step named in the path.
-func DecodeCompensateRequest(r io.Reader, step string) (CompensateRequest, error) {
-	var req CompensateRequest
+// DecodeCompensateRequest reads a compensation request (shared/remote's
+// contract) strictly, as DecodeStepRequest does, and checks it against the
+// step named in the path; EffectKey is bounded like an Idempotency-Key.
+func DecodeCompensateRequest(r io.Reader, step string) (remote.CompensateRequest, error) {
+	var req remote.CompensateRequest
 	if err := decodeStrict(r, MaxRequestBytes, &req); err != nil {
-		return CompensateRequest{}, err
+		return remote.CompensateRequest{}, err
 	}
 	switch {
 	case req.OrderID == "" || len(req.OrderID) > 64:
-		return CompensateRequest{}, errors.New("orderId must have 1..64 bytes")
+		return remote.CompensateRequest{}, errors.New("orderId must have 1..64 bytes")
 	case req.Step != step:
-		return CompensateRequest{}, fmt.Errorf("step %q does not match the path's %q", req.Step, step)
+		return remote.CompensateRequest{}, fmt.Errorf("step %q does not match the path's %q", req.Step, step)
 	case req.EffectKey == "" || len(req.EffectKey) > MaxKeyBytes:
-		return CompensateRequest{}, fmt.Errorf("effectKey must have 1..%d bytes", MaxKeyBytes)
+		return remote.CompensateRequest{}, fmt.Errorf("effectKey must have 1..%d bytes", MaxKeyBytes)
 	case len(req.Input) == 0 || string(req.Input) == "null":
-		return CompensateRequest{}, errors.New("input is required")
+		return remote.CompensateRequest{}, errors.New("input is required")
 	}
 	return req, nil
 }
 
 // Undo is the body of a successful compensation. Undone is false when there
 // was nothing to undo: the effect was never applied, and now never will be.
+// Like Output it is this service's answer, not the contract's: the system
+// keeps an undo's output for operators and reads nothing in it.
 type Undo struct {
 	Confirmation string    `json:"confirmation"`
 	OrderID      string    `json:"orderId"`
@@ -76,7 +70,7 @@ func (s *Sim) serveCompensate(w http.ResponseWriter, r *http.Request) {
 // tombstone instead, which apply honours. Check and undo happen under one
 // lock, so concurrent compensations with one key cannot both undo, and a try
 // of the step cannot slip in between the check and the tombstone.
-func (s *Sim) undo(key string, req CompensateRequest) outcome {
+func (s *Sim) undo(key string, req remote.CompensateRequest) outcome {
 	hash := requestHash(routeCompensate, req)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,7 +1,8 @@
-// Package remotesim simulates the remote service the Agents call: it applies
-// a step's effect at most once per Idempotency-Key, and injects faults —
-// random (seedable) or scripted per key — so tests and local runs can prove
-// that retries, timeouts and duplicate deliveries never apply an effect twice.
+// Package remotesim simulates the remote service the Agents call, serving
+// the contract of shared/remote: it applies a step's effect at most once per
+// Idempotency-Key, and injects faults — random (seedable) or scripted per
+// key — so tests and local runs can prove that retries, timeouts and
+// duplicate deliveries never apply an effect twice.
 //
 // It also undoes effects (the Compensating Transaction pattern):
 // POST /v1/steps/{step}/compensate, under an Idempotency-Key of its own,
@@ -37,6 +38,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack/draw"
 
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/remote"
 )
 
 // Limits on requests.
@@ -47,44 +49,34 @@ const (
 
 var stepPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
-// StepRequest is the body of POST /v1/steps/{step}.
-type StepRequest struct {
-	OrderID  string                     `json:"orderId"`
-	Step     string                     `json:"step"`
-	Input    json.RawMessage            `json:"input"`
-	Previous map[string]json.RawMessage `json:"previous,omitempty"`
-}
-
-// DecodeStepRequest reads a step request strictly and checks it against the
-// step named in the path.
-func DecodeStepRequest(r io.Reader, step string) (StepRequest, error) {
-	var req StepRequest
+// DecodeStepRequest reads a step request (shared/remote's contract)
+// strictly, as this service chooses to: an unknown member, data after the
+// body or a body over MaxRequestBytes is refused. It checks the request
+// against the step named in the path. It is the simulator's, not the
+// contract's: another service may read more leniently.
+func DecodeStepRequest(r io.Reader, step string) (remote.StepRequest, error) {
+	var req remote.StepRequest
 	if err := decodeStrict(r, MaxRequestBytes, &req); err != nil {
-		return StepRequest{}, err
+		return remote.StepRequest{}, err
 	}
 	switch {
 	case req.OrderID == "" || len(req.OrderID) > 64:
-		return StepRequest{}, errors.New("orderId must have 1..64 bytes")
+		return remote.StepRequest{}, errors.New("orderId must have 1..64 bytes")
 	case req.Step != step:
-		return StepRequest{}, fmt.Errorf("step %q does not match the path's %q", req.Step, step)
+		return remote.StepRequest{}, fmt.Errorf("step %q does not match the path's %q", req.Step, step)
 	case len(req.Input) == 0 || string(req.Input) == "null":
-		return StepRequest{}, errors.New("input is required")
+		return remote.StepRequest{}, errors.New("input is required")
 	}
 	return req, nil
 }
 
-// Output is the body of a successful step.
+// Output is the body of a successful step: this service's output, which
+// the contract leaves to each service (the system stores it unread).
 type Output struct {
 	Confirmation string    `json:"confirmation"`
 	OrderID      string    `json:"orderId"`
 	Step         string    `json:"step"`
 	AppliedAt    time.Time `json:"appliedAt"`
-}
-
-// Problem is the body of an error answer.
-type Problem struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
 }
 
 // result is what a key's first successful call stored: later calls with the
@@ -172,8 +164,8 @@ func New(opts ...Option) *Sim {
 		stop:          make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("POST /v1/steps/{step}", s.serveStep)
-	s.mux.HandleFunc("POST /v1/steps/{step}/compensate", s.serveCompensate)
+	s.mux.HandleFunc(remote.StepRoute, s.serveStep)
+	s.mux.HandleFunc(remote.CompensateRoute, s.serveCompensate)
 	s.mux.HandleFunc("GET /v1/effects", s.serveEffects)
 	s.mux.HandleFunc("GET /v1/faults", s.serveGetFaults)
 	s.mux.HandleFunc("POST /v1/faults", s.servePostFaults)
@@ -365,8 +357,8 @@ func (s *Sim) admit(w http.ResponseWriter, r *http.Request) (step, key string, o
 	s.calls++
 	s.mu.Unlock()
 
-	step = r.PathValue("step")
-	key = r.Header.Get("Idempotency-Key")
+	step = r.PathValue(remote.PathStep)
+	key = r.Header.Get(remote.IdempotencyKeyHeader)
 	switch {
 	case !stepPattern.MatchString(step):
 		writeProblem(w, http.StatusNotFound, "unknown_step", fmt.Sprintf("%q is not a step name", step))
@@ -491,7 +483,7 @@ func (s *Sim) draw(key string, rejected func(Faults) bool) (Fault, time.Duration
 // stored output, or refuses it when a compensation undid it before it was
 // applied. Check and apply happen under one lock, so concurrent calls with
 // one key cannot both apply, nor can a step apply after its undo.
-func (s *Sim) apply(key string, req StepRequest) outcome {
+func (s *Sim) apply(key string, req remote.StepRequest) outcome {
 	hash := requestHash(routeStep, req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -586,7 +578,7 @@ func writeUnavailable(w http.ResponseWriter) {
 }
 
 func writeProblem(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, Problem{Code: code, Message: msg})
+	writeJSON(w, status, remote.Problem{Code: code, Message: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

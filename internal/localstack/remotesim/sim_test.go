@@ -14,6 +14,7 @@ import (
 
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/remote"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -48,7 +49,7 @@ func callStep(t *testing.T, sim http.Handler, key, orderID string) answer {
 
 func code(t *testing.T, body string) string {
 	t.Helper()
-	var p remotesim.Problem
+	var p remote.Problem
 	if err := json.Unmarshal([]byte(body), &p); err != nil {
 		t.Fatalf("problem body %q: %v", body, err)
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/sasflow/sas/internal/localstack/wiring"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/agent"
-	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -144,19 +143,13 @@ func TestUncertainOutcomeOfACertainRejectionIsVoidedAgainstADuplicate(t *testing
 	id := e.submit("")
 	key := workflow.IdempotencyKey(id, "charge-payment")
 	e.sim.Script(key, remotesim.Permanent)
-	poll := func(i int) {
-		t.Helper()
-		if _, err := e.sys.Bridges[i].PollOnce(e.ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	poll(0) // claim reserve-inventory
-	poll(2) // its agent
-	poll(1) // commit, claim and dispatch charge-payment
+	e.poll(0) // claim reserve-inventory
+	e.poll(2) // its agent
+	e.poll(1) // commit, claim and dispatch charge-payment
 	request := e.dropAgentRequests("charge-payment", 1)[0]
 	e.sendRaw(e.sys.AgentQueues["charge-payment"].URL, request)
-	poll(3) // the agent: 422 rejected
-	poll(1) // commit the failure and start the compensation
+	e.poll(3) // the agent: 422 rejected
+	e.poll(1) // commit the failure and start the compensation
 	// The duplicate of the request arrives now.
 	e.sendRaw(e.sys.AgentQueues["charge-payment"].URL, request)
 	st := e.runToTerminal(id, 5)
@@ -166,6 +159,14 @@ func TestUncertainOutcomeOfACertainRejectionIsVoidedAgainstADuplicate(t *testing
 	e.assertNetZero(id, "reserve-inventory", "charge-payment")
 	if e.sim.CompensationCount(workflow.IdempotencyKey(id, "reserve-inventory")) != 1 {
 		t.Fatalf("reserve-inventory not undone")
+	}
+}
+
+// poll has the i-th queue's bridge deliver one batch.
+func (e *env) poll(i int) {
+	e.t.Helper()
+	if _, err := e.sys.Bridges[i].PollOnce(e.ctx); err != nil {
+		e.t.Fatal(err)
 	}
 }
 
@@ -195,21 +196,17 @@ func TestUncertainOutcomeOperatorCancelsAnOrderInError(t *testing.T) {
 	t.Parallel()
 	e := newEnvWith(t, envOptions{workflow: workflow.Default()})
 	id := e.submit("")
-	poll := func(i int) {
-		t.Helper()
-		if _, err := e.sys.Bridges[i].PollOnce(e.ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	poll(0) // claim reserve-inventory
-	poll(2) // its agent
-	poll(1) // commit, claim and dispatch charge-payment
+	e.poll(0) // claim reserve-inventory
+	e.poll(2) // its agent
+	e.poll(1) // commit, claim and dispatch charge-payment
 	st := e.state(id)
 	// The record goes to Error the way releases before this one left it:
-	// nothing undone.
-	if _, err := e.sys.Store.Fail(e.ctx, statestore.Failure{OrderID: id, StepIndex: 1, Attempt: st.Attempt, Now: e.clk.Now(),
-		Error: "rejected", AlertBy: e.clk.Now().Add(time.Minute)}); err != nil {
-		t.Fatal(err)
+	// nothing undone. A workflow whose steps have no undo rejects the step
+	// so; the order itself runs the default workflow, whose steps do.
+	noUndo := workflow.Machine{Def: forwardOnly(), Policy: e.policy}
+	if failed, err := e.sys.Store.Apply(e.ctx, noUndo.StepRejected(st, id, 1, st.Attempt, "rejected", "scheduler-test", e.clk.Now())); err != nil ||
+		failed.ProcessState != workflow.Error || !failed.AlertPending {
+		t.Fatalf("rejecting step 1: %s, %v", brief(failed), err)
 	}
 	e.dropAgentRequests("charge-payment", 1)
 	resp := e.operator("POST", "/orders/"+id+"/cancel", id)
@@ -372,19 +369,30 @@ func TestDispatchThatFailsBrieflyRecovers(t *testing.T) {
 // throttles, after the SDK's own retries gave up.
 type throttledStore struct {
 	wiring.Store
-	mu        sync.Mutex
-	throttled int
+	mu      sync.Mutex
+	commits int
 }
 
-func (s *throttledStore) Advance(ctx context.Context, a statestore.Advance) (workflow.State, error) {
+func (s *throttledStore) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
+	if !c.CommitsReply() {
+		return s.Store.Apply(ctx, c)
+	}
 	s.mu.Lock()
-	first := s.throttled == 0
-	s.throttled++
+	first := s.commits == 0
+	s.commits++
 	s.mu.Unlock()
 	if first {
-		return workflow.State{}, fmt.Errorf("advance %s: %w", a.OrderID, &types.ProvisionedThroughputExceededException{Message: aws.String("Rate of requests exceeds the allowed throughput")})
+		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, &types.ProvisionedThroughputExceededException{Message: aws.String("Rate of requests exceeds the allowed throughput")})
 	}
-	return s.Store.Advance(ctx, a)
+	return s.Store.Apply(ctx, c)
+}
+
+// tried counts the commits of replies tried, the throttled one
+// included.
+func (s *throttledStore) tried() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commits
 }
 
 // TestThrottledCommitIsRedeliveredWithinTheBudget: the queues keep a failed
@@ -395,11 +403,17 @@ func (s *throttledStore) Advance(ctx context.Context, a statestore.Advance) (wor
 // refused as stale, and the step counted a timeout.
 func TestThrottledCommitIsRedeliveredWithinTheBudget(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex
+	var throttled []*throttledStore
 	e := newEnvWith(t, envOptions{visibility: time.Minute, wrapStore: func(role string, s wiring.Store) wiring.Store {
 		if role != "scheduler" {
 			return s
 		}
-		return &throttledStore{Store: s}
+		ts := &throttledStore{Store: s}
+		mu.Lock()
+		defer mu.Unlock()
+		throttled = append(throttled, ts)
+		return ts
 	}})
 	id := e.submit("")
 	deadline := time.Now().Add(30 * time.Second)
@@ -417,6 +431,16 @@ func TestThrottledCommitIsRedeliveredWithinTheBudget(t *testing.T) {
 		t.Fatalf("final %s", brief(st))
 	}
 	e.assertEffectsOnce(id, "reserve-inventory", "charge-payment")
+	// The throttle struck: step 0's commit was tried twice, step 1's once.
+	mu.Lock()
+	defer mu.Unlock()
+	commits := 0
+	for _, ts := range throttled {
+		commits += ts.tried()
+	}
+	if commits < 3 {
+		t.Fatalf("%d commits went through the throttled store, want the throttled one and two more", commits)
+	}
 }
 
 // TestLostAnswerOfACommitIsOwnWrite: the answer of the UpdateItem that

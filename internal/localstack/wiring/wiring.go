@@ -22,6 +22,7 @@ import (
 
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
 	"github.com/sasflow/sas/internal/localstack/streambridge"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
@@ -182,7 +183,10 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	if o.WrapEvents != nil {
 		publisher = o.WrapEvents(publisher)
 	}
-	s.Notifier = notifier.New(notifier.Config{OrderEventsTopicARN: s.OrderEventsTopicARN}, publisher, o.Log.With("function", "notifier"))
+	if s.Notifier, err = notifier.New(notifier.Config{OrderEventsTopicARN: s.OrderEventsTopicARN}, publisher,
+		actor.Deps{Log: o.Log.With("function", "notifier")}); err != nil {
+		return nil, err
+	}
 	if o.Streams != nil {
 		arn, err := streambridge.StreamARN(ctx, o.DynamoDB, s.Tables.State)
 		if err != nil {
@@ -203,10 +207,13 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		agentQueues[step.Name] = q.URL
 	}
 
-	s.Submission = submission.New(submission.Config{
+	s.Submission, err = submission.New(submission.Config{
 		SchedulerQueueURL: s.SchedulerQueue.URL, Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout,
-		MaxBodyBytes: submission.DefaultMaxBodyBytes, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
-	}, o.store("submission", s.Store), o.sender("submission", send), o.Clock, o.Log.With("function", "submission"))
+		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
+	}, o.store("submission", s.Store), o.sender("submission", send), actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "submission")})
+	if err != nil {
+		return nil, err
+	}
 
 	schedCfg := scheduler.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, AgentQueues: agentQueues,
@@ -214,27 +221,46 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		Workflow: o.Workflow, Policy: o.Policy, AlertTopicARN: s.AlertTopicARN, MaxReceiveCount: o.MaxReceiveCount,
 		OperatorAPIURL: o.OperatorAPIURL,
 	}
-	if err := schedCfg.Validate(); err != nil {
-		return nil, err
-	}
 	// Handlers change the visibility of the messages they fail, as the
 	// deployed ones do with the event source mapping's messages.
 	schedRedeliver := scheduler.WithRedelivery(queue.NewRedeliverer(o.SQS, s.SchedulerQueue.URL, s.ResponseQueue.URL))
-	s.Scheduler = scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, o.Clock, o.Log.With("function", "scheduler"), schedRedeliver)
+	newScheduler := func(clk clock.Clock) (*scheduler.Handler, error) {
+		return scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts,
+			actor.Deps{Clock: clk, Log: o.Log.With("function", "scheduler")}, schedRedeliver)
+	}
+	if s.Scheduler, err = newScheduler(o.Clock); err != nil {
+		return nil, err
+	}
 
 	supCfg := supervisor.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
-		AlertTopicARN: s.AlertTopicARN, Workflow: o.Workflow, Policy: o.Policy, BatchLimit: 500,
+		AlertTopicARN: s.AlertTopicARN, Workflow: o.Workflow, Policy: o.Policy, BatchLimit: supervisor.DefaultBatchLimit,
 		OperatorAPIURL: o.OperatorAPIURL,
 	}
-	s.Supervisor = supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts, o.Clock, o.Log.With("function", "supervisor"))
+	newSupervisor := func(clk clock.Clock) (*supervisor.Handler, error) {
+		return supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts,
+			actor.Deps{Clock: clk, Log: o.Log.With("function", "supervisor")})
+	}
+	if s.Supervisor, err = newSupervisor(o.Clock); err != nil {
+		return nil, err
+	}
 	// More Schedulers and Supervisors, each with its own clock, as
 	// separate Lambda containers would be.
 	s.NewScheduler = func(clk clock.Clock) *scheduler.Handler {
-		return scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts, clk, o.Log.With("function", "scheduler"), schedRedeliver)
+		h, err := newScheduler(clk)
+		if err != nil {
+			// The same config and ports built s.Scheduler above.
+			panic(err)
+		}
+		return h
 	}
 	s.NewSupervisor = func(clk clock.Clock) *supervisor.Handler {
-		return supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts, clk, o.Log.With("function", "supervisor"))
+		h, err := newSupervisor(clk)
+		if err != nil {
+			// The same config and ports built s.Supervisor above.
+			panic(err)
+		}
+		return h
 	}
 
 	poll := o.PollSQS
@@ -258,7 +284,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		if agentClock == nil {
 			agentClock = o.Clock
 		}
-		a, err := agent.New(cfg, svc, o.sender("agent", send), agentClock, o.Log.With("function", "agent"),
+		a, err := agent.New(cfg, svc, o.sender("agent", send), actor.Deps{Clock: agentClock, Log: o.Log.With("function", "agent")},
 			append([]agent.Option{agent.WithAlerts(alerts), agent.WithRedelivery(queue.NewRedeliverer(o.SQS, cfg.RequestQueueURL))}, o.AgentOptions...)...)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", step.Name, err)

@@ -1,0 +1,301 @@
+// Package memstore is the state store in memory: statestore.Port without
+// DynamoDB, for the tests of the actors. Its writes are the workflow's own
+// meaning of a change (Fence.Admits, Patch.Apply), its queries answer with
+// the indexes' projections (statestore.Projected), and the conformance
+// suite of internal/testkit/storetest runs against it and against DynamoDB
+// Local alike, so it cannot drift from the real store.
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Store keeps orders and state records in memory. It is safe for concurrent
+// use.
+type Store struct {
+	// Fault, when set, sees every call (the method's name, and for Apply
+	// the change) before the store does, and fails it with the error it
+	// returns: how a test makes DynamoDB throttle or time out.
+	Fault func(method string, c workflow.Change) error
+
+	mu     sync.Mutex
+	orders map[string]workflow.Order
+	states map[string]workflow.State
+	writes int
+}
+
+var _ statestore.Port = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{orders: map[string]workflow.Order{}, states: map[string]workflow.State{}}
+}
+
+func (s *Store) fault(method string, c workflow.Change) error {
+	if s.Fault == nil {
+		return nil
+	}
+	return s.Fault(method, c)
+}
+
+// CreateOrder writes both or neither.
+func (s *Store) CreateOrder(_ context.Context, o workflow.Order, st workflow.State) error {
+	if err := s.fault("CreateOrder", workflow.Change{OrderID: o.OrderID}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, order := s.orders[o.OrderID]
+	_, state := s.states[st.OrderID]
+	if order || state {
+		return fmt.Errorf("create order %s: %w", o.OrderID, workflow.ErrExists)
+	}
+	s.orders[o.OrderID] = o
+	s.states[st.OrderID] = normalize(st)
+	s.writes++
+	return nil
+}
+
+// GetOrder reads an order.
+func (s *Store) GetOrder(_ context.Context, orderID string) (workflow.Order, error) {
+	if err := s.fault("GetOrder", workflow.Change{OrderID: orderID}); err != nil {
+		return workflow.Order{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.orders[orderID]
+	if !ok {
+		return workflow.Order{}, fmt.Errorf("get order %s: %w", orderID, workflow.ErrNotFound)
+	}
+	return o, nil
+}
+
+// GetState reads a state record.
+func (s *Store) GetState(_ context.Context, orderID string) (workflow.State, error) {
+	if err := s.fault("GetState", workflow.Change{OrderID: orderID}); err != nil {
+		return workflow.State{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.states[orderID]
+	if !ok {
+		return workflow.State{}, fmt.Errorf("get state %s: %w", orderID, workflow.ErrNotFound)
+	}
+	return clone(st), nil
+}
+
+// Apply writes c when its fence admits the record: a missing record, like
+// any the fence refuses, is workflow.ErrStale (DynamoDB's condition fails on
+// a missing item too).
+func (s *Store) Apply(_ context.Context, c workflow.Change) (workflow.State, error) {
+	if err := s.fault("Apply", c); err != nil {
+		return workflow.State{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.states[c.OrderID]
+	if !ok || !c.Fence.Admits(st) {
+		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, workflow.ErrStale)
+	}
+	st = normalize(c.Patch.Apply(st))
+	s.states[c.OrderID] = st
+	s.writes++
+	return clone(st), nil
+}
+
+// Expired returns the due records of the Supervisor's index, projected as
+// the index holds them, earliest deadline first, at most limit per shard.
+func (s *Store) Expired(_ context.Context, now time.Time, limit int) ([]workflow.State, error) {
+	if err := s.fault("Expired", workflow.Change{}); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	perShard := map[string]int{}
+	var out []workflow.State
+	for _, st := range s.sorted(func(a, b workflow.State) int {
+		return cmp.Or(a.CompleteBy.Compare(b.CompleteBy), cmp.Compare(a.OrderID, b.OrderID))
+	}) {
+		shard := statestore.ShardOf(st.OrderID)
+		if !st.InFlight || st.CompleteBy.After(now) || perShard[shard] >= limit {
+			continue
+		}
+		perShard[shard]++
+		p, err := statestore.Projected(st, statestore.InFlightIndex)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ListByState pages through the records in state, most recently changed
+// first, with cursors the real store's decoder reads.
+func (s *Store) ListByState(_ context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
+	if limit < 1 || limit > statestore.MaxPage {
+		return statestore.Page{}, fmt.Errorf("list %s: limit %d outside 1..%d", state, limit, statestore.MaxPage)
+	}
+	var after *statestore.Cursor
+	if cursor != "" {
+		c, err := statestore.DecodeCursor(cursor)
+		if err != nil {
+			return statestore.Page{}, err
+		}
+		if c.State != string(state) {
+			return statestore.Page{}, fmt.Errorf("%w: it belongs to a listing of %q", statestore.ErrBadCursor, c.State)
+		}
+		after = &c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var page statestore.Page
+	for _, st := range s.sorted(func(a, b workflow.State) int {
+		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(b.OrderID, a.OrderID))
+	}) {
+		pos := statestore.Cursor{State: string(state), OrderID: st.OrderID, ChangedAt: st.UpdatedAt.UnixMilli()}
+		if st.ProcessState != state || after != nil && !laterInList(*after, pos) {
+			continue
+		}
+		if len(page.States) == limit {
+			break
+		}
+		p, err := statestore.Projected(st, statestore.ByStateIndex)
+		if err != nil {
+			return statestore.Page{}, err
+		}
+		page.States = append(page.States, p)
+		if len(page.States) == limit {
+			// As DynamoDB: a full page has a next one, maybe empty.
+			page.Next = statestore.EncodeCursor(pos)
+		}
+	}
+	return page, nil
+}
+
+// laterInList reports whether pos comes after the cursor c in a listing by
+// state: changed earlier, or as early with a smaller ID.
+func laterInList(c, pos statestore.Cursor) bool {
+	return pos.ChangedAt < c.ChangedAt || pos.ChangedAt == c.ChangedAt && pos.OrderID < c.OrderID
+}
+
+// ListByOwner pages through the orders owner submitted, newest first.
+func (s *Store) ListByOwner(_ context.Context, owner string, limit int, cursor string) (statestore.Page, error) {
+	if owner == "" {
+		return statestore.Page{}, fmt.Errorf("list by owner: no owner")
+	}
+	if limit < 1 || limit > statestore.MaxPage {
+		return statestore.Page{}, fmt.Errorf("list by owner: limit %d outside 1..%d", limit, statestore.MaxPage)
+	}
+	var after *statestore.OwnerCursor
+	if cursor != "" {
+		c, err := statestore.DecodeOwnerCursor(cursor)
+		if err != nil {
+			return statestore.Page{}, err
+		}
+		if c.Owner != statestore.OwnerTag(owner) {
+			return statestore.Page{}, fmt.Errorf("%w: it belongs to another caller's listing", statestore.ErrBadCursor)
+		}
+		after = &c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	orders := make([]workflow.Order, 0, len(s.orders))
+	for _, o := range s.orders {
+		if o.Owner == owner {
+			orders = append(orders, o)
+		}
+	}
+	slices.SortFunc(orders, func(a, b workflow.Order) int {
+		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.OrderID, a.OrderID))
+	})
+	var page statestore.Page
+	for _, o := range orders {
+		pos := statestore.OwnerCursor{Owner: statestore.OwnerTag(owner), OrderID: o.OrderID, CreatedAtMs: o.CreatedAt.UnixMilli()}
+		if after != nil && !(pos.CreatedAtMs < after.CreatedAtMs || pos.CreatedAtMs == after.CreatedAtMs && pos.OrderID < after.OrderID) {
+			continue
+		}
+		if len(page.States) == limit {
+			break
+		}
+		if st, ok := s.states[o.OrderID]; ok {
+			p, err := statestore.Projected(st, statestore.ByStateIndex)
+			if err != nil {
+				return statestore.Page{}, err
+			}
+			page.States = append(page.States, p)
+		}
+		if len(page.States) == limit {
+			page.Next = statestore.EncodeOwnerCursor(pos)
+		}
+	}
+	return page, nil
+}
+
+// Writes counts the writes that took effect, for tests that check a
+// refused request wrote nothing.
+func (s *Store) Writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// Put stores st as it is, for a test that starts from a given record.
+func (s *Store) Put(st workflow.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.states[st.OrderID] = normalize(st)
+}
+
+// sorted lists the records in the order cmp gives; the caller holds mu.
+func (s *Store) sorted(order func(a, b workflow.State) int) []workflow.State {
+	out := make([]workflow.State, 0, len(s.states))
+	for _, st := range s.states {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, order)
+	return out
+}
+
+// normalize keeps what DynamoDB keeps: times at the precision the store
+// writes them (CompleteBy in milliseconds, the others RFC 3339 with
+// nanoseconds, in UTC), and JSON outputs as text.
+func normalize(st workflow.State) workflow.State {
+	st = clone(st)
+	st.CompleteBy = time.UnixMilli(st.CompleteBy.UnixMilli()).UTC()
+	st.CreatedAt, st.UpdatedAt = st.CreatedAt.UTC(), st.UpdatedAt.UTC()
+	for i := range st.Steps {
+		r := &st.Steps[i]
+		r.StartedAt, r.FinishedAt, r.CompensatedAt = utc(r.StartedAt), utc(r.FinishedAt), utc(r.CompensatedAt)
+	}
+	return st
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// clone copies st deeply enough that the caller cannot change what the
+// store holds.
+func clone(st workflow.State) workflow.State {
+	st.Steps = slices.Clone(st.Steps)
+	st.Input = slices.Clone(st.Input)
+	for i := range st.Steps {
+		st.Steps[i].Output = json.RawMessage(slices.Clone(st.Steps[i].Output))
+		st.Steps[i].CompensationOutput = json.RawMessage(slices.Clone(st.Steps[i].CompensationOutput))
+	}
+	return st
+}

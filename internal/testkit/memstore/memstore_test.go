@@ -1,0 +1,16 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/sasflow/sas/internal/testkit/memstore"
+	"github.com/sasflow/sas/internal/testkit/storetest"
+	"github.com/sasflow/sas/shared/statestore"
+)
+
+// TestConformance holds the in-memory store to the state store's contract,
+// the same suite the DynamoDB store passes on DynamoDB Local.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(*testing.T) statestore.Port { return memstore.New() })
+}

@@ -1,0 +1,52 @@
+// Package actor holds what every actor (Submission, Scheduler, Agent,
+// Supervisor, Notifier) takes besides its Config and its ports: the clock
+// and the logger, with their defaults in this one place.
+package actor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/sasflow/sas/shared/clock"
+)
+
+// Deps are an actor's dependencies that are not ports: a test swaps them,
+// but no AWS service stands behind them. The zero value is ready to use.
+type Deps struct {
+	// Clock is where every deadline and timestamp is read; nil means the
+	// system clock.
+	Clock clock.Clock
+	// Log receives the actor's JSON log lines; nil discards them.
+	Log *slog.Logger
+}
+
+// WithDefaults returns d with every nil dependency replaced by its
+// default, so no actor checks for nil itself.
+func (d Deps) WithDefaults() Deps {
+	if d.Clock == nil {
+		d.Clock = clock.System{}
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	return d
+}
+
+// Port is one port an actor's New needs, by the name a problem calls it.
+type Port struct {
+	Name  string
+	Value any
+}
+
+// Check joins cfgErr (the Config's Validate) with a problem for every nil
+// port, so New reports all that is wrong at once.
+func Check(actorName string, cfgErr error, ports ...Port) error {
+	errs := []error{cfgErr}
+	for _, p := range ports {
+		if p.Value == nil {
+			errs = append(errs, fmt.Errorf("%s: New needs a %s", actorName, p.Name))
+		}
+	}
+	return errors.Join(errs...)
+}

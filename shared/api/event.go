@@ -1,0 +1,173 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// EventVersion is the Event format this package writes and reads. A change
+// that a strict reader would reject (a new member, a new meaning) gets a new
+// one.
+const EventVersion = 1
+
+// KindOrderEvent is the Kind of every Event.
+const KindOrderEvent = "order.event"
+
+// Event tells a client that its order reached a new status: the body of one
+// message on the order-events topic. Seq is the record's EventSeq: it grows
+// by one per status change, so a client keeps the highest it has seen and
+// drops any event at or below it (a duplicate or a stale one).
+type Event struct {
+	V         int                   `json:"v"`
+	Kind      string                `json:"kind"`
+	OrderID   string                `json:"orderId"`
+	ClientID  string                `json:"clientId"`
+	Seq       int                   `json:"seq"`
+	Status    workflow.Status       `json:"status"`
+	State     workflow.ProcessState `json:"state"`
+	Step      string                `json:"step"`
+	StepIndex int                   `json:"stepIndex"`
+	LastError string                `json:"lastError,omitempty"`
+	Cancelled bool                  `json:"cancelled,omitempty"`
+	// At is when the record was written (its UpdatedAt).
+	At time.Time `json:"at"`
+}
+
+// statuses lists every Status a valid Event can carry.
+var statuses = []workflow.Status{
+	workflow.StatusAccepted, workflow.StatusProcessing, workflow.StatusProcessed, workflow.StatusError,
+	workflow.StatusCompensating, workflow.StatusCompensated, workflow.StatusCompensationFailed, workflow.StatusCancelled,
+}
+
+// Validate reports why the event cannot be published or trusted. The
+// publisher and DecodeEvent apply the same rules, so a client never receives
+// what it would reject.
+func (e Event) Validate() error {
+	var errs []error
+	if e.V != EventVersion {
+		errs = append(errs, fmt.Errorf("version %d, want %d", e.V, EventVersion))
+	}
+	if e.Kind != KindOrderEvent {
+		errs = append(errs, fmt.Errorf("kind %q, want %q", e.Kind, KindOrderEvent))
+	}
+	// Both become message attributes, which SNS rejects when empty and
+	// which subscription filters match exactly.
+	if err := attrText(e.OrderID); err != nil {
+		errs = append(errs, fmt.Errorf("orderId: %w", err))
+	}
+	if err := attrText(e.ClientID); err != nil {
+		errs = append(errs, fmt.Errorf("clientId: %w", err))
+	}
+	if e.Seq < 1 {
+		errs = append(errs, fmt.Errorf("seq %d, want 1 or more", e.Seq))
+	}
+	if _, ok := workflow.ParseProcessState(string(e.State)); !ok {
+		errs = append(errs, fmt.Errorf("unknown state %q", e.State))
+	}
+	known := false
+	for _, s := range statuses {
+		known = known || e.Status == s
+	}
+	switch {
+	case !known:
+		errs = append(errs, fmt.Errorf("unknown status %q", e.Status))
+	case e.Seq >= 1:
+		// The status follows from state and seq; an event where it does not
+		// was built or edited wrongly.
+		if want := workflow.StatusOf(workflow.State{ProcessState: e.State, EventSeq: e.Seq}); e.Status != want {
+			errs = append(errs, fmt.Errorf("status %q does not match state %q at seq %d (want %q)", e.Status, e.State, e.Seq, want))
+		}
+	}
+	if e.StepIndex < 0 {
+		errs = append(errs, fmt.Errorf("stepIndex %d is negative", e.StepIndex))
+	}
+	// JSON (RFC 3339) has no way to write other years.
+	if y := e.At.Year(); y < 0 || y > 9999 {
+		errs = append(errs, fmt.Errorf("at %v: year outside 0..9999", e.At))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid order event: %w", err)
+	}
+	return nil
+}
+
+// attrText checks a message attribute value: present, valid UTF-8, and free
+// of control characters, which SNS rejects or a filter would never match.
+func attrText(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty")
+	case !utf8.ValidString(s):
+		return errors.New("not valid UTF-8")
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return errors.New("holds a control character")
+	}
+	return nil
+}
+
+// DecodeEvent reads an Event from the body of a message on a client's
+// queue, with or without raw message delivery: a body that is an SNS
+// envelope ({"Type":"Notification","Message":"..."}) is unwrapped first.
+// It is strict: a body over MaxDocumentBytes, an unknown member, data after
+// the event, a wrong version or an event that fails Validate is an error.
+func DecodeEvent(body string) (Event, error) {
+	if len(body) > MaxDocumentBytes {
+		return Event{}, fmt.Errorf("decode order event: body of %d bytes exceeds %d", len(body), MaxDocumentBytes)
+	}
+	raw, err := unwrap([]byte(body))
+	if err != nil {
+		return Event{}, fmt.Errorf("decode order event: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var ev Event
+	if err := dec.Decode(&ev); err != nil {
+		return Event{}, fmt.Errorf("decode order event: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Event{}, errors.New("decode order event: data after the event")
+	}
+	if err := ev.Validate(); err != nil {
+		return Event{}, fmt.Errorf("decode order event: %w", err)
+	}
+	return ev, nil
+}
+
+// unwrap returns the Message of an SNS envelope, or the body itself when it
+// is not one. An event never has a "Type" member, so its presence tells the
+// two apart.
+func unwrap(body []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var fields map[string]json.RawMessage
+	if err := dec.Decode(&fields); err != nil {
+		return nil, fmt.Errorf("body is not a JSON object: %w", err)
+	}
+	rawType, ok := fields["Type"]
+	if !ok {
+		return body, nil // DecodeEvent checks the rest, trailing data too
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the SNS envelope")
+	}
+	var typ, msg string
+	if err := json.Unmarshal(rawType, &typ); err != nil || typ != "Notification" {
+		return nil, fmt.Errorf("SNS envelope of Type %s, want \"Notification\"", rawType)
+	}
+	rawMsg, ok := fields["Message"]
+	if !ok {
+		return nil, errors.New("SNS envelope without a Message")
+	}
+	if err := json.Unmarshal(rawMsg, &msg); err != nil {
+		return nil, fmt.Errorf("SNS envelope Message is not a string: %w", err)
+	}
+	return []byte(msg), nil
+}

@@ -1,0 +1,74 @@
+// Package followup carries out what a committed change asks of its actor
+// beyond the write itself: the transition in the log, the schedule message
+// the record waits for, and the alert it owes. The Scheduler, the Supervisor
+// and the Submission's operator routes commit changes the workflow's Machine
+// decided; this is where all of them act on the decision the same way.
+package followup
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sasflow/sas/shared/alert"
+	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Sender puts a message on an SQS queue.
+type Sender interface {
+	Send(ctx context.Context, queueURL, body string, delay time.Duration) error
+}
+
+// Actions are what carrying out a change needs.
+type Actions struct {
+	Send              Sender
+	SchedulerQueueURL string
+	// Alerts and Confirm deliver an alert and record it sent; nil for an
+	// actor whose changes owe none (the Submission's).
+	Alerts      alert.Sender
+	Confirm     alert.Confirmer
+	MaxFailures int
+	// CLI is the operators' command line the alerts name (alert.CLI).
+	CLI string
+}
+
+// After carries out what c, committed as st, asks: it logs the transition,
+// sends the schedule message the record waits for, and delivers its alert.
+// An error means the schedule message was not sent; the record is safe (its
+// CompleteBy has moved on, so the Supervisor re-sends it once that passes),
+// but the caller should report it.
+func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State, now time.Time, log *slog.Logger) error {
+	if c.Transition != "" {
+		log.Log(ctx, c.Transition.Level(), c.Transition.Message(), c.Transition.Attr(),
+			"state", st.ProcessState, "step", st.Step, "attempt", st.Attempt, "failureCount", st.FailureCount)
+	}
+	if c.Notice != "" && a.Alerts != nil {
+		// Not through the outbox: the record goes on by itself, and if it
+		// stops again it owes an alert of its own.
+		if err := a.Alerts.Publish(ctx, a.alert(c.Notice, st, now)); err != nil {
+			log.Warn("alert not published", "kind", c.Notice, "error", err)
+		}
+	}
+	if c.Alert != "" && a.Alerts != nil {
+		alert.Deliver(ctx, a.Alerts, a.Confirm, a.alert(c.Alert, st, now), now, log)
+	}
+	if h := c.Handback; h != nil {
+		msg := message.NewSchedule(st.OrderID, h.StepIndex, h.Reason)
+		msg.Compensate = h.Undo
+		if err := a.Send.Send(ctx, a.SchedulerQueueURL, message.Encode(msg), h.Delay); err != nil {
+			log.Warn("not handed back to the Scheduler; the Supervisor re-sends it", "error", err)
+			return fmt.Errorf("hand %s back to the Scheduler: %w", st.OrderID, err)
+		}
+	}
+	return nil
+}
+
+func (a Actions) alert(kind alert.Kind, st workflow.State, now time.Time) alert.Alert {
+	return alert.Alert{
+		Kind: kind, OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex,
+		FailureCount: st.FailureCount, MaxFailures: a.MaxFailures, Attempt: st.Attempt,
+		LastError: st.LastError, At: now, CLI: a.CLI,
+	}
+}

@@ -1,0 +1,70 @@
+package statestore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Port is the state store's contract: everything the actors ask of it. The
+// actors declare the parts they use; Store (DynamoDB) implements all of it,
+// and so does the in-memory store the tests run the actors on
+// (internal/testkit/memstore). One conformance suite
+// (internal/testkit/storetest) holds both to the same behaviour, so the
+// double cannot drift from DynamoDB.
+type Port interface {
+	// CreateOrder writes the order and its state record in one
+	// transaction; workflow.ErrExists when the ID is taken.
+	CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error
+	// GetOrder and GetState read one item; workflow.ErrNotFound when it is
+	// missing.
+	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
+	GetState(ctx context.Context, orderID string) (workflow.State, error)
+	// Apply writes a change when its fence admits the record, and returns
+	// the record as written, exactly as workflow.Patch.Apply leaves it;
+	// workflow.ErrStale when the fence does not admit it.
+	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
+	// Expired returns the records the Supervisor watches whose CompleteBy
+	// is at or before now, at most limit per shard, with the attributes of
+	// the InFlightByDeadline index only (Projected).
+	Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error)
+	// ListByState pages through the records in a state, most recently
+	// changed first; ListByOwner through an owner's orders, newest first.
+	// Records carry the attributes of the ByState index only. A cursor that
+	// is not the listing's own wraps ErrBadCursor.
+	ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (Page, error)
+	ListByOwner(ctx context.Context, owner string, limit int, cursor string) (Page, error)
+}
+
+var _ Port = (*Store)(nil)
+
+// Projected returns st as an index of the state table holds it: its keys
+// and the index's projected attributes, nothing else. An in-memory store
+// answers its queries with it, as DynamoDB does.
+func Projected(st workflow.State, index string) (workflow.State, error) {
+	var keep []string
+	switch index {
+	case InFlightIndex:
+		keep = append([]string{KeyOrderID, InFlightShardAttr, CompleteByAttr}, InFlightProjection...)
+	case ByStateIndex:
+		keep = ownerSummaryAttrs
+	default:
+		return workflow.State{}, fmt.Errorf("statestore: no index %q", index)
+	}
+	item, err := encodeState(st)
+	if err != nil {
+		return workflow.State{}, err
+	}
+	out := make(map[string]types.AttributeValue, len(keep))
+	for name, v := range item {
+		if slices.Contains(keep, name) {
+			out[name] = v
+		}
+	}
+	return DecodeState(out)
+}

@@ -1,0 +1,323 @@
+package submission
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/internal/testkit/logtest"
+	"github.com/sasflow/sas/internal/testkit/memstore"
+	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// The handler's tests run on the in-memory state store (memstore), which the
+// store's conformance suite holds to what DynamoDB does: its writes are the
+// workflow's own fences and patches, its listings the indexes' projections
+// and cursors. A test makes the store fail, or another actor change a record
+// just before a write, through the store's Fault hook.
+
+// sendFunc is a Sender made of a function.
+type sendFunc func(ctx context.Context, queueURL, body string, delay time.Duration) error
+
+func (f sendFunc) Send(ctx context.Context, queueURL, body string, delay time.Duration) error {
+	return f(ctx, queueURL, body, delay)
+}
+
+type sentMessage struct {
+	queueURL, body string
+	delay          time.Duration
+}
+
+// outbox records sent messages; err, if set, fails every send after
+// recording it.
+type outbox struct {
+	mu   sync.Mutex
+	msgs []sentMessage
+	err  error
+}
+
+func (o *outbox) sender() sendFunc {
+	return func(_ context.Context, queueURL, body string, delay time.Duration) error {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.msgs = append(o.msgs, sentMessage{queueURL, body, delay})
+		return o.err
+	}
+}
+
+func (o *outbox) sent() []sentMessage {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]sentMessage(nil), o.msgs...)
+}
+
+var testNow = time.Date(2025, 2, 4, 10, 15, 30, 0, time.UTC)
+
+const testQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler"
+
+func testConfig() Config {
+	return Config{
+		SchedulerQueueURL: testQueueURL,
+		OrdersTable:       "orders",
+		StateTable:        "state",
+		Workflow:          workflow.Default(),
+		ClaimTimeout:      2 * time.Minute,
+		MaxBodyBytes:      DefaultMaxBodyBytes,
+	}
+}
+
+// fault sees every call of the store before the store does (the method's
+// name, and for Apply the change), as memstore.Store.Fault: an error fails
+// the call, nil lets it go on. It gets the store, to change a record as
+// another actor would just before a write.
+type fault func(store *memstore.Store, method string, c workflow.Change) error
+
+type fixture struct {
+	h     *Handler
+	store *memstore.Store
+	out   *outbox
+	logs  *logtest.Buffer
+
+	mu    sync.Mutex
+	calls map[string]int // store calls by method, failed or not
+}
+
+// newFixture builds a Handler over an empty in-memory store; hook, if not
+// nil, sees every store call first.
+// mustNew is New for a configuration and ports the test knows are valid.
+func mustNew(t testing.TB, cfg Config, store Store, sender Sender, deps actor.Deps) *Handler {
+	t.Helper()
+	h, err := New(cfg, store, sender, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func newFixture(t *testing.T, hook fault) *fixture {
+	t.Helper()
+	return newFixtureOver(t, hook, nil)
+}
+
+// newFixtureOver is newFixture with the store the handler gets wrapped by
+// wrap, for a test that must see what memstore's Fault hook does not (the
+// arguments of a listing).
+func newFixtureOver(t *testing.T, hook fault, wrap func(Store) Store) *fixture {
+	t.Helper()
+	f := &fixture{store: memstore.New(), out: &outbox{}, logs: &logtest.Buffer{}, calls: map[string]int{}}
+	f.store.Fault = func(method string, c workflow.Change) error {
+		f.mu.Lock()
+		f.calls[method]++
+		f.mu.Unlock()
+		if hook == nil {
+			return nil
+		}
+		return hook(f.store, method, c)
+	}
+	var store Store = f.store
+	if wrap != nil {
+		store = wrap(store)
+	}
+	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	f.h = mustNew(t, testConfig(), store, f.out.sender(), actor.Deps{Clock: clock.NewFake(testNow), Log: log})
+	return f
+}
+
+// called counts the calls of a store method, failed or not.
+func (f *fixture) called(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[method]
+}
+
+// wroteNothing fails the test if the request wrote to the store (a
+// CreateOrder, successful or not, or any write that took effect) or sent a
+// message.
+func (f *fixture) wroteNothing(t *testing.T, what string) {
+	t.Helper()
+	if creates, writes, sent := f.called("CreateOrder"), f.store.Writes(), len(f.out.sent()); creates != 0 || writes != 0 || sent != 0 {
+		t.Fatalf("%s created %d, wrote %d, sent %d; want nothing", what, creates, writes, sent)
+	}
+}
+
+// put stores a record as a test forces it: no write of the handler's.
+func (f *fixture) put(st workflow.State) { f.store.Put(st) }
+
+// state and order read a record and an order as the store holds it
+// (through the store's hook, like every call).
+func (f *fixture) state(t *testing.T, id string) workflow.State {
+	t.Helper()
+	return read(t, f.store.GetState, id)
+}
+
+func (f *fixture) order(t *testing.T, id string) workflow.Order {
+	t.Helper()
+	return read(t, f.store.GetOrder, id)
+}
+
+func read[T any](t *testing.T, get func(context.Context, string) (T, error), id string) T {
+	t.Helper()
+	v, err := get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("read %s: %v", id, err)
+	}
+	return v
+}
+
+// failure is one fault of failing: the calls of method fail with err; for
+// Apply, only the changes of transition, when it is set.
+type failure struct {
+	method     string
+	transition workflow.Transition
+	err        error
+}
+
+// failing is a fault that fails the calls fs name.
+func failing(fs ...failure) fault {
+	return func(_ *memstore.Store, method string, c workflow.Change) error {
+		for _, f := range fs {
+			if f.method == method && (f.transition == "" || f.transition == c.Transition) {
+				return f.err
+			}
+		}
+		return nil
+	}
+}
+
+// racing is a fault that, before each Apply, has another actor change the
+// record to what then returns for the n-th Apply (from 1); the Apply goes
+// on, for its fence to judge.
+func racing(then func(n int) workflow.State) fault {
+	var mu sync.Mutex
+	n := 0
+	return func(store *memstore.Store, method string, _ workflow.Change) error {
+		if method != "Apply" {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		store.Put(then(n))
+		return nil
+	}
+}
+
+func (f *fixture) do(t *testing.T, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	t.Helper()
+	resp, err := f.h.Handle(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Handle returned error %v; errors must be responses", err)
+	}
+	return resp
+}
+
+// The callers of the tests. callerA is the default: an IAM user, its own
+// owner. callerB is a session of an assumed role, whose owner is the role.
+const (
+	callerA = "arn:aws:iam::123456789012:user/client-a"
+	callerB = "arn:aws:sts::210987654321:assumed-role/client-b/session-1"
+	ownerB  = "arn:aws:sts::210987654321:assumed-role/client-b"
+)
+
+// as makes req come from the principal userArn, as API Gateway's IAM
+// authorization passes it; "" takes the identity away.
+func as(req events.APIGatewayV2HTTPRequest, userArn string) events.APIGatewayV2HTTPRequest {
+	if userArn == "" {
+		req.RequestContext.Authorizer = nil
+		return req
+	}
+	account := ""
+	if parts := strings.Split(userArn, ":"); len(parts) > 4 {
+		account = parts[4]
+	}
+	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
+			AccessKey: "AKIAEXAMPLE" + strconv.Itoa(len(userArn)), AccountID: account,
+			CallerID: "AIDAEXAMPLE", UserARN: userArn, UserID: "AIDAEXAMPLE",
+		},
+	}
+	return req
+}
+
+// request builds a $default-route request as API Gateway sends it, from
+// callerA.
+func request(method, path string, headers map[string]string, body string) events.APIGatewayV2HTTPRequest {
+	return as(events.APIGatewayV2HTTPRequest{
+		Version:  "2.0",
+		RouteKey: "$default",
+		RawPath:  path,
+		Headers:  headers,
+		Body:     body,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			RouteKey:  "$default",
+			Stage:     "$default",
+			RequestID: "req-1",
+			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
+		},
+	}, callerA)
+}
+
+func postOrder(body string, headers ...string) events.APIGatewayV2HTTPRequest {
+	h := map[string]string{"content-type": "application/json"}
+	for i := 0; i < len(headers); i += 2 {
+		h[headers[i]] = headers[i+1]
+	}
+	return request("POST", "/orders", h, body)
+}
+
+// readProblem checks resp is a problem document of the given status.
+func readProblem(t *testing.T, resp events.APIGatewayV2HTTPResponse, status int) Problem {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, status, resp.Body)
+	}
+	if ct := resp.Headers["Content-Type"]; ct != "application/problem+json" {
+		t.Fatalf("Content-Type = %q, want application/problem+json", ct)
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(resp.Body)))
+	dec.DisallowUnknownFields()
+	var p Problem
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("problem body %s: %v", resp.Body, err)
+	}
+	if p.Status != status || p.Type == "" || p.Title == "" || p.Detail == "" {
+		t.Fatalf("incomplete problem %+v", p)
+	}
+	return p
+}
+
+type acceptedResponse struct {
+	OrderID string `json:"orderId"`
+	State   string `json:"state"`
+	Links   struct {
+		Self string `json:"self"`
+	} `json:"links"`
+}
+
+func readAccepted(t *testing.T, resp events.APIGatewayV2HTTPResponse) acceptedResponse {
+	t.Helper()
+	if resp.StatusCode != 202 {
+		t.Fatalf("status = %d, want 202; body %s", resp.StatusCode, resp.Body)
+	}
+	if ct := resp.Headers["Content-Type"]; ct != "application/json" {
+		t.Fatalf("Content-Type = %q", ct)
+	}
+	var a acceptedResponse
+	if err := json.Unmarshal([]byte(resp.Body), &a); err != nil {
+		t.Fatalf("202 body %s: %v", resp.Body, err)
+	}
+	if a.State != "Pending" || a.Links.Self != "/orders/"+a.OrderID || resp.Headers["Location"] != a.Links.Self {
+		t.Fatalf("202 = %+v, Location %q", a, resp.Headers["Location"])
+	}
+	return a
+}

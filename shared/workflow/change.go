@@ -1,0 +1,265 @@
+package workflow
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// A Change is one transition of a state record, decided in full by the
+// Machine: the Fence the record must pass (what the decision saw), the Patch
+// to write, and what the actor does once the write is committed. Adapters
+// only carry it out: a store turns Fence and Patch into one conditional write
+// (a failed fence is ErrStale, never an overwrite), and the actors log the
+// Transition, dispatch, hand back and alert as it says.
+type Change struct {
+	OrderID string
+	Fence   Fence
+	Patch   Patch
+	// Transition is the change's name in the logs and metrics; empty for a
+	// write nobody counts (an alert confirmed sent).
+	Transition Transition
+	// Dispatch: the written record claims a step or an undo, which the
+	// Scheduler sends to its agent at once.
+	Dispatch bool
+	// Handback, when set, is the schedule message the written record waits
+	// for (a retry after its backoff, a requeue, the start of a compensation,
+	// a resubmission).
+	Handback *Handback
+	// Alert is the alert the written record owes an operator: the write sets
+	// AlertPending (the outbox), and the alert is confirmed with AlertSent.
+	Alert AlertKind
+	// Notice is an alert told at once, outside the outbox, about a record
+	// that goes on by itself (a step given up because its queue refused it,
+	// whose compensation now runs).
+	Notice AlertKind
+}
+
+// Handback is the schedule message a change asks for.
+type Handback struct {
+	StepIndex int
+	Undo      bool
+	Delay     time.Duration
+	// Reason says who sent it and why, for the Scheduler's logs.
+	Reason string
+}
+
+// CommitsReply reports whether the change commits an agent's reply: fenced
+// on the step, its Attempt and a CompleteBy still ahead.
+func (c Change) CommitsReply() bool { return !c.Fence.LiveAt.IsZero() }
+
+// AlertKind names what an operator is alerted about.
+type AlertKind string
+
+const (
+	// AlertPermanentFailure: an agent reported a fault retrying cannot fix,
+	// and nothing could be undone.
+	AlertPermanentFailure AlertKind = "permanent-failure"
+	// AlertRetriesExhausted: a step timed out MaxFailures times, and nothing
+	// could be undone.
+	AlertRetriesExhausted AlertKind = "retries-exhausted"
+	// AlertCompensationFailed: an undo failed for good or too often; the
+	// order is only partly undone.
+	AlertCompensationFailed AlertKind = "compensation-failed"
+	// AlertDispatchFailed: a step's request could not be sent to its
+	// agent's queue MaxFailures times.
+	AlertDispatchFailed AlertKind = "dispatch-failed"
+)
+
+// Fence is what a record must hold for a change to apply: what the decision
+// saw of it. Zero fields check nothing.
+type Fence struct {
+	// In: the record's state is one of these.
+	In []ProcessState
+	// Attempt and StepIndex, when set, must match.
+	Attempt   *int
+	StepIndex *int
+	// Unlocked: no Scheduler holds the record.
+	Unlocked bool
+	// LiveAt, when set: the record's CompleteBy is after it (a reply still
+	// in time).
+	LiveAt time.Time
+	// CompleteBy, when set: the record's CompleteBy is exactly it (the
+	// deadline the Supervisor found expired).
+	CompleteBy time.Time
+	// AlertPending: the record still owes its alert.
+	AlertPending bool
+}
+
+// Admits reports whether s passes the fence.
+func (f Fence) Admits(s State) bool {
+	switch {
+	case len(f.In) > 0 && !slices.Contains(f.In, s.ProcessState),
+		f.Attempt != nil && s.Attempt != *f.Attempt,
+		f.StepIndex != nil && s.StepIndex != *f.StepIndex,
+		f.Unlocked && s.LockedBy != "",
+		!f.LiveAt.IsZero() && !s.CompleteBy.After(f.LiveAt),
+		!f.CompleteBy.IsZero() && !s.CompleteBy.Equal(f.CompleteBy),
+		f.AlertPending && !s.AlertPending:
+		return false
+	}
+	return true
+}
+
+// Patch is what a change writes; zero fields leave the record as it is.
+type Patch struct {
+	// Now stamps the write (UpdatedAt).
+	Now   time.Time
+	State ProcessState
+	// MoveTo makes another step the record's current one.
+	MoveTo *StepRef
+	// Lock sets LockedBy; Unlock clears it.
+	Lock   string
+	Unlock bool
+	// CompleteBy is the record's new deadline.
+	CompleteBy time.Time
+	// NextAttempt adds one to Attempt: a claim's fencing token.
+	NextAttempt  bool
+	FailureCount *int
+	LastError    *string
+	AlertPending *bool
+	// Notify adds one to EventSeq: the write changes what the client is
+	// told (StatusOf, or the step).
+	Notify bool
+	// InFlight, when set, puts the record in the Supervisor's index or
+	// takes it out.
+	InFlight *bool
+	// Cancel records that a cancel stopped the order; Requeue and
+	// Resubmit count a requeue and an operator's resubmission.
+	Cancel, Requeue, Resubmit bool
+	Steps                     []StepPatch
+}
+
+// StepRef names a step of the workflow.
+type StepRef struct {
+	Index int
+	Name  string
+}
+
+// StepPatch is what a change writes of one step's history.
+type StepPatch struct {
+	Index int
+	State StepState
+	// Claimed counts an attempt and stamps StartedAt; Failed counts a
+	// failure; Finished stamps FinishedAt.
+	Claimed, Failed, Finished bool
+	Output                    json.RawMessage
+	Error                     *string
+	Compensation              StepState
+	// UndoClaimed and UndoFailed count an undo's attempt and failure;
+	// Undone stamps CompensatedAt.
+	UndoClaimed, UndoFailed, Undone bool
+	UndoOutput                      json.RawMessage
+	UndoError                       *string
+}
+
+// Apply returns s as the patch leaves it. It is the meaning of a Patch: the
+// store's conditional write must leave exactly this (its conformance suite
+// checks it on DynamoDB Local).
+func (p Patch) Apply(s State) State {
+	s.Steps = slices.Clone(s.Steps)
+	if p.State != "" {
+		s.ProcessState = p.State
+	}
+	if p.MoveTo != nil {
+		s.StepIndex, s.Step = p.MoveTo.Index, p.MoveTo.Name
+	}
+	if p.Unlock {
+		s.LockedBy = ""
+	}
+	if p.Lock != "" {
+		s.LockedBy = p.Lock
+	}
+	if !p.CompleteBy.IsZero() {
+		s.CompleteBy = p.CompleteBy
+	}
+	if p.NextAttempt {
+		s.Attempt++
+	}
+	setIf(&s.FailureCount, p.FailureCount)
+	setIf(&s.LastError, p.LastError)
+	setIf(&s.AlertPending, p.AlertPending)
+	setIf(&s.InFlight, p.InFlight)
+	if p.Notify {
+		s.EventSeq++
+	}
+	if p.Cancel {
+		s.Cancelled = true
+	}
+	if p.Requeue {
+		s.Requeues++
+	}
+	if p.Resubmit {
+		s.Resubmits++
+	}
+	s.UpdatedAt = p.Now
+	for _, sp := range p.Steps {
+		if sp.Index >= 0 && sp.Index < len(s.Steps) {
+			s.Steps[sp.Index] = sp.apply(s.Steps[sp.Index], p.Now)
+		}
+	}
+	return s
+}
+
+func (sp StepPatch) apply(r StepRecord, now time.Time) StepRecord {
+	if sp.State != "" {
+		r.State = sp.State
+	}
+	if sp.Claimed {
+		r.Attempts++
+		r.StartedAt = &now
+	}
+	if sp.Failed {
+		r.Failures++
+	}
+	if sp.Finished {
+		r.FinishedAt = &now
+	}
+	if len(sp.Output) > 0 {
+		r.Output = sp.Output
+	}
+	setIf(&r.Error, sp.Error)
+	if sp.Compensation != "" {
+		r.Compensation = sp.Compensation
+	}
+	if sp.UndoClaimed {
+		r.CompensationAttempts++
+	}
+	if sp.UndoFailed {
+		r.CompensationFailures++
+	}
+	if sp.Undone {
+		r.CompensatedAt = &now
+	}
+	if len(sp.UndoOutput) > 0 {
+		r.CompensationOutput = sp.UndoOutput
+	}
+	setIf(&r.CompensationError, sp.UndoError)
+	return r
+}
+
+func setIf[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// ptr returns a pointer to v, for the optional fields of fences and
+// patches.
+func ptr[T any](v T) *T { return &v }
+
+// step returns the patch of step i, adding it if the patch has none yet.
+func (p *Patch) step(i int) *StepPatch {
+	for j := range p.Steps {
+		if p.Steps[j].Index == i {
+			return &p.Steps[j]
+		}
+	}
+	p.Steps = append(p.Steps, StepPatch{Index: i})
+	return &p.Steps[len(p.Steps)-1]
+}
+
+// lock holds the record for owner; unlock releases it. Of the two, the later
+// call wins, as in one write of the store.
+func (p *Patch) lock(owner string) { p.Lock, p.Unlock = owner, false }
+func (p *Patch) unlock()           { p.Lock, p.Unlock = "", true }

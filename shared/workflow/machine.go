@@ -1,0 +1,364 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Machine is the state machine of an order: a workflow definition and the
+// policy that times it. Every event that changes a state record is one of
+// its methods, which returns the whole Change, decided: nothing else in the
+// system decides a transition.
+type Machine struct {
+	Def    Definition
+	Policy Policy
+}
+
+// Claim is a Scheduler taking step k of an order, or with undo its
+// compensation, while it waits unclaimed; the written record is dispatched.
+// A failed fence means another Scheduler has it, or the message is stale.
+func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.Time) Change {
+	want := Pending
+	if undo {
+		want = CompensationPending
+	}
+	c := Change{OrderID: orderID, Transition: TransitionClaimed, Dispatch: true,
+		Fence: Fence{In: []ProcessState{want}, Unlocked: true, StepIndex: ptr(k)}}
+	c.Patch.Now = now
+	if undo {
+		m.claimUndo(&c.Patch, k, owner, now)
+	} else {
+		m.claimStep(&c.Patch, k, owner, now)
+	}
+	return c
+}
+
+// StepCompleted commits the successful reply of attempt of step k: its
+// output is kept and the next step claimed in the same write (then
+// dispatched), or, after the last step, the order is Processed.
+func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) Change {
+	c := Change{OrderID: orderID, Fence: replyFence(Processing, k, attempt, now)}
+	p := &c.Patch
+	p.Now, p.Notify = now, true
+	sp := p.step(k)
+	sp.State, sp.Finished, sp.Output = StepSucceeded, true, output
+	if next := k + 1; next < len(m.Def.Steps) {
+		p.MoveTo, p.FailureCount = &StepRef{next, m.Def.Steps[next].Name}, ptr(0)
+		m.claimStep(p, next, owner, now)
+		c.Transition, c.Dispatch = TransitionStepCompleted, true
+		return c
+	}
+	p.State, p.InFlight = Processed, ptr(false)
+	p.unlock()
+	c.Transition = TransitionProcessed
+	return c
+}
+
+// StepRejected commits a permanent fault of attempt of step k with the
+// message msg. seen is the record as read before (its history decides the
+// plan): the order's compensation starts, claimed in the same write and
+// dispatched, when anything may need undoing (Definition.StopAt), else the
+// order is in Error and owes an alert.
+func (m Machine) StepRejected(seen State, orderID string, k, attempt int, msg, owner string, now time.Time) Change {
+	c := Change{OrderID: orderID, Fence: replyFence(Processing, k, attempt, now)}
+	p := &c.Patch
+	p.Now, p.Notify = now, true
+	undo := -1
+	if seen.StepIndex == k {
+		undo = m.Def.StopAt(seen, StopPermanent).UndoFrom
+	}
+	if undo >= 0 {
+		stopStep(p, k, StepFailed, msg)
+		startUndo(p, undo, m.Def.Steps[undo].Name)
+		m.claimUndo(p, undo, owner, now)
+		c.Transition, c.Dispatch = TransitionCompensating, true
+		return c
+	}
+	failStep(p, k, msg)
+	p.CompleteBy = now.Add(m.Policy.AlertTimeout)
+	c.Transition, c.Alert = TransitionFailed, AlertPermanentFailure
+	return c
+}
+
+// UndoCompleted commits the successful reply of attempt of the undo of step
+// k: the next undo (last step first) is claimed in the same write and
+// dispatched, or, after the last, the order is Compensated.
+func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) Change {
+	c := Change{OrderID: orderID, Fence: replyFence(Compensating, k, attempt, now)}
+	p := &c.Patch
+	p.Now, p.Notify = now, true
+	sp := p.step(k)
+	sp.Compensation, sp.Undone, sp.UndoOutput = StepSucceeded, true, output
+	if next := m.Def.NextCompensation(k); next >= 0 {
+		startUndo(p, next, m.Def.Steps[next].Name)
+		m.claimUndo(p, next, owner, now)
+		c.Transition, c.Dispatch = TransitionUndone, true
+		return c
+	}
+	p.State, p.InFlight = Compensated, ptr(false)
+	p.unlock()
+	c.Transition = TransitionCompensated
+	return c
+}
+
+// UndoRejected commits a permanent fault of attempt of the undo of step k:
+// the order is CompensationFailed and owes an alert; a person must act.
+func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now time.Time) Change {
+	c := Change{OrderID: orderID, Fence: replyFence(Compensating, k, attempt, now),
+		Transition: TransitionCompensationFailed, Alert: AlertCompensationFailed}
+	p := &c.Patch
+	p.Now, p.Notify = now, true
+	p.State, p.AlertPending, p.LastError = CompensationFailed, ptr(true), ptr(msg)
+	p.CompleteBy = now.Add(m.Policy.AlertTimeout)
+	p.unlock()
+	sp := p.step(k)
+	sp.Compensation, sp.UndoError = StepFailed, ptr(msg)
+	return c
+}
+
+// AlertSent confirms that the alert of attempt went out, which takes the
+// record out of the Supervisor's index. A failed fence means another actor
+// confirmed it first.
+func AlertSent(orderID string, attempt int, now time.Time) Change {
+	c := Change{OrderID: orderID,
+		Fence: Fence{In: []ProcessState{Error, CompensationFailed}, AlertPending: true, Attempt: ptr(attempt)}}
+	c.Patch = Patch{Now: now, AlertPending: ptr(false), InFlight: ptr(false)}
+	return c
+}
+
+// Expired decides what the Supervisor does with a record it found with its
+// CompleteBy passed; false means nothing (not due after all, or not the
+// Supervisor's business). A claimed step or undo counts a failure (see
+// failed); an unclaimed one is re-sent to the Scheduler, each further
+// requeue waiting twice as long; a record whose alert was not confirmed
+// owes it again. The fence re-checks the state, Attempt and CompleteBy seen,
+// so of two Supervisors, or a Supervisor and a Scheduler committing just in
+// time, exactly one write wins.
+func (m Machine) Expired(seen State, now time.Time) (Change, bool) {
+	if now.Before(seen.CompleteBy) {
+		return Change{}, false
+	}
+	switch seen.ProcessState {
+	case Processing, Compensating:
+		return m.failed(seen, now, CauseTimeout, TimeoutMessage(seen)), true
+	case Pending, CompensationPending:
+		c := m.recovery(seen, now)
+		c.Transition = TransitionRequeued
+		c.Patch.Requeue = true
+		c.Patch.CompleteBy = now.Add(m.Policy.requeueWait(seen.Requeues))
+		c.Handback = &Handback{StepIndex: seen.StepIndex, Undo: seen.ProcessState.Undoing(), Reason: "requeue"}
+		return c, true
+	case Error, CompensationFailed:
+		if !seen.AlertPending {
+			return Change{}, false
+		}
+		c := m.recovery(seen, now)
+		c.Fence.AlertPending = true
+		c.Patch.CompleteBy = now.Add(m.Policy.AlertTimeout)
+		c.Alert = m.alertOf(seen)
+		return c, true
+	}
+	return Change{}, false
+}
+
+// DispatchFailed decides for a record a Scheduler has just claimed but
+// whose request it could not send. A failed dispatch counts as a failure of
+// the step (or undo), exactly like a timeout, so a queue that keeps refusing
+// (a revoked permission or key, a deleted queue) ends in a give-up with an
+// alert instead of an endless claim and re-send; a short outage is retried
+// after the same backoff and recovers. cause is the send's error, which the
+// record keeps as LastError.
+func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) Change {
+	what := "step " + claimed.Step
+	if claimed.ProcessState == Compensating {
+		what = "compensation of step " + claimed.Step
+	}
+	reason := Clip(fmt.Sprintf("%s%s attempt %d failed: %s", DispatchFailurePrefix, what, claimed.Attempt, cause), MaxErrorBytes)
+	return m.failed(claimed, now, CauseDispatch, reason)
+}
+
+// Cancel stops an order still going forward, or closes one in Error,
+// undoing whatever may have been applied (Definition.StopAt with
+// StopCancel): its compensation waits for a claim until claimBy, or it is
+// Cancelled outright. It takes a new Attempt, so the reply of an agent still
+// working on the step is refused as stale. An order in Error keeps its
+// failed step's history and LastError; its alert is no longer owed.
+func (m Machine) Cancel(seen State, now, claimBy time.Time) (Change, error) {
+	if !CanCancel(seen) {
+		return Change{}, fmt.Errorf("cancel %s: %w", seen.OrderID, ErrNotCancellable)
+	}
+	c := Change{OrderID: seen.OrderID, Transition: TransitionCancelled,
+		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
+	p := &c.Patch
+	p.Now, p.Notify, p.Cancel, p.NextAttempt = now, true, true, true
+	if seen.ProcessState == Error {
+		p.AlertPending = ptr(false)
+	} else {
+		stopStep(p, seen.StepIndex, StepCancelled, "cancelled at step "+seen.Step)
+	}
+	stop := m.Def.StopAt(seen, StopCancel)
+	if stop.UndoFrom < 0 {
+		p.State, p.InFlight = Cancelled, ptr(false)
+		return c, nil
+	}
+	if stop.UndoFrom >= len(seen.Steps) {
+		return Change{}, fmt.Errorf("cancel %s: step %d to undo is not in its history", seen.OrderID, stop.UndoFrom)
+	}
+	startUndo(p, stop.UndoFrom, m.Def.Steps[stop.UndoFrom].Name)
+	// An Error record whose alert went out has left the Supervisor's
+	// index; its compensation must be watched again.
+	p.CompleteBy, p.InFlight = claimBy, ptr(true)
+	c.Handback = &Handback{StepIndex: stop.UndoFrom, Undo: true, Reason: "cancelled"}
+	return c, nil
+}
+
+// Resubmit is an operator's restart of a stopped order: from its failed step
+// for Error, from its failed undo for CompensationFailed, with a fresh
+// FailureCount. The fence is the state and Attempt seen, so of two operators
+// resubmitting at once exactly one wins.
+func (m Machine) Resubmit(seen State, now time.Time) (Change, error) {
+	c := Change{OrderID: seen.OrderID, Transition: TransitionResubmitted,
+		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
+	p := &c.Patch
+	sp := p.step(seen.StepIndex)
+	switch seen.ProcessState {
+	case Error:
+		p.State, sp.State = Pending, StepPending
+	case CompensationFailed:
+		p.State, sp.Compensation = CompensationPending, StepPending
+	default:
+		return Change{}, fmt.Errorf("order %s is %s: %w", seen.OrderID, seen.ProcessState, ErrNotResubmittable)
+	}
+	p.Now, p.Notify, p.Resubmit = now, true, true
+	p.FailureCount, p.AlertPending, p.InFlight = ptr(0), ptr(false), ptr(true)
+	p.CompleteBy = now.Add(m.Policy.ClaimTimeout)
+	c.Handback = &Handback{StepIndex: seen.StepIndex, Undo: p.State == CompensationPending, Reason: "resubmitted"}
+	return c, nil
+}
+
+// failed counts one failure of the claimed step or undo of seen: below the
+// threshold it is handed back after a backoff; at the threshold a forward
+// step gives up into its compensation when something may need undoing,
+// else into Error; an undo gives up into CompensationFailed. Each give-up
+// owes an operator an alert, except one that starts a compensation, which
+// alerts only when a refused dispatch caused it (the queue needs fixing).
+func (m Machine) failed(seen State, now time.Time, cause Cause, reason string) Change {
+	c := m.recovery(seen, now)
+	p := &c.Patch
+	k, undoing := seen.StepIndex, seen.ProcessState == Compensating
+	failures := seen.FailureCount + 1
+	p.unlock()
+	sp := p.step(k)
+	if failures < m.Policy.MaxFailures {
+		delay := m.Policy.Backoff(failures)
+		p.FailureCount, p.LastError = ptr(failures), ptr(reason)
+		p.CompleteBy = now.Add(delay + m.Policy.ClaimTimeout)
+		if undoing {
+			p.State, sp.Compensation, sp.UndoFailed = CompensationPending, StepPending, true
+		} else {
+			p.State, sp.State, sp.Failed = Pending, StepPending, true
+		}
+		c.Transition = TransitionRetried
+		c.Handback = &Handback{StepIndex: k, Undo: undoing, Delay: delay, Reason: "retry"}
+		return c
+	}
+	p.Notify = true
+	p.CompleteBy = now.Add(m.Policy.AlertTimeout)
+	switch {
+	case undoing:
+		p.State, p.AlertPending, p.FailureCount, p.LastError = CompensationFailed, ptr(true), ptr(failures), ptr(reason)
+		sp.Compensation, sp.UndoError, sp.UndoFailed = StepFailed, ptr(reason), true
+		c.Transition, c.Alert = TransitionCompensationFailed, AlertCompensationFailed
+		return c
+	}
+	reasonStop := StopTimeouts
+	kind := AlertRetriesExhausted
+	if cause == CauseDispatch {
+		reasonStop, kind = StopDispatch, AlertDispatchFailed
+	}
+	sp.Failed = true
+	if undo := m.Def.StopAt(seen, reasonStop).UndoFrom; undo >= 0 {
+		stopStep(p, k, StepFailed, reason)
+		startUndo(p, undo, m.Def.Steps[undo].Name)
+		p.CompleteBy = now.Add(m.Policy.ClaimTimeout)
+		c.Transition = TransitionCompensating
+		c.Handback = &Handback{StepIndex: undo, Undo: true, Reason: "give-up"}
+		if cause == CauseDispatch {
+			c.Notice = AlertDispatchFailed
+		}
+		return c
+	}
+	failStep(p, k, reason)
+	p.FailureCount = ptr(failures)
+	c.Transition, c.Alert = TransitionGaveUp, kind
+	return c
+}
+
+// recovery is the Supervisor's (or a failed dispatch's) change of seen:
+// fenced on the state, Attempt and CompleteBy it saw.
+func (m Machine) recovery(seen State, now time.Time) Change {
+	c := Change{OrderID: seen.OrderID, Fence: Fence{In: []ProcessState{seen.ProcessState},
+		Attempt: ptr(seen.Attempt), CompleteBy: seen.CompleteBy}}
+	c.Patch.Now = now
+	return c
+}
+
+// alertOf is the alert a record that needs an operator owes.
+func (m Machine) alertOf(s State) AlertKind {
+	switch {
+	case s.ProcessState == CompensationFailed:
+		return AlertCompensationFailed
+	case strings.HasPrefix(s.LastError, DispatchFailurePrefix):
+		return AlertDispatchFailed
+	case s.FailureCount < m.Policy.MaxFailures:
+		return AlertPermanentFailure
+	}
+	return AlertRetriesExhausted
+}
+
+// replyFence is what a reply's commit needs: the record is still in state
+// at step k under attempt, and its CompleteBy has not passed.
+func replyFence(state ProcessState, k, attempt int, now time.Time) Fence {
+	return Fence{In: []ProcessState{state}, Attempt: ptr(attempt), StepIndex: ptr(k), LiveAt: now}
+}
+
+// claimStep claims step k for owner until its budget runs out, under a new
+// Attempt.
+func (m Machine) claimStep(p *Patch, k int, owner string, now time.Time) {
+	p.State, p.CompleteBy, p.NextAttempt = Processing, now.Add(m.Def.Steps[k].Budget), true
+	p.lock(owner)
+	sp := p.step(k)
+	sp.State, sp.Claimed = StepProcessing, true
+}
+
+// claimUndo claims the undo of step k, as claimStep claims a step.
+func (m Machine) claimUndo(p *Patch, k int, owner string, now time.Time) {
+	p.State, p.CompleteBy, p.NextAttempt = Compensating, now.Add(m.Def.Steps[k].Budget), true
+	p.lock(owner)
+	sp := p.step(k)
+	sp.Compensation, sp.UndoClaimed = StepProcessing, true
+}
+
+// stopStep ends the forward path at step k: its history says how, and the
+// record keeps the reason as LastError.
+func stopStep(p *Patch, k int, state StepState, msg string) {
+	p.LastError = ptr(msg)
+	p.unlock()
+	sp := p.step(k)
+	sp.State, sp.Error, sp.Finished = state, ptr(msg), true
+}
+
+// startUndo moves the record to the undo of step i, unclaimed.
+func startUndo(p *Patch, i int, step string) {
+	p.State, p.MoveTo, p.FailureCount = CompensationPending, &StepRef{i, step}, ptr(0)
+	p.step(i).Compensation = StepPending
+}
+
+// failStep moves a record to Error with its alert pending; it stays in the
+// Supervisor's index, so an alert lost to a crash is still sent.
+func failStep(p *Patch, k int, msg string) {
+	stopStep(p, k, StepFailed, msg)
+	p.State, p.AlertPending = Error, ptr(true)
+}

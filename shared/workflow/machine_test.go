@@ -1,0 +1,323 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	mt0     = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	testPol = Policy{MaxFailures: 3, ClaimTimeout: time.Minute, BackoffBase: 5 * time.Second, BackoffMax: time.Minute, AlertTimeout: 2 * time.Minute}
+)
+
+// machineOf runs the three-step definition (a and c can be undone, b not),
+// with budgets long enough for the tests' one-second steps between events.
+func machineOf() Machine {
+	d := threeSteps()
+	for i := range d.Steps {
+		d.Steps[i].Budget = 30 * time.Second
+	}
+	return Machine{Def: d, Policy: testPol}
+}
+
+// apply carries out c on s the way a store must: refused when the fence
+// does not admit s.
+func apply(t *testing.T, s State, c Change) State {
+	t.Helper()
+	if !c.Fence.Admits(s) {
+		t.Fatalf("fence %+v refuses %s at step %d attempt %d", c.Fence, s.ProcessState, s.StepIndex, s.Attempt)
+	}
+	return c.Patch.Apply(s)
+}
+
+// record is an order's record after events, applied in turn from its
+// acceptance.
+func record(t *testing.T, events ...func(State) Change) State {
+	t.Helper()
+	s := NewState("o-1", machineOf().Def, json.RawMessage(`{}`), mt0, mt0.Add(time.Minute))
+	for _, e := range events {
+		s = apply(t, s, e(s))
+	}
+	return s
+}
+
+// Events, as the actors raise them, at a time after the record's last write.
+func claim(s State) Change {
+	return machineOf().Claim(s.OrderID, s.StepIndex, s.ProcessState == CompensationPending, "sched", s.UpdatedAt.Add(time.Second))
+}
+func done(s State) Change {
+	return machineOf().StepCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"ok":1}`), "sched", s.UpdatedAt.Add(time.Second))
+}
+func rejected(s State) Change {
+	return machineOf().StepRejected(s, s.OrderID, s.StepIndex, s.Attempt, "rejected: no", "sched", s.UpdatedAt.Add(time.Second))
+}
+func undone(s State) Change {
+	return machineOf().UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), "sched", s.UpdatedAt.Add(time.Second))
+}
+func expired(s State) Change {
+	c, ok := machineOf().Expired(s, s.CompleteBy)
+	if !ok {
+		panic("not expired")
+	}
+	return c
+}
+
+// TestMachine: every event, from the records it applies to, gives the whole
+// transition: target state, step history, EventSeq, LastError, log name,
+// alert, index membership, and what the actor does next.
+func TestMachine(t *testing.T) {
+	t.Parallel()
+	m := machineOf()
+	type want struct {
+		state        ProcessState
+		step         int
+		attempt      int
+		failures     int
+		seqDelta     int
+		lastError    string // a substring; "" checks nothing
+		inFlight     bool
+		alertPending bool
+		locked       bool
+		transition   Transition
+		dispatch     bool
+		handback     *Handback
+		alert        AlertKind
+		notice       AlertKind
+	}
+	for _, tc := range []struct {
+		name   string
+		before []func(State) Change
+		event  func(State) Change
+		want   want
+		steps  func(t *testing.T, s State)
+	}{{
+		name: "claim the first step", event: claim,
+		want: want{state: Processing, attempt: 1, inFlight: true, locked: true, transition: TransitionClaimed, dispatch: true},
+		steps: func(t *testing.T, s State) {
+			if r := s.Steps[0]; r.State != StepProcessing || r.Attempts != 1 || r.StartedAt == nil {
+				t.Errorf("step 0 %+v", r)
+			}
+		},
+	}, {
+		name: "a reply commits the step and claims the next", before: []func(State) Change{claim}, event: done,
+		want: want{state: Processing, step: 1, attempt: 2, seqDelta: 1, inFlight: true, locked: true, transition: TransitionStepCompleted, dispatch: true},
+		steps: func(t *testing.T, s State) {
+			if r := s.Steps[0]; r.State != StepSucceeded || string(r.Output) != `{"ok":1}` || r.FinishedAt == nil {
+				t.Errorf("step 0 %+v", r)
+			}
+			if s.Steps[1].State != StepProcessing || s.Steps[1].Attempts != 1 {
+				t.Errorf("step 1 %+v", s.Steps[1])
+			}
+		},
+	}, {
+		name: "the last reply ends Processed, out of the index", before: []func(State) Change{claim, done, done}, event: done,
+		want: want{state: Processed, step: 2, attempt: 3, seqDelta: 1, transition: TransitionProcessed},
+	}, {
+		name:   "a rejection at the first step undoes the step itself",
+		before: []func(State) Change{claim}, event: rejected,
+		want: want{state: Compensating, attempt: 2, seqDelta: 1, lastError: "rejected: no", inFlight: true, locked: true,
+			transition: TransitionCompensating, dispatch: true},
+		steps: func(t *testing.T, s State) {
+			if r := s.Steps[0]; r.State != StepFailed || r.Error != "rejected: no" || r.Compensation != StepProcessing || r.CompensationAttempts != 1 {
+				t.Errorf("step 0 %+v", r)
+			}
+		},
+	}, {
+		name:   "a rejection of a step without an undo undoes the ones before",
+		before: []func(State) Change{claim, done}, event: rejected,
+		want: want{state: Compensating, step: 0, attempt: 3, seqDelta: 1, inFlight: true, locked: true, transition: TransitionCompensating, dispatch: true},
+	}, {
+		name: "the last undo ends Compensated", before: []func(State) Change{claim, rejected}, event: undone,
+		want: want{state: Compensated, attempt: 2, seqDelta: 1, transition: TransitionCompensated},
+		steps: func(t *testing.T, s State) {
+			if r := s.Steps[0]; r.Compensation != StepSucceeded || r.CompensatedAt == nil || string(r.CompensationOutput) != `{"undone":true}` {
+				t.Errorf("step 0 %+v", r)
+			}
+		},
+	}, {
+		name: "an undo goes on to the one before", before: []func(State) Change{claim, done, done, rejected}, event: undone,
+		want: want{state: Compensating, step: 0, attempt: 5, seqDelta: 1, inFlight: true, locked: true, transition: TransitionUndone, dispatch: true},
+	}, {
+		name: "an undo rejected waits for an operator", before: []func(State) Change{claim, rejected},
+		event: func(s State) Change {
+			return m.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", s.UpdatedAt.Add(time.Second))
+		},
+		want: want{state: CompensationFailed, attempt: 2, seqDelta: 1, lastError: "compensation rejected", inFlight: true, alertPending: true,
+			transition: TransitionCompensationFailed, alert: AlertCompensationFailed},
+	}, {
+		name: "a timeout below the threshold is retried after the backoff", before: []func(State) Change{claim}, event: expired,
+		want: want{state: Pending, attempt: 1, failures: 1, lastError: "did not complete by", inFlight: true, transition: TransitionRetried,
+			handback: &Handback{StepIndex: 0, Delay: 5 * time.Second, Reason: "retry"}},
+		steps: func(t *testing.T, s State) {
+			if r := s.Steps[0]; r.State != StepPending || r.Failures != 1 {
+				t.Errorf("step 0 %+v", r)
+			}
+		},
+	}, {
+		name: "the last timeout of a step gives up into its undo", before: []func(State) Change{claim, expired, claim, expired, claim},
+		event: expired,
+		want: want{state: CompensationPending, attempt: 3, seqDelta: 1, inFlight: true, transition: TransitionCompensating,
+			handback: &Handback{StepIndex: 0, Undo: true, Reason: "give-up"}},
+	}, {
+		name: "the last timeout of an undo ends CompensationFailed", before: []func(State) Change{claim, rejected, expired, claim, expired, claim},
+		event: expired,
+		want: want{state: CompensationFailed, attempt: 4, failures: 3, seqDelta: 1, inFlight: true, alertPending: true,
+			transition: TransitionCompensationFailed, alert: AlertCompensationFailed},
+	}, {
+		name: "an unclaimed step is requeued", event: expired,
+		want: want{state: Pending, inFlight: true, transition: TransitionRequeued, handback: &Handback{Reason: "requeue"}},
+	}, {
+		name:   "refused dispatches give up with a dispatch alert while the undo runs",
+		before: []func(State) Change{claim, dispatchFailed, claim, dispatchFailed, claim}, event: dispatchFailed,
+		want: want{state: CompensationPending, attempt: 3, seqDelta: 1, lastError: "dispatch of step a attempt 3 failed: AccessDenied",
+			inFlight: true, transition: TransitionCompensating, handback: &Handback{Undo: true, Reason: "give-up"}, notice: AlertDispatchFailed},
+	}, {
+		name: "a cancel while a step runs undoes it", before: []func(State) Change{claim},
+		event: func(s State) Change {
+			return mustChange(m.Cancel(s, s.UpdatedAt.Add(time.Second), s.UpdatedAt.Add(time.Minute)))
+		},
+		want: want{state: CompensationPending, attempt: 2, seqDelta: 1, lastError: "cancelled at step a", inFlight: true,
+			transition: TransitionCancelled, handback: &Handback{Undo: true, Reason: "cancelled"}},
+	}, {
+		name: "a cancel before any claim ends Cancelled",
+		event: func(s State) Change {
+			return mustChange(m.Cancel(s, s.UpdatedAt.Add(time.Second), s.UpdatedAt.Add(time.Minute)))
+		},
+		want: want{state: Cancelled, attempt: 1, seqDelta: 1, transition: TransitionCancelled},
+	}, {
+		name: "an operator resubmits a failed undo", before: []func(State) Change{claim, rejected, undoRejected},
+		event: func(s State) Change { return mustChange(m.Resubmit(s, s.UpdatedAt.Add(time.Second))) },
+		want: want{state: CompensationPending, attempt: 2, seqDelta: 1, lastError: "compensation", inFlight: true,
+			transition: TransitionResubmitted, handback: &Handback{Undo: true, Reason: "resubmitted"}},
+	}, {
+		name: "an alert confirmed takes the record out of the index", before: []func(State) Change{claim, rejected, undoRejected},
+		event: func(s State) Change { return AlertSent(s.OrderID, s.Attempt, s.UpdatedAt.Add(time.Second)) },
+		want:  want{state: CompensationFailed, attempt: 2, lastError: "compensation"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			before := record(t, tc.before...)
+			c := tc.event(before)
+			after := apply(t, before, c)
+			w := tc.want
+			if after.ProcessState != w.state || after.StepIndex != w.step || after.Attempt != w.attempt || after.FailureCount != w.failures ||
+				after.EventSeq-before.EventSeq != w.seqDelta || after.InFlight != w.inFlight || after.AlertPending != w.alertPending ||
+				(after.LockedBy != "") != w.locked || !strings.Contains(after.LastError, w.lastError) {
+				t.Errorf("record %s step %d attempt %d failures %d seq +%d inFlight %v alert %v locked %q lastError %q",
+					after.ProcessState, after.StepIndex, after.Attempt, after.FailureCount, after.EventSeq-before.EventSeq,
+					after.InFlight, after.AlertPending, after.LockedBy, after.LastError)
+			}
+			if c.Transition != w.transition || c.Dispatch != w.dispatch || c.Alert != w.alert || c.Notice != w.notice {
+				t.Errorf("change %s dispatch %v alert %q notice %q", c.Transition, c.Dispatch, c.Alert, c.Notice)
+			}
+			if (c.Handback == nil) != (w.handback == nil) || c.Handback != nil && *c.Handback != *w.handback {
+				t.Errorf("handback %+v, want %+v", c.Handback, w.handback)
+			}
+			if StatusOf(after) != StatusOf(before) && after.EventSeq == before.EventSeq {
+				t.Errorf("the status changed from %s to %s without an event", StatusOf(before), StatusOf(after))
+			}
+			if tc.steps != nil {
+				tc.steps(t, after)
+			}
+		})
+	}
+}
+
+func dispatchFailed(s State) Change {
+	return machineOf().DispatchFailed(s, s.UpdatedAt.Add(time.Second), "AccessDenied")
+}
+
+func undoRejected(s State) Change {
+	return machineOf().UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", s.UpdatedAt.Add(time.Second))
+}
+
+func mustChange(c Change, err error) Change {
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// TestFencesRefuseWhatTheDecisionDidNotSee: a late reply of an old attempt,
+// a reply past CompleteBy, a claim of a held record and a Supervisor's view
+// of a moved record are all refused.
+func TestFencesRefuseWhatTheDecisionDidNotSee(t *testing.T) {
+	t.Parallel()
+	m := machineOf()
+	running := record(t, claim)
+	for _, tc := range []struct {
+		name string
+		c    Change
+	}{
+		{"a reply of an older attempt", m.StepCompleted("o-1", 0, running.Attempt-1, nil, "s", running.UpdatedAt)},
+		{"a reply after CompleteBy", m.StepCompleted("o-1", 0, running.Attempt, nil, "s", running.CompleteBy)},
+		{"a reply for another step", m.StepCompleted("o-1", 1, running.Attempt, nil, "s", running.UpdatedAt)},
+		{"a claim of a claimed step", m.Claim("o-1", 0, false, "other", running.UpdatedAt)},
+		{"an undo's reply while the step runs", m.UndoCompleted("o-1", 0, running.Attempt, nil, "s", running.UpdatedAt)},
+		{"a recovery of an older deadline", func() Change {
+			old := running
+			old.CompleteBy = running.CompleteBy.Add(-time.Second)
+			c, _ := m.Expired(old, running.CompleteBy)
+			return c
+		}()},
+		{"an alert confirmation of a record that owes none", AlertSent("o-1", running.Attempt, running.UpdatedAt)},
+	} {
+		if tc.c.Fence.Admits(running) {
+			t.Errorf("%s: admitted", tc.name)
+		}
+	}
+	if _, ok := m.Expired(running, running.CompleteBy.Add(-time.Millisecond)); ok {
+		t.Error("a record not yet due was recovered")
+	}
+	if _, err := m.Cancel(record(t, claim, done, done, done), mt0, mt0); !errors.Is(err, ErrNotCancellable) {
+		t.Errorf("cancel of a processed order: %v", err)
+	}
+	if _, err := m.Resubmit(running, mt0); !errors.Is(err, ErrNotResubmittable) {
+		t.Errorf("resubmit of a running order: %v", err)
+	}
+}
+
+// TestRequeueWaitsLonger: each further requeue of an unclaimed record waits
+// twice as long for its claim, up to 15 minutes.
+func TestRequeueWaitsLonger(t *testing.T) {
+	t.Parallel()
+	m := machineOf()
+	s := record(t)
+	for i, want := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 15 * time.Minute, 15 * time.Minute} {
+		c, ok := m.Expired(s, s.CompleteBy)
+		if !ok || c.Transition != TransitionRequeued {
+			t.Fatalf("requeue %d: %+v", i, c)
+		}
+		if got := c.Patch.CompleteBy.Sub(s.CompleteBy); got != want {
+			t.Errorf("requeue %d waits %v, want %v", i, got, want)
+		}
+		s = apply(t, s, c)
+	}
+}
+
+// TestAlertResentNamesWhatFailed: the Supervisor's re-sent alert of a record
+// whose first was not confirmed says what the first said.
+func TestAlertResentNamesWhatFailed(t *testing.T) {
+	t.Parallel()
+	m := Machine{Def: Definition{Name: "w", Steps: []Step{{Name: "b", Budget: time.Second}}}, Policy: testPol}
+	for _, tc := range []struct {
+		s    State
+		want AlertKind
+	}{
+		{State{ProcessState: Error, AlertPending: true, FailureCount: 1, LastError: "rejected"}, AlertPermanentFailure},
+		{State{ProcessState: Error, AlertPending: true, FailureCount: 3, LastError: "timed out"}, AlertRetriesExhausted},
+		{State{ProcessState: Error, AlertPending: true, FailureCount: 3, LastError: DispatchFailurePrefix + "step b"}, AlertDispatchFailed},
+		{State{ProcessState: CompensationFailed, AlertPending: true}, AlertCompensationFailed},
+	} {
+		c, ok := m.Expired(tc.s, mt0)
+		if !ok || c.Alert != tc.want || c.Transition != "" || !c.Fence.AlertPending {
+			t.Errorf("%s %q: change %+v, want alert %s", tc.s.ProcessState, tc.s.LastError, c, tc.want)
+		}
+	}
+	if _, ok := m.Expired(State{ProcessState: Error}, mt0); ok {
+		t.Error("an Error record whose alert was sent was recovered")
+	}
+}
