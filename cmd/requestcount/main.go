@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/wiring"
@@ -46,24 +47,19 @@ func run(ctx context.Context, orders int, out io.Writer) error {
 	if ddbURL == "" || awsURL == "" {
 		return fmt.Errorf("set SAS_TEST_DYNAMODB_ENDPOINT and SAS_TEST_AWS_ENDPOINT (scripts/engines.sh run -- ... does)")
 	}
-	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
 	var handlers, polling reqcount.Counter
-	ddb := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(ddbURL)
-		o.APIOptions = append(o.APIOptions, handlers.Add)
-	})
-	handlerSQS := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(awsURL)
-		o.APIOptions = append(o.APIOptions, handlers.Add)
-	})
-	pollSQS := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(awsURL)
-		o.APIOptions = append(o.APIOptions, polling.Add)
-	})
-	snsc := sns.NewFromConfig(cfg, func(o *sns.Options) {
-		o.BaseEndpoint = aws.String(awsURL)
-		o.APIOptions = append(o.APIOptions, handlers.Add)
-	})
+	// counted is the configuration of a client of one engine whose requests
+	// c counts.
+	counted := func(endpoint string, c *reqcount.Counter) aws.Config {
+		return aws.Config{
+			Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+			BaseEndpoint: aws.String(endpoint), APIOptions: []func(*middleware.Stack) error{c.Add},
+		}
+	}
+	ddb := dynamodb.NewFromConfig(counted(ddbURL, &handlers))
+	handlerSQS := sqs.NewFromConfig(counted(awsURL, &handlers))
+	pollSQS := sqs.NewFromConfig(counted(awsURL, &polling))
+	snsc := sns.NewFromConfig(counted(awsURL, &handlers))
 
 	sim := remotesim.New()
 	defer sim.Close()
@@ -89,6 +85,10 @@ func run(ctx context.Context, orders int, out io.Writer) error {
 			Body:    `{"customerId":"c-1","currency":"EUR","items":[{"sku":"A-1","quantity":1,"unitPriceCents":100}]}`}
 		req.RequestContext.HTTP.Method = "POST"
 		req.RequestContext.RequestID = "count-" + strconv.Itoa(i)
+		// The identity API Gateway's IAM authorization passes: every route
+		// takes one (the orders are their caller's).
+		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/requestcount"}}
 		resp, err := sys.Submission.Handle(ctx, req)
 		if err != nil || resp.StatusCode != 202 {
 			return fmt.Errorf("submit: %d %s %v", resp.StatusCode, resp.Body, err)

@@ -66,16 +66,38 @@ func (b *builder) tables() []awsdynamodb.Table {
 	return out
 }
 
-func attrType(t types.ScalarAttributeType) awsdynamodb.AttributeType {
-	switch t {
-	case types.ScalarAttributeTypeS:
-		return awsdynamodb.AttributeType_STRING
-	case types.ScalarAttributeTypeN:
-		return awsdynamodb.AttributeType_NUMBER
-	case types.ScalarAttributeTypeB:
-		return awsdynamodb.AttributeType_BINARY
+// The statestore's DynamoDB API values and the CDK's names for them.
+var (
+	attrTypes = map[types.ScalarAttributeType]awsdynamodb.AttributeType{
+		types.ScalarAttributeTypeS: awsdynamodb.AttributeType_STRING,
+		types.ScalarAttributeTypeN: awsdynamodb.AttributeType_NUMBER,
+		types.ScalarAttributeTypeB: awsdynamodb.AttributeType_BINARY,
 	}
-	panic(fmt.Sprintf("statestore: unknown attribute type %q", t))
+	streamViews = map[types.StreamViewType]awsdynamodb.StreamViewType{
+		types.StreamViewTypeNewImage:        awsdynamodb.StreamViewType_NEW_IMAGE,
+		types.StreamViewTypeOldImage:        awsdynamodb.StreamViewType_OLD_IMAGE,
+		types.StreamViewTypeNewAndOldImages: awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES,
+		types.StreamViewTypeKeysOnly:        awsdynamodb.StreamViewType_KEYS_ONLY,
+	}
+	projections = map[types.ProjectionType]awsdynamodb.ProjectionType{
+		types.ProjectionTypeAll:      awsdynamodb.ProjectionType_ALL,
+		types.ProjectionTypeKeysOnly: awsdynamodb.ProjectionType_KEYS_ONLY,
+		types.ProjectionTypeInclude:  awsdynamodb.ProjectionType_INCLUDE,
+	}
+)
+
+// cdkName translates v with names, and panics on a value the stack does not
+// know: a statestore change the stack must learn before it can deploy.
+func cdkName[K ~string, V any](names map[K]V, what string, v K) V {
+	name, ok := names[v]
+	if !ok {
+		panic(fmt.Sprintf("statestore: unknown %s %q", what, v))
+	}
+	return name
+}
+
+func attrType(t types.ScalarAttributeType) awsdynamodb.AttributeType {
+	return cdkName(attrTypes, "attribute type", t)
 }
 
 func billing(m types.BillingMode) awsdynamodb.BillingMode {
@@ -91,27 +113,9 @@ func stream(spec *types.StreamSpecification) awsdynamodb.StreamViewType {
 	if spec == nil || !aws.ToBool(spec.StreamEnabled) {
 		return ""
 	}
-	switch spec.StreamViewType {
-	case types.StreamViewTypeNewImage:
-		return awsdynamodb.StreamViewType_NEW_IMAGE
-	case types.StreamViewTypeOldImage:
-		return awsdynamodb.StreamViewType_OLD_IMAGE
-	case types.StreamViewTypeNewAndOldImages:
-		return awsdynamodb.StreamViewType_NEW_AND_OLD_IMAGES
-	case types.StreamViewTypeKeysOnly:
-		return awsdynamodb.StreamViewType_KEYS_ONLY
-	}
-	panic(fmt.Sprintf("statestore: unknown stream view %q", spec.StreamViewType))
+	return cdkName(streamViews, "stream view", spec.StreamViewType)
 }
 
 func projection(p types.ProjectionType) awsdynamodb.ProjectionType {
-	switch p {
-	case types.ProjectionTypeAll:
-		return awsdynamodb.ProjectionType_ALL
-	case types.ProjectionTypeKeysOnly:
-		return awsdynamodb.ProjectionType_KEYS_ONLY
-	case types.ProjectionTypeInclude:
-		return awsdynamodb.ProjectionType_INCLUDE
-	}
-	panic(fmt.Sprintf("statestore: unknown projection %q", p))
+	return cdkName(projections, "projection", p)
 }

@@ -101,15 +101,45 @@ func (b *builder) transitionFilters(f *fn) {
 	})
 }
 
-func transitionMetric(t workflow.Transition, label string) awscloudwatch.IMetric {
-	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace:     jsii.String(MetricNamespace),
-		MetricName:    jsii.String(TransitionMetric),
-		DimensionsMap: &map[string]*string{TransitionDimension: jsii.String(string(t))},
-		Statistic:     jsii.String("Sum"),
-		Period:        awscdk.Duration_Minutes(jsii.Number(1)),
-		Label:         jsii.String(label),
-	})
+// transitionLabels name the transitions on the dashboard, with the state an
+// order reaches where the name alone does not say.
+var transitionLabels = map[workflow.Transition]string{
+	workflow.TransitionAccepted:           "accepted (Pending)",
+	workflow.TransitionClaimed:            "claimed (Processing)",
+	workflow.TransitionStepCompleted:      "step completed",
+	workflow.TransitionProcessed:          "Processed",
+	workflow.TransitionFailed:             "Error: permanent fault",
+	workflow.TransitionGaveUp:             "Error: retries exhausted",
+	workflow.TransitionRetried:            "retried after timeout",
+	workflow.TransitionRequeued:           "requeued unclaimed",
+	workflow.TransitionStaleReply:         "stale reply refused",
+	workflow.TransitionCompensating:       "compensation started",
+	workflow.TransitionUndone:             "step undone",
+	workflow.TransitionCompensated:        "Compensated",
+	workflow.TransitionCompensationFailed: "CompensationFailed",
+	workflow.TransitionCancelled:          "cancelled",
+	workflow.TransitionResubmitted:        "resubmitted",
+}
+
+// transitionMetrics counts each of ts per minute, labelled from
+// transitionLabels; a transition without a label stops the synth.
+func transitionMetrics(ts ...workflow.Transition) []awscloudwatch.IMetric {
+	out := make([]awscloudwatch.IMetric, len(ts))
+	for i, t := range ts {
+		label, ok := transitionLabels[t]
+		if !ok {
+			panic(fmt.Sprintf("the dashboard has no label for transition %q", t))
+		}
+		out[i] = awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace:     jsii.String(MetricNamespace),
+			MetricName:    jsii.String(TransitionMetric),
+			DimensionsMap: &map[string]*string{TransitionDimension: jsii.String(string(t))},
+			Statistic:     jsii.String("Sum"),
+			Period:        awscdk.Duration_Minutes(jsii.Number(1)),
+			Label:         jsii.String(label),
+		})
+	}
+	return out
 }
 
 // notifierView is what the dashboard shows of the Notifier besides the
@@ -133,27 +163,14 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier not
 			Title: jsii.String(title), Left: &metrics, Width: jsii.Number(12), Height: jsii.Number(6),
 		})
 	}
-	flow := graph("Orders through states (per minute)",
-		transitionMetric(workflow.TransitionAccepted, "accepted (Pending)"),
-		transitionMetric(workflow.TransitionClaimed, "claimed (Processing)"),
-		transitionMetric(workflow.TransitionStepCompleted, "step completed"),
-		transitionMetric(workflow.TransitionProcessed, "Processed"),
-		transitionMetric(workflow.TransitionFailed, "Error: permanent fault"),
-		transitionMetric(workflow.TransitionGaveUp, "Error: retries exhausted"),
-	)
-	recoveries := graph("Supervisor recoveries and stale replies (per minute)",
-		transitionMetric(workflow.TransitionRetried, "retried after timeout"),
-		transitionMetric(workflow.TransitionRequeued, "requeued unclaimed"),
-		transitionMetric(workflow.TransitionStaleReply, "stale reply refused"),
-	)
-	compensation := graph("Compensation, cancellations and resubmissions (per minute)",
-		transitionMetric(workflow.TransitionCompensating, "compensation started"),
-		transitionMetric(workflow.TransitionUndone, "step undone"),
-		transitionMetric(workflow.TransitionCompensated, "Compensated"),
-		transitionMetric(workflow.TransitionCompensationFailed, "CompensationFailed"),
-		transitionMetric(workflow.TransitionCancelled, "cancelled"),
-		transitionMetric(workflow.TransitionResubmitted, "resubmitted"),
-	)
+	flow := graph("Orders through states (per minute)", transitionMetrics(
+		workflow.TransitionAccepted, workflow.TransitionClaimed, workflow.TransitionStepCompleted,
+		workflow.TransitionProcessed, workflow.TransitionFailed, workflow.TransitionGaveUp)...)
+	recoveries := graph("Supervisor recoveries and stale replies (per minute)", transitionMetrics(
+		workflow.TransitionRetried, workflow.TransitionRequeued, workflow.TransitionStaleReply)...)
+	compensation := graph("Compensation, cancellations and resubmissions (per minute)", transitionMetrics(
+		workflow.TransitionCompensating, workflow.TransitionUndone, workflow.TransitionCompensated,
+		workflow.TransitionCompensationFailed, workflow.TransitionCancelled, workflow.TransitionResubmitted)...)
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	// The Notifier: events published, and how far it is behind the state
 	// table's stream (milliseconds, on the right axis).

@@ -526,25 +526,9 @@ func (d Demo) checkEvents(states []workflow.State, sum *Summary) error {
 		}
 		return true
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	for quiet := 0; ctx.Err() == nil && (!complete() || quiet < 1); {
-		out, err := d.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(d.Stack.EventsWatchURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			return fmt.Errorf("read status events: %w", err)
-		}
-		if len(out.Messages) == 0 {
-			quiet++
-			continue
-		}
-		quiet = 0
+	err := d.drain(d.Stack.EventsWatchURL, "status events", 1, complete, func(ctx context.Context, msgs []sqstypes.Message) error {
 		var done []sqstypes.DeleteMessageBatchRequestEntry
-		for i, m := range out.Messages {
+		for i, m := range msgs {
 			sum.EventDeliveries++
 			ev, err := notifier.DecodeEvent(aws.ToString(m.Body))
 			if err != nil {
@@ -564,6 +548,10 @@ func (d Demo) checkEvents(states []workflow.State, sum *Summary) error {
 		if _, err := d.Stack.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.Stack.EventsWatchURL), Entries: done}); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("delete status events: %w", err)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for id, st := range want {
 		evs := got[id]
@@ -632,27 +620,10 @@ func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *S
 // order in Error (keyed by alert ID), or 15 s have passed: the outbox
 // re-sends an unconfirmed alert within AlertTimeout.
 func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error {
-	want := len(errored)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
 	seen, dispatch := map[string]bool{}, map[string]bool{}
-	quiet := 0
-	for ctx.Err() == nil && (len(seen) < want || quiet < 2) {
-		out, err := d.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(d.Stack.AlertWatchURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			return fmt.Errorf("read alerts: %w", err)
-		}
-		if len(out.Messages) == 0 {
-			quiet++
-			continue
-		}
-		quiet = 0
-		for _, m := range out.Messages {
+	enough := func() bool { return len(seen) >= len(errored) }
+	err := d.drain(d.Stack.AlertWatchURL, "alerts", 2, enough, func(ctx context.Context, msgs []sqstypes.Message) error {
+		for _, m := range msgs {
 			var n struct {
 				MessageAttributes map[string]struct{ Value string }
 			}
@@ -672,6 +643,10 @@ func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error
 				return fmt.Errorf("delete alert: %w", err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	sum.Alerts, sum.DispatchAlerts = len(seen), len(dispatch)
 	for id, st := range errored {
@@ -680,6 +655,34 @@ func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error
 		}
 	}
 	slices.Sort(sum.MissingAlerts)
+	return nil
+}
+
+// drain hands what a watch queue holds to handle, batch after batch, until
+// enough holds and quiet receives in a row found nothing, or 15 s have
+// passed. handle deletes what it took.
+func (d Demo) drain(url, what string, quiet int, enough func() bool, handle func(context.Context, []sqstypes.Message) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for empty := 0; ctx.Err() == nil && (!enough() || empty < quiet); {
+		out, err := d.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("read %s: %w", what, err)
+		}
+		if len(out.Messages) == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		if err := handle(ctx, out.Messages); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

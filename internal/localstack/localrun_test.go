@@ -3,6 +3,7 @@ package localstack_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -46,6 +47,20 @@ func startWith(t *testing.T, o localstack.Options) (*localstack.Stack, *localsta
 	return st, tap
 }
 
+// runDemo runs d to its end and fails the test unless every invariant
+// held (Summary.Err).
+func runDemo(t *testing.T, d localstack.Demo) localstack.Summary {
+	t.Helper()
+	sum, err := d.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sum.Err(); err != nil {
+		t.Fatalf("%v\n%+v", err, sum)
+	}
+	return sum
+}
+
 func TestDemoUnderFaultsLosesNothingAndDuplicatesNothing(t *testing.T) {
 	t.Parallel()
 	st, tap := start(t, func(o *localstack.Options) {
@@ -56,13 +71,7 @@ func TestDemoUnderFaultsLosesNothingAndDuplicatesNothing(t *testing.T) {
 		o.Crash = 0.15
 	})
 	var progress bytes.Buffer
-	sum, err := localstack.Demo{Stack: st, Tap: tap, Orders: 40, Clients: 4, Timeout: 2 * time.Minute, Progress: &progress, RunID: "t1"}.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sum.Err(); err != nil {
-		t.Fatalf("%v\n%+v", err, sum)
-	}
+	sum := runDemo(t, localstack.Demo{Stack: st, Tap: tap, Orders: 40, Clients: 4, Timeout: 2 * time.Minute, Progress: &progress, RunID: "t1"})
 	if sum.Submitted != 40 || sum.Processed+sum.Errored+sum.Compensated+sum.CompensationFailed != 40 || sum.CompletedSteps < 2*sum.Processed {
 		t.Fatalf("counts %+v", sum)
 	}
@@ -90,7 +99,7 @@ func TestDemoUnderFaultsLosesNothingAndDuplicatesNothing(t *testing.T) {
 func TestAPIServesTheSubmissionHandlerLikeAPIGateway(t *testing.T) {
 	t.Parallel()
 	st, _ := start(t, func(o *localstack.Options) { o.Faults = remotesim.Faults{}; o.Crash = 0 })
-	resp := post(t, st.APIURL+"/orders", `{"customerId":"c-1","currency":"EUR","items":[{"sku":"A-1","quantity":1,"unitPriceCents":100}]}`)
+	resp := post(t, st.APIURL+"/orders", order)
 	if resp.status != 202 || !strings.Contains(resp.body, `"orderId"`) {
 		t.Fatalf("POST = %d %s", resp.status, resp.body)
 	}
@@ -165,6 +174,25 @@ type answer struct {
 // local API's IAM authorization names the caller by it.
 const testClient = "test-client"
 
+// order is a small valid order.
+const order = `{"customerId":"c-1","currency":"EUR","items":[{"sku":"A-1","quantity":1,"unitPriceCents":100}]}`
+
+// submit posts order as client, under the Idempotency-Key key unless it is
+// "", and returns the ID of the order accepted.
+func submit(t *testing.T, st *localstack.Stack, client, key string) string {
+	t.Helper()
+	var headers map[string]string
+	if key != "" {
+		headers = map[string]string{"Idempotency-Key": key}
+	}
+	r := call(t, "POST", st.APIURL+"/orders", order, client, headers)
+	var a struct{ OrderID string }
+	if r.status != 202 || json.Unmarshal([]byte(r.body), &a) != nil || a.OrderID == "" {
+		t.Fatalf("POST as %s = %d %s", client, r.status, r.body)
+	}
+	return a.OrderID
+}
+
 func post(t *testing.T, url, body string) answer {
 	t.Helper()
 	return call(t, "POST", url, body, testClient, nil)
@@ -213,13 +241,7 @@ func TestChaosKeepsEveryInvariant(t *testing.T) {
 	o.Seed, o.Chaos = 11, in
 	o.OutageEvery = 4 * time.Second
 	st, tap := startWith(t, o)
-	sum, err := localstack.Demo{Stack: st, Tap: tap, Orders: 60, Clients: 4, Timeout: 3 * time.Minute, Progress: io.Discard, RunID: "chaos"}.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sum.Err(); err != nil {
-		t.Fatalf("%v\n%+v", err, sum)
-	}
+	sum := runDemo(t, localstack.Demo{Stack: st, Tap: tap, Orders: 60, Clients: 4, Timeout: 3 * time.Minute, Progress: io.Discard, RunID: "chaos"})
 	// The run really was hostile: kills at several points, duplicates,
 	// outages, and the Supervisor at work.
 	c := in.Counts()
@@ -302,13 +324,7 @@ func TestEachFaultAlone(t *testing.T) {
 			f.tune(&o)
 			o.Seed = 5
 			st, tap := startWith(t, o)
-			sum, err := localstack.Demo{Stack: st, Tap: tap, Orders: 15, Clients: 3, Timeout: 3 * time.Minute, Progress: io.Discard, RunID: "alone"}.Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sum.Err(); err != nil {
-				t.Fatalf("%v\n%+v", err, sum)
-			}
+			sum := runDemo(t, localstack.Demo{Stack: st, Tap: tap, Orders: 15, Clients: 3, Timeout: 3 * time.Minute, Progress: io.Discard, RunID: "alone"})
 			if f.point != "" && o.Chaos.Counts()[f.point] == 0 {
 				t.Errorf("%s never struck", f.point)
 			}

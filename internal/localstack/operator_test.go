@@ -3,7 +3,6 @@ package localstack_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -59,12 +58,7 @@ func TestOperatorFixesAFailedCompensationWithTheCLI(t *testing.T) {
 		o.Faults = remotesim.Faults{RejectSteps: []string{"charge-payment"}, RejectUndo: []string{"reserve-inventory"}}
 		o.Crash = 0
 	})
-	a := post(t, st.APIURL+"/orders", `{"customerId":"c-1","currency":"EUR","items":[{"sku":"A","quantity":1,"unitPriceCents":100}]}`)
-	var accepted struct{ OrderID string }
-	if a.status != 202 || json.Unmarshal([]byte(a.body), &accepted) != nil {
-		t.Fatalf("POST = %d %s", a.status, a.body)
-	}
-	id := accepted.OrderID
+	id := submit(t, st, testClient, "")
 	await(t, st, id, workflow.CompensationFailed)
 
 	out, code := sasctl(t, st, "list", "--state", "CompensationFailed")
@@ -103,12 +97,7 @@ func TestCancelAnInFlightOrderWithTheCLI(t *testing.T) {
 		o.Faults = remotesim.Faults{Hang: 1}
 		o.Crash = 0
 	})
-	a := post(t, st.APIURL+"/orders", `{"customerId":"c-1","currency":"EUR","items":[{"sku":"A","quantity":1,"unitPriceCents":100}]}`)
-	var accepted struct{ OrderID string }
-	if a.status != 202 || json.Unmarshal([]byte(a.body), &accepted) != nil {
-		t.Fatalf("POST = %d %s", a.status, a.body)
-	}
-	id := accepted.OrderID
+	id := submit(t, st, testClient, "")
 	await(t, st, id, workflow.Processing)
 	if err := st.Sim.SetFaults(remotesim.Faults{}); err != nil {
 		t.Fatal(err)

@@ -39,47 +39,44 @@ func (p *outageProxy) accept() {
 		if err != nil {
 			return
 		}
-		p.mu.Lock()
-		if p.down {
-			p.mu.Unlock()
-			c.Close()
-			continue
+		if p.track(c) {
+			p.wg.Go(func() { p.pipe(c) })
 		}
-		p.conns[c] = true
-		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(c) })
 	}
 }
 
 func (p *outageProxy) pipe(c net.Conn) {
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, c)
-		p.mu.Unlock()
-		c.Close()
-	}()
+	defer p.drop(c)
 	up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
-	if err != nil {
+	if err != nil || !p.track(up) {
 		return
 	}
-	p.mu.Lock()
-	if p.down {
-		p.mu.Unlock()
-		up.Close()
-		return
-	}
-	p.conns[up] = true
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, up)
-		p.mu.Unlock()
-		up.Close()
-	}()
+	defer p.drop(up)
 	done := make(chan struct{}, 2)
 	go func() { io.Copy(up, c); done <- struct{}{} }()
 	go func() { io.Copy(c, up); done <- struct{}{} }()
 	<-done
+}
+
+// track keeps c among the open connections an outage cuts; while the
+// engine is down it closes c instead and returns false.
+func (p *outageProxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		c.Close()
+		return false
+	}
+	p.conns[c] = true
+	return true
+}
+
+// drop closes c and forgets it.
+func (p *outageProxy) drop(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+	c.Close()
 }
 
 // outage cuts the engine off for d.

@@ -23,21 +23,6 @@ func TestTenantIsolationEndToEnd(t *testing.T) {
 	t.Parallel()
 	st, _ := start(t, func(o *localstack.Options) { o.Faults = remotesim.Faults{}; o.Crash = 0 })
 	const clientA, clientB = "client-a", "client-b"
-	order := `{"customerId":"c-1","currency":"EUR","items":[{"sku":"A-1","quantity":1,"unitPriceCents":100}]}`
-	submit := func(client, key string) string {
-		t.Helper()
-		var headers map[string]string
-		if key != "" {
-			headers = map[string]string{"Idempotency-Key": key}
-		}
-		r := call(t, "POST", st.APIURL+"/orders", order, client, headers)
-		var a struct{ OrderID string }
-		if r.status != 202 || json.Unmarshal([]byte(r.body), &a) != nil || a.OrderID == "" {
-			t.Fatalf("POST as %s = %d %s", client, r.status, r.body)
-		}
-		return a.OrderID
-	}
-
 	// An unsigned request never reaches the handler: API Gateway's 403.
 	for _, r := range []answer{
 		call(t, "POST", st.APIURL+"/orders", order, "", nil),
@@ -50,16 +35,16 @@ func TestTenantIsolationEndToEnd(t *testing.T) {
 	}
 
 	// The same key from both clients: two orders, neither a 422.
-	aOrders := []string{submit(clientA, "same-key")}
-	bOrders := []string{submit(clientB, "same-key")}
+	aOrders := []string{submit(t, st, clientA, "same-key")}
+	bOrders := []string{submit(t, st, clientB, "same-key")}
 	if aOrders[0] == bOrders[0] {
 		t.Fatalf("one Idempotency-Key from two clients made one order %s", aOrders[0])
 	}
-	if again := submit(clientB, "same-key"); again != bOrders[0] {
+	if again := submit(t, st, clientB, "same-key"); again != bOrders[0] {
 		t.Fatalf("B's retry made %s, not its order %s", again, bOrders[0])
 	}
-	aOrders = append(aOrders, submit(clientA, ""), submit(clientA, ""))
-	bOrders = append(bOrders, submit(clientB, ""))
+	aOrders = append(aOrders, submit(t, st, clientA, ""), submit(t, st, clientA, ""))
+	bOrders = append(bOrders, submit(t, st, clientB, ""))
 
 	// Each reads its own; the other's is 404, as a missing order is.
 	if r := call(t, "GET", st.APIURL+"/orders/"+aOrders[0], "", clientA, nil); r.status != 200 || !strings.Contains(r.body, aOrders[0]) {

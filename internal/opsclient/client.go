@@ -177,14 +177,7 @@ func (c *Client) ListOrders(ctx context.Context, p ListParams) (Page, error) {
 
 // GetOrder fetches any caller's order with its step history and owner.
 func (c *Client) GetOrder(ctx context.Context, orderID string) (Order, error) {
-	if err := checkOrderID(orderID); err != nil {
-		return Order{}, err
-	}
-	body, err := c.do(ctx, http.MethodGet, []string{"ops", "orders", orderID}, nil, http.StatusOK)
-	if err != nil {
-		return Order{}, err
-	}
-	o, err := decodeOrder(body)
+	o, err := orderCall(ctx, c, orderID, http.MethodGet, []string{"ops", "orders", orderID}, http.StatusOK, decodeOrder)
 	if err != nil {
 		return Order{}, err
 	}
@@ -206,14 +199,7 @@ func (c *Client) Cancel(ctx context.Context, orderID string) (Accepted, error) {
 }
 
 func (c *Client) act(ctx context.Context, orderID, action string) (Accepted, error) {
-	if err := checkOrderID(orderID); err != nil {
-		return Accepted{}, err
-	}
-	body, err := c.do(ctx, http.MethodPost, []string{"orders", orderID, action}, nil, http.StatusAccepted)
-	if err != nil {
-		return Accepted{}, err
-	}
-	a, err := decodeAccepted(body)
+	a, err := orderCall(ctx, c, orderID, http.MethodPost, []string{"orders", orderID, action}, http.StatusAccepted, decodeAccepted)
 	if err != nil {
 		return Accepted{}, err
 	}
@@ -221,6 +207,21 @@ func (c *Client) act(ctx context.Context, orderID, action string) (Accepted, err
 		return Accepted{}, fmt.Errorf("%s of order %s: the API answered for order %s", action, orderID, a.OrderID)
 	}
 	return a, nil
+}
+
+// orderCall sends a request about one order, after checking its ID, and
+// decodes the answer with the wanted status. The caller checks that the
+// answer names that order, in its own words.
+func orderCall[T any](ctx context.Context, c *Client, orderID, method string, segments []string, want int, decode func([]byte) (T, error)) (T, error) {
+	var zero T
+	if err := checkOrderID(orderID); err != nil {
+		return zero, err
+	}
+	body, err := c.do(ctx, method, segments, nil, want)
+	if err != nil {
+		return zero, err
+	}
+	return decode(body)
 }
 
 func checkOrderID(id string) error {

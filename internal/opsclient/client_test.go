@@ -339,68 +339,56 @@ func TestLoopbackIsSigned(t *testing.T) {
 	}
 }
 
-// Without a LoadAWSConfig the CLI signs with the SDK's standard chain,
-// here the environment's static keys.
+// Without a LoadAWSConfig the CLI signs with the SDK's standard chain, in an
+// environment that names none of this machine's AWS configuration.
 func TestSigningWithTheDefaultChain(t *testing.T) {
-	dir := t.TempDir()
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID":           "AKIDFROMENV",
-		"AWS_SECRET_ACCESS_KEY":       "secret-from-env",
-		"AWS_SESSION_TOKEN":           "",
-		"AWS_REGION":                  "sa-east-1",
-		"AWS_DEFAULT_REGION":          "",
-		"AWS_PROFILE":                 "",
-		"AWS_CONFIG_FILE":             filepath.Join(dir, "config"),
-		"AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"),
-		"AWS_EC2_METADATA_DISABLED":   "true",
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string // set over the blanked chain
+		remote bool              // https://ops.example.com through tlsFake, else the fake's loopback URL
+		creds  aws.Credentials   // what the fake verifies the signature with
+		want   string            // access key/region it signs as
+	}{
+		{"the environment's static keys", map[string]string{
+			"AWS_ACCESS_KEY_ID":         "AKIDFROMENV",
+			"AWS_SECRET_ACCESS_KEY":     "secret-from-env",
+			"AWS_REGION":                "sa-east-1",
+			"AWS_EC2_METADATA_DISABLED": "true",
+		}, true, aws.Credentials{AccessKeyID: "AKIDFROMENV", SecretAccessKey: "secret-from-env"}, "AKIDFROMENV/sa-east-1"},
+		// Without credentials anywhere, a loopback endpoint gets requests
+		// signed as LocalAccessKey: the real loader's fallback, not a test
+		// double's.
+		{"no credentials, loopback", nil, false, aws.Credentials{AccessKeyID: LocalAccessKey, SecretAccessKey: localSecret}, LocalAccessKey + "/us-east-1"},
 	} {
-		t.Setenv(k, v)
-	}
-	f := newFakeAPI(t, 1)
-	check := &sigCheck{t: t, creds: aws.Credentials{AccessKeyID: "AKIDFROMENV", SecretAccessKey: "secret-from-env"}}
-	f.verify = check.verify
-	var out, errOut strings.Builder
-	code := Run(context.Background(), []string{"--endpoint-url", "https://ops.example.com", "show", "err-00"},
-		Env{Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errOut, HTTPClient: tlsFake(t, f)})
-	if code != ExitOK {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	if got := check.signed(); len(got) != 1 || got[0] != "AKIDFROMENV/sa-east-1" {
-		t.Errorf("signed as %q", got)
-	}
-}
-
-// Without a LoadAWSConfig and without credentials anywhere, a loopback
-// endpoint gets requests signed as LocalAccessKey: the real loader's
-// fallback, not a test double's.
-func TestLoopbackWithTheDefaultChainAndNoCredentials(t *testing.T) {
-	dir := t.TempDir()
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID":                      "",
-		"AWS_SECRET_ACCESS_KEY":                  "",
-		"AWS_SESSION_TOKEN":                      "",
-		"AWS_REGION":                             "",
-		"AWS_DEFAULT_REGION":                     "",
-		"AWS_PROFILE":                            "",
-		"AWS_CONFIG_FILE":                        filepath.Join(dir, "config"),
-		"AWS_SHARED_CREDENTIALS_FILE":            filepath.Join(dir, "credentials"),
-		"AWS_WEB_IDENTITY_TOKEN_FILE":            "",
-		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "",
-		"AWS_CONTAINER_CREDENTIALS_FULL_URI":     "",
-	} {
-		t.Setenv(k, v)
-	}
-	f := newFakeAPI(t, 1)
-	check := &sigCheck{t: t, creds: aws.Credentials{AccessKeyID: LocalAccessKey, SecretAccessKey: localSecret}}
-	f.verify = check.verify
-	var out, errOut strings.Builder
-	code := Run(context.Background(), []string{"--endpoint-url", f.server().URL, "show", "err-00"},
-		Env{Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errOut})
-	if code != ExitOK {
-		t.Fatalf("exit %d: %s", code, errOut.String())
-	}
-	if got := check.signed(); len(got) != 1 || got[0] != LocalAccessKey+"/us-east-1" {
-		t.Errorf("signed as %q", got)
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE",
+				"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"} {
+				t.Setenv(k, "")
+			}
+			t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
+			t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			f := newFakeAPI(t, 1)
+			check := &sigCheck{t: t, creds: tc.creds}
+			f.verify = check.verify
+			var out, errOut strings.Builder
+			env := Env{Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errOut}
+			var endpoint string
+			if tc.remote {
+				env.HTTPClient, endpoint = tlsFake(t, f), "https://ops.example.com"
+			} else {
+				endpoint = f.server().URL
+			}
+			if code := Run(context.Background(), []string{"--endpoint-url", endpoint, "show", "err-00"}, env); code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			if got := check.signed(); len(got) != 1 || got[0] != tc.want {
+				t.Errorf("signed as %q, want %s", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -422,7 +410,7 @@ func TestCredentialsFailure(t *testing.T) {
 
 func TestRegionFromHost(t *testing.T) {
 	t.Parallel()
-	for host, want := range map[string]string{
+	checkEach(t, "RegionFromHost", RegionFromHost, map[string]string{
 		"abc123.execute-api.eu-west-1.amazonaws.com":     "eu-west-1",
 		"ABC123.EXECUTE-API.US-GOV-WEST-1.AMAZONAWS.COM": "us-gov-west-1",
 		"abc123.execute-api.cn-north-1.amazonaws.com.cn": "cn-north-1",
@@ -431,21 +419,24 @@ func TestRegionFromHost(t *testing.T) {
 		"abc.execute-api.amazonaws.com":         "",
 		"abc.execute-api.eu_west.amazonaws.com": "",
 		"127.0.0.1":                             "",
-	} {
-		if got := RegionFromHost(host); got != want {
-			t.Errorf("RegionFromHost(%q) = %q, want %q", host, got, want)
-		}
-	}
+	})
 }
 
 func TestIsLoopback(t *testing.T) {
 	t.Parallel()
-	for host, want := range map[string]bool{
+	checkEach(t, "IsLoopback", IsLoopback, map[string]bool{
 		"127.0.0.1": true, "127.0.0.2": true, "::1": true, "localhost": true, "LOCALHOST": true,
 		"0.0.0.0": false, "10.0.0.1": false, "localhost.example.com": false, "abc.execute-api.eu-west-1.amazonaws.com": false, "": false,
-	} {
-		if got := IsLoopback(host); got != want {
-			t.Errorf("IsLoopback(%q) = %v, want %v", host, got, want)
+	})
+}
+
+// checkEach calls fn, a function of one string named name, with each input
+// of want and reports every result that is not the one want maps it to.
+func checkEach[T comparable](t *testing.T, name string, fn func(string) T, want map[string]T) {
+	t.Helper()
+	for in, w := range want {
+		if got := fn(in); got != w {
+			t.Errorf("%s(%q) = %#v, want %#v", name, in, got, w)
 		}
 	}
 }

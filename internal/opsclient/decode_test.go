@@ -97,18 +97,14 @@ func TestTruncateAndSanitize(t *testing.T) {
 
 func TestShellQuote(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{
+	checkEach(t, "shellQuote", shellQuote, map[string]string{
 		"bzoy":                       "bzoy",
 		"https://x.example.com/prod": "https://x.example.com/prod",
 		"a b":                        "'a b'",
 		"it's":                       `'it'\''s'`,
 		"$(rm -rf ~)":                "'$(rm -rf ~)'",
 		"":                           "''",
-	} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
+	})
 }
 
 // FuzzDecodeResponses feeds any body to every decoder and printer: none may

@@ -4,9 +4,12 @@
 package actor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/sasflow/sas/shared/clock"
 )
@@ -49,4 +52,21 @@ func Check(actorName string, cfgErr error, ports ...Port) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RequestID is the Lambda invocation's request ID, "" outside Lambda.
+func RequestID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return lc.AwsRequestID
+	}
+	return ""
+}
+
+// InvocationLog returns log with the invocation's requestId, when ctx
+// carries one, so every line of one invocation can be found together.
+func InvocationLog(ctx context.Context, log *slog.Logger) *slog.Logger {
+	if id := RequestID(ctx); id != "" {
+		return log.With("requestId", id)
+	}
+	return log
 }

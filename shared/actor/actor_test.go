@@ -2,11 +2,17 @@ package actor_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/sasflow/sas/internal/testkit/configtest"
+	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/clock"
 )
@@ -59,5 +65,41 @@ func TestWithDefaultsLeavesTheOriginal(t *testing.T) {
 	_ = d.WithDefaults()
 	if d.Clock != nil || d.Log != nil {
 		t.Errorf("WithDefaults changed its receiver: %+v", d)
+	}
+}
+
+func TestInvocationLog(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want any // the requestId attribute; nil when absent
+	}{
+		{"in Lambda", lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-1"}), "req-1"},
+		{"outside Lambda", context.Background(), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var buf logtest.Buffer
+			actor.InvocationLog(tc.ctx, slog.New(slog.NewJSONHandler(&buf, nil))).Info("line")
+			recs := buf.Records(t)
+			if len(recs) != 1 || recs[0]["requestId"] != tc.want {
+				t.Errorf("records = %v, want requestId %v", recs, tc.want)
+			}
+			if want, _ := tc.want.(string); actor.RequestID(tc.ctx) != want {
+				t.Errorf("RequestID = %q, want %q", actor.RequestID(tc.ctx), want)
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	var nilPort fmt.Stringer
+	err := actor.Check("scheduler", errors.New("scheduler config: Step is required"),
+		actor.Port{Name: "Store", Value: nilPort}, actor.Port{Name: "Sender", Value: "a sender"})
+	configtest.Problems(t, "Check", err, "scheduler config: Step is required", "scheduler: New needs a Store")
+	if err := actor.Check("scheduler", nil, actor.Port{Name: "Store", Value: "a store"}); err != nil {
+		t.Errorf("Check of a valid config and ports = %v", err)
 	}
 }

@@ -81,51 +81,54 @@ type Compensator interface {
 // cannot undo anything.
 const CodeNotCompensable = "not_compensable"
 
-// permanentError marks an error that retrying cannot fix.
-type permanentError struct{ err error }
+// mark is a kind an error can be marked with; errors.Is finds it anywhere
+// in the chain, so an error can carry both kinds.
+type mark struct{ prefix, suffix string }
 
-func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
+func (m *mark) Error() string { return strings.TrimSpace(m.prefix + m.suffix) }
+
+var (
+	// permanent marks an error that retrying cannot fix.
+	permanent = &mark{prefix: "permanent: "}
+	// uncertain marks an error after which the remote may have applied the
+	// step all the same.
+	uncertain = &mark{suffix: " (the remote may have applied it)"}
+)
+
+// markedError is err marked with a kind, which its text shows.
+type markedError struct {
+	err  error
+	mark *mark
+}
+
+func (e *markedError) Error() string        { return e.mark.prefix + e.err.Error() + e.mark.suffix }
+func (e *markedError) Unwrap() error        { return e.err }
+func (e *markedError) Is(target error) bool { return target == e.mark }
+
+// withMark marks err with m, unless it is nil or carries m already.
+func withMark(err error, m *mark) error {
+	if err == nil || errors.Is(err, m) {
+		return err
+	}
+	return &markedError{err: err, mark: m}
+}
 
 // Permanent marks err as permanent. It returns nil for nil and err itself when
 // it is already permanent.
-func Permanent(err error) error {
-	if err == nil || IsPermanent(err) {
-		return err
-	}
-	return &permanentError{err: err}
-}
+func Permanent(err error) error { return withMark(err, permanent) }
 
 // IsPermanent reports whether err, or any error it wraps, was marked with
 // Permanent.
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
-
-// uncertainError marks an error after which the remote may have applied
-// the step all the same.
-type uncertainError struct{ err error }
-
-func (e *uncertainError) Error() string { return e.err.Error() + " (the remote may have applied it)" }
-func (e *uncertainError) Unwrap() error { return e.err }
+func IsPermanent(err error) bool { return errors.Is(err, permanent) }
 
 // Uncertain marks err as an outcome that does not prove nothing was
 // applied: a 2xx the agent could not use, or a failure after a try that
 // ended without a clear answer. A reply carries it as Fault.Uncertain.
-func Uncertain(err error) error {
-	if err == nil || IsUncertain(err) {
-		return err
-	}
-	return &uncertainError{err: err}
-}
+func Uncertain(err error) error { return withMark(err, uncertain) }
 
 // IsUncertain reports whether err, or any error it wraps, was marked with
 // Uncertain.
-func IsUncertain(err error) bool {
-	var u *uncertainError
-	return errors.As(err, &u)
-}
+func IsUncertain(err error) bool { return errors.Is(err, uncertain) }
 
 // mayHaveApplied reports whether a try that failed with err may have
 // reached the remote and applied the step: anything but a call that was

@@ -12,6 +12,13 @@ import (
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
+// newBreaker returns a breaker of the endpoint "remote" on a fake clock at
+// t0.
+func newBreaker(failures int, cooldown time.Duration) (*agent.Breaker, *clock.Fake) {
+	clk := clock.NewFake(t0)
+	return agent.NewBreaker("remote", failures, cooldown, clk), clk
+}
+
 // op is one step of a breaker script.
 type op struct {
 	do        string // "fail", "ok", "ignore", "refused", "advance"
@@ -71,8 +78,7 @@ func TestBreakerTransitions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			clk := clock.NewFake(t0)
-			b := agent.NewBreaker("remote", 3, cooldown, clk)
+			b, clk := newBreaker(3, cooldown)
 			for i, o := range tt.ops {
 				switch o.do {
 				case "advance":
@@ -103,8 +109,7 @@ func TestBreakerTransitions(t *testing.T) {
 
 func TestBreakerOneProbeAtATime(t *testing.T) {
 	t.Parallel()
-	clk := clock.NewFake(t0)
-	b := agent.NewBreaker("remote", 1, time.Second, clk)
+	b, clk := newBreaker(1, time.Second)
 	done, _ := b.Allow()
 	done(agent.Failure)
 	clk.Advance(time.Second)
@@ -139,8 +144,7 @@ func TestBreakerOneProbeAtATime(t *testing.T) {
 
 func TestBreakerIgnoresResultsFromBeforeATransition(t *testing.T) {
 	t.Parallel()
-	clk := clock.NewFake(t0)
-	b := agent.NewBreaker("remote", 2, time.Second, clk)
+	b, _ := newBreaker(2, time.Second)
 	slow, _ := b.Allow()
 	for range 2 {
 		d, _ := b.Allow()
@@ -154,8 +158,7 @@ func TestBreakerIgnoresResultsFromBeforeATransition(t *testing.T) {
 
 func TestBreakerConcurrentUse(t *testing.T) {
 	t.Parallel()
-	clk := clock.NewFake(t0)
-	b := agent.NewBreaker("remote", 3, time.Millisecond, clk)
+	b, clk := newBreaker(3, time.Millisecond)
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {

@@ -1,8 +1,8 @@
 package agent
 
 import (
-	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,60 +102,47 @@ var variables = map[string]string{
 
 // LoadConfig reads the agent's configuration from the environment and
 // reports every problem at once: what does not parse, and what breaks a
-// rule of Validate, named by its variable.
+// rule of Check, named by its variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	r := config.NewReader(getenv)
-	// The reader only parses; the bounds are Validate's, so a value out of
-	// bounds is reported once. A value that does not parse keeps its
-	// default, which Validate accepts.
-	integer := func(name string, def int) int { return r.Int(name, def, math.MinInt, math.MaxInt) }
-	duration := func(name string, def time.Duration) time.Duration {
-		return r.Duration(name, def, math.MinInt64, math.MaxInt64)
-	}
-	c := Config{
-		Step:             r.StringOr("AGENT_STEP", ""),
-		ResponseQueueURL: r.StringOr("RESPONSE_QUEUE_URL", ""),
-		RemoteBaseURL:    strings.TrimRight(r.StringOr("REMOTE_BASE_URL", ""), "/"),
-		RemoteTimeout:    duration("REMOTE_TIMEOUT", DefaultRemoteTimeout),
-		RetryBase:        duration("RETRY_BASE", DefaultRetryBase),
-		RetryMax:         duration("RETRY_MAX", DefaultRetryMax),
-		BreakerFailures:  integer("BREAKER_FAILURES", DefaultBreakerFailures),
-		BreakerCooldown:  duration("BREAKER_COOLDOWN", DefaultBreakerCooldown),
-		Concurrency:      integer("AGENT_CONCURRENCY", DefaultConcurrency),
-		SafetyMargin:     duration("SAFETY_MARGIN", DefaultSafetyMargin),
-		AlertTopicARN:    r.StringOr("ALERT_TOPIC_ARN", ""),
-		MaxReceiveCount:  integer("MAX_RECEIVE_COUNT", topology.MaxReceiveCount),
-		RequestQueueURL:  r.StringOr("REQUEST_QUEUE_URL", ""),
-		MaxOutputBytes:   workflow.DefaultMaxOutputBytes,
-	}
-	// A Lambda runs the default workflow: the step must be one of its steps,
-	// and its output limit is the step's, not a setting of its own, so the
-	// agent and the Scheduler cannot disagree. Code that builds a Config for
-	// another workflow sets MaxOutputBytes itself.
-	if def := workflow.Default(); stepPattern.MatchString(c.Step) {
-		found := false
-		for _, s := range def.Steps {
-			if s.Name == c.Step {
-				c.MaxOutputBytes, found = s.OutputLimit(), true
+	return config.Load("agent config", getenv, variables, func(r *config.Reader) Config {
+		c := Config{
+			Step:             r.String("AGENT_STEP"),
+			ResponseQueueURL: r.String("RESPONSE_QUEUE_URL"),
+			RemoteBaseURL:    strings.TrimRight(r.String("REMOTE_BASE_URL"), "/"),
+			RemoteTimeout:    r.Duration("REMOTE_TIMEOUT", DefaultRemoteTimeout),
+			RetryBase:        r.Duration("RETRY_BASE", DefaultRetryBase),
+			RetryMax:         r.Duration("RETRY_MAX", DefaultRetryMax),
+			BreakerFailures:  r.Int("BREAKER_FAILURES", DefaultBreakerFailures),
+			BreakerCooldown:  r.Duration("BREAKER_COOLDOWN", DefaultBreakerCooldown),
+			Concurrency:      r.Int("AGENT_CONCURRENCY", DefaultConcurrency),
+			SafetyMargin:     r.Duration("SAFETY_MARGIN", DefaultSafetyMargin),
+			AlertTopicARN:    r.String("ALERT_TOPIC_ARN"),
+			MaxReceiveCount:  r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount),
+			RequestQueueURL:  r.String("REQUEST_QUEUE_URL"),
+			MaxOutputBytes:   workflow.DefaultMaxOutputBytes,
+		}
+		// A Lambda runs the default workflow: the step must be one of its
+		// steps, and its output limit is the step's, not a setting of its
+		// own, so the agent and the Scheduler cannot disagree. Code that
+		// builds a Config for another workflow sets MaxOutputBytes itself.
+		if def := workflow.Default(); stepPattern.MatchString(c.Step) {
+			i := slices.Index(def.StepNames(), c.Step)
+			if i < 0 {
+				r.Fail("AGENT_STEP", "AGENT_STEP=%q is not a step of workflow %q (%s)", c.Step, def.Name, strings.Join(def.StepNames(), ", "))
+			} else {
+				c.MaxOutputBytes = def.Steps[i].OutputLimit()
 			}
 		}
-		if !found {
-			r.Fail("AGENT_STEP=%q is not a step of workflow %q (%s)", c.Step, def.Name, strings.Join(def.StepNames(), ", "))
-		}
-	}
-	if err := c.check(&config.Rules{Names: variables}, r.Err()); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+		return c
+	})
 }
 
 // Validate checks every rule of the configuration and reports every
 // problem at once. New calls it, and LoadConfig applies the same rules.
-func (c Config) Validate() error { return c.check(&config.Rules{}, nil) }
+func (c Config) Validate() error { return config.Validate("agent config", c) }
 
-// check applies the rules after the parse errors of LoadConfig, if any.
-func (c Config) check(r *config.Rules, parsed error) error {
-	r.Add(parsed)
+// Check records what breaks the rules in r.
+func (c Config) Check(r *config.Rules) {
 	if r.Required("Step", c.Step) && !stepPattern.MatchString(c.Step) {
 		r.Bad("Step", c.Step, "must match %s", stepPattern)
 	}
@@ -179,5 +166,4 @@ func (c Config) check(r *config.Rules, parsed error) error {
 	r.Count("MaxReceiveCount", c.MaxReceiveCount, 1, maxReceiveCount)
 	// Zero stands for workflow.DefaultMaxOutputBytes.
 	r.Count("MaxOutputBytes", c.MaxOutputBytes, 0, workflow.MaxMessageBytes)
-	return r.Err("agent config")
 }

@@ -5,30 +5,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-func env(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+// deployed is the environment an agent Lambda is deployed with.
+var deployed = map[string]string{
+	"AGENT_STEP":         "reserve-inventory",
+	"RESPONSE_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/responses",
+	"REMOTE_BASE_URL":    "https://remote.example.com/api/",
+	"REQUEST_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory",
 }
 
-func baseEnv() map[string]string {
-	return map[string]string{
-		"AGENT_STEP":         "reserve-inventory",
-		"RESPONSE_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/responses",
-		"REMOTE_BASE_URL":    "https://remote.example.com/api/",
-		"REQUEST_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory",
-	}
-}
-
-func TestLoadConfigDefaults(t *testing.T) {
+func TestLoadConfig(t *testing.T) {
 	t.Parallel()
-	c, err := agent.LoadConfig(env(baseEnv()))
-	if err != nil {
-		t.Fatalf("LoadConfig: %v", err)
-	}
 	want := agent.Config{
 		Step:             "reserve-inventory",
 		ResponseQueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/responses",
@@ -44,91 +36,55 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxOutputBytes:   workflow.Default().Steps[0].OutputLimit(),
 		RequestQueueURL:  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory",
 	}
-	if c != want {
-		t.Errorf("LoadConfig = %+v\nwant %+v", c, want)
-	}
+	tuned := want
+	tuned.RemoteTimeout, tuned.RetryBase, tuned.RetryMax = 2*time.Second, 50*time.Millisecond, time.Second
+	tuned.BreakerFailures, tuned.BreakerCooldown, tuned.Concurrency, tuned.SafetyMargin = 7, 30*time.Second, 4, 250*time.Millisecond
+	configtest.Loads(t, agent.LoadConfig, deployed, []configtest.Loaded[agent.Config]{
+		{Name: "defaults", Want: want},
+		{Name: "every setting", Set: []string{
+			"REMOTE_TIMEOUT", "2s", "RETRY_BASE", "50ms", "RETRY_MAX", "1s", "BREAKER_FAILURES", "7",
+			"BREAKER_COOLDOWN", "30s", "AGENT_CONCURRENCY", "4", "SAFETY_MARGIN", "250ms",
+		}, Want: tuned},
+	})
 	// DefaultConfig is the same tuning without the required three.
 	d := agent.DefaultConfig()
 	d.Step, d.ResponseQueueURL, d.RemoteBaseURL, d.RequestQueueURL = want.Step, want.ResponseQueueURL, want.RemoteBaseURL, want.RequestQueueURL
 	if d != want {
 		t.Errorf("DefaultConfig = %+v\nwant %+v", d, want)
 	}
-	if err := c.Validate(); err != nil {
-		t.Errorf("Validate of a loaded config: %v", err)
-	}
-}
-
-func TestLoadConfigAllSet(t *testing.T) {
-	t.Parallel()
-	e := baseEnv()
-	for k, v := range map[string]string{
-		"REMOTE_TIMEOUT": "2s", "RETRY_BASE": "50ms", "RETRY_MAX": "1s", "BREAKER_FAILURES": "7",
-		"BREAKER_COOLDOWN": "30s", "AGENT_CONCURRENCY": "4", "SAFETY_MARGIN": "250ms",
-	} {
-		e[k] = v
-	}
-	c, err := agent.LoadConfig(env(e))
-	if err != nil {
-		t.Fatalf("LoadConfig: %v", err)
-	}
-	if c.RemoteTimeout != 2*time.Second || c.RetryBase != 50*time.Millisecond || c.RetryMax != time.Second ||
-		c.BreakerFailures != 7 || c.BreakerCooldown != 30*time.Second || c.Concurrency != 4 || c.SafetyMargin != 250*time.Millisecond {
-		t.Errorf("LoadConfig = %+v", c)
-	}
 }
 
 func TestLoadConfigErrors(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		set  map[string]string
-		want []string
-	}{
-		{"all required missing", map[string]string{"AGENT_STEP": "", "RESPONSE_QUEUE_URL": "", "REMOTE_BASE_URL": "", "REQUEST_QUEUE_URL": ""},
-			[]string{"AGENT_STEP is required", "RESPONSE_QUEUE_URL is required", "REMOTE_BASE_URL is required", "REQUEST_QUEUE_URL is required"}},
-		{"a step outside the workflow", map[string]string{"AGENT_STEP": "ship-order"}, []string{`AGENT_STEP="ship-order" is not a step of workflow`}},
-		{"bad step", map[string]string{"AGENT_STEP": "Reserve_Inventory"}, []string{"AGENT_STEP=\"Reserve_Inventory\" must match"}},
-		{"queue URL not http", map[string]string{"RESPONSE_QUEUE_URL": "sqs://q"}, []string{"RESPONSE_QUEUE_URL=\"sqs://q\" is not an absolute http(s) URL"}},
-		{"relative remote", map[string]string{"REMOTE_BASE_URL": "/remote"}, []string{"REMOTE_BASE_URL=\"/remote\" is not an absolute"}},
-		{"remote with query", map[string]string{"REMOTE_BASE_URL": "https://r.example.com/?a=1"}, []string{"must have no query, fragment or user info"}},
-		{"remote with user", map[string]string{"REMOTE_BASE_URL": "https://u:p@r.example.com"}, []string{"must have no query, fragment or user info"}},
-		{"timeout not a duration", map[string]string{"REMOTE_TIMEOUT": "5"}, []string{"REMOTE_TIMEOUT=\"5\" is not a duration"}},
-		{"timeout too long", map[string]string{"REMOTE_TIMEOUT": "16m"}, []string{"REMOTE_TIMEOUT=16m0s must be within 10ms..15m0s"}},
-		{"retry max below base", map[string]string{"RETRY_BASE": "2s", "RETRY_MAX": "1s"}, []string{"RETRY_MAX=1s must be at least RETRY_BASE=2s"}},
-		{"breaker failures zero", map[string]string{"BREAKER_FAILURES": "0"}, []string{"BREAKER_FAILURES=0 must be within 1..1000"}},
-		{"breaker failures not int", map[string]string{"BREAKER_FAILURES": "many"}, []string{"BREAKER_FAILURES=\"many\" is not an integer"}},
-		{"cooldown negative", map[string]string{"BREAKER_COOLDOWN": "-1s"}, []string{"BREAKER_COOLDOWN=-1s must be within"}},
-		{"concurrency too high", map[string]string{"AGENT_CONCURRENCY": "101"}, []string{"AGENT_CONCURRENCY=101 must be within 1..100"}},
-		{"margin too long", map[string]string{"SAFETY_MARGIN": "2m"}, []string{"SAFETY_MARGIN=2m0s must be within 0s..1m0s"}},
-		{"receive count zero", map[string]string{"MAX_RECEIVE_COUNT": "0"}, []string{"MAX_RECEIVE_COUNT=0 must be within 1..1000"}},
-		{"several at once", map[string]string{"AGENT_STEP": "", "AGENT_CONCURRENCY": "0"},
-			[]string{"AGENT_STEP is required", "AGENT_CONCURRENCY=0"}},
+	configtest.Refuses(t, agent.LoadConfig, deployed, []configtest.Refused{
+		{
+			Name: "all required missing",
+			Set:  []string{"AGENT_STEP", "", "RESPONSE_QUEUE_URL", "", "REMOTE_BASE_URL", "", "REQUEST_QUEUE_URL", ""},
+			Want: []string{"AGENT_STEP is required", "RESPONSE_QUEUE_URL is required", "REMOTE_BASE_URL is required", "REQUEST_QUEUE_URL is required"},
+		},
+		{Name: "a step outside the workflow", Set: []string{"AGENT_STEP", "ship-order"}, Want: []string{`AGENT_STEP="ship-order" is not a step of workflow`}},
+		{Name: "bad step", Set: []string{"AGENT_STEP", "Reserve_Inventory"}, Want: []string{"AGENT_STEP=\"Reserve_Inventory\" must match"}},
+		{Name: "queue URL not http", Set: []string{"RESPONSE_QUEUE_URL", "sqs://q"}, Want: []string{"RESPONSE_QUEUE_URL=\"sqs://q\" is not an absolute http(s) URL"}},
+		{Name: "relative remote", Set: []string{"REMOTE_BASE_URL", "/remote"}, Want: []string{"REMOTE_BASE_URL=\"/remote\" is not an absolute"}},
+		{Name: "remote with query", Set: []string{"REMOTE_BASE_URL", "https://r.example.com/?a=1"}, Want: []string{"must have no query, fragment or user info"}},
+		{Name: "remote with user", Set: []string{"REMOTE_BASE_URL", "https://u:p@r.example.com"}, Want: []string{"must have no query, fragment or user info"}},
+		{Name: "timeout not a duration", Set: []string{"REMOTE_TIMEOUT", "5"}, Want: []string{"REMOTE_TIMEOUT=\"5\" is not a duration"}},
+		{Name: "timeout too long", Set: []string{"REMOTE_TIMEOUT", "16m"}, Want: []string{"REMOTE_TIMEOUT=16m0s must be within 10ms..15m0s"}},
+		{Name: "retry max below base", Set: []string{"RETRY_BASE", "2s", "RETRY_MAX", "1s"}, Want: []string{"RETRY_MAX=1s must be at least RETRY_BASE=2s"}},
+		{Name: "breaker failures zero", Set: []string{"BREAKER_FAILURES", "0"}, Want: []string{"BREAKER_FAILURES=0 must be within 1..1000"}},
+		{Name: "breaker failures not int", Set: []string{"BREAKER_FAILURES", "many"}, Want: []string{"BREAKER_FAILURES=\"many\" is not an integer"}},
+		{Name: "cooldown negative", Set: []string{"BREAKER_COOLDOWN", "-1s"}, Want: []string{"BREAKER_COOLDOWN=-1s must be within"}},
+		{Name: "concurrency too high", Set: []string{"AGENT_CONCURRENCY", "101"}, Want: []string{"AGENT_CONCURRENCY=101 must be within 1..100"}},
+		{Name: "margin too long", Set: []string{"SAFETY_MARGIN", "2m"}, Want: []string{"SAFETY_MARGIN=2m0s must be within 0s..1m0s"}},
+		{Name: "receive count zero", Set: []string{"MAX_RECEIVE_COUNT", "0"}, Want: []string{"MAX_RECEIVE_COUNT=0 must be within 1..1000"}},
+		{Name: "several at once", Set: []string{"AGENT_STEP", "", "AGENT_CONCURRENCY", "0"}, Want: []string{"AGENT_STEP is required", "AGENT_CONCURRENCY=0"}},
 		// A parse error and a broken rule are both reported.
-		{"a parse error and a rule", map[string]string{"AGENT_STEP": "ship-order", "REMOTE_TIMEOUT": "5", "RETRY_BASE": "2s", "RETRY_MAX": "1s"},
-			[]string{`AGENT_STEP="ship-order" is not a step`, `REMOTE_TIMEOUT="5" is not a duration`, "RETRY_MAX=1s must be at least RETRY_BASE=2s"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			e := baseEnv()
-			for k, v := range tt.set {
-				e[k] = v
-			}
-			_, err := agent.LoadConfig(env(e))
-			if err == nil {
-				t.Fatalf("LoadConfig succeeded, want errors %q", tt.want)
-			}
-			for _, w := range tt.want {
-				// Once: the reader parses, Validate's rules bound.
-				if n := strings.Count(err.Error(), w); n != 1 {
-					t.Errorf("error %q mentions %q %d times, want once", err, w, n)
-				}
-			}
-			if n := strings.Count(err.Error(), "\n") + 1; n != len(tt.want) {
-				t.Errorf("error %q reports %d problems, want %d", err, n, len(tt.want))
-			}
-		})
-	}
+		{
+			Name: "a parse error and a rule",
+			Set:  []string{"AGENT_STEP", "ship-order", "REMOTE_TIMEOUT", "5", "RETRY_BASE", "2s", "RETRY_MAX", "1s"},
+			Want: []string{`AGENT_STEP="ship-order" is not a step`, `REMOTE_TIMEOUT="5" is not a duration`, "RETRY_MAX=1s must be at least RETRY_BASE=2s"},
+		},
+	})
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -175,17 +131,7 @@ func TestConfigValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil {
-				t.Fatalf("Validate = nil, want %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate = %q, want it to mention %q", err, w)
-				}
-			}
-			if n := strings.Count(err.Error(), "\n") + 1; n != len(tt.want) {
-				t.Errorf("Validate = %q: %d problems, want %d", err, n, len(tt.want))
-			}
+			configtest.Problems(t, "Validate", err, tt.want...)
 		})
 	}
 }
@@ -206,16 +152,14 @@ func TestLoadConfigAppliesValidate(t *testing.T) {
 		{"cooldown", "BREAKER_COOLDOWN", "1ms", func(c *agent.Config) { c.BreakerCooldown = time.Millisecond }, "BreakerCooldown=1ms"},
 		{"remote", "REMOTE_BASE_URL", "https://r.example.com/?a=1", func(c *agent.Config) { c.RemoteBaseURL = "https://r.example.com/?a=1" }, "RemoteBaseURL="},
 	}
-	good, err := agent.LoadConfig(env(baseEnv()))
+	good, err := agent.LoadConfig(configtest.Env(deployed))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := baseEnv()
-			e[tt.variable] = tt.value
-			if _, err := agent.LoadConfig(env(e)); err == nil || !strings.Contains(err.Error(), tt.variable+"=") {
+			if _, err := agent.LoadConfig(configtest.Env(deployed, tt.variable, tt.value)); err == nil || !strings.Contains(err.Error(), tt.variable+"=") {
 				t.Errorf("LoadConfig = %v, want an error about %s", err, tt.variable)
 			}
 			c := good

@@ -1,10 +1,8 @@
 package agent_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -16,6 +14,14 @@ import (
 	"github.com/sasflow/sas/shared/message"
 )
 
+// simHarness is a harness whose service is the real HTTPService, calling
+// sim as cfg's remote.
+func simHarness(t *testing.T, sim *remotesim.Sim, cfg agent.Config) *harness {
+	t.Helper()
+	cfg.RemoteBaseURL = serveSim(t, sim)
+	return newHarness(t, cfg, agent.NewHTTPService(cfg.RemoteBaseURL, agent.NewHTTPClient(time.Second)))
+}
+
 // TestEndToEndExactlyOnceEffect runs the Handler over the real HTTPService
 // against the simulator with transient faults, including faults that apply
 // the effect and then fail, and delivers requests twice: every key's effect
@@ -24,42 +30,34 @@ func TestEndToEndExactlyOnceEffect(t *testing.T) {
 	t.Parallel()
 	sim := remotesim.New(remotesim.WithSeed(7), remotesim.WithClock(clock.NewFake(t0)),
 		remotesim.WithFaults(remotesim.Faults{Transient: 0.3, ApplyThenFail: 0.2}))
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	defer sim.Close()
-
 	const orders = 6
 	key := func(i int) string { return fmt.Sprintf("order-%d/%s", i, testStep) }
 	// Order 0's first calls fail deterministically, one after applying.
 	sim.Script(key(0), remotesim.Transient, remotesim.ApplyThenFail, remotesim.Transient)
 
 	cfg := testConfig()
-	cfg.RemoteBaseURL = srv.URL
 	cfg.BreakerFailures = 50
-	svc := agent.NewHTTPService(cfg.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
-	hs := newHarness(t, cfg, svc)
+	hs := simHarness(t, sim, cfg)
 
-	var first events.SQSEvent
+	var first []events.SQSMessage
 	for i := range orders {
 		id := fmt.Sprintf("order-%d", i)
-		first.Records = append(first.Records, record("m"+id, message.Encode(agentRequest(id, t0))))
+		first = append(first, record("m"+id, message.Encode(agentRequest(id, t0))))
 	}
 	// A duplicate delivery of order 0 within the same batch.
-	first.Records = append(first.Records, record("dup-in-batch", message.Encode(agentRequest("order-0", t0))))
+	first = append(first, record("dup-in-batch", message.Encode(agentRequest("order-0", t0))))
 
-	resp, err := hs.h.Handle(context.Background(), first)
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("first batch: failures %v, err %v", failedIDs(resp), err)
+	if resp := hs.handle(t, first...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("first batch: failures %v", failedIDs(resp))
 	}
 	// A later redelivery of order 0, and a later attempt of order 1 (the
 	// Supervisor's retry keeps the idempotency key).
-	second := events.SQSEvent{Records: []events.SQSMessage{
+	second := []events.SQSMessage{
 		record("redelivered", message.Encode(agentRequest("order-0", hs.clk.Now()))),
 		record("attempt-3", message.Encode(agentRequest("order-1", hs.clk.Now(), func(m *message.AgentRequest) { m.Attempt = 3 }))),
-	}}
-	resp, err = hs.h.Handle(context.Background(), second)
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("second batch: failures %v, err %v", failedIDs(resp), err)
+	}
+	if resp := hs.handle(t, second...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("second batch: failures %v", failedIDs(resp))
 	}
 
 	for i := range orders {
@@ -70,7 +68,7 @@ func TestEndToEndExactlyOnceEffect(t *testing.T) {
 	if len(sim.Effects()) != orders {
 		t.Errorf("effects %v, want %d keys", sim.Effects(), orders)
 	}
-	deliveries := len(first.Records) + len(second.Records)
+	deliveries := len(first) + len(second)
 	if sim.Calls() <= deliveries {
 		t.Errorf("%d calls for %d deliveries: the faults caused no retries", sim.Calls(), deliveries)
 	}
@@ -111,17 +109,9 @@ func TestEndToEndPermanentRejection(t *testing.T) {
 	t.Parallel()
 	sim := remotesim.New()
 	sim.RejectStep(testStep)
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-
-	cfg := testConfig()
-	cfg.RemoteBaseURL = srv.URL
-	hs := newHarness(t, cfg, agent.NewHTTPService(srv.URL, agent.NewHTTPClient(time.Second)))
-	resp, err := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("m1", message.Encode(agentRequest("order-1", t0))),
-	}})
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("failures %v, err %v", failedIDs(resp), err)
+	hs := simHarness(t, sim, testConfig())
+	if resp := hs.handle(t, record("m1", message.Encode(agentRequest("order-1", t0)))); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", failedIDs(resp))
 	}
 	r := hs.out.replies()
 	if len(r) != 1 || r[0].Outcome != message.Failed || r[0].Fault.Code != "rejected" {
@@ -137,20 +127,12 @@ func TestEndToEndPermanentRejection(t *testing.T) {
 func TestEndToEndTryTimeout(t *testing.T) {
 	t.Parallel()
 	sim := remotesim.New()
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	defer sim.Close()
 	sim.Script("order-1/"+testStep, remotesim.ApplyThenHang, remotesim.Hang)
-
 	cfg := testConfig()
-	cfg.RemoteBaseURL = srv.URL
 	cfg.RemoteTimeout = 20 * time.Millisecond
-	hs := newHarness(t, cfg, agent.NewHTTPService(srv.URL, agent.NewHTTPClient(time.Second)))
-	resp, err := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("m1", message.Encode(agentRequest("order-1", t0))),
-	}})
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("failures %v, err %v", failedIDs(resp), err)
+	hs := simHarness(t, sim, cfg)
+	if resp := hs.handle(t, record("m1", message.Encode(agentRequest("order-1", t0)))); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %v", failedIDs(resp))
 	}
 	if r := hs.out.replies(); len(r) != 1 || r[0].Outcome != message.Succeeded {
 		t.Fatalf("replies %+v, want one Succeeded", r)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
@@ -121,10 +120,7 @@ const (
 // again. It never returns an error: that would redeliver the whole batch,
 // including the records that were done.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	log := h.log
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		log = log.With("requestId", lc.AwsRequestID)
-	}
+	log := actor.InvocationLog(ctx, h.log)
 	var (
 		resp events.SQSEventResponse
 		mu   sync.Mutex
@@ -159,16 +155,12 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 
 	m, err := message.DecodeAgentRequest(rec.Body)
 	if err != nil {
-		log.Error("poison agent request", "err", err, "receiveCount", rec.Attributes["ApproximateReceiveCount"])
-		alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
-		return redeliver
+		return h.poison(ctx, log, rec, "poison agent request", err, "receiveCount", rec.Attributes["ApproximateReceiveCount"])
 	}
 	log = log.With("orderId", m.OrderID, "step", m.Step, "stepIndex", m.StepIndex, "attempt", m.Attempt)
 	if m.Step != h.cfg.Step {
 		err := fmt.Errorf("%w: a request for step %q reached the %q agent", message.ErrPoison, m.Step, h.cfg.Step)
-		log.Error("poison agent request: the request is for another step", "err", err)
-		alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
-		return redeliver
+		return h.poison(ctx, log, rec, "poison agent request: the request is for another step", err)
 	}
 	if !h.clk.Now().Before(m.CompleteBy) {
 		log.Info("deadline passed, sending nothing", "completeBy", m.CompleteBy)
@@ -203,9 +195,22 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		log.Warn("step failed transiently until the deadline, sending nothing", "err", err)
 		return done
 	}
+	return h.sendReply(ctx, log, rec, m, reply)
+}
+
+// poison logs a request that can never be processed, err first among attrs,
+// and leaves it to the queue's redrive policy, alerting on its last receive.
+func (h *Handler) poison(ctx context.Context, log *slog.Logger, rec events.SQSMessage, msg string, err error, attrs ...any) disposition {
+	log.Error(msg, append([]any{"err", err}, attrs...)...)
+	alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
+	return redeliver
+}
+
+// sendReply sends the reply of rec's request. A reply that cannot be sent
+// brings the request back soon: running the step again (the remote replays
+// its result under the key) while CompleteBy still allows a reply.
+func (h *Handler) sendReply(ctx context.Context, log *slog.Logger, rec events.SQSMessage, m message.AgentRequest, reply message.AgentReply) disposition {
 	if err := h.replies.Send(ctx, h.cfg.ResponseQueueURL, encodeReply(m, reply), 0); err != nil {
-		// Redelivery runs the step again, soon, while CompleteBy still
-		// allows a reply; the remote replays its result under the key.
 		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
 		log.Error("sending the reply failed; the request comes back soon", "err", err, "outcome", reply.Outcome, "in", wait)
 		if h.redeliver != nil {

@@ -1,11 +1,13 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/sasflow/sas/internal/testkit/configtest"
+	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/agent"
@@ -26,6 +30,8 @@ const (
 	testStep     = "reserve-inventory"
 	testQueueURL = "https://sqs.example.com/123/responses"
 	budget       = 30 * time.Second
+	// testRequestID is the Lambda request ID harness.handle runs under.
+	testRequestID = "req-123"
 )
 
 func testConfig() agent.Config {
@@ -55,17 +61,23 @@ func (f sendFunc) Send(ctx context.Context, queueURL, body string, delay time.Du
 var _ agent.ReplySender = sendFunc(nil)
 
 // outbox records the replies sent, failing those whose order is in fail.
+// Every reply must be a valid one, sent to queueURL without delay.
 type outbox struct {
-	t    *testing.T
-	fail map[string]bool
-	mu   sync.Mutex
-	sent []message.AgentReply
+	t        *testing.T
+	queueURL string
+	fail     map[string]bool
+	mu       sync.Mutex
+	sent     []message.AgentReply
+}
+
+func newOutbox(t *testing.T, queueURL string) *outbox {
+	return &outbox{t: t, queueURL: queueURL, fail: map[string]bool{}}
 }
 
 func (o *outbox) sender() sendFunc {
 	return func(_ context.Context, queueURL, body string, delay time.Duration) error {
-		if queueURL != testQueueURL || delay != 0 {
-			o.t.Errorf("Send(%q, delay %v), want %q without delay", queueURL, delay, testQueueURL)
+		if queueURL != o.queueURL || delay != 0 {
+			o.t.Errorf("Send(%q, delay %v), want %q without delay", queueURL, delay, o.queueURL)
 		}
 		r, err := message.DecodeAgentReply(body)
 		if err != nil {
@@ -100,6 +112,17 @@ func (s *fakeSleep) sleep(ctx context.Context, d time.Duration) error {
 	s.mu.Unlock()
 	s.clk.Advance(d)
 	return ctx.Err()
+}
+
+func (s *fakeSleep) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waits)
+}
+
+// emptyOK is a Service's Do that succeeds at once with an empty object.
+func emptyOK(context.Context, agent.Request) (json.RawMessage, error) {
+	return json.RawMessage(`{}`), nil
 }
 
 func agentRequest(orderID string, now time.Time, mutate ...func(*message.AgentRequest)) message.AgentRequest {
@@ -141,10 +164,12 @@ type harness struct {
 	h     *agent.Handler
 }
 
+// newHarness builds a handler at t0 whose waits advance the fake clock and
+// whose replies must go to cfg's response queue.
 func newHarness(t *testing.T, cfg agent.Config, svc agent.Service, opts ...agent.Option) *harness {
 	t.Helper()
 	clk := clock.NewFake(t0)
-	hs := &harness{clk: clk, sleep: &fakeSleep{clk: clk}, out: &outbox{t: t, fail: map[string]bool{}}, logs: &logtest.Buffer{}}
+	hs := &harness{clk: clk, sleep: &fakeSleep{clk: clk}, out: newOutbox(t, cfg.ResponseQueueURL), logs: &logtest.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(hs.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts = append([]agent.Option{agent.WithSleep(hs.sleep.sleep), agent.WithJitter(func() float64 { return 0.5 })}, opts...)
 	h, err := agent.New(cfg, svc, hs.out.sender(), actor.Deps{Clock: clk, Log: log}, opts...)
@@ -153,6 +178,18 @@ func newHarness(t *testing.T, cfg agent.Config, svc agent.Service, opts ...agent
 	}
 	hs.h = h
 	return hs
+}
+
+// handle runs a batch under a Lambda context; Handle must not return an
+// error, which would redeliver the whole batch.
+func (hs *harness) handle(t *testing.T, recs ...events.SQSMessage) events.SQSEventResponse {
+	t.Helper()
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: testRequestID})
+	resp, err := hs.h.Handle(ctx, events.SQSEvent{Records: recs})
+	if err != nil {
+		t.Fatalf("Handle returned an error (the whole batch would be redelivered): %v", err)
+	}
+	return resp
 }
 
 // calls counts a service's calls per order.
@@ -406,13 +443,8 @@ func TestHandlerOutcomes(t *testing.T) {
 			if tt.sendFails {
 				hs.out.fail["order-1"] = true
 			}
-			ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-123"})
 
-			resp, err := hs.h.Handle(ctx, events.SQSEvent{Records: []events.SQSMessage{record("m1", body)}})
-			if err != nil {
-				t.Fatalf("Handle: %v", err)
-			}
-
+			resp := hs.handle(t, record("m1", body))
 			if got := failedIDs(resp); tt.wantFailed != (len(got) == 1 && got[0] == "m1") || (!tt.wantFailed && len(got) > 0) {
 				t.Errorf("batch item failures %v, want failed=%v", got, tt.wantFailed)
 			}
@@ -457,17 +489,14 @@ func TestHandlerOutcomes(t *testing.T) {
 					t.Errorf("service got %+v, want the request's fields", r)
 				}
 			}
-			hs.sleep.mu.Lock()
-			waits := len(hs.sleep.waits)
-			hs.sleep.mu.Unlock()
-			if waits < tt.wantMinWaits {
+			if waits := hs.sleep.count(); waits < tt.wantMinWaits {
 				t.Errorf("%d waits between tries, want at least %d", waits, tt.wantMinWaits)
 			}
 			logs := hs.logs.String()
 			if tt.wantLog != "" && !strings.Contains(logs, tt.wantLog) {
 				t.Errorf("logs lack %q:\n%s", tt.wantLog, logs)
 			}
-			if !strings.Contains(logs, `"requestId":"req-123"`) {
+			if !strings.Contains(logs, `"requestId":"`+testRequestID+`"`) {
 				t.Errorf("logs lack the Lambda request ID:\n%s", logs)
 			}
 		})
@@ -476,13 +505,8 @@ func TestHandlerOutcomes(t *testing.T) {
 
 func TestHandlerLogsOrderStepAttempt(t *testing.T) {
 	t.Parallel()
-	hs := newHarness(t, testConfig(), agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
-		return json.RawMessage(`{}`), nil
-	}))
-	body := message.Encode(agentRequest("order-9", t0))
-	if _, err := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m9", body)}}); err != nil {
-		t.Fatal(err)
-	}
+	hs := newHarness(t, testConfig(), agent.ServiceFunc(emptyOK))
+	hs.handle(t, record("m9", message.Encode(agentRequest("order-9", t0))))
 	var line map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(hs.logs.String()), "\n") {
 		if strings.Contains(l, "reply sent") {
@@ -505,7 +529,7 @@ func TestHandlerBatchIsolation(t *testing.T) {
 		return json.RawMessage(`{"ok":true}`), nil
 	}))
 	hs.out.fail["order-nosend"] = true
-	ev := events.SQSEvent{Records: []events.SQSMessage{
+	resp := hs.handle(t,
 		record("ok1", message.Encode(agentRequest("order-1", t0))),
 		record("poison", "not json"),
 		record("ok2", message.Encode(agentRequest("order-2", t0))),
@@ -513,11 +537,7 @@ func TestHandlerBatchIsolation(t *testing.T) {
 		record("late", message.Encode(agentRequest("order-4", t0, func(m *message.AgentRequest) { m.CompleteBy = t0.Add(-time.Second) }))),
 		record("perm", message.Encode(agentRequest("order-perm", t0))),
 		record("nosend", message.Encode(agentRequest("order-nosend", t0))),
-	}}
-	resp, err := hs.h.Handle(context.Background(), ev)
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	got := map[string]bool{}
 	for _, id := range failedIDs(resp) {
 		got[id] = true
@@ -610,7 +630,7 @@ func TestHandlerWaitsForOpenBreaker(t *testing.T) {
 	clk := clock.NewFake(t0)
 	breakers := agent.NewBreakers(cfg.BreakerFailures, cfg.BreakerCooldown, clk)
 	sl := &fakeSleep{clk: clk}
-	out := &outbox{t: t, fail: map[string]bool{}}
+	out := newOutbox(t, cfg.ResponseQueueURL)
 	h, err := agent.New(cfg, svc, out.sender(), actor.Deps{Clock: clk},
 		agent.WithSleep(sl.sleep), agent.WithJitter(func() float64 { return 0 }), agent.WithBreakers(breakers))
 	if err != nil {
@@ -687,14 +707,10 @@ func TestNewRejectsBadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h, err := agent.New(tt.cfg, tt.svc, tt.replies, actor.Deps{})
-			if err == nil || h != nil {
-				t.Fatalf("New = %v, %v; want an error", h, err)
+			if h != nil {
+				t.Errorf("New = %v, %v; want no handler", h, err)
 			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
+			configtest.Problems(t, "New", err, tt.want...)
 		})
 	}
 }
@@ -702,10 +718,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 // The zero Deps work: the system clock and a logger that discards.
 func TestNewWithZeroDeps(t *testing.T) {
 	t.Parallel()
-	out := &outbox{t: t, fail: map[string]bool{}}
-	h, err := agent.New(testConfig(), agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
-		return json.RawMessage(`{}`), nil
-	}), out.sender(), actor.Deps{})
+	out := newOutbox(t, testQueueURL)
+	h, err := agent.New(testConfig(), agent.ServiceFunc(emptyOK), out.sender(), actor.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -731,12 +745,9 @@ func TestLogLinesNameTheStepOnce(t *testing.T) {
 	hs := newHarness(t, testConfig(), agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
 		return nil, errors.New("503")
 	}))
-	resp, err := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
-		record("m1", message.Encode(agentRequest("order-1", t0))),
-		record("m2", "not json"),
-	}})
-	if err != nil || len(resp.BatchItemFailures) != 1 {
-		t.Fatalf("Handle = %v, %v; want m2 failed", failedIDs(resp), err)
+	resp := hs.handle(t, record("m1", message.Encode(agentRequest("order-1", t0))), record("m2", "not json"))
+	if len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("failures %v; want m2 failed", failedIDs(resp))
 	}
 	lines := strings.Split(strings.TrimSpace(hs.logs.String()), "\n")
 	if len(lines) < 3 {
@@ -758,22 +769,11 @@ func FuzzHandleBody(f *testing.F) {
 	f.Add(`not json`)
 	f.Add(`{"v":1,"kind":"agent.reply","orderId":"o","step":"reserve-inventory","stepIndex":0,"attempt":1,"outcome":"succeeded"}`)
 	f.Fuzz(func(t *testing.T, body string) {
-		out := &outbox{t: t, fail: map[string]bool{}}
-		clk := clock.NewFake(t0)
-		sl := &fakeSleep{clk: clk}
-		h, err := agent.New(testConfig(), agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
-			return json.RawMessage(`{}`), nil
-		}), out.sender(), actor.Deps{Clock: clk}, agent.WithSleep(sl.sleep))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m", body)}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		hs := newHarness(t, testConfig(), agent.ServiceFunc(emptyOK))
+		resp := hs.handle(t, record("m", body))
 		if _, derr := message.DecodeAgentRequest(body); derr != nil {
-			if len(resp.BatchItemFailures) != 1 || len(out.replies()) != 0 {
-				t.Errorf("undecodable body: failures %v, replies %d", failedIDs(resp), len(out.replies()))
+			if len(resp.BatchItemFailures) != 1 || len(hs.out.replies()) != 0 {
+				t.Errorf("undecodable body: failures %v, replies %d", failedIDs(resp), len(hs.out.replies()))
 			}
 		}
 	})
@@ -797,8 +797,7 @@ func TestUndoOutputOverTheLimitIsDropped(t *testing.T) {
 	req := agentRequest("order-1", t0, func(m *message.AgentRequest) {
 		m.Action, m.EffectKey, m.IdempotencyKey = message.Compensate, m.IdempotencyKey, m.IdempotencyKey+"/undo"
 	})
-	resp, _ := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{record("m1", message.Encode(req))}})
-	if len(resp.BatchItemFailures) != 0 {
+	if resp := hs.handle(t, record("m1", message.Encode(req))); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", resp.BatchItemFailures)
 	}
 	sent := hs.out.replies()
@@ -824,8 +823,7 @@ func TestReplySendFailureIsRedeliveredSoon(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var waits []time.Duration
-	svc := agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })
-	hs := newHarness(t, testConfig(), svc, agent.WithRedelivery(redeliverFunc(func(_ context.Context, rec events.SQSMessage, wait time.Duration) error {
+	hs := newHarness(t, testConfig(), agent.ServiceFunc(emptyOK), agent.WithRedelivery(redeliverFunc(func(_ context.Context, rec events.SQSMessage, wait time.Duration) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if rec.MessageId != "m1" {
@@ -837,8 +835,7 @@ func TestReplySendFailureIsRedeliveredSoon(t *testing.T) {
 	hs.out.fail["order-1"] = true
 	rec := record("m1", message.Encode(agentRequest("order-1", t0)))
 	rec.Attributes["ApproximateReceiveCount"] = "2"
-	resp, _ := hs.h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{rec}})
-	if len(resp.BatchItemFailures) != 1 {
+	if resp := hs.handle(t, rec); len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("failures %v", resp.BatchItemFailures)
 	}
 	mu.Lock()
@@ -846,4 +843,207 @@ func TestReplySendFailureIsRedeliveredSoon(t *testing.T) {
 	if len(waits) != 1 || waits[0] != 2*time.Second {
 		t.Fatalf("redelivery waits %v, want [2s]", waits)
 	}
+}
+
+// The sample events under events/ are what developers invoke the function
+// with locally; running them here keeps them from drifting from the handler.
+
+// sampleOutput is what the fake remote service answers to the sample.
+const sampleOutput = `{"chargeId":"ch-3f9a2c71","amountCents":4248,"currency":"EUR"}`
+
+// sampleAgentRequest loads events/agent-request.json, checks it is one record
+// as an Agent's queue delivers it, and decodes the message it carries.
+func sampleAgentRequest(t *testing.T) (events.SQSEvent, message.AgentRequest, time.Time) {
+	t.Helper()
+	ev := eventsample.Load[events.SQSEvent](t, "agent-request.json")
+	if len(ev.Records) != 1 {
+		t.Fatalf("agent-request.json has %d records, want 1", len(ev.Records))
+	}
+	rec := ev.Records[0]
+	m, err := message.DecodeAgentRequest(rec.Body)
+	if err != nil {
+		t.Fatalf("agent-request.json: the body is not an agent request: %v", err)
+	}
+	steps := workflow.Default().StepNames()
+	if m.StepIndex < 0 || m.StepIndex >= len(steps) || steps[m.StepIndex] != m.Step {
+		t.Fatalf("agent-request.json: step %q at index %d is not a step of the workflow %v", m.Step, m.StepIndex, steps)
+	}
+	if want := m.OrderID + "/" + m.Step; m.IdempotencyKey != want {
+		t.Errorf("agent-request.json: idempotencyKey %q, want %q", m.IdempotencyKey, want)
+	}
+	if !strings.HasSuffix(rec.EventSourceARN, ":sas-agent-"+m.Step) {
+		t.Errorf("agent-request.json: eventSourceARN %s is not the queue of step %s", rec.EventSourceARN, m.Step)
+	}
+	ms, err := strconv.ParseInt(rec.Attributes["ApproximateFirstReceiveTimestamp"], 10, 64)
+	if err != nil {
+		t.Fatalf("agent-request.json: ApproximateFirstReceiveTimestamp: %v", err)
+	}
+	received := time.UnixMilli(ms).UTC()
+	if !received.Before(m.CompleteBy) {
+		t.Fatalf("agent-request.json: received at %v, not before its completeBy %v", received, m.CompleteBy)
+	}
+	return ev, m, received
+}
+
+// sampleResponseQueueURL is the URL of the queue the Scheduler's reply sample
+// (events/scheduler-agent-reply.json) comes from: the Agent replies there.
+func sampleResponseQueueURL(t *testing.T) string {
+	t.Helper()
+	replies := eventsample.Load[events.SQSEvent](t, "scheduler-agent-reply.json")
+	if len(replies.Records) == 0 {
+		t.Fatal("scheduler-agent-reply.json has no records")
+	}
+	// arn:aws:sqs:<region>:<account>:<name>
+	parts := strings.Split(replies.Records[0].EventSourceARN, ":")
+	if len(parts) != 6 || parts[2] != "sqs" {
+		t.Fatalf("scheduler-agent-reply.json: eventSourceARN %q is not a queue", replies.Records[0].EventSourceARN)
+	}
+	return "https://sqs." + parts[3] + ".amazonaws.com/" + parts[4] + "/" + parts[5]
+}
+
+// sampleHarness is the Agent the stack deploys for step, configured from
+// the environment it gives it, replying to the sample's response queue, at
+// now. Its service answers sampleOutput and records the calls in c.
+func sampleHarness(t *testing.T, step string, now time.Time, c *calls) *harness {
+	t.Helper()
+	env := map[string]string{
+		"AGENT_STEP":         step,
+		"RESPONSE_QUEUE_URL": sampleResponseQueueURL(t),
+		"REMOTE_BASE_URL":    "https://remote.example.com",
+		"REQUEST_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-" + step,
+	}
+	cfg, err := agent.LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	hs := newHarness(t, cfg, agent.ServiceFunc(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
+		c.add(r)
+		return json.RawMessage(sampleOutput), nil
+	}))
+	hs.clk.Set(now)
+	return hs
+}
+
+func TestSampleAgentRequestEvent(t *testing.T) {
+	t.Parallel()
+	ev, want, received := sampleAgentRequest(t)
+	// The stack deploys one Agent per step with AGENT_STEP set to the step's
+	// name; the sample comes from the queue of its step's Agent.
+	var c calls
+	hs := sampleHarness(t, want.Step, received, &c)
+
+	if resp := hs.handle(t, ev.Records...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch item failures = %+v, want none", resp.BatchItemFailures)
+	}
+	if n := hs.sleep.count(); n != 0 {
+		t.Errorf("the handler waited %d times, but the service never failed", n)
+	}
+
+	if len(c.rs) != 1 {
+		t.Fatalf("the service was called %d times, want once", len(c.rs))
+	}
+	got := c.rs[0]
+	if got.OrderID != want.OrderID || got.Step != want.Step || got.StepIndex != want.StepIndex ||
+		got.Attempt != want.Attempt || got.IdempotencyKey != want.IdempotencyKey {
+		t.Errorf("service request = order %s step %s (index %d) attempt %d key %s; the sample carries order %s step %s (index %d) attempt %d key %s",
+			got.OrderID, got.Step, got.StepIndex, got.Attempt, got.IdempotencyKey,
+			want.OrderID, want.Step, want.StepIndex, want.Attempt, want.IdempotencyKey)
+	}
+	if !jsonEqual(t, got.Input, want.Input) {
+		t.Errorf("service input = %s, want the sample's %s", got.Input, want.Input)
+	}
+	if len(want.Previous) == 0 {
+		t.Errorf("the sample carries no outputs of earlier steps")
+	}
+	for step, out := range want.Previous {
+		if !jsonEqual(t, got.Previous[step], out) {
+			t.Errorf("service previous[%s] = %s, want the sample's %s", step, got.Previous[step], out)
+		}
+	}
+	if len(got.Previous) != len(want.Previous) {
+		t.Errorf("service previous = %s, the sample's %s", got.Previous, want.Previous)
+	}
+
+	// The outbox holds the replies sent to the sample's response queue
+	// without delay that decode as agent replies.
+	sent := hs.out.replies()
+	if len(sent) != 1 {
+		t.Fatalf("sent %d replies, want 1", len(sent))
+	}
+	reply := sent[0]
+	if reply.OrderID != want.OrderID || reply.Step != want.Step || reply.StepIndex != want.StepIndex || reply.Attempt != want.Attempt {
+		t.Errorf("reply = order %s step %s (index %d) attempt %d, want order %s step %s (index %d) attempt %d",
+			reply.OrderID, reply.Step, reply.StepIndex, reply.Attempt, want.OrderID, want.Step, want.StepIndex, want.Attempt)
+	}
+	if reply.Outcome != message.Succeeded || reply.Fault != nil || !jsonEqual(t, reply.Output, json.RawMessage(sampleOutput)) {
+		t.Errorf("reply outcome %s, fault %+v, output %s; want Succeeded with the service's output", reply.Outcome, reply.Fault, reply.Output)
+	}
+
+	var logged bool
+	for _, l := range hs.logs.Records(t) {
+		if l["msg"] == "reply sent" && l["orderId"] == want.OrderID && l["agentStep"] == want.Step {
+			logged = true
+		}
+	}
+	if !logged {
+		t.Errorf("no \"reply sent\" log line for order %s, step %s:\n%s", want.OrderID, want.Step, hs.logs.String())
+	}
+}
+
+// An Agent deployed for another step must not perform the sample's step: the
+// request is poison (a wiring mistake) and goes back to the queue, towards its
+// dead-letter queue.
+func TestSampleAgentRequestIsPoisonToOtherSteps(t *testing.T) {
+	t.Parallel()
+	ev, want, received := sampleAgentRequest(t)
+	for _, step := range workflow.Default().StepNames() {
+		if step == want.Step {
+			continue
+		}
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			var c calls
+			hs := sampleHarness(t, step, received, &c)
+			resp := hs.handle(t, ev.Records...)
+			if len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[0].MessageId {
+				t.Errorf("batch item failures = %+v, want the sample's record %s", resp.BatchItemFailures, ev.Records[0].MessageId)
+			}
+			if len(c.rs) != 0 || len(hs.out.replies()) != 0 {
+				t.Errorf("%d service calls and %d replies, want none", len(c.rs), len(hs.out.replies()))
+			}
+		})
+	}
+}
+
+// Delivered at or after its completeBy, the sample is dropped without a call
+// and without a reply: the Supervisor owns the step by then.
+func TestSampleAgentRequestTooLate(t *testing.T) {
+	t.Parallel()
+	ev, want, _ := sampleAgentRequest(t)
+	var c calls
+	hs := sampleHarness(t, want.Step, want.CompleteBy, &c)
+	if resp := hs.handle(t, ev.Records...); len(resp.BatchItemFailures) != 0 {
+		t.Errorf("batch item failures = %+v, want none (a late request is deleted)", resp.BatchItemFailures)
+	}
+	if len(c.rs) != 0 || len(hs.out.replies()) != 0 {
+		t.Errorf("%d service calls and %d replies, want none", len(c.rs), len(hs.out.replies()))
+	}
+}
+
+// jsonEqual compares two JSON documents, ignoring insignificant whitespace.
+func jsonEqual(t *testing.T, a, b json.RawMessage) bool {
+	t.Helper()
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var ca, cb bytes.Buffer
+	if err := json.Compact(&ca, a); err != nil {
+		t.Errorf("not JSON: %s: %v", a, err)
+		return false
+	}
+	if err := json.Compact(&cb, b); err != nil {
+		t.Errorf("not JSON: %s: %v", b, err)
+		return false
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }

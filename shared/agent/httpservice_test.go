@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/testkit/golden"
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
 )
 
@@ -29,23 +31,74 @@ func stepRequest() agent.Request {
 	}
 }
 
+// undoRequest is the compensation of stepRequest's step, keyed as the
+// Scheduler keys it (workflow.CompensationKey).
+func undoRequest() agent.Request {
+	r := stepRequest()
+	r.Action = message.Compensate
+	r.EffectKey = r.IdempotencyKey
+	r.IdempotencyKey = r.EffectKey + "/undo"
+	return r
+}
+
+// received is a request a recording server was sent.
+type received struct {
+	method, path, key, ctype, accept string
+	raw                              []byte
+	body                             map[string]json.RawMessage
+}
+
+// recordingServer answers every request with answer and passes on what it
+// was sent; it returns its URL.
+func recordingServer(t *testing.T, answer string) (string, <-chan received) {
+	t.Helper()
+	got := make(chan received, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := received{method: r.Method, path: r.URL.Path, key: r.Header.Get("Idempotency-Key"),
+			ctype: r.Header.Get("Content-Type"), accept: r.Header.Get("Accept")}
+		s.raw, _ = io.ReadAll(r.Body)
+		_ = json.Unmarshal(s.raw, &s.body)
+		got <- s
+		_, _ = io.WriteString(w, answer)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, got
+}
+
+// checkBody asserts a request body's members, each as JSON text.
+func checkBody(t *testing.T, body map[string]json.RawMessage, want map[string]string) {
+	t.Helper()
+	if len(body) != len(want) {
+		t.Errorf("body fields %v, want %v", body, want)
+	}
+	for k, v := range want {
+		if string(body[k]) != v {
+			t.Errorf("body %s = %s, want %s", k, body[k], v)
+		}
+	}
+}
+
+// serveSim serves sim to the test and returns its URL. sim closes first: it
+// releases the hanging calls the server's Close waits for.
+func serveSim(t *testing.T, sim *remotesim.Sim) string {
+	t.Helper()
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	t.Cleanup(sim.Close)
+	return srv.URL
+}
+
+// simService serves the real simulator and returns an HTTPService calling it.
+func simService(t *testing.T) (*remotesim.Sim, *agent.HTTPService) {
+	t.Helper()
+	sim := remotesim.New(remotesim.WithClock(clock.NewFake(t0)))
+	return sim, agent.NewHTTPService(serveSim(t, sim), agent.NewHTTPClient(5*time.Second))
+}
+
 func TestHTTPServiceSendsTheStep(t *testing.T) {
 	t.Parallel()
-	type seen struct {
-		method, path, key, ctype string
-		body                     map[string]json.RawMessage
-	}
-	got := make(chan seen, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var s seen
-		s.method, s.path, s.key, s.ctype = r.Method, r.URL.Path, r.Header.Get("Idempotency-Key"), r.Header.Get("Content-Type")
-		_ = json.NewDecoder(r.Body).Decode(&s.body)
-		got <- s
-		_, _ = io.WriteString(w, `{"confirmation":"c1"}`)
-	}))
-	defer srv.Close()
-
-	svc := agent.NewHTTPService(srv.URL+"/", agent.NewHTTPClient(5*time.Second))
+	url, got := recordingServer(t, `{"confirmation":"c1"}`)
+	svc := agent.NewHTTPService(url+"/", agent.NewHTTPClient(5*time.Second))
 	out, err := svc.Do(context.Background(), stepRequest())
 	if err != nil {
 		t.Fatalf("Do: %v", err)
@@ -57,16 +110,8 @@ func TestHTTPServiceSendsTheStep(t *testing.T) {
 	if s.method != http.MethodPost || s.path != "/v1/steps/"+testStep || s.key != "order-1/"+testStep || s.ctype != "application/json" {
 		t.Errorf("request %s %s key %q type %q", s.method, s.path, s.key, s.ctype)
 	}
-	want := map[string]string{"orderId": `"order-1"`, "step": `"` + testStep + `"`, "input": `{"items":[]}`, "previous": `{"validate":{"ok":true}}`}
-	if len(s.body) != len(want) {
-		t.Errorf("body fields %v, want %v", s.body, want)
-	}
-	for k, v := range want {
-		if string(s.body[k]) != v {
-			t.Errorf("body %s = %s, want %s", k, s.body[k], v)
-		}
-	}
-	if e := svc.Endpoint(stepRequest()); e != srv.URL+"/v1/steps/"+testStep {
+	checkBody(t, s.body, map[string]string{"orderId": `"order-1"`, "step": `"` + testStep + `"`, "input": `{"items":[]}`, "previous": `{"validate":{"ok":true}}`})
+	if e := svc.Endpoint(stepRequest()); e != url+"/v1/steps/"+testStep {
 		t.Errorf("Endpoint = %s", e)
 	}
 }
@@ -229,18 +274,8 @@ func TestRequestsGolden(t *testing.T) {
 	undo := perform
 	undo.Action, undo.EffectKey, undo.IdempotencyKey = message.Compensate, perform.IdempotencyKey, perform.IdempotencyKey+"/undo"
 
-	type post struct {
-		path, key string
-		body      []byte
-	}
-	posts := make(chan post, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		posts <- post{r.URL.Path, r.Header.Get("Idempotency-Key"), b}
-		_, _ = io.WriteString(w, `{}`)
-	}))
-	defer srv.Close()
-	svc := agent.NewHTTPService(srv.URL, agent.NewHTTPClient(5*time.Second))
+	url, posts := recordingServer(t, `{}`)
+	svc := agent.NewHTTPService(url, agent.NewHTTPClient(5*time.Second))
 
 	tests := []struct {
 		golden, path string
@@ -255,9 +290,202 @@ func TestRequestsGolden(t *testing.T) {
 			t.Fatalf("%s: %v", tc.golden, err)
 		}
 		got := <-posts
-		golden.Equal(t, filepath.Join("..", "remote", "testdata", tc.golden), got.body)
+		golden.Equal(t, filepath.Join("..", "remote", "testdata", tc.golden), got.raw)
 		if got.path != tc.path || got.key != tc.req.IdempotencyKey {
 			t.Errorf("%s: posted to %s under key %q", tc.golden, got.path, got.key)
 		}
+	}
+}
+
+func decodeUndo(t *testing.T, out json.RawMessage) remotesim.Undo {
+	t.Helper()
+	var u remotesim.Undo
+	if err := json.Unmarshal(out, &u); err != nil {
+		t.Fatalf("undo output %s: %v", out, err)
+	}
+	return u
+}
+
+func TestHTTPServiceCompensatesOnce(t *testing.T) {
+	t.Parallel()
+	sim, svc := simService(t)
+	ctx := context.Background()
+	effect, undo := undoRequest().EffectKey, undoRequest().IdempotencyKey
+	if _, err := svc.Do(ctx, stepRequest()); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	// The first undo is applied but its answer lost: a transient error, and
+	// the retry under the same key must not undo again.
+	sim.Script(undo, remotesim.ApplyThenFail)
+	if _, err := svc.Compensate(ctx, undoRequest()); err == nil || agent.IsPermanent(err) {
+		t.Fatalf("Compensate through ApplyThenFail = %v, want a transient error", err)
+	}
+	first, err := svc.Compensate(ctx, undoRequest())
+	if err != nil {
+		t.Fatalf("Compensate: %v", err)
+	}
+	again, err := svc.Compensate(ctx, undoRequest())
+	if err != nil || string(again) != string(first) {
+		t.Errorf("Compensate again = %s, %v; want the stored %s", again, err, first)
+	}
+	u := decodeUndo(t, first)
+	if !u.Undone || u.EffectKey != effect || u.OrderID != "order-1" || u.Step != testStep || !u.UndoneAt.Equal(t0) {
+		t.Errorf("undo %+v", u)
+	}
+	if n := sim.CompensationCount(effect); n != 1 {
+		t.Errorf("CompensationCount = %d, want 1", n)
+	}
+	if n := sim.EffectCount(effect); n != 1 {
+		t.Errorf("EffectCount = %d, want 1", n)
+	}
+}
+
+// TestHTTPServiceCompensateBeforeTheStep: an undo that finds nothing to undo
+// succeeds, and a late try of the step then fails permanently with the fault
+// code "compensated", so the Agent reports it rather than retrying.
+func TestHTTPServiceCompensateBeforeTheStep(t *testing.T) {
+	t.Parallel()
+	sim, svc := simService(t)
+	ctx := context.Background()
+	out, err := svc.Compensate(ctx, undoRequest())
+	if err != nil {
+		t.Fatalf("Compensate: %v", err)
+	}
+	if u := decodeUndo(t, out); u.Undone {
+		t.Errorf("undo of nothing %+v", u)
+	}
+	_, err = svc.Do(ctx, stepRequest())
+	if !agent.IsPermanent(err) {
+		t.Fatalf("Do after the undo = %v, want a permanent error", err)
+	}
+	var re *agent.RemoteError
+	if !errors.As(err, &re) || re.Status != http.StatusConflict {
+		t.Errorf("Do after the undo = %v, want a 409 RemoteError", err)
+	}
+	if f := agent.FaultOf(err); f.Code != "compensated" {
+		t.Errorf("FaultOf = %+v, want code compensated", f)
+	}
+	if n := sim.EffectCount(undoRequest().EffectKey); n != 0 {
+		t.Errorf("the step applied %d times after its undo", n)
+	}
+}
+
+func TestHTTPServiceCompensateClassifies(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		prepare   func(*remotesim.Sim)
+		req       func() agent.Request
+		permanent bool
+		wantCode  string
+		wantCalls int
+	}{
+		{name: "rejected undo is permanent", prepare: func(s *remotesim.Sim) { s.RejectUndo(testStep) },
+			req: undoRequest, permanent: true, wantCode: "rejected", wantCalls: 1},
+		{name: "503 is transient", prepare: func(s *remotesim.Sim) { s.Script(undoRequest().IdempotencyKey, remotesim.Transient) },
+			req: undoRequest, wantCode: "unavailable", wantCalls: 1},
+		{name: "no effect key is permanent and not sent", prepare: func(*remotesim.Sim) {},
+			req: func() agent.Request { r := undoRequest(); r.EffectKey = ""; return r }, permanent: true, wantCalls: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sim, svc := simService(t)
+			tt.prepare(sim)
+			_, err := svc.Compensate(context.Background(), tt.req())
+			if err == nil || agent.IsPermanent(err) != tt.permanent {
+				t.Fatalf("Compensate = %v, want permanent %v", err, tt.permanent)
+			}
+			var re *agent.RemoteError
+			if tt.wantCode != "" && (!errors.As(err, &re) || re.Code != tt.wantCode) {
+				t.Errorf("Compensate = %v, want remote code %q", err, tt.wantCode)
+			}
+			if sim.Calls() != tt.wantCalls || len(sim.Compensations()) != 0 {
+				t.Errorf("calls %d compensations %v, want %d calls and none", sim.Calls(), sim.Compensations(), tt.wantCalls)
+			}
+		})
+	}
+}
+
+func TestHTTPServiceSendsTheCompensation(t *testing.T) {
+	t.Parallel()
+	url, got := recordingServer(t, `{"undone":true}`)
+	svc := agent.NewHTTPService(url+"/", agent.NewHTTPClient(5*time.Second))
+
+	req := undoRequest()
+	out, err := svc.Compensate(context.Background(), req)
+	if err != nil || string(out) != `{"undone":true}` {
+		t.Fatalf("Compensate = %s, %v", out, err)
+	}
+	s := <-got
+	if s.method != http.MethodPost || s.path != "/v1/steps/"+testStep+"/compensate" || s.key != "order-1/"+testStep+"/undo" ||
+		s.ctype != "application/json" || s.accept != "application/json" {
+		t.Errorf("request %s %s key %q type %q accept %q", s.method, s.path, s.key, s.ctype, s.accept)
+	}
+	checkBody(t, s.body, map[string]string{"orderId": `"order-1"`, "step": `"` + testStep + `"`, "effectKey": `"order-1/` + testStep + `"`,
+		"input": `{"items":[]}`, "previous": `{"validate":{"ok":true}}`})
+
+	// Compensate takes the undo route even when the caller left Action
+	// unset, and Do the step's route even for a Compensate action.
+	req.Action = ""
+	if _, err := svc.Compensate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s.path != "/v1/steps/"+testStep+"/compensate" {
+		t.Errorf("Compensate without an action posted to %s", s.path)
+	}
+	if _, err := svc.Do(context.Background(), undoRequest()); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-got; s.path != "/v1/steps/"+testStep || s.body["effectKey"] != nil {
+		t.Errorf("Do of a compensation posted to %s with body %v", s.path, s.body)
+	}
+}
+
+// TestHTTPServiceEndpoints: a step and its compensation are different
+// endpoints, so each gets a circuit breaker of its own.
+func TestHTTPServiceEndpoints(t *testing.T) {
+	t.Parallel()
+	svc := agent.NewHTTPService("http://remote.example/", agent.NewHTTPClient(time.Second))
+	tests := []struct {
+		action message.Action
+		want   string
+	}{
+		{"", "http://remote.example/v1/steps/" + testStep},
+		{message.Perform, "http://remote.example/v1/steps/" + testStep},
+		{message.Compensate, "http://remote.example/v1/steps/" + testStep + "/compensate"},
+	}
+	for _, tt := range tests {
+		r := stepRequest()
+		r.Action = tt.action
+		if got := svc.Endpoint(r); got != tt.want {
+			t.Errorf("Endpoint(action %q) = %s, want %s", tt.action, got, tt.want)
+		}
+	}
+}
+
+// TestHTTPServiceUndoWithAnUnusableAnswerIsDone: a 2xx to an undo means it
+// happened; an answer the agent cannot read does not make it a failure that
+// an operator's retry would only repeat. (One too large to keep is dropped by
+// the handler: TestUndoOutputOverTheLimitIsDropped.)
+func TestHTTPServiceUndoWithAnUnusableAnswerIsDone(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []remotesim.Fault{remotesim.Garbage} {
+		t.Run(fault.String(), func(t *testing.T) {
+			t.Parallel()
+			sim, svc := simService(t)
+			ctx := context.Background()
+			if _, err := svc.Do(ctx, stepRequest()); err != nil {
+				t.Fatal(err)
+			}
+			sim.Script(undoRequest().IdempotencyKey, fault)
+			out, err := svc.Compensate(ctx, undoRequest())
+			if err != nil || out != nil {
+				t.Fatalf("Compensate = %d bytes, %v; want done without output", len(out), err)
+			}
+			if n := sim.CompensationCount(undoRequest().EffectKey); n != 1 {
+				t.Fatalf("undone %d times", n)
+			}
+		})
 	}
 }

@@ -11,10 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
-	"github.com/aws/aws-sdk-go-v2/service/sns/types"
-
+	"github.com/sasflow/sas/shared/topic"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -175,23 +172,7 @@ func (a Alert) Body() string {
 	}
 
 	var b strings.Builder
-	switch a.Kind {
-	case KindRetriesExhausted:
-		fmt.Fprintf(&b, "Order %s has failed: step %s timed out %d times, the most allowed is %d, so the Supervisor stopped retrying it.\n",
-			order, step, a.FailureCount, a.MaxFailures)
-	case KindPermanentFailure:
-		fmt.Fprintf(&b, "Order %s has failed: the agent for step %s reported a permanent fault, which retrying cannot fix.\n", order, step)
-	case KindPoisonMessage:
-		fmt.Fprintf(&b, "A message for order %s could not be processed at all; it was left to the queue's dead-letter queue.\n", order)
-	case KindCompensationFailed:
-		fmt.Fprintf(&b, "Order %s stopped, and undoing its step %s failed (%d of %d allowed failures): the order's effects are only partly undone (state CompensationFailed).\n",
-			order, step, a.FailureCount, a.MaxFailures)
-	case KindDispatchFailed:
-		fmt.Fprintf(&b, "Order %s stopped: the Scheduler could not send the request of step %s to its agent's queue %d times, the most allowed is %d. The order undoes what it may have done (state CompensationPending, then Compensated) or waits in Error. Every order that reaches this step's queue will fail the same way until it is fixed.\n",
-			order, step, a.FailureCount, a.MaxFailures)
-	default:
-		fmt.Fprintf(&b, "Order %s raised a %q alert.\n", order, bodyText(string(a.Kind), 64))
-	}
+	a.writeHeadline(&b, order, step)
 	b.WriteString("\n")
 	field := func(name, value string) { fmt.Fprintf(&b, "%-12s %s\n", name+":", value) }
 	field("Order", order)
@@ -204,7 +185,34 @@ func (a Alert) Body() string {
 	field("Last error", strings.ReplaceAll(lastErr, "\n", "\n"+strings.Repeat(" ", 13)))
 	field("When", when)
 	field("Alert ID", bodyText(a.ID(), 512)+" (a repeat of this ID is the same alert)")
+	a.writeNextSteps(&b, order, step)
+	return b.String()
+}
 
+// writeHeadline writes the body's first line: what happened.
+func (a Alert) writeHeadline(b *strings.Builder, order, step string) {
+	switch a.Kind {
+	case KindRetriesExhausted:
+		fmt.Fprintf(b, "Order %s has failed: step %s timed out %d times, the most allowed is %d, so the Supervisor stopped retrying it.\n",
+			order, step, a.FailureCount, a.MaxFailures)
+	case KindPermanentFailure:
+		fmt.Fprintf(b, "Order %s has failed: the agent for step %s reported a permanent fault, which retrying cannot fix.\n", order, step)
+	case KindPoisonMessage:
+		fmt.Fprintf(b, "A message for order %s could not be processed at all; it was left to the queue's dead-letter queue.\n", order)
+	case KindCompensationFailed:
+		fmt.Fprintf(b, "Order %s stopped, and undoing its step %s failed (%d of %d allowed failures): the order's effects are only partly undone (state CompensationFailed).\n",
+			order, step, a.FailureCount, a.MaxFailures)
+	case KindDispatchFailed:
+		fmt.Fprintf(b, "Order %s stopped: the Scheduler could not send the request of step %s to its agent's queue %d times, the most allowed is %d. The order undoes what it may have done (state CompensationPending, then Compensated) or waits in Error. Every order that reaches this step's queue will fail the same way until it is fixed.\n",
+			order, step, a.FailureCount, a.MaxFailures)
+	default:
+		fmt.Fprintf(b, "Order %s raised a %q alert.\n", order, bodyText(string(a.Kind), 64))
+	}
+}
+
+// writeNextSteps writes what the operator should do, with the commands to
+// paste.
+func (a Alert) writeNextSteps(b *strings.Builder, order, step string) {
 	cli := a.CLI
 	if cli == "" {
 		cli = CLI("")
@@ -218,23 +226,22 @@ func (a Alert) Body() string {
 	b.WriteString("\nWhat to do next:\n")
 	switch a.Kind {
 	case KindPoisonMessage:
-		fmt.Fprintf(&b, "1. Read the message from the dead-letter queue and find why it could not be processed (a bug or malformed input).\n")
-		fmt.Fprintf(&b, "2. Inspect order %s to see whether it is stuck:\n     %s show %s\n", order, cli, id)
-		fmt.Fprintf(&b, "3. Fix the cause, then resubmit order %s from its failed step, or redrive the message:\n     %s retry %s\n", order, cli, id)
+		fmt.Fprintf(b, "1. Read the message from the dead-letter queue and find why it could not be processed (a bug or malformed input).\n")
+		fmt.Fprintf(b, "2. Inspect order %s to see whether it is stuck:\n     %s show %s\n", order, cli, id)
+		fmt.Fprintf(b, "3. Fix the cause, then resubmit order %s from its failed step, or redrive the message:\n     %s retry %s\n", order, cli, id)
 	case KindDispatchFailed:
-		fmt.Fprintf(&b, "1. Read the last error above: the queue's SendMessage error (AccessDenied: the Scheduler role's sqs:SendMessage or its KMS grant; NonExistentQueue: the queue was deleted).\n")
-		fmt.Fprintf(&b, "2. Fix the queue or the Scheduler's permissions; its logs (\"dispatch failed\") and the dashboard's gave-up count show whether other orders are affected.\n")
-		fmt.Fprintf(&b, "3. Follow order %s to its end (Compensated, or Error to retry):\n     %s show %s\n", order, cli, id)
+		fmt.Fprintf(b, "1. Read the last error above: the queue's SendMessage error (AccessDenied: the Scheduler role's sqs:SendMessage or its KMS grant; NonExistentQueue: the queue was deleted).\n")
+		fmt.Fprintf(b, "2. Fix the queue or the Scheduler's permissions; its logs (\"dispatch failed\") and the dashboard's gave-up count show whether other orders are affected.\n")
+		fmt.Fprintf(b, "3. Follow order %s to its end (Compensated, or Error to retry):\n     %s show %s\n", order, cli, id)
 	case KindCompensationFailed:
-		fmt.Fprintf(&b, "1. Inspect order %s: which steps were undone and why the undo of %s failed:\n     %s show %s\n", order, step, cli, id)
-		fmt.Fprintf(&b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")
-		fmt.Fprintf(&b, "3. Resume the compensation from step %s with a fresh failure count:\n     %s retry %s\n", step, cli, id)
+		fmt.Fprintf(b, "1. Inspect order %s: which steps were undone and why the undo of %s failed:\n     %s show %s\n", order, step, cli, id)
+		fmt.Fprintf(b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")
+		fmt.Fprintf(b, "3. Resume the compensation from step %s with a fresh failure count:\n     %s retry %s\n", step, cli, id)
 	default:
-		fmt.Fprintf(&b, "1. Inspect order %s: its state, step, attempt and last error:\n     %s show %s\n", order, cli, id)
-		fmt.Fprintf(&b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")
-		fmt.Fprintf(&b, "3. Resubmit order %s from the failed step %s:\n     %s retry %s\n", order, step, cli, id)
+		fmt.Fprintf(b, "1. Inspect order %s: its state, step, attempt and last error:\n     %s show %s\n", order, cli, id)
+		fmt.Fprintf(b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")
+		fmt.Fprintf(b, "3. Resubmit order %s from the failed step %s:\n     %s retry %s\n", order, step, cli, id)
 	}
-	return b.String()
 }
 
 // shellSafe reports whether s can be pasted into a shell command as one word.
@@ -271,22 +278,12 @@ func bodyText(s string, n int) string {
 	return s[:cut] + " [truncated]"
 }
 
-// Client is the part of *sns.Client the Publisher uses.
-type Client interface {
-	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
-}
-
-var _ Client = (*sns.Client)(nil)
-
 // Publisher sends alerts to one SNS topic.
-type Publisher struct {
-	client   Client
-	topicARN string
-}
+type Publisher struct{ topic topic.Topic }
 
 // NewPublisher returns a Publisher to the topic.
-func NewPublisher(c Client, topicARN string) *Publisher {
-	return &Publisher{client: c, topicARN: topicARN}
+func NewPublisher(c topic.Client, topicARN string) *Publisher {
+	return &Publisher{topic: topic.Topic{Client: c, ARN: topicARN}}
 }
 
 // Publish sends the alert with message attributes kind, orderId (when
@@ -296,27 +293,14 @@ func (p *Publisher) Publish(ctx context.Context, a Alert) error {
 	if kind == "" {
 		kind = "unknown"
 	}
-	attrs := map[string]types.MessageAttributeValue{
-		"kind":    stringAttr(kind),
-		"alertId": stringAttr(a.ID()),
-	}
+	attrs := map[string]string{"kind": kind, "alertId": a.ID()}
 	// SNS rejects an empty attribute value.
 	if a.OrderID != "" {
-		attrs["orderId"] = stringAttr(a.OrderID)
+		attrs["orderId"] = a.OrderID
 	}
-	_, err := p.client.Publish(ctx, &sns.PublishInput{
-		TopicArn:          aws.String(p.topicARN),
-		Subject:           aws.String(a.Subject()),
-		Message:           aws.String(a.Body()),
-		MessageAttributes: attrs,
-	})
+	err := p.topic.Publish(ctx, topic.Message{Subject: a.Subject(), Body: a.Body(), Strings: attrs})
 	if err != nil {
-		return fmt.Errorf("publish %s alert %s to %s: %w", a.Kind, a.ID(), p.topicARN, err)
+		return fmt.Errorf("publish %s alert %s to %s: %w", a.Kind, a.ID(), p.topic.ARN, err)
 	}
 	return nil
-}
-
-// stringAttr makes a String attribute; SNS rejects invalid UTF-8.
-func stringAttr(v string) types.MessageAttributeValue {
-	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.ToValidUTF8(v, "?"))}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	kit "github.com/sasflow/sas/internal/testkit/golden"
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
@@ -115,8 +116,8 @@ func FuzzDecodeDocuments(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if o, err := api.DecodeOrder(body); err == nil {
 			checkIdentity(t, o.OrderID, o.State)
-			again, err := api.DecodeOrder(mustMarshal(t, o))
-			if err != nil || !bytes.Equal(mustMarshal(t, again), mustMarshal(t, o)) {
+			again, err := api.DecodeOrder(kit.Marshal(t, o))
+			if err != nil || !bytes.Equal(kit.Marshal(t, again), kit.Marshal(t, o)) {
 				t.Fatalf("order changed through JSON: %v", err)
 			}
 		}
@@ -130,8 +131,8 @@ func FuzzDecodeDocuments(f *testing.F) {
 			if strings.ContainsFunc(p.NextCursor, func(r rune) bool { return r <= ' ' || r > '~' }) {
 				t.Fatalf("cursor %q accepted", p.NextCursor)
 			}
-			again, _, err := api.DecodePage(mustMarshal(t, p))
-			if err != nil || !bytes.Equal(mustMarshal(t, again), mustMarshal(t, p)) {
+			again, _, err := api.DecodePage(kit.Marshal(t, p))
+			if err != nil || !bytes.Equal(kit.Marshal(t, again), kit.Marshal(t, p)) {
 				t.Fatalf("page changed through JSON: %v", err)
 			}
 		}
@@ -142,7 +143,7 @@ func FuzzDecodeDocuments(f *testing.F) {
 			if p.Type == "" && p.Title == "" && p.Status == 0 && p.Detail == "" {
 				t.Fatalf("empty problem accepted")
 			}
-			if again, ok := api.DecodeProblem(mustMarshal(t, p)); !ok || !bytes.Equal(mustMarshal(t, again), mustMarshal(t, p)) {
+			if again, ok := api.DecodeProblem(kit.Marshal(t, p)); !ok || !bytes.Equal(kit.Marshal(t, again), kit.Marshal(t, p)) {
 				t.Fatalf("problem changed through JSON")
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/sasflow/sas/shared/jsonstrict"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -127,14 +128,12 @@ func DecodeEvent(body string) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("decode order event: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var ev Event
-	if err := dec.Decode(&ev); err != nil {
-		return Event{}, fmt.Errorf("decode order event: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	switch err := jsonstrict.Decode(raw, &ev); {
+	case errors.Is(err, jsonstrict.ErrTrailing):
 		return Event{}, errors.New("decode order event: data after the event")
+	case err != nil:
+		return Event{}, fmt.Errorf("decode order event: %w", err)
 	}
 	if err := ev.Validate(); err != nil {
 		return Event{}, fmt.Errorf("decode order event: %w", err)

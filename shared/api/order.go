@@ -80,6 +80,23 @@ type OrderSummary struct {
 	UpdatedAt    time.Time             `json:"updatedAt"`
 }
 
+// Summary is the order as a listing shows it: without its history.
+func (o Order) Summary() OrderSummary {
+	return OrderSummary{
+		OrderID:      o.OrderID,
+		State:        o.State,
+		Status:       o.Status,
+		Step:         o.Step,
+		StepIndex:    o.StepIndex,
+		FailureCount: o.FailureCount,
+		Attempt:      o.Attempt,
+		LastError:    o.LastError,
+		ClientID:     o.ClientID,
+		CreatedAt:    o.CreatedAt,
+		UpdatedAt:    o.UpdatedAt,
+	}
+}
+
 // Page is the body of GET /orders and GET /ops/orders. NextCursor and Links
 // are omitted on the last page.
 type Page struct {

@@ -1,22 +1,27 @@
-// Package config reads environment variables into validated values. Each
-// handler package declares its own Config and builds it with a Reader, which
-// collects every problem so a misconfigured function says all that is wrong
-// at once, at cold start.
+// Package config reads an actor's Config from the environment and holds the
+// rules every Config's Validate and LoadConfig share. A Reader only parses;
+// a Config's Check records what breaks its rules in Rules; Load runs both
+// and reports every problem at once, so a misconfigured function says all
+// that is wrong at cold start.
 package config
 
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"time"
 )
 
 // Reader reads variables through getenv (os.Getenv in a Lambda, a map in
-// tests) and remembers every problem.
+// tests). It only parses: a value that does not parse is recorded, under its
+// variable, and the default is kept; bounds and every other rule are the
+// Config's (see Rules).
 type Reader struct {
 	getenv func(string) string
 	errs   []error
+	// failed holds the variables already reported, so the Config's rules
+	// (see Load) do not report them again.
+	failed map[string]bool
 }
 
 // NewReader returns a Reader over getenv.
@@ -25,72 +30,41 @@ func NewReader(getenv func(string) string) *Reader { return &Reader{getenv: gete
 // Err joins every problem found so far, or returns nil.
 func (r *Reader) Err() error { return errors.Join(r.errs...) }
 
-// Fail records a problem found by the caller's own validation.
-func (r *Reader) Fail(format string, args ...any) {
+// Fail records a problem of variable name; the Config's rules then say
+// nothing more about it.
+func (r *Reader) Fail(name, format string, args ...any) {
+	if r.failed == nil {
+		r.failed = map[string]bool{}
+	}
+	r.failed[name] = true
 	r.errs = append(r.errs, fmt.Errorf(format, args...))
 }
 
-// String returns a required non-empty variable.
-func (r *Reader) String(name string) string {
-	v := r.getenv(name)
-	if v == "" {
-		r.Fail("%s is required", name)
-	}
-	return v
+// String returns a variable, "" when it is unset.
+func (r *Reader) String(name string) string { return r.getenv(name) }
+
+// Int returns an integer, or def when it is unset or does not parse.
+func (r *Reader) Int(name string, def int) int {
+	return parse(r, name, def, strconv.Atoi, "an integer")
 }
 
-// StringOr returns a variable or def when it is unset.
-func (r *Reader) StringOr(name, def string) string {
-	if v := r.getenv(name); v != "" {
-		return v
-	}
-	return def
+// Duration returns a Go duration ("30s", "2m"), or def when it is unset or
+// does not parse.
+func (r *Reader) Duration(name string, def time.Duration) time.Duration {
+	return parse(r, name, def, time.ParseDuration, "a duration such as 30s or 2m")
 }
 
-// URL returns a required absolute http(s) or https URL.
-func (r *Reader) URL(name string) string {
-	v := r.String(name)
-	if v == "" {
-		return ""
-	}
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		r.Fail("%s=%q is not an absolute http(s) URL", name, v)
-	}
-	return v
-}
-
-// Int returns an integer within [lo, hi], or def when unset.
-func (r *Reader) Int(name string, def, lo, hi int) int {
+// parse reads variable name with from, or returns def when it is unset or
+// from refuses it (a value that is not what).
+func parse[T any](r *Reader, name string, def T, from func(string) (T, error), what string) T {
 	v := r.getenv(name)
 	if v == "" {
 		return def
 	}
-	n, err := strconv.Atoi(v)
+	x, err := from(v)
 	if err != nil {
-		r.Fail("%s=%q is not an integer", name, v)
+		r.Fail(name, "%s=%q is not %s", name, v, what)
 		return def
 	}
-	if n < lo || n > hi {
-		r.Fail("%s=%d must be within %d..%d", name, n, lo, hi)
-	}
-	return n
-}
-
-// Duration returns a Go duration ("30s", "2m") within [lo, hi], or def when
-// unset.
-func (r *Reader) Duration(name string, def, lo, hi time.Duration) time.Duration {
-	v := r.getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		r.Fail("%s=%q is not a duration such as 30s or 2m", name, v)
-		return def
-	}
-	if d < lo || d > hi {
-		r.Fail("%s=%v must be within %v..%v", name, d, lo, hi)
-	}
-	return d
+	return x
 }

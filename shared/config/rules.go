@@ -19,7 +19,38 @@ type Rules struct {
 	// Names maps a field to the environment variable it is read from; a
 	// field not in it is called by its own name.
 	Names map[string]string
-	errs  []error
+	// reported are the variables the Reader already reported (a value that
+	// did not parse keeps its default): one line about each is enough.
+	reported map[string]bool
+	errs     []error
+}
+
+// Checker is a Config with rules: Check records what breaks them in r.
+type Checker interface{ Check(r *Rules) }
+
+// Load reads a Config through getenv: parse only parses (what does not
+// parse is reported by the Reader and keeps its default), then the Config's
+// rules run, naming each field by its variable in names. Every problem is
+// reported at once, prefixed with what.
+func Load[C Checker](what string, getenv func(string) string, names map[string]string, parse func(r *Reader) C) (C, error) {
+	r := NewReader(getenv)
+	c := parse(r)
+	rules := &Rules{Names: names, reported: r.failed}
+	rules.Add(r.Err())
+	c.Check(rules)
+	if err := rules.Err(what); err != nil {
+		var zero C
+		return zero, err
+	}
+	return c, nil
+}
+
+// Validate applies c's rules to a Config built in code, naming each field by
+// its Go name, and reports every problem at once, prefixed with what.
+func Validate(what string, c Checker) error {
+	r := &Rules{}
+	c.Check(r)
+	return r.Err(what)
 }
 
 // Name is how a problem calls field.
@@ -33,10 +64,20 @@ func (r *Rules) Name(field string) string {
 // Bad records that field's value breaks rule; strings are quoted so an
 // empty or blank value shows.
 func (r *Rules) Bad(field string, value any, rule string, args ...any) {
+	if r.reported[r.Name(field)] {
+		return
+	}
 	if s, ok := value.(string); ok {
 		value = strconv.Quote(s)
 	}
 	r.errs = append(r.errs, fmt.Errorf("%s=%v %s", r.Name(field), value, fmt.Sprintf(rule, args...)))
+}
+
+// Problem records a problem of field that Bad's form does not fit.
+func (r *Rules) Problem(field, format string, args ...any) {
+	if !r.reported[r.Name(field)] {
+		r.errs = append(r.errs, fmt.Errorf("%s: %s", r.Name(field), fmt.Sprintf(format, args...)))
+	}
 }
 
 // Add records problems found by another validator (a workflow's, a
@@ -49,7 +90,7 @@ func (r *Rules) Add(err error) {
 
 // Required records a missing value and tells whether it is present.
 func (r *Rules) Required(field, value string) bool {
-	if value == "" {
+	if value == "" && !r.reported[r.Name(field)] {
 		r.errs = append(r.errs, fmt.Errorf("%s is required", r.Name(field)))
 	}
 	return value != ""

@@ -8,10 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sasflow/sas/shared/jsonstrict"
 )
 
 // Version is the message schema version this code writes and reads.
@@ -175,79 +176,67 @@ func Peek(body string) (Kind, error) {
 
 // DecodeSchedule parses and validates a Schedule body.
 func DecodeSchedule(body string) (Schedule, error) {
-	var m Schedule
-	if err := decode(body, KindSchedule, &m); err != nil {
-		return Schedule{}, err
-	}
-	if err := checkOrderStep(m.OrderID, m.StepIndex); err != nil {
-		return Schedule{}, err
-	}
-	return m, nil
+	return decodeValid[Schedule](body, KindSchedule)
 }
 
 // DecodeAgentRequest parses and validates an AgentRequest body.
 func DecodeAgentRequest(body string) (AgentRequest, error) {
-	var m AgentRequest
-	if err := decode(body, KindAgentRequest, &m); err != nil {
-		return AgentRequest{}, err
-	}
-	if err := checkOrderStep(m.OrderID, m.StepIndex); err != nil {
-		return AgentRequest{}, err
-	}
-	switch {
-	case !stepNamePattern.MatchString(m.Step):
-		return AgentRequest{}, poison("step %q is not a step name", m.Step)
-	case m.Attempt < 1:
-		return AgentRequest{}, poison("attempt %d must be positive", m.Attempt)
-	case m.CompleteBy.IsZero():
-		return AgentRequest{}, poison("completeBy is missing")
-	case m.IdempotencyKey == "" || len(m.IdempotencyKey) > 200:
-		return AgentRequest{}, poison("idempotencyKey must have 1..200 bytes")
-	case !isObject(m.Input):
-		return AgentRequest{}, poison("input must be a JSON object")
-	case !m.Action.valid():
-		return AgentRequest{}, poison("unknown action %q", m.Action)
-	case m.Action.Undo() && (m.EffectKey == "" || len(m.EffectKey) > 200):
-		return AgentRequest{}, poison("a compensation needs an effectKey of 1..200 bytes")
-	case !m.Action.Undo() && m.EffectKey != "":
-		return AgentRequest{}, poison("effectKey belongs to compensations only")
-	}
-	return m, nil
+	return decodeValid[AgentRequest](body, KindAgentRequest)
 }
 
 // DecodeAgentReply parses and validates an AgentReply body.
 func DecodeAgentReply(body string) (AgentReply, error) {
-	var m AgentReply
-	if err := decode(body, KindAgentReply, &m); err != nil {
-		return AgentReply{}, err
-	}
-	if err := checkOrderStep(m.OrderID, m.StepIndex); err != nil {
-		return AgentReply{}, err
+	return decodeValid[AgentReply](body, KindAgentReply)
+}
+
+// validate applies a decoded message's rules beyond its JSON shape.
+// validate applies a decoded message's rules beyond its JSON shape.
+func (m Schedule) validate() error { return checkOrderStep(m.OrderID, m.StepIndex) }
+
+func (m AgentRequest) validate() error {
+	if err := checkAttempt(m.OrderID, m.StepIndex, m.Step, m.Attempt); err != nil {
+		return err
 	}
 	switch {
-	case !stepNamePattern.MatchString(m.Step):
-		return AgentReply{}, poison("step %q is not a step name", m.Step)
-	case m.Attempt < 1:
-		return AgentReply{}, poison("attempt %d must be positive", m.Attempt)
+	case m.CompleteBy.IsZero():
+		return poison("completeBy is missing")
+	case m.IdempotencyKey == "" || len(m.IdempotencyKey) > 200:
+		return poison("idempotencyKey must have 1..200 bytes")
+	case !isObject(m.Input):
+		return poison("input must be a JSON object")
 	case !m.Action.valid():
-		return AgentReply{}, poison("unknown action %q", m.Action)
+		return poison("unknown action %q", m.Action)
+	case m.Action.Undo() && (m.EffectKey == "" || len(m.EffectKey) > 200):
+		return poison("a compensation needs an effectKey of 1..200 bytes")
+	case !m.Action.Undo() && m.EffectKey != "":
+		return poison("effectKey belongs to compensations only")
+	}
+	return nil
+}
+
+func (m AgentReply) validate() error {
+	if err := checkAttempt(m.OrderID, m.StepIndex, m.Step, m.Attempt); err != nil {
+		return err
+	}
+	if !m.Action.valid() {
+		return poison("unknown action %q", m.Action)
 	}
 	switch m.Outcome {
 	case Succeeded:
 		if m.Fault != nil {
-			return AgentReply{}, poison("a succeeded reply carries a fault")
+			return poison("a succeeded reply carries a fault")
 		}
 	case Failed:
 		switch {
 		case m.Fault == nil || m.Fault.Code == "":
-			return AgentReply{}, poison("a failed reply needs a fault code")
+			return poison("a failed reply needs a fault code")
 		case len(m.Fault.Code) > MaxFaultCodeBytes || len(m.Fault.Message) > MaxFaultMessageBytes:
-			return AgentReply{}, poison("a fault's code and message must have at most %d and %d bytes", MaxFaultCodeBytes, MaxFaultMessageBytes)
+			return poison("a fault's code and message must have at most %d and %d bytes", MaxFaultCodeBytes, MaxFaultMessageBytes)
 		}
 	default:
-		return AgentReply{}, poison("unknown outcome %q", m.Outcome)
+		return poison("unknown outcome %q", m.Outcome)
 	}
-	return m, nil
+	return nil
 }
 
 // Encode marshals a message; messages always marshal, so a failure is a bug.
@@ -279,15 +268,23 @@ func decode(body string, want Kind, into any) error {
 	if kind != want {
 		return poison("kind %q where %q was expected", kind, want)
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
+	if err := jsonstrict.Decode([]byte(body), into); err != nil {
 		return poison("%s: %v", want, err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return poison("%s: data after the JSON object", want)
-	}
 	return nil
+}
+
+// decodeValid decodes body as a message of kind want, then applies the
+// message's own rules; with an error it returns the zero message.
+func decodeValid[M interface{ validate() error }](body string, want Kind) (M, error) {
+	var m, zero M
+	if err := decode(body, want, &m); err != nil {
+		return zero, err
+	}
+	if err := m.validate(); err != nil {
+		return zero, err
+	}
+	return m, nil
 }
 
 func checkBody(body string) error {
@@ -306,6 +303,21 @@ func checkOrderStep(orderID string, stepIndex int) error {
 	}
 	if stepIndex < 0 || stepIndex >= maxStepIndex {
 		return poison("stepIndex %d outside 0..%d", stepIndex, maxStepIndex-1)
+	}
+	return nil
+}
+
+// checkAttempt checks the fields that name one attempt of a step, which an
+// agent's request and its reply both carry.
+func checkAttempt(orderID string, stepIndex int, step string, attempt int) error {
+	if err := checkOrderStep(orderID, stepIndex); err != nil {
+		return err
+	}
+	if !stepNamePattern.MatchString(step) {
+		return poison("step %q is not a step name", step)
+	}
+	if attempt < 1 {
+		return poison("attempt %d must be positive", attempt)
 	}
 	return nil
 }

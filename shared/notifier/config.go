@@ -12,21 +12,15 @@ type Config struct {
 // LoadConfig reads ORDER_EVENTS_TOPIC_ARN and reports every problem at
 // once, named by its variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	r := config.NewReader(getenv)
-	c := Config{OrderEventsTopicARN: r.StringOr("ORDER_EVENTS_TOPIC_ARN", "")}
-	if err := c.check(&config.Rules{Names: map[string]string{"OrderEventsTopicARN": "ORDER_EVENTS_TOPIC_ARN"}}, r.Err()); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	names := map[string]string{"OrderEventsTopicARN": "ORDER_EVENTS_TOPIC_ARN"}
+	return config.Load("notifier config", getenv, names, func(r *config.Reader) Config {
+		return Config{OrderEventsTopicARN: r.String("ORDER_EVENTS_TOPIC_ARN")}
+	})
 }
 
 // Validate checks every rule of the configuration and reports every
 // problem at once. New calls it, and LoadConfig applies the same rules.
-func (c Config) Validate() error { return c.check(&config.Rules{}, nil) }
+func (c Config) Validate() error { return config.Validate("notifier config", c) }
 
-// check applies the rules after the parse errors of LoadConfig, if any.
-func (c Config) check(r *config.Rules, parsed error) error {
-	r.Add(parsed)
-	r.TopicARN("OrderEventsTopicARN", c.OrderEventsTopicARN)
-	return r.Err("notifier config")
-}
+// Check records what breaks the rules in r.
+func (c Config) Check(r *config.Rules) { r.TopicARN("OrderEventsTopicARN", c.OrderEventsTopicARN) }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/statestore"
@@ -41,10 +40,7 @@ func New(cfg Config, pub Sender, deps actor.Deps) (*Handler, error) {
 // it are not published twice. It never returns an error, which would make
 // Lambda retry the whole batch.
 func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	log := h.log
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		log = log.With("requestId", lc.AwsRequestID)
-	}
+	log := actor.InvocationLog(ctx, h.log)
 	for i, rec := range ev.Records {
 		rlog := log.With("sequenceNumber", rec.Change.SequenceNumber, "eventName", rec.EventName)
 		if err := h.handleRecord(ctx, rlog, rec, len(ev.Records)-i-1); err != nil {
@@ -96,16 +92,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	}
 	log = log.With("orderId", st.OrderID, "seq", st.EventSeq)
 
-	oldSeq := 0 // INSERT: the order is new, so seq 1 is a change
-	if len(rec.Change.OldImage) > 0 {
-		if old, err := statestore.DecodeImage(rec.Change.OldImage); err != nil {
-			// Unknown old seq: publish. At worst the event is a duplicate,
-			// which clients drop by seq.
-			log.Warn("old image unreadable; publishing the new state as a change", "error", err)
-		} else {
-			oldSeq = old.EventSeq
-		}
-	}
+	oldSeq := oldSeqOf(log, rec)
 	if st.EventSeq <= oldSeq {
 		return nil // this write left the client's status alone
 	}
@@ -126,4 +113,20 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	}
 	log.Info("notified")
 	return nil
+}
+
+// oldSeqOf is the event seq of rec's old image. It is 0 for an INSERT (the
+// order is new, so seq 1 is a change) and for an old image it cannot read:
+// with the old seq unknown, the event is published, and at worst it is a
+// duplicate, which clients drop by seq.
+func oldSeqOf(log *slog.Logger, rec events.DynamoDBEventRecord) int {
+	if len(rec.Change.OldImage) == 0 {
+		return 0
+	}
+	old, err := statestore.DecodeImage(rec.Change.OldImage)
+	if err != nil {
+		log.Warn("old image unreadable; publishing the new state as a change", "error", err)
+		return 0
+	}
+	return old.EventSeq
 }

@@ -364,62 +364,40 @@ func TestNewRejectsBadInput(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
+// Validate and LoadConfig apply the same rules; LoadConfig names the
+// variable, once, where Validate names the field.
+func TestConfigRules(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		arn  string
-		want string // "" for a valid ARN
+		want string // the problem, %s standing for the name; "" for a valid ARN
 	}{
 		{topic, ""},
 		{"arn:aws-cn:sns:cn-north-1:123456789012:events", ""},
-		{"", "OrderEventsTopicARN is required"},
-		{"order-events", `OrderEventsTopicARN="order-events" is not an SNS topic ARN`},
-		{"arn:aws:sqs:us-east-1:000000000000:order-events", "is not an SNS topic ARN"},
-		{"arn:aws:sns:us-east-1:000000000000:", "is not an SNS topic ARN"},
-		{"arn:aws:sns:us-east-1:000000000000:a:b", "is not an SNS topic ARN"},
+		{"", "%s is required"},
+		{"order-events", `%s="order-events" is not an SNS topic ARN`},
+		{"https://sns.example.com/order-events", `%s="https://sns.example.com/order-events" is not an SNS topic ARN`},
+		{"arn:aws:sqs:us-east-1:000000000000:order-events", `%s="arn:aws:sqs:us-east-1:000000000000:order-events" is not an SNS topic ARN`},
+		{"arn:aws:sns:us-east-1:000000000000:", `%s="arn:aws:sns:us-east-1:000000000000:" is not an SNS topic ARN`},
+		{"arn:aws:sns:us-east-1:000000000000:a:b", `%s="arn:aws:sns:us-east-1:000000000000:a:b" is not an SNS topic ARN`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.arn, func(t *testing.T) {
 			t.Parallel()
-			err := notifier.Config{OrderEventsTopicARN: tt.arn}.Validate()
-			switch {
-			case tt.want == "" && err != nil:
-				t.Errorf("Validate = %v", err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-				t.Errorf("Validate = %v, want an error containing %q", err, tt.want)
-			}
-		})
-	}
-}
-
-// LoadConfig applies Validate's rules, naming the variable.
-func TestLoadConfig(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		value   string
-		wantErr string // "" to expect the value loaded
-	}{
-		{topic, ""},
-		{"", "ORDER_EVENTS_TOPIC_ARN is required"},
-		{"https://sns.example.com/order-events", `ORDER_EVENTS_TOPIC_ARN="https://sns.example.com/order-events" is not an SNS topic ARN`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.value, func(t *testing.T) {
-			t.Parallel()
-			cfg, err := notifier.LoadConfig(func(k string) string {
-				if k == "ORDER_EVENTS_TOPIC_ARN" {
-					return tt.value
-				}
-				return ""
-			})
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Count(err.Error(), "ORDER_EVENTS_TOPIC_ARN") != 1 {
-					t.Fatalf("LoadConfig = %+v, %v; want one error containing %q", cfg, err, tt.wantErr)
+			vErr := notifier.Config{OrderEventsTopicARN: tt.arn}.Validate()
+			cfg, lErr := notifier.LoadConfig(func(k string) string { return map[string]string{"ORDER_EVENTS_TOPIC_ARN": tt.arn}[k] })
+			if tt.want == "" {
+				if vErr != nil || lErr != nil || cfg.OrderEventsTopicARN != tt.arn {
+					t.Fatalf("Validate = %v; LoadConfig = %+v, %v; want the topic %s", vErr, cfg, lErr, tt.arn)
 				}
 				return
 			}
-			if err != nil || cfg.OrderEventsTopicARN != tt.value {
-				t.Fatalf("LoadConfig = %+v, %v; want the topic %s", cfg, err, tt.value)
+			if want := fmt.Sprintf(tt.want, "OrderEventsTopicARN"); vErr == nil || !strings.Contains(vErr.Error(), want) {
+				t.Errorf("Validate = %v, want an error containing %q", vErr, want)
+			}
+			want := fmt.Sprintf(tt.want, "ORDER_EVENTS_TOPIC_ARN")
+			if lErr == nil || !strings.Contains(lErr.Error(), want) || strings.Count(lErr.Error(), "ORDER_EVENTS_TOPIC_ARN") != 1 {
+				t.Errorf("LoadConfig = %+v, %v; want one error containing %q", cfg, lErr, want)
 			}
 		})
 	}

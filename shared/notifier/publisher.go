@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
-	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+	"github.com/sasflow/sas/shared/topic"
 )
 
 // Message attribute names. Clients filter their subscription on
@@ -22,13 +19,6 @@ const (
 	AttrSeq      = "seq"
 )
 
-// Client is the part of *sns.Client the Publisher uses.
-type Client interface {
-	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
-}
-
-var _ Client = (*sns.Client)(nil)
-
 // Sender publishes one event; the Handler uses it and *Publisher is one.
 type Sender interface {
 	Publish(ctx context.Context, ev Event) error
@@ -37,14 +27,11 @@ type Sender interface {
 var _ Sender = (*Publisher)(nil)
 
 // Publisher sends events to the order-events topic.
-type Publisher struct {
-	client   Client
-	topicARN string
-}
+type Publisher struct{ topic topic.Topic }
 
 // NewPublisher returns a Publisher to the topic.
-func NewPublisher(c Client, topicARN string) *Publisher {
-	return &Publisher{client: c, topicARN: topicARN}
+func NewPublisher(c topic.Client, topicARN string) *Publisher {
+	return &Publisher{topic: topic.Topic{Client: c, ARN: topicARN}}
 }
 
 // Publish sends the event as JSON with the attributes clientId, orderId,
@@ -58,23 +45,14 @@ func (p *Publisher) Publish(ctx context.Context, ev Event) error {
 	if err != nil {
 		return fmt.Errorf("publish event %d of order %s: encode: %w", ev.Seq, ev.OrderID, err)
 	}
-	_, err = p.client.Publish(ctx, &sns.PublishInput{
-		TopicArn: aws.String(p.topicARN),
-		Message:  aws.String(string(body)),
-		MessageAttributes: map[string]types.MessageAttributeValue{
-			AttrClientID: stringAttr(ev.ClientID),
-			AttrOrderID:  stringAttr(ev.OrderID),
-			AttrState:    stringAttr(string(ev.State)),
-			AttrStatus:   stringAttr(string(ev.Status)),
-			AttrSeq:      {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(ev.Seq))},
+	err = p.topic.Publish(ctx, topic.Message{Body: string(body),
+		Strings: map[string]string{
+			AttrClientID: ev.ClientID, AttrOrderID: ev.OrderID, AttrState: string(ev.State), AttrStatus: string(ev.Status),
 		},
+		Numbers: map[string]int{AttrSeq: ev.Seq},
 	})
 	if err != nil {
-		return fmt.Errorf("publish event %d of order %s to %s: %w", ev.Seq, ev.OrderID, p.topicARN, err)
+		return fmt.Errorf("publish event %d of order %s to %s: %w", ev.Seq, ev.OrderID, p.topic.ARN, err)
 	}
 	return nil
-}
-
-func stringAttr(v string) types.MessageAttributeValue {
-	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 }

@@ -21,8 +21,6 @@ func (f clientFunc) Publish(ctx context.Context, in *sns.PublishInput, _ ...func
 	return f(ctx, in)
 }
 
-var _ notifier.Client = clientFunc(nil)
-
 const topic = "arn:aws:sns:us-east-1:000000000000:order-events"
 
 func TestPublishSendsTheEventWithItsAttributes(t *testing.T) {

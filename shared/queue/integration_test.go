@@ -18,11 +18,17 @@ import (
 
 func TestMain(m *testing.M) { enginetest.Main(m) }
 
+// newQueue creates a queue of its own on the local engine for the test.
+func newQueue(t *testing.T, opts enginetest.QueueOptions) (*sqs.Client, enginetest.Queue) {
+	t.Helper()
+	c := enginetest.SQS(t)
+	return c, enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), opts)
+}
+
 func TestSendIntegration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := enginetest.SQS(t)
-	q := enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), enginetest.QueueOptions{})
+	c, q := newQueue(t, enginetest.QueueOptions{})
 	s := queue.NewSender(c)
 
 	// A delay of 14 minutes outlives the test, so counting it as delayed is
@@ -64,8 +70,7 @@ func TestSendToMissingQueue(t *testing.T) {
 func TestSendBatchIntegration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := enginetest.SQS(t)
-	q := enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), enginetest.QueueOptions{})
+	c, q := newQueue(t, enginetest.QueueOptions{})
 	s := queue.NewSender(c)
 
 	bodies := make([]string, 23)

@@ -35,8 +35,7 @@ func TestRedeliveryDelay(t *testing.T) {
 func TestRedeliverIntegration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := enginetest.SQS(t)
-	q := enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), enginetest.QueueOptions{VisibilityTimeout: 10 * time.Minute})
+	c, q := newQueue(t, enginetest.QueueOptions{VisibilityTimeout: 10 * time.Minute})
 	if err := queue.NewSender(c).Send(ctx, q.URL, "again", 0); err != nil {
 		t.Fatal(err)
 	}

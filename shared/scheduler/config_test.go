@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/internal/testkit/actortest"
+	"github.com/sasflow/sas/internal/testkit/configtest"
+	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -14,193 +17,105 @@ import (
 const (
 	sampleReserveQueue = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-agent-reserve-inventory"
 	sampleChargeQueue  = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-agent-charge-payment"
-	sampleTopicARN     = "arn:aws:sns:eu-west-1:123456789012:sas-alerts"
-	sampleSchedQueue   = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-scheduler"
 	sampleRespQueue    = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-responses"
 )
 
-// sampleEnv is the environment the Scheduler Lambda is deployed with; the
-// sample events run against the configuration it yields.
-func sampleEnv() map[string]string {
-	return map[string]string{
-		"ORDERS_TABLE":        "sas-orders",
-		"STATE_TABLE":         "sas-state",
-		"ALERT_TOPIC_ARN":     sampleTopicARN,
-		"AGENT_QUEUE_URLS":    "reserve-inventory=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue,
-		"SCHEDULER_QUEUE_URL": sampleSchedQueue,
-		"RESPONSE_QUEUE_URL":  sampleRespQueue,
-	}
-}
-
-// getenv reads env, and adds or overrides (or, with "", unsets) variables.
-func getenv(env map[string]string, kv ...string) func(string) string {
-	m := maps.Clone(env)
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return func(name string) string { return m[name] }
-}
+// deployed is the environment the Scheduler Lambda is deployed with; the
+// sample events run against the configuration it yields. The settings the
+// Scheduler shares with the Supervisor are tested in shared/followup.
+var deployed = actortest.DeployedEnv(
+	"AGENT_QUEUE_URLS", "reserve-inventory="+sampleReserveQueue+",charge-payment="+sampleChargeQueue,
+	"RESPONSE_QUEUE_URL", sampleRespQueue,
+)
 
 func TestLoadConfig(t *testing.T) {
 	t.Parallel()
-	defaults := workflow.DefaultPolicy()
-	withTimeouts := defaults
-	withTimeouts.ClaimTimeout = 45 * time.Second
-	withTimeouts.AlertTimeout = 10 * time.Minute
 	queues := map[string]string{"reserve-inventory": sampleReserveQueue, "charge-payment": sampleChargeQueue}
-	tests := []struct {
-		name       string
-		kv         []string
-		wantPolicy workflow.Policy
-		wantQueues map[string]string
-	}{
-		{name: "required only", wantPolicy: defaults, wantQueues: queues},
+	loaded := Config{
+		Config: followup.Config{
+			OrdersTable: "sas-orders", StateTable: "sas-state", SchedulerQueueURL: actortest.SampleSchedulerQueue,
+			AlertTopicARN: actortest.SampleTopicARN, Workflow: workflow.Default(), Policy: workflow.DefaultPolicy(),
+		},
+		ResponseQueueURL: sampleRespQueue, AgentQueues: queues,
+		// The queues' redrive default, shared with the stack.
+		MaxReceiveCount: topology.MaxReceiveCount,
+	}
+	with := func(change func(*Config)) Config {
+		c := loaded
+		c.AgentQueues = maps.Clone(queues)
+		change(&c)
+		return c
+	}
+	configtest.Loads(t, LoadConfig, deployed, []configtest.Loaded[Config]{
+		{Name: "required only", Want: loaded},
+		{Name: "the shared settings", Set: []string{"CLAIM_TIMEOUT", "45s"}, Want: with(func(c *Config) { c.Policy.ClaimTimeout = 45 * time.Second })},
+		{Name: "MAX_RECEIVE_COUNT", Set: []string{"MAX_RECEIVE_COUNT", "1000"}, Want: with(func(c *Config) { c.MaxReceiveCount = 1000 })},
 		{
-			name:       "optional timeouts",
-			kv:         []string{"CLAIM_TIMEOUT", "45s", "ALERT_TIMEOUT", "10m"},
-			wantPolicy: withTimeouts, wantQueues: queues,
+			Name: "pairs in any order with spaces around them",
+			Set:  []string{"AGENT_QUEUE_URLS", " charge-payment=" + sampleChargeQueue + " , reserve-inventory=" + sampleReserveQueue + " "},
+			Want: loaded,
 		},
 		{
-			name:       "bounds are inclusive",
-			kv:         []string{"CLAIM_TIMEOUT", "1s", "ALERT_TIMEOUT", "1h"},
-			wantPolicy: workflow.Policy{MaxFailures: 3, ClaimTimeout: time.Second, BackoffBase: 5 * time.Second, BackoffMax: 5 * time.Minute, AlertTimeout: time.Hour},
-			wantQueues: queues,
-		},
-		{
-			name:       "pairs in any order with spaces around them",
-			kv:         []string{"AGENT_QUEUE_URLS", " charge-payment=" + sampleChargeQueue + " , reserve-inventory=" + sampleReserveQueue + " "},
-			wantPolicy: defaults, wantQueues: queues,
-		},
-		{
-			name: "a queue for a step outside the workflow is ignored",
-			kv: []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue +
+			Name: "a queue for a step outside the workflow is ignored",
+			Set: []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue +
 				",ship-goods=https://sqs.eu-west-1.amazonaws.com/123456789012/sas-agent-ship-goods"},
-			wantPolicy: defaults,
-			wantQueues: map[string]string{
-				"reserve-inventory": sampleReserveQueue, "charge-payment": sampleChargeQueue,
-				"ship-goods": "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-agent-ship-goods",
-			},
+			Want: with(func(c *Config) {
+				c.AgentQueues["ship-goods"] = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-agent-ship-goods"
+			}),
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			cfg, err := LoadConfig(getenv(sampleEnv(), tt.kv...))
-			if err != nil {
-				t.Fatalf("LoadConfig: %v", err)
-			}
-			want := Config{
-				OrdersTable:       "sas-orders",
-				StateTable:        "sas-state",
-				AgentQueues:       tt.wantQueues,
-				Workflow:          workflow.Default(),
-				Policy:            tt.wantPolicy,
-				AlertTopicARN:     sampleTopicARN,
-				SchedulerQueueURL: sampleSchedQueue, ResponseQueueURL: sampleRespQueue,
-				// The queues' redrive default, shared with the stack.
-				MaxReceiveCount: topology.MaxReceiveCount,
-			}
-			if !reflect.DeepEqual(cfg, want) {
-				t.Errorf("LoadConfig =\n%+v\nwant\n%+v", cfg, want)
-			}
-			if err := cfg.Validate(); err != nil {
-				t.Errorf("Validate of a loaded config: %v", err)
-			}
-		})
-	}
+	})
 }
 
 func TestLoadConfigErrors(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		kv   []string
-		// want are substrings the error must contain, one per problem.
-		want []string
-	}{
-		{name: "ORDERS_TABLE missing", kv: []string{"ORDERS_TABLE", ""}, want: []string{"ORDERS_TABLE is required"}},
-		{name: "STATE_TABLE missing", kv: []string{"STATE_TABLE", ""}, want: []string{"STATE_TABLE is required"}},
-		{name: "ALERT_TOPIC_ARN missing", kv: []string{"ALERT_TOPIC_ARN", ""}, want: []string{"ALERT_TOPIC_ARN is required"}},
-		{name: "AGENT_QUEUE_URLS missing", kv: []string{"AGENT_QUEUE_URLS", ""}, want: []string{"AGENT_QUEUE_URLS is required"}},
+	configtest.Refuses(t, LoadConfig, deployed, []configtest.Refused{
+		{Name: "RESPONSE_QUEUE_URL missing", Set: []string{"RESPONSE_QUEUE_URL", ""}, Want: []string{"RESPONSE_QUEUE_URL is required"}},
+		{Name: "RESPONSE_QUEUE_URL not a URL", Set: []string{"RESPONSE_QUEUE_URL", "sas-responses"}, Want: []string{`RESPONSE_QUEUE_URL="sas-responses" is not an absolute http(s) URL`}},
+		{Name: "AGENT_QUEUE_URLS missing", Set: []string{"AGENT_QUEUE_URLS", ""}, Want: []string{"AGENT_QUEUE_URLS is required"}},
+		{Name: "MAX_RECEIVE_COUNT zero", Set: []string{"MAX_RECEIVE_COUNT", "0"}, Want: []string{"MAX_RECEIVE_COUNT=0 must be within 1..1000"}},
+		{Name: "MAX_RECEIVE_COUNT not a number", Set: []string{"MAX_RECEIVE_COUNT", "five"}, Want: []string{`MAX_RECEIVE_COUNT="five" is not an integer`}},
 		{
-			name: "every required variable missing",
-			kv:   []string{"ORDERS_TABLE", "", "STATE_TABLE", "", "ALERT_TOPIC_ARN", "", "AGENT_QUEUE_URLS", ""},
-			want: []string{"ORDERS_TABLE is required", "STATE_TABLE is required", "ALERT_TOPIC_ARN is required", "AGENT_QUEUE_URLS is required"},
+			Name: "pair without =",
+			Set:  []string{"AGENT_QUEUE_URLS", "reserve-inventory " + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue},
+			Want: []string{`AGENT_QUEUE_URLS: "reserve-inventory ` + sampleReserveQueue + `" is not step=url`},
 		},
 		{
-			name: "pair without =",
-			kv:   []string{"AGENT_QUEUE_URLS", "reserve-inventory " + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue},
-			want: []string{"AGENT_QUEUE_URLS:", "is not step=url"},
+			Name: "trailing comma",
+			Set:  []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue + ","},
+			Want: []string{`AGENT_QUEUE_URLS: "" is not step=url`},
 		},
 		{
-			name: "pair without step",
-			kv:   []string{"AGENT_QUEUE_URLS", "=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue},
-			want: []string{"AGENT_QUEUE_URLS:", "is not step=url"},
+			Name: "only spaces",
+			Set:  []string{"AGENT_QUEUE_URLS", "   "},
+			Want: []string{`AGENT_QUEUE_URLS: "   " is not step=url`},
 		},
 		{
-			name: "pair without url",
-			kv:   []string{"AGENT_QUEUE_URLS", "reserve-inventory=,charge-payment=" + sampleChargeQueue},
-			want: []string{"AGENT_QUEUE_URLS:", "is not step=url"},
+			Name: "step without a queue",
+			Set:  []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue},
+			Want: []string{`AGENT_QUEUE_URLS: no agent queue for step "charge-payment"`},
 		},
 		{
-			name: "trailing comma",
-			kv:   []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue + ","},
-			want: []string{"AGENT_QUEUE_URLS:", `"" is not step=url`},
+			Name: "misspelt step leaves the real one without a queue",
+			Set:  []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue + ",charge-paymnt=" + sampleChargeQueue},
+			Want: []string{`no agent queue for step "charge-payment"`},
 		},
 		{
-			name: "only spaces",
-			kv:   []string{"AGENT_QUEUE_URLS", "   "},
-			want: []string{"AGENT_QUEUE_URLS:", "is not step=url"},
-		},
-		{
-			name: "step without a queue",
-			kv:   []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue},
-			want: []string{`no agent queue for step "charge-payment"`},
-		},
-		{
-			name: "misspelt step leaves the real one without a queue",
-			kv:   []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue + ",charge-paymnt=" + sampleChargeQueue},
-			want: []string{`no agent queue for step "charge-payment"`},
-		},
-		{
-			name: "duplicate step",
-			kv: []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue +
+			Name: "duplicate step",
+			Set: []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue + ",charge-payment=" + sampleChargeQueue +
 				",reserve-inventory=https://sqs.eu-west-1.amazonaws.com/123456789012/other"},
-			want: []string{"AGENT_QUEUE_URLS:", `step "reserve-inventory" named twice`},
-		},
-		{name: "CLAIM_TIMEOUT not a duration", kv: []string{"CLAIM_TIMEOUT", "soon"}, want: []string{`CLAIM_TIMEOUT="soon" is not a duration`}},
-		{name: "CLAIM_TIMEOUT without unit", kv: []string{"CLAIM_TIMEOUT", "30"}, want: []string{`CLAIM_TIMEOUT="30" is not a duration`}},
-		{name: "CLAIM_TIMEOUT too short", kv: []string{"CLAIM_TIMEOUT", "500ms"}, want: []string{"CLAIM_TIMEOUT=500ms must be within 1s..1h0m0s"}},
-		{name: "CLAIM_TIMEOUT too long", kv: []string{"CLAIM_TIMEOUT", "2h"}, want: []string{"CLAIM_TIMEOUT=2h0m0s must be within"}},
-		{name: "ALERT_TIMEOUT not a duration", kv: []string{"ALERT_TIMEOUT", "2 minutes"}, want: []string{`ALERT_TIMEOUT="2 minutes" is not a duration`}},
-		{name: "ALERT_TIMEOUT zero", kv: []string{"ALERT_TIMEOUT", "0s"}, want: []string{"ALERT_TIMEOUT=0s must be within"}},
-		{name: "ALERT_TIMEOUT negative", kv: []string{"ALERT_TIMEOUT", "-1m"}, want: []string{"ALERT_TIMEOUT=-1m0s must be within"}},
-		{name: "MAX_FAILURES out of range", kv: []string{"MAX_FAILURES", "0"}, want: []string{"MAX_FAILURES=0 must be within 1..100"}},
-		{
-			name: "queue URL not a URL",
-			kv:   []string{"AGENT_QUEUE_URLS", "reserve-inventory=not a url,charge-payment=" + sampleChargeQueue},
-			want: []string{`step "reserve-inventory": "not a url" is not an absolute http(s) URL`},
+			Want: []string{`AGENT_QUEUE_URLS: step "reserve-inventory" named twice`},
 		},
 		{
-			name: "a bad policy does not hide a missing queue",
-			kv:   []string{"AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue, "MAX_FAILURES", "0"},
-			want: []string{"MAX_FAILURES=0", `no agent queue for step "charge-payment"`},
+			Name: "queue URL not a URL",
+			Set:  []string{"AGENT_QUEUE_URLS", "reserve-inventory=not a url,charge-payment=" + sampleChargeQueue},
+			Want: []string{`AGENT_QUEUE_URLS: step "reserve-inventory": "not a url" is not an absolute http(s) URL`},
 		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			_, err := LoadConfig(getenv(sampleEnv(), tt.kv...))
-			if err == nil {
-				t.Fatal("LoadConfig succeeded, want an error")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-		})
-	}
+		{
+			Name: "with the shared settings' problems, at once",
+			Set:  []string{"ORDERS_TABLE", "", "AGENT_QUEUE_URLS", "reserve-inventory=" + sampleReserveQueue, "MAX_FAILURES", "0"},
+			Want: []string{"ORDERS_TABLE is required", "MAX_FAILURES=0", `no agent queue for step "charge-payment"`},
+		},
+	})
 }
 
 func TestParseAgentQueues(t *testing.T) {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
@@ -80,9 +79,7 @@ func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.D
 	}
 	deps = deps.WithDefaults()
 	h := &Handler{cfg: cfg, store: store, send: send, alerts: alerts, clk: deps.Clock, log: deps.Log,
-		machine: workflow.Machine{Def: cfg.Workflow, Policy: cfg.Policy}}
-	h.followup = followup.Actions{Send: send, SchedulerQueueURL: cfg.SchedulerQueueURL, Alerts: alerts, Confirm: store,
-		MaxFailures: cfg.Policy.MaxFailures, CLI: alert.CLI(cfg.OperatorAPIURL)}
+		machine: cfg.Machine(), followup: cfg.Actions(send, alerts, store)}
 	for _, o := range opts {
 		o(h)
 	}
@@ -95,10 +92,7 @@ func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.D
 // redrive policy then moves to the dead-letter queue.
 func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
-	requestID := ""
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		requestID = lc.AwsRequestID
-	}
+	requestID := actor.RequestID(ctx)
 	for _, rec := range ev.Records {
 		log := h.log.With("requestId", requestID, "messageId", rec.MessageId)
 		err := h.handleRecord(ctx, rec, requestID, log)

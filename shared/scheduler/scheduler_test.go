@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strconv"
@@ -20,10 +18,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/sasflow/sas/internal/testkit/actortest"
+	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -80,26 +80,28 @@ const (
 // order puts it in Error.
 func testConfig() Config {
 	return Config{
-		OrdersTable: "orders",
-		StateTable:  "state",
+		Config: followup.Config{
+			OrdersTable: "orders",
+			StateTable:  "state",
+			Workflow: workflow.Definition{Name: "order-test", Steps: []workflow.Step{
+				{Name: "reserve-inventory", Budget: 30 * time.Second},
+				{Name: "charge-payment", Budget: 45 * time.Second},
+				{Name: "ship-goods", Budget: 2 * time.Minute},
+			}},
+			Policy: workflow.Policy{
+				MaxFailures: 4, ClaimTimeout: 90 * time.Second,
+				BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 3 * time.Minute,
+			},
+			AlertTopicARN:     "arn:aws:sns:eu-west-1:123456789012:alerts",
+			SchedulerQueueURL: queuePrefix + "scheduler",
+		},
 		AgentQueues: map[string]string{
 			"reserve-inventory": queuePrefix + "agent-reserve-inventory",
 			"charge-payment":    queuePrefix + "agent-charge-payment",
 			"ship-goods":        queuePrefix + "agent-ship-goods",
 		},
-		Workflow: workflow.Definition{Name: "order-test", Steps: []workflow.Step{
-			{Name: "reserve-inventory", Budget: 30 * time.Second},
-			{Name: "charge-payment", Budget: 45 * time.Second},
-			{Name: "ship-goods", Budget: 2 * time.Minute},
-		}},
-		Policy: workflow.Policy{
-			MaxFailures: 4, ClaimTimeout: 90 * time.Second,
-			BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 3 * time.Minute,
-		},
-		AlertTopicARN:     "arn:aws:sns:eu-west-1:123456789012:alerts",
-		MaxReceiveCount:   3,
-		SchedulerQueueURL: queuePrefix + "scheduler",
-		ResponseQueueURL:  queuePrefix + "responses",
+		MaxReceiveCount:  3,
+		ResponseQueueURL: queuePrefix + "responses",
 	}
 }
 
@@ -169,8 +171,8 @@ func newFixture(t *testing.T, cfg Config, now time.Time, records ...workflow.Sta
 		f.redeliver = append(f.redeliver, redelivered{rec.MessageId, wait})
 		return nil
 	})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := New(cfg, f.Store, f.Send, f.Publish, actor.Deps{Clock: f.clk, Log: log}, WithRedelivery(redeliver))
+	// The logger is actor.Deps's default, which discards.
+	h, err := New(cfg, f.Store, f.Send, f.Publish, actor.Deps{Clock: f.clk}, WithRedelivery(redeliver))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1117,9 +1119,9 @@ func queueARN(t *testing.T, url string) string {
 
 func sampleConfig(t *testing.T) Config {
 	t.Helper()
-	cfg, err := LoadConfig(getenv(sampleEnv()))
+	cfg, err := LoadConfig(configtest.Env(deployed))
 	if err != nil {
-		t.Fatalf("LoadConfig(sampleEnv): %v", err)
+		t.Fatalf("LoadConfig of the deployed environment: %v", err)
 	}
 	return cfg
 }

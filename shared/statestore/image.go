@@ -21,7 +21,7 @@ func DecodeImage(img map[string]events.DynamoDBAttributeValue) (workflow.State, 
 	if len(img) == 0 {
 		return workflow.State{}, errors.New("decode stream image: image is empty")
 	}
-	av, err := imageToAttributeValues(img)
+	av, err := eachAttribute(img, toAttributeValue)
 	if err != nil {
 		return workflow.State{}, fmt.Errorf("decode stream image: %w", err)
 	}
@@ -36,23 +36,36 @@ func EncodeImage(s workflow.State) (map[string]events.DynamoDBAttributeValue, er
 	if err != nil {
 		return nil, fmt.Errorf("encode stream image of order %s: %w", s.OrderID, err)
 	}
-	img := make(map[string]events.DynamoDBAttributeValue, len(av))
-	for name, v := range av {
-		if img[name], err = fromAttributeValue(v); err != nil {
-			return nil, fmt.Errorf("encode stream image of order %s: attribute %q: %w", s.OrderID, name, err)
-		}
+	img, err := eachAttribute(av, fromAttributeValue)
+	if err != nil {
+		return nil, fmt.Errorf("encode stream image of order %s: %w", s.OrderID, err)
 	}
 	return img, nil
 }
 
-func imageToAttributeValues(img map[string]events.DynamoDBAttributeValue) (map[string]types.AttributeValue, error) {
-	out := make(map[string]types.AttributeValue, len(img))
-	for name, v := range img {
-		av, err := toAttributeValue(v)
+// eachAttribute converts every attribute of an item, or of a map attribute,
+// with conv, either way between stream images and AttributeValues.
+func eachAttribute[F, T any](item map[string]F, conv func(F) (T, error)) (map[string]T, error) {
+	out := make(map[string]T, len(item))
+	for name, v := range item {
+		c, err := conv(v)
 		if err != nil {
 			return nil, fmt.Errorf("attribute %q: %w", name, err)
 		}
-		out[name] = av
+		out[name] = c
+	}
+	return out, nil
+}
+
+// eachElement converts every element of a list attribute with conv.
+func eachElement[F, T any](list []F, conv func(F) (T, error)) ([]T, error) {
+	out := make([]T, len(list))
+	for i, v := range list {
+		c, err := conv(v)
+		if err != nil {
+			return nil, fmt.Errorf("list element %d: %w", i, err)
+		}
+		out[i] = c
 	}
 	return out, nil
 }
@@ -72,18 +85,13 @@ func toAttributeValue(v events.DynamoDBAttributeValue) (types.AttributeValue, er
 	case events.DataTypeBinarySet:
 		return &types.AttributeValueMemberBS{Value: v.BinarySet()}, nil
 	case events.DataTypeList:
-		l := v.List()
-		out := make([]types.AttributeValue, len(l))
-		for i, e := range l {
-			av, err := toAttributeValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("list element %d: %w", i, err)
-			}
-			out[i] = av
+		l, err := eachElement(v.List(), toAttributeValue)
+		if err != nil {
+			return nil, err
 		}
-		return &types.AttributeValueMemberL{Value: out}, nil
+		return &types.AttributeValueMemberL{Value: l}, nil
 	case events.DataTypeMap:
-		m, err := imageToAttributeValues(v.Map())
+		m, err := eachAttribute(v.Map(), toAttributeValue)
 		if err != nil {
 			return nil, fmt.Errorf("map: %w", err)
 		}
@@ -112,23 +120,15 @@ func fromAttributeValue(av types.AttributeValue) (events.DynamoDBAttributeValue,
 	case *types.AttributeValueMemberBS:
 		return events.NewBinarySetAttribute(v.Value), nil
 	case *types.AttributeValueMemberL:
-		l := make([]events.DynamoDBAttributeValue, len(v.Value))
-		for i, e := range v.Value {
-			ev, err := fromAttributeValue(e)
-			if err != nil {
-				return events.DynamoDBAttributeValue{}, fmt.Errorf("list element %d: %w", i, err)
-			}
-			l[i] = ev
+		l, err := eachElement(v.Value, fromAttributeValue)
+		if err != nil {
+			return events.DynamoDBAttributeValue{}, err
 		}
 		return events.NewListAttribute(l), nil
 	case *types.AttributeValueMemberM:
-		m := make(map[string]events.DynamoDBAttributeValue, len(v.Value))
-		for k, e := range v.Value {
-			ev, err := fromAttributeValue(e)
-			if err != nil {
-				return events.DynamoDBAttributeValue{}, fmt.Errorf("map key %q: %w", k, err)
-			}
-			m[k] = ev
+		m, err := eachAttribute(v.Value, fromAttributeValue)
+		if err != nil {
+			return events.DynamoDBAttributeValue{}, fmt.Errorf("map: %w", err)
 		}
 		return events.NewMapAttribute(m), nil
 	case *types.AttributeValueMemberN:

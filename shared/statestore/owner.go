@@ -1,14 +1,11 @@
 package statestore
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
@@ -45,6 +42,29 @@ const batchGetTries = 5
 // batchGetBackoff is the wait before the second try; it doubles each try.
 var batchGetBackoff = 20 * time.Millisecond
 
+// OwnerListing is the listing of the orders owner submitted, newest first,
+// from the ByOwner index. Its cursors name the owner by OwnerTag, so every
+// other caller's listing refuses them.
+func OwnerListing(owner string) Listing {
+	return Listing{
+		name: "list by owner", index: ByOwnerIndex,
+		partAttr: OwnerAttr, part: owner, sortAttr: CreatedAtMsAttr,
+		resume: func(cursor string) (Position, error) {
+			c, err := DecodeOwnerCursor(cursor)
+			if err != nil {
+				return Position{}, err
+			}
+			if c.Owner != OwnerTag(owner) {
+				return Position{}, fmt.Errorf("%w: it belongs to another caller's listing", ErrBadCursor)
+			}
+			return Position{OrderID: c.OrderID, Sort: c.CreatedAtMs}, nil
+		},
+		cursor: func(p Position) string {
+			return EncodeOwnerCursor(OwnerCursor{Owner: OwnerTag(owner), OrderID: p.OrderID, CreatedAtMs: p.Sort})
+		},
+	}
+}
+
 // ListByOwner lists the orders owner submitted, newest first, at most limit
 // (1..MaxPage) per page. It reads a page of order IDs from the ByOwner
 // index, then those orders' state records in one BatchGetItem, and returns
@@ -55,37 +75,12 @@ func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, after 
 	if owner == "" {
 		return Page{}, errors.New("list by owner: no owner")
 	}
-	if limit < 1 || limit > MaxPage {
-		return Page{}, fmt.Errorf("list by owner: limit %d outside 1..%d", limit, MaxPage)
-	}
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.tables.Orders),
-		IndexName:                 aws.String(ByOwnerIndex),
-		KeyConditionExpression:    aws.String("#ow = :ow"),
-		ExpressionAttributeNames:  map[string]string{"#ow": OwnerAttr},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":ow": str(owner)},
-		ScanIndexForward:          aws.Bool(false),
-		Limit:                     aws.Int32(int32(limit)),
-	}
-	if after != "" {
-		c, err := DecodeOwnerCursor(after)
-		if err != nil {
-			return Page{}, err
-		}
-		if c.Owner != OwnerTag(owner) {
-			return Page{}, fmt.Errorf("%w: it belongs to another caller's listing", ErrBadCursor)
-		}
-		in.ExclusiveStartKey = map[string]types.AttributeValue{
-			KeyOrderID: str(c.OrderID), OwnerAttr: str(owner),
-			CreatedAtMsAttr: &types.AttributeValueMemberN{Value: strconv.FormatInt(c.CreatedAtMs, 10)},
-		}
-	}
-	out, err := s.db.Query(ctx, in)
+	items, next, err := s.query(ctx, s.tables.Orders, OwnerListing(owner), limit, after)
 	if err != nil {
-		return Page{}, fmt.Errorf("list by owner: %w", err)
+		return Page{}, err
 	}
-	ids := make([]string, 0, len(out.Items))
-	for _, item := range out.Items {
+	ids := make([]string, 0, len(items))
+	for _, item := range items {
 		if v, ok := item[KeyOrderID].(*types.AttributeValueMemberS); ok {
 			ids = append(ids, v.Value)
 		}
@@ -94,23 +89,13 @@ func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, after 
 	if err != nil {
 		return Page{}, fmt.Errorf("list by owner: %w", err)
 	}
-	var p Page
+	p := Page{Next: next}
 	for _, id := range ids {
 		// Both records are written in one transaction, so a state is
 		// missing only if someone deleted it; the listing goes on without it.
 		if st, ok := states[id]; ok {
 			p.States = append(p.States, st)
 		}
-	}
-	if len(out.LastEvaluatedKey) > 0 {
-		c := OwnerCursor{Owner: OwnerTag(owner)}
-		if v, ok := out.LastEvaluatedKey[KeyOrderID].(*types.AttributeValueMemberS); ok {
-			c.OrderID = v.Value
-		}
-		if v, ok := out.LastEvaluatedKey[CreatedAtMsAttr].(*types.AttributeValueMemberN); ok {
-			c.CreatedAtMs, _ = strconv.ParseInt(v.Value, 10, 64)
-		}
-		p.Next = EncodeOwnerCursor(c)
 	}
 	return p, nil
 }
@@ -198,30 +183,15 @@ func OwnerTag(owner string) string {
 }
 
 // EncodeOwnerCursor is the opaque form of c that DecodeOwnerCursor reads.
-func EncodeOwnerCursor(c OwnerCursor) string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+func EncodeOwnerCursor(c OwnerCursor) string { return encodeCursor(c) }
 
 // DecodeOwnerCursor reads a listing-by-owner cursor a client sent back. It
 // is outside input: any failure wraps ErrBadCursor. Whether the cursor is
-// the caller's own is ListByOwner's check.
+// the caller's own is OwnerListing's check.
 func DecodeOwnerCursor(s string) (OwnerCursor, error) {
-	if len(s) > maxCursorLen {
-		return OwnerCursor{}, fmt.Errorf("%w: longer than %d bytes", ErrBadCursor, maxCursorLen)
-	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return OwnerCursor{}, fmt.Errorf("%w: not base64url", ErrBadCursor)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var c OwnerCursor
-	if err := dec.Decode(&c); err != nil {
-		return OwnerCursor{}, fmt.Errorf("%w: not a cursor", ErrBadCursor)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return OwnerCursor{}, fmt.Errorf("%w: data after the cursor", ErrBadCursor)
+	if err := decodeCursor(s, &c); err != nil {
+		return OwnerCursor{}, err
 	}
 	if !validOwnerTag(c.Owner) || !message.ValidOrderID(c.OrderID) || c.CreatedAtMs < 0 {
 		return OwnerCursor{}, fmt.Errorf("%w: fields out of range", ErrBadCursor)

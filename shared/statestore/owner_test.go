@@ -2,12 +2,11 @@ package statestore_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -24,22 +22,6 @@ const (
 	ownerA = "arn:aws:sts::111122223333:assumed-role/shop-a"
 	ownerB = "arn:aws:iam::444455556666:user/shop-b"
 )
-
-// newOwnerStore creates fresh tables on DynamoDB Local over client, which
-// may wrap the engine's.
-func newOwnerStore(t *testing.T, wrap func(*dynamodb.Client) statestore.Client) (*statestore.Store, *dynamodb.Client, statestore.Tables) {
-	t.Helper()
-	db := enginetest.DynamoDB(t)
-	tables := statestore.Tables{Orders: enginetest.UniqueName(t, "orders"), State: enginetest.UniqueName(t, "state")}
-	if err := statestore.CreateTables(context.Background(), db, tables); err != nil {
-		t.Fatal(err)
-	}
-	var c statestore.Client = db
-	if wrap != nil {
-		c = wrap(db)
-	}
-	return statestore.New(c, tables), db, tables
-}
 
 // seedOwned writes an order of owner created at, Pending.
 func seedOwned(t *testing.T, s *statestore.Store, id, owner string, at time.Time) {
@@ -85,7 +67,7 @@ func listAll(t *testing.T, s *statestore.Store, owner string, limit int) (ids []
 // in nobody's listing.
 func TestListByOwnerIsolatesOwners(t *testing.T) {
 	t.Parallel()
-	s, _, _ := newOwnerStore(t, nil)
+	s, _, _ := openStore(t, nil)
 	ctx := context.Background()
 	var wantA []string
 	for i := range 5 {
@@ -147,7 +129,7 @@ func TestListByOwnerIsolatesOwners(t *testing.T) {
 // and CreatedAt stays as it was.
 func TestOrderItemCarriesTheIndexKeys(t *testing.T) {
 	t.Parallel()
-	s, db, tables := newOwnerStore(t, nil)
+	s, db, tables := openStore(t, nil)
 	at := t0.Add(1234 * time.Millisecond)
 	seedOwned(t, s, "k-1", ownerA, at)
 	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(tables.Orders),
@@ -171,17 +153,12 @@ func TestOrderItemCarriesTheIndexKeys(t *testing.T) {
 // stingy calls, leaving the rest unprocessed as a throttled DynamoDB does.
 type stingyBatch struct {
 	*dynamodb.Client
-	mu     sync.Mutex
-	stingy int
-	calls  int
+	stingy int32
+	calls  atomic.Int32
 }
 
 func (c *stingyBatch) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
-	c.mu.Lock()
-	c.calls++
-	stingy := c.calls <= c.stingy
-	c.mu.Unlock()
-	if !stingy {
+	if c.calls.Add(1) > c.stingy {
 		return c.Client.BatchGetItem(ctx, in, opts...)
 	}
 	first := map[string]types.KeysAndAttributes{}
@@ -202,68 +179,41 @@ func (c *stingyBatch) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 	return out, nil
 }
 
-func (c *stingyBatch) callCount() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls
-}
-
 // TestListByOwnerRetriesUnprocessedKeys: keys DynamoDB leaves unprocessed
 // are asked for again, a bounded number of times.
 func TestListByOwnerRetriesUnprocessedKeys(t *testing.T) {
 	t.Parallel()
-	t.Run("within the bound", func(t *testing.T) {
-		t.Parallel()
-		stingy := &stingyBatch{stingy: 2}
-		s, _, _ := newOwnerStore(t, func(c *dynamodb.Client) statestore.Client { stingy.Client = c; return stingy })
-		for i := range 4 {
-			seedOwned(t, s, fmt.Sprintf("u-%d", i), ownerA, t0.Add(time.Duration(i)*time.Second))
-		}
-		p, err := s.ListByOwner(context.Background(), ownerA, 10, "")
-		var ids []string
-		for _, st := range p.States {
-			ids = append(ids, st.OrderID)
-		}
+	tests := []struct {
+		name           string
+		stingy, orders int32
+		wantIDs        string // listed, when no error is wanted
+		wantErr        string
+		wantCalls      int32
+	}{
 		// Two stingy calls answer one key each, the third the other two.
-		if err != nil || fmt.Sprint(ids) != "[u-3 u-2 u-1 u-0]" || stingy.callCount() != 3 {
-			t.Fatalf("listed %v, %v after %d calls", ids, err, stingy.callCount())
-		}
-	})
-	t.Run("past the bound", func(t *testing.T) {
-		t.Parallel()
-		stingy := &stingyBatch{stingy: 1000}
-		s, _, _ := newOwnerStore(t, func(c *dynamodb.Client) statestore.Client { stingy.Client = c; return stingy })
-		for i := range 10 {
-			seedOwned(t, s, fmt.Sprintf("v-%d", i), ownerA, t0.Add(time.Duration(i)*time.Second))
-		}
-		_, err := s.ListByOwner(context.Background(), ownerA, 10, "")
-		if err == nil || !strings.Contains(err.Error(), "unprocessed") || stingy.callCount() != 5 {
-			t.Fatalf("error %v after %d calls, want unprocessed after 5", err, stingy.callCount())
-		}
-	})
-}
-
-func FuzzDecodeOwnerCursor(f *testing.F) {
-	f.Add(ownerCursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}`))
-	f.Add(ownerCursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12,"x":1}`))
-	f.Add(ownerCursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}{}`))
-	f.Add(ownerCursorSeed(`{"w":"short","o":"a-1","t":12}`))
-	f.Add(ownerCursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a_1","t":-1}`))
-	f.Add("eyJzIjoiRXJyb3IiLCJvIjoiYS0xIiwiYyI6MTJ9")
-	f.Add("")
-	f.Add("e30")
-	f.Fuzz(func(t *testing.T, s string) {
-		c, err := statestore.DecodeOwnerCursor(s)
-		if err != nil {
-			if !errors.Is(err, statestore.ErrBadCursor) {
-				t.Fatalf("error %v does not wrap ErrBadCursor", err)
+		{name: "within the bound", stingy: 2, orders: 4, wantIDs: "[u-3 u-2 u-1 u-0]", wantCalls: 3},
+		{name: "past the bound", stingy: 1000, orders: 10, wantErr: "unprocessed", wantCalls: 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			stingy := &stingyBatch{stingy: tc.stingy}
+			s, _, _ := openStore(t, func(c *dynamodb.Client) statestore.Client { stingy.Client = c; return stingy })
+			for i := range tc.orders {
+				seedOwned(t, s, fmt.Sprintf("u-%d", i), ownerA, t0.Add(time.Duration(i)*time.Second))
 			}
-			return
-		}
-		if len(c.Owner) != 16 || c.OrderID == "" || c.CreatedAtMs < 0 {
-			t.Fatalf("accepted an invalid cursor %+v", c)
-		}
-	})
+			p, err := s.ListByOwner(context.Background(), ownerA, 10, "")
+			var ids []string
+			for _, st := range p.States {
+				ids = append(ids, st.OrderID)
+			}
+			calls := stingy.calls.Load()
+			if tc.wantErr == "" && (err != nil || fmt.Sprint(ids) != tc.wantIDs || calls != tc.wantCalls) {
+				t.Fatalf("listed %v, %v after %d calls, want %s after %d", ids, err, calls, tc.wantIDs, tc.wantCalls)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || calls != tc.wantCalls) {
+				t.Fatalf("error %v after %d calls, want %s after %d", err, calls, tc.wantErr, tc.wantCalls)
+			}
+		})
+	}
 }
-
-func ownerCursorSeed(js string) string { return base64.RawURLEncoding.EncodeToString([]byte(js)) }

@@ -27,16 +27,6 @@ func lossyStore(t *testing.T, tables statestore.Tables) (*statestore.Store, *los
 	return statestore.New(db, tables), lose
 }
 
-func newTables(t *testing.T) (*statestore.Store, statestore.Tables) {
-	t.Helper()
-	db := enginetest.DynamoDB(t)
-	tables := statestore.Tables{Orders: enginetest.UniqueName(t, "orders"), State: enginetest.UniqueName(t, "state")}
-	if err := statestore.CreateTables(context.Background(), db, tables); err != nil {
-		t.Fatal(err)
-	}
-	return statestore.New(db, tables), tables
-}
-
 // TestWriteWhoseAnswerWasLostIsOwnWrite: every state write whose answer was
 // lost after it committed is recognized as the caller's own when the SDK's
 // retry fails the condition, instead of being reported as a lost race.
@@ -111,7 +101,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			reliable, tables := newTables(t)
+			reliable, _, tables := openStore(t, nil)
 			seen := seed(t, reliable, "o-lost")
 			if tc.before != nil {
 				seen = tc.before(t, reliable, "o-lost")
@@ -151,7 +141,7 @@ func claimed(t *testing.T, s *statestore.Store, id string) workflow.State {
 // writer's change is refused as before.
 func TestSomebodyElsesWriteIsStillStale(t *testing.T) {
 	t.Parallel()
-	reliable, tables := newTables(t)
+	reliable, _, tables := openStore(t, nil)
 	seed(t, reliable, "o-other")
 	now := t0.Add(time.Second)
 	if _, err := claim(reliable, "o-other", 0, "scheduler/a", now); err != nil {

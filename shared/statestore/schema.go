@@ -108,62 +108,51 @@ func ShardNames() []string {
 // demand. The CDK stack declares the same keys and index from the constants
 // above; local engines and tests create the tables from these.
 func CreateTableInputs(t Tables) []*dynamodb.CreateTableInput {
-	pk := []types.KeySchemaElement{{AttributeName: aws.String(KeyOrderID), KeyType: types.KeyTypeHash}}
-	orders := &dynamodb.CreateTableInput{
-		TableName:   aws.String(t.Orders),
-		BillingMode: types.BillingModePayPerRequest,
-		KeySchema:   pk,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(KeyOrderID), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(OwnerAttr), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(CreatedAtMsAttr), AttributeType: types.ScalarAttributeTypeN},
-		},
-		// Keys only: the listing reads the page's state records anyway, and
-		// an index of keys cannot go stale.
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(ByOwnerIndex),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(OwnerAttr), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(CreatedAtMsAttr), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
-		}},
-	}
-	state := &dynamodb.CreateTableInput{
-		TableName:   aws.String(t.State),
-		BillingMode: types.BillingModePayPerRequest,
-		KeySchema:   pk,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(KeyOrderID), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(InFlightShardAttr), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(CompleteByAttr), AttributeType: types.ScalarAttributeTypeN},
-			{AttributeName: aws.String(ProcessStateAttr), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(ChangedAtAttr), AttributeType: types.ScalarAttributeTypeN},
-		},
-		StreamSpecification: &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: StateStreamView},
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(InFlightIndex),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(InFlightShardAttr), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(CompleteByAttr), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{
-				ProjectionType:   types.ProjectionTypeInclude,
-				NonKeyAttributes: InFlightProjection,
-			},
-		}, {
-			IndexName: aws.String(ByStateIndex),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(ProcessStateAttr), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(ChangedAtAttr), KeyType: types.KeyTypeRange},
-			},
-			Projection: &types.Projection{
-				ProjectionType:   types.ProjectionTypeInclude,
-				NonKeyAttributes: ByStateProjection,
-			},
-		}},
-	}
+	// Keys only: the listing reads the page's state records anyway, and
+	// an index of keys cannot go stale.
+	orders := tableInput(t.Orders, gsi{ByOwnerIndex, OwnerAttr, CreatedAtMsAttr, nil})
+	state := tableInput(t.State,
+		gsi{InFlightIndex, InFlightShardAttr, CompleteByAttr, InFlightProjection},
+		gsi{ByStateIndex, ProcessStateAttr, ChangedAtAttr, ByStateProjection})
+	state.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: StateStreamView}
 	return []*dynamodb.CreateTableInput{orders, state}
+}
+
+// gsi is a global secondary index. Every index here is keyed alike, by a string partition
+// key and a number sort key (Unix milliseconds), so its keys are declared
+// with it.
+type gsi struct {
+	name, hash, sort string
+	nonKey           []string // what it copies besides the keys; nil: keys only
+}
+
+// tableInput is the request of a table on demand, keyed by KeyOrderID, with
+// the indexes given.
+func tableInput(name string, indexes ...gsi) *dynamodb.CreateTableInput {
+	in := &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(KeyOrderID), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(KeyOrderID), AttributeType: types.ScalarAttributeTypeS}},
+	}
+	for _, ix := range indexes {
+		in.AttributeDefinitions = append(in.AttributeDefinitions,
+			types.AttributeDefinition{AttributeName: aws.String(ix.hash), AttributeType: types.ScalarAttributeTypeS},
+			types.AttributeDefinition{AttributeName: aws.String(ix.sort), AttributeType: types.ScalarAttributeTypeN})
+		proj := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
+		if ix.nonKey != nil {
+			proj = &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: ix.nonKey}
+		}
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
+			IndexName: aws.String(ix.name),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(ix.hash), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(ix.sort), KeyType: types.KeyTypeRange},
+			},
+			Projection: proj,
+		})
+	}
+	return in
 }
 
 // TableCreator is the part of the DynamoDB client CreateTables uses.

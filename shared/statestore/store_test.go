@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/storetest"
 	"github.com/sasflow/sas/shared/statestore"
@@ -17,15 +19,27 @@ func TestMain(m *testing.M) { enginetest.Main(m) }
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
-// newStore creates fresh tables on DynamoDB Local.
-func newStore(t testing.TB) *statestore.Store {
+// openStore creates fresh tables on DynamoDB Local, and a store on them
+// whose client wrap may wrap the engine's (nil: the engine's itself).
+func openStore(t testing.TB, wrap func(*dynamodb.Client) statestore.Client) (*statestore.Store, *dynamodb.Client, statestore.Tables) {
 	t.Helper()
 	db := enginetest.DynamoDB(t)
 	tables := statestore.Tables{Orders: enginetest.UniqueName(t, "orders"), State: enginetest.UniqueName(t, "state")}
 	if err := statestore.CreateTables(context.Background(), db, tables); err != nil {
 		t.Fatal(err)
 	}
-	return statestore.New(db, tables)
+	var c statestore.Client = db
+	if wrap != nil {
+		c = wrap(db)
+	}
+	return statestore.New(c, tables), db, tables
+}
+
+// newStore is a store on fresh tables.
+func newStore(t testing.TB) *statestore.Store {
+	t.Helper()
+	s, _, _ := openStore(t, nil)
+	return s
 }
 
 // seed writes a new order with the default workflow, Pending and to be

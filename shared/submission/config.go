@@ -1,7 +1,6 @@
 package submission
 
 import (
-	"math"
 	"time"
 
 	"github.com/sasflow/sas/shared/config"
@@ -50,35 +49,30 @@ var variables = map[string]string{
 //	STATE_TABLE          required, DynamoDB table name, not ORDERS_TABLE
 //	CLAIM_TIMEOUT        optional Go duration within 1s..1h, default the policy's
 func LoadConfig(getenv func(string) string) (Config, error) {
-	r := config.NewReader(getenv)
-	// The reader only parses; the bounds are Validate's, so a value out of
+	// The reader only parses; the bounds are Check's, so a value out of
 	// bounds is reported once.
-	cfg := Config{
-		SchedulerQueueURL: r.StringOr("SCHEDULER_QUEUE_URL", ""),
-		OrdersTable:       r.StringOr("ORDERS_TABLE", ""),
-		StateTable:        r.StringOr("STATE_TABLE", ""),
-		Workflow:          workflow.Default(),
-		ClaimTimeout:      r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout, math.MinInt64, math.MaxInt64),
-		MaxBodyBytes:      DefaultMaxBodyBytes,
-	}
-	if err := cfg.check(&config.Rules{Names: variables}, r.Err()); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
+	return config.Load("submission config", getenv, variables, func(r *config.Reader) Config {
+		return Config{
+			SchedulerQueueURL: r.String("SCHEDULER_QUEUE_URL"),
+			OrdersTable:       r.String("ORDERS_TABLE"),
+			StateTable:        r.String("STATE_TABLE"),
+			Workflow:          workflow.Default(),
+			ClaimTimeout:      r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
+			MaxBodyBytes:      DefaultMaxBodyBytes,
+		}
+	})
 }
 
 // Validate checks every rule of the configuration and reports every
 // problem at once. New calls it, and LoadConfig applies the same rules.
-func (c Config) Validate() error { return c.check(&config.Rules{}, nil) }
+func (c Config) Validate() error { return config.Validate("submission config", c) }
 
-// check applies the rules after the parse errors of LoadConfig, if any.
-func (c Config) check(r *config.Rules, parsed error) error {
-	r.Add(parsed)
+// Check records what breaks the rules in r.
+func (c Config) Check(r *config.Rules) {
 	r.URL("SchedulerQueueURL", c.SchedulerQueueURL)
 	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
 	r.Add(c.Workflow.Validate())
 	r.Within("ClaimTimeout", c.ClaimTimeout, time.Second, time.Hour)
 	// Zero stands for DefaultMaxBodyBytes.
 	r.Count("MaxBodyBytes", int(c.MaxBodyBytes), 0, maxBodyBytes)
-	return r.Err("submission config")
 }

@@ -1,91 +1,55 @@
 package submission
 
 import (
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
 func TestLoadConfig(t *testing.T) {
 	t.Parallel()
-	base := map[string]string{
+	deployed := map[string]string{
 		"SCHEDULER_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler",
 		"ORDERS_TABLE":        "sas-orders",
 		"STATE_TABLE":         "sas-state",
 	}
-	with := func(kv ...string) map[string]string {
-		env := make(map[string]string, len(base))
-		for k, v := range base {
-			env[k] = v
+	with := func(change func(*Config)) Config {
+		c := Config{
+			SchedulerQueueURL: deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
+			Workflow: workflow.Default(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, MaxBodyBytes: 64 * 1024,
 		}
-		for i := 0; i < len(kv); i += 2 {
-			env[kv[i]] = kv[i+1]
-		}
-		return env
+		change(&c)
+		return c
 	}
-	tests := []struct {
-		name    string
-		env     map[string]string
-		wantErr []string // substrings every one of which the error must contain
-		check   func(t *testing.T, cfg Config)
-	}{
-		{name: "defaults", env: base, check: func(t *testing.T, cfg Config) {
-			want := Config{
-				SchedulerQueueURL: base["SCHEDULER_QUEUE_URL"],
-				OrdersTable:       "sas-orders",
-				StateTable:        "sas-state",
-				Workflow:          workflow.Default(),
-				ClaimTimeout:      workflow.DefaultPolicy().ClaimTimeout,
-				MaxBodyBytes:      64 * 1024,
-			}
-			if cfg.SchedulerQueueURL != want.SchedulerQueueURL || cfg.OrdersTable != want.OrdersTable ||
-				cfg.StateTable != want.StateTable || cfg.Workflow.Name != want.Workflow.Name ||
-				len(cfg.Workflow.Steps) != len(want.Workflow.Steps) || cfg.ClaimTimeout != want.ClaimTimeout ||
-				cfg.MaxBodyBytes != want.MaxBodyBytes {
-				t.Fatalf("got %+v, want %+v", cfg, want)
-			}
-		}},
-		{name: "claim timeout set", env: with("CLAIM_TIMEOUT", "45s"), check: func(t *testing.T, cfg Config) {
-			if cfg.ClaimTimeout != 45*time.Second {
-				t.Fatalf("ClaimTimeout = %v, want 45s", cfg.ClaimTimeout)
-			}
-		}},
-		{name: "local emulator URL", env: with("SCHEDULER_QUEUE_URL", "http://127.0.0.1:4566/000000000000/scheduler")},
-		{name: "nothing set", env: map[string]string{}, wantErr: []string{"SCHEDULER_QUEUE_URL is required", "ORDERS_TABLE is required", "STATE_TABLE is required"}},
-		{name: "queue URL relative", env: with("SCHEDULER_QUEUE_URL", "scheduler"), wantErr: []string{"SCHEDULER_QUEUE_URL"}},
-		{name: "queue URL scheme", env: with("SCHEDULER_QUEUE_URL", "ftp://x/y"), wantErr: []string{"SCHEDULER_QUEUE_URL"}},
-		{name: "table name", env: with("ORDERS_TABLE", "no spaces please"), wantErr: []string{"ORDERS_TABLE"}},
-		{name: "table name short", env: with("STATE_TABLE", "ab"), wantErr: []string{"STATE_TABLE"}},
-		{name: "same table", env: with("STATE_TABLE", "sas-orders"), wantErr: []string{"must differ"}},
-		{name: "claim timeout garbage", env: with("CLAIM_TIMEOUT", "soon"), wantErr: []string{"CLAIM_TIMEOUT"}},
-		{name: "claim timeout too short", env: with("CLAIM_TIMEOUT", "500ms"), wantErr: []string{"CLAIM_TIMEOUT"}},
-		{name: "claim timeout too long", env: with("CLAIM_TIMEOUT", "2h"), wantErr: []string{"CLAIM_TIMEOUT"}},
-		{name: "every problem at once", env: map[string]string{"CLAIM_TIMEOUT": "x", "ORDERS_TABLE": "a"},
-			wantErr: []string{"SCHEDULER_QUEUE_URL", "ORDERS_TABLE", "STATE_TABLE", "CLAIM_TIMEOUT"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			cfg, err := LoadConfig(func(k string) string { return tt.env[k] })
-			if len(tt.wantErr) > 0 {
-				if err == nil {
-					t.Fatalf("LoadConfig succeeded with %+v", cfg)
-				}
-				for _, s := range tt.wantErr {
-					if !strings.Contains(err.Error(), s) {
-						t.Errorf("error %q does not mention %q", err, s)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("LoadConfig: %v", err)
-			}
-			if tt.check != nil {
-				tt.check(t, cfg)
-			}
-		})
-	}
+	configtest.Loads(t, LoadConfig, deployed, []configtest.Loaded[Config]{
+		{Name: "defaults", Want: with(func(*Config) {})},
+		{Name: "claim timeout set", Set: []string{"CLAIM_TIMEOUT", "45s"}, Want: with(func(c *Config) { c.ClaimTimeout = 45 * time.Second })},
+		{
+			Name: "local emulator URL",
+			Set:  []string{"SCHEDULER_QUEUE_URL", "http://127.0.0.1:4566/000000000000/scheduler"},
+			Want: with(func(c *Config) { c.SchedulerQueueURL = "http://127.0.0.1:4566/000000000000/scheduler" }),
+		},
+	})
+	configtest.Refuses(t, LoadConfig, deployed, []configtest.Refused{
+		{
+			Name: "nothing set",
+			Set:  []string{"SCHEDULER_QUEUE_URL", "", "ORDERS_TABLE", "", "STATE_TABLE", ""},
+			Want: []string{"SCHEDULER_QUEUE_URL is required", "ORDERS_TABLE is required", "STATE_TABLE is required"},
+		},
+		{Name: "queue URL relative", Set: []string{"SCHEDULER_QUEUE_URL", "scheduler"}, Want: []string{`SCHEDULER_QUEUE_URL="scheduler" is not an absolute http(s) URL`}},
+		{Name: "queue URL scheme", Set: []string{"SCHEDULER_QUEUE_URL", "ftp://x/y"}, Want: []string{`SCHEDULER_QUEUE_URL="ftp://x/y" is not an absolute http(s) URL`}},
+		{Name: "table name", Set: []string{"ORDERS_TABLE", "no spaces please"}, Want: []string{`ORDERS_TABLE="no spaces please" is not a DynamoDB table name`}},
+		{Name: "table name short", Set: []string{"STATE_TABLE", "ab"}, Want: []string{`STATE_TABLE="ab" is not a DynamoDB table name`}},
+		{Name: "same table", Set: []string{"STATE_TABLE", "sas-orders"}, Want: []string{`ORDERS_TABLE and STATE_TABLE must differ, both are "sas-orders"`}},
+		{Name: "claim timeout garbage", Set: []string{"CLAIM_TIMEOUT", "soon"}, Want: []string{`CLAIM_TIMEOUT="soon" is not a duration`}},
+		{Name: "claim timeout too short", Set: []string{"CLAIM_TIMEOUT", "500ms"}, Want: []string{"CLAIM_TIMEOUT=500ms must be within 1s..1h0m0s"}},
+		{Name: "claim timeout too long", Set: []string{"CLAIM_TIMEOUT", "2h"}, Want: []string{"CLAIM_TIMEOUT=2h0m0s must be within 1s..1h0m0s"}},
+		{
+			Name: "every problem at once",
+			Set:  []string{"SCHEDULER_QUEUE_URL", "", "STATE_TABLE", "", "CLAIM_TIMEOUT", "x", "ORDERS_TABLE", "a"},
+			Want: []string{"SCHEDULER_QUEUE_URL is required", `ORDERS_TABLE="a" is not a DynamoDB table name`, "STATE_TABLE is required", `CLAIM_TIMEOUT="x"`},
+		},
+	})
 }

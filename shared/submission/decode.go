@@ -64,11 +64,7 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Errors))
-	for i, fe := range e.Errors {
-		parts[i] = fe.Field + " " + fe.Detail
-	}
-	return fmt.Sprintf("%v: %s", ErrInvalid, strings.Join(parts, "; "))
+	return fmt.Sprintf("%v: %s", ErrInvalid, faults(e.Errors).join(" "))
 }
 
 func (e *ValidationError) Unwrap() error { return ErrInvalid }
@@ -149,23 +145,19 @@ func DecodeOrder(body []byte) (OrderRequest, error) {
 
 // wireOrder holds the fields as found, with presence, before validation.
 type wireOrder struct {
-	customerID, clientID, currency optString
+	customerID, clientID, currency opt[string]
 	items                          []wireItem
 	hasItems                       bool
 }
 
 type wireItem struct {
-	sku                      optString
-	quantity, unitPriceCents optInt
+	sku                      opt[string]
+	quantity, unitPriceCents opt[int64]
 }
 
-type optString struct {
-	v  string
-	ok bool
-}
-
-type optInt struct {
-	v  int64
+// opt is a member's value, and whether it was there: null counts as absent.
+type opt[T any] struct {
+	v  T
 	ok bool
 }
 
@@ -270,45 +262,48 @@ func (p *parser) object(path string, fields map[string]func(path string) error) 
 	return err
 }
 
-func (p *parser) str(path string) (optString, error) {
-	tok, err := p.token(path)
-	if err != nil {
-		return optString{}, err
-	}
-	switch v := tok.(type) {
-	case nil:
-		return optString{}, nil
-	case string:
-		return optString{v: v, ok: true}, nil
-	}
-	return optString{}, typeError(path, "must be a string")
+func (p *parser) str(path string) (opt[string], error) {
+	return scalar(p, path, "must be a string", func(tok json.Token) (string, bool) {
+		s, ok := tok.(string)
+		return s, ok
+	})
 }
 
-func (p *parser) integer(path string) (optInt, error) {
+func (p *parser) integer(path string) (opt[int64], error) {
+	return scalar(p, path, "must be an integer", intOf)
+}
+
+// scalar reads a member's value, which conv takes from its token, or
+// reports as not of the type detail names.
+func scalar[T any](p *parser, path, detail string, conv func(json.Token) (T, bool)) (opt[T], error) {
 	tok, err := p.token(path)
+	if err != nil || tok == nil {
+		return opt[T]{}, err
+	}
+	v, ok := conv(tok)
+	if !ok {
+		return opt[T]{}, typeError(path, detail)
+	}
+	return opt[T]{v: v, ok: true}, nil
+}
+
+// intOf takes an integer from a number token: no fraction, no exponent.
+func intOf(tok json.Token) (int64, bool) {
+	num, ok := tok.(json.Number)
+	s := string(num)
+	if !ok || strings.ContainsAny(s, ".eE") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return optInt{}, err
-	}
-	switch v := tok.(type) {
-	case nil:
-		return optInt{}, nil
-	case json.Number:
-		s := string(v)
-		if strings.ContainsAny(s, ".eE") {
-			return optInt{}, typeError(path, "must be an integer")
+		// An integer too large for int64 is still an integer: clamp it
+		// so validation reports the range, not the type.
+		n = math.MaxInt64
+		if strings.HasPrefix(s, "-") {
+			n = math.MinInt64
 		}
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			// An integer too large for int64 is still an integer: clamp it
-			// so validation reports the range, not the type.
-			n = math.MaxInt64
-			if strings.HasPrefix(s, "-") {
-				n = math.MinInt64
-			}
-		}
-		return optInt{v: n, ok: true}, nil
 	}
-	return optInt{}, typeError(path, "must be an integer")
+	return n, true
 }
 
 // token reads the next token, turning the decoder's errors into
@@ -339,31 +334,18 @@ func join(path, key string) string {
 
 // validate checks every rule and reports every broken one.
 func (w wireOrder) validate() (OrderRequest, error) {
-	var errs []FieldError
-	bad := func(field, detail string) { errs = append(errs, FieldError{Field: field, Detail: detail}) }
-	const required = "is required"
-
-	switch {
-	case !w.customerID.ok:
-		bad("customerId", required)
-	case !idPattern.MatchString(w.customerID.v):
-		bad("customerId", "must be 1..64 characters of A-Z, a-z, 0-9, _ or -")
-	}
+	var errs faults
+	errs.match("customerId", w.customerID, idPattern, idRule)
 	// clientId is optional; absent and null mean the client wants no events.
 	if w.clientID.ok && !clientIDPattern.MatchString(w.clientID.v) {
-		bad("clientId", "must be 1..64 characters of A-Z, a-z, 0-9, ., _ or -")
+		errs.add("clientId", "must be 1..64 characters of A-Z, a-z, 0-9, ., _ or -")
 	}
-	switch {
-	case !w.currency.ok:
-		bad("currency", required)
-	case !currencyPattern.MatchString(w.currency.v):
-		bad("currency", "must be an ISO 4217 code of 3 upper-case letters, such as EUR")
-	}
+	errs.match("currency", w.currency, currencyPattern, "must be an ISO 4217 code of 3 upper-case letters, such as EUR")
 	switch {
 	case !w.hasItems:
-		bad("items", required)
+		errs.add("items", required)
 	case len(w.items) < 1 || len(w.items) > MaxItems:
-		bad("items", fmt.Sprintf("must have 1..%d entries", MaxItems))
+		errs.add("items", fmt.Sprintf("must have 1..%d entries", MaxItems))
 	}
 
 	req := OrderRequest{CustomerID: w.customerID.v, ClientID: w.clientID.v, Currency: w.currency.v}
@@ -371,24 +353,9 @@ func (w wireOrder) validate() (OrderRequest, error) {
 	// would only bloat the problem document.
 	for i, it := range w.items[:min(len(w.items), MaxItems)] {
 		path := fmt.Sprintf("items[%d]", i)
-		switch {
-		case !it.sku.ok:
-			bad(path+".sku", required)
-		case !idPattern.MatchString(it.sku.v):
-			bad(path+".sku", "must be 1..64 characters of A-Z, a-z, 0-9, _ or -")
-		}
-		switch {
-		case !it.quantity.ok:
-			bad(path+".quantity", required)
-		case it.quantity.v < 1 || it.quantity.v > MaxQuantity:
-			bad(path+".quantity", fmt.Sprintf("must be within 1..%d", MaxQuantity))
-		}
-		switch {
-		case !it.unitPriceCents.ok:
-			bad(path+".unitPriceCents", required)
-		case it.unitPriceCents.v < 0 || it.unitPriceCents.v > MaxUnitPriceCents:
-			bad(path+".unitPriceCents", fmt.Sprintf("must be within 0..%d", MaxUnitPriceCents))
-		}
+		errs.match(path+".sku", it.sku, idPattern, idRule)
+		errs.within(path+".quantity", it.quantity, 1, MaxQuantity)
+		errs.within(path+".unitPriceCents", it.unitPriceCents, 0, MaxUnitPriceCents)
 		req.Items = append(req.Items, workflow.Item{
 			SKU:            it.sku.v,
 			Quantity:       int(it.quantity.v), // only kept when valid, so in range
@@ -399,11 +366,55 @@ func (w wireOrder) validate() (OrderRequest, error) {
 		// Unreachable within today's limits (50 × 1000 × 1e8 < 2^63), but
 		// the limits may grow and a wrapped total would be a wrong charge.
 		if _, ok := req.TotalCents(); !ok {
-			bad("items", "order total exceeds the supported range")
+			errs.add("items", "order total exceeds the supported range")
 		}
 	}
 	if len(errs) > 0 {
 		return OrderRequest{}, &ValidationError{Errors: errs}
 	}
 	return req, nil
+}
+
+const (
+	required = "is required"
+	idRule   = "must be 1..64 characters of A-Z, a-z, 0-9, _ or -"
+)
+
+// faults collects every fault of a request, each under the field or the
+// parameter it concerns, so that one answer lists them all.
+type faults []FieldError
+
+func (f *faults) add(field, detail string) { *f = append(*f, FieldError{Field: field, Detail: detail}) }
+
+// join lists the faults for an error's text, each as field, sep and detail,
+// or as its detail alone when it concerns no field.
+func (f faults) join(sep string) string {
+	parts := make([]string, len(f))
+	for i, fe := range f {
+		parts[i] = fe.Field + sep + fe.Detail
+		if fe.Field == "" {
+			parts[i] = fe.Detail
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// match records a string member that is absent or breaks its pattern.
+func (f *faults) match(field string, s opt[string], pattern *regexp.Regexp, rule string) {
+	switch {
+	case !s.ok:
+		f.add(field, required)
+	case !pattern.MatchString(s.v):
+		f.add(field, rule)
+	}
+}
+
+// within records an integer member that is absent or outside lo..hi.
+func (f *faults) within(field string, n opt[int64], lo, hi int64) {
+	switch {
+	case !n.ok:
+		f.add(field, required)
+	case n.v < lo || n.v > hi:
+		f.add(field, fmt.Sprintf("must be within %d..%d", lo, hi))
+	}
 }

@@ -15,6 +15,16 @@ import (
 
 const validBody = `{"customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1999},{"sku":"PEN","quantity":1,"unitPriceCents":250}]}`
 
+// mustDecode decodes a body the test knows is a valid order.
+func mustDecode(t *testing.T, body string) OrderRequest {
+	t.Helper()
+	r, err := DecodeOrder([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestDecodeOrderValid(t *testing.T) {
 	t.Parallel()
 	got, err := DecodeOrder([]byte(validBody))
@@ -46,21 +56,11 @@ func TestDecodeOrderHashIgnoresLayout(t *testing.T) {
 	// client library must hash alike.
 	other := `{ "items": [ {"unitPriceCents":1999, "quantity":2, "sku":"BOOK-1"}, {"sku":"PEN","unitPriceCents":250,"quantity":1} ],
 	  "currency": "EUR", "customerId": "c-42" }`
-	a, err := DecodeOrder([]byte(validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := DecodeOrder([]byte(other))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := mustDecode(t, validBody), mustDecode(t, other)
 	if a.Hash() != b.Hash() {
 		t.Fatalf("hashes differ: %s vs %s", a.Hash(), b.Hash())
 	}
-	c, err := DecodeOrder([]byte(strings.Replace(validBody, `"quantity":2`, `"quantity":3`, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustDecode(t, strings.Replace(validBody, `"quantity":2`, `"quantity":3`, 1))
 	if a.Hash() == c.Hash() {
 		t.Fatal("different orders hash alike")
 	}

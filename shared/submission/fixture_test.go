@@ -92,8 +92,6 @@ type fixture struct {
 	calls map[string]int // store calls by method, failed or not
 }
 
-// newFixture builds a Handler over an empty in-memory store; hook, if not
-// nil, sees every store call first.
 // mustNew is New for a configuration and ports the test knows are valid.
 func mustNew(t testing.TB, cfg Config, store Store, sender Sender, deps actor.Deps) *Handler {
 	t.Helper()
@@ -104,6 +102,8 @@ func mustNew(t testing.TB, cfg Config, store Store, sender Sender, deps actor.De
 	return h
 }
 
+// newFixture builds a Handler over an empty in-memory store; hook, if not
+// nil, sees every store call first.
 func newFixture(t *testing.T, hook fault) *fixture {
 	t.Helper()
 	return newFixtureOver(t, hook, nil)

@@ -104,13 +104,13 @@ func goldenPage() statestore.Page {
 
 func TestOrderSummaryGolden(t *testing.T) {
 	t.Parallel()
-	golden.Equal(t, apiTestdata+"/order-summary.json", marshalView(t, listBody(goldenPage(), ListQuery{}, "/orders").Orders[0]))
+	golden.Equal(t, apiTestdata+"/order-summary.json", marshalView(t, listBody(goldenPage(), ListQuery{}, "/orders", discardLog).Orders[0]))
 }
 
 func TestPageGolden(t *testing.T) {
 	t.Parallel()
 	q := ListQuery{State: workflow.CompensationFailed, Limit: 1}
-	golden.Equal(t, apiTestdata+"/page.json", marshalView(t, listBody(goldenPage(), q, "/ops/orders")))
+	golden.Equal(t, apiTestdata+"/page.json", marshalView(t, listBody(goldenPage(), q, "/ops/orders", discardLog)))
 }
 
 func TestAcceptedGolden(t *testing.T) {

@@ -187,6 +187,8 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 	}
 }
 
+// createOrder answers POST /orders: it reads the request, builds the order
+// and its initial state record, and submits them.
 func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, owner string) events.APIGatewayV2HTTPResponse {
 	if detail, ok := checkContentType(req.Headers); !ok {
 		return h.reject(ctx, log, req, problem(http.StatusUnsupportedMediaType, ProblemMediaType, detail),
@@ -210,27 +212,8 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 		orderID = OrderIDForKey(owner, key)
 	}
 	log = log.With(slog.String("orderId", orderID))
-	total, _ := order.TotalCents() // DecodeOrder guarantees it fits
-	now := h.clk.Now().UTC()
-	o := workflow.Order{
-		OrderID:        orderID,
-		CustomerID:     order.CustomerID,
-		ClientID:       order.ClientID,
-		Owner:          owner,
-		Currency:       order.Currency,
-		Items:          order.Items,
-		TotalCents:     total,
-		IdempotencyKey: key,
-		RequestHash:    order.Hash(),
-		CreatedAt:      now,
-	}
-	input, err := json.Marshal(orderInput{
-		OrderID:    orderID,
-		CustomerID: o.CustomerID,
-		Currency:   o.Currency,
-		Items:      o.Items,
-		TotalCents: o.TotalCents,
-	})
+	o := newOrder(orderID, owner, key, order, h.clk.Now().UTC())
+	input, err := json.Marshal(inputOf(o))
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
 	}
@@ -241,14 +224,44 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 		return h.reject(ctx, log, req, problem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf(
 			"the order makes an input of %d bytes, over the limit of %d", len(input), workflow.MaxInputBytes)), nil)
 	}
-	state := workflow.NewState(orderID, h.cfg.Workflow, input, now, now.Add(h.cfg.ClaimTimeout))
+	return h.submit(ctx, log, req, o, h.initialState(o, input), hasKey)
+}
+
+// newOrder is the order record of a request: what was asked and by whom,
+// with the key and the hash a retry of the request is checked against.
+func newOrder(orderID, owner, key string, r OrderRequest, now time.Time) workflow.Order {
+	total, _ := r.TotalCents() // DecodeOrder guarantees it fits
+	return workflow.Order{
+		OrderID:        orderID,
+		CustomerID:     r.CustomerID,
+		ClientID:       r.ClientID,
+		Owner:          owner,
+		Currency:       r.Currency,
+		Items:          r.Items,
+		TotalCents:     total,
+		IdempotencyKey: key,
+		RequestHash:    r.Hash(),
+		CreatedAt:      now,
+	}
+}
+
+// initialState is the Pending record a new order starts from, to be claimed
+// by a Scheduler within the claim timeout.
+func (h *Handler) initialState(o workflow.Order, input []byte) workflow.State {
+	state := workflow.NewState(o.OrderID, h.cfg.Workflow, input, o.CreatedAt, o.CreatedAt.Add(h.cfg.ClaimTimeout))
 	// The record carries it too: the event publisher reads only the stream
 	// of state records, and the order-events topic filters on it.
-	state.ClientID = order.ClientID
+	state.ClientID = o.ClientID
 	// And its owner, which GET /orders/{id} checks on the record it reads.
-	state.Owner = owner
+	state.Owner = o.Owner
+	return state
+}
 
-	err = h.store.CreateOrder(ctx, o, state)
+// submit writes a new order with its state record in one transaction and
+// asks the Scheduler to start it. An order its Idempotency-Key already made
+// is answered as a replay.
+func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, o workflow.Order, state workflow.State, hasKey bool) events.APIGatewayV2HTTPResponse {
+	err := h.store.CreateOrder(ctx, o, state)
 	switch {
 	case err == nil:
 	case errors.Is(err, workflow.ErrExists) && hasKey:
@@ -256,19 +269,19 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	case errors.Is(err, workflow.ErrExists):
 		// A random UUID v4 collided, or the store misreports: either way not
 		// the client's doing, and retrying the request is safe.
-		return h.internal(ctx, log, req, fmt.Errorf("create order %s without idempotency key: %w", orderID, err))
+		return h.internal(ctx, log, req, fmt.Errorf("create order %s without idempotency key: %w", o.OrderID, err))
 	default:
-		return h.internal(ctx, log, req, fmt.Errorf("create order %s: %w", orderID, err))
+		return h.internal(ctx, log, req, fmt.Errorf("create order %s: %w", o.OrderID, err))
 	}
 
-	msg := message.Encode(message.NewSchedule(orderID, 0, "submitted"))
+	msg := message.Encode(message.NewSchedule(o.OrderID, 0, "submitted"))
 	if err := h.sender.Send(ctx, h.cfg.SchedulerQueueURL, msg, 0); err != nil {
 		// The order is durable: the Supervisor re-sends a Pending record
 		// whose CompleteBy passed unclaimed, so the client still gets 202.
 		log.WarnContext(ctx, "schedule message not sent; the Supervisor will re-send it", slog.Any("error", err))
 	}
-	log.InfoContext(ctx, "order accepted", workflow.TransitionAccepted.Attr(), slog.Int64("totalCents", total), slog.Int("items", len(o.Items)))
-	return accepted(orderID, workflow.Pending, false)
+	log.InfoContext(ctx, "order accepted", workflow.TransitionAccepted.Attr(), slog.Int64("totalCents", o.TotalCents), slog.Int("items", len(o.Items)))
+	return accepted(o.OrderID, workflow.Pending, false)
 }
 
 // replay answers a request whose Idempotency-Key already made an order.
@@ -302,6 +315,11 @@ type orderInput struct {
 	TotalCents int64           `json:"totalCents"`
 }
 
+// inputOf is an order's input, as the workflow's Agents receive it.
+func inputOf(o workflow.Order) orderInput {
+	return orderInput{OrderID: o.OrderID, CustomerID: o.CustomerID, Currency: o.Currency, Items: o.Items, TotalCents: o.TotalCents}
+}
+
 // accepted is the 202 of a request that set an order going: a new order, a
 // retry or a cancel, with the state it was left in. A replay of a new order
 // gets the very same answer, state included, as idempotency promises; the
@@ -321,12 +339,10 @@ func accepted(orderID string, state workflow.ProcessState, replayed bool) events
 // Another caller's order is answered exactly as a missing one, so a client
 // cannot even learn that an ID exists.
 func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID, owner string) events.APIGatewayV2HTTPResponse {
-	st, err := h.store.GetState(ctx, orderID)
+	st, resp, ok := h.readState(ctx, log, req, orderID)
 	switch {
-	case errors.Is(err, workflow.ErrNotFound):
-		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
-	case err != nil:
-		return h.internal(ctx, log, req, fmt.Errorf("read state of order %s: %w", orderID, err))
+	case !ok:
+		return resp
 	case owner != "" && st.Owner != owner:
 		log.InfoContext(ctx, "order of another caller asked for; answered as missing", slog.String("caller", owner))
 		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)

@@ -6,19 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/internal/testkit/memstore"
-	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/api"
-	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
@@ -83,15 +79,6 @@ func TestCreateOrder(t *testing.T) {
 	if accepted == nil || accepted["orderId"] != a.OrderID || accepted["requestId"] != "req-1" {
 		t.Fatalf("no 'order accepted' log with orderId and requestId: %v", f.logs.Records(t))
 	}
-}
-
-func mustDecode(t *testing.T, body string) OrderRequest {
-	t.Helper()
-	r, err := DecodeOrder([]byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 func TestCreateOrderAcceptedVariants(t *testing.T) {
@@ -461,40 +448,44 @@ func TestGetOrderProblems(t *testing.T) {
 	}
 }
 
-func TestGetOrderRoutes(t *testing.T) {
+// TestOrderRoutes: the routes of one order resolve however API Gateway
+// presents them: GET answers the order, a cancel stops it.
+func TestOrderRoutes(t *testing.T) {
 	t.Parallel()
-	const id = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	byRouteKey := func(r events.APIGatewayV2HTTPRequest, routeKey string) events.APIGatewayV2HTTPRequest {
+		r.RouteKey, r.PathParameters = routeKey, map[string]string{"id": orderA}
+		return r
+	}
+	onStage := func(r events.APIGatewayV2HTTPRequest, stage string) events.APIGatewayV2HTTPRequest {
+		r.RequestContext.Stage = stage
+		return r
+	}
 	tests := []struct {
-		name string
-		req  events.APIGatewayV2HTTPRequest
+		name   string
+		req    events.APIGatewayV2HTTPRequest
+		status int // 200: the order read; 202: the order cancelled
 	}{
-		{"$default", request("GET", "/orders/"+id, nil, "")},
-		{"explicit route key", func() events.APIGatewayV2HTTPRequest {
-			r := request("GET", "/orders/"+id, nil, "")
-			r.RouteKey, r.PathParameters = "GET /orders/{id}", map[string]string{"id": id}
-			return r
-		}()},
-		{"named stage", func() events.APIGatewayV2HTTPRequest {
-			r := request("GET", "/v1/orders/"+id, nil, "")
-			r.RequestContext.Stage = "v1"
-			return r
-		}()},
-		{"route key and parameters only", func() events.APIGatewayV2HTTPRequest {
-			r := request("", "", nil, "")
-			r.RouteKey, r.PathParameters = "GET /orders/{id}", map[string]string{"id": id}
-			return r
-		}()},
+		{"GET $default", request("GET", "/orders/"+orderA, nil, ""), 200},
+		{"GET explicit route key", byRouteKey(request("GET", "/orders/"+orderA, nil, ""), "GET /orders/{id}"), 200},
+		{"GET named stage", onStage(request("GET", "/v1/orders/"+orderA, nil, ""), "v1"), 200},
+		{"GET route key and parameters only", byRouteKey(request("", "", nil, ""), "GET /orders/{id}"), 200},
+		{"cancel $default", post("/orders/" + orderA + "/cancel"), 202},
+		{"cancel named stage", onStage(post("/ops/orders/"+orderA+"/cancel"), "ops"), 202},
+		{"cancel route key and parameters only", byRouteKey(request("", "", nil, ""), "POST /orders/{id}/cancel"), 202},
+		{"cancel with a body", request("POST", "/orders/"+orderA+"/cancel", map[string]string{"content-type": "text/plain"}, "please"), 202},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
-			st := workflow.NewState(id, workflow.Default(), nil, testNow, testNow)
-			st.Owner = callerA
-			f.put(st)
+			f.put(at(orderA, workflow.Pending, 0, 0))
 			resp := f.do(t, tt.req)
+			if tt.status == 202 {
+				readOperatorAccepted(t, resp, orderA, workflow.Cancelled)
+				return
+			}
 			var got struct{ OrderID string }
-			if err := json.Unmarshal([]byte(resp.Body), &got); resp.StatusCode != 200 || err != nil || got.OrderID != id {
+			if err := json.Unmarshal([]byte(resp.Body), &got); resp.StatusCode != 200 || err != nil || got.OrderID != orderA {
 				t.Fatalf("status %d body %s", resp.StatusCode, resp.Body)
 			}
 		})
@@ -619,11 +610,12 @@ func FuzzHandle(f *testing.F) {
 	for _, b := range orderSamples(f) {
 		f.Add("POST", "/orders", "application/json", false, "", b, uint8(0), callerA)
 	}
-	// Cursors the store gives, for the seeded order o-1.
+	// Cursors the store gives, for the seeded order o-1, in the links the
+	// handler gives.
 	byState := statestore.EncodeCursor(statestore.Cursor{State: "Error", OrderID: "o-1", ChangedAt: testNow.UnixMilli()})
 	byOwner := statestore.EncodeOwnerCursor(statestore.OwnerCursor{Owner: statestore.OwnerTag(callerA), OrderID: "o-1", CreatedAtMs: testNow.UnixMilli()})
-	f.Add("GET", "/ops/orders", "", false, "", []byte("state=Error&limit=1&cursor="+url.QueryEscape(byState)), uint8(3), callerA)
-	f.Add("GET", "/orders", "", false, "", []byte("limit=1&cursor="+url.QueryEscape(byOwner)), uint8(3), callerA)
+	f.Add("GET", "/ops/orders", "", false, "", []byte(ListQuery{State: workflow.Error, Limit: 1, Cursor: byState}.Encode()), uint8(3), callerA)
+	f.Add("GET", "/orders", "", false, "", []byte(ListQuery{Limit: 1, Cursor: byOwner}.Encode()), uint8(3), callerA)
 	f.Add("GET", "/orders", "", false, "", []byte("limit=1"), uint8(3), callerA)
 	f.Fuzz(func(t *testing.T, method, path, contentType string, hasKey bool, key string, body []byte, bodyMode uint8, userArn string) {
 		// The store's state follows the fuzzed order ID, so retry and cancel
@@ -638,35 +630,26 @@ func FuzzHandle(f *testing.F) {
 		// Every record is read from the in-memory store the first time it
 		// is asked for, and its writes are the store's own, fenced as on
 		// DynamoDB. A listing without an owner is an error of the store,
-		// which would be a 500.
-		store := memstore.New()
-		var mu sync.Mutex
+		// which would be a 500. Handle serves this one request on this
+		// goroutine, so the hook needs no lock.
 		seeded := map[string]bool{}
-		seed := func(id string) bool {
-			mu.Lock()
-			defer mu.Unlock()
-			first := !seeded[id]
-			seeded[id] = true
-			return first
-		}
-		store.Fault = func(method string, c workflow.Change) error {
-			if method == "GetState" && seed(c.OrderID) {
+		fx := newFixture(t, func(store *memstore.Store, call string, c workflow.Change) error {
+			if call == "GetState" && !seeded[c.OrderID] {
+				seeded[c.OrderID] = true
 				store.Put(stateOf(c.OrderID))
 			}
 			return nil
-		}
+		})
 		// The caller's own order, so that both listings have a record to
 		// show and, a page of one at a time, a cursor to give.
 		if owner, err := caller(as(request(method, path, nil, ""), userArn)); err == nil {
 			st := stateOf("o-1")
 			st.Owner = owner
-			seed("o-1")
-			if err := store.CreateOrder(context.Background(), workflow.Order{OrderID: "o-1", Owner: owner, CreatedAt: testNow}, st); err != nil {
+			seeded["o-1"] = true
+			if err := fx.store.CreateOrder(context.Background(), workflow.Order{OrderID: "o-1", Owner: owner, CreatedAt: testNow}, st); err != nil {
 				t.Fatal(err)
 			}
 		}
-		send := sendFunc(func(context.Context, string, string, time.Duration) error { return nil })
-		h := mustNew(t, testConfig(), store, send, actor.Deps{Clock: clock.NewFake(testNow)})
 
 		headers := map[string]string{"content-type": contentType}
 		if hasKey {
@@ -681,10 +664,7 @@ func FuzzHandle(f *testing.F) {
 		case 3: // the body is the query string instead
 			req.Body, req.RawQueryString = "", string(body)
 		}
-		resp, err := h.Handle(context.Background(), req)
-		if err != nil {
-			t.Fatalf("Handle returned error %v", err)
-		}
+		resp := fx.do(t, req)
 		if resp.StatusCode < 200 || resp.StatusCode >= 500 {
 			t.Fatalf("status %d for %s %q: %s", resp.StatusCode, method, path, resp.Body)
 		}

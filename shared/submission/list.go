@@ -48,16 +48,7 @@ type QueryError struct {
 	Errors []FieldError
 }
 
-func (e *QueryError) Error() string {
-	parts := make([]string, len(e.Errors))
-	for i, fe := range e.Errors {
-		parts[i] = fe.Field + ": " + fe.Detail
-		if fe.Field == "" {
-			parts[i] = fe.Detail
-		}
-	}
-	return strings.Join(parts, "; ")
-}
+func (e *QueryError) Error() string { return faults(e.Errors).join(": ") }
 
 // DecodeListQuery reads the query of GET /ops/orders, where state is
 // required. rawQuery is the event's RawQueryString; params, its
@@ -80,67 +71,35 @@ func DecodeOwnListQuery(rawQuery string, params map[string]string) (ListQuery, e
 }
 
 func decodeListQuery(rawQuery string, params map[string]string, byState bool) (ListQuery, error) {
-	values := url.Values{}
-	if rawQuery != "" {
-		v, err := url.ParseQuery(rawQuery)
-		if err != nil {
-			return ListQuery{}, &QueryError{Errors: []FieldError{{Detail: "the query string is not well-formed: " + err.Error()}}}
-		}
-		values = v
-	} else {
-		for k, v := range params {
-			values[k] = []string{v}
-		}
+	values, err := queryValues(rawQuery, params)
+	if err != nil {
+		return ListQuery{}, &QueryError{Errors: []FieldError{{Detail: "the query string is not well-formed: " + err.Error()}}}
 	}
-
-	var errs []FieldError
-	bad := func(field, detail string) { errs = append(errs, FieldError{Field: field, Detail: detail}) }
-	known := "use state, limit and cursor"
-	if !byState {
-		known = "use limit and cursor"
-	}
-	unknown := make([]string, 0, len(values))
-	for k, v := range values {
-		switch {
-		case k == "":
-			bad("", "a parameter has no name")
-		case k == paramState && !byState:
-			bad(k, "is not a parameter of this resource, which lists your own orders, newest first; "+
-				"listing every caller's orders by state is the operators' GET /ops/orders")
-		case k != paramState && k != paramLimit && k != paramCursor:
-			unknown = append(unknown, k)
-		case len(v) > 1:
-			bad(k, fmt.Sprintf("is given %d times; give it once", len(v)))
-		}
-	}
-	slices.Sort(unknown) // map order would make the problem differ run to run
-	for _, k := range unknown {
-		bad(k, "is not a parameter of this resource; "+known)
-	}
-
+	var errs faults
+	checkParams(&errs, values, byState)
 	q := ListQuery{Limit: DefaultListLimit}
 	states := "one of " + stateNames()
 	switch s := values.Get(paramState); {
 	case !byState:
 	case s == "":
-		bad(paramState, "is required; use "+states)
+		errs.add(paramState, "is required; use "+states)
 	default:
 		st, ok := workflow.ParseProcessState(s)
 		if !ok {
-			bad(paramState, "must be "+states)
+			errs.add(paramState, "must be "+states)
 		}
 		q.State = st
 	}
 	if s := values.Get(paramLimit); s != "" {
 		n, ok := parseLimit(s)
 		if !ok {
-			bad(paramLimit, fmt.Sprintf("must be an integer within 1..%d", MaxListLimit))
+			errs.add(paramLimit, fmt.Sprintf("must be an integer within 1..%d", MaxListLimit))
 		}
 		q.Limit = n
 	}
 	q.Cursor = values.Get(paramCursor)
 	if len(q.Cursor) > maxCursorLen {
-		bad(paramCursor, "is not a cursor this API returned")
+		errs.add(paramCursor, "is not a cursor this API returned")
 	}
 	// Order the errors as the parameters appear in the documentation, the
 	// unknown ones last, so the problem is stable.
@@ -149,6 +108,46 @@ func decodeListQuery(rawQuery string, params map[string]string, byState bool) (L
 		return ListQuery{}, &QueryError{Errors: errs}
 	}
 	return q, nil
+}
+
+// queryValues are the parameters of the raw query string, or else of the
+// parameter map.
+func queryValues(rawQuery string, params map[string]string) (url.Values, error) {
+	if rawQuery != "" {
+		return url.ParseQuery(rawQuery)
+	}
+	values := url.Values{}
+	for k, v := range params {
+		values[k] = []string{v}
+	}
+	return values, nil
+}
+
+// checkParams records the parameters that are nameless, unknown, repeated,
+// or, on a listing of the caller's own orders, a state.
+func checkParams(errs *faults, values url.Values, byState bool) {
+	known := "use state, limit and cursor"
+	if !byState {
+		known = "use limit and cursor"
+	}
+	unknown := make([]string, 0, len(values))
+	for k, v := range values {
+		switch {
+		case k == "":
+			errs.add("", "a parameter has no name")
+		case k == paramState && !byState:
+			errs.add(k, "is not a parameter of this resource, which lists your own orders, newest first; "+
+				"listing every caller's orders by state is the operators' GET /ops/orders")
+		case k != paramState && k != paramLimit && k != paramCursor:
+			unknown = append(unknown, k)
+		case len(v) > 1:
+			errs.add(k, fmt.Sprintf("is given %d times; give it once", len(v)))
+		}
+	}
+	slices.Sort(unknown) // map order would make the problem differ run to run
+	for _, k := range unknown {
+		errs.add(k, "is not a parameter of this resource; "+known)
+	}
 }
 
 func paramRank(p string) int {
@@ -216,7 +215,7 @@ func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.A
 		return h.internal(ctx, log, req, fmt.Errorf("list orders in %s (limit %d): %w", q.State, q.Limit, err))
 	}
 	log.DebugContext(ctx, "orders listed", slog.String("state", string(q.State)), slog.Int("count", len(page.States)), slog.Bool("more", page.Next != ""))
-	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/ops/orders"), nil)
+	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/ops/orders", log), nil)
 }
 
 // listOwnOrders answers a client's GET /orders: the caller's own orders,
@@ -235,7 +234,7 @@ func (h *Handler) listOwnOrders(ctx context.Context, log *slog.Logger, req event
 		return h.internal(ctx, log, req, fmt.Errorf("list the caller's orders (limit %d): %w", q.Limit, err))
 	}
 	log.DebugContext(ctx, "own orders listed", slog.Int("count", len(page.States)), slog.Bool("more", page.Next != ""))
-	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/orders"), nil)
+	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/orders", log), nil)
 }
 
 func badCursorProblem() Problem {
@@ -244,24 +243,13 @@ func badCursorProblem() Problem {
 }
 
 // listBody is a page of summaries, with the link to the next page of the
-// same listing at path. A summary is what the store's index projects,
-// without the step history or the input.
-func listBody(page statestore.Page, q ListQuery, path string) api.Page {
+// same listing at path. A summary is what the store's index projects: the
+// order's status view without the step history or the input (a listed
+// record has neither).
+func listBody(page statestore.Page, q ListQuery, path string, log *slog.Logger) api.Page {
 	body := api.Page{Orders: make([]api.OrderSummary, len(page.States))}
 	for i, st := range page.States {
-		body.Orders[i] = api.OrderSummary{
-			OrderID:      st.OrderID,
-			State:        st.ProcessState,
-			Status:       workflow.StatusOf(st),
-			Step:         st.Step,
-			StepIndex:    st.StepIndex,
-			FailureCount: st.FailureCount,
-			Attempt:      st.Attempt,
-			LastError:    st.LastError,
-			ClientID:     st.ClientID,
-			CreatedAt:    st.CreatedAt.UTC(),
-			UpdatedAt:    st.UpdatedAt.UTC(),
-		}
+		body.Orders[i] = newStatus(st, false, log).Summary()
 	}
 	if page.Next != "" {
 		next := ListQuery{State: q.State, Limit: q.Limit, Cursor: page.Next}

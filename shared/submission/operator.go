@@ -25,12 +25,9 @@ const cancelTries = 3
 // record that changed since it was read is a 409, not a reason to try again.
 func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
 	log = log.With(callerAttr(req))
-	st, p, err := h.readState(ctx, orderID)
-	switch {
-	case p != nil:
-		return h.reject(ctx, log, req, *p, nil)
-	case err != nil:
-		return h.internal(ctx, log, req, err)
+	st, resp, ok := h.readState(ctx, log, req, orderID)
+	if !ok {
+		return resp
 	}
 	now := h.clk.Now().UTC()
 	c, err := h.machine().Resubmit(st, now)
@@ -60,12 +57,9 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
 	log = log.With(callerAttr(req))
 	for try := 1; ; try++ {
-		st, p, err := h.readState(ctx, orderID)
-		switch {
-		case p != nil:
-			return h.reject(ctx, log, req, *p, nil)
-		case err != nil:
-			return h.internal(ctx, log, req, err)
+		st, resp, ok := h.readState(ctx, log, req, orderID)
+		if !ok {
+			return resp
 		}
 		if !workflow.CanCancel(st) {
 			if st.Cancelled {
@@ -113,18 +107,18 @@ func (h *Handler) followUp(ctx context.Context, log *slog.Logger, c workflow.Cha
 	_ = f.After(ctx, c, st, now, log)
 }
 
-// readState reads a record for an operator route: a missing order is the
-// client's mistake (a problem), any other failure ours (an error).
-func (h *Handler) readState(ctx context.Context, orderID string) (workflow.State, *Problem, error) {
+// readState reads the record of a route's order: a missing order is the
+// client's mistake (404), any other failure ours (500). When ok is false,
+// resp is the answer.
+func (h *Handler) readState(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) (st workflow.State, resp events.APIGatewayV2HTTPResponse, ok bool) {
 	st, err := h.store.GetState(ctx, orderID)
 	switch {
 	case errors.Is(err, workflow.ErrNotFound):
-		p := notFoundProblem(orderID)
-		return workflow.State{}, &p, nil
+		return st, h.reject(ctx, log, req, notFoundProblem(orderID), nil), false
 	case err != nil:
-		return workflow.State{}, nil, fmt.Errorf("read state of order %s: %w", orderID, err)
+		return st, h.internal(ctx, log, req, fmt.Errorf("read state of order %s: %w", orderID, err)), false
 	}
-	return st, nil, nil
+	return st, resp, true
 }
 
 func notFoundProblem(orderID string) Problem {

@@ -91,6 +91,18 @@ func logged(t *testing.T, f *fixture, msg string) map[string]any {
 	return nil
 }
 
+// errQueue fails the sends of a test whose queue is down.
+var errQueue = errors.New("sqs: throttled")
+
+// checkSendFailed checks the warning of a committed change whose schedule
+// message was not sent: the Supervisor re-sends it, the operator got 202.
+func checkSendFailed(t *testing.T, f *fixture) {
+	t.Helper()
+	if l := logged(t, f, sendFailedMsg); l["level"] != "WARN" || l["orderId"] != orderA || !strings.Contains(fmt.Sprint(l["error"]), "throttled") {
+		t.Fatalf("log %v", l)
+	}
+}
+
 func TestRetry(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -98,18 +110,22 @@ func TestRetry(t *testing.T) {
 		seen      workflow.State
 		wantState workflow.ProcessState
 		wantMsg   message.Schedule
+		sendErr   error // fails the schedule message: still 202, the change is committed
 	}{
 		{"error at the first step", at(orderA, workflow.Error, 0, 1), workflow.Pending,
-			message.NewSchedule(orderA, 0, "resubmitted")},
+			message.NewSchedule(orderA, 0, "resubmitted"), nil},
 		{"error at the second step", at(orderA, workflow.Error, 1, 3), workflow.Pending,
-			message.NewSchedule(orderA, 1, "resubmitted")},
+			message.NewSchedule(orderA, 1, "resubmitted"), nil},
 		{"failed compensation", at(orderA, workflow.CompensationFailed, 0, 1), workflow.CompensationPending,
-			message.NewCompensation(orderA, 0, "resubmitted")},
+			message.NewCompensation(orderA, 0, "resubmitted"), nil},
+		{"queue down", at(orderA, workflow.Error, 0, 1), workflow.Pending,
+			message.NewSchedule(orderA, 0, "resubmitted"), errQueue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
+			f.out.err = tt.sendErr
 			tt.seen.FailureCount = 2
 			f.put(tt.seen)
 			req := post("/orders/" + orderA + "/retry")
@@ -129,6 +145,9 @@ func TestRetry(t *testing.T) {
 			if l[workflow.TransitionKey] != "resubmitted" || l["orderId"] != orderA || l["caller"] != "arn:aws:iam::123456789012:user/ops" ||
 				l["from"] != string(tt.seen.ProcessState) || l["state"] != string(tt.wantState) {
 				t.Fatalf("log %v", l)
+			}
+			if tt.sendErr != nil {
+				checkSendFailed(t, f)
 			}
 		})
 	}
@@ -290,17 +309,22 @@ func TestCancel(t *testing.T) {
 		wantState workflow.ProcessState
 		wantIndex int
 		wantMsg   *message.Schedule // nil: nothing to undo, nothing sent
+		sendErr   error             // fails the message: still 202, the change is committed
 	}{
-		{"pending first step, never tried", at(orderA, workflow.Pending, 0, 0), workflow.Cancelled, 0, nil},
-		{"pending first step after a timeout", at(orderA, workflow.Pending, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled"))},
-		{"processing first step", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled"))},
-		{"pending second step", at(orderA, workflow.Pending, 1, 0), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled"))},
-		{"processing second step", processingSecond, workflow.CompensationPending, 1, ptr(message.NewCompensation(orderA, 1, "cancelled"))},
+		{"pending first step, never tried", at(orderA, workflow.Pending, 0, 0), workflow.Cancelled, 0, nil, nil},
+		{"pending first step after a timeout", at(orderA, workflow.Pending, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled")), nil},
+		{"processing first step", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled")), nil},
+		{"pending second step", at(orderA, workflow.Pending, 1, 0), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled")), nil},
+		{"processing second step", processingSecond, workflow.CompensationPending, 1, ptr(message.NewCompensation(orderA, 1, "cancelled")), nil},
+		// The message that failed is the compensation's: the log line does
+		// not say so (it carries the error only), the message does.
+		{"queue down", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled")), errQueue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
+			f.out.err = tt.sendErr
 			f.put(tt.seen)
 			readOperatorAccepted(t, f.do(t, post("/orders/"+orderA+"/cancel")), orderA, tt.wantState)
 
@@ -320,6 +344,9 @@ func TestCancel(t *testing.T) {
 			}
 			if l := logged(t, f, "order cancelled"); l[workflow.TransitionKey] != "cancelled" || l["orderId"] != orderA || l["state"] != string(tt.wantState) {
 				t.Fatalf("log %v", l)
+			}
+			if tt.sendErr != nil {
+				checkSendFailed(t, f)
 			}
 		})
 	}
@@ -402,22 +429,30 @@ func TestCancelRacesScheduler(t *testing.T) {
 	}
 }
 
-// TestCancelRacesToTheEnd: the order changes meanwhile into a state a
-// cancel no longer applies to.
-func TestCancelRacesToTheEnd(t *testing.T) {
+// TestCancelRaces: the order changes between the cancel's reads and its
+// writes, into a state a cancel no longer applies to, or under every try;
+// the cancel answers after a bounded number of tries, not a loop, and
+// writes and sends nothing.
+func TestCancelRaces(t *testing.T) {
 	t.Parallel()
+	always := func(st workflow.State) func(int) workflow.State { return func(int) workflow.State { return st } }
+	cancelled := at(orderA, workflow.CompensationPending, 0, 1)
+	cancelled.Cancelled = true
 	tests := []struct {
-		name   string
-		then   workflow.State
-		status int
+		name       string
+		seen       workflow.State
+		then       func(n int) workflow.State // the record before the n-th write
+		status     int
+		wantDetail string
+		tries      int32
 	}{
-		{"processed meanwhile", at(orderA, workflow.Processed, 1, 1), 409},
-		{"compensated meanwhile", at(orderA, workflow.Compensated, 1, 1), 409},
-		{"cancelled by another request", func() workflow.State {
-			st := at(orderA, workflow.CompensationPending, 0, 1)
-			st.Cancelled = true
-			return st
-		}(), 202},
+		{"processed meanwhile", at(orderA, workflow.Processing, 1, 1), always(at(orderA, workflow.Processed, 1, 1)), 409, "Processed", 1},
+		{"compensated meanwhile", at(orderA, workflow.Processing, 1, 1), always(at(orderA, workflow.Compensated, 1, 1)), 409, "Compensated", 1},
+		{"cancelled by another request", at(orderA, workflow.Processing, 1, 1), always(cancelled), 202, "", 1},
+		// Before every write a Scheduler has taken the step again.
+		{"changing under every try", at(orderA, workflow.Processing, 0, 1), func(n int) workflow.State {
+			return at(orderA, workflow.Processing, 0, 1+n)
+		}, 409, "kept changing", cancelTries},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -425,105 +460,18 @@ func TestCancelRacesToTheEnd(t *testing.T) {
 			var calls atomic.Int32
 			f := newFixture(t, racing(func(n int) workflow.State {
 				calls.Store(int32(n))
-				return tt.then
+				return tt.then(n)
 			}))
-			f.put(at(orderA, workflow.Processing, 1, 1))
+			f.put(tt.seen)
 			resp := f.do(t, post("/orders/"+orderA+"/cancel"))
 			if tt.status == 202 {
-				readOperatorAccepted(t, resp, orderA, tt.then.ProcessState)
-			} else if p := readProblem(t, resp, tt.status); p.Type != ProblemConflict || !strings.Contains(p.Detail, string(tt.then.ProcessState)) {
+				readOperatorAccepted(t, resp, orderA, tt.then(1).ProcessState)
+			} else if p := readProblem(t, resp, tt.status); p.Type != ProblemConflict || !strings.Contains(p.Detail, tt.wantDetail) {
 				t.Fatalf("problem %+v", p)
 			}
-			if calls.Load() != 1 || f.store.Writes() != 0 || len(f.out.sent()) != 0 {
-				t.Fatalf("cancel writes tried %d, done %d, sent %d; want 1, 0, 0", calls.Load(), f.store.Writes(), len(f.out.sent()))
+			if calls.Load() != tt.tries || f.store.Writes() != 0 || len(f.out.sent()) != 0 {
+				t.Fatalf("cancel writes tried %d, done %d, sent %d; want %d, 0, 0", calls.Load(), f.store.Writes(), len(f.out.sent()), tt.tries)
 			}
-		})
-	}
-}
-
-// TestCancelGivesUp: an order that changes under every try is answered
-// with a 409 after a bounded number of tries, not a loop.
-func TestCancelGivesUp(t *testing.T) {
-	t.Parallel()
-	var calls atomic.Int32
-	// Before every write a Scheduler has taken the step again.
-	f := newFixture(t, racing(func(n int) workflow.State {
-		calls.Store(int32(n))
-		return at(orderA, workflow.Processing, 0, 1+n)
-	}))
-	f.put(at(orderA, workflow.Processing, 0, 1))
-	p := readProblem(t, f.do(t, post("/orders/"+orderA+"/cancel")), 409)
-	if p.Type != ProblemConflict || !strings.Contains(p.Detail, "kept changing") {
-		t.Fatalf("problem %+v", p)
-	}
-	if calls.Load() != cancelTries || f.store.Writes() != 0 || len(f.out.sent()) != 0 {
-		t.Fatalf("cancel writes tried %d, done %d, sent %d; want %d, 0, 0", calls.Load(), f.store.Writes(), len(f.out.sent()), cancelTries)
-	}
-}
-
-// TestOperatorSendFailureStillAccepted: the change is committed when the
-// schedule message fails; the operator gets 202 and the Supervisor re-sends
-// it.
-func TestOperatorSendFailureStillAccepted(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		action    string
-		seen      workflow.State
-		wantState workflow.ProcessState
-		wantMsg   message.Schedule
-	}{
-		{"retry", at(orderA, workflow.Error, 0, 1), workflow.Pending, message.NewSchedule(orderA, 0, "resubmitted")},
-		// The message that failed is the compensation's: the log line does
-		// not say so (it carries the error only), the message does.
-		{"cancel", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, message.NewCompensation(orderA, 0, "cancelled")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.action, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t, nil)
-			f.out.err = errors.New("sqs: throttled")
-			f.put(tt.seen)
-			readOperatorAccepted(t, f.do(t, post("/orders/"+orderA+"/"+tt.action)), orderA, tt.wantState)
-			if st := f.state(t, orderA); st.ProcessState != tt.wantState {
-				t.Fatalf("state %s", st.ProcessState)
-			}
-			if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != tt.wantMsg {
-				t.Fatalf("tried to send %+v, want %+v", ms, tt.wantMsg)
-			}
-			if l := logged(t, f, sendFailedMsg); l["level"] != "WARN" || l["orderId"] != orderA || !strings.Contains(fmt.Sprint(l["error"]), "throttled") {
-				t.Fatalf("log %v", l)
-			}
-		})
-	}
-}
-
-// TestOperatorRoutes: the operator routes resolve however API Gateway
-// presents them.
-func TestOperatorRoutes(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		req  events.APIGatewayV2HTTPRequest
-	}{
-		{"$default", post("/orders/" + orderA + "/cancel")},
-		{"named stage", func() events.APIGatewayV2HTTPRequest {
-			r := post("/ops/orders/" + orderA + "/cancel")
-			r.RequestContext.Stage = "ops"
-			return r
-		}()},
-		{"route key and parameters only", func() events.APIGatewayV2HTTPRequest {
-			r := request("", "", nil, "")
-			r.RouteKey, r.PathParameters = "POST /orders/{id}/cancel", map[string]string{"id": orderA}
-			return r
-		}()},
-		{"with a body", request("POST", "/orders/"+orderA+"/cancel", map[string]string{"content-type": "text/plain"}, "please")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t, nil)
-			f.put(at(orderA, workflow.Pending, 0, 0))
-			readOperatorAccepted(t, f.do(t, tt.req), orderA, workflow.Cancelled)
 		})
 	}
 }

@@ -8,17 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"math"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
-	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
@@ -33,81 +29,6 @@ type Store interface {
 }
 
 var _ Store = (*statestore.Store)(nil)
-
-// Config is the Supervisor's configuration. Validate holds every rule;
-// LoadConfig reads it from the environment and applies the same rules.
-type Config struct {
-	OrdersTable       string
-	StateTable        string
-	SchedulerQueueURL string
-	AlertTopicARN     string
-	Workflow          workflow.Definition
-	Policy            workflow.Policy
-	// BatchLimit caps the records read per GSI shard in one run.
-	BatchLimit int
-	// OperatorAPIURL is the HTTP API the operators' CLI talks to, named in
-	// alerts' ready-to-run commands; optional.
-	OperatorAPIURL string
-}
-
-// DefaultBatchLimit is BATCH_LIMIT when it is unset: a run reads at most
-// this many expired records per GSI shard, and the next run the rest.
-const DefaultBatchLimit = 200
-
-// variables names the fields read from the environment, so LoadConfig
-// reports a problem under the name the operator sets.
-var variables = map[string]string{
-	"OrdersTable":       "ORDERS_TABLE",
-	"StateTable":        "STATE_TABLE",
-	"SchedulerQueueURL": "SCHEDULER_QUEUE_URL",
-	"AlertTopicARN":     "ALERT_TOPIC_ARN",
-	"BatchLimit":        "BATCH_LIMIT",
-	"OperatorAPIURL":    "OPERATOR_API_URL",
-}
-
-// LoadConfig reads ORDERS_TABLE, STATE_TABLE, SCHEDULER_QUEUE_URL,
-// ALERT_TOPIC_ARN, the optional BATCH_LIMIT and OPERATOR_API_URL, and the
-// policy variables of workflow.LoadPolicy, and reports every problem at
-// once, named by its variable.
-func LoadConfig(getenv func(string) string) (Config, error) {
-	r := config.NewReader(getenv)
-	// The reader only parses; every rule is Validate's.
-	cfg := Config{
-		OrdersTable:       r.StringOr("ORDERS_TABLE", ""),
-		StateTable:        r.StringOr("STATE_TABLE", ""),
-		SchedulerQueueURL: r.StringOr("SCHEDULER_QUEUE_URL", ""),
-		AlertTopicARN:     r.StringOr("ALERT_TOPIC_ARN", ""),
-		BatchLimit:        r.Int("BATCH_LIMIT", DefaultBatchLimit, math.MinInt, math.MaxInt),
-		OperatorAPIURL:    r.StringOr("OPERATOR_API_URL", ""),
-		Workflow:          workflow.Default(),
-		Policy:            workflow.LoadPolicy(r),
-	}
-	names := maps.Clone(variables)
-	maps.Copy(names, workflow.PolicyVariables)
-	if err := cfg.check(&config.Rules{Names: names}, r.Err()); err != nil {
-		return Config{}, err
-	}
-	return cfg, nil
-}
-
-// Validate checks every rule of the configuration and reports every
-// problem at once. New calls it, and LoadConfig applies the same rules.
-func (c Config) Validate() error { return c.check(&config.Rules{}, nil) }
-
-// check applies the rules after the parse errors of LoadConfig, if any.
-func (c Config) check(r *config.Rules, parsed error) error {
-	r.Add(parsed)
-	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
-	r.URL("SchedulerQueueURL", c.SchedulerQueueURL)
-	r.TopicARN("AlertTopicARN", c.AlertTopicARN)
-	r.Count("BatchLimit", c.BatchLimit, 1, 10000)
-	if c.OperatorAPIURL != "" {
-		r.URL("OperatorAPIURL", c.OperatorAPIURL)
-	}
-	r.Add(c.Workflow.Validate())
-	c.Policy.Check(r)
-	return r.Err("supervisor config")
-}
 
 // Sender puts a message on an SQS queue.
 type Sender interface {
@@ -139,20 +60,13 @@ func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.D
 	}
 	deps = deps.WithDefaults()
 	return &Handler{cfg: cfg, store: store, clk: deps.Clock, log: deps.Log,
-		machine: workflow.Machine{Def: cfg.Workflow, Policy: cfg.Policy},
-		followup: followup.Actions{
-			Send: send, SchedulerQueueURL: cfg.SchedulerQueueURL, Alerts: alerts, Confirm: store,
-			MaxFailures: cfg.Policy.MaxFailures, CLI: alert.CLI(cfg.OperatorAPIURL),
-		}}, nil
+		machine: cfg.Machine(), followup: cfg.Actions(send, alerts, store)}, nil
 }
 
 // Handle is the entry point for the EventBridge schedule. The event carries
 // nothing the Supervisor needs beyond the fact that it fired.
 func (h *Handler) Handle(ctx context.Context, ev events.EventBridgeEvent) error {
-	log := h.log
-	if lc, ok := lambdacontext.FromContext(ctx); ok {
-		log = log.With("requestId", lc.AwsRequestID)
-	}
+	log := actor.InvocationLog(ctx, h.log)
 	rep, err := h.Run(ctx, log)
 	if err != nil {
 		return err

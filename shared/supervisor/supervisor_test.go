@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,10 +14,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/sasflow/sas/internal/testkit/actortest"
+	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -59,7 +59,7 @@ func testConfig() Config {
 	for i := range def.Steps {
 		def.Steps[i].Compensable = false
 	}
-	return Config{
+	return Config{Config: followup.Config{
 		Workflow:          def,
 		OrdersTable:       "orders",
 		StateTable:        "state",
@@ -69,8 +69,7 @@ func testConfig() Config {
 			MaxFailures: 3, ClaimTimeout: 2 * time.Minute,
 			BackoffBase: 5 * time.Second, BackoffMax: 8 * time.Second, AlertTimeout: 4 * time.Minute,
 		},
-		BatchLimit: 50,
-	}
+	}, BatchLimit: 50}
 }
 
 // newFixture builds a Handler over the doubles, its store holding records.
@@ -83,8 +82,8 @@ func newFixture(t *testing.T, cfg Config, now time.Time, records []workflow.Stat
 	for _, st := range records {
 		f.Store.Put(st)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := New(cfg, f.Store, f.Send, f.Publish, actor.Deps{Clock: f.clk, Log: log})
+	// The logger is actor.Deps's default, which discards.
+	h, err := New(cfg, f.Store, f.Send, f.Publish, actor.Deps{Clock: f.clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +93,7 @@ func newFixture(t *testing.T, cfg Config, now time.Time, records []workflow.Stat
 
 func (f *fixture) run(t *testing.T) (Report, error) {
 	t.Helper()
-	return f.h.Run(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return f.h.Run(context.Background(), f.h.log)
 }
 
 func decodeSchedule(t *testing.T, body string) message.Schedule {
@@ -561,9 +560,9 @@ func TestSampleScheduledEvent(t *testing.T) {
 		t.Errorf("detail = %s, want {}", ev.Detail)
 	}
 
-	cfg, err := LoadConfig(getenv(sampleEnv()))
+	cfg, err := LoadConfig(configtest.Env(deployed))
 	if err != nil {
-		t.Fatalf("LoadConfig(sampleEnv): %v", err)
+		t.Fatalf("LoadConfig of the deployed environment: %v", err)
 	}
 	// The schedule fires at ev.Time; one record of each kind is due. The
 	// shipped workflow can undo its steps, so the step given up on starts

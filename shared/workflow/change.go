@@ -158,40 +158,26 @@ type StepPatch struct {
 // checks it on DynamoDB Local).
 func (p Patch) Apply(s State) State {
 	s.Steps = slices.Clone(s.Steps)
-	if p.State != "" {
-		s.ProcessState = p.State
-	}
+	setNonZero(&s.ProcessState, p.State)
 	if p.MoveTo != nil {
 		s.StepIndex, s.Step = p.MoveTo.Index, p.MoveTo.Name
 	}
 	if p.Unlock {
 		s.LockedBy = ""
 	}
-	if p.Lock != "" {
-		s.LockedBy = p.Lock
-	}
+	setNonZero(&s.LockedBy, p.Lock)
 	if !p.CompleteBy.IsZero() {
 		s.CompleteBy = p.CompleteBy
 	}
-	if p.NextAttempt {
-		s.Attempt++
-	}
+	count(&s.Attempt, p.NextAttempt)
 	setIf(&s.FailureCount, p.FailureCount)
 	setIf(&s.LastError, p.LastError)
 	setIf(&s.AlertPending, p.AlertPending)
 	setIf(&s.InFlight, p.InFlight)
-	if p.Notify {
-		s.EventSeq++
-	}
-	if p.Cancel {
-		s.Cancelled = true
-	}
-	if p.Requeue {
-		s.Requeues++
-	}
-	if p.Resubmit {
-		s.Resubmits++
-	}
+	count(&s.EventSeq, p.Notify)
+	s.Cancelled = s.Cancelled || p.Cancel
+	count(&s.Requeues, p.Requeue)
+	count(&s.Resubmits, p.Resubmit)
 	s.UpdatedAt = p.Now
 	for _, sp := range p.Steps {
 		if sp.Index >= 0 && sp.Index < len(s.Steps) {
@@ -201,41 +187,51 @@ func (p Patch) Apply(s State) State {
 	return s
 }
 
+// apply is one step's part of Apply; the store's update expression
+// (statestore, patchOf) writes the same fields in the same order.
 func (sp StepPatch) apply(r StepRecord, now time.Time) StepRecord {
-	if sp.State != "" {
-		r.State = sp.State
-	}
-	if sp.Claimed {
-		r.Attempts++
-		r.StartedAt = &now
-	}
-	if sp.Failed {
-		r.Failures++
-	}
-	if sp.Finished {
-		r.FinishedAt = &now
-	}
-	if len(sp.Output) > 0 {
-		r.Output = sp.Output
-	}
+	setNonZero(&r.State, sp.State)
+	count(&r.Attempts, sp.Claimed)
+	stampIf(&r.StartedAt, sp.Claimed, now)
+	count(&r.Failures, sp.Failed)
+	stampIf(&r.FinishedAt, sp.Finished, now)
+	setNonEmpty(&r.Output, sp.Output)
 	setIf(&r.Error, sp.Error)
-	if sp.Compensation != "" {
-		r.Compensation = sp.Compensation
-	}
-	if sp.UndoClaimed {
-		r.CompensationAttempts++
-	}
-	if sp.UndoFailed {
-		r.CompensationFailures++
-	}
-	if sp.Undone {
-		r.CompensatedAt = &now
-	}
-	if len(sp.UndoOutput) > 0 {
-		r.CompensationOutput = sp.UndoOutput
-	}
+	setNonZero(&r.Compensation, sp.Compensation)
+	count(&r.CompensationAttempts, sp.UndoClaimed)
+	count(&r.CompensationFailures, sp.UndoFailed)
+	stampIf(&r.CompensatedAt, sp.Undone, now)
+	setNonEmpty(&r.CompensationOutput, sp.UndoOutput)
 	setIf(&r.CompensationError, sp.UndoError)
 	return r
+}
+
+// The field setters of Apply: each leaves the field as it is unless the
+// patch says otherwise.
+
+func count(n *int, add bool) {
+	if add {
+		*n++
+	}
+}
+
+func stampIf(at **time.Time, stamp bool, now time.Time) {
+	if stamp {
+		*at = &now
+	}
+}
+
+func setNonZero[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
+}
+
+func setNonEmpty(dst *json.RawMessage, v json.RawMessage) {
+	if len(v) > 0 {
+		*dst = v
+	}
 }
 
 func setIf[T any](dst *T, v *T) {

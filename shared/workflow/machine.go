@@ -39,9 +39,8 @@ func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.
 // output is kept and the next step claimed in the same write (then
 // dispatched), or, after the last step, the order is Processed.
 func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) Change {
-	c := Change{OrderID: orderID, Fence: replyFence(Processing, k, attempt, now)}
+	c := reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
-	p.Now, p.Notify = now, true
 	sp := p.step(k)
 	sp.State, sp.Finished, sp.Output = StepSucceeded, true, output
 	if next := k + 1; next < len(m.Def.Steps) {
@@ -62,9 +61,8 @@ func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMe
 // dispatched, when anything may need undoing (Definition.StopAt), else the
 // order is in Error and owes an alert.
 func (m Machine) StepRejected(seen State, orderID string, k, attempt int, msg, owner string, now time.Time) Change {
-	c := Change{OrderID: orderID, Fence: replyFence(Processing, k, attempt, now)}
+	c := reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
-	p.Now, p.Notify = now, true
 	undo := -1
 	if seen.StepIndex == k {
 		undo = m.Def.StopAt(seen, StopPermanent).UndoFrom
@@ -86,9 +84,8 @@ func (m Machine) StepRejected(seen State, orderID string, k, attempt int, msg, o
 // k: the next undo (last step first) is claimed in the same write and
 // dispatched, or, after the last, the order is Compensated.
 func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) Change {
-	c := Change{OrderID: orderID, Fence: replyFence(Compensating, k, attempt, now)}
+	c := reply(orderID, Compensating, k, attempt, now)
 	p := &c.Patch
-	p.Now, p.Notify = now, true
 	sp := p.step(k)
 	sp.Compensation, sp.Undone, sp.UndoOutput = StepSucceeded, true, output
 	if next := m.Def.NextCompensation(k); next >= 0 {
@@ -106,10 +103,9 @@ func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMe
 // UndoRejected commits a permanent fault of attempt of the undo of step k:
 // the order is CompensationFailed and owes an alert; a person must act.
 func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now time.Time) Change {
-	c := Change{OrderID: orderID, Fence: replyFence(Compensating, k, attempt, now),
-		Transition: TransitionCompensationFailed, Alert: AlertCompensationFailed}
+	c := reply(orderID, Compensating, k, attempt, now)
+	c.Transition, c.Alert = TransitionCompensationFailed, AlertCompensationFailed
 	p := &c.Patch
-	p.Now, p.Notify = now, true
 	p.State, p.AlertPending, p.LastError = CompensationFailed, ptr(true), ptr(msg)
 	p.CompleteBy = now.Add(m.Policy.AlertTimeout)
 	p.unlock()
@@ -318,10 +314,13 @@ func (m Machine) alertOf(s State) AlertKind {
 	return AlertRetriesExhausted
 }
 
-// replyFence is what a reply's commit needs: the record is still in state
-// at step k under attempt, and its CompleteBy has not passed.
-func replyFence(state ProcessState, k, attempt int, now time.Time) Fence {
-	return Fence{In: []ProcessState{state}, Attempt: ptr(attempt), StepIndex: ptr(k), LiveAt: now}
+// reply starts the commit of a reply: its fence (the record is still in
+// state at step k under attempt, and its CompleteBy has not passed), and a
+// patch that changes the client's status.
+func reply(orderID string, state ProcessState, k, attempt int, now time.Time) Change {
+	return Change{OrderID: orderID,
+		Fence: Fence{In: []ProcessState{state}, Attempt: ptr(attempt), StepIndex: ptr(k), LiveAt: now},
+		Patch: Patch{Now: now, Notify: true}}
 }
 
 // claimStep claims step k for owner until its budget runs out, under a new

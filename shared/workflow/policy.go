@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/sasflow/sas/shared/config"
@@ -54,14 +53,11 @@ var PolicyVariables = map[string]string{
 // default); the caller applies Check, with PolicyVariables, for the bounds.
 func LoadPolicy(r *config.Reader) Policy {
 	p := DefaultPolicy()
-	duration := func(name string, def time.Duration) time.Duration {
-		return r.Duration(name, def, math.MinInt64, math.MaxInt64)
-	}
-	p.MaxFailures = r.Int("MAX_FAILURES", p.MaxFailures, math.MinInt, math.MaxInt)
-	p.ClaimTimeout = duration("CLAIM_TIMEOUT", p.ClaimTimeout)
-	p.BackoffBase = duration("BACKOFF_BASE", p.BackoffBase)
-	p.BackoffMax = duration("BACKOFF_MAX", p.BackoffMax)
-	p.AlertTimeout = duration("ALERT_TIMEOUT", p.AlertTimeout)
+	p.MaxFailures = r.Int("MAX_FAILURES", p.MaxFailures)
+	p.ClaimTimeout = r.Duration("CLAIM_TIMEOUT", p.ClaimTimeout)
+	p.BackoffBase = r.Duration("BACKOFF_BASE", p.BackoffBase)
+	p.BackoffMax = r.Duration("BACKOFF_MAX", p.BackoffMax)
+	p.AlertTimeout = r.Duration("ALERT_TIMEOUT", p.AlertTimeout)
 	return p
 }
 
@@ -69,11 +65,7 @@ func LoadPolicy(r *config.Reader) Policy {
 const maxSQSDelay = 15 * time.Minute
 
 // Validate checks the policy's ranges and reports every problem at once.
-func (p Policy) Validate() error {
-	r := &config.Rules{}
-	p.Check(r)
-	return r.Err("policy")
-}
+func (p Policy) Validate() error { return config.Validate("policy", p) }
 
 // Check applies the policy's rules to r, so an actor's Config reports them
 // with its own problems.

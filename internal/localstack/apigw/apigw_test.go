@@ -97,6 +97,16 @@ func serve(g http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	return w
 }
 
+// wantRefused checks that the gateway answered itself, with one of its own
+// JSON answers, and never called the handler.
+func wantRefused(t *testing.T, w *httptest.ResponseRecorder, f *fake, status int, message string) {
+	t.Helper()
+	wantGatewayAnswer(t, w, status, message)
+	if n := len(f.events()); n != 0 {
+		t.Fatalf("handler called %d times for a request the gateway refused", n)
+	}
+}
+
 // wantGatewayAnswer checks one of the gateway's own JSON answers.
 func wantGatewayAnswer(t *testing.T, w *httptest.ResponseRecorder, status int, message string) {
 	t.Helper()
@@ -157,10 +167,7 @@ func TestRouting(t *testing.T) {
 			f := &fake{resp: events.APIGatewayV2HTTPResponse{StatusCode: http.StatusTeapot}}
 			w := serve(newGateway(t, f), httptest.NewRequest(tt.method, tt.target, nil))
 			if tt.wantKey == "" {
-				wantGatewayAnswer(t, w, http.StatusNotFound, "Not Found")
-				if n := len(f.events()); n != 0 {
-					t.Fatalf("handler called %d times for an unmatched request", n)
-				}
+				wantRefused(t, w, f, http.StatusNotFound, "Not Found")
 				return
 			}
 			if w.Code != http.StatusTeapot {
@@ -463,10 +470,7 @@ func TestBodyLimit(t *testing.T) {
 			r.ContentLength = tt.declared
 			w := serve(newGateway(t, f, opts...), r)
 			if !tt.wantCall {
-				wantGatewayAnswer(t, w, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
-				if n := len(f.events()); n != 0 {
-					t.Fatalf("handler called %d times for an oversized body", n)
-				}
+				wantRefused(t, w, f, http.StatusRequestEntityTooLarge, "Request Entity Too Large")
 				return
 			}
 			if w.Code != http.StatusOK {
@@ -487,10 +491,7 @@ func TestUnreadableBody(t *testing.T) {
 	f := &fake{}
 	r := httptest.NewRequest("POST", "/orders", errReader{})
 	w := serve(newGateway(t, f), r)
-	wantGatewayAnswer(t, w, http.StatusBadRequest, "Bad Request")
-	if n := len(f.events()); n != 0 {
-		t.Fatalf("handler called %d times", n)
-	}
+	wantRefused(t, w, f, http.StatusBadRequest, "Bad Request")
 }
 
 // TestHandlerOutlivesClient: Lambda runs a function to the end when the

@@ -1,8 +1,6 @@
 package remotesim
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,21 +14,7 @@ import (
 // contract) strictly, as DecodeStepRequest does, and checks it against the
 // step named in the path; EffectKey is bounded like an Idempotency-Key.
 func DecodeCompensateRequest(r io.Reader, step string) (remote.CompensateRequest, error) {
-	var req remote.CompensateRequest
-	if err := decodeStrict(r, MaxRequestBytes, &req); err != nil {
-		return remote.CompensateRequest{}, err
-	}
-	switch {
-	case req.OrderID == "" || len(req.OrderID) > 64:
-		return remote.CompensateRequest{}, errors.New("orderId must have 1..64 bytes")
-	case req.Step != step:
-		return remote.CompensateRequest{}, fmt.Errorf("step %q does not match the path's %q", req.Step, step)
-	case req.EffectKey == "" || len(req.EffectKey) > MaxKeyBytes:
-		return remote.CompensateRequest{}, fmt.Errorf("effectKey must have 1..%d bytes", MaxKeyBytes)
-	case len(req.Input) == 0 || string(req.Input) == "null":
-		return remote.CompensateRequest{}, errors.New("input is required")
-	}
-	return req, nil
+	return decodeRequest[remote.CompensateRequest](r, step)
 }
 
 // Undo is the body of a successful compensation. Undone is false when there
@@ -47,21 +31,17 @@ type Undo struct {
 }
 
 func (s *Sim) serveCompensate(w http.ResponseWriter, r *http.Request) {
-	step, key, ok := s.admit(w, r)
+	step, key, req, ok := admit(s, w, r, DecodeCompensateRequest)
 	if !ok {
 		return
 	}
-	req, err := DecodeCompensateRequest(http.MaxBytesReader(w, r.Body, MaxRequestBytes+1), step)
-	if err == nil && req.EffectKey == key {
+	if req.EffectKey == key {
 		// Sharing the effect's key would make the undo a replay of the step.
-		err = errors.New("the compensation needs an Idempotency-Key other than its effectKey")
-	}
-	if err != nil {
-		writeProblem(w, http.StatusBadRequest, "bad_request", err.Error())
+		writeProblem(w, http.StatusBadRequest, "bad_request", "the compensation needs an Idempotency-Key other than its effectKey")
 		return
 	}
-	fault, latency := s.draw(key, func(f Faults) bool { return slices.Contains(f.RejectUndo, step) })
-	s.serve(w, r, key, fault, latency, fmt.Sprintf("compensation of step %s of order %s rejected", step, req.OrderID),
+	s.serve(w, r, key, func(f Faults) bool { return slices.Contains(f.RejectUndo, step) },
+		fmt.Sprintf("compensation of step %s of order %s rejected", step, req.OrderID),
 		func() outcome { return s.undo(key, req) })
 }
 
@@ -71,43 +51,31 @@ func (s *Sim) serveCompensate(w http.ResponseWriter, r *http.Request) {
 // lock, so concurrent compensations with one key cannot both undo, and a try
 // of the step cannot slip in between the check and the tombstone.
 func (s *Sim) undo(key string, req remote.CompensateRequest) outcome {
-	hash := requestHash(routeCompensate, req)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if res, ok := s.results[key]; ok {
-		if res.requestHash != hash {
-			return errKeyReused
+	return s.once(routeCompensate, key, req, func(hash string) outcome {
+		if s.inProgress[req.EffectKey] > 0 {
+			// The effect may be applied any moment: undoing it now could miss
+			// it, so the undo is retried until it settles.
+			return outcome{status: http.StatusServiceUnavailable, code: "in_progress",
+				msg: fmt.Sprintf("the effect %s is still in progress; try again", req.EffectKey)}
 		}
-		return outcome{status: http.StatusOK, body: res.body}
-	}
-	if s.inProgress[req.EffectKey] > 0 {
-		// The effect may be applied any moment: undoing it now could miss
-		// it, so the undo is retried until it settles.
-		return outcome{status: http.StatusServiceUnavailable, code: "in_progress",
-			msg: fmt.Sprintf("the effect %s is still in progress; try again", req.EffectKey)}
-	}
-	u := Undo{
-		Confirmation: req.Step + "-undo-" + shortHash(key),
-		OrderID:      req.OrderID,
-		Step:         req.Step,
-		EffectKey:    req.EffectKey,
-	}
-	if s.effects[req.EffectKey] > 0 {
-		// Undoing another step's or order's effect is a caller's bug; a real
-		// service would not refund a charge under the wrong order either.
-		if eff := s.results[req.EffectKey]; eff.orderID != req.OrderID || eff.step != req.Step {
-			return outcome{status: http.StatusUnprocessableEntity, code: "effect_mismatch",
-				msg: fmt.Sprintf("effect %s belongs to step %s of order %s", req.EffectKey, eff.step, eff.orderID)}
+		u := Undo{
+			Confirmation: req.Step + "-undo-" + shortHash(key),
+			OrderID:      req.OrderID,
+			Step:         req.Step,
+			EffectKey:    req.EffectKey,
 		}
-		s.compensations[req.EffectKey]++
-		u.Undone, u.UndoneAt = true, s.clk.Now().UTC()
-	} else {
-		s.tombstones[req.EffectKey] = true
-	}
-	body, err := json.Marshal(u)
-	if err != nil {
-		panic(fmt.Sprintf("remotesim: encode undo: %v", err))
-	}
-	s.results[key] = result{body: body, requestHash: hash, orderID: req.OrderID, step: req.Step}
-	return outcome{status: http.StatusOK, body: body}
+		if s.effects[req.EffectKey] > 0 {
+			// Undoing another step's or order's effect is a caller's bug; a real
+			// service would not refund a charge under the wrong order either.
+			if eff := s.results[req.EffectKey]; eff.orderID != req.OrderID || eff.step != req.Step {
+				return outcome{status: http.StatusUnprocessableEntity, code: "effect_mismatch",
+					msg: fmt.Sprintf("effect %s belongs to step %s of order %s", req.EffectKey, eff.step, eff.orderID)}
+			}
+			s.compensations[req.EffectKey]++
+			u.Undone, u.UndoneAt = true, s.clk.Now().UTC()
+		} else {
+			s.tombstones[req.EffectKey] = true
+		}
+		return s.store(key, hash, req.OrderID, req.Step, u)
+	})
 }

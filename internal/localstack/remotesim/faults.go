@@ -1,13 +1,14 @@
 package remotesim
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"time"
+
+	"github.com/sasflow/sas/shared/jsonstrict"
 )
 
 // Fault is what the simulator does with one call instead of, or besides,
@@ -219,13 +220,8 @@ func decodeStrict(r io.Reader, limit int64, into any) error {
 	if int64(len(b)) > limit {
 		return fmt.Errorf("body exceeds %d bytes", limit)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
+	if err := jsonstrict.Decode(b, into); err != nil {
 		return fmt.Errorf("decode body: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("decode body: data after the JSON value")
 	}
 	return nil
 }

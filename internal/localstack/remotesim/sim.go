@@ -55,17 +55,34 @@ var stepPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 // against the step named in the path. It is the simulator's, not the
 // contract's: another service may read more leniently.
 func DecodeStepRequest(r io.Reader, step string) (remote.StepRequest, error) {
-	var req remote.StepRequest
+	return decodeRequest[remote.StepRequest](r, step)
+}
+
+// decodeRequest reads and checks a step's or a compensation's request. A
+// compensation's is a step's plus EffectKey, so both are read alike, and
+// EffectKey, bounded like an Idempotency-Key, is checked where there is one.
+func decodeRequest[R remote.StepRequest | remote.CompensateRequest](r io.Reader, step string) (R, error) {
+	var req, zero R
 	if err := decodeStrict(r, MaxRequestBytes, &req); err != nil {
-		return remote.StepRequest{}, err
+		return zero, err
+	}
+	var c remote.CompensateRequest
+	undo := false
+	switch v := any(req).(type) {
+	case remote.StepRequest:
+		c = remote.CompensateRequest{OrderID: v.OrderID, Step: v.Step, Input: v.Input}
+	case remote.CompensateRequest:
+		c, undo = v, true
 	}
 	switch {
-	case req.OrderID == "" || len(req.OrderID) > 64:
-		return remote.StepRequest{}, errors.New("orderId must have 1..64 bytes")
-	case req.Step != step:
-		return remote.StepRequest{}, fmt.Errorf("step %q does not match the path's %q", req.Step, step)
-	case len(req.Input) == 0 || string(req.Input) == "null":
-		return remote.StepRequest{}, errors.New("input is required")
+	case c.OrderID == "" || len(c.OrderID) > 64:
+		return zero, errors.New("orderId must have 1..64 bytes")
+	case c.Step != step:
+		return zero, fmt.Errorf("step %q does not match the path's %q", c.Step, step)
+	case undo && (c.EffectKey == "" || len(c.EffectKey) > MaxKeyBytes):
+		return zero, fmt.Errorf("effectKey must have 1..%d bytes", MaxKeyBytes)
+	case len(c.Input) == 0 || string(c.Input) == "null":
+		return zero, errors.New("input is required")
 	}
 	return req, nil
 }
@@ -244,34 +261,33 @@ func (s *Sim) Script(key string, faults ...Fault) {
 // Effects returns how often each key's effect was applied (never more than
 // once, unless the simulator is broken). An undo does not decrement it: see
 // Compensations.
-func (s *Sim) Effects() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.effects)
-}
+func (s *Sim) Effects() map[string]int { return s.snapshot(s.effects) }
 
 // EffectCount returns how often key's effect was applied.
-func (s *Sim) EffectCount(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.effects[key]
-}
+func (s *Sim) EffectCount(key string) int { return s.count(s.effects, key) }
 
 // Compensations returns how often each effect was undone, by the effect's
 // key. More than once means two compensation keys undid one effect: a bug of
 // the caller, which should use one key per step.
-func (s *Sim) Compensations() map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.compensations)
-}
+func (s *Sim) Compensations() map[string]int { return s.snapshot(s.compensations) }
 
 // CompensationCount returns how often the effect applied under effectKey was
 // undone.
-func (s *Sim) CompensationCount(effectKey string) int {
+func (s *Sim) CompensationCount(effectKey string) int { return s.count(s.compensations, effectKey) }
+
+// snapshot copies one of the Sim's counters (which New makes once, and the
+// calls change under s.mu).
+func (s *Sim) snapshot(counter map[string]int) map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.compensations[effectKey]
+	return maps.Clone(counter)
+}
+
+// count reads one key of one of the Sim's counters.
+func (s *Sim) count(counter map[string]int, key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return counter[key]
 }
 
 // Calls returns how many step and compensation calls arrived, good or bad.
@@ -282,17 +298,12 @@ func (s *Sim) Calls() int {
 }
 
 func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
-	step, key, ok := s.admit(w, r)
+	step, key, req, ok := admit(s, w, r, DecodeStepRequest)
 	if !ok {
 		return
 	}
-	req, err := DecodeStepRequest(http.MaxBytesReader(w, r.Body, MaxRequestBytes+1), step)
-	if err != nil {
-		writeProblem(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
-	}
-	fault, latency := s.draw(key, func(f Faults) bool { return slices.Contains(f.RejectSteps, step) })
-	s.serve(w, r, key, fault, latency, fmt.Sprintf("step %s of order %s rejected", step, req.OrderID),
+	s.serve(w, r, key, func(f Faults) bool { return slices.Contains(f.RejectSteps, step) },
+		fmt.Sprintf("step %s of order %s rejected", step, req.OrderID),
 		func() outcome { return s.apply(key, req) })
 }
 
@@ -350,9 +361,10 @@ func (s *Sim) hangThenApply(r *http.Request, key string, apply func() outcome) {
 	}()
 }
 
-// admit counts a call and checks what step and compensation calls share: the
-// step name in the path and the Idempotency-Key header.
-func (s *Sim) admit(w http.ResponseWriter, r *http.Request) (step, key string, ok bool) {
+// admit counts a call and reads what step and compensation calls share: the
+// step name in the path, the Idempotency-Key header, and the body, which
+// decode reads. A call it refuses (ok false) has been answered.
+func admit[R any](s *Sim, w http.ResponseWriter, r *http.Request, decode func(io.Reader, string) (R, error)) (step, key string, req R, ok bool) {
 	s.mu.Lock()
 	s.calls++
 	s.mu.Unlock()
@@ -362,15 +374,20 @@ func (s *Sim) admit(w http.ResponseWriter, r *http.Request) (step, key string, o
 	switch {
 	case !stepPattern.MatchString(step):
 		writeProblem(w, http.StatusNotFound, "unknown_step", fmt.Sprintf("%q is not a step name", step))
-		return "", "", false
+		return step, key, req, false
 	case key == "":
 		writeProblem(w, http.StatusBadRequest, "missing_idempotency_key", "the Idempotency-Key header is required")
-		return "", "", false
+		return step, key, req, false
 	case len(key) > MaxKeyBytes:
 		writeProblem(w, http.StatusBadRequest, "bad_idempotency_key", fmt.Sprintf("the Idempotency-Key exceeds %d bytes", MaxKeyBytes))
-		return "", "", false
+		return step, key, req, false
 	}
-	return step, key, true
+	req, err := decode(http.MaxBytesReader(w, r.Body, MaxRequestBytes+1), step)
+	if err != nil {
+		writeProblem(w, http.StatusBadRequest, "bad_request", err.Error())
+		return step, key, req, false
+	}
+	return step, key, req, true
 }
 
 // outcome is what a check-and-apply decided: a 200 body, or a problem.
@@ -387,9 +404,12 @@ func conflict(code, msg string) outcome {
 
 var errKeyReused = conflict("idempotency_conflict", "the Idempotency-Key was used with another request body")
 
-// serve acts out a drawn fault around apply, the call's check-and-apply:
+// serve draws the call's fault (see draw; rejected says whether its step
+// is rejected) and acts it out around apply, the call's check-and-apply:
 // faults that come before the effect skip it, the others follow it.
-func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, fault Fault, latency time.Duration, rejected string, apply func() outcome) {
+// rejection is the message of a Permanent fault.
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, rejected func(Faults) bool, rejection string, apply func() outcome) {
+	fault, latency := s.draw(key, rejected)
 	if latency > 0 {
 		if err := s.sleep(r.Context(), latency); err != nil {
 			return
@@ -400,7 +420,7 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, fault Fa
 		writeUnavailable(w)
 		return
 	case Permanent:
-		writeProblem(w, http.StatusUnprocessableEntity, "rejected", rejected)
+		writeProblem(w, http.StatusUnprocessableEntity, "rejected", rejection)
 		return
 	case Hang:
 		s.hang(r.Context())
@@ -484,7 +504,28 @@ func (s *Sim) draw(key string, rejected func(Faults) bool) (Fault, time.Duration
 // applied. Check and apply happen under one lock, so concurrent calls with
 // one key cannot both apply, nor can a step apply after its undo.
 func (s *Sim) apply(key string, req remote.StepRequest) outcome {
-	hash := requestHash(routeStep, req)
+	return s.once(routeStep, key, req, func(hash string) outcome {
+		if s.tombstones[key] {
+			return conflict("compensated", fmt.Sprintf("step %s of order %s was compensated before it was applied", req.Step, req.OrderID))
+		}
+		if s.inProgress[key] > 0 {
+			return conflict("in_progress", fmt.Sprintf("a request with the key of step %s of order %s is still in progress", req.Step, req.OrderID))
+		}
+		s.effects[key]++
+		return s.store(key, hash, req.OrderID, req.Step, Output{
+			Confirmation: req.Step + "-" + shortHash(key),
+			OrderID:      req.OrderID,
+			Step:         req.Step,
+			AppliedAt:    s.clk.Now().UTC(),
+		})
+	})
+}
+
+// once runs do, a call's check-and-apply, under s.mu, unless key already
+// has a stored result: that it replays for the same request (hash, of
+// route and req) and refuses for another. do stores its answer with store.
+func (s *Sim) once(route, key string, req any, do func(hash string) outcome) outcome {
+	hash := requestHash(route, req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if res, ok := s.results[key]; ok {
@@ -493,23 +534,17 @@ func (s *Sim) apply(key string, req remote.StepRequest) outcome {
 		}
 		return outcome{status: http.StatusOK, body: res.body}
 	}
-	if s.tombstones[key] {
-		return conflict("compensated", fmt.Sprintf("step %s of order %s was compensated before it was applied", req.Step, req.OrderID))
-	}
-	if s.inProgress[key] > 0 {
-		return conflict("in_progress", fmt.Sprintf("a request with the key of step %s of order %s is still in progress", req.Step, req.OrderID))
-	}
-	body, err := json.Marshal(Output{
-		Confirmation: req.Step + "-" + shortHash(key),
-		OrderID:      req.OrderID,
-		Step:         req.Step,
-		AppliedAt:    s.clk.Now().UTC(),
-	})
+	return do(hash)
+}
+
+// store keeps answer as the result of key's request (hash), naming whose
+// step it is, for replay, and answers with it. Call it under s.mu.
+func (s *Sim) store(key, hash, orderID, step string, answer any) outcome {
+	body, err := json.Marshal(answer)
 	if err != nil {
-		panic(fmt.Sprintf("remotesim: encode output: %v", err))
+		panic(fmt.Sprintf("remotesim: encode %T: %v", answer, err))
 	}
-	s.effects[key]++
-	s.results[key] = result{body: body, requestHash: hash, orderID: req.OrderID, step: req.Step}
+	s.results[key] = result{body: body, requestHash: hash, orderID: orderID, step: step}
 	return outcome{status: http.StatusOK, body: body}
 }
 

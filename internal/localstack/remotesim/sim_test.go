@@ -19,10 +19,24 @@ import (
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-const step = "reserve-inventory"
+const (
+	step           = "reserve-inventory"
+	compensatePath = "/v1/steps/" + step + "/compensate"
+)
+
+// Keys as the Scheduler makes them (workflow.IdempotencyKey and
+// CompensationKey), spelled out so these tests do not depend on the workflow.
+const (
+	effectKey = "o1/" + step
+	undoKey   = "o1/" + step + "/undo"
+)
 
 func stepBody(orderID string) string {
 	return fmt.Sprintf(`{"orderId":%q,"step":%q,"input":{"items":[]},"previous":{"a":{}}}`, orderID, step)
+}
+
+func compBody(orderID, effect string) string {
+	return fmt.Sprintf(`{"orderId":%q,"step":%q,"effectKey":%q,"input":{"items":[]},"previous":{"a":{}}}`, orderID, step, effect)
 }
 
 type answer struct {
@@ -30,7 +44,7 @@ type answer struct {
 	body   string
 }
 
-// call serves one step request directly, without a network.
+// call serves one request directly, without a network.
 func call(t *testing.T, ctx context.Context, sim http.Handler, key, path, body string) answer {
 	t.Helper()
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, path, strings.NewReader(body))
@@ -47,6 +61,30 @@ func callStep(t *testing.T, sim http.Handler, key, orderID string) answer {
 	return call(t, context.Background(), sim, key, "/v1/steps/"+step, stepBody(orderID))
 }
 
+func callUndo(t *testing.T, sim http.Handler, key, orderID, effect string) answer {
+	t.Helper()
+	return call(t, context.Background(), sim, key, compensatePath, compBody(orderID, effect))
+}
+
+// post sends one request over a real server; a failed call is an error of
+// the test and answers the zero answer.
+func post(t *testing.T, srv *httptest.Server, key, path, body string) answer {
+	req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Errorf("request: %v", err)
+		return answer{}
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Errorf("call: %v", err)
+		return answer{}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(b)}
+}
+
 func code(t *testing.T, body string) string {
 	t.Helper()
 	var p remote.Problem
@@ -54,6 +92,70 @@ func code(t *testing.T, body string) string {
 		t.Fatalf("problem body %q: %v", body, err)
 	}
 	return p.Code
+}
+
+func decodeUndo(t *testing.T, body string) remotesim.Undo {
+	t.Helper()
+	var u remotesim.Undo
+	if err := json.Unmarshal([]byte(body), &u); err != nil {
+		t.Fatalf("undo body %q: %v", body, err)
+	}
+	return u
+}
+
+func mustSetFaults(t *testing.T, s *remotesim.Sim, f remotesim.Faults) {
+	t.Helper()
+	if err := s.SetFaults(f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sleeps records the simulator's latency instead of waiting it out. The
+// tests that use it call the simulator on their own goroutine.
+type sleeps []time.Duration
+
+func (s *sleeps) sleep(_ context.Context, d time.Duration) error {
+	*s = append(*s, d)
+	return nil
+}
+
+// route is one of the two calls the simulator serves, for the tests that
+// hold of both alike: the key its calls use, what must come before them,
+// and how often it took effect (the step applied, the effect undone).
+type route struct {
+	name  string
+	key   string
+	setup func(t *testing.T, sim *remotesim.Sim)
+	call  func(t *testing.T, ctx context.Context, sim http.Handler) answer
+	done  func(sim *remotesim.Sim) int
+}
+
+var routes = []route{
+	{
+		name:  "step",
+		key:   effectKey,
+		setup: func(*testing.T, *remotesim.Sim) {},
+		call: func(t *testing.T, ctx context.Context, sim http.Handler) answer {
+			return call(t, ctx, sim, effectKey, "/v1/steps/"+step, stepBody("o1"))
+		},
+		done: func(sim *remotesim.Sim) int { return sim.EffectCount(effectKey) },
+	},
+	{
+		name: "compensate",
+		key:  undoKey,
+		// The undo has an effect to undo; the step draws none of the
+		// undo's faults, which are scripted on the undo's own key.
+		setup: func(t *testing.T, sim *remotesim.Sim) {
+			t.Helper()
+			if a := callStep(t, sim, effectKey, "o1"); a.status != 200 {
+				t.Fatalf("the step drew the compensation's faults: %+v", a)
+			}
+		},
+		call: func(t *testing.T, ctx context.Context, sim http.Handler) answer {
+			return call(t, ctx, sim, undoKey, compensatePath, compBody("o1", effectKey))
+		},
+		done: func(sim *remotesim.Sim) int { return sim.CompensationCount(effectKey) },
+	},
 }
 
 func TestAppliesOncePerKey(t *testing.T) {
@@ -103,6 +205,17 @@ func TestRejectsBadRequests(t *testing.T) {
 		{"trailing data", "k", "/v1/steps/" + step, stepBody("o1") + `{}`, 400, "bad_request"},
 		{"body too large", "k", "/v1/steps/" + step, `{"orderId":"o","step":"reserve-inventory","input":"` + strings.Repeat("x", remotesim.MaxRequestBytes) + `"}`, 400, "bad_request"},
 		{"bad step name", "k", "/v1/steps/Bad_Step", stepBody("o1"), 404, "unknown_step"},
+		{"undo: no idempotency key", "", compensatePath, compBody("o1", effectKey), 400, "missing_idempotency_key"},
+		{"undo: key too long", strings.Repeat("k", remotesim.MaxKeyBytes+1), compensatePath, compBody("o1", effectKey), 400, "bad_idempotency_key"},
+		{"undo: no effect key", undoKey, compensatePath, `{"orderId":"o1","step":"reserve-inventory","input":{}}`, 400, "bad_request"},
+		{"undo: effect key too long", undoKey, compensatePath, compBody("o1", strings.Repeat("e", remotesim.MaxKeyBytes+1)), 400, "bad_request"},
+		{"undo: effect key is the key", effectKey, compensatePath, compBody("o1", effectKey), 400, "bad_request"},
+		{"undo: no input", undoKey, compensatePath, `{"orderId":"o1","step":"reserve-inventory","effectKey":"e"}`, 400, "bad_request"},
+		{"undo: null input", undoKey, compensatePath, `{"orderId":"o1","step":"reserve-inventory","effectKey":"e","input":null}`, 400, "bad_request"},
+		{"undo: unknown field", undoKey, compensatePath, `{"orderId":"o1","step":"reserve-inventory","effectKey":"e","input":{},"x":1}`, 400, "bad_request"},
+		{"undo: step mismatch", undoKey, "/v1/steps/charge-payment/compensate", compBody("o1", effectKey), 400, "bad_request"},
+		{"undo: no order", undoKey, compensatePath, `{"step":"reserve-inventory","effectKey":"e","input":{}}`, 400, "bad_request"},
+		{"undo: bad step name", undoKey, "/v1/steps/Bad_Step/compensate", compBody("o1", effectKey), 404, "unknown_step"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,6 +227,11 @@ func TestRejectsBadRequests(t *testing.T) {
 			}
 			if len(sim.Effects()) != 0 || sim.Calls() != 1 {
 				t.Errorf("effects %v calls %d", sim.Effects(), sim.Calls())
+			}
+			// A refused call leaves nothing behind; a refused
+			// compensation, no tombstone.
+			if s := callStep(t, sim, effectKey, "o1"); s.status != 200 {
+				t.Errorf("step after a refused call: %+v", s)
 			}
 		})
 	}
@@ -139,12 +257,14 @@ func TestMethodNotAllowed(t *testing.T) {
 	}
 }
 
+// TestScriptedFaults: a call draws the faults scripted for its key, steps
+// and compensations alike, and other keys draw none of them.
 func TestScriptedFaults(t *testing.T) {
 	t.Parallel()
 	type want struct {
-		status  int
-		code    string
-		effects int
+		status int
+		code   string
+		done   int // the route's effects: applied, or undone
 	}
 	tests := []struct {
 		name   string
@@ -159,49 +279,55 @@ func TestScriptedFaults(t *testing.T) {
 			[]want{{503, "unavailable", 1}, {503, "unavailable", 1}, {200, "", 1}}},
 		{"none", []remotesim.Fault{remotesim.None}, []want{{200, "", 1}}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			sim := remotesim.New()
-			sim.Script("k", tt.script...)
-			for i, w := range tt.want {
-				a := callStep(t, sim, "k", "o1")
-				if a.status != w.status || (w.code != "" && code(t, a.body) != w.code) || sim.EffectCount("k") != w.effects {
-					t.Errorf("call %d: %d %s effects %d, want %+v", i, a.status, a.body, sim.EffectCount("k"), w)
+	for _, r := range routes {
+		for _, tt := range tests {
+			t.Run(r.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				sim := remotesim.New()
+				sim.Script(r.key, tt.script...)
+				r.setup(t, sim)
+				for i, w := range tt.want {
+					a := r.call(t, context.Background(), sim)
+					if a.status != w.status || (w.code != "" && code(t, a.body) != w.code) || r.done(sim) != w.done {
+						t.Errorf("call %d: %d %s done %d, want %+v", i, a.status, a.body, r.done(sim), w)
+					}
 				}
-			}
-			if a := callStep(t, sim, "other", "o2"); a.status != 200 {
-				t.Errorf("a script for one key affected another: %+v", a)
-			}
-		})
+				if a := callStep(t, sim, "o2/"+step, "o2"); a.status != 200 {
+					t.Errorf("a script for one key affected another: %+v", a)
+				}
+			})
+		}
 	}
 }
 
 func TestHangsUntilTheCallerGivesUp(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		fault       remotesim.Fault
-		wantEffects int
+		fault    remotesim.Fault
+		wantDone int
 	}{
 		{remotesim.Hang, 0},
 		{remotesim.ApplyThenHang, 1},
 	}
-	for _, tt := range tests {
-		t.Run(tt.fault.String(), func(t *testing.T) {
-			t.Parallel()
-			sim := remotesim.New()
-			sim.Script("k", tt.fault)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan answer)
-			go func() { done <- call(t, ctx, sim, "k", "/v1/steps/"+step, stepBody("o1")) }()
-			cancel()
-			if a := <-done; a.status != 503 {
-				t.Errorf("hung call answered %+v", a)
-			}
-			if got := sim.EffectCount("k"); got != tt.wantEffects {
-				t.Errorf("effects %d, want %d", got, tt.wantEffects)
-			}
-		})
+	for _, r := range routes {
+		for _, tt := range tests {
+			t.Run(r.name+"/"+tt.fault.String(), func(t *testing.T) {
+				t.Parallel()
+				sim := remotesim.New()
+				sim.Script(r.key, tt.fault)
+				r.setup(t, sim)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan answer)
+				go func() { done <- r.call(t, ctx, sim) }()
+				cancel()
+				if a := <-done; a.status != 503 {
+					t.Errorf("hung call answered %+v", a)
+				}
+				if got := r.done(sim); got != tt.wantDone {
+					t.Errorf("done %d, want %d", got, tt.wantDone)
+				}
+			})
+		}
 	}
 	t.Run("Close releases hanging calls", func(t *testing.T) {
 		t.Parallel()
@@ -296,32 +422,45 @@ func TestRandomFaults(t *testing.T) {
 
 func TestLatency(t *testing.T) {
 	t.Parallel()
-	var (
-		mu    sync.Mutex
-		waits []time.Duration
-	)
-	sleep := func(_ context.Context, d time.Duration) error {
-		mu.Lock()
-		defer mu.Unlock()
-		waits = append(waits, d)
-		return nil
-	}
-	lo, hi := 10*time.Millisecond, 50*time.Millisecond
-	sim := remotesim.New(remotesim.WithSeed(1), remotesim.WithSleep(sleep),
-		remotesim.WithFaults(remotesim.Faults{Latency: 1, LatencyMin: remotesim.Duration(lo), LatencyMax: remotesim.Duration(hi)}))
-	for i := range 50 {
-		if a := callStep(t, sim, fmt.Sprintf("k%d", i), "o1"); a.status != 200 {
-			t.Fatalf("call %d: %+v", i, a)
+	t.Run("steps", func(t *testing.T) {
+		t.Parallel()
+		var slept sleeps
+		lo, hi := 10*time.Millisecond, 50*time.Millisecond
+		sim := remotesim.New(remotesim.WithSeed(1), remotesim.WithSleep(slept.sleep),
+			remotesim.WithFaults(remotesim.Faults{Latency: 1, LatencyMin: remotesim.Duration(lo), LatencyMax: remotesim.Duration(hi)}))
+		for i := range 50 {
+			if a := callStep(t, sim, fmt.Sprintf("k%d", i), "o1"); a.status != 200 {
+				t.Fatalf("call %d: %+v", i, a)
+			}
 		}
-	}
-	if len(waits) != 50 {
-		t.Fatalf("%d waits, want 50", len(waits))
-	}
-	for _, w := range waits {
-		if w < lo || w > hi {
-			t.Errorf("latency %v outside [%v, %v]", w, lo, hi)
+		if len(slept) != 50 {
+			t.Fatalf("%d waits, want 50", len(slept))
 		}
-	}
+		for _, w := range slept {
+			if w < lo || w > hi {
+				t.Errorf("latency %v outside [%v, %v]", w, lo, hi)
+			}
+		}
+	})
+	// Compensation calls draw random faults and latency as step calls do.
+	t.Run("compensations", func(t *testing.T) {
+		t.Parallel()
+		var slept sleeps
+		sim := remotesim.New(remotesim.WithSleep(slept.sleep), remotesim.WithFaults(remotesim.Faults{
+			Transient: 1, Latency: 1, LatencyMin: remotesim.Duration(time.Millisecond), LatencyMax: remotesim.Duration(time.Millisecond),
+		}))
+		if a := callUndo(t, sim, undoKey, "o1", effectKey); a.status != 503 {
+			t.Errorf("compensation under Transient 1: %+v", a)
+		}
+		if len(slept) != 1 || slept[0] != time.Millisecond {
+			t.Errorf("waits %v, want one of 1ms", slept)
+		}
+		// Faults come before the undo: no tombstone was left.
+		mustSetFaults(t, sim, remotesim.Faults{})
+		if a := callStep(t, sim, effectKey, "o1"); a.status != 200 {
+			t.Errorf("step after a failed compensation: %+v", a)
+		}
+	})
 }
 
 func TestFaultsEndpoint(t *testing.T) {
@@ -380,22 +519,40 @@ func TestEffectsEndpoint(t *testing.T) {
 	sim := remotesim.New()
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
-	callStep(t, sim, "a", "o1")
-	callStep(t, sim, "a", "o1")
-	resp, err := http.Get(srv.URL + "/v1/effects")
-	if err != nil {
-		t.Fatal(err)
+	get := func() (body struct {
+		Effects       map[string]int `json:"effects"`
+		Compensations map[string]int `json:"compensations"`
+		Calls         int            `json:"calls"`
+	}, raw string) {
+		resp, err := http.Get(srv.URL + "/v1/effects")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatal(err)
+		}
+		return body, string(b)
 	}
-	defer resp.Body.Close()
-	var body struct {
-		Effects map[string]int `json:"effects"`
-		Calls   int            `json:"calls"`
+	if _, raw := get(); !strings.Contains(raw, `"compensations":{}`) {
+		t.Errorf("GET /v1/effects before any undo = %s, want an empty compensations object", raw)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatal(err)
+	callStep(t, sim, effectKey, "o1")
+	callStep(t, sim, effectKey, "o1")
+	if body, raw := get(); body.Calls != 2 || len(body.Effects) != 1 || body.Effects[effectKey] != 1 {
+		t.Errorf("GET /v1/effects = %s", raw)
 	}
-	if body.Calls != 2 || len(body.Effects) != 1 || body.Effects["a"] != 1 {
-		t.Errorf("GET /v1/effects = %+v", body)
+	callUndo(t, sim, undoKey, "o1", effectKey)
+	callUndo(t, sim, undoKey, "o1", effectKey)
+	callUndo(t, sim, "o9/undo", "o9", "o9/"+step) // nothing to undo
+	body, raw := get()
+	if body.Calls != 5 || len(body.Effects) != 1 || body.Effects[effectKey] != 1 ||
+		len(body.Compensations) != 1 || body.Compensations[effectKey] != 1 {
+		t.Errorf("GET /v1/effects = %s", raw)
 	}
 }
 
@@ -420,21 +577,12 @@ func TestConcurrentCallsApplyOnce(t *testing.T) {
 			for i := range perWorker {
 				key := fmt.Sprintf("order-%d/%s", (w+i)%keys, step)
 				order := fmt.Sprintf("order-%d", (w+i)%keys)
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/steps/"+step, strings.NewReader(stepBody(order)))
-				req.Header.Set("Idempotency-Key", key)
-				resp, err := srv.Client().Do(req)
-				if err != nil {
-					t.Errorf("call: %v", err)
-					return
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
+				if a := post(t, srv, key, "/v1/steps/"+step, stepBody(order)); a.status == 200 {
 					mu.Lock()
 					if ok[key] == nil {
 						ok[key] = map[string]bool{}
 					}
-					ok[key][string(b)] = true
+					ok[key][a.body] = true
 					mu.Unlock()
 				}
 				if i%7 == 0 {
@@ -556,5 +704,330 @@ func TestHangThenApplyAppliesAfterTheCallerGaveUp(t *testing.T) {
 	}
 	if a := callUndo(t, sim, "o1/"+step+"/undo", "o1", "o1/"+step); a.status != 200 || sim.CompensationCount("o1/"+step) != 1 {
 		t.Fatalf("undo after the late apply answered %+v, undone %d", a, sim.CompensationCount("o1/"+step))
+	}
+}
+
+// TestCompensateUndoesOnce: many concurrent tries of one compensation undo
+// the applied effect once and all answer the same stored result.
+func TestCompensateUndoesOnce(t *testing.T) {
+	t.Parallel()
+	sim := remotesim.New(remotesim.WithClock(clock.NewFake(t0)))
+	if a := callStep(t, sim, effectKey, "o1"); a.status != 200 {
+		t.Fatalf("step: %+v", a)
+	}
+	const tries = 50
+	answers := make([]answer, tries)
+	var wg sync.WaitGroup
+	for i := range tries {
+		wg.Go(func() { answers[i] = callUndo(t, sim, undoKey, "o1", effectKey) })
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if a != answers[0] {
+			t.Errorf("try %d answered %+v, try 0 %+v", i, a, answers[0])
+		}
+	}
+	if answers[0].status != 200 {
+		t.Fatalf("compensation: %+v", answers[0])
+	}
+	u := decodeUndo(t, answers[0].body)
+	if !u.Undone || !u.UndoneAt.Equal(t0) || u.EffectKey != effectKey || u.OrderID != "o1" || u.Step != step ||
+		!strings.HasPrefix(u.Confirmation, step+"-undo-") {
+		t.Errorf("undo %+v", u)
+	}
+	if n := sim.CompensationCount(effectKey); n != 1 {
+		t.Errorf("CompensationCount = %d, want 1", n)
+	}
+	if got := sim.Compensations(); len(got) != 1 || got[effectKey] != 1 {
+		t.Errorf("Compensations = %v", got)
+	}
+	// Effects count applies, which an undo does not take back.
+	if n := sim.EffectCount(effectKey); n != 1 {
+		t.Errorf("EffectCount = %d after the undo, want 1", n)
+	}
+	if sim.Calls() != tries+1 {
+		t.Errorf("Calls = %d, want %d", sim.Calls(), tries+1)
+	}
+	// A try of the step after its undo replays the stored output, as any
+	// retry of an applied request does; it does not apply again.
+	if a := callStep(t, sim, effectKey, "o1"); a.status != 200 || sim.EffectCount(effectKey) != 1 {
+		t.Errorf("step after its undo: %+v, effects %d", a, sim.EffectCount(effectKey))
+	}
+}
+
+func TestCompensateReplaysAndRefusesReuse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name             string
+		key, path, body  string
+		wantStatus       int
+		wantCode         string
+		wantSameAsUndo   bool
+		wantUndoCount    int
+		wantEffectsAfter int
+	}{
+		{name: "replay", key: undoKey, path: compensatePath, body: compBody("o1", effectKey),
+			wantStatus: 200, wantSameAsUndo: true, wantUndoCount: 1, wantEffectsAfter: 1},
+		{name: "other body under the compensation key", key: undoKey, path: compensatePath, body: compBody("o2", effectKey),
+			wantStatus: 409, wantCode: "idempotency_conflict", wantUndoCount: 1, wantEffectsAfter: 1},
+		{name: "compensation key on the step route", key: undoKey, path: "/v1/steps/" + step, body: stepBody("o1"),
+			wantStatus: 409, wantCode: "idempotency_conflict", wantUndoCount: 1, wantEffectsAfter: 1},
+		{name: "step key on the compensation route", key: effectKey, path: compensatePath, body: compBody("o1", "o1/other"),
+			wantStatus: 409, wantCode: "idempotency_conflict", wantUndoCount: 1, wantEffectsAfter: 1},
+		{name: "another compensation key undoes again", key: "o1/again", path: compensatePath, body: compBody("o1", effectKey),
+			wantStatus: 200, wantUndoCount: 2, wantEffectsAfter: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sim := remotesim.New()
+			callStep(t, sim, effectKey, "o1")
+			first := callUndo(t, sim, undoKey, "o1", effectKey)
+			if first.status != 200 {
+				t.Fatalf("compensation: %+v", first)
+			}
+			a := call(t, context.Background(), sim, tt.key, tt.path, tt.body)
+			if a.status != tt.wantStatus || (tt.wantCode != "" && code(t, a.body) != tt.wantCode) {
+				t.Errorf("answer %d %s, want %d %s", a.status, a.body, tt.wantStatus, tt.wantCode)
+			}
+			if tt.wantSameAsUndo && a != first {
+				t.Errorf("replay %+v, want the stored %+v", a, first)
+			}
+			if n := sim.CompensationCount(effectKey); n != tt.wantUndoCount {
+				t.Errorf("CompensationCount = %d, want %d", n, tt.wantUndoCount)
+			}
+			if n := len(sim.Effects()); n != tt.wantEffectsAfter {
+				t.Errorf("effects %v, want %d keys", sim.Effects(), tt.wantEffectsAfter)
+			}
+		})
+	}
+}
+
+// TestCompensateBeforeTheStep: an undo that finds nothing applied leaves a
+// tombstone, and a late try of the step is refused rather than applied.
+func TestCompensateBeforeTheStep(t *testing.T) {
+	t.Parallel()
+	sim := remotesim.New(remotesim.WithClock(clock.NewFake(t0)))
+	a := callUndo(t, sim, undoKey, "o1", effectKey)
+	if a.status != 200 {
+		t.Fatalf("compensation: %+v", a)
+	}
+	if u := decodeUndo(t, a.body); u.Undone || !u.UndoneAt.IsZero() || u.EffectKey != effectKey {
+		t.Errorf("undo of nothing %+v", u)
+	}
+	if strings.Contains(a.body, "undoneAt") {
+		t.Errorf("undo of nothing carries an undoneAt: %s", a.body)
+	}
+	for i := range 2 {
+		s := callStep(t, sim, effectKey, "o1")
+		if s.status != 409 || code(t, s.body) != "compensated" {
+			t.Errorf("step try %d after the tombstone: %+v", i, s)
+		}
+	}
+	if again := callUndo(t, sim, undoKey, "o1", effectKey); again != a {
+		t.Errorf("compensation replay %+v, want %+v", again, a)
+	}
+	if len(sim.Effects()) != 0 || len(sim.Compensations()) != 0 {
+		t.Errorf("effects %v compensations %v, want none", sim.Effects(), sim.Compensations())
+	}
+	// Other orders are untouched by the tombstone.
+	if s := callStep(t, sim, "o2/"+step, "o2"); s.status != 200 {
+		t.Errorf("another order's step: %+v", s)
+	}
+}
+
+// TestCompensateRacesTheStep runs tries of a step and its compensation at
+// once over a real server: either the step applied first and was undone
+// once, or it never applies at all.
+func TestCompensateRacesTheStep(t *testing.T) {
+	t.Parallel()
+	for round := range 20 {
+		sim := remotesim.New()
+		srv := httptest.NewServer(sim)
+		var (
+			wg    sync.WaitGroup
+			undo  answer
+			steps [4]answer
+		)
+		for i := range steps {
+			wg.Go(func() { steps[i] = post(t, srv, effectKey, "/v1/steps/"+step, stepBody("o1")) })
+		}
+		wg.Go(func() { undo = post(t, srv, undoKey, compensatePath, compBody("o1", effectKey)) })
+		wg.Wait()
+		srv.Close()
+
+		if undo.status != 200 {
+			t.Fatalf("round %d: compensation %+v", round, undo)
+		}
+		u := decodeUndo(t, undo.body)
+		applied, undone := sim.EffectCount(effectKey), sim.CompensationCount(effectKey)
+		if u.Undone != (applied == 1) || applied != undone {
+			t.Errorf("round %d: undone %v, effects %d, compensations %d", round, u.Undone, applied, undone)
+		}
+		for i, s := range steps {
+			switch {
+			case s.status == 200 && applied == 1:
+			case s.status == 409 && code(t, s.body) == "compensated" && applied == 0:
+			default:
+				t.Errorf("round %d: step try %d answered %+v with %d effects", round, i, s, applied)
+			}
+		}
+	}
+}
+
+// TestAppliedKeyIsNeverRejected: a retry of an applied request replays its
+// result whatever permanent fault is drawn or configured, while scripted,
+// transient and latency faults still apply.
+func TestAppliedKeyIsNeverRejected(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		undo   bool
+		after  func(*remotesim.Sim)
+		status int
+	}{
+		{"random permanent", false, func(s *remotesim.Sim) { mustSetFaults(t, s, remotesim.Faults{Permanent: 1}) }, 200},
+		{"rejected step", false, func(s *remotesim.Sim) { s.RejectStep(step) }, 200},
+		{"scripted permanent", false, func(s *remotesim.Sim) { s.Script(effectKey, remotesim.Permanent) }, 422},
+		{"random transient", false, func(s *remotesim.Sim) { mustSetFaults(t, s, remotesim.Faults{Transient: 1}) }, 503},
+		{"undo: random permanent", true, func(s *remotesim.Sim) { mustSetFaults(t, s, remotesim.Faults{Permanent: 1}) }, 200},
+		{"undo: rejected undo", true, func(s *remotesim.Sim) { s.RejectUndo(step) }, 200},
+		{"undo: scripted permanent", true, func(s *remotesim.Sim) { s.Script(undoKey, remotesim.Permanent) }, 422},
+		{"undo: random transient", true, func(s *remotesim.Sim) { mustSetFaults(t, s, remotesim.Faults{Transient: 1}) }, 503},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sim := remotesim.New(remotesim.WithSeed(5))
+			do := func(key, orderID string) answer {
+				if tt.undo {
+					return callUndo(t, sim, key, orderID, orderID+"/"+step)
+				}
+				return callStep(t, sim, key, orderID)
+			}
+			key := effectKey
+			if tt.undo {
+				key = undoKey
+				callStep(t, sim, effectKey, "o1")
+			}
+			first := do(key, "o1")
+			tt.after(sim)
+			a := do(key, "o1")
+			if a.status != tt.status || (tt.status == 200 && a != first) {
+				t.Errorf("retry of the applied key: %+v, want %d (first %+v)", a, tt.status, first)
+			}
+			if sim.EffectCount(effectKey) != 1 || (tt.undo && sim.CompensationCount(effectKey) != 1) {
+				t.Errorf("effects %v compensations %v", sim.Effects(), sim.Compensations())
+			}
+		})
+	}
+	t.Run("a fresh key is still rejected", func(t *testing.T) {
+		t.Parallel()
+		sim := remotesim.New(remotesim.WithFaults(remotesim.Faults{Permanent: 1}))
+		if a := callStep(t, sim, "fresh", "o1"); a.status != 422 || code(t, a.body) != "rejected" {
+			t.Errorf("fresh key: %+v", a)
+		}
+	})
+}
+
+// TestRandomFaultsOnceApplied: with random faults, a key is never rejected
+// after its first success, and a seed still replays the same answers.
+func TestRandomFaultsOnceApplied(t *testing.T) {
+	t.Parallel()
+	run := func() (statuses [][]int) {
+		sim := remotesim.New(remotesim.WithSeed(11),
+			remotesim.WithFaults(remotesim.Faults{Transient: 0.3, Permanent: 0.3, ApplyThenFail: 0.1}))
+		for k := range 30 {
+			var s []int
+			for range 15 {
+				s = append(s, callStep(t, sim, fmt.Sprintf("k%d", k), "o1").status)
+			}
+			statuses = append(statuses, s)
+		}
+		return statuses
+	}
+	a, b := run(), run()
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatal("one seed gave two runs")
+	}
+	var rejectedBefore, appliedKeys int
+	for k, s := range a {
+		applied := false
+		for i, st := range s {
+			switch {
+			case st == 422 && applied:
+				t.Errorf("key k%d call %d: rejected after it was applied: %v", k, i, s)
+			case st == 422:
+				rejectedBefore++
+			case st == 200:
+				applied = true
+			}
+		}
+		if applied {
+			appliedKeys++
+		}
+	}
+	if rejectedBefore == 0 || appliedKeys == 0 {
+		t.Errorf("%d rejections before an apply, %d applied keys: the faults did not show", rejectedBefore, appliedKeys)
+	}
+}
+
+func TestRejectUndo(t *testing.T) {
+	t.Parallel()
+	sim := remotesim.New()
+	sim.RejectUndo(step)
+	sim.RejectUndo(step)
+	callStep(t, sim, effectKey, "o1")
+	for i := range 3 {
+		if a := callUndo(t, sim, undoKey, "o1", effectKey); a.status != 422 || code(t, a.body) != "rejected" {
+			t.Errorf("compensation %d: %+v", i, a)
+		}
+	}
+	if n := sim.CompensationCount(effectKey); n != 0 {
+		t.Errorf("a rejected compensation undid %d times", n)
+	}
+	// A rejected compensation leaves no tombstone: the step still applies.
+	if a := callUndo(t, sim, "o2/undo", "o2", "o2/"+step); a.status != 422 {
+		t.Errorf("compensation of o2: %+v", a)
+	}
+	if a := callStep(t, sim, "o2/"+step, "o2"); a.status != 200 {
+		t.Errorf("step after a rejected compensation: %+v", a)
+	}
+	// Other steps' compensations, and the step itself, are not rejected.
+	other := `{"orderId":"o1","step":"charge-payment","effectKey":"o1/charge-payment","input":{}}`
+	if a := call(t, context.Background(), sim, "o1/charge-payment/undo", "/v1/steps/charge-payment/compensate", other); a.status != 200 {
+		t.Errorf("another step's compensation: %+v", a)
+	}
+	if a := callStep(t, sim, "o3/"+step, "o3"); a.status != 200 {
+		t.Errorf("the step itself: %+v", a)
+	}
+	f := sim.Faults()
+	if len(f.RejectUndo) != 1 || f.RejectUndo[0] != step || len(f.RejectSteps) != 0 {
+		t.Errorf("faults %+v", f)
+	}
+	// Faults hands out a copy.
+	f.RejectUndo[0] = "changed"
+	if sim.Faults().RejectUndo[0] != step {
+		t.Errorf("Faults shares its RejectUndo")
+	}
+}
+
+func TestCompensateAnotherStepsEffect(t *testing.T) {
+	t.Parallel()
+	sim := remotesim.New()
+	callStep(t, sim, effectKey, "o1")
+	tests := []struct{ name, key, path, body string }{
+		{"another step", "u1", "/v1/steps/charge-payment/compensate",
+			fmt.Sprintf(`{"orderId":"o1","step":"charge-payment","effectKey":%q,"input":{}}`, effectKey)},
+		{"another order", "u2", compensatePath, compBody("o2", effectKey)},
+	}
+	for _, tt := range tests {
+		a := call(t, context.Background(), sim, tt.key, tt.path, tt.body)
+		if a.status != 422 || code(t, a.body) != "effect_mismatch" {
+			t.Errorf("%s: %+v", tt.name, a)
+		}
+	}
+	if n := sim.CompensationCount(effectKey); n != 0 {
+		t.Errorf("a mismatched compensation undid %d times", n)
 	}
 }

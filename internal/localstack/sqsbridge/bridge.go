@@ -5,6 +5,7 @@
 package sqsbridge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/internal/localstack/esm"
 )
 
 // Handler is a Lambda SQS handler that reports partial batch failures.
@@ -92,7 +95,7 @@ func (b *Bridge) PollOnce(ctx context.Context) (received int, err error) {
 		return 0, nil
 	}
 	ev := b.event(out.Messages)
-	resp, err := b.call(ctx, ev)
+	resp, err := esm.Call(ctx, b.Handler, ev)
 	if err != nil {
 		return len(out.Messages), fmt.Errorf("%w: handler for %s: %w", ErrBatchFailed, b.QueueURL, err)
 	}
@@ -116,41 +119,28 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err := b.validate(); err != nil {
 		return err
 	}
-	for ctx.Err() == nil {
+	esm.Loop(ctx, func(ctx context.Context) time.Duration {
 		n, err := b.PollOnce(ctx)
-		if ctx.Err() != nil {
-			break
-		}
-		pause := time.Duration(0)
 		switch {
+		case ctx.Err() != nil:
+			return 0
 		case err != nil:
 			if b.OnError != nil {
 				b.OnError(err)
 			}
 			if n == 0 {
-				pause = errorBackoff
+				return errorBackoff
 			}
 		case n == 0 && b.WaitTime < time.Second:
-			pause = idlePause
+			return idlePause
 		}
-		if pause > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(pause):
-			}
-		}
-	}
+		return 0
+	})
 	return nil
 }
 
 func (b *Bridge) validate() error {
 	var errs []error
-	if b.Client == nil {
-		errs = append(errs, errors.New("no Client"))
-	}
-	if b.Handler == nil {
-		errs = append(errs, errors.New("no Handler"))
-	}
 	if b.QueueURL == "" {
 		errs = append(errs, errors.New("no QueueURL"))
 	}
@@ -163,36 +153,19 @@ func (b *Bridge) validate() error {
 	if b.WaitTime < 0 || b.WaitTime > MaxWaitTime {
 		errs = append(errs, fmt.Errorf("WaitTime %v is outside 0..%v", b.WaitTime, MaxWaitTime))
 	}
-	if b.Region == "" && arnRegion(b.QueueARN) == "" && b.QueueARN != "" {
+	if b.Region == "" && esm.ARNRegion(b.QueueARN) == "" && b.QueueARN != "" {
 		errs = append(errs, fmt.Errorf("no Region, and QueueARN %q names none", b.QueueARN))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("sqsbridge for %q: %w", b.QueueURL, err)
-	}
-	return nil
+	return esm.Validate("sqsbridge", b.QueueURL, b.Client != nil, b.Handler != nil, errs...)
 }
 
-func (b *Bridge) batchSize() int {
-	if b.BatchSize == 0 {
-		return MaxBatchSize
-	}
-	return b.BatchSize
-}
+func (b *Bridge) batchSize() int { return cmp.Or(b.BatchSize, MaxBatchSize) }
 
 func (b *Bridge) region() string {
 	if b.Region != "" {
 		return b.Region
 	}
-	return arnRegion(b.QueueARN)
-}
-
-// arnRegion returns the region of arn:partition:service:region:account:name.
-func arnRegion(arn string) string {
-	parts := strings.SplitN(arn, ":", 6)
-	if len(parts) < 6 || parts[0] != "arn" {
-		return ""
-	}
-	return parts[3]
+	return esm.ARNRegion(b.QueueARN)
 }
 
 // event builds the event Lambda would: the runtime decodes JSON in which
@@ -235,17 +208,6 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
-}
-
-// call runs the handler, turning a panic into an error as the Lambda
-// runtime turns it into a failed invocation.
-func (b *Bridge) call(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return b.Handler(ctx, ev)
 }
 
 // failedItems returns the IDs the handler reported as failed. An ID not in

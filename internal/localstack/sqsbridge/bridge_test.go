@@ -47,17 +47,25 @@ func messages(ids ...string) []types.Message {
 	return msgs
 }
 
-func TestPollOnceDeletes(t *testing.T) {
+// TestPollOnce: PollOnce receives a batch, hands it to the handler, and
+// deletes what the handler did not fail; an empty queue or a failed receive
+// never reaches the handler.
+func TestPollOnce(t *testing.T) {
 	boom := errors.New("boom")
 	tests := []struct {
 		name        string
-		handler     Handler
+		empty       bool    // the queue answers with no messages
+		receiveErr  error   // the receive fails
+		handler     Handler // nil: never called
 		deleteErr   error
 		deleteFails []string // entry IDs the fake reports failed
 		wantDeleted []string
 		wantErr     []string // substrings of the error
 		wantBatch   bool     // error wraps ErrBatchFailed
+		wantIs      error    // error wraps it too, if set
 	}{
+		{name: "empty", empty: true},
+		{name: "receive error", receiveErr: boom, wantErr: []string{"boom", testURL}, wantIs: boom},
 		{
 			name: "all succeed",
 			handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
@@ -85,6 +93,7 @@ func TestPollOnceDeletes(t *testing.T) {
 			},
 			wantErr:   []string{"boom", testURL},
 			wantBatch: true,
+			wantIs:    boom,
 		},
 		{
 			name: "unknown item ID",
@@ -116,6 +125,7 @@ func TestPollOnceDeletes(t *testing.T) {
 			deleteErr:   boom,
 			wantDeleted: []string{"rh-a", "rh-b", "rh-c"},
 			wantErr:     []string{"delete 3", "boom"},
+			wantIs:      boom,
 		},
 		{
 			name: "delete entry fails",
@@ -130,9 +140,20 @@ func TestPollOnceDeletes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var deleted []string
+			handler, want := tc.handler, 3
+			if handler == nil {
+				handler = func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+					t.Error("handler called")
+					return events.SQSEventResponse{}, nil
+				}
+				want = 0
+			}
 			b := &Bridge{
 				Client: fakeClient{
 					receive: func(*sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
+						if tc.empty || tc.receiveErr != nil {
+							return &sqs.ReceiveMessageOutput{}, tc.receiveErr
+						}
 						return &sqs.ReceiveMessageOutput{Messages: messages("a", "b", "c")}, nil
 					},
 					del: func(in *sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error) {
@@ -151,11 +172,11 @@ func TestPollOnceDeletes(t *testing.T) {
 				},
 				QueueURL: testURL,
 				QueueARN: testARN,
-				Handler:  tc.handler,
+				Handler:  handler,
 			}
 			n, err := b.PollOnce(context.Background())
-			if n != 3 {
-				t.Errorf("received = %d, want 3", n)
+			if n != want {
+				t.Errorf("received = %d, want %d", n, want)
 			}
 			if !slices.Equal(deleted, tc.wantDeleted) {
 				t.Errorf("deleted %v, want %v", deleted, tc.wantDeleted)
@@ -176,6 +197,9 @@ func TestPollOnceDeletes(t *testing.T) {
 			}
 			if got := errors.Is(err, ErrBatchFailed); got != tc.wantBatch {
 				t.Errorf("errors.Is(err, ErrBatchFailed) = %v, want %v", got, tc.wantBatch)
+			}
+			if tc.wantIs != nil && !errors.Is(err, tc.wantIs) {
+				t.Errorf("error %q does not wrap %v", err, tc.wantIs)
 			}
 		})
 	}
@@ -255,73 +279,6 @@ func TestPollOnceEvent(t *testing.T) {
 			}
 			if bin := r.MessageAttributes["b"]; bin.DataType != "Binary" || !slices.Equal(bin.BinaryValue, []byte{1, 2}) {
 				t.Errorf("binary attribute = %+v", bin)
-			}
-		})
-	}
-}
-
-func TestPollOnceEmptyAndReceiveError(t *testing.T) {
-	boom := errors.New("boom")
-	tests := []struct {
-		name    string
-		err     error
-		wantErr bool
-	}{
-		{"empty", nil, false},
-		{"receive error", boom, true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			b := &Bridge{
-				Client: fakeClient{receive: func(*sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error) {
-					if tc.err != nil {
-						return nil, tc.err
-					}
-					return &sqs.ReceiveMessageOutput{}, nil
-				}},
-				QueueURL: testURL, QueueARN: testARN,
-				Handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
-					t.Error("handler called")
-					return events.SQSEventResponse{}, nil
-				},
-			}
-			n, err := b.PollOnce(context.Background())
-			if n != 0 || (err != nil) != tc.wantErr || (err != nil && (!errors.Is(err, boom) || !strings.Contains(err.Error(), testURL))) {
-				t.Errorf("PollOnce = %d, %v", n, err)
-			}
-		})
-	}
-}
-
-func TestValidate(t *testing.T) {
-	h := func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
-		return events.SQSEventResponse{}, nil
-	}
-	ok := func() Bridge { return Bridge{Client: fakeClient{}, QueueURL: testURL, QueueARN: testARN, Handler: h} }
-	tests := []struct {
-		name   string
-		change func(*Bridge)
-		want   string
-	}{
-		{"no client", func(b *Bridge) { b.Client = nil }, "no Client"},
-		{"no handler", func(b *Bridge) { b.Handler = nil }, "no Handler"},
-		{"no URL", func(b *Bridge) { b.QueueURL = "" }, "no QueueURL"},
-		{"no ARN", func(b *Bridge) { b.QueueARN = "" }, "no QueueARN"},
-		{"batch too big", func(b *Bridge) { b.BatchSize = 11 }, "BatchSize 11"},
-		{"negative batch", func(b *Bridge) { b.BatchSize = -1 }, "BatchSize -1"},
-		{"wait too long", func(b *Bridge) { b.WaitTime = 21 * time.Second }, "WaitTime 21s"},
-		{"no region", func(b *Bridge) { b.QueueARN = "jobs" }, "no Region"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			b := ok()
-			tc.change(&b)
-			_, err := b.PollOnce(context.Background())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("PollOnce err = %v, want %q", err, tc.want)
-			}
-			if err := b.Run(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Run err = %v, want %q", err, tc.want)
 			}
 		})
 	}

@@ -45,11 +45,11 @@
 package streambridge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +58,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/sasflow/sas/internal/localstack/esm"
 )
 
 // Handler is a Lambda DynamoDB stream handler that reports partial batch
@@ -192,33 +194,27 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err := b.validate(); err != nil {
 		return err
 	}
-	for ctx.Err() == nil {
+	esm.Loop(ctx, func(ctx context.Context) time.Duration {
 		b.mu.Lock()
 		describe := b.rescan || time.Since(b.lastDescribe) >= describeInterval
 		res := b.poll(ctx, describe, 1)
 		b.mu.Unlock()
 		if ctx.Err() != nil {
-			break
+			return 0
 		}
 		if b.OnError != nil {
 			for _, err := range res.errs {
 				b.OnError(err)
 			}
 		}
-		var pause time.Duration
 		switch {
 		case len(res.errs) > 0 && res.delivered == 0:
-			pause = max(errorBackoff, b.pollInterval())
+			return max(errorBackoff, b.pollInterval())
 		case res.delivered == 0 || res.failed:
-			pause = b.pollInterval()
+			return b.pollInterval()
 		}
-		if pause > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(pause):
-			}
-		}
-	}
+		return 0
+	})
 	return nil
 }
 
@@ -447,7 +443,7 @@ func (b *Bridge) deliver(ctx context.Context, sh *shard) (delivered int, retry b
 	n := min(b.batchSize(), len(sh.pending))
 	// A copy, so a handler that changes its event cannot change a retry.
 	ev := events.DynamoDBEvent{Records: slices.Clone(sh.pending[:n])}
-	resp, herr := b.call(ctx, ev)
+	resp, herr := esm.Call(ctx, b.Handler, ev)
 	failedAt := n
 	if herr == nil {
 		failedAt, herr = checkpoint(ev, resp)
@@ -504,25 +500,8 @@ func checkpoint(ev events.DynamoDBEvent, resp events.DynamoDBEventResponse) (int
 	return first, nil
 }
 
-// call runs the handler, turning a panic into an error as the Lambda
-// runtime turns it into a failed invocation.
-func (b *Bridge) call(ctx context.Context, ev events.DynamoDBEvent) (resp events.DynamoDBEventResponse, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return b.Handler(ctx, ev)
-}
-
 func (b *Bridge) validate() error {
 	var errs []error
-	if b.Client == nil {
-		errs = append(errs, errors.New("no Client"))
-	}
-	if b.Handler == nil {
-		errs = append(errs, errors.New("no Handler"))
-	}
 	if b.StreamARN == "" {
 		errs = append(errs, errors.New("no StreamARN"))
 	}
@@ -532,25 +511,12 @@ func (b *Bridge) validate() error {
 	if b.PollInterval < 0 {
 		errs = append(errs, fmt.Errorf("PollInterval %v is negative", b.PollInterval))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("streambridge for %q: %w", b.StreamARN, err)
-	}
-	return nil
+	return esm.Validate("streambridge", b.StreamARN, b.Client != nil, b.Handler != nil, errs...)
 }
 
-func (b *Bridge) batchSize() int {
-	if b.BatchSize == 0 {
-		return DefaultBatchSize
-	}
-	return b.BatchSize
-}
+func (b *Bridge) batchSize() int { return cmp.Or(b.BatchSize, DefaultBatchSize) }
 
-func (b *Bridge) pollInterval() time.Duration {
-	if b.PollInterval == 0 {
-		return DefaultPollInterval
-	}
-	return b.PollInterval
-}
+func (b *Bridge) pollInterval() time.Duration { return cmp.Or(b.PollInterval, DefaultPollInterval) }
 
 // region returns the AWSRegion of an event whose record said recordRegion.
 func (b *Bridge) region(recordRegion string) string {
@@ -560,15 +526,6 @@ func (b *Bridge) region(recordRegion string) string {
 	case recordRegion != "":
 		return recordRegion
 	default:
-		return arnRegion(b.StreamARN)
+		return esm.ARNRegion(b.StreamARN)
 	}
-}
-
-// arnRegion returns the region of arn:partition:service:region:account:resource.
-func arnRegion(arn string) string {
-	parts := strings.SplitN(arn, ":", 6)
-	if len(parts) < 6 || parts[0] != "arn" {
-		return ""
-	}
-	return parts[3]
 }

@@ -705,38 +705,6 @@ func TestDescribeError(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
-	t.Parallel()
-	h := func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-		return events.DynamoDBEventResponse{}, nil
-	}
-	tests := []struct {
-		name   string
-		change func(*Bridge)
-		want   string
-	}{
-		{"no client", func(b *Bridge) { b.Client = nil }, "no Client"},
-		{"no handler", func(b *Bridge) { b.Handler = nil }, "no Handler"},
-		{"no ARN", func(b *Bridge) { b.StreamARN = "" }, "no StreamARN"},
-		{"batch too big", func(b *Bridge) { b.BatchSize = 1001 }, "BatchSize 1001"},
-		{"negative batch", func(b *Bridge) { b.BatchSize = -1 }, "BatchSize -1"},
-		{"negative interval", func(b *Bridge) { b.PollInterval = -time.Second }, "PollInterval -1s"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			b := &Bridge{Client: &fakeStream{}, StreamARN: testARN, Handler: h}
-			tc.change(b)
-			if _, err := b.PollOnce(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("PollOnce err = %v, want %q", err, tc.want)
-			}
-			if err := b.Run(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Run err = %v, want %q", err, tc.want)
-			}
-		})
-	}
-}
-
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

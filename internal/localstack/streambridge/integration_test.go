@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,6 +153,19 @@ func awaitStream(t *testing.T, sc *dynamodbstreams.Client, arn string, n int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// streamOf puts one item per key in a new table and waits until its
+// stream holds their records; it returns a Streams client and the
+// stream's ARN.
+func streamOf(t *testing.T, keys ...string) (*dynamodbstreams.Client, string) {
+	t.Helper()
+	db := enginetest.DynamoDB(t)
+	sc := streamsClient(t, db)
+	table, arn := createTable(t, db, true)
+	putKeys(t, db, table, keys...)
+	awaitStream(t, sc, arn, len(keys))
+	return sc, arn
 }
 
 // collector is a handler that keeps every batch, fails items as fail says,
@@ -490,11 +504,7 @@ func TestRunDeliversEveryChangeOnceInOrder(t *testing.T) {
 func TestPollOnceItemFailureRedeliversFromFailed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := enginetest.DynamoDB(t)
-	sc := streamsClient(t, db)
-	table, arn := createTable(t, db, true)
-	putKeys(t, db, table, "k0", "k1", "k2", "k3", "k4")
-	awaitStream(t, sc, arn, 5)
+	sc, arn := streamOf(t, "k0", "k1", "k2", "k3", "k4")
 
 	c := newCollector()
 	c.fail = func(call int, r events.DynamoDBEventRecord) bool {
@@ -527,11 +537,7 @@ func TestPollOnceItemFailureRedeliversFromFailed(t *testing.T) {
 func TestPollOnceHandlerErrorRedeliversBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := enginetest.DynamoDB(t)
-	sc := streamsClient(t, db)
-	table, arn := createTable(t, db, true)
-	putKeys(t, db, table, "k0", "k1", "k2", "k3")
-	awaitStream(t, sc, arn, 4)
+	sc, arn := streamOf(t, "k0", "k1", "k2", "k3")
 
 	c := newCollector()
 	c.err = func(call int) error {
@@ -559,28 +565,17 @@ func TestPollOnceHandlerErrorRedeliversBatch(t *testing.T) {
 // countingClient counts the Streams calls that read a shard.
 type countingClient struct {
 	streambridge.StreamsAPI
-	mu    sync.Mutex
-	reads int
+	reads atomic.Int64
 }
 
 func (c *countingClient) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
-	c.mu.Lock()
-	c.reads++
-	c.mu.Unlock()
+	c.reads.Add(1)
 	return c.StreamsAPI.GetRecords(ctx, in, optFns...)
 }
 
 func (c *countingClient) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, optFns ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
-	c.mu.Lock()
-	c.reads++
-	c.mu.Unlock()
+	c.reads.Add(1)
 	return c.StreamsAPI.GetShardIterator(ctx, in, optFns...)
-}
-
-func (c *countingClient) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reads
 }
 
 // TestDisabledStreamClosesShard disables the stream, which is how DynamoDB
@@ -608,11 +603,11 @@ func TestDisabledStreamClosesShard(t *testing.T) {
 	if n, err := b.PollOnce(ctx); n != 2 || err != nil {
 		t.Fatalf("poll 1 = %d, %v; want 2, nil", n, err)
 	}
-	reads := client.count()
+	reads := client.reads.Load()
 	if n, err := b.PollOnce(ctx); n != 0 || err != nil {
 		t.Errorf("poll 2 = %d, %v; want 0, nil", n, err)
 	}
-	if got := client.count(); got != reads {
+	if got := client.reads.Load(); got != reads {
 		t.Errorf("the closed shard was read %d more times", got-reads)
 	}
 	if got := keysOf(c.seen()); !slices.EqualFunc(got, [][]string{{"k0", "k1"}}, slices.Equal) {

@@ -24,7 +24,7 @@ func TestLateStepFailureUndoesCompletedStepsInReverse(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var undos []string
-	e := newEnvWith(t, envOptions{workflow: threeSteps(), onRemote: func(r *http.Request) {
+	e := newEnv(t, envOptions{workflow: threeSteps(), onRemote: func(r *http.Request) {
 		if step, ok := strings.CutSuffix(r.URL.Path, "/compensate"); ok {
 			mu.Lock()
 			undos = append(undos, strings.TrimPrefix(step, "/v1/steps/"))
@@ -32,10 +32,7 @@ func TestLateStepFailureUndoesCompletedStepsInReverse(t *testing.T) {
 		}
 	}})
 	e.sim.RejectStep("ship-order")
-	id := e.submit("")
-	e.settle()
-
-	st := e.state(id)
+	id, st := e.run()
 	if st.ProcessState != workflow.Compensated || st.Step != "reserve-inventory" || !strings.Contains(st.LastError, "rejected") || st.AlertPending {
 		t.Fatalf("final %+v", st)
 	}
@@ -60,12 +57,8 @@ func TestLateStepFailureUndoesCompletedStepsInReverse(t *testing.T) {
 	if !st.Steps[1].CompensatedAt.Before(*st.Steps[0].CompensatedAt) && !st.Steps[1].CompensatedAt.Equal(*st.Steps[0].CompensatedAt) {
 		t.Fatalf("recorded undo times out of order: %v then %v", st.Steps[1].CompensatedAt, st.Steps[0].CompensatedAt)
 	}
-	for _, step := range []string{"reserve-inventory", "charge-payment"} {
-		key := workflow.IdempotencyKey(id, step)
-		if e.sim.EffectCount(key) != 1 || e.sim.CompensationCount(key) != 1 {
-			t.Errorf("%s: effects %d, undone %d; want 1 and 1", step, e.sim.EffectCount(key), e.sim.CompensationCount(key))
-		}
-	}
+	e.assertRemote(id, "reserve-inventory", 1, 1)
+	e.assertRemote(id, "charge-payment", 1, 1)
 	if key := workflow.IdempotencyKey(id, "ship-order"); e.sim.EffectCount(key) != 0 || !strings.Contains(string(st.Steps[2].CompensationOutput), `"undone":false`) {
 		t.Errorf("ship-order: effects %d, undo %s; want nothing applied and nothing undone", e.sim.EffectCount(key), st.Steps[2].CompensationOutput)
 	}
@@ -85,18 +78,13 @@ func failAtCharge(t *testing.T, e *env) string {
 	t.Helper()
 	e.sim.RejectStep("charge-payment")
 	id := e.submit("")
-	poll := func(i int) {
-		if _, err := e.sys.Bridges[i].PollOnce(e.ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	poll(0) // claim reserve-inventory
-	poll(2) // its agent
-	poll(1) // commit, claim charge-payment
-	poll(3) // its agent: rejected
-	poll(1) // commit the failure, claim the compensation of charge-payment
-	poll(3) // its agent: nothing to undo
-	poll(1) // commit it, claim the compensation of reserve-inventory
+	e.poll(0) // claim reserve-inventory
+	e.poll(2) // its agent
+	e.poll(1) // commit, claim charge-payment
+	e.poll(3) // its agent: rejected
+	e.poll(1) // commit the failure, claim the compensation of charge-payment
+	e.poll(3) // its agent: nothing to undo
+	e.poll(1) // commit it, claim the compensation of reserve-inventory
 	if st := e.state(id); st.ProcessState != workflow.Compensating || st.StepIndex != 0 {
 		t.Fatalf("after the failure: %s", brief(st))
 	}
@@ -105,7 +93,7 @@ func failAtCharge(t *testing.T, e *env) string {
 
 func TestCompensationThatTimesOutIsRetried(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Default()})
 	id := failAtCharge(t, e)
 	// The agent dies with the compensation request.
 	e.dropAgentRequests("reserve-inventory", 1)
@@ -119,10 +107,7 @@ func TestCompensationThatTimesOutIsRetried(t *testing.T) {
 	if st.ProcessState != workflow.Compensated || st.Steps[0].CompensationAttempts != 2 || st.Steps[0].Compensation != workflow.StepSucceeded {
 		t.Fatalf("final %+v", st)
 	}
-	key := workflow.IdempotencyKey(id, "reserve-inventory")
-	if e.sim.CompensationCount(key) != 1 || e.sim.EffectCount(key) != 1 {
-		t.Fatalf("effects %d, undone %d; want 1 and 1", e.sim.EffectCount(key), e.sim.CompensationCount(key))
-	}
+	e.assertRemote(id, "reserve-inventory", 1, 1)
 	e.assertTransitions(map[workflow.Transition]int{
 		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 2, workflow.TransitionStepCompleted: 1,
 		workflow.TransitionCompensating: 1, workflow.TransitionUndone: 1, workflow.TransitionRetried: 1, workflow.TransitionCompensated: 1,
@@ -131,13 +116,11 @@ func TestCompensationThatTimesOutIsRetried(t *testing.T) {
 
 func TestCompensationThatKeepsTimingOutAlertsOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Default()})
 	id := failAtCharge(t, e)
 	for i := range e.policy.MaxFailures {
 		if i > 0 {
-			if _, err := e.sys.Bridges[0].PollOnce(e.ctx); err != nil {
-				t.Fatal(err)
-			}
+			e.poll(0)
 		}
 		e.dropAgentRequests("reserve-inventory", 1)
 		e.expire(id)
@@ -160,7 +143,7 @@ func TestCompensationThatKeepsTimingOutAlertsOnce(t *testing.T) {
 
 func TestCompensationThatFailsPermanentlyWaitsForAnOperator(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Default()})
 	e.sim.RejectUndo("reserve-inventory")
 	id := failAtCharge(t, e)
 	e.settle()
@@ -180,12 +163,10 @@ func TestCompensationThatFailsPermanentlyWaitsForAnOperator(t *testing.T) {
 
 func TestStepGivenUpOnIsUndoneItself(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Default()})
 	id := e.submit("")
 	for range e.policy.MaxFailures {
-		if _, err := e.sys.Bridges[0].PollOnce(e.ctx); err != nil {
-			t.Fatal(err)
-		}
+		e.poll(0)
 		e.dropAgentRequests("reserve-inventory", 1)
 		e.expire(id)
 		e.supervise()
@@ -202,10 +183,7 @@ func TestStepGivenUpOnIsUndoneItself(t *testing.T) {
 		!strings.Contains(string(st.Steps[0].CompensationOutput), `"undone":false`) {
 		t.Fatalf("final %+v", st)
 	}
-	key := workflow.IdempotencyKey(id, "reserve-inventory")
-	if e.sim.EffectCount(key) != 0 || e.sim.CompensationCount(key) != 0 {
-		t.Fatalf("effects %d, undone %d; want none", e.sim.EffectCount(key), e.sim.CompensationCount(key))
-	}
+	e.assertRemote(id, "reserve-inventory", 0, 0)
 	e.assertTransitions(map[workflow.Transition]int{
 		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 4, workflow.TransitionRetried: 2,
 		workflow.TransitionCompensating: 1, workflow.TransitionCompensated: 1,

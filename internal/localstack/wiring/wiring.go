@@ -26,6 +26,7 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/scheduler"
@@ -215,12 +216,13 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		return nil, err
 	}
 
-	schedCfg := scheduler.Config{
-		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, AgentQueues: agentQueues,
-		SchedulerQueueURL: s.SchedulerQueue.URL, ResponseQueueURL: s.ResponseQueue.URL,
-		Workflow: o.Workflow, Policy: o.Policy, AlertTopicARN: s.AlertTopicARN, MaxReceiveCount: o.MaxReceiveCount,
-		OperatorAPIURL: o.OperatorAPIURL,
+	// What the Scheduler and the Supervisor share, as the stack gives both.
+	shared := followup.Config{
+		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
+		AlertTopicARN: s.AlertTopicARN, OperatorAPIURL: o.OperatorAPIURL, Workflow: o.Workflow, Policy: o.Policy,
 	}
+	schedCfg := scheduler.Config{Config: shared, ResponseQueueURL: s.ResponseQueue.URL, AgentQueues: agentQueues,
+		MaxReceiveCount: o.MaxReceiveCount}
 	// Handlers change the visibility of the messages they fail, as the
 	// deployed ones do with the event source mapping's messages.
 	schedRedeliver := scheduler.WithRedelivery(queue.NewRedeliverer(o.SQS, s.SchedulerQueue.URL, s.ResponseQueue.URL))
@@ -232,11 +234,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		return nil, err
 	}
 
-	supCfg := supervisor.Config{
-		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
-		AlertTopicARN: s.AlertTopicARN, Workflow: o.Workflow, Policy: o.Policy, BatchLimit: supervisor.DefaultBatchLimit,
-		OperatorAPIURL: o.OperatorAPIURL,
-	}
+	supCfg := supervisor.Config{Config: shared, BatchLimit: supervisor.DefaultBatchLimit}
 	newSupervisor := func(clk clock.Clock) (*supervisor.Handler, error) {
 		return supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts,
 			actor.Deps{Clock: clk, Log: o.Log.With("function", "supervisor")})

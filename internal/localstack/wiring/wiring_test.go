@@ -69,11 +69,6 @@ func (e *env) assertTransitions(want map[workflow.Transition]int) {
 	}
 }
 
-// newEnv runs the default workflow without compensations, so an order that
-// fails ends in Error: the tests of the core's recovery predate compensation
-// and stay about it. compensation_test.go runs the compensable workflow.
-func newEnv(t *testing.T) *env { return newCountingEnv(t, nil) }
-
 // forwardOnly is the default workflow with no step declaring a compensation.
 func forwardOnly() workflow.Definition {
 	d := workflow.Default()
@@ -83,15 +78,13 @@ func forwardOnly() workflow.Definition {
 	return d
 }
 
-// newCountingEnv counts the handlers' AWS requests in counter when it is not
-// nil; the pollers' requests are not counted.
-func newCountingEnv(t *testing.T, counter *reqcount.Counter) *env {
-	t.Helper()
-	return newEnvWith(t, envOptions{counter: counter, workflow: forwardOnly()})
-}
-
 type envOptions struct {
-	counter  *reqcount.Counter
+	// counter counts the handlers' AWS requests when it is not nil; the
+	// pollers' requests are not counted.
+	counter *reqcount.Counter
+	// workflow is forwardOnly when unset: an order that fails ends in
+	// Error, as the tests of the core's recovery, which predate
+	// compensation, expect. compensation_test.go runs the compensable one.
 	workflow workflow.Definition
 	// onRemote sees every call to the remote service before the simulator.
 	onRemote func(r *http.Request)
@@ -111,10 +104,12 @@ type envOptions struct {
 	ddbTransport http.RoundTripper
 }
 
-func newEnvWith(t *testing.T, o envOptions) *env {
+// newEnv builds a System on the test engines, as o says, and the remote
+// simulator it calls.
+func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	if o.workflow.Name == "" {
-		o.workflow = workflow.Default()
+		o.workflow = forwardOnly()
 	}
 	counter := o.counter
 	ctx := context.Background()
@@ -227,6 +222,15 @@ func (e *env) settle() {
 	}
 }
 
+// run submits an order and delivers every message until the queues are
+// quiet; it returns the order's ID and its record then.
+func (e *env) run() (string, workflow.State) {
+	e.t.Helper()
+	id := e.submit("")
+	e.settle()
+	return id, e.state(id)
+}
+
 func (e *env) state(id string) workflow.State {
 	e.t.Helper()
 	st, err := e.sys.Store.GetState(e.ctx, id)
@@ -271,6 +275,16 @@ func (e *env) assertEffectsOnce(id string, steps ...string) {
 	}
 }
 
+// assertRemote checks how often the remote applied step of order id, and
+// how often it undid it.
+func (e *env) assertRemote(id, step string, applied, undone int) {
+	e.t.Helper()
+	key := workflow.IdempotencyKey(id, step)
+	if a, u := e.sim.EffectCount(key), e.sim.CompensationCount(key); a != applied || u != undone {
+		e.t.Errorf("%s of %s: applied %d times, undone %d; want %d and %d", step, id, a, u, applied, undone)
+	}
+}
+
 func (e *env) alertsReceived(want int) []enginetest.Notification {
 	e.t.Helper()
 	msgs := enginetest.ReceiveAll(e.ctx, e.t, e.sqs, e.alerts.URL, want, 10*time.Second)
@@ -283,10 +297,8 @@ func (e *env) alertsReceived(want int) []enginetest.Notification {
 
 func TestHappyPathThroughAllSteps(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	id := e.submit("")
-	e.settle()
-	st := e.state(id)
+	e := newEnv(t, envOptions{})
+	id, st := e.run()
 	if st.ProcessState != workflow.Processed || st.Attempt != 2 || st.FailureCount != 0 || st.LockedBy != "" {
 		t.Fatalf("final state %+v", st)
 	}
@@ -320,12 +332,10 @@ func TestHappyPathThroughAllSteps(t *testing.T) {
 
 func TestAgentTimeoutIsRetriedBySupervisor(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, envOptions{})
 	id := e.submit("")
 	// The Scheduler claims and dispatches; the agent dies with the request.
-	if _, err := e.sys.Bridges[0].PollOnce(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.poll(0)
 	e.dropAgentRequests("reserve-inventory", 1)
 	// Nothing happens until CompleteBy passes.
 	e.supervise()
@@ -351,12 +361,10 @@ func TestAgentTimeoutIsRetriedBySupervisor(t *testing.T) {
 
 func TestRepeatedTimeoutsEndInErrorWithOneAlert(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, envOptions{})
 	id := e.submit("")
 	for i := range e.policy.MaxFailures {
-		if _, err := e.sys.Bridges[0].PollOnce(e.ctx); err != nil {
-			t.Fatal(err)
-		}
+		e.poll(0)
 		e.dropAgentRequests("reserve-inventory", 1)
 		e.expire(id)
 		e.supervise()
@@ -388,11 +396,9 @@ func TestRepeatedTimeoutsEndInErrorWithOneAlert(t *testing.T) {
 
 func TestPermanentFailureStopsTheOrder(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, envOptions{})
 	e.sim.RejectStep("charge-payment")
-	id := e.submit("")
-	e.settle()
-	st := e.state(id)
+	id, st := e.run()
 	if st.ProcessState != workflow.Error || st.Step != "charge-payment" || !strings.Contains(st.LastError, "rejected") || st.AlertPending {
 		t.Fatalf("final %+v", st)
 	}
@@ -400,9 +406,7 @@ func TestPermanentFailureStopsTheOrder(t *testing.T) {
 		t.Fatalf("steps %+v", st.Steps)
 	}
 	e.assertEffectsOnce(id, "reserve-inventory")
-	if n := e.sim.EffectCount(workflow.IdempotencyKey(id, "charge-payment")); n != 0 {
-		t.Fatalf("rejected step applied %d times", n)
-	}
+	e.assertRemote(id, "charge-payment", 0, 0) // rejected
 	e.assertTransitions(map[workflow.Transition]int{
 		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1,
 		workflow.TransitionStepCompleted: 1, workflow.TransitionFailed: 1,
@@ -415,18 +419,14 @@ func TestPermanentFailureStopsTheOrder(t *testing.T) {
 
 func TestLateReplyFromOldAttemptIsRejected(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, envOptions{})
 	id := e.submit("")
-	if _, err := e.sys.Bridges[0].PollOnce(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.poll(0)
 	old := e.dropAgentRequests("reserve-inventory", 1)[0]
 	e.expire(id)
 	e.supervise()
 	// Attempt 2 is claimed and its request waits for the agent.
-	if _, err := e.sys.Bridges[0].PollOnce(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.poll(0)
 	if st := e.state(id); st.Attempt != 2 || st.ProcessState != workflow.Processing {
 		t.Fatalf("after reclaim %+v", st)
 	}
@@ -437,12 +437,8 @@ func TestLateReplyFromOldAttemptIsRejected(t *testing.T) {
 	}
 	zombie := message.AgentReply{V: 1, Kind: message.KindAgentReply, OrderID: id, Step: req.Step, StepIndex: req.StepIndex,
 		Attempt: req.Attempt, Outcome: message.Succeeded, Output: json.RawMessage(`{"zombie":true}`)}
-	if _, err := e.sqs.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.sys.ResponseQueue.URL), MessageBody: aws.String(message.Encode(zombie))}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.sys.Bridges[1].PollOnce(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.sendRaw(e.sys.ResponseQueue.URL, message.Encode(zombie))
+	e.poll(1)
 	if st := e.state(id); st.Attempt != 2 || st.StepIndex != 0 || st.ProcessState != workflow.Processing || len(st.Steps[0].Output) != 0 {
 		t.Fatalf("zombie reply committed: %+v", st)
 	}
@@ -458,26 +454,20 @@ func TestLateReplyFromOldAttemptIsRejected(t *testing.T) {
 
 func TestDuplicateDeliveriesChangeNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, envOptions{})
 	id := e.submit("")
 	// The schedule message is delivered twice: one claim, one dispatch.
 	sched := message.Encode(message.NewSchedule(id, 0, "duplicate"))
-	if _, err := e.sqs.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.sys.SchedulerQueue.URL), MessageBody: aws.String(sched)}); err != nil {
-		t.Fatal(err)
-	}
+	e.sendRaw(e.sys.SchedulerQueue.URL, sched)
 	for range 2 {
-		if _, err := e.sys.Bridges[0].PollOnce(e.ctx); err != nil {
-			t.Fatal(err)
-		}
+		e.poll(0)
 	}
 	reqs := e.dropAgentRequests("reserve-inventory", 1)
 	enginetest.AssertNoMessages(e.ctx, t, e.sqs, e.sys.AgentQueues["reserve-inventory"].URL, 200*time.Millisecond)
 	// The agent request is delivered twice, so the agent replies twice; the
 	// remote applies the effect once, and the second reply is stale.
 	for range 2 {
-		if _, err := e.sqs.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.sys.AgentQueues["reserve-inventory"].URL), MessageBody: aws.String(reqs[0])}); err != nil {
-			t.Fatal(err)
-		}
+		e.sendRaw(e.sys.AgentQueues["reserve-inventory"].URL, reqs[0])
 	}
 	e.settle()
 	st := e.state(id)
@@ -489,7 +479,7 @@ func TestDuplicateDeliveriesChangeNothing(t *testing.T) {
 
 func TestConcurrentSchedulersClaimOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, envOptions{})
 	id := e.submit("")
 	// Drain the submission's schedule message, then hand the same message to
 	// eight Scheduler invocations at once.
@@ -514,16 +504,14 @@ func TestConcurrentSchedulersClaimOnce(t *testing.T) {
 
 func TestTwoSupervisorsRecoverEachRecordOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, envOptions{})
 	const n = 12
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = e.submit("")
 	}
 	for range 3 {
-		if _, err := e.sys.Bridges[0].PollOnce(e.ctx); err != nil {
-			t.Fatal(err)
-		}
+		e.poll(0)
 	}
 	e.dropAgentRequests("reserve-inventory", n)
 	e.clk.Advance(2 * time.Minute)
@@ -553,7 +541,7 @@ func TestTwoSupervisorsRecoverEachRecordOnce(t *testing.T) {
 
 func TestIdempotentSubmission(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, envOptions{})
 	first := e.submit("checkout-77")
 	again := e.post(orderBody, "checkout-77")
 	if again.StatusCode != 202 || !strings.Contains(again.Body, first) {
@@ -570,7 +558,7 @@ func TestIdempotentSubmission(t *testing.T) {
 
 func TestUnclaimedOrderIsRequeued(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, envOptions{})
 	id := e.submit("")
 	// The schedule message is lost (as if the send after the transaction had
 	// failed).
@@ -603,12 +591,10 @@ func TestPoisonMessageGoesToDLQWithoutBlockingTheBatch(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
+			e := newEnv(t, envOptions{})
 			id := e.submit("")
 			q := tc.queue(e.sys)
-			if _, err := e.sqs.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q.URL), MessageBody: aws.String(tc.body)}); err != nil {
-				t.Fatal(err)
-			}
+			e.sendRaw(q.URL, tc.body)
 			// Poll until the poison has been received MaxReceiveCount times
 			// and the next receive moves it to the DLQ, while the order
 			// runs on.
@@ -648,11 +634,9 @@ func TestPoisonMessageGoesToDLQWithoutBlockingTheBatch(t *testing.T) {
 func TestRequestsPerOrder(t *testing.T) {
 	t.Parallel()
 	var counter reqcount.Counter
-	e := newCountingEnv(t, &counter)
+	e := newEnv(t, envOptions{counter: &counter})
 	counter.Reset()
-	id := e.submit("")
-	e.settle()
-	if st := e.state(id); st.ProcessState != workflow.Processed {
+	if _, st := e.run(); st.ProcessState != workflow.Processed {
 		t.Fatalf("final %+v", st)
 	}
 	got := counter.Snapshot()

@@ -35,6 +35,29 @@ const (
 	OrderE = "5a6b7c8d-9e0f-4a1b-8c2d-3e4f5a6b7c8d"
 )
 
+// Sample values of what the stack deploys the Scheduler and the Supervisor
+// with.
+const (
+	SampleSchedulerQueue = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-scheduler"
+	SampleTopicARN       = "arn:aws:sns:eu-west-1:123456789012:sas-alerts"
+)
+
+// DeployedEnv is the environment the stack gives the Scheduler and the
+// Supervisor for the settings they share (followup.Config), plus kv's
+// pairs.
+func DeployedEnv(kv ...string) map[string]string {
+	env := map[string]string{
+		"ORDERS_TABLE":        "sas-orders",
+		"STATE_TABLE":         "sas-state",
+		"SCHEDULER_QUEUE_URL": SampleSchedulerQueue,
+		"ALERT_TOPIC_ARN":     SampleTopicARN,
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		env[kv[i]] = kv[i+1]
+	}
+	return env
+}
+
 // Faults the tests inject: the store throttled, the queue and the topic
 // unavailable.
 var (

@@ -257,7 +257,7 @@ func (p *proc) tail() string {
 }
 
 func dynamoDBReady(ctx context.Context, endpoint string) error {
-	c := newDynamoDB(endpoint, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+	c := dynamodb.NewFromConfig(config(endpoint), func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
 	_, err := c.ListTables(ctx, &dynamodb.ListTablesInput{})
 	return err
 }

@@ -120,48 +120,39 @@ func Endpoints(tb testing.TB) (dynamoDB, aws string) {
 func DynamoDB(tb testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	tb.Helper()
 	endpoint, _ := Endpoints(tb)
-	return newDynamoDB(endpoint, optFns...)
+	return dynamodb.NewFromConfig(config(endpoint), optFns...)
 }
 
 // SQS returns a client for the SQS engine.
 func SQS(tb testing.TB, optFns ...func(*sqs.Options)) *sqs.Client {
 	tb.Helper()
 	_, endpoint := Endpoints(tb)
-	return sqs.NewFromConfig(config(), append([]func(*sqs.Options){func(o *sqs.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-	}}, optFns...)...)
+	return sqs.NewFromConfig(config(endpoint), optFns...)
 }
 
 // SNS returns a client for the SNS engine.
 func SNS(tb testing.TB, optFns ...func(*sns.Options)) *sns.Client {
 	tb.Helper()
 	_, endpoint := Endpoints(tb)
-	return sns.NewFromConfig(config(), append([]func(*sns.Options){func(o *sns.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-	}}, optFns...)...)
+	return sns.NewFromConfig(config(endpoint), optFns...)
 }
 
 // Streams returns a DynamoDB Streams client for the DynamoDB engine.
 func Streams(tb testing.TB, optFns ...func(*dynamodbstreams.Options)) *dynamodbstreams.Client {
 	tb.Helper()
 	endpoint, _ := Endpoints(tb)
-	return dynamodbstreams.NewFromConfig(config(), append([]func(*dynamodbstreams.Options){func(o *dynamodbstreams.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-	}}, optFns...)...)
-}
-
-func newDynamoDB(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
-	return dynamodb.NewFromConfig(config(), append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-	}}, optFns...)...)
+	return dynamodbstreams.NewFromConfig(config(endpoint), optFns...)
 }
 
 // config is built by hand rather than with config.LoadDefaultConfig so that
-// a developer's AWS_PROFILE or real credentials can never reach a test.
-func config() aws.Config {
+// a developer's AWS_PROFILE or real credentials can never reach a test. A
+// client takes endpoint from its BaseEndpoint before the caller's options
+// run, so those can still change it.
+func config(endpoint string) aws.Config {
 	return aws.Config{
-		Region:      Region,
-		Credentials: credentials.NewStaticCredentialsProvider("enginetest", "enginetest", ""),
+		Region:       Region,
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("enginetest", "enginetest", ""),
 		// A loaded 2-core machine makes the engines answer slowly now and
 		// then; a few quick retries absorb that. No client-side rate limit:
 		// parallel tests would otherwise drain the shared retry quota and fail

@@ -65,12 +65,9 @@ func createQueue(ctx context.Context, tb testing.TB, client *sqs.Client, name st
 		tb.Fatalf("create queue %s: %v", name, err)
 	}
 	url = aws.ToString(out.QueueUrl)
-	tb.Cleanup(func() {
-		ctx, cancel := cleanupContext()
-		defer cancel()
-		if _, err := client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
-			tb.Logf("delete queue %s: %v", url, err)
-		}
+	deleteAtEnd(tb, "queue "+url, func(ctx context.Context) error {
+		_, err := client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+		return err
 	})
 	got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(url),
@@ -99,12 +96,9 @@ func CreateTopicToQueue(tb testing.TB, snsClient *sns.Client, sqsClient *sqs.Cli
 		tb.Fatalf("create topic %s: %v", name, err)
 	}
 	topicARN = aws.ToString(out.TopicArn)
-	tb.Cleanup(func() {
-		ctx, cancel := cleanupContext()
-		defer cancel()
-		if _, err := snsClient.DeleteTopic(ctx, &sns.DeleteTopicInput{TopicArn: aws.String(topicARN)}); err != nil {
-			tb.Logf("delete topic %s: %v", topicARN, err)
-		}
+	deleteAtEnd(tb, "topic "+topicARN, func(ctx context.Context) error {
+		_, err := snsClient.DeleteTopic(ctx, &sns.DeleteTopicInput{TopicArn: aws.String(topicARN)})
+		return err
 	})
 	if _, err := snsClient.Subscribe(ctx, &sns.SubscribeInput{
 		TopicArn:              aws.String(topicARN),
@@ -116,6 +110,18 @@ func CreateTopicToQueue(tb testing.TB, snsClient *sns.Client, sqsClient *sqs.Cli
 		tb.Fatalf("subscribe queue %s to topic %s: %v", q.ARN, topicARN, err)
 	}
 	return topicARN, q
+}
+
+// deleteAtEnd deletes what when the test ends. A failed delete is only
+// logged: the test has passed or failed by then, and its names are unique.
+func deleteAtEnd(tb testing.TB, what string, del func(context.Context) error) {
+	tb.Cleanup(func() {
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		if err := del(ctx); err != nil {
+			tb.Logf("delete %s: %v", what, err)
+		}
+	})
 }
 
 // Notification is the JSON envelope SNS puts on a subscribed queue when raw

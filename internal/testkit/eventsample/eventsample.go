@@ -5,12 +5,11 @@
 package eventsample
 
 import (
-	"bytes"
-	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sasflow/sas/shared/jsonstrict"
 )
 
 // Load decodes events/<name> into a T.
@@ -20,14 +19,9 @@ func Load[T any](tb testing.TB, name string) T {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var ev T
-	if err := dec.Decode(&ev); err != nil {
+	if err := jsonstrict.Decode(b, &ev); err != nil {
 		tb.Fatalf("events/%s: %v", name, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		tb.Fatalf("events/%s: data after the event", name)
 	}
 	return ev
 }

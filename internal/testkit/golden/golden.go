@@ -21,6 +21,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sasflow/sas/shared/jsonstrict"
 )
 
 // Read returns the JSON document at path compacted; an unreadable or
@@ -78,16 +80,14 @@ func CheckType[T any](tb testing.TB, dir, name string) {
 	tb.Helper()
 	full := Read(tb, filepath.Join(dir, name+".json"))
 	var v T
-	dec := json.NewDecoder(bytes.NewReader(full))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
+	if err := jsonstrict.Decode(full, &v); err != nil {
 		tb.Fatalf("%s.json does not decode strictly into %T: %v", name, v, err)
 	}
-	if got := marshal(tb, v); !bytes.Equal(got, full) {
+	if got := Marshal(tb, v); !bytes.Equal(got, full) {
 		tb.Errorf("%T writes %s.json back as\n%s\nwant\n%s", v, name, got, full)
 	}
 	var zero T
-	if got, want := marshal(tb, zero), Read(tb, filepath.Join(dir, name+".zero.json")); !bytes.Equal(got, want) {
+	if got, want := Marshal(tb, zero), Read(tb, filepath.Join(dir, name+".zero.json")); !bytes.Equal(got, want) {
 		tb.Errorf("zero %T writes\n%s\nwant (%s.zero.json)\n%s", zero, got, name, want)
 	}
 	var members map[string]json.RawMessage
@@ -120,7 +120,8 @@ func memberNames(typ reflect.Type) []string {
 	return names
 }
 
-func marshal(tb testing.TB, v any) []byte {
+// Marshal is json.Marshal for a test: the bytes, or the test fails.
+func Marshal(tb testing.TB, v any) []byte {
 	tb.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -1,52 +1,14 @@
 package golden_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/sasflow/sas/internal/testkit/golden"
+	"github.com/sasflow/sas/internal/testkit/tbrecord"
 )
-
-// recorder is a testing.TB that keeps failures instead of failing the test,
-// so that a check that must fail can be asserted to. Only the methods the
-// kit calls are implemented; another one panics on the nil embedded TB.
-type recorder struct {
-	testing.TB
-	msgs []string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Fatal(args ...any) {
-	r.msgs = append(r.msgs, fmt.Sprint(args...))
-	runtime.Goexit()
-}
-
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	runtime.Goexit()
-}
-
-// run calls check with a recorder on its own goroutine, since Fatal ends
-// the goroutine as it does in a test, and returns what failed.
-func run(check func(testing.TB)) []string {
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		check(r)
-	}()
-	<-done
-	return r.msgs
-}
 
 // item is a tiny wire type; the variants below are what a careless edit of
 // it would make.
@@ -107,7 +69,7 @@ func TestCheckType(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			msgs := run(tc.check)
+			msgs := tbrecord.Run(tc.check)
 			if tc.want == "" && len(msgs) > 0 {
 				t.Fatalf("failed: %q", msgs)
 			}
@@ -136,7 +98,7 @@ func TestEqual(t *testing.T) {
 		{`not json`, "got\nnot json\n"},
 	}
 	for _, tc := range tests {
-		msgs := run(func(tb testing.TB) { golden.Equal(tb, path, []byte(tc.got)) })
+		msgs := tbrecord.Run(func(tb testing.TB) { golden.Equal(tb, path, []byte(tc.got)) })
 		if tc.want == "" && len(msgs) > 0 {
 			t.Errorf("Equal(%q) failed: %q", tc.got, msgs)
 		}

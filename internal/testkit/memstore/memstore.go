@@ -1,7 +1,8 @@
 // Package memstore is the state store in memory: statestore.Port without
 // DynamoDB, for the tests of the actors. Its writes are the workflow's own
 // meaning of a change (Fence.Admits, Patch.Apply), its queries answer with
-// the indexes' projections (statestore.Projected), and the conformance
+// the indexes' projections (statestore.Projected), its listings take the
+// real store's limits and cursors (statestore.Listing), and the conformance
 // suite of internal/testkit/storetest runs against it and against DynamoDB
 // Local alike, so it cannot drift from the real store.
 package memstore
@@ -10,6 +11,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -67,30 +69,28 @@ func (s *Store) CreateOrder(_ context.Context, o workflow.Order, st workflow.Sta
 
 // GetOrder reads an order.
 func (s *Store) GetOrder(_ context.Context, orderID string) (workflow.Order, error) {
-	if err := s.fault("GetOrder", workflow.Change{OrderID: orderID}); err != nil {
-		return workflow.Order{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.orders[orderID]
-	if !ok {
-		return workflow.Order{}, fmt.Errorf("get order %s: %w", orderID, workflow.ErrNotFound)
-	}
-	return o, nil
+	return get(s, "GetOrder", "order", s.orders, orderID)
 }
 
 // GetState reads a state record.
 func (s *Store) GetState(_ context.Context, orderID string) (workflow.State, error) {
-	if err := s.fault("GetState", workflow.Change{OrderID: orderID}); err != nil {
-		return workflow.State{}, err
+	st, err := get(s, "GetState", "state", s.states, orderID)
+	return clone(st), err
+}
+
+// get reads one item of items, as GetItem does, after the fault of method.
+func get[T any](s *Store, method, what string, items map[string]T, orderID string) (T, error) {
+	var none T
+	if err := s.fault(method, workflow.Change{OrderID: orderID}); err != nil {
+		return none, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st, ok := s.states[orderID]
+	v, ok := items[orderID]
 	if !ok {
-		return workflow.State{}, fmt.Errorf("get state %s: %w", orderID, workflow.ErrNotFound)
+		return none, fmt.Errorf("get %s %s: %w", what, orderID, workflow.ErrNotFound)
 	}
-	return clone(st), nil
+	return v, nil
 }
 
 // Apply writes c when its fence admits the record: a missing record, like
@@ -140,105 +140,83 @@ func (s *Store) Expired(_ context.Context, now time.Time, limit int) ([]workflow
 }
 
 // ListByState pages through the records in state, most recently changed
-// first, with cursors the real store's decoder reads.
+// first, with the real store's cursors.
 func (s *Store) ListByState(_ context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
-	if limit < 1 || limit > statestore.MaxPage {
-		return statestore.Page{}, fmt.Errorf("list %s: limit %d outside 1..%d", state, limit, statestore.MaxPage)
-	}
-	var after *statestore.Cursor
-	if cursor != "" {
-		c, err := statestore.DecodeCursor(cursor)
-		if err != nil {
-			return statestore.Page{}, err
+	return s.list(statestore.StateListing(state), limit, cursor, func() (rows []row) {
+		for _, st := range s.states {
+			if st.ProcessState == state {
+				rows = append(rows, row{statestore.Position{OrderID: st.OrderID, Sort: st.UpdatedAt.UnixMilli()}, st, true})
+			}
 		}
-		if c.State != string(state) {
-			return statestore.Page{}, fmt.Errorf("%w: it belongs to a listing of %q", statestore.ErrBadCursor, c.State)
-		}
-		after = &c
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var page statestore.Page
-	for _, st := range s.sorted(func(a, b workflow.State) int {
-		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(b.OrderID, a.OrderID))
-	}) {
-		pos := statestore.Cursor{State: string(state), OrderID: st.OrderID, ChangedAt: st.UpdatedAt.UnixMilli()}
-		if st.ProcessState != state || after != nil && !laterInList(*after, pos) {
-			continue
-		}
-		if len(page.States) == limit {
-			break
-		}
-		p, err := statestore.Projected(st, statestore.ByStateIndex)
-		if err != nil {
-			return statestore.Page{}, err
-		}
-		page.States = append(page.States, p)
-		if len(page.States) == limit {
-			// As DynamoDB: a full page has a next one, maybe empty.
-			page.Next = statestore.EncodeCursor(pos)
-		}
-	}
-	return page, nil
-}
-
-// laterInList reports whether pos comes after the cursor c in a listing by
-// state: changed earlier, or as early with a smaller ID.
-func laterInList(c, pos statestore.Cursor) bool {
-	return pos.ChangedAt < c.ChangedAt || pos.ChangedAt == c.ChangedAt && pos.OrderID < c.OrderID
+		return rows
+	})
 }
 
 // ListByOwner pages through the orders owner submitted, newest first.
 func (s *Store) ListByOwner(_ context.Context, owner string, limit int, cursor string) (statestore.Page, error) {
 	if owner == "" {
-		return statestore.Page{}, fmt.Errorf("list by owner: no owner")
+		return statestore.Page{}, errors.New("list by owner: no owner")
 	}
-	if limit < 1 || limit > statestore.MaxPage {
-		return statestore.Page{}, fmt.Errorf("list by owner: limit %d outside 1..%d", limit, statestore.MaxPage)
-	}
-	var after *statestore.OwnerCursor
-	if cursor != "" {
-		c, err := statestore.DecodeOwnerCursor(cursor)
-		if err != nil {
-			return statestore.Page{}, err
+	return s.list(statestore.OwnerListing(owner), limit, cursor, func() (rows []row) {
+		for _, o := range s.orders {
+			if o.Owner == owner {
+				st, ok := s.states[o.OrderID]
+				rows = append(rows, row{statestore.Position{OrderID: o.OrderID, Sort: o.CreatedAt.UnixMilli()}, st, ok})
+			}
 		}
-		if c.Owner != statestore.OwnerTag(owner) {
-			return statestore.Page{}, fmt.Errorf("%w: it belongs to another caller's listing", statestore.ErrBadCursor)
-		}
-		after = &c
+		return rows
+	})
+}
+
+// row is an entry of a listing's index: its position, and the state record
+// the listing shows (ok false when there is none).
+type row struct {
+	pos statestore.Position
+	st  workflow.State
+	ok  bool
+}
+
+// list answers a listing as DynamoDB's query of its index does, over the
+// rows of its partition (rows runs under mu): newest first, ties by
+// descending ID, from after the cursor's position, at most limit records as
+// ByState projects them; a full page has a next one, maybe empty.
+func (s *Store) list(l statestore.Listing, limit int, cursor string, rows func() []row) (statestore.Page, error) {
+	after, err := l.Start(limit, cursor)
+	if err != nil {
+		return statestore.Page{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	orders := make([]workflow.Order, 0, len(s.orders))
-	for _, o := range s.orders {
-		if o.Owner == owner {
-			orders = append(orders, o)
-		}
-	}
-	slices.SortFunc(orders, func(a, b workflow.Order) int {
-		return cmp.Or(b.CreatedAt.Compare(a.CreatedAt), cmp.Compare(b.OrderID, a.OrderID))
+	all := rows()
+	slices.SortFunc(all, func(a, b row) int {
+		return cmp.Or(cmp.Compare(b.pos.Sort, a.pos.Sort), cmp.Compare(b.pos.OrderID, a.pos.OrderID))
 	})
-	var page statestore.Page
-	for _, o := range orders {
-		pos := statestore.OwnerCursor{Owner: statestore.OwnerTag(owner), OrderID: o.OrderID, CreatedAtMs: o.CreatedAt.UnixMilli()}
-		if after != nil && !(pos.CreatedAtMs < after.CreatedAtMs || pos.CreatedAtMs == after.CreatedAtMs && pos.OrderID < after.OrderID) {
+	var p statestore.Page
+	for _, r := range all {
+		if after != nil && !listedAfter(r.pos, *after) {
 			continue
 		}
-		if len(page.States) == limit {
+		if len(p.States) == limit {
 			break
 		}
-		if st, ok := s.states[o.OrderID]; ok {
-			p, err := statestore.Projected(st, statestore.ByStateIndex)
+		if r.ok {
+			st, err := statestore.Projected(r.st, statestore.ByStateIndex)
 			if err != nil {
 				return statestore.Page{}, err
 			}
-			page.States = append(page.States, p)
+			p.States = append(p.States, st)
 		}
-		if len(page.States) == limit {
-			page.Next = statestore.EncodeOwnerCursor(pos)
+		if len(p.States) == limit {
+			p.Next = l.Next(r.pos)
 		}
 	}
-	return page, nil
+	return p, nil
+}
+
+// listedAfter reports whether pos comes after c in a listing: older, or as
+// old with a smaller ID.
+func listedAfter(pos, c statestore.Position) bool {
+	return pos.Sort < c.Sort || pos.Sort == c.Sort && pos.OrderID < c.OrderID
 }
 
 // Writes counts the writes that took effect, for tests that check a

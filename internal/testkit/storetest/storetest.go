@@ -44,6 +44,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("ExpiredFindsDueRecordsOfTheIndex", func(t *testing.T) { t.Parallel(); expired(t, open(t)) })
 	t.Run("ListByStatePages", func(t *testing.T) { t.Parallel(); listByState(t, open(t)) })
 	t.Run("ListByOwnerIsolatesOwners", func(t *testing.T) { t.Parallel(); listByOwner(t, open(t)) })
+	t.Run("ListingsPageThroughTies", func(t *testing.T) { t.Parallel(); listingTies(t, open(t)) })
 }
 
 // newOrder is an order of owner accepted at at, Pending at step 0.
@@ -331,23 +332,13 @@ func listByState(t *testing.T, s statestore.Port) {
 		create(t, s, id, "owner-a", t0.Add(time.Duration(i)*time.Second))
 		want = append([]string{id}, want...) // newest change first
 	}
-	var got []string
-	cursor := ""
-	for range 10 {
-		page, err := s.ListByState(ctx, workflow.Pending, 3, cursor)
-		if err != nil {
-			t.Fatal(err)
+	got := listAll(t, func(cursor string) (statestore.Page, error) {
+		return s.ListByState(ctx, workflow.Pending, 3, cursor)
+	}, func(st workflow.State) {
+		if st.Input != nil || len(st.Steps) != 0 || st.ProcessState != workflow.Pending {
+			t.Errorf("listed %+v: want the summary only", st)
 		}
-		for _, st := range page.States {
-			got = append(got, st.OrderID)
-			if st.Input != nil || len(st.Steps) != 0 || st.ProcessState != workflow.Pending {
-				t.Errorf("listed %+v: want the summary only", st)
-			}
-		}
-		if cursor = page.Next; cursor == "" {
-			break
-		}
-	}
+	})
 	if !slices.Equal(got, want) {
 		t.Fatalf("listed %v, want %v", got, want)
 	}
@@ -372,23 +363,13 @@ func listByOwner(t *testing.T, s statestore.Port) {
 		create(t, s, fmt.Sprintf("o-a-%d", i), "owner-a", t0.Add(time.Duration(i)*time.Second))
 		create(t, s, fmt.Sprintf("o-b-%d", i), "owner-b", t0.Add(time.Duration(i)*time.Second+time.Millisecond))
 	}
-	var got []string
-	cursor := ""
-	for range 10 {
-		page, err := s.ListByOwner(ctx, "owner-a", 2, cursor)
-		if err != nil {
-			t.Fatal(err)
+	got := listAll(t, func(cursor string) (statestore.Page, error) {
+		return s.ListByOwner(ctx, "owner-a", 2, cursor)
+	}, func(st workflow.State) {
+		if st.Owner != "" && st.Owner != "owner-a" {
+			t.Errorf("owner-a's listing shows %s of %s", st.OrderID, st.Owner)
 		}
-		for _, st := range page.States {
-			got = append(got, st.OrderID)
-			if st.Owner != "" && st.Owner != "owner-a" {
-				t.Errorf("owner-a's listing shows %s of %s", st.OrderID, st.Owner)
-			}
-		}
-		if cursor = page.Next; cursor == "" {
-			break
-		}
-	}
+	})
 	if want := []string{"o-a-4", "o-a-3", "o-a-2", "o-a-1", "o-a-0"}; !slices.Equal(got, want) {
 		t.Fatalf("owner-a lists %v, want %v", got, want)
 	}
@@ -402,4 +383,52 @@ func listByOwner(t *testing.T, s statestore.Port) {
 	if none, err := s.ListByOwner(ctx, "owner-c", 5, ""); err != nil || len(none.States) != 0 {
 		t.Errorf("a caller with no orders lists %+v, %v", none, err)
 	}
+}
+
+// listingTies: records whose sort key is the same millisecond, though their
+// times differ within it, are each listed once, a page of one at a time.
+func listingTies(t *testing.T, s statestore.Port) {
+	ctx := context.Background()
+	var want []string
+	for i := range 4 {
+		id := fmt.Sprintf("o-tie-%d", i)
+		create(t, s, id, "owner-t", t0.Add(time.Duration(3-i)*100*time.Microsecond))
+		want = append(want, id)
+	}
+	byState := listAll(t, func(cursor string) (statestore.Page, error) {
+		return s.ListByState(ctx, workflow.Pending, 1, cursor)
+	}, func(workflow.State) {})
+	byOwner := listAll(t, func(cursor string) (statestore.Page, error) {
+		return s.ListByOwner(ctx, "owner-t", 1, cursor)
+	}, func(workflow.State) {})
+	// The order of ties is the index's; only the set is the contract.
+	for _, got := range [][]string{byState, byOwner} {
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("listed %v, want each of %v once", got, want)
+		}
+	}
+}
+
+// listAll pages through a listing from its first page, checks every record
+// it shows, and returns their IDs in order.
+func listAll(t *testing.T, list func(cursor string) (statestore.Page, error), check func(workflow.State)) []string {
+	t.Helper()
+	var ids []string
+	cursor := ""
+	for range 10 {
+		page, err := list(cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range page.States {
+			ids = append(ids, st.OrderID)
+			check(st)
+		}
+		if cursor = page.Next; cursor == "" {
+			return ids
+		}
+	}
+	t.Fatalf("paging does not end after 10 pages: %v", ids)
+	return nil
 }

@@ -1,0 +1,80 @@
+package followup
+
+import (
+	"maps"
+
+	"github.com/sasflow/sas/shared/alert"
+	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Config is what the Scheduler and the Supervisor both read, and read alike:
+// where the records are, where hand-backs and alerts go, the operators' API,
+// and the workflow with its policy. Each one's Config embeds it, so the two
+// cannot drift.
+type Config struct {
+	OrdersTable       string
+	StateTable        string
+	SchedulerQueueURL string
+	// AlertTopicARN is the operators' SNS topic.
+	AlertTopicARN string
+	// OperatorAPIURL is the HTTP API the operators' CLI talks to, named in
+	// alerts' ready-to-run commands; optional.
+	OperatorAPIURL string
+	Workflow       workflow.Definition
+	Policy         workflow.Policy
+}
+
+// Variables names Config's fields, and the policy's, by the environment
+// variables Load reads them from.
+func Variables() map[string]string {
+	names := map[string]string{
+		"OrdersTable":       "ORDERS_TABLE",
+		"StateTable":        "STATE_TABLE",
+		"SchedulerQueueURL": "SCHEDULER_QUEUE_URL",
+		"AlertTopicARN":     "ALERT_TOPIC_ARN",
+		"OperatorAPIURL":    "OPERATOR_API_URL",
+	}
+	maps.Copy(names, workflow.PolicyVariables)
+	return names
+}
+
+// Load reads ORDERS_TABLE, STATE_TABLE, SCHEDULER_QUEUE_URL, ALERT_TOPIC_ARN,
+// the optional OPERATOR_API_URL and the policy variables of
+// workflow.LoadPolicy; it only parses, Check holds the rules. The workflow
+// is the default one, the one every function of a deployment runs.
+func Load(r *config.Reader) Config {
+	return Config{
+		OrdersTable:       r.String("ORDERS_TABLE"),
+		StateTable:        r.String("STATE_TABLE"),
+		SchedulerQueueURL: r.String("SCHEDULER_QUEUE_URL"),
+		AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
+		OperatorAPIURL:    r.String("OPERATOR_API_URL"),
+		Workflow:          workflow.Default(),
+		Policy:            workflow.LoadPolicy(r),
+	}
+}
+
+// Check records what breaks Config's rules, the workflow's and the policy's.
+func (c Config) Check(r *config.Rules) {
+	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
+	r.URL("SchedulerQueueURL", c.SchedulerQueueURL)
+	r.TopicARN("AlertTopicARN", c.AlertTopicARN)
+	if c.OperatorAPIURL != "" {
+		r.URL("OperatorAPIURL", c.OperatorAPIURL)
+	}
+	r.Add(c.Workflow.Validate())
+	c.Policy.Check(r)
+}
+
+// Machine is the state machine of the configured workflow and policy.
+func (c Config) Machine() workflow.Machine {
+	return workflow.Machine{Def: c.Workflow, Policy: c.Policy}
+}
+
+// Actions are the follow-ups of the changes an actor commits through
+// confirm, sending hand-backs with send and alerts with alerts.
+func (c Config) Actions(send Sender, alerts alert.Sender, confirm alert.Confirmer) Actions {
+	return Actions{Send: send, SchedulerQueueURL: c.SchedulerQueueURL, Alerts: alerts, Confirm: confirm,
+		MaxFailures: c.Policy.MaxFailures, CLI: alert.CLI(c.OperatorAPIURL)}
+}

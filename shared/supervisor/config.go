@@ -1,0 +1,46 @@
+package supervisor
+
+import (
+	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/followup"
+)
+
+// Config is the Supervisor's configuration. The settings it shares with the
+// Scheduler are followup.Config's.
+type Config struct {
+	followup.Config
+	// BatchLimit caps the records read per GSI shard in one run.
+	BatchLimit int
+}
+
+// DefaultBatchLimit is BATCH_LIMIT when it is unset: a run reads at most
+// this many expired records per GSI shard, and the next run the rest.
+const DefaultBatchLimit = 200
+
+// variables names the fields read from the environment, so LoadConfig
+// reports a problem under the name the operator sets.
+var variables = func() map[string]string {
+	names := followup.Variables()
+	names["BatchLimit"] = "BATCH_LIMIT"
+	return names
+}()
+
+// LoadConfig reads the variables of followup.Load (tables, scheduler queue,
+// alert topic, operator API, policy), shared with the Scheduler, and the
+// optional BATCH_LIMIT, and reports every problem at once, named by its
+// variable.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	return config.Load("supervisor config", getenv, variables, func(r *config.Reader) Config {
+		return Config{Config: followup.Load(r), BatchLimit: r.Int("BATCH_LIMIT", DefaultBatchLimit)}
+	})
+}
+
+// Validate checks every rule of the configuration and reports every
+// problem at once. New calls it, and LoadConfig applies the same rules.
+func (c Config) Validate() error { return config.Validate("supervisor config", c) }
+
+// Check records what breaks the rules in r.
+func (c Config) Check(r *config.Rules) {
+	c.Config.Check(r)
+	r.Count("BatchLimit", c.BatchLimit, 1, 10000)
+}

@@ -1,0 +1,55 @@
+// Package topic is the SNS adapter: one topic, published to with a body and
+// message attributes. The alert publisher (the operators' topic) and the
+// Notifier (the order-events topic) both publish through it.
+package topic
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+)
+
+// Client is the part of *sns.Client a Topic uses.
+type Client interface {
+	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
+}
+
+var _ Client = (*sns.Client)(nil)
+
+// Topic is one SNS topic.
+type Topic struct {
+	Client Client
+	ARN    string
+}
+
+// Message is what one publish sends. SNS refuses an empty attribute value,
+// so the caller leaves out what it does not know.
+type Message struct {
+	// Subject is the e-mail subject of an e-mail subscription; optional.
+	Subject string
+	Body    string
+	// Strings and Numbers are the message attributes subscribers filter on.
+	Strings map[string]string
+	Numbers map[string]int
+}
+
+// Publish sends m. String attributes are made valid UTF-8, as SNS requires.
+func (t Topic) Publish(ctx context.Context, m Message) error {
+	attrs := make(map[string]types.MessageAttributeValue, len(m.Strings)+len(m.Numbers))
+	for name, v := range m.Strings {
+		attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.ToValidUTF8(v, "?"))}
+	}
+	for name, n := range m.Numbers {
+		attrs[name] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(n))}
+	}
+	in := &sns.PublishInput{TopicArn: aws.String(t.ARN), Message: aws.String(m.Body), MessageAttributes: attrs}
+	if m.Subject != "" {
+		in.Subject = aws.String(m.Subject)
+	}
+	_, err := t.Client.Publish(ctx, in)
+	return err
+}
