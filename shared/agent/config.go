@@ -164,6 +164,11 @@ func (c Config) Check(r *config.Rules) {
 	r.Count("Concurrency", c.Concurrency, 1, maxConcurrency)
 	r.Within("SafetyMargin", c.SafetyMargin, 0, time.Minute)
 	r.Count("MaxReceiveCount", c.MaxReceiveCount, 1, maxReceiveCount)
+	// Optional: without it a poison request still goes to the DLQ, whose
+	// alarm pages; with a malformed one every alert would fail.
+	if c.AlertTopicARN != "" {
+		r.TopicARN("AlertTopicARN", c.AlertTopicARN)
+	}
 	// Zero stands for workflow.DefaultMaxOutputBytes.
 	r.Count("MaxOutputBytes", c.MaxOutputBytes, 0, workflow.MaxMessageBytes)
 }

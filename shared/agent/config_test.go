@@ -76,6 +76,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{Name: "cooldown negative", Set: []string{"BREAKER_COOLDOWN", "-1s"}, Want: []string{"BREAKER_COOLDOWN=-1s must be within"}},
 		{Name: "concurrency too high", Set: []string{"AGENT_CONCURRENCY", "101"}, Want: []string{"AGENT_CONCURRENCY=101 must be within 1..100"}},
 		{Name: "margin too long", Set: []string{"SAFETY_MARGIN", "2m"}, Want: []string{"SAFETY_MARGIN=2m0s must be within 0s..1m0s"}},
+		{Name: "alert topic not an ARN", Set: []string{"ALERT_TOPIC_ARN", "alerts"}, Want: []string{`ALERT_TOPIC_ARN="alerts" is not an SNS topic ARN`}},
 		{Name: "receive count zero", Set: []string{"MAX_RECEIVE_COUNT", "0"}, Want: []string{"MAX_RECEIVE_COUNT=0 must be within 1..1000"}},
 		{Name: "several at once", Set: []string{"AGENT_STEP", "", "AGENT_CONCURRENCY", "0"}, Want: []string{"AGENT_STEP is required", "AGENT_CONCURRENCY=0"}},
 		// A parse error and a broken rule are both reported.
@@ -115,6 +116,9 @@ func TestConfigValidate(t *testing.T) {
 		{"no concurrency", func(c *agent.Config) { c.Concurrency = 0 }, []string{"Concurrency=0 must be within 1..100"}},
 		{"negative margin", func(c *agent.Config) { c.SafetyMargin = -1 }, []string{"SafetyMargin=-1ns must be within 0s..1m0s"}},
 		{"no receive count", func(c *agent.Config) { c.MaxReceiveCount = 0 }, []string{"MaxReceiveCount=0 must be within 1..1000"}},
+		{"an alert topic", func(c *agent.Config) { c.AlertTopicARN = "arn:aws:sns:eu-west-1:123456789012:alerts" }, nil},
+		{"an alert topic that is a queue", func(c *agent.Config) { c.AlertTopicARN = "arn:aws:sqs:eu-west-1:123456789012:alerts" },
+			[]string{`AlertTopicARN="arn:aws:sqs:eu-west-1:123456789012:alerts" is not an SNS topic ARN`}},
 		{"output limit over a message", func(c *agent.Config) { c.MaxOutputBytes = workflow.MaxMessageBytes + 1 }, []string{"MaxOutputBytes="}},
 		{"several at once", func(c *agent.Config) { c.Step, c.Concurrency, c.SafetyMargin = "", 0, time.Hour },
 			[]string{"Step is required", "Concurrency=0", "SafetyMargin=1h0m0s"}},

@@ -41,8 +41,15 @@ type Actions struct {
 // but the caller should report it.
 func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State, now time.Time, log *slog.Logger) error {
 	if c.Transition != "" {
-		log.Log(ctx, c.Transition.Level(), c.Transition.Message(), c.Transition.Attr(),
-			"state", st.ProcessState, "step", st.Step, "attempt", st.Attempt, "failureCount", st.FailureCount)
+		// The caller's logger names the step and attempt the event was
+		// about; where the write left the record goes under its own key,
+		// so no key is on the line twice.
+		attrs := []any{c.Transition.Attr(), "state", st.ProcessState, "failureCount", st.FailureCount,
+			slog.Group("written", "step", st.Step, "stepIndex", st.StepIndex, "attempt", st.Attempt)}
+		if h := c.Handback; h != nil {
+			attrs = append(attrs, slog.Group("handback", "reason", h.Reason, "compensate", h.Undo, "delay", h.Delay))
+		}
+		log.Log(ctx, c.Transition.Level(), c.Transition.Message(), attrs...)
 	}
 	if c.Notice != "" && a.Alerts != nil {
 		// Not through the outbox: the record goes on by itself, and if it

@@ -190,7 +190,6 @@ func DecodeAgentReply(body string) (AgentReply, error) {
 }
 
 // validate applies a decoded message's rules beyond its JSON shape.
-// validate applies a decoded message's rules beyond its JSON shape.
 func (m Schedule) validate() error { return checkOrderStep(m.OrderID, m.StepIndex) }
 
 func (m AgentRequest) validate() error {

@@ -24,11 +24,10 @@ import (
 )
 
 // Store is the part of the state store the Scheduler uses: it applies the
-// changes the workflow's Machine decides, and reads a record before it
-// commits a permanent fault (the plan depends on the step's history).
+// changes the workflow's Machine decides, and works from the record each
+// write returns, so it reads nothing else.
 type Store interface {
 	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
-	GetState(ctx context.Context, orderID string) (workflow.State, error)
 }
 
 // Sender puts a message on an SQS queue.
@@ -292,10 +291,10 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 		}
 		m.Output = nil
 	}
-	c, err := h.decide(ctx, m, owner, now)
-	if err != nil {
-		return err
+	if m.Outcome == message.Failed {
+		log = log.With("fault", m.Fault.Code)
 	}
+	c := h.decide(m, owner, now)
 	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
 		log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
@@ -312,25 +311,17 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	return nil
 }
 
-// decide is the change a reply asks for. A permanent fault of a step needs
-// the record as it is: whether its step may have been applied decides what
-// to undo.
-func (h *Handler) decide(ctx context.Context, m message.AgentReply, owner string, now time.Time) (workflow.Change, error) {
+// decide is the change a reply asks for.
+func (h *Handler) decide(m message.AgentReply, owner string, now time.Time) workflow.Change {
 	switch {
 	case m.Action.Undo() && m.Outcome == message.Failed:
-		return h.machine.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, "compensation "+FailureMessage(*m.Fault), now), nil
+		return h.machine.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, "compensation "+FailureMessage(*m.Fault), now)
 	case m.Action.Undo():
-		return h.machine.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now), nil
+		return h.machine.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now)
 	case m.Outcome == message.Failed:
-		// The write is fenced by Attempt, so a record that moved on since
-		// this read is refused, not overwritten.
-		seen, err := h.store.GetState(ctx, m.OrderID)
-		if err != nil {
-			return workflow.Change{}, fmt.Errorf("read %s before committing its failure: %w", m.OrderID, err)
-		}
-		return h.machine.StepRejected(seen, m.OrderID, m.StepIndex, m.Attempt, FailureMessage(*m.Fault), owner, now), nil
+		return h.machine.StepRejected(m.OrderID, m.StepIndex, m.Attempt, FailureMessage(*m.Fault), owner, now)
 	}
-	return h.machine.StepCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now), nil
+	return h.machine.StepCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now)
 }
 
 // FailureMessage is the LastError of a step an agent reported failed.

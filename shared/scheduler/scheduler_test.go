@@ -286,7 +286,7 @@ func TestHandleOutcomes(t *testing.T) {
 	apply := func(label string) string { return "Apply " + orderA + " " + label }
 	send := func(queue string) string { return "Send " + queue + " " + orderA }
 	claim, retried, completed, processed := apply("claimed"), apply("retried"), apply("step-completed"), apply("processed")
-	read, failed, confirm := "GetState "+orderA, apply("failed"), apply("alert-sent")
+	failed, confirm := apply("failed"), apply("alert-sent")
 	publish := "Publish permanent-failure " + orderA
 	reserve, charge, ship, handBack := send("agent-reserve-inventory"), send("agent-charge-payment"), send("agent-ship-goods"), send("scheduler")
 	storeFails := func(method, label string) func(*fixture) {
@@ -401,29 +401,22 @@ func TestHandleOutcomes(t *testing.T) {
 			want:      actortest.Digest{State: workflow.Pending, Step: 1, Attempt: 2, Failures: 1}, wantWrites: 2,
 		},
 		{
-			name: "failed reply: read, fail, alert, confirm",
+			name: "failed reply: fail, alert, confirm",
 			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
-			wantCalls: []string{read, failed, publish, confirm},
+			wantCalls: []string{failed, publish, confirm},
 			want:      actortest.Digest{State: workflow.Error, Step: 1, Attempt: 3}, wantWrites: 2,
 		},
 		{
 			name: "stale failed reply: dropped quietly",
 			seed: processingAt(cfg, orderA, 1, 4, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
-			wantCalls: []string{read, failed},
+			wantCalls: []string{failed},
 			want:      actortest.Digest{State: workflow.Processing, Step: 1, Attempt: 4, Locked: true},
-		},
-		{
-			name: "read before the failure fails: redelivered",
-			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
-			setup:     storeFails("GetState", ""),
-			wantCalls: []string{read}, redeliver: true,
-			want: actortest.Digest{State: workflow.Processing, Step: 1, Attempt: 3, Locked: true},
 		},
 		{
 			name: "fail store error: redelivered",
 			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
 			setup:     storeFails("Apply", "failed"),
-			wantCalls: []string{read, failed}, redeliver: true,
+			wantCalls: []string{failed}, redeliver: true,
 			want: actortest.Digest{State: workflow.Processing, Step: 1, Attempt: 3, Locked: true},
 		},
 		{
@@ -431,21 +424,21 @@ func TestHandleOutcomes(t *testing.T) {
 			name: "alert not published: not confirmed, not redelivered",
 			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
 			setup:     func(f *fixture) { f.Publish.Fail = func(alert.Alert) error { return errSNS } },
-			wantCalls: []string{read, failed, publish},
+			wantCalls: []string{failed, publish},
 			want:      actortest.Digest{State: workflow.Error, Step: 1, Attempt: 3, AlertOwed: true}, wantWrites: 1,
 		},
 		{
 			name: "alert published, confirmation fails: not redelivered",
 			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
 			setup:     storeFails("Apply", "alert-sent"),
-			wantCalls: []string{read, failed, publish, confirm},
+			wantCalls: []string{failed, publish, confirm},
 			want:      actortest.Digest{State: workflow.Error, Step: 1, Attempt: 3, AlertOwed: true}, wantWrites: 1,
 		},
 		{
 			name: "alert confirmed by another actor first: not redelivered",
 			seed: processingAt(cfg, orderA, 1, 3, testNow), body: failedBody(orderA, "charge-payment", 1, 3),
 			setup:     func(f *fixture) { f.Store.Beaten("alert-sent", orderA) },
-			wantCalls: []string{read, failed, publish, confirm},
+			wantCalls: []string{failed, publish, confirm},
 			// The other actor's confirmation is the second write.
 			want: actortest.Digest{State: workflow.Error, Step: 1, Attempt: 3}, wantWrites: 2,
 		},
@@ -719,7 +712,7 @@ func TestReplyWithAnOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
 		Outcome: message.Succeeded, Output: json.RawMessage(`{"receipt":"` + strings.Repeat("x", 100) + `"}`),
 	})
 	f.handle(t, context.Background(), record("m1", body))
-	f.Calls.Check(t, "GetState "+orderA, "Apply "+orderA+" failed", "Publish permanent-failure "+orderA, "Apply "+orderA+" alert-sent")
+	f.Calls.Check(t, "Apply "+orderA+" failed", "Publish permanent-failure "+orderA, "Apply "+orderA+" alert-sent")
 	st := f.Store.Record(t, orderA)
 	if len(st.Steps[1].Output) != 0 || st.Steps[1].State != workflow.StepFailed {
 		t.Fatalf("step history %+v: the output must not be committed", st.Steps[1])
@@ -828,7 +821,7 @@ func TestReplyFailed(t *testing.T) {
 		t.Fatalf("batch item failures = %v", failed)
 	}
 	// Publish before confirming; nothing advanced or sent.
-	f.Calls.Check(t, "GetState "+orderC, "Apply "+orderC+" failed", "Publish permanent-failure "+orderC, "Apply "+orderC+" alert-sent")
+	f.Calls.Check(t, "Apply "+orderC+" failed", "Publish permanent-failure "+orderC, "Apply "+orderC+" alert-sent")
 	const lastError = "card-declined: the issuer declined the card"
 	st := f.Store.Record(t, orderC)
 	if st.ProcessState != workflow.Error || st.StepIndex != 1 || st.Attempt != 3 || st.LastError != lastError ||
@@ -1032,7 +1025,7 @@ func TestBatchProcessesEveryRecord(t *testing.T) {
 		"Apply "+orderB+" claimed",
 		"Apply "+orderC+" claimed",
 		"Apply "+orderD+" step-completed", "Send agent-ship-goods "+orderD,
-		"GetState "+orderB, "Apply "+orderB+" failed", "Publish permanent-failure "+orderB, "Apply "+orderB+" alert-sent",
+		"Apply "+orderB+" failed", "Publish permanent-failure "+orderB, "Apply "+orderB+" alert-sent",
 		"Apply "+orderE+" claimed", "Send agent-ship-goods "+orderE,
 	)
 	owners := []string{}
@@ -1233,7 +1226,7 @@ func TestSampleAgentReplyEvent(t *testing.T) {
 	agentQueue := "Send sas-agent-charge-payment "
 	f.Calls.Check(t,
 		"Apply "+ok.OrderID+" step-completed", agentQueue+ok.OrderID,
-		"GetState "+bad.OrderID, "Apply "+bad.OrderID+" compensating", agentQueue+bad.OrderID,
+		"Apply "+bad.OrderID+" compensating", agentQueue+bad.OrderID,
 	)
 	if c := f.Store.Changes("step-completed"); len(c) != 1 || c[0].OrderID != ok.OrderID || *c[0].Fence.Attempt != ok.Attempt {
 		t.Errorf("commits = %+v, want one for %+v", c, ok)

@@ -128,6 +128,12 @@ func (e *expr) OneOf(p string, vs ...types.AttributeValue) *expr {
 	return e
 }
 
+// Present adds the condition attribute_exists(p).
+func (e *expr) Present(p string) *expr {
+	e.cond = append(e.cond, "attribute_exists("+e.path(p)+")")
+	return e
+}
+
 // Absent adds the condition attribute_not_exists(p).
 func (e *expr) Absent(p string) *expr {
 	e.cond = append(e.cond, "attribute_not_exists("+e.path(p)+")")

@@ -65,7 +65,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 		name:   "permanent failure that starts the compensation",
 		before: claimed,
 		change: func(seen workflow.State) workflow.Change {
-			return machine.StepRejected(seen, seen.OrderID, 0, seen.Attempt, "rejected", "scheduler/b", now)
+			return machine.StepRejected(seen.OrderID, 0, seen.Attempt, "rejected", "scheduler/b", now)
 		},
 		check: func(t *testing.T, got workflow.State) {
 			if got.ProcessState != workflow.Compensating || got.LockedBy != "scheduler/b" {

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -116,6 +117,11 @@ func (s *Store) get(ctx context.Context, table, orderID string) (map[string]type
 // its patch as one conditional UpdateItem. A failed fence is
 // workflow.ErrStale, never an overwrite. It returns the record as written.
 func (s *Store) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
+	// The record's step count is unknown without a read: a step past the
+	// end is DynamoDB's to refuse (a path that does not exist).
+	if err := c.Patch.CheckSteps(math.MaxInt); err != nil {
+		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, err)
+	}
 	e := newExpr()
 	fenceOf(e, c.Fence)
 	patchOf(e, c.OrderID, c.Patch)
@@ -130,8 +136,11 @@ func (s *Store) Apply(ctx context.Context, c workflow.Change) (workflow.State, e
 	return st, nil
 }
 
-// fenceOf adds the fence's conditions.
+// fenceOf adds the fence's conditions. The record must exist whatever the
+// fence says: an update of a missing key would create a partial record, and
+// an empty fence must never become an unconditional write.
 func fenceOf(e *expr, f workflow.Fence) {
+	e.Present(KeyOrderID)
 	switch len(f.In) {
 	case 0:
 	case 1:

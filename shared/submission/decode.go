@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -35,11 +36,8 @@ var (
 )
 
 // FieldError names one offending field by its JSON path, such as
-// items[0].quantity.
-type FieldError struct {
-	Field  string `json:"field"`
-	Detail string `json:"detail"`
-}
+// items[0].quantity: the API's own type, so a problem body carries it as is.
+type FieldError = api.FieldError
 
 // MalformedError is the first structural fault found in a body. Decoding
 // stops there: after a syntax or type fault the rest cannot be trusted.

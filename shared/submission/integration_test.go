@@ -105,7 +105,7 @@ func (f *dynamoFixture) fail(t *testing.T, id string) {
 	for i := range m.Def.Steps {
 		m.Def.Steps[i].Compensable = false
 	}
-	if st = f.apply(t, m.StepRejected(st, id, 0, st.Attempt, "card declined", "scheduler-1", f.tick())); st.ProcessState != workflow.Error {
+	if st = f.apply(t, m.StepRejected(id, 0, st.Attempt, "card declined", "scheduler-1", f.tick())); st.ProcessState != workflow.Error {
 		t.Fatalf("fail %s: %+v", id, st)
 	}
 }

@@ -42,13 +42,7 @@ const (
 const internalErrorBody = `{"type":"` + ProblemInternal + `","title":"Internal Server Error","status":500,"detail":"internal error"}`
 
 func problem(status int, typ, detail string, errs ...FieldError) Problem {
-	var fields []api.FieldError
-	for _, fe := range errs {
-		// A conversion, not a copy of the shape: FieldError is to become
-		// an alias of api.FieldError, and then this loop can go.
-		fields = append(fields, api.FieldError(fe))
-	}
-	return Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Errors: fields}
+	return Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Errors: errs}
 }
 
 // respond marshals body with the given status. Every response, success or

@@ -107,11 +107,17 @@ func decodeSchedule(t *testing.T, body string) message.Schedule {
 
 // Records the Supervisor watches (in its index).
 
+// history is a record's step history, as an order of the default workflow
+// starts with: a store refuses a patch of a step the record lacks.
+func history() []workflow.StepRecord {
+	return workflow.NewState("", workflow.Default(), nil, testNow, testNow).Steps
+}
+
 func processing(orderID string, failures int, completeBy time.Time) workflow.State {
 	return workflow.State{
 		OrderID: orderID, Workflow: "order-v1", StepIndex: 1, Step: "charge-payment",
 		ProcessState: workflow.Processing, LockedBy: "scheduler/req-1/msg-1",
-		CompleteBy: completeBy, FailureCount: failures, Attempt: 4, InFlight: true,
+		CompleteBy: completeBy, FailureCount: failures, Attempt: 4, InFlight: true, Steps: history(),
 	}
 }
 
@@ -119,6 +125,7 @@ func pending(orderID string, completeBy time.Time) workflow.State {
 	return workflow.State{
 		OrderID: orderID, Workflow: "order-v1", StepIndex: 0, Step: "reserve-inventory",
 		ProcessState: workflow.Pending, CompleteBy: completeBy, FailureCount: 1, Attempt: 2, Requeues: 1, InFlight: true,
+		Steps: history(),
 	}
 }
 
@@ -130,6 +137,7 @@ func failed(orderID string, failures int, alertPending bool, completeBy time.Tim
 		OrderID: orderID, Workflow: "order-v1", StepIndex: 1, Step: "charge-payment",
 		ProcessState: workflow.Error, CompleteBy: completeBy, FailureCount: failures, Attempt: 6,
 		LastError: "card-declined: the issuer declined the card", AlertPending: alertPending, InFlight: true,
+		Steps: history(),
 	}
 }
 

@@ -2,6 +2,8 @@ package workflow
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -185,6 +187,28 @@ func (p Patch) Apply(s State) State {
 		}
 	}
 	return s
+}
+
+// ErrBadPatch: a patch names a step the record does not have, or one step
+// twice. It is a bug of the patch's maker, never an answer to retry.
+var ErrBadPatch = errors.New("bad patch")
+
+// CheckSteps reports a patch whose step indexes are not distinct and within
+// 0..n-1, for a record of n steps. Apply would skip such a step and a store
+// would refuse the write (DynamoDB: two paths overlap, or a path that does
+// not exist), so each store checks what it can before writing.
+func (p Patch) CheckSteps(n int) error {
+	seen := make(map[int]bool, len(p.Steps))
+	for _, sp := range p.Steps {
+		switch {
+		case sp.Index < 0 || sp.Index >= n:
+			return fmt.Errorf("%w: step %d of a record of %d steps", ErrBadPatch, sp.Index, n)
+		case seen[sp.Index]:
+			return fmt.Errorf("%w: step %d patched twice", ErrBadPatch, sp.Index)
+		}
+		seen[sp.Index] = true
+	}
+	return nil
 }
 
 // apply is one step's part of Apply; the store's update expression

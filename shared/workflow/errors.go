@@ -9,11 +9,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrExists: an order with this ID already exists.
 	ErrExists = errors.New("already exists")
-	// ErrClaimLost: the record was not Pending and unlocked at that step
-	// (another Scheduler won, or the message is stale). Normal and quiet.
-	ErrClaimLost = errors.New("claim lost")
-	// ErrStale: the record moved on since the caller read it (another Attempt,
-	// state or CompleteBy), so the caller's write was fenced off.
+	// ErrStale: the record moved on since the caller read it (another
+	// Scheduler claimed it, another Attempt, state or CompleteBy), so the
+	// caller's write was fenced off. Normal and quiet for a lost claim.
 	ErrStale = errors.New("stale write fenced off")
 )
 

@@ -56,18 +56,16 @@ func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMe
 }
 
 // StepRejected commits a permanent fault of attempt of step k with the
-// message msg. seen is the record as read before (its history decides the
-// plan): the order's compensation starts, claimed in the same write and
-// dispatched, when anything may need undoing (Definition.StopAt), else the
-// order is in Error and owes an alert.
-func (m Machine) StepRejected(seen State, orderID string, k, attempt int, msg, owner string, now time.Time) Change {
+// message msg: the order's compensation starts, claimed in the same write
+// and dispatched, when anything may need undoing, else the order is in
+// Error and owes an alert. Step k itself is undone too: the fence admits
+// only the record whose claim of step k this attempt was, so the step was
+// dispatched and its effect may have been applied (Uncertain), and the plan
+// needs no read of the record.
+func (m Machine) StepRejected(orderID string, k, attempt int, msg, owner string, now time.Time) Change {
 	c := reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
-	undo := -1
-	if seen.StepIndex == k {
-		undo = m.Def.StopAt(seen, StopPermanent).UndoFrom
-	}
-	if undo >= 0 {
+	if undo := m.Def.FirstCompensation(k, true); undo >= 0 {
 		stopStep(p, k, StepFailed, msg)
 		startUndo(p, undo, m.Def.Steps[undo].Name)
 		m.claimUndo(p, undo, owner, now)
@@ -196,7 +194,7 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (Change, error) {
 	}
 	stop := m.Def.StopAt(seen, StopCancel)
 	if stop.UndoFrom < 0 {
-		p.State, p.InFlight = Cancelled, ptr(false)
+		p.State, p.InFlight = stop.Terminal, ptr(false)
 		return c, nil
 	}
 	if stop.UndoFrom >= len(seen.Steps) {

@@ -52,7 +52,7 @@ func done(s State) Change {
 	return machineOf().StepCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"ok":1}`), "sched", s.UpdatedAt.Add(time.Second))
 }
 func rejected(s State) Change {
-	return machineOf().StepRejected(s, s.OrderID, s.StepIndex, s.Attempt, "rejected: no", "sched", s.UpdatedAt.Add(time.Second))
+	return machineOf().StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", "sched", s.UpdatedAt.Add(time.Second))
 }
 func undone(s State) Change {
 	return machineOf().UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), "sched", s.UpdatedAt.Add(time.Second))
@@ -215,6 +215,16 @@ func TestMachine(t *testing.T) {
 			}
 			if (c.Handback == nil) != (w.handback == nil) || c.Handback != nil && *c.Handback != *w.handback {
 				t.Errorf("handback %+v, want %+v", c.Handback, w.handback)
+			}
+			// Properties of every transition: the Supervisor watches what is
+			// in flight or owes an alert, and nothing else; and a fence
+			// never admits the record its own patch wrote, so a change
+			// retried after it committed cannot apply twice.
+			if after.InFlight != (after.ProcessState.InFlight() || after.AlertPending) {
+				t.Errorf("InFlight %v for a %s record with AlertPending %v", after.InFlight, after.ProcessState, after.AlertPending)
+			}
+			if c.Fence.Admits(after) {
+				t.Errorf("the fence admits the record its patch wrote: a retry would apply twice")
 			}
 			if StatusOf(after) != StatusOf(before) && after.EventSeq == before.EventSeq {
 				t.Errorf("the status changed from %s to %s without an event", StatusOf(before), StatusOf(after))

@@ -3,8 +3,9 @@ package workflow
 import "log/slog"
 
 // Transition names a committed change of a state record in the logs. Handlers
-// log it under TransitionKey once the change is committed (and, for the
-// Supervisor, handed back to the Scheduler), and
+// log it under TransitionKey once the change is committed (before its
+// follow-ups: a hand-back that then fails to send is re-sent by the
+// Supervisor, and counted as its own requeue), and
 // the CDK stack turns each one into a CloudWatch metric with a log metric
 // filter, so the dashboard shows orders flowing through the states without a
 // single extra API call.

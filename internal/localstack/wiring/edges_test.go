@@ -204,7 +204,7 @@ func TestUncertainOutcomeOperatorCancelsAnOrderInError(t *testing.T) {
 	// nothing undone. A workflow whose steps have no undo rejects the step
 	// so; the order itself runs the default workflow, whose steps do.
 	noUndo := workflow.Machine{Def: forwardOnly(), Policy: e.policy}
-	if failed, err := e.sys.Store.Apply(e.ctx, noUndo.StepRejected(st, id, 1, st.Attempt, "rejected", "scheduler-test", e.clk.Now())); err != nil ||
+	if failed, err := e.sys.Store.Apply(e.ctx, noUndo.StepRejected(id, 1, st.Attempt, "rejected", "scheduler-test", e.clk.Now())); err != nil ||
 		failed.ProcessState != workflow.Error || !failed.AlertPending {
 		t.Fatalf("rejecting step 1: %s, %v", brief(failed), err)
 	}

@@ -28,8 +28,10 @@ func (b *Buffer) String() string {
 	return b.buf.String()
 }
 
-// Records decodes every line written so far; a line that is not one JSON
-// object fails the test.
+// Records decodes every line written so far. A line that is not one JSON
+// object fails the test, and so does a line with a key twice: slog writes
+// both, a reader keeps one of them (which one is up to the reader), so a
+// query on that key can land on the wrong value.
 func (b *Buffer) Records(tb testing.TB) []map[string]any {
 	tb.Helper()
 	b.mu.Lock()
@@ -40,7 +42,35 @@ func (b *Buffer) Records(tb testing.TB) []map[string]any {
 		if err := json.Unmarshal(line, &m); err != nil {
 			tb.Fatalf("log line is not a JSON object: %q", line)
 		}
+		if key, ok := repeatedKey(line); ok {
+			tb.Errorf("log line has the key %q twice: %s", key, line)
+		}
 		out = append(out, m)
 	}
 	return out
+}
+
+// repeatedKey returns a top-level key that line, a JSON object, has twice.
+func repeatedKey(line []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if _, err := dec.Token(); err != nil { // the opening brace
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		key, _ := tok.(string)
+		if seen[key] {
+			return key, true
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }

@@ -106,6 +106,9 @@ func (s *Store) Apply(_ context.Context, c workflow.Change) (workflow.State, err
 	if !ok || !c.Fence.Admits(st) {
 		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, workflow.ErrStale)
 	}
+	if err := c.Patch.CheckSteps(len(st.Steps)); err != nil {
+		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, err)
+	}
 	st = normalize(c.Patch.Apply(st))
 	s.states[c.OrderID] = st
 	s.writes++

@@ -143,7 +143,7 @@ func reject(s workflow.State, now time.Time) workflow.Change {
 	if s.ProcessState == workflow.Compensating {
 		return machine.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", now)
 	}
-	return machine.StepRejected(s, s.OrderID, s.StepIndex, s.Attempt, "rejected: no", "scheduler/z", now)
+	return machine.StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", "scheduler/z", now)
 }
 
 func expire(s workflow.State, _ time.Time) workflow.Change {
@@ -249,6 +249,9 @@ func fences(t *testing.T, s statestore.Port) {
 		{"a recovery of a deadline that moved", recovery},
 		{"an alert confirmation of a record that owes none", workflow.AlertSent("o-fence", running.Attempt, t0.Add(2*time.Second))},
 		{"a change of a missing order", machine.Claim("o-missing", 0, false, "s", t0)},
+		// No fence at all still needs the record: a store must never create
+		// a partial one.
+		{"an unfenced change of a missing order", workflow.Change{OrderID: "o-missing", Patch: workflow.Patch{Now: t0, NextAttempt: true}}},
 	} {
 		if tc.c.Fence.Admits(running) && tc.c.OrderID == "o-fence" {
 			t.Fatalf("%s: the test is wrong, its fence admits the record", tc.name)
@@ -257,7 +260,22 @@ func fences(t *testing.T, s statestore.Port) {
 			t.Errorf("%s: %v, want ErrStale", tc.name, err)
 		}
 	}
+	// A patch naming a step the record lacks, or one step twice, is a bug:
+	// an error that is not ErrStale, and nothing written.
+	for _, steps := range [][]workflow.StepPatch{
+		{{Index: len(running.Steps), Failed: true}},
+		{{Index: -1, Failed: true}},
+		{{Index: 0, Failed: true}, {Index: 0, Claimed: true}},
+	} {
+		c := workflow.Change{OrderID: "o-fence", Patch: workflow.Patch{Now: t0, Steps: steps}}
+		if _, err := s.Apply(ctx, c); err == nil || errors.Is(err, workflow.ErrStale) {
+			t.Errorf("a patch of steps %+v: %v, want a refusal that is not ErrStale", steps, err)
+		}
+	}
 	same(t, "the record after the refused changes", get(t, s, "o-fence"), running)
+	if _, err := s.GetState(ctx, "o-missing"); !errors.Is(err, workflow.ErrNotFound) {
+		t.Errorf("the missing order after the refused changes: %v, want ErrNotFound", err)
+	}
 }
 
 // oneClaimWins: of many Schedulers claiming one step at once, one wins.
