@@ -180,7 +180,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	// A late agent stays silent: the Supervisor has taken over the step, and
 	// a reply now would race its recovery.
 	if !h.clk.Now().Before(m.CompleteBy) {
-		log.Warn("deadline passed, sending nothing", "completeBy", m.CompleteBy, "err", err)
+		log.Warn("deadline passed, sending nothing", "completeBy", m.CompleteBy, "error", err)
 		return done
 	}
 	var reply message.AgentReply
@@ -189,10 +189,10 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		reply = h.succeeded(log, m, out)
 	case IsPermanent(err):
 		reply = failed(m, FaultOf(err))
-		log.Warn("step failed permanently", "err", err, "faultCode", reply.Fault.Code)
+		log.Warn("step failed permanently", "error", err, "faultCode", reply.Fault.Code)
 	default:
 		// Nothing to say before the deadline; the Supervisor recovers the step.
-		log.Warn("step failed transiently until the deadline, sending nothing", "err", err)
+		log.Warn("step failed transiently until the deadline, sending nothing", "error", err)
 		return done
 	}
 	return h.sendReply(ctx, log, rec, m, reply)
@@ -201,7 +201,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 // poison logs a request that can never be processed, err first among attrs,
 // and leaves it to the queue's redrive policy, alerting on its last receive.
 func (h *Handler) poison(ctx context.Context, log *slog.Logger, rec events.SQSMessage, msg string, err error, attrs ...any) disposition {
-	log.Error(msg, append([]any{"err", err}, attrs...)...)
+	log.Error(msg, append([]any{"error", err}, attrs...)...)
 	alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
 	return redeliver
 }
@@ -212,10 +212,10 @@ func (h *Handler) poison(ctx context.Context, log *slog.Logger, rec events.SQSMe
 func (h *Handler) sendReply(ctx context.Context, log *slog.Logger, rec events.SQSMessage, m message.AgentRequest, reply message.AgentReply) disposition {
 	if err := h.replies.Send(ctx, h.cfg.ResponseQueueURL, encodeReply(m, reply), 0); err != nil {
 		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
-		log.Error("sending the reply failed; the request comes back soon", "err", err, "outcome", reply.Outcome, "in", wait)
+		log.Error("sending the reply failed; the request comes back soon", "error", err, "outcome", reply.Outcome, "in", wait)
 		if h.redeliver != nil {
 			if rerr := h.redeliver.After(ctx, rec, wait); rerr != nil {
-				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", "err", rerr)
+				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", "error", rerr)
 			}
 		}
 		return redeliver
@@ -339,7 +339,7 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 		if !h.clk.Now().Add(delay).Before(deadline) {
 			return nil, fmt.Errorf("try %d: %w (no time for another)", n+1, err)
 		}
-		log.Warn("try failed, retrying", "try", n+1, "err", err, "retryIn", delay)
+		log.Warn("try failed, retrying", "try", n+1, "error", err, "retryIn", delay)
 		if serr := h.sleep(ctx, delay); serr != nil {
 			return nil, fmt.Errorf("try %d: %w (no time for another)", n+1, err)
 		}

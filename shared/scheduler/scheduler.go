@@ -189,9 +189,9 @@ func (h *Handler) schedule(ctx context.Context, m message.Schedule, owner string
 // its message back; anything else that fails after a commit is left to the
 // Supervisor, since redelivering a committed reply cannot help.
 func (h *Handler) followUp(ctx context.Context, c workflow.Change, st workflow.State, now time.Time, log *slog.Logger) error {
-	if err := h.followup.After(ctx, c, st, now, log); err != nil {
-		log.Warn("the Supervisor will recover the step", "error", err)
-	}
+	// After logs its own failure (a hand-back not sent), which the
+	// Supervisor repairs; the dispatch goes on regardless.
+	_ = h.followup.After(ctx, c, st, now, log)
 	if !c.Dispatch {
 		return nil
 	}
@@ -292,7 +292,7 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 		m.Output = nil
 	}
 	if m.Outcome == message.Failed {
-		log = log.With("fault", m.Fault.Code)
+		log = log.With("faultCode", m.Fault.Code)
 	}
 	c := h.decide(m, owner, now)
 	st, err := h.store.Apply(ctx, c)

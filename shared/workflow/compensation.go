@@ -42,9 +42,10 @@ func (d Definition) NextCompensation(i int) int {
 // idempotent service does not always remember a rejection under its key. So
 // no outcome of a dispatched step is proof that nothing was applied, and the
 // step is undone with the others; its undo also makes the remote refuse the
-// key from then on, so a late copy can no longer apply it. The reason does
-// not change this; it is kept for the logs and for StopAt's terminal state.
-func Uncertain(s State, _ StopReason) bool {
+// key from then on, so a late copy can no longer apply it. Why the order
+// stops does not change this. A record without its step history (an index's
+// projection) counts as uncertain.
+func Uncertain(s State) bool {
 	i := s.StepIndex
 	if i < 0 || i >= len(s.Steps) {
 		return true
@@ -127,7 +128,7 @@ type Stop struct {
 
 // StopAt decides how an order at step k stops for reason.
 func (d Definition) StopAt(s State, reason StopReason) Stop {
-	undo := d.FirstCompensation(s.StepIndex, Uncertain(s, reason))
+	undo := d.FirstCompensation(s.StepIndex, Uncertain(s))
 	st := Stop{UndoFrom: undo}
 	if undo < 0 {
 		st.Terminal = Error
