@@ -12,7 +12,7 @@ ENGINES := scripts/engines.sh
 CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true npx --no-install cdk
 INFRA_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run demo chaos local
+.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run cost demo chaos local
 
 deps:
 	$(ENGINES) install
@@ -78,6 +78,15 @@ clean:
 # ending with the AWS requests each order costs.
 run: deps
 	$(ENGINES) run -- $(GO) run ./cmd/requestcount -orders $(or $(ORDERS),20)
+
+# What an order costs: ORDERS orders (default 200) of each scenario through
+# the real handlers on the local engines, every AWS request metered (DynamoDB
+# capacity as DynamoDB Local reports it), priced at us-east-1 list prices at
+# 100 orders/s and at 1M orders/month, beside Step Functions and Lambda
+# durable functions. The last line is
+# `cost usd_per_million=X wru_per_order=Y sfn_standard_usd_per_million=Z`.
+cost: deps
+	$(ENGINES) run -- $(GO) run ./cmd/cost -orders $(or $(ORDERS),200) $(COST_FLAGS)
 
 # The system doing its job locally: orders through the HTTP API with faults
 # switched on, live progress, and a summary; exits non-zero if an order is

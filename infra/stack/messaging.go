@@ -138,8 +138,9 @@ func (b *builder) orderEventsTopic() *encryptedTopic {
 	return &encryptedTopic{topic: topic, key: key}
 }
 
-// allowPublish lets role publish to the topic: SNS needs the two KMS actions
-// to encrypt a message for an encrypted topic.
+// allowPublish lets role publish to the topic: sns:Publish authorizes both
+// Publish and PublishBatch (the Notifier's), and SNS needs the two KMS
+// actions to encrypt a message for an encrypted topic.
 func (e *encryptedTopic) allowPublish(role awsiam.IRole) {
 	allow(role, []string{"sns:Publish"}, e.topic.TopicArn())
 	allow(role, []string{"kms:Decrypt", "kms:GenerateDataKey"}, e.key.KeyArn())

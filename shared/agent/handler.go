@@ -220,7 +220,9 @@ func (h *Handler) sendReply(ctx context.Context, log *slog.Logger, rec events.SQ
 		}
 		return redeliver
 	}
-	log.Info("reply sent", "outcome", reply.Outcome)
+	// Debug: the Scheduler logs the transition the reply makes, and a line
+	// per reply here would double what every order writes to CloudWatch.
+	log.Debug("reply sent", "outcome", reply.Outcome)
 	return done
 }
 

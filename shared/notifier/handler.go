@@ -33,42 +33,102 @@ func New(cfg Config, pub Sender, deps actor.Deps) (*Handler, error) {
 }
 
 // Handle publishes the status changes in a batch of stream records, in
-// order. It stops at the first record whose event cannot be published and
-// reports it alone: Lambda then retries from that record, so no later change
-// of the same order overtakes it (a shard holds an order's records in write
-// order, also with a ParallelizationFactor above 1) and the records before
-// it are not published twice. It never returns an error, which would make
-// Lambda retry the whole batch.
+// stream order, up to ten events per SNS request (PublishBatch). It reports
+// the first record whose event was not published, alone: Lambda then
+// retries from that record, so the records before it are not published
+// twice and it is published before any later record's event that SNS did
+// not already take (a shard holds an order's records in write order, also
+// with a ParallelizationFactor above 1). Events after it that SNS did take,
+// in its request, are published again on the retry; clients drop such
+// duplicates by seq. It never returns an error, which would make Lambda
+// retry the whole batch.
 func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	log := actor.InvocationLog(ctx, h.log)
-	for i, rec := range ev.Records {
-		rlog := log.With("sequenceNumber", rec.Change.SequenceNumber, "eventName", rec.EventName)
-		if err := h.handleRecord(ctx, rlog, rec, len(ev.Records)-i-1); err != nil {
-			return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{
-				{ItemIdentifier: rec.Change.SequenceNumber},
-			}}, nil
-		}
+	queue, stuck := h.collect(log, ev.Records)
+	n, err := h.send(ctx, queue)
+	for _, q := range queue[:n] {
+		q.log.Info("notified")
 	}
-	return events.DynamoDBEventResponse{}, nil
+	switch {
+	case n < len(queue):
+		stuck = queue[n]
+		stuck.err = err
+	case stuck.err == nil:
+		return events.DynamoDBEventResponse{}, nil
+	}
+	stuck.log.Error("event not published; the stream retries from this record", "error", stuck.err,
+		"redelivered", len(ev.Records)-stuck.at)
+	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{
+		{ItemIdentifier: ev.Records[stuck.at].Change.SequenceNumber},
+	}}, nil
 }
 
-// handleRecord publishes the record's event, if it has one. It returns an
-// error, which it logs, only when trying again may succeed; notAttempted
-// counts the records of the batch after this one, for that log.
-func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events.DynamoDBEventRecord, notAttempted int) (err error) {
+// queued is the event of the record at index at of a stream batch, with the
+// log that names both; err says why the record has none when it should.
+type queued struct {
+	at  int
+	ev  Event
+	log *slog.Logger
+	err error
+}
+
+// collect returns the events of records, in order, up to the first record
+// whose event could not be made for a reason a retry may cure; that record
+// is returned as stuck, with its error (nil when there is none).
+func (h *Handler) collect(log *slog.Logger, records []events.DynamoDBEventRecord) (queue []queued, stuck queued) {
+	for i, rec := range records {
+		q := queued{at: i, log: log.With("sequenceNumber", rec.Change.SequenceNumber, "eventName", rec.EventName)}
+		ok := h.eventOf(rec, &q)
+		if q.err != nil {
+			return queue, q
+		}
+		if ok {
+			queue = append(queue, q)
+		}
+	}
+	return queue, queued{}
+}
+
+// send publishes the queued events and returns how many from the first are
+// published, and why the next is not.
+func (h *Handler) send(ctx context.Context, queue []queued) (n int, err error) {
+	if len(queue) == 0 {
+		return 0, nil
+	}
+	defer func() {
+		// A panic leaves unknown which events went out: all count as not
+		// published, which costs at most duplicates.
+		if p := recover(); p != nil {
+			n, err = 0, fmt.Errorf("panic: %v", p)
+		}
+	}()
+	evs := make([]Event, len(queue))
+	for i, q := range queue {
+		evs[i] = q.ev
+	}
+	n, err = h.pub.PublishBatch(ctx, evs)
+	switch {
+	case n < 0 || n > len(evs):
+		return 0, fmt.Errorf("sender reported %d of %d events published", n, len(evs))
+	case n < len(evs) && err == nil:
+		return n, fmt.Errorf("sender stopped at event %d of %d without an error", n, len(evs))
+	}
+	return n, err
+}
+
+// eventOf fills in q.ev and reports true if the record has an event to
+// publish, and sets q.err, which the caller logs, only when trying again may
+// succeed. It adds to q.log what it learns of the order.
+func (h *Handler) eventOf(rec events.DynamoDBEventRecord, q *queued) (ok bool) {
 	defer func() {
 		// A bug is retried rather than skipped: a skipped event is lost for
 		// good, while a stuck shard shows in the iterator age alarm.
 		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v", p)
-		}
-		if err != nil {
-			// log, reassigned below, names the order once it is known.
-			log.Error("event not published; the stream retries from this record", "error", err, "notAttempted", notAttempted)
+			ok, q.err = false, fmt.Errorf("panic: %v", p)
 		}
 	}()
 	if rec.EventName == string(events.DynamoDBOperationTypeRemove) {
-		return nil // a deleted record changes no client's status
+		return false // a deleted record changes no client's status
 	}
 
 	// A record whose image cannot be read, or makes no valid event, is
@@ -84,35 +144,31 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	// no terminal status in time, read the order's status from the API.
 	st, err := statestore.DecodeImage(rec.Change.NewImage)
 	if err != nil {
-		log.Error("poison stream record skipped: new image unreadable", "error", err)
-		return nil
+		q.log.Error("poison stream record skipped: new image unreadable", "error", err)
+		return false
 	}
 	if st.ClientID == "" {
-		return nil // nobody asked to be told
+		return false // nobody asked to be told
 	}
-	log = log.With("orderId", st.OrderID, "seq", st.EventSeq)
+	q.log = q.log.With("orderId", st.OrderID, "seq", st.EventSeq)
 
-	oldSeq := oldSeqOf(log, rec)
+	oldSeq := oldSeqOf(q.log, rec)
 	if st.EventSeq <= oldSeq {
-		return nil // this write left the client's status alone
+		return false // this write left the client's status alone
 	}
 	if oldSeq > 0 && st.EventSeq > oldSeq+1 {
 		// Writers add exactly one per change; more is a writer's bug that
 		// clients will see as a gap.
-		log.Warn("event sequence skipped numbers", "oldSeq", oldSeq)
+		q.log.Warn("event sequence skipped numbers", "oldSeq", oldSeq)
 	}
 
-	e := EventOf(st)
-	log = log.With("clientId", e.ClientID, "status", e.Status, "state", e.State)
-	if err := e.Validate(); err != nil {
-		log.Error("poison stream record skipped: no valid event", "error", err)
-		return nil
+	q.ev = EventOf(st)
+	q.log = q.log.With("clientId", q.ev.ClientID, "status", q.ev.Status, "state", q.ev.State)
+	if err := q.ev.Validate(); err != nil {
+		q.log.Error("poison stream record skipped: no valid event", "error", err)
+		return false
 	}
-	if err := h.pub.Publish(ctx, e); err != nil {
-		return err
-	}
-	log.Info("notified")
-	return nil
+	return true
 }
 
 // oldSeqOf is the event seq of rec's old image. It is 0 for an INSERT (the

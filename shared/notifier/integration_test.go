@@ -4,15 +4,18 @@ import (
 	"context"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/topic"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -96,10 +99,8 @@ func TestNotifyIntegrationEachClientGetsOnlyItsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := notifier.NewPublisher(snsc, cfg.OrderEventsTopicARN)
-	for _, ev := range published {
-		if err := p.Publish(ctx, ev); err != nil {
-			t.Fatal(err)
-		}
+	if n, err := p.PublishBatch(ctx, published); n != len(published) || err != nil {
+		t.Fatalf("PublishBatch = %d, %v; want %d, nil", n, err, len(published))
 	}
 
 	for _, c := range clients {
@@ -157,5 +158,61 @@ func checkAttributes(t *testing.T, client string, raw bool, m sqstypes.Message, 
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s: attributes of %s#%d = %v, want %v", client, ev.OrderID, ev.Seq, got, want)
+	}
+}
+
+// countingClient passes PublishBatch requests to the engine and counts them.
+type countingClient struct {
+	next     topic.BatchClient
+	requests atomic.Int32
+}
+
+func (c *countingClient) PublishBatch(ctx context.Context, in *sns.PublishBatchInput, optFns ...func(*sns.Options)) (*sns.PublishBatchOutput, error) {
+	c.requests.Add(1)
+	return c.next.PublishBatch(ctx, in, optFns...)
+}
+
+// A stream batch of 25 status changes, among records that need no event,
+// reaches a raw and an enveloped subscriber as 25 messages each, from three
+// PublishBatch requests, each with its body and attributes.
+func TestNotifyIntegrationStreamBatchInRequestsOfTen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	snsc, sqsc := enginetest.SNS(t), enginetest.SQS(t)
+	arn, enveloped := enginetest.CreateTopicToQueue(t, snsc, sqsc, enginetest.UniqueName(t, "order-events"))
+	raw := enginetest.CreateQueue(t, sqsc, enginetest.UniqueName(t, "client-a"), enginetest.QueueOptions{})
+	subscribe(t, snsc, arn, raw.ARN, "client-a", true)
+
+	records, want, _ := stream(t, 25)
+	client := &countingClient{next: snsc}
+	resp, err := newHandler(t, notifier.NewPublisher(client, arn), nil).Handle(ctx, events.DynamoDBEvent{Records: records})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v; want no failures", resp, err)
+	}
+	if got := client.requests.Load(); got != 3 {
+		t.Errorf("%d PublishBatch requests, want 3", got)
+	}
+	for _, q := range []struct {
+		queue enginetest.Queue
+		raw   bool
+	}{{raw, true}, {enveloped, false}} {
+		got := map[[2]any]notifier.Event{}
+		for _, m := range enginetest.ReceiveAll(ctx, t, sqsc, q.queue.URL, len(want), 10*time.Second) {
+			ev, err := notifier.DecodeEvent(aws.ToString(m.Body))
+			if err != nil {
+				t.Fatalf("%v\nbody: %s", err, aws.ToString(m.Body))
+			}
+			got[[2]any{ev.OrderID, ev.Seq}] = ev
+			checkAttributes(t, "client-a", q.raw, m, ev)
+		}
+		for _, w := range want {
+			if g, ok := got[[2]any{w.OrderID, w.Seq}]; !ok || !sameEvent(g, w) {
+				t.Errorf("raw %v: event %s#%d = %+v (received: %v), want %+v", q.raw, w.OrderID, w.Seq, g, ok, w)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("raw %v: %d distinct events, want %d", q.raw, len(got), len(want))
+		}
+		enginetest.AssertNoMessages(ctx, t, sqsc, q.queue.URL, time.Second)
 	}
 }

@@ -4,100 +4,213 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 
 	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/topic"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// clientFunc is an SNS client made of a function.
-type clientFunc func(ctx context.Context, in *sns.PublishInput) (*sns.PublishOutput, error)
+// batchClient is an SNS client made of a function that answers each
+// PublishBatch request.
+type batchClient func(ctx context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error)
 
-func (f clientFunc) Publish(ctx context.Context, in *sns.PublishInput, _ ...func(*sns.Options)) (*sns.PublishOutput, error) {
+func (f batchClient) PublishBatch(ctx context.Context, in *sns.PublishBatchInput, _ ...func(*sns.Options)) (*sns.PublishBatchOutput, error) {
 	return f(ctx, in)
 }
 
-const topic = "arn:aws:sns:us-east-1:000000000000:order-events"
+// allPublished is the answer of a request whose every entry was published.
+func allPublished(in *sns.PublishBatchInput) *sns.PublishBatchOutput {
+	out := &sns.PublishBatchOutput{}
+	for _, e := range in.PublishBatchRequestEntries {
+		out.Successful = append(out.Successful, types.PublishBatchResultEntry{Id: e.Id, MessageId: aws.String("m-" + aws.ToString(e.Id))})
+	}
+	return out
+}
 
-func TestPublishSendsTheEventWithItsAttributes(t *testing.T) {
-	t.Parallel()
-	ev := event(workflow.StatusCompensating, workflow.Compensating, 4)
-	ev.LastError = "charge failed: <declined> & \"blocked\"\n"
-	var got []*sns.PublishInput
-	p := notifier.NewPublisher(clientFunc(func(_ context.Context, in *sns.PublishInput) (*sns.PublishOutput, error) {
-		got = append(got, in)
-		return &sns.PublishOutput{MessageId: aws.String("m-1")}, nil
-	}), topic)
-	if err := p.Publish(context.Background(), ev); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 {
-		t.Fatalf("%d Publish calls, want 1", len(got))
-	}
-	in := got[0]
-	if aws.ToString(in.TopicArn) != topic || in.Subject != nil {
-		t.Errorf("TopicArn %q, Subject %v; want %q and none", aws.ToString(in.TopicArn), in.Subject, topic)
-	}
-	body, err := notifier.DecodeEvent(aws.ToString(in.Message))
-	if err != nil || body != ev {
-		t.Errorf("body decodes to %+v, %v; want %+v", body, err, ev)
-	}
+const topicARN = "arn:aws:sns:us-east-1:000000000000:order-events"
+
+// entryAttributes are an entry's message attributes as name: type, value.
+func entryAttributes(e types.PublishBatchRequestEntry) map[string][2]string {
 	attrs := map[string][2]string{}
-	for k, v := range in.MessageAttributes {
+	for k, v := range e.MessageAttributes {
 		attrs[k] = [2]string{aws.ToString(v.DataType), aws.ToString(v.StringValue)}
 	}
-	want := map[string][2]string{
-		"clientId": {"String", "client-a"},
-		"orderId":  {"String", "o-1"},
-		"state":    {"String", "Compensating"},
-		"status":   {"String", "compensating"},
-		"seq":      {"Number", "4"},
-	}
-	if !reflect.DeepEqual(attrs, want) {
-		t.Errorf("attributes = %v, want %v", attrs, want)
+	return attrs
+}
+
+// wantAttributes are the message attributes of ev.
+func wantAttributes(ev notifier.Event) map[string][2]string {
+	return map[string][2]string{
+		"clientId": {"String", ev.ClientID},
+		"orderId":  {"String", ev.OrderID},
+		"state":    {"String", string(ev.State)},
+		"status":   {"String", string(ev.Status)},
+		"seq":      {"Number", strconv.Itoa(ev.Seq)},
 	}
 }
 
-func TestPublishEventErrors(t *testing.T) {
+func TestPublishBatchSendsEachEventWithItsAttributes(t *testing.T) {
+	t.Parallel()
+	evs := []notifier.Event{
+		event(workflow.StatusAccepted, workflow.Pending, 1),
+		event(workflow.StatusCompensating, workflow.Compensating, 4),
+		event(workflow.StatusCompensated, workflow.Compensated, 5),
+	}
+	evs[1].LastError = "charge failed: <declined> & \"blocked\"\n"
+	var got []*sns.PublishBatchInput
+	p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {
+		got = append(got, in)
+		return allPublished(in), nil
+	}), topicARN)
+	if n, err := p.PublishBatch(context.Background(), evs); n != len(evs) || err != nil {
+		t.Fatalf("PublishBatch = %d, %v; want %d, nil", n, err, len(evs))
+	}
+	if len(got) != 1 || aws.ToString(got[0].TopicArn) != topicARN {
+		t.Fatalf("%d PublishBatch calls (first to %v), want 1 to %s", len(got), got, topicARN)
+	}
+	entries := got[0].PublishBatchRequestEntries
+	if len(entries) != len(evs) {
+		t.Fatalf("%d entries, want %d", len(entries), len(evs))
+	}
+	for i, e := range entries {
+		if aws.ToString(e.Id) != strconv.Itoa(i) || e.Subject != nil {
+			t.Errorf("entry %d: Id %q, Subject %v; want %q and none", i, aws.ToString(e.Id), e.Subject, strconv.Itoa(i))
+		}
+		if body, err := notifier.DecodeEvent(aws.ToString(e.Message)); err != nil || body != evs[i] {
+			t.Errorf("entry %d: body decodes to %+v, %v; want %+v", i, body, err, evs[i])
+		}
+		if attrs, want := entryAttributes(e), wantAttributes(evs[i]); !reflect.DeepEqual(attrs, want) {
+			t.Errorf("entry %d: attributes = %v, want %v", i, attrs, want)
+		}
+	}
+}
+
+func TestPublishBatchErrors(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("throttled")
+	refused := &sns.PublishBatchOutput{
+		Successful: []types.PublishBatchResultEntry{{Id: aws.String("0")}, {Id: aws.String("2")}},
+		Failed:     []types.BatchResultErrorEntry{{Id: aws.String("1"), Code: aws.String("InternalError"), Message: aws.String("try again")}},
+	}
 	tests := []struct {
-		name      string
-		change    func(*notifier.Event)
-		clientErr error
-		wantCalls int
-		wantErr   string
+		name        string
+		change      func(*notifier.Event) // applied to the second of three events
+		out         *sns.PublishBatchOutput
+		clientErr   error
+		wantEntries []int // entries per call
+		wantN       int
+		wantErr     string
 	}{
-		// SNS rejects an empty attribute, so such an event never reaches it.
-		{"no client", func(e *notifier.Event) { e.ClientID = "" }, nil, 0, "clientId: empty"},
-		{"no order", func(e *notifier.Event) { e.OrderID = "" }, nil, 0, "orderId: empty"},
-		{"unknown state", func(e *notifier.Event) { e.State = "" }, nil, 0, "unknown state"},
-		{"SNS fails", func(*notifier.Event) {}, boom, 1, "publish event 2 of order o-1 to " + topic + ": throttled"},
+		// SNS rejects an empty attribute, so such an event never reaches it;
+		// the event before it still goes out.
+		{"no client", func(e *notifier.Event) { e.ClientID = "" }, nil, nil, []int{1}, 1, "clientId: empty"},
+		{"no order", func(e *notifier.Event) { e.OrderID = "" }, nil, nil, []int{1}, 1, "orderId: empty"},
+		{"unknown state", func(e *notifier.Event) { e.State = "" }, nil, nil, []int{1}, 1, "unknown state"},
+		{"SNS fails", func(*notifier.Event) {}, nil, boom, []int{3}, 0, "publish event 1 of order o-1 to " + topicARN + ": throttled"},
+		{"SNS refuses the second", func(*notifier.Event) {}, refused, nil, []int{3}, 1,
+			"publish event 2 of order o-1 to " + topicARN + ": message refused: InternalError: try again"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			calls := 0
-			p := notifier.NewPublisher(clientFunc(func(context.Context, *sns.PublishInput) (*sns.PublishOutput, error) {
-				calls++
-				return &sns.PublishOutput{}, tc.clientErr
-			}), topic)
-			ev := event(workflow.StatusProcessing, workflow.Processing, 2)
-			tc.change(&ev)
-			err := p.Publish(context.Background(), ev)
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("Publish = %v, want an error containing %q", err, tc.wantErr)
+			var calls []int
+			p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {
+				calls = append(calls, len(in.PublishBatchRequestEntries))
+				if tc.out != nil {
+					return tc.out, nil
+				}
+				return allPublished(in), tc.clientErr
+			}), topicARN)
+			evs := []notifier.Event{
+				event(workflow.StatusAccepted, workflow.Pending, 1),
+				event(workflow.StatusProcessing, workflow.Processing, 2),
+				event(workflow.StatusProcessed, workflow.Processed, 3),
+			}
+			tc.change(&evs[1])
+			n, err := p.PublishBatch(context.Background(), evs)
+			if n != tc.wantN || err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("PublishBatch = %d, %v; want %d and an error containing %q", n, err, tc.wantN, tc.wantErr)
 			}
 			if tc.clientErr != nil && !errors.Is(err, tc.clientErr) {
-				t.Errorf("Publish error %v does not wrap %v", err, tc.clientErr)
+				t.Errorf("error %v does not wrap %v", err, tc.clientErr)
 			}
-			if calls != tc.wantCalls {
-				t.Errorf("%d SNS calls, want %d", calls, tc.wantCalls)
+			var entryErr *topic.EntryError
+			if tc.out != nil && !errors.As(err, &entryErr) {
+				t.Errorf("error %v is no *topic.EntryError", err)
+			}
+			if !reflect.DeepEqual(calls, tc.wantEntries) {
+				t.Errorf("entries per call %v, want %v", calls, tc.wantEntries)
 			}
 		})
 	}
+}
+
+// Events that SNS's 256 KiB per request bound splits before its ten
+// entries: each carries a 40 KiB error, so six fit in a request.
+func TestPublishBatchSplitsAtTheSizeBound(t *testing.T) {
+	t.Parallel()
+	evs := make([]notifier.Event, 10)
+	for i := range evs {
+		evs[i] = event(workflow.StatusProcessing, workflow.Processing, i+2)
+		evs[i].LastError = strings.Repeat("x", 40<<10)
+	}
+	var calls [][]types.PublishBatchRequestEntry
+	p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {
+		calls = append(calls, in.PublishBatchRequestEntries)
+		return allPublished(in), nil
+	}), topicARN)
+	if n, err := p.PublishBatch(context.Background(), evs); n != len(evs) || err != nil {
+		t.Fatalf("PublishBatch = %d, %v", n, err)
+	}
+	if len(calls) != 2 || len(calls[0]) != 6 || len(calls[1]) != 4 {
+		t.Fatalf("calls of %v entries, want 6 then 4", entryCounts(calls))
+	}
+	var seqs []int
+	for i, entries := range calls {
+		if size := requestSize(entries); size > 256<<10 {
+			t.Errorf("call %d holds %d bytes, over 256 KiB", i, size)
+		}
+		for _, e := range entries {
+			ev, err := notifier.DecodeEvent(aws.ToString(e.Message))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, ev.Seq)
+		}
+	}
+	// The first request is full: the next event would take it over.
+	if size := requestSize(append(calls[0][:6:6], calls[1][0])); size <= 256<<10 {
+		t.Errorf("first call plus the next event is %d bytes: it would have fit", size)
+	}
+	if want := []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}; !reflect.DeepEqual(seqs, want) {
+		t.Errorf("seqs in call order %v, want %v", seqs, want)
+	}
+}
+
+// requestSize counts what SNS counts toward a request's 256 KiB: bodies and
+// attributes' names, types and values.
+func requestSize(entries []types.PublishBatchRequestEntry) int {
+	n := 0
+	for _, e := range entries {
+		n += len(aws.ToString(e.Message))
+		for k, v := range e.MessageAttributes {
+			n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue))
+		}
+	}
+	return n
+}
+
+func entryCounts(calls [][]types.PublishBatchRequestEntry) []int {
+	n := make([]int, len(calls))
+	for i, c := range calls {
+		n[i] = len(c)
+	}
+	return n
 }

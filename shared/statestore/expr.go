@@ -170,6 +170,3 @@ func millis(t time.Time) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
 }
 func boolean(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }
-func stamp(t time.Time) types.AttributeValue {
-	return &types.AttributeValueMemberS{Value: t.UTC().Format(time.RFC3339Nano)}
-}

@@ -38,7 +38,7 @@ func viaJSON(t testing.TB, img map[string]events.DynamoDBAttributeValue) map[str
 
 // sampleState is a record with every field set, mid-compensation.
 func sampleState() workflow.State {
-	t0 := time.Date(2026, 11, 22, 12, 0, 0, 123456789, time.UTC)
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 123000000, time.UTC)
 	started, finished, undone := t0.Add(time.Second), t0.Add(2*time.Second), t0.Add(5*time.Second)
 	return workflow.State{
 		OrderID: "ord-7f3a", Workflow: "order-v1", StepIndex: 0, Step: "reserve-inventory",
@@ -172,7 +172,7 @@ func TestDecodeImageRejectsBadImages(t *testing.T) {
 		{"sequence not an integer", func(m map[string]events.DynamoDBAttributeValue) { m["EventSeq"] = events.NewNumberAttribute("3.5") }, "decode state record"},
 		{"bad time", func(m map[string]events.DynamoDBAttributeValue) {
 			m["UpdatedAt"] = events.NewStringAttribute("yesterday")
-		}, "UpdatedAt"},
+		}, "decode state record"},
 		{"steps not a list", func(m map[string]events.DynamoDBAttributeValue) { m["Steps"] = events.NewBooleanAttribute(true) }, "decode state record"},
 	}
 	for _, tc := range tests {

@@ -11,8 +11,11 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// stateItem is a state record as stored. Times the GSI sorts on are Unix
-// milliseconds; the others are RFC 3339 for people reading the table.
+// stateItem is a state record as stored. It is kept small, because every
+// write of it costs one write unit per started KiB of the item: times are
+// Unix milliseconds, and counters and flags at zero are left out (a missing
+// one reads as zero; the store's counters add with if_not_exists). Attempt,
+// StepIndex and CompleteBy are always there, for the fences compare them.
 type stateItem struct {
 	OrderID       string     `dynamodbav:"OrderID"`
 	Workflow      string     `dynamodbav:"Workflow"`
@@ -22,61 +25,70 @@ type stateItem struct {
 	LockedBy      string     `dynamodbav:"LockedBy,omitempty"`
 	CompleteBy    int64      `dynamodbav:"CompleteBy"`
 	InFlightShard string     `dynamodbav:"InFlightShard,omitempty"`
-	FailureCount  int        `dynamodbav:"FailureCount"`
+	FailureCount  int        `dynamodbav:"FailureCount,omitempty"`
 	Attempt       int        `dynamodbav:"Attempt"`
 	LastError     string     `dynamodbav:"LastError,omitempty"`
-	AlertPending  bool       `dynamodbav:"AlertPending"`
-	Requeues      int        `dynamodbav:"Requeues"`
+	AlertPending  bool       `dynamodbav:"AlertPending,omitempty"`
+	Requeues      int        `dynamodbav:"Requeues,omitempty"`
 	ClientID      string     `dynamodbav:"ClientID,omitempty"`
 	Owner         string     `dynamodbav:"Owner,omitempty"`
 	EventSeq      int        `dynamodbav:"EventSeq"`
-	Cancelled     bool       `dynamodbav:"Cancelled"`
-	Resubmits     int        `dynamodbav:"Resubmits"`
+	Cancelled     bool       `dynamodbav:"Cancelled,omitempty"`
+	Resubmits     int        `dynamodbav:"Resubmits,omitempty"`
 	ChangedAt     int64      `dynamodbav:"ChangedAt"`
 	Input         string     `dynamodbav:"Input,omitempty"`
 	Steps         []stepItem `dynamodbav:"Steps"`
-	CreatedAt     string     `dynamodbav:"CreatedAt"`
-	UpdatedAt     string     `dynamodbav:"UpdatedAt"`
+	CreatedAt     int64      `dynamodbav:"CreatedAt"`
+	UpdatedAt     int64      `dynamodbav:"UpdatedAt"`
 }
 
 type stepItem struct {
 	Name       string `dynamodbav:"Name"`
 	State      string `dynamodbav:"State"`
-	Attempts   int    `dynamodbav:"Attempts"`
-	Failures   int    `dynamodbav:"Failures"`
-	StartedAt  string `dynamodbav:"StartedAt,omitempty"`
-	FinishedAt string `dynamodbav:"FinishedAt,omitempty"`
+	Attempts   int    `dynamodbav:"Attempts,omitempty"`
+	Failures   int    `dynamodbav:"Failures,omitempty"`
+	StartedAt  int64  `dynamodbav:"StartedAt,omitempty"`
+	FinishedAt int64  `dynamodbav:"FinishedAt,omitempty"`
 	Output     string `dynamodbav:"Output,omitempty"`
 	Error      string `dynamodbav:"Error,omitempty"`
 
 	Compensation         string `dynamodbav:"Compensation,omitempty"`
-	CompensationAttempts int    `dynamodbav:"CompensationAttempts"`
-	CompensationFailures int    `dynamodbav:"CompensationFailures"`
-	CompensatedAt        string `dynamodbav:"CompensatedAt,omitempty"`
+	CompensationAttempts int    `dynamodbav:"CompensationAttempts,omitempty"`
+	CompensationFailures int    `dynamodbav:"CompensationFailures,omitempty"`
+	CompensatedAt        int64  `dynamodbav:"CompensatedAt,omitempty"`
 	CompensationOutput   string `dynamodbav:"CompensationOutput,omitempty"`
 	CompensationError    string `dynamodbav:"CompensationError,omitempty"`
 }
 
-func fmtTime(t time.Time) string {
+// unixMilli is a time as the store keeps it; the zero time is 0 (left out).
+func unixMilli(t time.Time) int64 {
 	if t.IsZero() {
-		return ""
+		return 0
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return t.UnixMilli()
 }
 
-func parseTime(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
+func unixMilliPtr(t *time.Time) int64 {
+	if t == nil {
+		return 0
 	}
-	return time.Parse(time.RFC3339Nano, s)
+	return unixMilli(*t)
 }
 
-func parseTimePtr(s string) (*time.Time, error) {
-	if s == "" {
-		return nil, nil
+// fromMilli reads a stored time; 0 is the zero time.
+func fromMilli(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	return &t, err
+	return time.UnixMilli(ms).UTC()
+}
+
+func fromMilliPtr(ms int64) *time.Time {
+	if ms == 0 {
+		return nil
+	}
+	t := time.UnixMilli(ms).UTC()
+	return &t
 }
 
 func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
@@ -100,8 +112,8 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		Resubmits:    s.Resubmits,
 		ChangedAt:    s.UpdatedAt.UnixMilli(),
 		Input:        string(s.Input),
-		CreatedAt:    fmtTime(s.CreatedAt),
-		UpdatedAt:    fmtTime(s.UpdatedAt),
+		CreatedAt:    unixMilli(s.CreatedAt),
+		UpdatedAt:    unixMilli(s.UpdatedAt),
 	}
 	if s.InFlight {
 		it.InFlightShard = ShardOf(s.OrderID)
@@ -109,16 +121,8 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 	for _, st := range s.Steps {
 		si := stepItem{Name: st.Name, State: string(st.State), Attempts: st.Attempts, Failures: st.Failures, Output: string(st.Output), Error: st.Error,
 			Compensation: string(st.Compensation), CompensationAttempts: st.CompensationAttempts, CompensationFailures: st.CompensationFailures,
-			CompensationOutput: string(st.CompensationOutput), CompensationError: st.CompensationError}
-		if st.CompensatedAt != nil {
-			si.CompensatedAt = fmtTime(*st.CompensatedAt)
-		}
-		if st.StartedAt != nil {
-			si.StartedAt = fmtTime(*st.StartedAt)
-		}
-		if st.FinishedAt != nil {
-			si.FinishedAt = fmtTime(*st.FinishedAt)
-		}
+			CompensationOutput: string(st.CompensationOutput), CompensationError: st.CompensationError,
+			StartedAt: unixMilliPtr(st.StartedAt), FinishedAt: unixMilliPtr(st.FinishedAt), CompensatedAt: unixMilliPtr(st.CompensatedAt)}
 		it.Steps = append(it.Steps, si)
 	}
 	return attributevalue.MarshalMap(it)
@@ -154,31 +158,17 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 	if it.Input != "" {
 		s.Input = json.RawMessage(it.Input)
 	}
-	var err error
-	if s.CreatedAt, err = parseTime(it.CreatedAt); err != nil {
-		return workflow.State{}, fmt.Errorf("decode state record %s: CreatedAt: %w", it.OrderID, err)
-	}
-	if s.UpdatedAt, err = parseTime(it.UpdatedAt); err != nil {
-		return workflow.State{}, fmt.Errorf("decode state record %s: UpdatedAt: %w", it.OrderID, err)
-	}
+	s.CreatedAt, s.UpdatedAt = fromMilli(it.CreatedAt), fromMilli(it.UpdatedAt)
 	for _, si := range it.Steps {
 		st := workflow.StepRecord{Name: si.Name, State: workflow.StepState(si.State), Attempts: si.Attempts, Failures: si.Failures, Error: si.Error,
 			Compensation: workflow.StepState(si.Compensation), CompensationAttempts: si.CompensationAttempts,
-			CompensationFailures: si.CompensationFailures, CompensationError: si.CompensationError}
+			CompensationFailures: si.CompensationFailures, CompensationError: si.CompensationError,
+			StartedAt: fromMilliPtr(si.StartedAt), FinishedAt: fromMilliPtr(si.FinishedAt), CompensatedAt: fromMilliPtr(si.CompensatedAt)}
 		if si.Output != "" {
 			st.Output = json.RawMessage(si.Output)
 		}
 		if si.CompensationOutput != "" {
 			st.CompensationOutput = json.RawMessage(si.CompensationOutput)
-		}
-		if st.CompensatedAt, err = parseTimePtr(si.CompensatedAt); err != nil {
-			return workflow.State{}, fmt.Errorf("decode state record %s: step %s: %w", it.OrderID, si.Name, err)
-		}
-		if st.StartedAt, err = parseTimePtr(si.StartedAt); err != nil {
-			return workflow.State{}, fmt.Errorf("decode state record %s: step %s: %w", it.OrderID, si.Name, err)
-		}
-		if st.FinishedAt, err = parseTimePtr(si.FinishedAt); err != nil {
-			return workflow.State{}, fmt.Errorf("decode state record %s: step %s: %w", it.OrderID, si.Name, err)
 		}
 		s.Steps = append(s.Steps, st)
 	}

@@ -85,7 +85,7 @@ func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, after 
 			ids = append(ids, v.Value)
 		}
 	}
-	states, err := s.batchGetStates(ctx, ids)
+	states, err := s.batchGetStates(ctx, ids, ownerSummaryAttrs)
 	if err != nil {
 		return Page{}, fmt.Errorf("list by owner: %w", err)
 	}
@@ -100,33 +100,33 @@ func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, after 
 	return p, nil
 }
 
-// batchGetStates reads the summary attributes of the state records of ids
-// (at most MaxPage), asking again for the keys DynamoDB left unprocessed.
-func (s *Store) batchGetStates(ctx context.Context, ids []string) (map[string]workflow.State, error) {
+// batchGetStates reads attrs (nil: every attribute) of the state records
+// of ids (at most MaxPage), eventually consistent, asking again for the
+// keys DynamoDB left unprocessed.
+func (s *Store) batchGetStates(ctx context.Context, ids []string, attrs []string) (map[string]workflow.State, error) {
 	out := make(map[string]workflow.State, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
 	bg := s.db
-	names := make(map[string]string, len(ownerSummaryAttrs))
-	proj := make([]byte, 0, 8*len(ownerSummaryAttrs))
-	for i, a := range ownerSummaryAttrs {
-		ph := "#a" + strconv.Itoa(i)
-		names[ph] = a
-		if i > 0 {
-			proj = append(proj, ',')
-		}
-		proj = append(proj, ph...)
-	}
 	keys := make([]map[string]types.AttributeValue, len(ids))
 	for i, id := range ids {
 		keys[i] = map[string]types.AttributeValue{KeyOrderID: str(id)}
 	}
-	req := map[string]types.KeysAndAttributes{s.tables.State: {
-		Keys:                     keys,
-		ProjectionExpression:     aws.String(string(proj)),
-		ExpressionAttributeNames: names,
-	}}
+	req := map[string]types.KeysAndAttributes{s.tables.State: {Keys: keys}}
+	if attrs != nil {
+		names := make(map[string]string, len(attrs))
+		proj := make([]byte, 0, 8*len(attrs))
+		for i, a := range attrs {
+			ph := "#a" + strconv.Itoa(i)
+			names[ph] = a
+			if i > 0 {
+				proj = append(proj, ',')
+			}
+			proj = append(proj, ph...)
+		}
+		req[s.tables.State] = types.KeysAndAttributes{Keys: keys, ProjectionExpression: aws.String(string(proj)), ExpressionAttributeNames: names}
+	}
 	wait := batchGetBackoff
 	for try := 1; ; try++ {
 		res, err := bg.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})

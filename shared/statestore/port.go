@@ -30,8 +30,7 @@ type Port interface {
 	// workflow.ErrStale when the fence does not admit it.
 	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
 	// Expired returns the records the Supervisor watches whose CompleteBy
-	// is at or before now, at most limit per shard, with the attributes of
-	// the InFlightByDeadline index only (Projected).
+	// is at or before now, at most limit per shard, whole.
 	Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error)
 	// ListByState pages through the records in a state, most recently
 	// changed first; ListByOwner through an owner's orders, newest first.
@@ -49,8 +48,6 @@ var _ Port = (*Store)(nil)
 func Projected(st workflow.State, index string) (workflow.State, error) {
 	var keep []string
 	switch index {
-	case InFlightIndex:
-		keep = append([]string{KeyOrderID, InFlightShardAttr, CompleteByAttr}, InFlightProjection...)
 	case ByStateIndex:
 		keep = ownerSummaryAttrs
 	default:

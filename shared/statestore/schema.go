@@ -19,13 +19,18 @@ const (
 	KeyOrderID = "OrderID"
 
 	// InFlightIndex is the sparse GSI the Supervisor queries. Only records
-	// that carry InFlightShard appear in it: Pending and Processing ones, and
-	// Error ones whose alert is not yet confirmed sent.
+	// that carry InFlightShard appear in it: the in-flight ones, and those in
+	// Error or CompensationFailed whose alert is not yet confirmed sent. It
+	// holds keys only and has no sort key, so an entry is written when the
+	// record enters it and deleted when it leaves, and never moves in
+	// between: a claim that sets a new CompleteBy costs the index nothing.
+	// The sweep reads the records themselves to see their deadlines.
 	InFlightIndex = "InFlightByDeadline"
 	// InFlightShardAttr is the GSI partition key: one of Shards values, spread
 	// by a hash of the order ID so no shard becomes a hot partition.
 	InFlightShardAttr = "InFlightShard"
-	// CompleteByAttr is the GSI sort key, in Unix milliseconds.
+	// CompleteByAttr is the deadline of the record's current phase, in Unix
+	// milliseconds.
 	CompleteByAttr = "CompleteBy"
 
 	// ByStateIndex lists orders by state, newest change first, for the
@@ -49,19 +54,14 @@ const (
 	// milliseconds (CreatedAt, the RFC 3339 text, does not sort as a time).
 	CreatedAtMsAttr = "CreatedAtMs"
 
-	// Shards is the fixed number of GSI partitions the Supervisor queries in
-	// parallel. Changing it re-shards only records written afterwards, so
-	// keep it fixed once deployed.
-	Shards = 8
+	// Shards is the fixed number of in-flight index partitions the
+	// Supervisor queries in parallel. Each order writes its entry twice
+	// (enters, leaves; three units with the transaction's double put), so
+	// 64 shards keep each under a partition's 1,000 writes a second up to
+	// about 20,000 orders a second. Changing it re-shards only records
+	// written afterwards, so keep it fixed once deployed.
+	Shards = 64
 )
-
-// InFlightProjection lists the non-key attributes the GSI copies: what the
-// Supervisor needs to decide and to write its alert, and no more (Input and
-// the step history stay in the base table).
-var InFlightProjection = []string{
-	"ProcessState", "Attempt", "FailureCount", "StepIndex", "Step",
-	"LockedBy", "LastError", "AlertPending", "Requeues", "Workflow",
-}
 
 // ByStateProjection lists the non-key attributes ByState copies: what an
 // order list shows.
@@ -112,15 +112,14 @@ func CreateTableInputs(t Tables) []*dynamodb.CreateTableInput {
 	// an index of keys cannot go stale.
 	orders := tableInput(t.Orders, gsi{ByOwnerIndex, OwnerAttr, CreatedAtMsAttr, nil})
 	state := tableInput(t.State,
-		gsi{InFlightIndex, InFlightShardAttr, CompleteByAttr, InFlightProjection},
+		gsi{InFlightIndex, InFlightShardAttr, "", nil},
 		gsi{ByStateIndex, ProcessStateAttr, ChangedAtAttr, ByStateProjection})
 	state.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: StateStreamView}
 	return []*dynamodb.CreateTableInput{orders, state}
 }
 
-// gsi is a global secondary index. Every index here is keyed alike, by a string partition
-// key and a number sort key (Unix milliseconds), so its keys are declared
-// with it.
+// gsi is a global secondary index: a string partition key and, unless
+// sort is empty, a number sort key (Unix milliseconds).
 type gsi struct {
 	name, hash, sort string
 	nonKey           []string // what it copies besides the keys; nil: keys only
@@ -137,19 +136,19 @@ func tableInput(name string, indexes ...gsi) *dynamodb.CreateTableInput {
 	}
 	for _, ix := range indexes {
 		in.AttributeDefinitions = append(in.AttributeDefinitions,
-			types.AttributeDefinition{AttributeName: aws.String(ix.hash), AttributeType: types.ScalarAttributeTypeS},
-			types.AttributeDefinition{AttributeName: aws.String(ix.sort), AttributeType: types.ScalarAttributeTypeN})
+			types.AttributeDefinition{AttributeName: aws.String(ix.hash), AttributeType: types.ScalarAttributeTypeS})
+		keys := []types.KeySchemaElement{{AttributeName: aws.String(ix.hash), KeyType: types.KeyTypeHash}}
+		if ix.sort != "" {
+			in.AttributeDefinitions = append(in.AttributeDefinitions,
+				types.AttributeDefinition{AttributeName: aws.String(ix.sort), AttributeType: types.ScalarAttributeTypeN})
+			keys = append(keys, types.KeySchemaElement{AttributeName: aws.String(ix.sort), KeyType: types.KeyTypeRange})
+		}
 		proj := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
 		if ix.nonKey != nil {
 			proj = &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: ix.nonKey}
 		}
 		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
-			IndexName: aws.String(ix.name),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(ix.hash), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(ix.sort), KeyType: types.KeyTypeRange},
-			},
-			Projection: proj,
+			IndexName: aws.String(ix.name), KeySchema: keys, Projection: proj,
 		})
 	}
 	return in

@@ -5,12 +5,14 @@
 package statestore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -175,7 +177,7 @@ func fenceOf(e *expr, f workflow.Fence) {
 // patchOf adds the patch's writes; each field of workflow.Patch.Apply maps
 // to one clause, so the conformance suite can hold the two together.
 func patchOf(e *expr, orderID string, p workflow.Patch) {
-	e.Set("UpdatedAt", stamp(p.Now)).Set(ChangedAtAttr, millis(p.Now))
+	e.Set("UpdatedAt", millis(p.Now)).Set(ChangedAtAttr, millis(p.Now))
 	if p.State != "" {
 		e.Set(ProcessStateAttr, str(string(p.State)))
 	}
@@ -240,9 +242,9 @@ func stepPatchOf(e *expr, path string, sp workflow.StepPatch, now time.Time) {
 	}
 	set("State", sp.State != "", str(string(sp.State)))
 	add("Attempts", sp.Claimed)
-	set("StartedAt", sp.Claimed, stamp(now))
+	set("StartedAt", sp.Claimed, millis(now))
 	add("Failures", sp.Failed)
-	set("FinishedAt", sp.Finished, stamp(now))
+	set("FinishedAt", sp.Finished, millis(now))
 	set("Output", len(sp.Output) > 0, str(string(sp.Output)))
 	if sp.Error != nil {
 		e.Set(path+".Error", str(*sp.Error))
@@ -250,7 +252,7 @@ func stepPatchOf(e *expr, path string, sp workflow.StepPatch, now time.Time) {
 	set("Compensation", sp.Compensation != "", str(string(sp.Compensation)))
 	add("CompensationAttempts", sp.UndoClaimed)
 	add("CompensationFailures", sp.UndoFailed)
-	set("CompensatedAt", sp.Undone, stamp(now))
+	set("CompensatedAt", sp.Undone, millis(now))
 	set("CompensationOutput", len(sp.UndoOutput) > 0, str(string(sp.UndoOutput)))
 	if sp.UndoError != nil {
 		e.Set(path+".CompensationError", str(*sp.UndoError))
@@ -299,9 +301,10 @@ func (s *Store) update(ctx context.Context, orderID string, e *expr) (workflow.S
 // writer whose answer was lost recognizes its own write (see update).
 const WriteTokenAttr = "WriteToken"
 
-// newWriteToken returns 128 random bits: no two writes share one.
+// newWriteToken returns 64 random bits: a writer takes another's token for
+// its own once in 2^64 tries, and the token is in every write's item size.
 func newWriteToken() string {
-	var b [16]byte
+	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(fmt.Sprintf("statestore: no randomness for a write token: %v", err))
 	}
@@ -309,16 +312,23 @@ func newWriteToken() string {
 }
 
 // Expired returns the records in the in-flight index whose CompleteBy is at
-// or before now, querying every shard in parallel. At most limit records are
-// read per shard per call; the Supervisor's next run picks up the rest. The
-// records carry only the projected attributes (no Input, no step history).
+// or before now, at most limit per shard, whole. Each shard's entries (keys
+// only) are read in parallel, then their records, eventually consistent: a
+// record read stale only makes the Supervisor's conditional write fail, and
+// a deadline read stale is seen at the next sweep. It reads every in-flight
+// record once a sweep, and no record that left the index.
 func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error) {
 	shards := ShardNames()
 	results := make([][]workflow.State, len(shards))
 	errs := make([]error, len(shards))
+	sem := make(chan struct{}, expiredParallel)
 	var wg sync.WaitGroup
 	for i, shard := range shards {
-		wg.Go(func() { results[i], errs[i] = s.expiredInShard(ctx, shard, now, limit) })
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i], errs[i] = s.expiredInShard(ctx, shard, now, limit)
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -331,36 +341,58 @@ func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]workfl
 	return all, nil
 }
 
+// expiredParallel bounds the shards read at once.
+const expiredParallel = 16
+
 func (s *Store) expiredInShard(ctx context.Context, shard string, now time.Time, limit int) ([]workflow.State, error) {
+	ids, err := s.shardEntries(ctx, shard)
+	if err != nil {
+		return nil, err
+	}
+	var found []workflow.State
+	for chunk := range slices.Chunk(ids, MaxPage) {
+		states, err := s.batchGetStates(ctx, chunk, nil)
+		if err != nil {
+			return nil, fmt.Errorf("read in-flight records of shard %s: %w", shard, err)
+		}
+		for _, id := range chunk {
+			st, ok := states[id]
+			if ok && st.InFlight && !st.CompleteBy.After(now) {
+				found = append(found, st)
+			}
+		}
+	}
+	slices.SortFunc(found, func(a, b workflow.State) int {
+		return cmp.Or(a.CompleteBy.Compare(b.CompleteBy), cmp.Compare(a.OrderID, b.OrderID))
+	})
+	return found[:min(len(found), limit)], nil
+}
+
+// shardEntries lists the order IDs in one shard of the in-flight index.
+func (s *Store) shardEntries(ctx context.Context, shard string) ([]string, error) {
 	var (
-		found []workflow.State
+		ids   []string
 		start map[string]types.AttributeValue
 	)
 	for {
 		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:                aws.String(s.tables.State),
-			IndexName:                aws.String(InFlightIndex),
-			KeyConditionExpression:   aws.String("#shard = :shard AND #cb <= :now"),
-			ExpressionAttributeNames: map[string]string{"#shard": InFlightShardAttr, "#cb": CompleteByAttr},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":shard": str(shard), ":now": millis(now),
-			},
-			Limit:             aws.Int32(int32(limit - len(found))),
-			ExclusiveStartKey: start,
+			TableName:                 aws.String(s.tables.State),
+			IndexName:                 aws.String(InFlightIndex),
+			KeyConditionExpression:    aws.String("#shard = :shard"),
+			ExpressionAttributeNames:  map[string]string{"#shard": InFlightShardAttr},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":shard": str(shard)},
+			ExclusiveStartKey:         start,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("query shard %s of %s: %w", shard, InFlightIndex, err)
 		}
 		for _, item := range out.Items {
-			st, err := DecodeState(item)
-			if err != nil {
-				return nil, err
+			if v, ok := item[KeyOrderID].(*types.AttributeValueMemberS); ok {
+				ids = append(ids, v.Value)
 			}
-			found = append(found, st)
 		}
-		start = out.LastEvaluatedKey
-		if len(start) == 0 || len(found) >= limit {
-			return found, nil
+		if start = out.LastEvaluatedKey; len(start) == 0 {
+			return ids, nil
 		}
 	}
 }

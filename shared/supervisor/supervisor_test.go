@@ -113,11 +113,17 @@ func history() []workflow.StepRecord {
 	return workflow.NewState("", workflow.Default(), nil, testNow, testNow).Steps
 }
 
+// processing is a record working on its second step: the first succeeded,
+// the second was claimed (the Supervisor reads whole records, so the
+// history must agree with Attempt).
 func processing(orderID string, failures int, completeBy time.Time) workflow.State {
+	steps := history()
+	steps[0].State, steps[0].Attempts = workflow.StepSucceeded, 1
+	steps[1].State, steps[1].Attempts = workflow.StepProcessing, 3
 	return workflow.State{
 		OrderID: orderID, Workflow: "order-v1", StepIndex: 1, Step: "charge-payment",
 		ProcessState: workflow.Processing, LockedBy: "scheduler/req-1/msg-1",
-		CompleteBy: completeBy, FailureCount: failures, Attempt: 4, InFlight: true, Steps: history(),
+		CompleteBy: completeBy, FailureCount: failures, Attempt: 4, InFlight: true, Steps: steps,
 	}
 }
 

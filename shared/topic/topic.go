@@ -1,6 +1,7 @@
 // Package topic is the SNS adapter: one topic, published to with a body and
-// message attributes. The alert publisher (the operators' topic) and the
-// Notifier (the order-events topic) both publish through it.
+// message attributes. The alert publisher (the operators' topic) publishes
+// one message at a time through Topic; the Notifier (the order-events topic)
+// publishes a stream batch's events through Batcher.
 package topic
 
 import (
@@ -39,6 +40,17 @@ type Message struct {
 
 // Publish sends m. String attributes are made valid UTF-8, as SNS requires.
 func (t Topic) Publish(ctx context.Context, m Message) error {
+	in := &sns.PublishInput{TopicArn: aws.String(t.ARN), Message: aws.String(m.Body), MessageAttributes: attributes(m)}
+	if m.Subject != "" {
+		in.Subject = aws.String(m.Subject)
+	}
+	_, err := t.Client.Publish(ctx, in)
+	return err
+}
+
+// attributes are m's message attributes as SNS takes them, string values
+// made valid UTF-8.
+func attributes(m Message) map[string]types.MessageAttributeValue {
 	attrs := make(map[string]types.MessageAttributeValue, len(m.Strings)+len(m.Numbers))
 	for name, v := range m.Strings {
 		attrs[name] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(strings.ToValidUTF8(v, "?"))}
@@ -46,10 +58,5 @@ func (t Topic) Publish(ctx context.Context, m Message) error {
 	for name, n := range m.Numbers {
 		attrs[name] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(n))}
 	}
-	in := &sns.PublishInput{TopicArn: aws.String(t.ARN), Message: aws.String(m.Body), MessageAttributes: attrs}
-	if m.Subject != "" {
-		in.Subject = aws.String(m.Subject)
-	}
-	_, err := t.Client.Publish(ctx, in)
-	return err
+	return attrs
 }

@@ -57,3 +57,27 @@ func AgentTimeout(s workflow.Step) time.Duration { return s.Budget + AgentMargin
 func Visibility(consumerTimeout time.Duration) time.Duration {
 	return VisibilityFactor * consumerTimeout
 }
+
+// Memory sizes of the functions in MB, as the stack deploys them: each
+// function is mostly waiting on DynamoDB, SQS or the remote service, and Go
+// handlers use a few tens of MB, so the smallest size serves them; the
+// Supervisor reads every in-flight record once a sweep and gets more.
+const (
+	SubmissionMemoryMB = 128
+	SchedulerMemoryMB  = 128
+	AgentMemoryMB      = 128
+	SupervisorMemoryMB = 256
+	NotifierMemoryMB   = 128
+)
+
+// StreamBatchSize is the most stream records one Notifier invocation gets.
+const StreamBatchSize = 100
+
+// MemoryMB names each function's memory size, by the function names the
+// cost model uses.
+func MemoryMB() map[string]int {
+	return map[string]int{
+		"submission": SubmissionMemoryMB, "scheduler": SchedulerMemoryMB, "agent": AgentMemoryMB,
+		"supervisor": SupervisorMemoryMB, "notifier": NotifierMemoryMB,
+	}
+}

@@ -21,8 +21,8 @@ import (
 )
 
 // dyingPublisher kills the Notifier's invocation (a panic, as the bridge
-// sees a Lambda that died) right after publishing the first event of each
-// listed seq, so that batch is delivered again.
+// sees a Lambda that died) right after publishing a batch that holds the
+// first event of a listed seq, so that batch is delivered again.
 type dyingPublisher struct {
 	next  notifier.Sender
 	mu    sync.Mutex
@@ -30,18 +30,18 @@ type dyingPublisher struct {
 	kills int
 }
 
-func (p *dyingPublisher) Publish(ctx context.Context, ev notifier.Event) error {
-	if err := p.next.Publish(ctx, ev); err != nil {
-		return err
-	}
+func (p *dyingPublisher) PublishBatch(ctx context.Context, evs []notifier.Event) (int, error) {
+	n, err := p.next.PublishBatch(ctx, evs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.after[ev.Seq] {
-		delete(p.after, ev.Seq)
-		p.kills++
-		panic("notifier killed after publishing")
+	for _, ev := range evs[:n] {
+		if p.after[ev.Seq] {
+			delete(p.after, ev.Seq)
+			p.kills++
+			panic("notifier killed after publishing")
+		}
 	}
-	return nil
+	return n, err
 }
 
 // subscribe gives a client its private queue for its own events.

@@ -115,8 +115,8 @@ func (s *Store) Apply(_ context.Context, c workflow.Change) (workflow.State, err
 	return clone(st), nil
 }
 
-// Expired returns the due records of the Supervisor's index, projected as
-// the index holds them, earliest deadline first, at most limit per shard.
+// Expired returns the due records of the Supervisor's index, whole,
+// earliest deadline first, at most limit per shard.
 func (s *Store) Expired(_ context.Context, now time.Time, limit int) ([]workflow.State, error) {
 	if err := s.fault("Expired", workflow.Change{}); err != nil {
 		return nil, err
@@ -133,11 +133,7 @@ func (s *Store) Expired(_ context.Context, now time.Time, limit int) ([]workflow
 			continue
 		}
 		perShard[shard]++
-		p, err := statestore.Projected(st, statestore.InFlightIndex)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
+		out = append(out, clone(st))
 	}
 	return out, nil
 }
@@ -248,24 +244,30 @@ func (s *Store) sorted(order func(a, b workflow.State) int) []workflow.State {
 }
 
 // normalize keeps what DynamoDB keeps: times at the precision the store
-// writes them (CompleteBy in milliseconds, the others RFC 3339 with
-// nanoseconds, in UTC), and JSON outputs as text.
+// writes them (Unix milliseconds, in UTC), and JSON outputs as text.
 func normalize(st workflow.State) workflow.State {
 	st = clone(st)
 	st.CompleteBy = time.UnixMilli(st.CompleteBy.UnixMilli()).UTC()
-	st.CreatedAt, st.UpdatedAt = st.CreatedAt.UTC(), st.UpdatedAt.UTC()
+	st.CreatedAt, st.UpdatedAt = milli(st.CreatedAt), milli(st.UpdatedAt)
 	for i := range st.Steps {
 		r := &st.Steps[i]
-		r.StartedAt, r.FinishedAt, r.CompensatedAt = utc(r.StartedAt), utc(r.FinishedAt), utc(r.CompensatedAt)
+		r.StartedAt, r.FinishedAt, r.CompensatedAt = milliPtr(r.StartedAt), milliPtr(r.FinishedAt), milliPtr(r.CompensatedAt)
 	}
 	return st
 }
 
-func utc(t *time.Time) *time.Time {
+func milli(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}
+
+func milliPtr(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
 	}
-	u := t.UTC()
+	u := milli(*t)
 	return &u
 }
 

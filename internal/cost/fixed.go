@@ -1,0 +1,136 @@
+package cost
+
+import (
+	"fmt"
+	"time"
+)
+
+// FixedParams are what the deployed stack costs whether or not orders
+// flow, in a 30-day month.
+type FixedParams struct {
+	// SupervisorRuns is the Supervisor's scheduled runs a month:
+	// rate(1 minute) over 30 days is 43,200.
+	SupervisorRuns int
+	// SupervisorDuration is one sweep that finds nothing to recover.
+	SupervisorDuration time.Duration
+	// SupervisorRRU is one such sweep's read: a Query of the in-flight
+	// index that returns nothing reads at least one 4 KB unit, eventually
+	// consistent (a GSI read is): 0.5 RRU.
+	SupervisorRRU float64
+	// IdlePollers is the long pollers each SQS event source mapping keeps
+	// on an idle queue. The Lambda guide ("Configuring scaling behavior for
+	// SQS event source mappings") says that at low traffic Lambda polls
+	// with five concurrent batches and can optimize down to two, except
+	// when maximum concurrency is set: the Scheduler's two queues have
+	// none (2 each), the Agents' queues have it (5 each).
+	IdlePollers map[string]int
+	// LongPollWait is how long each idle ReceiveMessage waits (the SQS
+	// maximum, 20 s): a poller makes one request per wait.
+	LongPollWait time.Duration
+	// Alarms, CustomMetrics and Dashboards are what the stack creates:
+	// 4 queues × (DLQ not empty + oldest message) + 6 functions' errors +
+	// the Notifier's iterator age and DLQ = 16 alarms; the transition
+	// metric filters make about 9 custom metrics (one per transition value
+	// the logs carry); one dashboard.
+	Alarms, CustomMetrics, Dashboards int
+	// KMSKeys are the two topics' customer managed keys. Key rotation is
+	// on, and a rotated key costs $1 a month more per rotation (up to two):
+	// this prices the first year.
+	KMSKeys int
+	// TopicPublishers is each encrypted topic's publishing principals. The
+	// SNS guide estimates KMS requests per topic as R = B / D × 2P (B the
+	// billing period, D the 5-minute data key reuse, P the publishers); it
+	// assumes every publisher publishes throughout, an upper bound for the
+	// alert topic, which publishes rarely.
+	TopicPublishers map[string]int
+	// DataKeyReuse is D: SNS reuses a data key for up to 5 minutes.
+	DataKeyReuse time.Duration
+}
+
+// DefaultFixed are the stack's fixed costs as deployed today.
+func DefaultFixed() FixedParams {
+	return FixedParams{
+		SupervisorRuns:     SecondsPerMonth / 60,
+		SupervisorDuration: 50 * time.Millisecond,
+		SupervisorRRU:      0.5,
+		IdlePollers: map[string]int{
+			"scheduler queue": 2, "response queue": 2,
+			"reserve-inventory queue": 5, "charge-payment queue": 5,
+		},
+		LongPollWait:  20 * time.Second,
+		Alarms:        16,
+		CustomMetrics: 9,
+		Dashboards:    1,
+		KMSKeys:       2,
+		// Order events: the Notifier. Alerts: the Scheduler, the two Agents,
+		// the Supervisor and CloudWatch alarms.
+		TopicPublishers: map[string]int{"order events": 1, "alerts": 5},
+		DataKeyReuse:    5 * time.Minute,
+	}
+}
+
+// FixedLine is one fixed cost a month.
+type FixedLine struct {
+	Item        string
+	Unit        string
+	PerMonth    float64
+	USDPerMonth float64
+}
+
+// Fixed is the stack's fixed monthly cost, line by line.
+func Fixed(p Prices, a Assumptions, f FixedParams) []FixedLine {
+	runs := float64(f.SupervisorRuns)
+	sweep := billedSeconds(f.SupervisorDuration.Seconds())
+	gbs := runs * sweep * a.memoryGB(Supervisor)
+	polls := idlePolls(f)
+	kms := kmsRequests(f)
+	return []FixedLine{
+		{"Supervisor schedule: Lambda requests", "requests", runs, runs * p.LambdaRequestsPerMillion / 1e6},
+		{fmt.Sprintf("Supervisor schedule: Lambda duration (%v a sweep)", f.SupervisorDuration), "GB-s", gbs, gbs * p.LambdaGBSecond},
+		{"Supervisor schedule: in-flight index Query", "RRU", runs * f.SupervisorRRU, runs * f.SupervisorRRU * p.DynamoDBRRUPerMillion / 1e6},
+		{fmt.Sprintf("SQS idle long polls (%d pollers, %v each)", pollers(f), f.LongPollWait), "requests", polls, polls * p.SQSRequestsPerMillion / 1e6},
+		{"CloudWatch alarms", "alarms", float64(f.Alarms), float64(f.Alarms) * p.AlarmMonth},
+		{"CloudWatch custom metrics", "metrics", float64(f.CustomMetrics), float64(f.CustomMetrics) * p.CustomMetricMonth},
+		{"CloudWatch dashboards", "dashboards", float64(f.Dashboards), float64(f.Dashboards) * p.DashboardMonth},
+		{"KMS customer managed keys", "keys", float64(f.KMSKeys), float64(f.KMSKeys) * p.KMSKeyMonth},
+		{"KMS requests (SNS data keys, R = B/D × 2P per topic)", "requests", kms, kms * p.KMSRequestsPer10k / 1e4},
+	}
+}
+
+// FixedTotal is the dollars a month of lines.
+func FixedTotal(lines []FixedLine) float64 {
+	t := 0.0
+	for _, l := range lines {
+		t += l.USDPerMonth
+	}
+	return t
+}
+
+func pollers(f FixedParams) int {
+	n := 0
+	for _, v := range f.IdlePollers {
+		n += v
+	}
+	return n
+}
+
+// idlePolls is a month of ReceiveMessage requests: each poller makes one
+// per long-poll wait.
+func idlePolls(f FixedParams) float64 {
+	if f.LongPollWait <= 0 {
+		return 0
+	}
+	return float64(pollers(f)) * SecondsPerMonth / f.LongPollWait.Seconds()
+}
+
+// kmsRequests is R = B / D × 2P summed over the topics.
+func kmsRequests(f FixedParams) float64 {
+	if f.DataKeyReuse <= 0 {
+		return 0
+	}
+	r := 0.0
+	for _, p := range f.TopicPublishers {
+		r += SecondsPerMonth / f.DataKeyReuse.Seconds() * 2 * float64(p)
+	}
+	return r
+}

@@ -1,0 +1,124 @@
+package cost
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Line is one billed item per order: its units per order and what those
+// cost per million orders.
+type Line struct {
+	Service string
+	Item    string
+	Unit    string
+	// PerOrder is the units of one order.
+	PerOrder float64
+	// USDPerMillion is the dollars a million orders pay for them.
+	USDPerMillion float64
+}
+
+// line prices perOrder units at a price per million units.
+func line(service, item, unit string, perOrder, perMillionUnits float64) Line {
+	return Line{Service: service, Item: item, Unit: unit, PerOrder: perOrder, USDPerMillion: perOrder * perMillionUnits}
+}
+
+// Bill is one scenario's variable cost per order at one level.
+type Bill struct {
+	Scenario string
+	Level    Level
+	Lines    []Line
+}
+
+// Total is the bill's dollars per million orders.
+func (b Bill) Total() float64 { return total(b.Lines) }
+
+func total(lines []Line) float64 {
+	t := 0.0
+	for _, l := range lines {
+		t += l.USDPerMillion
+	}
+	return t
+}
+
+// Price is what u's orders cost per order at level l: one line per service
+// (DynamoDB one per table and index), at prices p. Fixed monthly costs are
+// not in it (see Fixed).
+func Price(u Usage, l Level, p Prices, a Assumptions) Bill {
+	b := Bill{Scenario: u.Scenario, Level: l}
+	if u.Orders <= 0 {
+		return b
+	}
+	fns := lambdaUse(u, l, a)
+	b.Lines = append(b.Lines, line("API Gateway", "HTTP API requests", "requests", u.PerOrder(float64(u.APIRequests)), p.HTTPAPIRequestsPerMillion))
+	b.Lines = append(b.Lines, lambdaLines(fns, p, a)...)
+	b.Lines = append(b.Lines, sqsLines(u, l, p)...)
+	b.Lines = append(b.Lines, line("SNS", "publishes (billed 64 KiB chunks)", "requests", u.BilledPerOrder("SNS"), p.SNSRequestsPerMillion))
+	b.Lines = append(b.Lines, dynamoLines(u, p)...)
+	b.Lines = append(b.Lines, logLines(u, fns, p, a)...)
+	// SNS reuses a data key for up to 5 minutes, so an order causes no KMS
+	// request of its own: the keys and their requests are in Fixed.
+	b.Lines = append(b.Lines, line("KMS", "requests (SNS reuses data keys: see fixed costs)", "requests", 0, 0))
+	return b
+}
+
+// lambdaLines are the requests, the GB-seconds of the measured handler
+// time, and apart from them the GB-seconds the assumed remote latency adds.
+func lambdaLines(fns []fnUse, p Prices, a Assumptions) []Line {
+	var inv, handler, latency float64
+	var names []string
+	for _, f := range fns {
+		inv += f.invocations
+		handler += f.handlerGBs
+		latency += f.latencyGBs
+		names = append(names, f.name)
+	}
+	gbs := p.LambdaGBSecond * 1e6
+	return []Line{
+		line("Lambda", "requests ("+strings.Join(names, ", ")+")", "requests", inv, p.LambdaRequestsPerMillion),
+		line("Lambda", "duration: measured handler time", "GB-s", handler, gbs),
+		line("Lambda", fmt.Sprintf("duration: remote latency (ASSUMPTION %v a call)", a.RemoteLatency), "GB-s", latency, gbs),
+	}
+}
+
+// sqsLines are the handlers' own requests, as billed, and the pollers'
+// ReceiveMessage and DeleteMessageBatch, one each per batch. A received
+// batch of small messages is assumed to be one 64 KiB chunk.
+func sqsLines(u Usage, l Level, p Prices) []Line {
+	polls := 0.0
+	for _, fn := range sqsDriven {
+		batches := float64(u.Records[fn]) / l.RecordsPerInvocation(fn, 0)
+		polls += 2 * batches
+	}
+	return []Line{
+		line("SQS", "handlers' requests (billed 64 KiB chunks)", "requests", u.BilledPerOrder("SQS"), p.SQSRequestsPerMillion),
+		line("SQS", "pollers' receives + deletes (one each per batch)", "requests", u.PerOrder(polls), p.SQSRequestsPerMillion),
+	}
+}
+
+// dynamoLines show each table and index apart: WRU, then RRU.
+func dynamoLines(u Usage, p Prices) []Line {
+	var out []Line
+	for _, k := range sortedKeys(u.WRU) {
+		out = append(out, line("DynamoDB", "WRU "+k, "WRU", u.PerOrder(u.WRU[k]), p.DynamoDBWRUPerMillion))
+	}
+	for _, k := range sortedKeys(u.RRU) {
+		out = append(out, line("DynamoDB", "RRU "+k, "RRU", u.PerOrder(u.RRU[k]), p.DynamoDBRRUPerMillion))
+	}
+	return out
+}
+
+// logLines are the functions' own log bytes, the API's access log lines
+// and Lambda's platform lines, priced per GB ingested.
+func logLines(u Usage, fns []fnUse, p Prices, a Assumptions) []Line {
+	invocations := 0.0
+	for _, f := range fns {
+		invocations += f.invocations
+	}
+	perByte := p.LogsIngestionPerGB / GB * 1e6
+	access := u.PerOrder(float64(u.APIRequests)) * float64(a.AccessLogBytes)
+	return []Line{
+		line("CloudWatch Logs", "function logs", "bytes", u.LogBytesPerOrder(), perByte),
+		line("CloudWatch Logs", fmt.Sprintf("API access logs (ASSUMPTION %d B a request)", a.AccessLogBytes), "bytes", access, perByte),
+		line("CloudWatch Logs", fmt.Sprintf("Lambda platform lines (%d B an invocation: system log level WARN)", a.PlatformLogBytes), "bytes", invocations*float64(a.PlatformLogBytes), perByte),
+	}
+}

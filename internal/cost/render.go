@@ -1,0 +1,152 @@
+package cost
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// HappyPath is the scenario the last line and the comparisons price.
+const HappyPath = "happy path"
+
+// Render prints, for each scenario, its table at both levels, then the
+// fixed monthly costs, the alternatives, the assumptions and sources, and
+// last the one line LastLine makes. The happy path is the scenario named
+// HappyPath, or the first.
+func Render(w io.Writer, scenarios []Usage, p Prices, a Assumptions, f FixedParams) error {
+	if len(scenarios) == 0 {
+		return errors.New("cost: no scenario to render")
+	}
+	happy := scenarios[0]
+	for _, u := range scenarios {
+		if u.Scenario == HappyPath {
+			happy = u
+			break
+		}
+	}
+	ew := &errWriter{w: w}
+	for _, u := range scenarios {
+		renderScenario(ew, u, p, a)
+	}
+	renderFixed(ew, p, a, f)
+	comps := Compare(happy, p, a)
+	x := Price(happy, Reference, p, a).Total()
+	renderComparisons(ew, x, comps)
+	renderAssumptions(ew, p, a, f)
+	fmt.Fprintln(ew, LastLine(x, happy.WRUPerOrder(), comps[0].Total()))
+	return ew.err
+}
+
+// LastLine is the report's machine-read summary: the happy path's variable
+// dollars per million orders at the reference rate, its WRU per order, and
+// the Step Functions Standard comparison's dollars per million orders.
+func LastLine(usdPerMillion, wruPerOrder, sfnStandardPerMillion float64) string {
+	return fmt.Sprintf("cost usd_per_million=%.2f wru_per_order=%.2f sfn_standard_usd_per_million=%.2f",
+		usdPerMillion, wruPerOrder, sfnStandardPerMillion)
+}
+
+func renderScenario(w io.Writer, u Usage, p Prices, a Assumptions) {
+	fmt.Fprintf(w, "== %s: %d orders, variable cost per order ==\n", u.Scenario, u.Orders)
+	for _, l := range Levels() {
+		fmt.Fprintf(w, "-- %s --\n", l.describe(u))
+		renderLines(w, Price(u, l, p, a).Lines)
+	}
+}
+
+// renderLines is a service | units per order | $ per million orders table
+// with its total.
+func renderLines(w io.Writer, lines []Line) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "service\tunits per order\t$ per million orders")
+	for _, l := range lines {
+		fmt.Fprintf(tw, "%s %s\t%.4g %s\t%.4f\n", l.Service, l.Item, l.PerOrder, l.Unit, l.USDPerMillion)
+	}
+	fmt.Fprintf(tw, "total\t\t%.2f\n", total(lines))
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+func renderFixed(w io.Writer, p Prices, a Assumptions, f FixedParams) {
+	fmt.Fprintln(w, "== fixed monthly costs (30-day month, whatever the traffic) ==")
+	lines := Fixed(p, a, f)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "item\tunits per month\t$ per month")
+	for _, l := range lines {
+		fmt.Fprintf(tw, "%s\t%.0f %s\t%.4f\n", l.Item, l.PerMonth, l.Unit, l.USDPerMonth)
+	}
+	fmt.Fprintf(tw, "total\t\t%.2f\n", FixedTotal(lines))
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+// renderComparisons prints a summary table, then each alternative's lines.
+func renderComparisons(w io.Writer, ours float64, comps []Comparison) {
+	fmt.Fprintf(w, "== the same two-step workflow elsewhere, at %s ==\n", Reference.Name)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "alternative\t$ per million orders\tsource")
+	fmt.Fprintf(tw, "this stack (happy path, variable cost)\t%.2f\tthe tables above\n", ours)
+	for _, c := range comps {
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\n", c.Name, c.Total(), c.Source)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, c := range comps {
+		fmt.Fprintf(w, "-- %s --\n", c.Name)
+		renderLines(w, c.Lines)
+	}
+}
+
+func renderAssumptions(w io.Writer, p Prices, a Assumptions, f FixedParams) {
+	fmt.Fprintln(w, "== assumptions ==")
+	for _, s := range assumptionNotes(a, f) {
+		fmt.Fprintln(w, "- "+s)
+	}
+	fmt.Fprintf(w, "== prices: %s, on-demand list prices, arm64, no free tier, checked %s ==\n", p.Region, p.Checked)
+	for _, s := range Sources() {
+		fmt.Fprintf(w, "- %s (source: %s)\n", s.Prices, s.Page)
+	}
+	fmt.Fprintln(w)
+}
+
+// assumptionNotes say in words what the tables assume.
+func assumptionNotes(a Assumptions, f FixedParams) []string {
+	return []string{
+		fmt.Sprintf("remote latency: %v a remote call (the local remote answers at once); an Agent works up to %d records of a batch at once, so a full batch waits one latency, a lone record its own", a.RemoteLatency, a.AgentConcurrency),
+		fmt.Sprintf("function memory: %s (others %d MB); Lambda duration is each function's mean invocation rounded up to 1 ms", memoryText(a), DefaultMemoryMB),
+		fmt.Sprintf("batching at %s: every SQS batch full (scheduler and agent batch sizes from shared/topology), one ReceiveMessage and one DeleteMessageBatch per batch, each received batch one 64 KiB chunk; at %s every record is its own invocation, receive and delete", Reference.Name, MillionAMonth.Name),
+		fmt.Sprintf("Notifier stream batches: shards = max(1, ceil(stream records a second / %d)); records per invocation = min(%d, max(1, stream records a second / (%d polls a second × shards))); Lambda's stream reads are free", StreamWritesPerShard, StreamBatchSize, StreamPollsPerSecond),
+		fmt.Sprintf("logs: %d B of API access log a request; %d B of Lambda platform lines an invocation (system log level WARN); 1 GB = 2^30 bytes; log storage not priced", a.AccessLogBytes, a.PlatformLogBytes),
+		fmt.Sprintf("fixed: %d Supervisor runs a month of %v each, %d idle SQS pollers long-polling %v, %d alarms, %d custom metrics, %d dashboard, %d KMS keys; a month is 30 days", f.SupervisorRuns, f.SupervisorDuration, pollers(f), f.LongPollWait, f.Alarms, f.CustomMetrics, f.Dashboards, f.KMSKeys),
+		fmt.Sprintf("alternatives: %d Standard state transitions an order (start→Reserve, Reserve→Charge, Charge→end); Express billed at %d MB and rounded up to 100 ms; durable: %d operations (start + 2 steps), %d B written each, kept %d days; each task at the Agent's memory and per-record handler time plus one remote call; %d status events and %.0f WRU of order record each", a.SFNStandardTransitions, a.ExpressMemoryMB, a.DurableOperations, a.DurableBytesPerOperation, a.DurableRetentionDays, a.StatusEvents, a.OrderRecordWRU),
+		"not priced: data transfer, DynamoDB and log storage, SNS deliveries to the clients' SQS queues (free) and those queues",
+	}
+}
+
+func memoryText(a Assumptions) string {
+	if len(a.MemoryMB) == 0 {
+		return "every function the default"
+	}
+	parts := make([]string, 0, len(a.MemoryMB))
+	for _, k := range sortedKeys(a.MemoryMB) {
+		parts = append(parts, fmt.Sprintf("%s %d MB", k, a.MemoryMB[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// errWriter keeps the first write error, so Render can print freely and
+// report once.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
+}

@@ -1,0 +1,53 @@
+// Package cost turns what a run of the local stack measured into what an
+// order costs in AWS at list prices: the price list, the model of what
+// Lambda's pollers batch at a traffic level, and the same workflow priced
+// on Step Functions and Lambda durable functions for comparison. It is pure:
+// cmd/cost measures, this package prices.
+package cost
+
+import "time"
+
+// Usage is what one scenario's run measured on the local engines, as totals
+// over Orders orders.
+type Usage struct {
+	// Scenario names the run: "happy path", "one retried step",
+	// "compensated".
+	Scenario string
+	Orders   int
+	// APIRequests are the HTTP API requests the clients made.
+	APIRequests int
+	// Requests are the AWS API requests the handlers made, by "Service
+	// Operation" as the SDK names them ("SQS SendMessage", "SQS
+	// SendMessageBatch", "SNS Publish", "SNS PublishBatch", "DynamoDB
+	// UpdateItem", ...). Lambda's pollers are not in it: the model derives
+	// their receives and deletes from Records.
+	Requests map[string]int
+	// Billed are the same requests in the units SQS and SNS bill: one per
+	// started 64 KiB of a request's payload (a batch's payloads summed).
+	// Keys as Requests; only SQS and SNS keys.
+	Billed map[string]int
+	// WRU and RRU are the DynamoDB capacity units DynamoDB reported
+	// (ReturnConsumedCapacity INDEXES), keyed by table role and index:
+	// "orders", "orders/ByOwner", "state", "state/InFlightByDeadline", ...
+	WRU, RRU map[string]float64
+	// Records are the event records each event-source-driven function
+	// consumed, by function: "scheduler" and "agent" (SQS messages),
+	// "notifier" (stream records). The model turns them into invocations,
+	// and for SQS into ReceiveMessage and DeleteMessageBatch requests, at a
+	// traffic level.
+	Records map[string]int
+	// Invocations are the invocations of the functions nothing batches:
+	// "submission" (one per API request that reached it) and "supervisor"
+	// (sweeps the run needed; the deployed schedule's sweeps are fixed
+	// monthly cost, see Fixed).
+	Invocations map[string]int
+	// HandlerTime is how long each function's handler ran, summed over the
+	// run, by function as in Records and Invocations. It was measured on
+	// the local engines, whose calls are slower than AWS's, and without the
+	// remote service's latency (the local remote answers at once).
+	HandlerTime map[string]time.Duration
+	// RemoteCalls are the HTTP calls the agents made to the remote service.
+	RemoteCalls int
+	// LogBytes are the bytes each function's logger wrote, by function.
+	LogBytes map[string]int64
+}

@@ -1,0 +1,310 @@
+// Package costrun measures what orders cost: it runs them through the real
+// handlers on the local engines, as internal/localstack/wiring wires them,
+// with every AWS request of the handlers metered (DynamoDB asked to report
+// the capacity each request consumed, indexes included) and every handler
+// invocation timed, and returns the totals as a cost.Usage for
+// internal/cost to price. The handlers' code is not changed for it: the
+// meter is an SDK option of the clients they are given.
+package costrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/sasflow/sas/internal/cost"
+	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/internal/localstack/sqsbridge"
+	"github.com/sasflow/sas/internal/localstack/streambridge"
+	"github.com/sasflow/sas/internal/localstack/wiring"
+	"github.com/sasflow/sas/internal/testkit/reqcount"
+	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Scenario is what happens to every order of a run.
+type Scenario int
+
+const (
+	// Happy: both steps succeed at the first try.
+	Happy Scenario = iota
+	// Retried: the second step's first reply is lost (its agent died after
+	// the remote call), so the Supervisor times the step out and it runs
+	// again.
+	Retried
+	// Compensated: the remote rejects the second step for good, so the
+	// order is undone: the second step voided, the first released.
+	Compensated
+)
+
+func (s Scenario) String() string {
+	return [...]string{"happy path", "one retried step", "compensated"}[s]
+}
+
+// want is the state every order of a scenario must end in.
+func (s Scenario) want() workflow.ProcessState {
+	if s == Compensated {
+		return workflow.Compensated
+	}
+	return workflow.Processed
+}
+
+// Options configures a run.
+type Options struct {
+	// DynamoDBURL and AWSURL are the local engines (DynamoDB Local, fauxqs).
+	DynamoDBURL, AWSURL string
+	Orders              int
+	Scenario            Scenario
+	// Timeout bounds the run; zero means five minutes plus a second per order.
+	Timeout time.Duration
+}
+
+// Body is the order every run submits: a small, typical one.
+const Body = `{"customerId":"c-1","currency":"EUR","clientId":"cost-client","items":[{"sku":"A-1","quantity":1,"unitPriceCents":100}]}`
+
+// Run runs o.Orders orders of o.Scenario and returns what they used.
+func Run(ctx context.Context, o Options) (cost.Usage, error) {
+	if o.Orders < 1 {
+		return cost.Usage{}, errors.New("costrun: at least one order")
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmpOr(o.Timeout, 5*time.Minute+time.Duration(o.Orders)*time.Second))
+	defer cancel()
+	r, err := newRig(ctx, o)
+	if err != nil {
+		return cost.Usage{}, err
+	}
+	defer r.close()
+	if err := r.submit(ctx); err != nil {
+		return cost.Usage{}, err
+	}
+	if err := r.finish(ctx); err != nil {
+		return cost.Usage{}, err
+	}
+	return r.usage(), nil
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// rig is one run's wired system and what measures it.
+type rig struct {
+	o   Options
+	sys *wiring.System
+	sim *remotesim.Sim
+	// reader reads the records with a client the meter does not count.
+	reader *statestore.Store
+	srv    *httptest.Server
+	clk    *clock.Fake
+	meter  reqcount.Meter
+	logs   logBytes
+	fns    functions
+	calls  atomic.Int64
+	ids    []string
+	// lost remembers the orders whose reply the Retried scenario dropped.
+	lostMu sync.Mutex
+	lost   map[string]bool
+}
+
+func newRig(ctx context.Context, o Options) (*rig, error) {
+	r := &rig{o: o, sim: remotesim.New(), lost: map[string]bool{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.calls.Add(1)
+		r.sim.ServeHTTP(w, req)
+	}))
+	// The fake clock stands still while messages flow, so no budget runs
+	// out by accident; the Retried scenario moves it past CompleteBy.
+	r.clk = clock.NewFake(time.Now())
+	prefix := "cost-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	r.meter.Table = func(name string) string { return strings.TrimPrefix(name, prefix+"-") }
+	creds := credentials.NewStaticCredentialsProvider("local", "local", "")
+	cfg := func(endpoint string, metered bool) aws.Config {
+		c := aws.Config{Region: "us-east-1", Credentials: creds, BaseEndpoint: aws.String(endpoint)}
+		if metered {
+			c.APIOptions = []func(*middleware.Stack) error{r.meter.Add}
+		}
+		return c
+	}
+	policy := workflow.DefaultPolicy()
+	// SQS delays whole seconds: the retry's backoff is real time here.
+	policy.BackoffBase, policy.BackoffMax = time.Second, time.Second
+	sys, err := wiring.Build(ctx, wiring.Options{
+		DynamoDB: dynamodb.NewFromConfig(cfg(o.DynamoDBURL, true)),
+		SQS:      sqs.NewFromConfig(cfg(o.AWSURL, true)),
+		// Lambda's pollers are not the handlers: the cost model derives
+		// their receives and deletes from the records delivered.
+		PollSQS: sqs.NewFromConfig(cfg(o.AWSURL, false)),
+		SNS:     sns.NewFromConfig(cfg(o.AWSURL, true)),
+		// Lambda reads the stream for free.
+		Streams: dynamodbstreams.NewFromConfig(cfg(o.DynamoDBURL, false), streambridge.ForDynamoDBLocal),
+		Prefix:  prefix, Region: "us-east-1",
+		Workflow: workflow.Default(), Policy: policy, RemoteBaseURL: r.srv.URL, Agent: agent.DefaultConfig(),
+		MaxReceiveCount: 5, VisibilityTimeout: 30 * time.Second,
+		Clock: r.clk, Log: slog.New(slog.NewJSONHandler(&r.logs, nil)),
+		WrapSender: r.wrapSender,
+	})
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.sys = sys
+	r.reader = statestore.New(dynamodb.NewFromConfig(cfg(o.DynamoDBURL, false)), sys.Tables)
+	r.timeHandlers()
+	if o.Scenario == Compensated {
+		r.sim.RejectStep(workflow.Default().Steps[1].Name)
+	}
+	return r, nil
+}
+
+func (r *rig) close() {
+	r.srv.Close()
+	r.sim.Close()
+}
+
+// submit posts every order to the Submission handler, as API Gateway would.
+func (r *rig) submit(ctx context.Context) error {
+	r.meter.Reset()
+	for i := range r.o.Orders {
+		req := events.APIGatewayV2HTTPRequest{RawPath: "/orders", RouteKey: "POST /orders",
+			Headers: map[string]string{"content-type": "application/json"}, Body: Body}
+		req.RequestContext.HTTP.Method = "POST"
+		req.RequestContext.RequestID = "cost-" + strconv.Itoa(i)
+		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/cost"}}
+		var resp events.APIGatewayV2HTTPResponse
+		err := r.fns.time("submission", 1, func() error {
+			var err error
+			resp, err = r.sys.Submission.Handle(ctx, req)
+			return err
+		})
+		if err != nil || resp.StatusCode != http.StatusAccepted {
+			return fmt.Errorf("submit: %d %s %v", resp.StatusCode, resp.Body, err)
+		}
+		r.ids = append(r.ids, strings.TrimPrefix(resp.Headers["Location"], "/orders/"))
+	}
+	return nil
+}
+
+// finish moves every order to its end: messages and stream records are
+// delivered until nothing moves; in the Retried scenario the clock then
+// passes the lost replies' CompleteBy and the Supervisor sweeps once.
+func (r *rig) finish(ctx context.Context) error {
+	swept := false
+	for {
+		if err := r.drain(ctx); err != nil {
+			return err
+		}
+		left, err := r.unfinished(ctx)
+		if err != nil || left == 0 {
+			return err
+		}
+		if r.o.Scenario == Retried && !swept {
+			r.clk.Advance(workflow.Default().Steps[1].Budget + time.Second)
+			if err := r.fns.time("supervisor", 1, func() error { return r.sys.Supervisor.Handle(ctx, events.EventBridgeEvent{}) }); err != nil {
+				return fmt.Errorf("supervisor: %w", err)
+			}
+			swept = true
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d orders not %s: %w", left, len(r.ids), r.o.Scenario.want(), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+			// A hand-back waits out its backoff in SQS.
+		}
+	}
+}
+
+// drain delivers queue messages and stream records until a round of both
+// delivers nothing.
+func (r *rig) drain(ctx context.Context) error {
+	for {
+		n, err := r.sys.PumpOnce(ctx)
+		if err != nil && !errors.Is(err, sqsbridge.ErrBatchFailed) {
+			return err
+		}
+		m, err := r.sys.Stream.PollOnce(ctx)
+		if err != nil {
+			return fmt.Errorf("stream: %w", err)
+		}
+		if n+m == 0 {
+			return nil
+		}
+	}
+}
+
+// unfinished counts the orders not yet in the scenario's final state.
+func (r *rig) unfinished(ctx context.Context) (int, error) {
+	left := 0
+	for _, id := range r.ids {
+		st, err := r.reader.GetState(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		if st.ProcessState != r.o.Scenario.want() {
+			left++
+		}
+	}
+	return left, nil
+}
+
+// wrapSender drops, in the Retried scenario, the first reply of each
+// order's second step: its agent died after calling the remote.
+func (r *rig) wrapSender(role string, s wiring.Sender) wiring.Sender {
+	if r.o.Scenario != Retried || role != "agent" {
+		return s
+	}
+	return senderFunc(func(ctx context.Context, queueURL, body string, delay time.Duration) error {
+		if m, err := message.DecodeAgentReply(body); err == nil && m.StepIndex == 1 && !m.Action.Undo() {
+			r.lostMu.Lock()
+			first := !r.lost[m.OrderID]
+			r.lost[m.OrderID] = true
+			r.lostMu.Unlock()
+			if first {
+				return nil
+			}
+		}
+		return s.Send(ctx, queueURL, body, delay)
+	})
+}
+
+type senderFunc func(ctx context.Context, queueURL, body string, delay time.Duration) error
+
+func (f senderFunc) Send(ctx context.Context, queueURL, body string, delay time.Duration) error {
+	return f(ctx, queueURL, body, delay)
+}
+
+// usage is what the run used, for internal/cost.
+func (r *rig) usage() cost.Usage {
+	m := r.meter.Snapshot()
+	u := cost.Usage{
+		Scenario: r.o.Scenario.String(), Orders: r.o.Orders, APIRequests: r.o.Orders,
+		Requests: m.Requests, Billed: m.Billed, WRU: m.WRU, RRU: m.RRU,
+		RemoteCalls: int(r.calls.Load()), LogBytes: r.logs.snapshot(),
+	}
+	u.Records, u.Invocations, u.HandlerTime = r.fns.snapshot()
+	return u
+}

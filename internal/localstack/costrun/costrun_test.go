@@ -1,0 +1,66 @@
+package costrun_test
+
+import (
+	"context"
+	"maps"
+	"testing"
+
+	"github.com/sasflow/sas/internal/localstack/costrun"
+	"github.com/sasflow/sas/internal/testkit/enginetest"
+)
+
+func TestMain(m *testing.M) { enginetest.Main(m) }
+
+// TestWriteUnitsPerOrder pins the DynamoDB write units of a two-step order
+// on the happy path, per table and index, as DynamoDB Local reports them:
+// a change that adds write units (a bigger item, an index entry that moves)
+// fails here, and `make cost` shows what it costs.
+func TestWriteUnitsPerOrder(t *testing.T) {
+	t.Parallel()
+	ddb, aws := enginetest.Endpoints(t)
+	const orders = 5
+	u, err := costrun.Run(context.Background(), costrun.Options{DynamoDBURL: ddb, AWSURL: aws, Orders: orders, Scenario: costrun.Happy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		// The transaction writes both items, each at most 1 KB, at twice
+		// the units, and the index entries it creates at twice too.
+		"orders":         2,
+		"orders/ByOwner": 2,
+		// Transaction 2, then three updates of 1 each (claim; commit and
+		// claim next; commit): the record stays under 1 KB.
+		"state": 5,
+		// Entered in the transaction (2), left at Processed (1); a claim's
+		// new CompleteBy does not move it.
+		"state/InFlightByDeadline": 3,
+		"state/ByState":            7,
+	}
+	got := map[string]float64{}
+	for k, v := range u.WRU {
+		if v != 0 {
+			got[k] = v / orders
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("WRU per order = %v, want %v", got, want)
+	}
+	if total := u.WRUPerOrder(); total != 19 {
+		t.Errorf("WRU per order %v in all, want 19", total)
+	}
+}
+
+// TestSweepReadsOnlyInFlightRecords: one sweep's read units do not grow
+// with the finished records in the table (make cost -sweep measures it at
+// 100,000).
+func TestSweepReadsOnlyInFlightRecords(t *testing.T) {
+	t.Parallel()
+	ddb, _ := enginetest.Endpoints(t)
+	reads, err := costrun.Sweep(context.Background(), ddb, 40, []int{100, 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads[0].RRU == 0 || reads[1].RRU != reads[0].RRU {
+		t.Errorf("sweep read units: %+v, want the same with 100 and 2,000 finished records", reads)
+	}
+}

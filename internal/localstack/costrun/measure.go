@@ -1,0 +1,117 @@
+package costrun
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// functions times the handlers' invocations and counts what they were
+// given, by function.
+type functions struct {
+	mu          sync.Mutex
+	records     map[string]int
+	invocations map[string]int
+	took        map[string]time.Duration
+}
+
+// time runs one invocation of fn with n records.
+func (f *functions) time(fn string, n int, call func() error) error {
+	start := time.Now()
+	err := call()
+	took := time.Since(start)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.records == nil {
+		f.records, f.invocations, f.took = map[string]int{}, map[string]int{}, map[string]time.Duration{}
+	}
+	f.records[fn] += n
+	f.invocations[fn]++
+	f.took[fn] += took
+	return err
+}
+
+func (f *functions) snapshot() (records, invocations map[string]int, took map[string]time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	records, invocations, took = maps.Clone(f.records), maps.Clone(f.invocations), maps.Clone(f.took)
+	// Submission and Supervisor invocations are not records of an event
+	// source: cost.Usage keeps them apart.
+	delete(records, "submission")
+	delete(records, "supervisor")
+	for fn := range invocations {
+		if fn != "submission" && fn != "supervisor" {
+			delete(invocations, fn)
+		}
+	}
+	return records, invocations, took
+}
+
+// timeHandlers puts every event source's handler behind the timer: the
+// scheduler and response queues feed "scheduler", the agent queues "agent",
+// the state table's stream "notifier".
+func (r *rig) timeHandlers() {
+	for _, b := range r.sys.Bridges {
+		fn := "agent"
+		if b.QueueURL == r.sys.SchedulerQueue.URL || b.QueueURL == r.sys.ResponseQueue.URL {
+			fn = "scheduler"
+		}
+		h := b.Handler
+		b.Handler = func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+			err = r.fns.time(fn, len(ev.Records), func() error {
+				resp, err = h(ctx, ev)
+				return err
+			})
+			return resp, err
+		}
+	}
+	h := r.sys.Stream.Handler
+	r.sys.Stream.Handler = func(ctx context.Context, ev events.DynamoDBEvent) (resp events.DynamoDBEventResponse, err error) {
+		err = r.fns.time("notifier", len(ev.Records), func() error {
+			resp, err = h(ctx, ev)
+			return err
+		})
+		return resp, err
+	}
+}
+
+// logBytes counts the bytes of JSON log lines by the function that wrote
+// them, as CloudWatch Logs would ingest them (one line per event).
+type logBytes struct {
+	mu    sync.Mutex
+	bytes map[string]int64
+}
+
+var functionKey = []byte(`"function":"`)
+
+func (l *logBytes) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(`"level":"ERROR"`)) {
+		// A run that fails says why.
+		os.Stderr.Write(p)
+	}
+	fn := "unknown"
+	if i := bytes.Index(p, functionKey); i >= 0 {
+		rest := p[i+len(functionKey):]
+		if j := bytes.IndexByte(rest, '"'); j >= 0 {
+			fn = string(rest[:j])
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.bytes == nil {
+		l.bytes = map[string]int64{}
+	}
+	l.bytes[fn] += int64(len(p))
+	return len(p), nil
+}
+
+func (l *logBytes) snapshot() map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.bytes)
+}

@@ -1,0 +1,235 @@
+package reqcount
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// chunk is the payload size SQS and SNS bill as one request.
+const chunk = 64 << 10
+
+// Meter measures what AWS bills for a client's requests: the requests by
+// service and operation, SQS and SNS requests in 64 KiB chunks, and the
+// DynamoDB capacity units each request consumed, which it asks DynamoDB to
+// report (ReturnConsumedCapacity INDEXES) on every call, so the code under
+// measure stays as it is. The zero value is ready to use.
+type Meter struct {
+	// Table maps a table name to the name it is reported under (its role,
+	// "orders" or "state"); nil reports table names as they are.
+	Table func(name string) string
+
+	mu       sync.Mutex
+	requests map[string]int
+	billed   map[string]int
+	wru, rru map[string]float64
+}
+
+// Add is an SDK APIOptions entry: append it to a client's Options.APIOptions.
+func (m *Meter) Add(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("reqcount-meter",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			key := awsmiddleware.GetServiceID(ctx) + " " + awsmiddleware.GetOperationName(ctx)
+			askCapacity(in.Parameters)
+			m.count(key, payload(in.Parameters))
+			out, md, err := next.HandleInitialize(ctx, in)
+			if err == nil {
+				m.consumed(capacityOf(out.Result), reads[awsmiddleware.GetOperationName(ctx)])
+			}
+			return out, md, err
+		}), middleware.Before)
+}
+
+func (m *Meter) count(key string, bytes int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.requests == nil {
+		m.requests, m.billed = map[string]int{}, map[string]int{}
+	}
+	m.requests[key]++
+	if bytes >= 0 {
+		m.billed[key] += max(1, (bytes+chunk-1)/chunk)
+	}
+}
+
+// reads are the DynamoDB operations that consume read units; every other
+// one consumes write units.
+var reads = map[string]bool{"GetItem": true, "BatchGetItem": true, "Query": true, "Scan": true, "TransactGetItems": true}
+
+// consumed adds what one response reported. DynamoDB may report only the
+// total CapacityUnits; read tells which kind they are.
+func (m *Meter) consumed(caps []ddbtypes.ConsumedCapacity, read bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.wru == nil {
+		m.wru, m.rru = map[string]float64{}, map[string]float64{}
+	}
+	for _, c := range caps {
+		table := aws.ToString(c.TableName)
+		if m.Table != nil {
+			table = m.Table(table)
+		}
+		add := func(name string, cap *ddbtypes.Capacity) {
+			if cap == nil {
+				return
+			}
+			units := aws.ToFloat64(cap.CapacityUnits)
+			if read {
+				m.rru[name] += units
+			} else {
+				m.wru[name] += units
+			}
+		}
+		add(table, c.Table)
+		for ix, cap := range c.GlobalSecondaryIndexes {
+			add(table+"/"+ix, &cap)
+		}
+		for ix, cap := range c.LocalSecondaryIndexes {
+			add(table+"/"+ix, &cap)
+		}
+	}
+}
+
+// Usage is what a Meter measured.
+type Usage struct {
+	// Requests by "Service Operation"; Billed, for SQS and SNS only, in
+	// 64 KiB chunks of payload.
+	Requests, Billed map[string]int
+	// WRU and RRU by table, and by "table/index".
+	WRU, RRU map[string]float64
+}
+
+// Snapshot returns what was measured so far.
+func (m *Meter) Snapshot() Usage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := Usage{Requests: maps.Clone(m.requests), Billed: maps.Clone(m.billed), WRU: maps.Clone(m.wru), RRU: maps.Clone(m.rru)}
+	for k := range u.Billed {
+		if !strings.HasPrefix(k, "SQS ") && !strings.HasPrefix(k, "SNS ") {
+			delete(u.Billed, k)
+		}
+	}
+	return u
+}
+
+// Reset forgets everything measured.
+func (m *Meter) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests, m.billed, m.wru, m.rru = nil, nil, nil, nil
+}
+
+// askCapacity asks DynamoDB to report the capacity a request consumes,
+// indexes included.
+func askCapacity(in any) {
+	const all = ddbtypes.ReturnConsumedCapacityIndexes
+	switch v := in.(type) {
+	case *dynamodb.PutItemInput:
+		v.ReturnConsumedCapacity = all
+	case *dynamodb.UpdateItemInput:
+		v.ReturnConsumedCapacity = all
+	case *dynamodb.DeleteItemInput:
+		v.ReturnConsumedCapacity = all
+	case *dynamodb.GetItemInput:
+		v.ReturnConsumedCapacity = all
+	case *dynamodb.QueryInput:
+		v.ReturnConsumedCapacity = all
+	case *dynamodb.ScanInput:
+		v.ReturnConsumedCapacity = all
+	case *dynamodb.BatchGetItemInput:
+		v.ReturnConsumedCapacity = all
+	case *dynamodb.BatchWriteItemInput:
+		v.ReturnConsumedCapacity = all
+	case *dynamodb.TransactWriteItemsInput:
+		v.ReturnConsumedCapacity = all
+	case *dynamodb.TransactGetItemsInput:
+		v.ReturnConsumedCapacity = all
+	}
+}
+
+// capacityOf reads the consumed capacity of a DynamoDB response.
+func capacityOf(out any) []ddbtypes.ConsumedCapacity {
+	one := func(c *ddbtypes.ConsumedCapacity) []ddbtypes.ConsumedCapacity {
+		if c == nil {
+			return nil
+		}
+		return []ddbtypes.ConsumedCapacity{*c}
+	}
+	switch v := out.(type) {
+	case *dynamodb.PutItemOutput:
+		return one(v.ConsumedCapacity)
+	case *dynamodb.UpdateItemOutput:
+		return one(v.ConsumedCapacity)
+	case *dynamodb.DeleteItemOutput:
+		return one(v.ConsumedCapacity)
+	case *dynamodb.GetItemOutput:
+		return one(v.ConsumedCapacity)
+	case *dynamodb.QueryOutput:
+		return one(v.ConsumedCapacity)
+	case *dynamodb.ScanOutput:
+		return one(v.ConsumedCapacity)
+	case *dynamodb.BatchGetItemOutput:
+		return v.ConsumedCapacity
+	case *dynamodb.BatchWriteItemOutput:
+		return v.ConsumedCapacity
+	case *dynamodb.TransactWriteItemsOutput:
+		return v.ConsumedCapacity
+	case *dynamodb.TransactGetItemsOutput:
+		return v.ConsumedCapacity
+	}
+	return nil
+}
+
+// payload is the size SQS or SNS bills a request by: its bodies and
+// message attributes; -1 for any other request.
+func payload(in any) int {
+	switch v := in.(type) {
+	case *sqs.SendMessageInput:
+		return len(aws.ToString(v.MessageBody)) + sqsAttrs(v.MessageAttributes)
+	case *sqs.SendMessageBatchInput:
+		n := 0
+		for _, e := range v.Entries {
+			n += len(aws.ToString(e.MessageBody)) + sqsAttrs(e.MessageAttributes)
+		}
+		return n
+	case *sqs.ReceiveMessageInput, *sqs.DeleteMessageInput, *sqs.DeleteMessageBatchInput,
+		*sqs.ChangeMessageVisibilityInput, *sqs.ChangeMessageVisibilityBatchInput:
+		return 0
+	case *sns.PublishInput:
+		return len(aws.ToString(v.Message)) + len(aws.ToString(v.Subject)) + snsAttrs(v.MessageAttributes)
+	case *sns.PublishBatchInput:
+		n := 0
+		for _, e := range v.PublishBatchRequestEntries {
+			n += len(aws.ToString(e.Message)) + len(aws.ToString(e.Subject)) + snsAttrs(e.MessageAttributes)
+		}
+		return n
+	}
+	return -1
+}
+
+func sqsAttrs(a map[string]sqstypes.MessageAttributeValue) int {
+	n := 0
+	for k, v := range a {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
+func snsAttrs(a map[string]snstypes.MessageAttributeValue) int {
+	n := 0
+	for k, v := range a {
+		n += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
