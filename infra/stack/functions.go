@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sasflow/sas/shared/topology"
 )
 
 func duration(d time.Duration) awscdk.Duration {
@@ -94,7 +96,7 @@ func (b *builder) consume(f *fn, q *workQueue, batchSize int, maxConcurrency int
 // Stream consumption: batches as large as a DynamoDB stream mapping
 // allows, one batch per shard at a time so a record's events stay in order.
 const (
-	StreamBatchSize             = 100
+	StreamBatchSize             = topology.StreamBatchSize
 	StreamParallelizationFactor = 1
 	// StreamRetryAttempts -1 retries a failed record until it expires
 	// from the stream (24 h): an event is only given up on when it is gone.

@@ -86,7 +86,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// conditional UpdateItem, and sends Schedule messages.
 	submission := b.function(Submission, fnSpec{
 		description: "The orders API: validates and writes new orders, reads and lists them, retries and cancels them, hands them to the Scheduler",
-		timeout:     topology.SubmissionTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL"),
+		timeout:     topology.SubmissionTimeout, memory: topology.SubmissionMemoryMB, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL"),
 	})
 	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem")
 	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
@@ -118,7 +118,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	(*schedEnv)["MAX_RECEIVE_COUNT"] = jsii.String(strconv.Itoa(cfg.MaxReceiveCount))
 	scheduler := b.function(Scheduler, fnSpec{
 		description: "Claims steps, dispatches them to their Agents and commits the replies, from the scheduler and response queues",
-		timeout:     topology.SchedulerTimeout, memory: 256, env: schedEnv,
+		timeout:     topology.SchedulerTimeout, memory: topology.SchedulerMemoryMB, env: schedEnv,
 	})
 	allowTable(scheduler.role, state, "dynamodb:UpdateItem", "dynamodb:GetItem")
 	for _, st := range cfg.Workflow.Steps {
@@ -150,7 +150,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		a := b.function(Agent, fnSpec{
 			id:          "Agent-" + st.Name,
 			description: fmt.Sprintf("Agent for step %s: calls its remote service with retries until CompleteBy and replies to the Scheduler", st.Name),
-			timeout:     topology.AgentTimeout(st), memory: 256, env: agentEnv,
+			timeout:     topology.AgentTimeout(st), memory: topology.AgentMemoryMB, env: agentEnv,
 		})
 		allowSend(a.role, queues.responses.main)
 		alerts.allowPublish(a.role)
@@ -158,17 +158,18 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		agents[st.Name] = a
 	}
 
-	// Supervisor: queries the in-flight index, recovers expired records with
-	// conditional UpdateItem, re-sends steps to the Scheduler, alerts.
+	// Supervisor: queries the in-flight index (keys only), reads those
+	// records (BatchGetItem) to see their deadlines, recovers expired ones
+	// with conditional UpdateItem, re-sends steps to the Scheduler, alerts.
 	supervisor := b.function(Supervisor, fnSpec{
 		description: "Runs on a schedule: finds state records whose CompleteBy passed, retries them or marks them Error and alerts",
-		timeout:     topology.SupervisorTimeout, memory: 256, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL"),
+		timeout:     topology.SupervisorTimeout, memory: topology.SupervisorMemoryMB, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL"),
 		// A failed run is redone by the next tick; Lambda's own async
 		// retries would only overlap it.
 		asyncRetries: jsii.Number(0),
 	})
 	allow(supervisor.role, []string{"dynamodb:Query"}, jsii.String(*state.TableArn()+"/index/"+statestore.InFlightIndex))
-	allowTable(supervisor.role, state, "dynamodb:UpdateItem")
+	allowTable(supervisor.role, state, "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
 	allowSend(supervisor.role, queues.scheduler.main)
 	alerts.allowPublish(supervisor.role)
 	rule := awsevents.NewRule(s, jsii.String("SupervisorSchedule"), &awsevents.RuleProps{
@@ -184,7 +185,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// state table's stream, to the order events topic.
 	notifier := b.function(Notifier, fnSpec{
 		description: "Reads the state table's stream and publishes each change of an order's client status to the order events topic",
-		timeout:     NotifierTimeout, memory: 256,
+		timeout:     NotifierTimeout, memory: topology.NotifierMemoryMB,
 		env: &map[string]*string{"ORDER_EVENTS_TOPIC_ARN": events.topic.TopicArn()},
 	})
 	events.allowPublish(notifier.role)

@@ -224,7 +224,8 @@ var roleActions = func() map[string]map[string][]string {
 	add(sched, []string{"SchedulerQueue"}, "sqs:SendMessage")
 	sup := alerts(logs("Supervisor"))
 	add(sup, []string{"StateTable/index/" + statestore.InFlightIndex}, "dynamodb:Query")
-	add(sup, []string{"StateTable"}, "dynamodb:UpdateItem")
+	// The index holds keys only: the sweep reads the records in one batch.
+	add(sup, []string{"StateTable"}, "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
 	add(sup, []string{"SchedulerQueue"}, "sqs:SendMessage")
 	out["SupervisorRole"] = sup
 

@@ -24,10 +24,9 @@ const (
 	// SecondsPerMonth is a 30-day month: the month every "per month" here
 	// means (43,200 minutes, so 43,200 runs of a rate(1 minute) schedule).
 	SecondsPerMonth = 30 * 24 * 3600
-	// StreamBatchSize is the Notifier's DynamoDB stream batch size. It must
-	// equal infra/stack's StreamBatchSize; it is declared here until it
-	// moves to shared/topology.
-	StreamBatchSize = 100
+	// StreamBatchSize is the Notifier's DynamoDB stream batch size, as the
+	// stack configures it.
+	StreamBatchSize = topology.StreamBatchSize
 	// StreamPollsPerSecond is how often Lambda polls each shard of a
 	// DynamoDB stream.
 	StreamPollsPerSecond = 4
