@@ -32,7 +32,6 @@ type stateItem struct {
 	EventSeq      int        `dynamodbav:"EventSeq"`
 	Cancelled     bool       `dynamodbav:"Cancelled"`
 	Resubmits     int        `dynamodbav:"Resubmits"`
-	ChangedAt     int64      `dynamodbav:"ChangedAt"`
 	Input         string     `dynamodbav:"Input,omitempty"`
 	Steps         []stepItem `dynamodbav:"Steps"`
 	CreatedAt     string     `dynamodbav:"CreatedAt"`
@@ -98,7 +97,6 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		EventSeq:     s.EventSeq,
 		Cancelled:    s.Cancelled,
 		Resubmits:    s.Resubmits,
-		ChangedAt:    s.UpdatedAt.UnixMilli(),
 		Input:        string(s.Input),
 		CreatedAt:    fmtTime(s.CreatedAt),
 		UpdatedAt:    fmtTime(s.UpdatedAt),
