@@ -163,7 +163,7 @@ arn:aws:iam::000000000000:user/local). A client sees only its own orders:
   curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local %[1]s/orders/<orderId>
   curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local %[1]s/orders
   curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user other:other %[1]s/orders/<orderId>     (another client: 404)
-  curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local '%[1]s/ops/orders?state=Processed'   (the operators' view)
+  curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local '%[1]s/ops/orders?state=Compensated'   (the operators' view)
 
 Change the remote service's faults while it runs:
 

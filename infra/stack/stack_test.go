@@ -413,6 +413,36 @@ func TestTablesMatchTheStateStoreSchema(t *testing.T) {
 	if orders.Properties["StreamSpecification"] != nil {
 		t.Errorf("orders table has a stream %s that nothing reads", toJSON(orders.Properties["StreamSpecification"]))
 	}
+	// The listings' indexes are sharded and keys only, with text sort keys
+	// ("<ms>#<OrderID>"): an index that copied attributes, or was keyed by
+	// the state or the owner alone, would bring back the index writes and
+	// hot partitions the sharding removed.
+	listingIndex(t, state, statestore.ByStateIndex, statestore.ByStateKeyAttr, statestore.ByStateSortAttr)
+	listingIndex(t, orders, statestore.ByOwnerIndex, statestore.OwnerShardAttr, statestore.OwnerSortAttr)
+}
+
+// listingIndex checks that table declares index as a listing: partition
+// key hash and sort key sort, both strings, keys only.
+func listingIndex(t *testing.T, table resource, index, hash, sort string) {
+	t.Helper()
+	types := map[string]any{}
+	for _, a := range list(table.Properties["AttributeDefinitions"]) {
+		types[fmt.Sprint(get(a, "AttributeName"))] = get(a, "AttributeType")
+	}
+	for _, g := range list(table.Properties["GlobalSecondaryIndexes"]) {
+		if get(g, "IndexName") != index {
+			continue
+		}
+		want := []any{map[string]any{"AttributeName": hash, "KeyType": "HASH"}, map[string]any{"AttributeName": sort, "KeyType": "RANGE"}}
+		if canonical(get(g, "KeySchema")) != canonical(want) || types[hash] != "S" || types[sort] != "S" {
+			t.Errorf("index %s keyed %s (types %v), want %s and %s, both strings", index, toJSON(get(g, "KeySchema")), types, hash, sort)
+		}
+		if p := get(g, "Projection"); get(p, "ProjectionType") != "KEYS_ONLY" || get(p, "NonKeyAttributes") != nil {
+			t.Errorf("index %s projects %s, want its keys only", index, toJSON(p))
+		}
+		return
+	}
+	t.Errorf("no index %s", index)
 }
 
 // failureDestinations are the queues event source mappings send the

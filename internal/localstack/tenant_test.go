@@ -21,13 +21,18 @@ import (
 // listing by state sees both clients' orders.
 func TestTenantIsolationEndToEnd(t *testing.T) {
 	t.Parallel()
-	st, _ := start(t, func(o *localstack.Options) { o.Faults = remotesim.Faults{}; o.Crash = 0 })
+	// Every order is stopped at its second step and undone: the operators
+	// list the Compensated ones (the Processed ones are not listed).
+	st, _ := start(t, func(o *localstack.Options) {
+		o.Faults = remotesim.Faults{RejectSteps: []string{"charge-payment"}}
+		o.Crash = 0
+	})
 	const clientA, clientB = "client-a", "client-b"
 	// An unsigned request never reaches the handler: API Gateway's 403.
 	for _, r := range []answer{
 		call(t, "POST", st.APIURL+"/orders", order, "", nil),
 		call(t, "GET", st.APIURL+"/orders", "", "", nil),
-		call(t, "GET", st.APIURL+"/ops/orders?state=Pending", "", "", nil),
+		call(t, "GET", st.APIURL+"/ops/orders?state=Error", "", "", nil),
 	} {
 		if r.status != 403 || r.body != `{"message":"Forbidden"}` {
 			t.Fatalf("unsigned request = %d %s", r.status, r.body)
@@ -112,9 +117,9 @@ func TestTenantIsolationEndToEnd(t *testing.T) {
 	// The operators see both clients' orders, by state and one by one.
 	all := append(slices.Clone(aOrders), bOrders...)
 	for _, id := range all {
-		await(t, st, id, workflow.Processed)
+		await(t, st, id, workflow.Compensated)
 	}
-	out, code := sasctl(t, st, "list", "--state", "Processed", "--all")
+	out, code := sasctl(t, st, "list", "--state", "Compensated", "--all")
 	if code != 0 {
 		t.Fatalf("sasctl list = %d\n%s", code, out)
 	}

@@ -32,7 +32,7 @@ var Usage = `usage: sasctl [--endpoint-url URL] [--region R] [--no-sign] [--json
 
 commands:
   list --state STATE [--limit N] [--cursor C] [--all]
-                      orders in STATE, most recently changed first; --all
+                      orders in STATE, newest entry into it first; --all
                       follows every page, else the next page's command is shown
   show ORDER_ID       an order's state, errors and per-step history
   retry ORDER_ID      resubmit an order in Error or CompensationFailed
@@ -44,7 +44,8 @@ flags:
   --no-sign           send unsigned requests (an API without IAM authorization)
   --json              print the API's JSON instead of tables
 
-states: ` + statesList() + `
+states listed: ` + statesList() + `
+(orders in flight and Processed ones are not listed: show them by ID)
 
 Requests are signed with SigV4 from the AWS credential chain. To a loopback
 endpoint (the local stack, which checks no signature) they go over plain
@@ -387,8 +388,11 @@ func (l *listFlags) check() error {
 			l.parsed = s
 		}
 	}
-	if l.parsed == "" {
+	switch {
+	case l.parsed == "":
 		return usagef("unknown state %q: one of %s", l.state, statesList())
+	case !l.parsed.Listed():
+		return usagef("orders in %s are not listed, only those in %s; show one by its ID", l.parsed, statesList())
 	}
 	if l.limitSet && (l.limit < 1 || l.limit > MaxLimit) {
 		return usagef("--limit %d outside 1..%d", l.limit, MaxLimit)
@@ -401,9 +405,10 @@ func (l *listFlags) check() error {
 	return nil
 }
 
+// statesList names the states the API lists.
 func statesList() string {
-	names := make([]string, 0, len(workflow.ProcessStates()))
-	for _, s := range workflow.ProcessStates() {
+	names := make([]string, 0, len(workflow.ListedStates()))
+	for _, s := range workflow.ListedStates() {
 		names = append(names, string(s))
 	}
 	return strings.Join(names, ", ")

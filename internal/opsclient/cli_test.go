@@ -122,8 +122,14 @@ func TestList(t *testing.T) {
 			stdout: []string{"err-04", "err-00", "5 orders in Error"}},
 		{name: "flags after the command", args: []string{"list", "--state", "Error", "--limit", "1", "--endpoint-url", "http://127.0.0.1:1"}, code: ExitError, requests: 0,
 			stderr: []string{"GET /ops/orders?limit=1&state=Error", "connect"}},
-		{name: "no state", args: []string{"list"}, code: ExitUsage, requests: 0, stderr: []string{"list needs --state, one of Pending,", "Run 'sasctl --help'"}},
+		{name: "no state", args: []string{"list"}, code: ExitUsage, requests: 0,
+			stderr: []string{"list needs --state, one of Error, Compensated, CompensationFailed, Cancelled", "Run 'sasctl --help'"}},
 		{name: "unknown state", args: []string{"list", "--state", "Failed"}, code: ExitUsage, requests: 0, stderr: []string{`unknown state "Failed"`, "CompensationFailed"}},
+		// The API lists no orders in flight nor Processed ones; asking would
+		// only earn its 400.
+		{name: "state not listed", args: []string{"list", "--state", "processing"}, code: ExitUsage, requests: 0,
+			stderr: []string{"orders in Processing are not listed, only those in Error, Compensated, CompensationFailed, Cancelled; show one by its ID"}},
+		{name: "Processed not listed", args: []string{"list", "--state", "Processed"}, code: ExitUsage, requests: 0, stderr: []string{"orders in Processed are not listed"}},
 		{name: "limit 0", args: []string{"list", "--state", "Error", "--limit", "0"}, code: ExitUsage, requests: 0, stderr: []string{"--limit 0 outside 1..100"}},
 		{name: "limit 101", args: []string{"list", "--state", "Error", "--limit", "101"}, code: ExitUsage, requests: 0, stderr: []string{"--limit 101 outside 1..100"}},
 		{name: "limit not a number", args: []string{"list", "--state", "Error", "--limit", "x"}, code: ExitUsage, requests: 0, stderr: []string{"invalid value"}},

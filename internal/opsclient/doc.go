@@ -2,8 +2,9 @@
 // commands of the sasctl CLI built on it (cmd/sasctl):
 //
 //	sasctl list --state Error [--limit N] [--cursor C] [--all]
-//	    one page of the orders in a state, the most recently changed first,
-//	    and the command that prints the next page; --all follows every page.
+//	    one page of the orders in a listed state (Error, Compensated,
+//	    CompensationFailed, Cancelled), the newest entry into it first, and
+//	    the command that prints the next page; --all follows every page.
 //	sasctl show ORDER_ID
 //	    an order's state, current step, attempts, errors and per-step
 //	    history, compensation included.

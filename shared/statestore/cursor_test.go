@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
@@ -11,24 +12,28 @@ import (
 
 // byStateCursor is the cursor of a listing of Error records; the owner
 // cursors' fuzzer is seeded with it too, to be refused there.
-const byStateCursor = "eyJzIjoiRXJyb3IiLCJvIjoiYS0xIiwiYyI6MTJ9" // {"s":"Error","o":"a-1","c":12}
+const byStateCursor = "eyJzIjoiRXJyb3IiLCJrIjoiMDAwMDAwMDAwMDAxMiNhLTEifQ" // {"s":"Error","k":"0000000000012#a-1"}
 
 func FuzzDecodeCursor(f *testing.F) {
 	fuzzCursor(f, statestore.DecodeCursor, func(c statestore.Cursor) bool {
-		_, ok := workflow.ParseProcessState(c.State)
-		return ok && c.OrderID != "" && c.ChangedAt >= 0
+		st, ok := workflow.ParseProcessState(c.State)
+		return ok && st.Listed() && statestore.ValidSortKey(c.After)
 	}, byStateCursor, "", "e30",
-		cursorSeed(`{"s":"Error","o":"a-1","c":12,"x":1}`), cursorSeed(`{"s":"Error","o":"a-1","c":12}{}`))
+		cursorSeed(`{"s":"Error","k":"0000000000012#a-1","x":1}`), cursorSeed(`{"s":"Error","k":"0000000000012#a-1"}{}`),
+		cursorSeed(`{"s":"Pending","k":"0000000000012#a-1"}`), cursorSeed(`{"s":"Error","k":"12#a-1"}`),
+		// The cursors of the listing before it was sharded.
+		cursorSeed(`{"s":"Error","o":"a-1","c":12}`))
 }
 
 func FuzzDecodeOwnerCursor(f *testing.F) {
 	fuzzCursor(f, statestore.DecodeOwnerCursor, func(c statestore.OwnerCursor) bool {
-		return len(c.Owner) == 16 && c.OrderID != "" && c.CreatedAtMs >= 0
-	}, cursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}`),
-		cursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12,"x":1}`),
-		cursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}{}`),
-		cursorSeed(`{"w":"short","o":"a-1","t":12}`),
-		cursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a_1","t":-1}`),
+		return len(c.Owner) == 16 && statestore.ValidSortKey(c.After)
+	}, cursorSeed(`{"w":"AAAAAAAAAAAAAAAA","k":"0000000000012#a-1"}`),
+		cursorSeed(`{"w":"AAAAAAAAAAAAAAAA","k":"0000000000012#a-1","x":1}`),
+		cursorSeed(`{"w":"AAAAAAAAAAAAAAAA","k":"0000000000012#a-1"}{}`),
+		cursorSeed(`{"w":"short","k":"0000000000012#a-1"}`),
+		cursorSeed(`{"w":"AAAAAAAAAAAAAAAA","k":"-000000000012#a_1"}`),
+		cursorSeed(`{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}`),
 		byStateCursor, "", "e30")
 }
 
@@ -53,7 +58,9 @@ func fuzzCursor[C any](f *testing.F, decode func(string) (C, error), valid func(
 }
 
 // TestCursorsAreStrict: both listings refuse a cursor with what the store
-// never writes in one, an unknown member or data after it.
+// never writes in one: an unknown member, data after it, a state that is
+// not listed, a sort key SortKey does not write, the fields of the
+// cursors before the listings were sharded.
 func TestCursorsAreStrict(t *testing.T) {
 	t.Parallel()
 	byState := func(s string) error { _, err := statestore.DecodeCursor(s); return err }
@@ -64,12 +71,20 @@ func TestCursorsAreStrict(t *testing.T) {
 		json   string
 		ok     bool
 	}{
-		{"by state, as written", byState, `{"s":"Error","o":"a-1","c":12}`, true},
-		{"by state, unknown member", byState, `{"s":"Error","o":"a-1","c":12,"x":1}`, false},
-		{"by state, data after", byState, `{"s":"Error","o":"a-1","c":12}{}`, false},
-		{"by owner, as written", byOwner, `{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}`, true},
-		{"by owner, unknown member", byOwner, `{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12,"x":1}`, false},
-		{"by owner, data after", byOwner, `{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}{}`, false},
+		{"by state, as written", byState, `{"s":"Error","k":"0000000000012#a-1"}`, true},
+		{"by state, unknown member", byState, `{"s":"Error","k":"0000000000012#a-1","x":1}`, false},
+		{"by state, data after", byState, `{"s":"Error","k":"0000000000012#a-1"}{}`, false},
+		{"by state, a state not listed", byState, `{"s":"Processed","k":"0000000000012#a-1"}`, false},
+		{"by state, short time", byState, `{"s":"Error","k":"12#a-1"}`, false},
+		{"by state, no order", byState, `{"s":"Error","k":"0000000000012#"}`, false},
+		{"by state, bad order", byState, `{"s":"Error","k":"0000000000012#a_1"}`, false},
+		{"by state, signed time", byState, `{"s":"Error","k":"+000000000012#a-1"}`, false},
+		{"by state, before sharding", byState, `{"s":"Error","o":"a-1","c":12}`, false},
+		{"by owner, as written", byOwner, `{"w":"AAAAAAAAAAAAAAAA","k":"0000000000012#a-1"}`, true},
+		{"by owner, unknown member", byOwner, `{"w":"AAAAAAAAAAAAAAAA","k":"0000000000012#a-1","x":1}`, false},
+		{"by owner, data after", byOwner, `{"w":"AAAAAAAAAAAAAAAA","k":"0000000000012#a-1"}{}`, false},
+		{"by owner, no sort key", byOwner, `{"w":"AAAAAAAAAAAAAAAA"}`, false},
+		{"by owner, before sharding", byOwner, `{"w":"AAAAAAAAAAAAAAAA","o":"a-1","t":12}`, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +94,31 @@ func TestCursorsAreStrict(t *testing.T) {
 				t.Fatalf("decode %s = %v, want accepted: %v", tc.json, err, tc.ok)
 			}
 		})
+	}
+}
+
+// TestSortKeysSortAsTheirTimes: a sort key's text order is its time's
+// order, then its order ID's, and it reads back as valid.
+func TestSortKeysSortAsTheirTimes(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	keys := []string{
+		statestore.SortKey(time.UnixMilli(0), "z"),
+		statestore.SortKey(time.UnixMilli(999), "a"),
+		statestore.SortKey(at, "a-1"),
+		statestore.SortKey(at.Add(999*time.Microsecond), "a-2"), // the same millisecond
+		statestore.SortKey(at.Add(time.Millisecond), "a-0"),
+	}
+	if keys[2] != "1795348800000#a-1" {
+		t.Fatalf("SortKey = %q", keys[2])
+	}
+	for i, k := range keys {
+		if !statestore.ValidSortKey(k) {
+			t.Errorf("%q is not valid", k)
+		}
+		if i > 0 && keys[i-1] >= k {
+			t.Errorf("%q sorts before %q", k, keys[i-1])
+		}
 	}
 }
 

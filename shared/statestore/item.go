@@ -35,7 +35,6 @@ type stateItem struct {
 	EventSeq      int        `dynamodbav:"EventSeq"`
 	Cancelled     bool       `dynamodbav:"Cancelled,omitempty"`
 	Resubmits     int        `dynamodbav:"Resubmits,omitempty"`
-	ChangedAt     int64      `dynamodbav:"ChangedAt"`
 	Input         string     `dynamodbav:"Input,omitempty"`
 	Steps         []stepItem `dynamodbav:"Steps"`
 	CreatedAt     int64      `dynamodbav:"CreatedAt"`
@@ -110,7 +109,6 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		EventSeq:     s.EventSeq,
 		Cancelled:    s.Cancelled,
 		Resubmits:    s.Resubmits,
-		ChangedAt:    s.UpdatedAt.UnixMilli(),
 		Input:        string(s.Input),
 		CreatedAt:    unixMilli(s.CreatedAt),
 		UpdatedAt:    unixMilli(s.UpdatedAt),

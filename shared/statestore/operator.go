@@ -4,69 +4,67 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// Cursor is the position after a page: the last record's key in ByState.
+// Cursor is the position after a page of a listing by state: the state
+// listed, and the sort key in ByState of the page's last record.
 type Cursor struct {
-	State     string `json:"s"`
-	OrderID   string `json:"o"`
-	ChangedAt int64  `json:"c"`
+	State string `json:"s"`
+	After string `json:"k"`
 }
 
-// StateListing is the listing of the records in state, most recently
-// changed first, from the ByState index.
+// StateListing is the listing of the records in state, newest entry into
+// the state first, from the ByState index. A state that is not listed
+// (workflow.ProcessState.Listed) has no entries there: its listing refuses
+// to be read, with ErrNotListed.
 func StateListing(state workflow.ProcessState) Listing {
-	return Listing{
+	l := Listing{
 		name: "list " + string(state), index: ByStateIndex,
-		partAttr: ProcessStateAttr, part: string(state), sortAttr: ChangedAtAttr,
-		resume: func(cursor string) (Position, error) {
+		partAttr: ByStateKeyAttr, sortAttr: ByStateSortAttr,
+		part: func(shard int) string { return listPartition(string(state), shard) },
+		resume: func(cursor string) (string, error) {
 			c, err := DecodeCursor(cursor)
 			if err != nil {
-				return Position{}, err
+				return "", err
 			}
 			if c.State != string(state) {
-				return Position{}, fmt.Errorf("%w: it belongs to a listing of %q", ErrBadCursor, c.State)
+				return "", fmt.Errorf("%w: it belongs to a listing of %q", ErrBadCursor, c.State)
 			}
-			return Position{OrderID: c.OrderID, Sort: c.ChangedAt}, nil
+			return c.After, nil
 		},
-		cursor: func(p Position) string {
-			return EncodeCursor(Cursor{State: string(state), OrderID: p.OrderID, ChangedAt: p.Sort})
-		},
+		cursor: func(after string) string { return EncodeCursor(Cursor{State: string(state), After: after}) },
 	}
+	if !state.Listed() {
+		l.refused = fmt.Errorf("%w: %q is not one of %v", ErrNotListed, state, workflow.ListedStates())
+	}
+	return l
 }
 
-// ListByState lists the records in a state, most recently changed first, at
-// most limit (1..MaxPage) per page. Records carry only ByStateProjection's
-// attributes: no Input, no step history.
+// ListByState lists the records in a listed state, newest entry into the
+// state first, at most limit (1..MaxPage) per page: the order IDs from the
+// ByState index, then their state records in one BatchGetItem. Records
+// carry SummaryAttrs only: no Input, no step history. The index follows the
+// table a moment late, so a record that has just left the state is left
+// out of the page. A state that is not listed wraps ErrNotListed.
 func (s *Store) ListByState(ctx context.Context, state workflow.ProcessState, limit int, after string) (Page, error) {
-	items, next, err := s.query(ctx, s.tables.State, StateListing(state), limit, after)
-	if err != nil {
-		return Page{}, err
-	}
-	p := Page{Next: next}
-	for _, item := range items {
-		st, err := DecodeState(item)
-		if err != nil {
-			return Page{}, err
-		}
-		p.States = append(p.States, st)
-	}
-	return p, nil
+	return s.list(ctx, s.tables.State, StateListing(state), limit, after, func(st workflow.State) bool {
+		return st.ProcessState == state
+	})
 }
 
 // EncodeCursor is the opaque form of c that DecodeCursor reads.
 func EncodeCursor(c Cursor) string { return encodeCursor(c) }
 
 // DecodeCursor reads a cursor a client sent back. It is outside input: any
-// failure wraps ErrBadCursor.
+// failure wraps ErrBadCursor. Whether the cursor is of the listing it is
+// sent to is StateListing's check.
 func DecodeCursor(s string) (Cursor, error) {
 	var c Cursor
 	if err := decodeCursor(s, &c); err != nil {
 		return Cursor{}, err
 	}
-	if _, ok := workflow.ParseProcessState(c.State); !ok || !message.ValidOrderID(c.OrderID) || c.ChangedAt < 0 {
+	if st, ok := workflow.ParseProcessState(c.State); !ok || !st.Listed() || !ValidSortKey(c.After) {
 		return Cursor{}, fmt.Errorf("%w: fields out of range", ErrBadCursor)
 	}
 	return c, nil

@@ -14,25 +14,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// encodeOrder is an order as stored: its fields, and the creation time in
-// Unix milliseconds that sorts the ByOwner index.
+// encodeOrder is an order as stored: its fields, and, when it has an owner,
+// its keys in the ByOwner index. The item is written once, so the index
+// entry never moves.
 func encodeOrder(o workflow.Order) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(o)
 	if err != nil {
 		return nil, err
 	}
-	item[CreatedAtMsAttr] = millis(o.CreatedAt)
+	if o.Owner != "" {
+		item[OwnerShardAttr] = str(OwnerShard(o.Owner, o.OrderID))
+		item[OwnerSortAttr] = str(SortKey(o.CreatedAt, o.OrderID))
+	}
 	return item, nil
 }
-
-// ownerSummaryAttrs is what a listing by owner reads of each state record:
-// the keys and the projection of ByState, so both listings show the same
-// summary and neither reads Input or the step history.
-var ownerSummaryAttrs = append([]string{KeyOrderID, ProcessStateAttr, ChangedAtAttr}, ByStateProjection...)
 
 // batchGetTries bounds the BatchGetItem calls of one page: DynamoDB may
 // leave keys unprocessed when throttled, and they are asked for again after
@@ -46,58 +44,38 @@ var batchGetBackoff = 20 * time.Millisecond
 // from the ByOwner index. Its cursors name the owner by OwnerTag, so every
 // other caller's listing refuses them.
 func OwnerListing(owner string) Listing {
-	return Listing{
+	l := Listing{
 		name: "list by owner", index: ByOwnerIndex,
-		partAttr: OwnerAttr, part: owner, sortAttr: CreatedAtMsAttr,
-		resume: func(cursor string) (Position, error) {
+		partAttr: OwnerShardAttr, sortAttr: OwnerSortAttr,
+		part: func(shard int) string { return listPartition(owner, shard) },
+		resume: func(cursor string) (string, error) {
 			c, err := DecodeOwnerCursor(cursor)
 			if err != nil {
-				return Position{}, err
+				return "", err
 			}
 			if c.Owner != OwnerTag(owner) {
-				return Position{}, fmt.Errorf("%w: it belongs to another caller's listing", ErrBadCursor)
+				return "", fmt.Errorf("%w: it belongs to another caller's listing", ErrBadCursor)
 			}
-			return Position{OrderID: c.OrderID, Sort: c.CreatedAtMs}, nil
+			return c.After, nil
 		},
-		cursor: func(p Position) string {
-			return EncodeOwnerCursor(OwnerCursor{Owner: OwnerTag(owner), OrderID: p.OrderID, CreatedAtMs: p.Sort})
-		},
+		cursor: func(after string) string { return EncodeOwnerCursor(OwnerCursor{Owner: OwnerTag(owner), After: after}) },
 	}
+	if owner == "" {
+		l.refused = errors.New("no owner")
+	}
+	return l
 }
 
 // ListByOwner lists the orders owner submitted, newest first, at most limit
 // (1..MaxPage) per page. It reads a page of order IDs from the ByOwner
 // index, then those orders' state records in one BatchGetItem, and returns
-// them in the index's order. Records carry only the listing's attributes
-// (no Input, no step history). A cursor that is not one of this owner's
-// listings wraps ErrBadCursor.
+// them in the index's order. Records carry SummaryAttrs only (no Input, no
+// step history). A cursor that is not one of this owner's listings wraps
+// ErrBadCursor.
 func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, after string) (Page, error) {
-	if owner == "" {
-		return Page{}, errors.New("list by owner: no owner")
-	}
-	items, next, err := s.query(ctx, s.tables.Orders, OwnerListing(owner), limit, after)
-	if err != nil {
-		return Page{}, err
-	}
-	ids := make([]string, 0, len(items))
-	for _, item := range items {
-		if v, ok := item[KeyOrderID].(*types.AttributeValueMemberS); ok {
-			ids = append(ids, v.Value)
-		}
-	}
-	states, err := s.batchGetStates(ctx, ids, ownerSummaryAttrs)
-	if err != nil {
-		return Page{}, fmt.Errorf("list by owner: %w", err)
-	}
-	p := Page{Next: next}
-	for _, id := range ids {
-		// Both records are written in one transaction, so a state is
-		// missing only if someone deleted it; the listing goes on without it.
-		if st, ok := states[id]; ok {
-			p.States = append(p.States, st)
-		}
-	}
-	return p, nil
+	// Both records are written in one transaction, so a state is missing
+	// only if someone deleted it; the listing goes on without it.
+	return s.list(ctx, s.tables.Orders, OwnerListing(owner), limit, after, func(workflow.State) bool { return true })
 }
 
 // batchGetStates reads attrs (nil: every attribute) of the state records
@@ -159,14 +137,14 @@ func (s *Store) batchGetStates(ctx context.Context, ids []string, attrs []string
 	}
 }
 
-// OwnerCursor is the position after a page of a listing by owner: the last
-// order's key in ByOwner, and a tag of the owner it was listed for, so a
-// cursor is refused by every other caller's listing. The tag is a hash, so
-// a cursor does not carry the caller's identity around.
+// OwnerCursor is the position after a page of a listing by owner: a tag of
+// the owner it was listed for, so a cursor is refused by every other
+// caller's listing, and the sort key in ByOwner of the page's last order.
+// The tag is a hash, so a cursor does not carry the caller's identity
+// around.
 type OwnerCursor struct {
-	Owner       string `json:"w"`
-	OrderID     string `json:"o"`
-	CreatedAtMs int64  `json:"t"`
+	Owner string `json:"w"`
+	After string `json:"k"`
 }
 
 // ownerTagNamespace separates the tag from any other hash of a principal.
@@ -193,7 +171,7 @@ func DecodeOwnerCursor(s string) (OwnerCursor, error) {
 	if err := decodeCursor(s, &c); err != nil {
 		return OwnerCursor{}, err
 	}
-	if !validOwnerTag(c.Owner) || !message.ValidOrderID(c.OrderID) || c.CreatedAtMs < 0 {
+	if !validOwnerTag(c.Owner) || !ValidSortKey(c.After) {
 		return OwnerCursor{}, fmt.Errorf("%w: fields out of range", ErrBadCursor)
 	}
 	return c, nil

@@ -109,7 +109,7 @@ func TestListByOwnerIsolatesOwners(t *testing.T) {
 	for _, bad := range []struct{ owner, cursor string }{
 		{ownerA, p.Next}, {ownerB, first.Next}, {ownerA, "%%%"}, {ownerA, "e30"},
 		// A ByState cursor is not a listing-by-owner cursor.
-		{ownerA, "eyJzIjoiRXJyb3IiLCJvIjoiYS0xIiwiYyI6MTJ9"},
+		{ownerA, byStateCursor},
 	} {
 		if _, err := s.ListByOwner(ctx, bad.owner, 1, bad.cursor); !errors.Is(err, statestore.ErrBadCursor) {
 			t.Errorf("ListByOwner(%s, %q) error = %v, want ErrBadCursor", bad.owner, bad.cursor, err)
@@ -125,23 +125,34 @@ func TestListByOwnerIsolatesOwners(t *testing.T) {
 	}
 }
 
-// TestOrderItemCarriesTheIndexKeys: the order item has the ByOwner keys,
-// and CreatedAt stays as it was.
+// TestOrderItemCarriesTheIndexKeys: an order with an owner carries its
+// ByOwner keys, its owner's shard and its creation's sort key, and
+// CreatedAt stays as it was; an order without an owner carries none.
 func TestOrderItemCarriesTheIndexKeys(t *testing.T) {
 	t.Parallel()
 	s, db, tables := openStore(t, nil)
 	at := t0.Add(1234 * time.Millisecond)
 	seedOwned(t, s, "k-1", ownerA, at)
-	out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(tables.Orders),
-		Key: map[string]types.AttributeValue{statestore.KeyOrderID: &types.AttributeValueMemberS{Value: "k-1"}}})
-	if err != nil {
-		t.Fatal(err)
+	seed(t, s, "k-none")
+	item := func(id string) map[string]types.AttributeValue {
+		out, err := db.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(tables.Orders),
+			Key: map[string]types.AttributeValue{statestore.KeyOrderID: &types.AttributeValueMemberS{Value: id}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item
 	}
-	ms, _ := out.Item[statestore.CreatedAtMsAttr].(*types.AttributeValueMemberN)
-	owner, _ := out.Item[statestore.OwnerAttr].(*types.AttributeValueMemberS)
-	created, _ := out.Item["CreatedAt"].(*types.AttributeValueMemberS)
-	if ms == nil || ms.Value != fmt.Sprint(at.UnixMilli()) || owner == nil || owner.Value != ownerA || created == nil || created.Value != "2026-11-22T12:00:01.234Z" {
-		t.Fatalf("order item %v", out.Item)
+	got := item("k-1")
+	shard, _ := got[statestore.OwnerShardAttr].(*types.AttributeValueMemberS)
+	sort, _ := got[statestore.OwnerSortAttr].(*types.AttributeValueMemberS)
+	created, _ := got["CreatedAt"].(*types.AttributeValueMemberS)
+	wantShard := fmt.Sprintf("%s#%02d", ownerA, statestore.ListShardOf("k-1"))
+	if shard == nil || shard.Value != wantShard || sort == nil || sort.Value != "1795348801234#k-1" ||
+		created == nil || created.Value != "2026-11-22T12:00:01.234Z" || got["CreatedAtMs"] != nil {
+		t.Fatalf("order item %v", got)
+	}
+	if none := item("k-none"); none[statestore.OwnerShardAttr] != nil || none[statestore.OwnerSortAttr] != nil {
+		t.Fatalf("an order without an owner carries ByOwner keys: %v", none)
 	}
 	o, err := s.GetOrder(context.Background(), "k-1")
 	if err != nil || o.Owner != ownerA || !o.CreatedAt.Equal(at) {

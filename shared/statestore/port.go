@@ -2,7 +2,6 @@ package statestore
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -32,27 +31,24 @@ type Port interface {
 	// Expired returns the records the Supervisor watches whose CompleteBy
 	// is at or before now, at most limit per shard, whole.
 	Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error)
-	// ListByState pages through the records in a state, most recently
-	// changed first; ListByOwner through an owner's orders, newest first.
-	// Records carry the attributes of the ByState index only. A cursor that
-	// is not the listing's own wraps ErrBadCursor.
+	// ListByState pages through the records in a listed state
+	// (workflow.ProcessState.Listed), newest entry into the state first;
+	// any other state wraps ErrNotListed. ListByOwner pages through an
+	// owner's orders, newest first. Records carry SummaryAttrs only
+	// (Summary). A cursor that is not the listing's own wraps ErrBadCursor.
 	ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (Page, error)
 	ListByOwner(ctx context.Context, owner string, limit int, cursor string) (Page, error)
 }
 
 var _ Port = (*Store)(nil)
 
-// Projected returns st as an index of the state table holds it: its keys
-// and the index's projected attributes, nothing else. An in-memory store
-// answers its queries with it, as DynamoDB does.
-func Projected(st workflow.State, index string) (workflow.State, error) {
-	var keep []string
-	switch index {
-	case ByStateIndex:
-		keep = ownerSummaryAttrs
-	default:
-		return workflow.State{}, fmt.Errorf("statestore: no index %q", index)
-	}
+// Summary returns st as a listing shows it: SummaryAttrs, nothing else. An
+// in-memory store answers its listings with it, as the store's
+// BatchGetItem does.
+func Summary(st workflow.State) (workflow.State, error) { return only(st, SummaryAttrs) }
+
+// only returns st with the attributes keep, as stored, and no others.
+func only(st workflow.State, keep []string) (workflow.State, error) {
 	item, err := encodeState(st)
 	if err != nil {
 		return workflow.State{}, err

@@ -5,10 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // The table layout lives here, in one place: the store's expressions, the
@@ -33,26 +38,41 @@ const (
 	// milliseconds.
 	CompleteByAttr = "CompleteBy"
 
-	// ByStateIndex lists orders by state, newest change first, for the
-	// operators' GET /ops/orders?state=... Every record is in it.
+	// ByStateIndex lists the records in a listed state
+	// (workflow.ProcessState.Listed), newest entry into the state first, for
+	// the operators' GET /ops/orders?state=... It is sparse and keys only:
+	// only a listed record carries its keys, and they change only when the
+	// record's state does, so the bulk of all writes costs it nothing. Its
+	// partitions are spread over ListShards per state, so no state's
+	// partition is hot.
 	ByStateIndex = "ByState"
-	// ProcessStateAttr is its partition key.
+	// ProcessStateAttr holds the record's state; the index's keys name it.
 	ProcessStateAttr = "ProcessState"
-	// ChangedAtAttr is its sort key: the time of the record's last write, in
-	// Unix milliseconds.
-	ChangedAtAttr = "ChangedAt"
+	// ByStateKeyAttr is its partition key, "<State>#<shard>" (ByStateKey).
+	ByStateKeyAttr = "ByStateKey"
+	// ByStateSortAttr is its sort key, "<ms>#<OrderID>" (SortKey) of the
+	// time the record entered its state: unique, and in time order.
+	ByStateSortAttr = "ByStateSort"
 
 	// ByOwnerIndex lists a caller's own orders, newest first, for the
 	// clients' GET /orders. It is on the orders table, whose items are
 	// written once and never updated, so it costs one index write per order.
-	// Orders written before it existed carry neither key and stay out of it.
+	// Keys only, spread over ListShards per owner like ByState. Orders
+	// without an owner, or written before it existed, stay out of it.
 	ByOwnerIndex = "ByOwner"
-	// OwnerAttr is its partition key: the normalized IAM principal that
-	// submitted the order (workflow.Order.Owner).
-	OwnerAttr = "Owner"
-	// CreatedAtMsAttr is its sort key: the order's creation time in Unix
-	// milliseconds (CreatedAt, the RFC 3339 text, does not sort as a time).
-	CreatedAtMsAttr = "CreatedAtMs"
+	// OwnerShardAttr is its partition key, "<Owner>#<shard>" (OwnerShard),
+	// the owner being the normalized IAM principal that submitted the order
+	// (workflow.Order.Owner).
+	OwnerShardAttr = "OwnerShard"
+	// OwnerSortAttr is its sort key, "<ms>#<OrderID>" (SortKey) of the
+	// order's creation.
+	OwnerSortAttr = "OwnerSort"
+
+	// ListShards is the number of partitions of each listing, ByState's per
+	// state and ByOwner's per owner: a listing's writes spread over them,
+	// and a page reads them all. Changing it strands the entries written
+	// under the old count, so keep it fixed once deployed.
+	ListShards = 32
 
 	// Shards is the fixed number of in-flight index partitions the
 	// Supervisor queries in parallel. Each order writes its entry twice
@@ -63,10 +83,11 @@ const (
 	Shards = 64
 )
 
-// ByStateProjection lists the non-key attributes ByState copies: what an
-// order list shows.
-var ByStateProjection = []string{
-	"Workflow", "Step", "StepIndex", "FailureCount", "Attempt", "LastError",
+// SummaryAttrs lists what a listing reads of each state record it shows,
+// by BatchGetItem (its indexes hold keys only): an order list's summary,
+// without the input or the step history.
+var SummaryAttrs = []string{
+	KeyOrderID, ProcessStateAttr, "Workflow", "Step", "StepIndex", "FailureCount", "Attempt", "LastError",
 	"ClientID", "EventSeq", "Cancelled", "Resubmits", "CreatedAt", "UpdatedAt",
 }
 
@@ -104,25 +125,71 @@ func ShardNames() []string {
 	return names
 }
 
+// ListShardOf returns an order's shard in the listings (0..ListShards-1),
+// by the same hash as ShardOf.
+func ListShardOf(orderID string) int {
+	h := fnv.New32a()
+	h.Write([]byte(orderID))
+	return int(h.Sum32() % ListShards)
+}
+
+// ByStateKey is the ByState partition of an order in state.
+func ByStateKey(state workflow.ProcessState, orderID string) string {
+	return listPartition(string(state), ListShardOf(orderID))
+}
+
+// OwnerShard is the ByOwner partition of an order of owner.
+func OwnerShard(owner, orderID string) string {
+	return listPartition(owner, ListShardOf(orderID))
+}
+
+// listPartition is a listing's partition of shard shard of part.
+func listPartition(part string, shard int) string { return fmt.Sprintf("%s#%02d", part, shard) }
+
+// sortMillisDigits holds any Unix millisecond time until the year 2286, so
+// that the text of sort keys orders them as their times.
+const sortMillisDigits = 13
+
+// SortKey is the listings' sort key of an order at a time: the Unix
+// milliseconds, zero-padded so that text order is time order, and the
+// order ID, so that no two orders share a key, even in one millisecond.
+func SortKey(at time.Time, orderID string) string {
+	return fmt.Sprintf("%0*d#%s", sortMillisDigits, max(at.UnixMilli(), 0), orderID)
+}
+
+// ValidSortKey reports whether s is a sort key SortKey writes, for the
+// cursors a client sends back.
+func ValidSortKey(s string) bool {
+	ms, id, ok := strings.Cut(s, "#")
+	if !ok || len(ms) != sortMillisDigits || !message.ValidOrderID(id) {
+		return false
+	}
+	for _, c := range []byte(ms) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // CreateTableInputs returns the CreateTable requests for both tables, on
 // demand. The CDK stack declares the same keys and index from the constants
 // above; local engines and tests create the tables from these.
 func CreateTableInputs(t Tables) []*dynamodb.CreateTableInput {
 	// Keys only: the listing reads the page's state records anyway, and
 	// an index of keys cannot go stale.
-	orders := tableInput(t.Orders, gsi{ByOwnerIndex, OwnerAttr, CreatedAtMsAttr, nil})
+	orders := tableInput(t.Orders, gsi{ByOwnerIndex, OwnerShardAttr, OwnerSortAttr})
 	state := tableInput(t.State,
-		gsi{InFlightIndex, InFlightShardAttr, "", nil},
-		gsi{ByStateIndex, ProcessStateAttr, ChangedAtAttr, ByStateProjection})
+		gsi{InFlightIndex, InFlightShardAttr, ""},
+		gsi{ByStateIndex, ByStateKeyAttr, ByStateSortAttr})
 	state.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: StateStreamView}
 	return []*dynamodb.CreateTableInput{orders, state}
 }
 
-// gsi is a global secondary index: a string partition key and, unless
-// sort is empty, a number sort key (Unix milliseconds).
+// gsi is a global secondary index of keys only: a string partition key
+// and, unless sort is empty, a string sort key (SortKey).
 type gsi struct {
 	name, hash, sort string
-	nonKey           []string // what it copies besides the keys; nil: keys only
 }
 
 // tableInput is the request of a table on demand, keyed by KeyOrderID, with
@@ -140,15 +207,12 @@ func tableInput(name string, indexes ...gsi) *dynamodb.CreateTableInput {
 		keys := []types.KeySchemaElement{{AttributeName: aws.String(ix.hash), KeyType: types.KeyTypeHash}}
 		if ix.sort != "" {
 			in.AttributeDefinitions = append(in.AttributeDefinitions,
-				types.AttributeDefinition{AttributeName: aws.String(ix.sort), AttributeType: types.ScalarAttributeTypeN})
+				types.AttributeDefinition{AttributeName: aws.String(ix.sort), AttributeType: types.ScalarAttributeTypeS})
 			keys = append(keys, types.KeySchemaElement{AttributeName: aws.String(ix.sort), KeyType: types.KeyTypeRange})
 		}
-		proj := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
-		if ix.nonKey != nil {
-			proj = &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: ix.nonKey}
-		}
 		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
-			IndexName: aws.String(ix.name), KeySchema: keys, Projection: proj,
+			IndexName: aws.String(ix.name), KeySchema: keys,
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
 		})
 	}
 	return in

@@ -49,13 +49,17 @@ func New(db Client, tables Tables) *Store { return &Store{db: db, tables: tables
 // transaction: both or neither. It returns workflow.ErrExists when the order
 // ID is taken.
 func (s *Store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error {
-	order, err := encodeOrder(o) // with CreatedAtMs, the ByOwner index's sort key (owner.go)
+	order, err := encodeOrder(o) // with its ByOwner keys (owner.go)
 	if err != nil {
 		return fmt.Errorf("encode order %s: %w", o.OrderID, err)
 	}
 	state, err := encodeState(st)
 	if err != nil {
 		return fmt.Errorf("encode state %s: %w", o.OrderID, err)
+	}
+	if st.ProcessState.Listed() {
+		state[ByStateKeyAttr] = str(ByStateKey(st.ProcessState, st.OrderID))
+		state[ByStateSortAttr] = str(SortKey(st.UpdatedAt, st.OrderID))
 	}
 	notExists := aws.String("attribute_not_exists(" + KeyOrderID + ")")
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
@@ -124,9 +128,16 @@ func (s *Store) Apply(ctx context.Context, c workflow.Change) (workflow.State, e
 	if err := c.Patch.CheckSteps(math.MaxInt); err != nil {
 		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, err)
 	}
+	moves, err := c.Moves()
+	if err != nil {
+		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, err)
+	}
 	e := newExpr()
 	fenceOf(e, c.Fence)
 	patchOf(e, c.OrderID, c.Patch)
+	if moves {
+		listedOf(e, c.OrderID, c.Patch)
+	}
 	st, err := s.update(ctx, c.OrderID, e)
 	if err != nil {
 		what := string(c.Transition)
@@ -177,7 +188,7 @@ func fenceOf(e *expr, f workflow.Fence) {
 // patchOf adds the patch's writes; each field of workflow.Patch.Apply maps
 // to one clause, so the conformance suite can hold the two together.
 func patchOf(e *expr, orderID string, p workflow.Patch) {
-	e.Set("UpdatedAt", millis(p.Now)).Set(ChangedAtAttr, millis(p.Now))
+	e.Set("UpdatedAt", millis(p.Now))
 	if p.State != "" {
 		e.Set(ProcessStateAttr, str(string(p.State)))
 	}
@@ -227,6 +238,19 @@ func patchOf(e *expr, orderID string, p workflow.Patch) {
 	for _, sp := range p.Steps {
 		stepPatchOf(e, stepPath(sp.Index), sp, p.Now)
 	}
+}
+
+// listedOf moves the record's ByState entry with a change that moves it to
+// another state: into a listed state it enters the index, keyed by the time
+// it entered; into any other it leaves it (removing keys a record does not
+// carry writes nothing to the index). A write that keeps the state leaves
+// the keys alone, so its entry does not move and costs no index write.
+func listedOf(e *expr, orderID string, p workflow.Patch) {
+	if p.State.Listed() {
+		e.Set(ByStateKeyAttr, str(ByStateKey(p.State, orderID))).Set(ByStateSortAttr, str(SortKey(p.Now, orderID)))
+		return
+	}
+	e.Remove(ByStateKeyAttr).Remove(ByStateSortAttr)
 }
 
 func stepPatchOf(e *expr, path string, sp workflow.StepPatch, now time.Time) {

@@ -9,7 +9,8 @@
 // caller's own orders, newest first; GET /orders/{id} reports one of them
 // (another caller's order is answered exactly like a missing one). The
 // operators' routes: GET /ops/orders?state=S lists every caller's orders in
-// a state, GET /ops/orders/{id} reports any order, POST /orders/{id}/retry
+// a state operators act on or review (workflow.ListedStates; any other is a
+// 400), GET /ops/orders/{id} reports any order, POST /orders/{id}/retry
 // resubmits an order that stopped in Error or CompensationFailed, and POST
 // /orders/{id}/cancel stops an order still going forward. Every error is an
 // RFC 9457 problem.
@@ -49,10 +50,11 @@ type Store interface {
 	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
 	// GetState returns an error wrapping workflow.ErrNotFound when absent.
 	GetState(ctx context.Context, orderID string) (workflow.State, error)
-	// ListByState lists the records in state, most recently changed first,
-	// limit 1..100, from cursor ("" for the first page). The records carry
-	// only the listing's attributes. A cursor it cannot decode is an error
-	// wrapping statestore.ErrBadCursor.
+	// ListByState lists the records in a listed state, newest entry into
+	// the state first, limit 1..100, from cursor ("" for the first page).
+	// The records carry only the listing's attributes. A cursor it cannot
+	// decode is an error wrapping statestore.ErrBadCursor; a state that is
+	// not listed, one wrapping statestore.ErrNotListed.
 	ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error)
 	// ListByOwner lists the orders owner submitted, newest first, limit
 	// 1..100, from cursor ("" for the first page), with the same attributes

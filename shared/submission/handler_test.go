@@ -603,6 +603,7 @@ func FuzzHandle(f *testing.F) {
 	f.Add("POST", "/orders/abc/cancel", "", false, "", []byte(nil), uint8(0), callerA)
 	f.Add("GET", "/ops/orders/abc", "", false, "", []byte(nil), uint8(0), callerA)
 	f.Add("GET", "/ops/orders", "", false, "", []byte("state=Error&limit=2&cursor=x"), uint8(3), callerB)
+	f.Add("GET", "/ops/orders", "", false, "", []byte("state=Processed&limit=2"), uint8(3), callerB)
 	f.Add("GET", "/orders", "", false, "", []byte("limit=2&cursor=x"), uint8(3), callerB)
 	f.Add("POST", "/orders", "application/json", true, "k", []byte(validBody), uint8(0), "")
 	f.Add("GET", "/orders/abc", "", false, "", []byte(nil), uint8(0), "arn:aws:sts::123456789012:assumed-role/r")
@@ -612,8 +613,8 @@ func FuzzHandle(f *testing.F) {
 	}
 	// Cursors the store gives, for the seeded order o-1, in the links the
 	// handler gives.
-	byState := statestore.EncodeCursor(statestore.Cursor{State: "Error", OrderID: "o-1", ChangedAt: testNow.UnixMilli()})
-	byOwner := statestore.EncodeOwnerCursor(statestore.OwnerCursor{Owner: statestore.OwnerTag(callerA), OrderID: "o-1", CreatedAtMs: testNow.UnixMilli()})
+	byState := statestore.EncodeCursor(statestore.Cursor{State: "Error", After: statestore.SortKey(testNow, "o-1")})
+	byOwner := statestore.EncodeOwnerCursor(statestore.OwnerCursor{Owner: statestore.OwnerTag(callerA), After: statestore.SortKey(testNow, "o-1")})
 	f.Add("GET", "/ops/orders", "", false, "", []byte(ListQuery{State: workflow.Error, Limit: 1, Cursor: byState}.Encode()), uint8(3), callerA)
 	f.Add("GET", "/orders", "", false, "", []byte(ListQuery{Limit: 1, Cursor: byOwner}.Encode()), uint8(3), callerA)
 	f.Add("GET", "/orders", "", false, "", []byte("limit=1"), uint8(3), callerA)

@@ -54,7 +54,7 @@ func newDynamoFixture(t *testing.T, wrap func(Store) Store) *dynamoFixture {
 	return f
 }
 
-// tick moves the clock on, so every write has its own ChangedAt.
+// tick moves the clock on, so every write has its own time.
 func (f *dynamoFixture) tick() time.Time {
 	f.clk.Advance(time.Second)
 	return f.clk.Now()
@@ -151,14 +151,19 @@ func TestIntegrationListOrders(t *testing.T) {
 	}
 
 	ids, pages := f.list(t, "state=Error&limit=2")
-	// Most recently changed first: the last order failed comes first.
+	// Newest entry into the state first: the last order failed comes first.
 	want := []string{failed[4], failed[3], failed[2], failed[1], failed[0]}
 	if pages != 3 || strings.Join(ids, ",") != strings.Join(want, ",") {
 		t.Fatalf("listed %v in %d pages, want %v in 3", ids, pages, want)
 	}
-	ids, pages = f.list(t, "state=Pending")
-	if pages != 1 || strings.Join(ids, ",") != pending[1]+","+pending[0] {
-		t.Fatalf("pending listing %v in %d pages, want %v", ids, pages, pending)
+	// Orders in flight are not listed: the state is refused, naming those
+	// that are.
+	if len(pending) != 2 || f.get(t, pending[0]).ProcessState != workflow.Pending {
+		t.Fatalf("pending orders %v", pending)
+	}
+	p := readProblem(t, f.do(t, getOrders("state=Pending")), 400)
+	if len(p.Errors) != 1 || p.Errors[0].Field != "state" || !strings.Contains(p.Detail, "Pending is not listed: only Error, Compensated, CompensationFailed, Cancelled") {
+		t.Fatalf("listing of Pending: %+v", p)
 	}
 
 	// One summary in full: what the index projects is enough for it.
@@ -179,7 +184,7 @@ func TestIntegrationListOrders(t *testing.T) {
 	// A cursor is bound to its listing, and a forged one is the client's
 	// mistake, not a 500.
 	for _, q := range []string{
-		"state=Pending&cursor=" + first.NextCursor,
+		"state=Cancelled&cursor=" + first.NextCursor,
 		"state=Error&cursor=not-a-cursor",
 		"state=Error&cursor=" + strings.Repeat("A", 600),
 	} {
@@ -187,6 +192,30 @@ func TestIntegrationListOrders(t *testing.T) {
 		if len(p.Errors) != 1 || p.Errors[0].Field != "cursor" {
 			t.Fatalf("%s: problem %+v", q, p)
 		}
+	}
+}
+
+// idsOf drops the page count of a listing.
+func idsOf(ids []string, _ int) []string { return ids }
+
+// TestIntegrationListingFollowsTheState: an order retried leaves the
+// listing of Error; failing again, it comes back first.
+func TestIntegrationListingFollowsTheState(t *testing.T) {
+	t.Parallel()
+	f := newDynamoFixture(t, nil)
+	var failed []string
+	for range 3 {
+		id := f.create(t, "")
+		f.fail(t, id)
+		failed = append(failed, id)
+	}
+	readOperatorAccepted(t, f.do(t, post("/orders/"+failed[0]+"/retry")), failed[0], workflow.Pending)
+	if want := []string{failed[2], failed[1]}; !slices.Equal(idsOf(f.list(t, "state=Error")), want) {
+		t.Fatalf("after a retry Error lists %v, want %v", idsOf(f.list(t, "state=Error")), want)
+	}
+	f.fail(t, failed[0])
+	if want := []string{failed[0], failed[2], failed[1]}; !slices.Equal(idsOf(f.list(t, "state=Error&limit=1")), want) {
+		t.Fatalf("after failing again Error lists %v, want %v", idsOf(f.list(t, "state=Error")), want)
 	}
 }
 
@@ -319,7 +348,9 @@ func TestIntegrationCancel(t *testing.T) {
 		t.Fatalf("cancel of a processed order: %+v", p)
 	}
 
-	for q, want := range map[string][]string{"state=Cancelled": {idle}, "state=CompensationPending": {failed, busy}} {
+	// Cancelled is listed; the orders whose compensation runs are not
+	// (the Supervisor watches them), and no longer listed in Error.
+	for q, want := range map[string][]string{"state=Cancelled": {idle}, "state=Error": nil, "state=CompensationFailed": nil} {
 		if ids, _ := f.list(t, q); !slices.Equal(ids, want) {
 			t.Fatalf("%s lists %v, want %v", q, ids, want)
 		}
@@ -396,8 +427,13 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 		}
 	}
 
-	// The operators' listing by state has both callers' orders.
-	ids, _ := f.list(t, "state=Pending&limit=100")
+	// The operators' listing by state has both callers' orders, once
+	// they are in a listed state (cancelled here, before any claim).
+	for _, id := range append(slices.Clone(aIDs), bIDs...) {
+		f.tick()
+		readOperatorAccepted(t, f.do(t, request("POST", "/orders/"+id+"/cancel", nil, "")), id, workflow.Cancelled)
+	}
+	ids, _ := f.list(t, "state=Cancelled&limit=100")
 	if len(ids) != len(aIDs)+len(bIDs) {
 		t.Fatalf("the operators list %v, want all of %v and %v", ids, aIDs, bIDs)
 	}

@@ -78,17 +78,8 @@ func decodeListQuery(rawQuery string, params map[string]string, byState bool) (L
 	var errs faults
 	checkParams(&errs, values, byState)
 	q := ListQuery{Limit: DefaultListLimit}
-	states := "one of " + stateNames()
-	switch s := values.Get(paramState); {
-	case !byState:
-	case s == "":
-		errs.add(paramState, "is required; use "+states)
-	default:
-		st, ok := workflow.ParseProcessState(s)
-		if !ok {
-			errs.add(paramState, "must be "+states)
-		}
-		q.State = st
+	if byState {
+		q.State = checkState(&errs, values.Get(paramState))
 	}
 	if s := values.Get(paramLimit); s != "" {
 		n, ok := parseLimit(s)
@@ -178,8 +169,30 @@ func parseLimit(s string) (int, bool) {
 	return n, n >= 1 && n <= MaxListLimit
 }
 
-func stateNames() string {
-	states := workflow.ProcessStates()
+// checkState reads the state of a listing by state: one of the listed
+// states (workflow.ProcessState.Listed). A state that is not listed is
+// named as such, with where its orders are found instead.
+func checkState(errs *faults, s string) workflow.ProcessState {
+	listed := "one of " + listedStates()
+	st, ok := workflow.ParseProcessState(s)
+	switch {
+	case s == "":
+		errs.add(paramState, "is required; use "+listed)
+	case !ok:
+		errs.add(paramState, "must be "+listed)
+	case !st.Listed():
+		errs.add(paramState, notListed(st))
+	}
+	return st
+}
+
+// notListed is the fault of a listing of a state that is not listed.
+func notListed(st workflow.ProcessState) string {
+	return fmt.Sprintf("%s is not listed: only %s are; read an order in any state by its ID, GET /ops/orders/{id}", st, listedStates())
+}
+
+func listedStates() string {
+	states := workflow.ListedStates()
 	names := make([]string, len(states))
 	for i, s := range states {
 		names[i] = string(s)
@@ -210,6 +223,9 @@ func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.A
 	page, err := h.store.ListByState(ctx, q.State, q.Limit, q.Cursor)
 	if errors.Is(err, statestore.ErrBadCursor) {
 		return h.reject(ctx, log, req, badCursorProblem(), nil)
+	}
+	if errors.Is(err, statestore.ErrNotListed) {
+		return h.reject(ctx, log, req, queryProblem(&QueryError{Errors: []FieldError{{Field: paramState, Detail: notListed(q.State)}}}), nil)
 	}
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("list orders in %s (limit %d): %w", q.State, q.Limit, err))

@@ -118,7 +118,8 @@ func readList(t *testing.T, resp events.APIGatewayV2HTTPResponse) listResponse {
 }
 
 // TestListOrdersPages walks a listing of five orders two at a time: three
-// pages, newest change first, each order once, the other states left out.
+// pages, newest entry into Error first, each order once, the other states
+// left out.
 func TestListOrdersPages(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -199,11 +200,11 @@ func TestListOrdersStoreQuery(t *testing.T) {
 		params map[string]string
 		want   call
 	}{
-		{"default limit", "state=Pending", nil, call{workflow.Pending, DefaultListLimit, ""}},
+		{"default limit", "state=Cancelled", nil, call{workflow.Cancelled, DefaultListLimit, ""}},
 		{"every parameter", "cursor=abc%2B%2F%3D&limit=100&state=CompensationFailed", nil, call{workflow.CompensationFailed, 100, "abc+/="}},
 		{"empty limit and cursor", "state=Error&limit=&cursor=", nil, call{workflow.Error, DefaultListLimit, ""}},
 		{"leading zeros", "state=Error&limit=007", nil, call{workflow.Error, 7, ""}},
-		{"parameters only", "", map[string]string{"state": "Processing", "limit": "1", "cursor": "c"}, call{workflow.Processing, 1, "c"}},
+		{"parameters only", "", map[string]string{"state": "Compensated", "limit": "1", "cursor": "c"}, call{workflow.Compensated, 1, "c"}},
 		{"raw string wins", "state=Error", map[string]string{"state": "Pending"}, call{workflow.Error, DefaultListLimit, ""}},
 	}
 	for _, tt := range tests {
@@ -239,10 +240,19 @@ func TestListOrdersRejects(t *testing.T) {
 		wantDetail string
 	}{
 		{name: "no query", status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
-			wantDetail: "state: is required; use one of Pending, Processing, Processed, Error, CompensationPending, Compensating, Compensated, CompensationFailed, Cancelled"},
+			wantDetail: "state: is required; use one of Error, Compensated, CompensationFailed, Cancelled"},
 		{name: "empty state", raw: "state=", status: 400, typ: ProblemMalformed, wantFields: []string{"state"}},
 		{name: "unknown state", raw: "state=Failed", status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
-			wantDetail: "state: must be one of Pending, Processing, Processed, Error, CompensationPending, Compensating, Compensated, CompensationFailed, Cancelled"},
+			wantDetail: "state: must be one of Error, Compensated, CompensationFailed, Cancelled"},
+		// The states in flight and Processed have no listing: 400, naming
+		// the states that do.
+		{name: "state in flight", raw: "state=Processing", status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
+			wantDetail: "state: Processing is not listed: only Error, Compensated, CompensationFailed, Cancelled are; " +
+				"read an order in any state by its ID, GET /ops/orders/{id}"},
+		{name: "state Processed", raw: "state=Processed&limit=5", status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
+			wantDetail: "state: Processed is not listed"},
+		{name: "state not listed, with other faults", raw: "state=Pending&limit=0", status: 400, typ: ProblemMalformed,
+			wantFields: []string{"state", "limit"}, wantDetail: "the query string has invalid parameters"},
 		{name: "state case", raw: "state=error", status: 400, typ: ProblemMalformed, wantFields: []string{"state"}},
 		{name: "state repeated", raw: "state=Error&state=Pending", status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
 			wantDetail: "state: is given 2 times; give it once"},
@@ -273,8 +283,14 @@ func TestListOrdersRejects(t *testing.T) {
 		}, status: 400, typ: ProblemMalformed, wantFields: []string{"cursor"}},
 		// The in-memory store decodes cursors as the DynamoDB store does.
 		{name: "cursor the store cannot decode", raw: "state=Error&cursor=x", status: 400, typ: ProblemMalformed, wantFields: []string{"cursor"}},
-		{name: "cursor of another state's listing", raw: "state=Error&cursor=" + statestore.EncodeCursor(statestore.Cursor{State: "Pending", OrderID: orderA, ChangedAt: 1}),
+		{name: "cursor of another state's listing", raw: "state=Error&cursor=" + statestore.EncodeCursor(statestore.Cursor{State: "Cancelled", After: statestore.SortKey(testNow, orderA)}),
 			status: 400, typ: ProblemMalformed, wantFields: []string{"cursor"}},
+		{name: "cursor of a listing before it was sharded", raw: "state=Error&cursor=eyJzIjoiRXJyb3IiLCJvIjoiYS0xIiwiYyI6MTJ9",
+			status: 400, typ: ProblemMalformed, wantFields: []string{"cursor"}},
+		{name: "store refuses the state", raw: "state=Error", list: func(workflow.ProcessState, int, string) (statestore.Page, error) {
+			return statestore.Page{}, fmt.Errorf("list Error: %w", statestore.ErrNotListed)
+		}, status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
+			wantDetail: "state: Error is not listed: only Error, Compensated, CompensationFailed, Cancelled are"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -352,7 +368,7 @@ func FuzzListQuery(f *testing.F) {
 				}
 				return
 			}
-			if _, ok := workflow.ParseProcessState(string(q.State)); !ok || q.Limit < 1 || q.Limit > MaxListLimit || len(q.Cursor) > maxCursorLen {
+			if !q.State.Listed() || q.Limit < 1 || q.Limit > MaxListLimit || len(q.Cursor) > maxCursorLen {
 				t.Fatalf("accepted %+v", q)
 			}
 			again, err := DecodeListQuery(q.Encode(), nil)

@@ -236,9 +236,13 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("state on a client's listing: %+v", p)
 	}
 
-	// The operators see every caller's orders, and whose each is.
+	// The operators see every caller's orders, and whose each is: those in
+	// a listed state in their listing (cancelled here, before any claim).
+	for _, id := range append(slices.Clone(aIDs), bIDs...) {
+		readOperatorAccepted(t, f.do(t, post("/orders/"+id+"/cancel")), id, workflow.Cancelled)
+	}
 	ops := map[string]bool{}
-	for _, o := range readList(t, f.do(t, getOrders("state=Pending&limit=100"))).Orders {
+	for _, o := range readList(t, f.do(t, getOrders("state=Cancelled&limit=100"))).Orders {
 		ops[o.OrderID] = true
 	}
 	for _, id := range append(slices.Clone(aIDs), bIDs...) {

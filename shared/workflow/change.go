@@ -190,7 +190,9 @@ func (p Patch) Apply(s State) State {
 }
 
 // ErrBadPatch: a patch names a step the record does not have, or one step
-// twice. It is a bug of the patch's maker, never an answer to retry.
+// twice, or sets a state under a fence that does not say whether the record
+// is already in it. It is a bug of the patch's maker, never an answer to
+// retry.
 var ErrBadPatch = errors.New("bad patch")
 
 // CheckSteps reports a patch whose step indexes are not distinct and within
@@ -209,6 +211,26 @@ func (p Patch) CheckSteps(n int) error {
 		seen[sp.Index] = true
 	}
 	return nil
+}
+
+// Moves reports whether the change moves the record into another state:
+// its patch sets a state the fence says the record is not in. A store keeps
+// what follows a state's change (the operators' listing, when the record
+// entered its state) in the same write without reading the record first,
+// so a patch that sets a state under a fence that admits the record both
+// in that state and out of it is ErrBadPatch. Every change the Machine
+// makes fences on the one state it saw.
+func (c Change) Moves() (bool, error) {
+	to, in := c.Patch.State, c.Fence.In
+	switch {
+	case to == "":
+		return false, nil
+	case len(in) > 0 && !slices.Contains(in, to):
+		return true, nil
+	case len(in) == 1:
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: it sets state %s under a fence of states %v, which does not say whether the record is in it already", ErrBadPatch, to, in)
 }
 
 // apply is one step's part of Apply; the store's update expression

@@ -3,6 +3,7 @@ package workflow
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,13 @@ func apply(t *testing.T, s State, c Change) State {
 	if !c.Fence.Admits(s) {
 		t.Fatalf("fence %+v refuses %s at step %d attempt %d", c.Fence, s.ProcessState, s.StepIndex, s.Attempt)
 	}
-	return c.Patch.Apply(s)
+	after := c.Patch.Apply(s)
+	// A store tells a change of state from the change alone (Moves); every
+	// change the Machine makes must tell it right.
+	if moves, err := c.Moves(); err != nil || moves != (after.ProcessState != s.ProcessState) {
+		t.Fatalf("%s of a %s record: Moves = %v, %v, but it leaves it %s", c.Transition, s.ProcessState, moves, err, after.ProcessState)
+	}
+	return after
 }
 
 // record is an order's record after events, applied in turn from its
@@ -329,5 +336,50 @@ func TestAlertResentNamesWhatFailed(t *testing.T) {
 	}
 	if _, ok := m.Expired(State{ProcessState: Error}, mt0); ok {
 		t.Error("an Error record whose alert was sent was recovered")
+	}
+}
+
+// TestMoves: a change tells whether it moves its record to another state,
+// and a patch that sets a state under a fence that cannot tell is refused.
+func TestMoves(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		in    []ProcessState
+		to    ProcessState
+		moves bool
+		bad   bool
+	}{
+		{name: "no state set", in: []ProcessState{Error, CompensationFailed}},
+		{name: "no state set, no fence"},
+		{name: "into another state", in: []ProcessState{Processing}, to: Error, moves: true},
+		{name: "out of either of two", in: []ProcessState{Error, CompensationFailed}, to: Pending, moves: true},
+		{name: "the state it is in", in: []ProcessState{Processing}, to: Processing},
+		{name: "a state it may be in already", in: []ProcessState{Error, CompensationFailed}, to: Error, bad: true},
+		{name: "a state without a fence", to: Error, bad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := Change{OrderID: "o-1", Fence: Fence{In: tc.in}, Patch: Patch{State: tc.to}}
+			moves, err := c.Moves()
+			if moves != tc.moves || errors.Is(err, ErrBadPatch) != tc.bad || (err != nil) != tc.bad {
+				t.Fatalf("Moves = %v, %v; want %v, refused %v", moves, err, tc.moves, tc.bad)
+			}
+		})
+	}
+}
+
+// TestListedStates: operators list the states they act on or review, and
+// no state in flight nor Processed.
+func TestListedStates(t *testing.T) {
+	t.Parallel()
+	want := []ProcessState{Error, Compensated, CompensationFailed, Cancelled}
+	if got := ListedStates(); !slices.Equal(got, want) {
+		t.Fatalf("ListedStates = %v, want %v", got, want)
+	}
+	for _, s := range ProcessStates() {
+		if s.Listed() && (s.InFlight() || s == Processed) {
+			t.Errorf("%s is listed", s)
+		}
 	}
 }

@@ -80,6 +80,28 @@ func (s ProcessState) Undoing() bool { return s == CompensationPending || s == C
 // that raise an alert and that an operator can resubmit.
 func (s ProcessState) NeedsOperator() bool { return s == Error || s == CompensationFailed }
 
+// Listed reports whether operators list the records in this state (GET
+// /ops/orders?state=): the states an operator acts on (Error,
+// CompensationFailed) or reviews (Compensated, Cancelled). The states in
+// flight are the Supervisor's to watch, and Processed, the bulk of all
+// orders, is looked up by ID or through its owner's listing; keeping them
+// out keeps the listing's index small and its writes rare.
+func (s ProcessState) Listed() bool {
+	return s == Error || s == CompensationFailed || s == Compensated || s == Cancelled
+}
+
+// ListedStates lists the states operators list, in the order of
+// ProcessStates.
+func ListedStates() []ProcessState {
+	var out []ProcessState
+	for _, s := range ProcessStates() {
+		if s.Listed() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // StepState is the state of one step in a record's step history.
 type StepState string
 

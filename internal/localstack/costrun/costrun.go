@@ -231,7 +231,7 @@ func (r *rig) finish(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d orders not %s: %w", left, len(r.ids), r.o.Scenario.want(), ctx.Err())
+			return fmt.Errorf("%d of %d orders not %s (%s): %w", left, len(r.ids), r.o.Scenario.want(), r.states(), ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 			// A hand-back waits out its backoff in SQS.
 		}
@@ -269,6 +269,22 @@ func (r *rig) unfinished(ctx context.Context) (int, error) {
 		}
 	}
 	return left, nil
+}
+
+// states counts the orders by state, to say where a run that timed out
+// stopped.
+func (r *rig) states() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := map[workflow.ProcessState]int{}
+	for _, id := range r.ids {
+		st, err := r.reader.GetState(ctx, id)
+		if err != nil {
+			return "states unknown: " + err.Error()
+		}
+		n[st.ProcessState]++
+	}
+	return fmt.Sprint(n)
 }
 
 // wrapSender drops, in the Retried scenario, the first reply of each

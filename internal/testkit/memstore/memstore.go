@@ -1,8 +1,9 @@
 // Package memstore is the state store in memory: statestore.Port without
 // DynamoDB, for the tests of the actors. Its writes are the workflow's own
-// meaning of a change (Fence.Admits, Patch.Apply), its queries answer with
-// the indexes' projections (statestore.Projected), its listings take the
-// real store's limits and cursors (statestore.Listing), and the conformance
+// meaning of a change (Fence.Admits, Patch.Apply), its listings answer with
+// what the real store reads (statestore.Summary) and keep the real
+// store's index entries and read them through the real store's
+// shards, merge and cursors (statestore.Listing), and the conformance
 // suite of internal/testkit/storetest runs against it and against DynamoDB
 // Local alike, so it cannot drift from the real store.
 package memstore
@@ -11,8 +12,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -32,14 +33,24 @@ type Store struct {
 	mu     sync.Mutex
 	orders map[string]workflow.Order
 	states map[string]workflow.State
+	// listed is the ByState index: the entry of each record in a listed
+	// state, keyed by when it entered the state.
+	listed map[string]entry
 	writes int
+}
+
+// entry is a record's entry in a listing's index: its partition and its
+// place in it.
+type entry struct {
+	part string
+	statestore.Entry
 }
 
 var _ statestore.Port = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{orders: map[string]workflow.Order{}, states: map[string]workflow.State{}}
+	return &Store{orders: map[string]workflow.Order{}, states: map[string]workflow.State{}, listed: map[string]entry{}}
 }
 
 func (s *Store) fault(method string, c workflow.Change) error {
@@ -63,8 +74,21 @@ func (s *Store) CreateOrder(_ context.Context, o workflow.Order, st workflow.Sta
 	}
 	s.orders[o.OrderID] = o
 	s.states[st.OrderID] = normalize(st)
+	s.list(st, st.UpdatedAt)
 	s.writes++
 	return nil
+}
+
+// list keeps the ByState entry of st, which entered its state at: it is in
+// the index while in a listed state, under the time it entered it. The
+// caller holds mu.
+func (s *Store) list(st workflow.State, at time.Time) {
+	if !st.ProcessState.Listed() {
+		delete(s.listed, st.OrderID)
+		return
+	}
+	s.listed[st.OrderID] = entry{statestore.ByStateKey(st.ProcessState, st.OrderID),
+		statestore.Entry{OrderID: st.OrderID, Sort: statestore.SortKey(at, st.OrderID)}}
 }
 
 // GetOrder reads an order.
@@ -100,17 +124,25 @@ func (s *Store) Apply(_ context.Context, c workflow.Change) (workflow.State, err
 	if err := s.fault("Apply", c); err != nil {
 		return workflow.State{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, ok := s.states[c.OrderID]
-	if !ok || !c.Fence.Admits(st) {
-		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, workflow.ErrStale)
-	}
-	if err := c.Patch.CheckSteps(len(st.Steps)); err != nil {
+	// The DynamoDB store needs to tell a change of state from the change
+	// alone; it refuses one that cannot tell before it writes anything.
+	if _, err := c.Moves(); err != nil {
 		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, err)
 	}
-	st = normalize(c.Patch.Apply(st))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before, ok := s.states[c.OrderID]
+	if !ok || !c.Fence.Admits(before) {
+		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, workflow.ErrStale)
+	}
+	if err := c.Patch.CheckSteps(len(before.Steps)); err != nil {
+		return workflow.State{}, fmt.Errorf("%s %s: %w", c.Transition, c.OrderID, err)
+	}
+	st := normalize(c.Patch.Apply(before))
 	s.states[c.OrderID] = st
+	if st.ProcessState != before.ProcessState {
+		s.list(st, c.Patch.Now)
+	}
 	s.writes++
 	return clone(st), nil
 }
@@ -138,84 +170,76 @@ func (s *Store) Expired(_ context.Context, now time.Time, limit int) ([]workflow
 	return out, nil
 }
 
-// ListByState pages through the records in state, most recently changed
-// first, with the real store's cursors.
-func (s *Store) ListByState(_ context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
-	return s.list(statestore.StateListing(state), limit, cursor, func() (rows []row) {
-		for _, st := range s.states {
-			if st.ProcessState == state {
-				rows = append(rows, row{statestore.Position{OrderID: st.OrderID, Sort: st.UpdatedAt.UnixMilli()}, st, true})
-			}
-		}
-		return rows
+// ListByState pages through the records in a listed state, newest entry
+// into the state first, with the real store's shards, merge and cursors.
+func (s *Store) ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {
+	return s.page(ctx, statestore.StateListing(state), limit, cursor, func() []entry {
+		return slices.Collect(maps.Values(s.listed))
 	})
 }
 
 // ListByOwner pages through the orders owner submitted, newest first.
-func (s *Store) ListByOwner(_ context.Context, owner string, limit int, cursor string) (statestore.Page, error) {
-	if owner == "" {
-		return statestore.Page{}, errors.New("list by owner: no owner")
-	}
-	return s.list(statestore.OwnerListing(owner), limit, cursor, func() (rows []row) {
-		for _, o := range s.orders {
-			if o.Owner == owner {
-				st, ok := s.states[o.OrderID]
-				rows = append(rows, row{statestore.Position{OrderID: o.OrderID, Sort: o.CreatedAt.UnixMilli()}, st, ok})
+func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, cursor string) (statestore.Page, error) {
+	return s.page(ctx, statestore.OwnerListing(owner), limit, cursor, func() (index []entry) {
+		for id, o := range s.orders {
+			if o.Owner != "" {
+				index = append(index, entry{statestore.OwnerShard(o.Owner, id),
+					statestore.Entry{OrderID: id, Sort: statestore.SortKey(o.CreatedAt, id)}})
 			}
 		}
-		return rows
+		return index
 	})
 }
 
-// row is an entry of a listing's index: its position, and the state record
-// the listing shows (ok false when there is none).
-type row struct {
-	pos statestore.Position
-	st  workflow.State
-	ok  bool
-}
-
-// list answers a listing as DynamoDB's query of its index does, over the
-// rows of its partition (rows runs under mu): newest first, ties by
-// descending ID, from after the cursor's position, at most limit records as
-// ByState projects them; a full page has a next one, maybe empty.
-func (s *Store) list(l statestore.Listing, limit int, cursor string, rows func() []row) (statestore.Page, error) {
-	after, err := l.Start(limit, cursor)
+// page answers a listing from the entries of its index (index runs under
+// mu): the listing queries each of its shards, as the real store queries
+// DynamoDB, and the page shows the records as listed, in the index's order.
+func (s *Store) page(ctx context.Context, l statestore.Listing, limit int, cursor string, index func() []entry) (statestore.Page, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parts := map[string][]statestore.Entry{}
+	for _, e := range index() {
+		parts[e.part] = append(parts[e.part], e.Entry)
+	}
+	for _, p := range parts {
+		slices.SortFunc(p, func(a, b statestore.Entry) int { return cmp.Compare(b.Sort, a.Sort) })
+	}
+	ids, next, err := l.Read(ctx, limit, cursor, func(_ context.Context, part, after string, limit int) (statestore.Shard, error) {
+		return query(parts[part], after, limit), nil
+	})
 	if err != nil {
 		return statestore.Page{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	all := rows()
-	slices.SortFunc(all, func(a, b row) int {
-		return cmp.Or(cmp.Compare(b.pos.Sort, a.pos.Sort), cmp.Compare(b.pos.OrderID, a.pos.OrderID))
-	})
-	var p statestore.Page
-	for _, r := range all {
-		if after != nil && !listedAfter(r.pos, *after) {
-			continue
-		}
-		if len(p.States) == limit {
-			break
-		}
-		if r.ok {
-			st, err := statestore.Projected(r.st, statestore.ByStateIndex)
+	p := statestore.Page{Next: next}
+	for _, id := range ids {
+		if st, ok := s.states[id]; ok {
+			sum, err := statestore.Summary(st)
 			if err != nil {
 				return statestore.Page{}, err
 			}
-			p.States = append(p.States, st)
-		}
-		if len(p.States) == limit {
-			p.Next = l.Next(r.pos)
+			p.States = append(p.States, sum)
 		}
 	}
 	return p, nil
 }
 
-// listedAfter reports whether pos comes after c in a listing: older, or as
-// old with a smaller ID.
-func listedAfter(pos, c statestore.Position) bool {
-	return pos.Sort < c.Sort || pos.Sort == c.Sort && pos.OrderID < c.OrderID
+// query answers the query of a partition's entries (newest first) as
+// DynamoDB does: those below after, at most limit, and more to come
+// whenever the limit was reached, even if nothing follows (DynamoDB answers
+// a LastEvaluatedKey then too).
+func query(entries []statestore.Entry, after string, limit int) statestore.Shard {
+	var sh statestore.Shard
+	for _, e := range entries {
+		if after != "" && e.Sort >= after {
+			continue
+		}
+		if len(sh.Entries) == limit {
+			break
+		}
+		sh.Entries = append(sh.Entries, e)
+	}
+	sh.More = len(sh.Entries) == limit
+	return sh
 }
 
 // Writes counts the writes that took effect, for tests that check a
@@ -226,11 +250,13 @@ func (s *Store) Writes() int {
 	return s.writes
 }
 
-// Put stores st as it is, for a test that starts from a given record.
+// Put stores st as it is, for a test that starts from a given record; in
+// a listed state, it is listed as having entered it at its UpdatedAt.
 func (s *Store) Put(st workflow.State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.states[st.OrderID] = normalize(st)
+	s.list(st, st.UpdatedAt)
 }
 
 // sorted lists the records in the order cmp gives; the caller holds mu.

@@ -8,6 +8,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,26 +44,76 @@ func Run(t *testing.T, open Open) {
 	t.Run("OneOfManyClaimsWins", func(t *testing.T) { t.Parallel(); oneClaimWins(t, open(t)) })
 	t.Run("ExpiredFindsDueRecordsOfTheIndex", func(t *testing.T) { t.Parallel(); expired(t, open(t)) })
 	t.Run("ListByStatePages", func(t *testing.T) { t.Parallel(); listByState(t, open(t)) })
+	t.Run("ListByStatePagesEveryShardExactly", func(t *testing.T) { t.Parallel(); listByStateShards(t, open(t)) })
+	t.Run("ListByStateFollowsTheState", func(t *testing.T) { t.Parallel(); listFollowsState(t, open(t)) })
 	t.Run("ListByOwnerIsolatesOwners", func(t *testing.T) { t.Parallel(); listByOwner(t, open(t)) })
+	t.Run("ListByOwnerPagesEveryShardExactly", func(t *testing.T) { t.Parallel(); listByOwnerShards(t, open(t)) })
 	t.Run("ListingsPageThroughTies", func(t *testing.T) { t.Parallel(); listingTies(t, open(t)) })
+}
+
+// plain runs a workflow of one step without an undo: a rejection leaves
+// its order in Error, the state operators list most.
+var plain = workflow.Machine{
+	Def:    workflow.Definition{Name: "plain", Steps: []workflow.Step{{Name: "notify", Budget: 30 * time.Second}}},
+	Policy: machine.Policy,
 }
 
 // newOrder is an order of owner accepted at at, Pending at step 0.
 func newOrder(id, owner string, at time.Time) (workflow.Order, workflow.State) {
+	return newOrderOf(machine.Def, id, owner, at)
+}
+
+func newOrderOf(def workflow.Definition, id, owner string, at time.Time) (workflow.Order, workflow.State) {
 	o := workflow.Order{OrderID: id, CustomerID: "c-1", Currency: "EUR", Owner: owner,
 		Items: []workflow.Item{{SKU: "A", Quantity: 1, UnitPriceCents: 100}}, TotalCents: 100, RequestHash: "h-" + id, CreatedAt: at}
-	st := workflow.NewState(id, machine.Def, json.RawMessage(`{"orderId":"`+id+`"}`), at, at.Add(time.Minute))
+	st := workflow.NewState(id, def, json.RawMessage(`{"orderId":"`+id+`"}`), at, at.Add(time.Minute))
 	st.Owner = owner
 	return o, st
 }
 
 func create(t *testing.T, s statestore.Port, id, owner string, at time.Time) workflow.State {
 	t.Helper()
-	o, st := newOrder(id, owner, at)
+	return createOf(t, s, machine.Def, id, owner, at)
+}
+
+func createOf(t *testing.T, s statestore.Port, def workflow.Definition, id, owner string, at time.Time) workflow.State {
+	t.Helper()
+	o, st := newOrderOf(def, id, owner, at)
 	if err := s.CreateOrder(context.Background(), o, st); err != nil {
 		t.Fatalf("create %s: %v", id, err)
 	}
 	return get(t, s, id)
+}
+
+// add creates an order as createOf does, for the many orders of a case,
+// without reading it back: it returns the record as created.
+func add(t *testing.T, s statestore.Port, def workflow.Definition, id, owner string, at time.Time) workflow.State {
+	o, st := newOrderOf(def, id, owner, at)
+	if err := s.CreateOrder(context.Background(), o, st); err != nil {
+		t.Errorf("create %s: %v", id, err)
+	}
+	return st
+}
+
+// apply writes the changes events make of the record of id, in turn, each
+// at its time, and returns the record as written last.
+func apply(t *testing.T, s statestore.Port, id string, events ...timed) workflow.State {
+	t.Helper()
+	st := get(t, s, id)
+	for _, e := range events {
+		c := e.event(st, e.at)
+		var err error
+		if st, err = s.Apply(context.Background(), c); err != nil {
+			t.Fatalf("%s of %s at %s: %v", c.Transition, id, e.at.Format(time.RFC3339Nano), err)
+		}
+	}
+	return st
+}
+
+// timed is an event and the time it happens.
+type timed struct {
+	event event
+	at    time.Time
 }
 
 func get(t *testing.T, s statestore.Port, id string) workflow.State {
@@ -272,6 +323,15 @@ func fences(t *testing.T, s statestore.Port) {
 			t.Errorf("a patch of steps %+v: %v, want a refusal that is not ErrStale", steps, err)
 		}
 	}
+	// So is a state set under a fence that does not tell whether the
+	// record is in it already: the store could not tell whether its
+	// listing entry moves.
+	for _, in := range [][]workflow.ProcessState{nil, {workflow.Processing, workflow.Error}} {
+		c := workflow.Change{OrderID: "o-fence", Fence: workflow.Fence{In: in}, Patch: workflow.Patch{Now: t0, State: workflow.Error}}
+		if _, err := s.Apply(ctx, c); !errors.Is(err, workflow.ErrBadPatch) {
+			t.Errorf("state Error under a fence of %v: %v, want ErrBadPatch", in, err)
+		}
+	}
 	same(t, "the record after the refused changes", get(t, s, "o-fence"), running)
 	if _, err := s.GetState(ctx, "o-missing"); !errors.Is(err, workflow.ErrNotFound) {
 		t.Errorf("the missing order after the refused changes: %v, want ErrNotFound", err)
@@ -341,37 +401,159 @@ func expired(t *testing.T, s statestore.Port) {
 	}
 }
 
+// listByState: a listing of a listed state, by the time its records
+// entered it, in pages; a cursor of another listing and a state that is not
+// listed are refused.
 func listByState(t *testing.T, s statestore.Port) {
 	ctx := context.Background()
 	var want []string
 	for i := range 7 {
 		id := fmt.Sprintf("o-list-%d", i)
-		create(t, s, id, "owner-a", t0.Add(time.Duration(i)*time.Second))
-		want = append([]string{id}, want...) // newest change first
+		// Created in the reverse order they are cancelled: the listing is by
+		// the time they entered the state.
+		create(t, s, id, "owner-a", t0.Add(time.Duration(7-i)*time.Second))
+		apply(t, s, id, timed{cancel, t0.Add(time.Minute + time.Duration(i)*time.Second)})
+		want = append([]string{id}, want...) // newest entry first
 	}
+	create(t, s, "o-list-pending", "owner-a", t0)
 	got := listAll(t, func(cursor string) (statestore.Page, error) {
-		return s.ListByState(ctx, workflow.Pending, 3, cursor)
+		return s.ListByState(ctx, workflow.Cancelled, 3, cursor)
 	}, func(st workflow.State) {
-		if st.Input != nil || len(st.Steps) != 0 || st.ProcessState != workflow.Pending {
+		if st.Input != nil || len(st.Steps) != 0 || st.ProcessState != workflow.Cancelled || st.Owner != "" {
 			t.Errorf("listed %+v: want the summary only", st)
 		}
 	})
 	if !slices.Equal(got, want) {
 		t.Fatalf("listed %v, want %v", got, want)
 	}
-	page, err := s.ListByState(ctx, workflow.Pending, 2, "")
+	page, err := s.ListByState(ctx, workflow.Cancelled, 2, "")
 	if err != nil || page.Next == "" {
 		t.Fatalf("first page %+v, %v", page, err)
 	}
 	if _, err := s.ListByState(ctx, workflow.Error, 2, page.Next); !errors.Is(err, statestore.ErrBadCursor) {
 		t.Errorf("a cursor of another state's listing: %v", err)
 	}
-	if _, err := s.ListByState(ctx, workflow.Pending, 2, "not a cursor"); !errors.Is(err, statestore.ErrBadCursor) {
+	if _, err := s.ListByState(ctx, workflow.Cancelled, 2, "not a cursor"); !errors.Is(err, statestore.ErrBadCursor) {
 		t.Errorf("a garbled cursor: %v", err)
 	}
 	if empty, err := s.ListByState(ctx, workflow.Error, 5, ""); err != nil || len(empty.States) != 0 || empty.Next != "" {
 		t.Errorf("an empty listing: %+v, %v", empty, err)
 	}
+	for _, st := range workflow.ProcessStates() {
+		if _, err := s.ListByState(ctx, st, 5, ""); st.Listed() == errors.Is(err, statestore.ErrNotListed) {
+			t.Errorf("a listing of %s: %v", st, err)
+		}
+	}
+}
+
+// many is n records of a listing, ten to a millisecond at different
+// microseconds within it, from start: their IDs, and when each was listed.
+func many(prefix string, n int, start time.Time) (ids []string, at []time.Time) {
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("%s-%03d", prefix, i))
+		at = append(at, start.Add(time.Duration(i/10)*time.Millisecond+time.Duration(i%10)*70*time.Microsecond))
+	}
+	return ids, at
+}
+
+// newestFirst is the order of a listing of ids listed at at: newest
+// millisecond first, ties by order ID descending (the sort key's order).
+func newestFirst(ids []string, at []time.Time) []string {
+	i := make([]int, len(ids))
+	for k := range i {
+		i[k] = k
+	}
+	slices.SortFunc(i, func(a, b int) int {
+		return cmp.Or(cmp.Compare(at[b].UnixMilli(), at[a].UnixMilli()), cmp.Compare(ids[b], ids[a]))
+	})
+	out := make([]string, len(i))
+	for k, j := range i {
+		out[k] = ids[j]
+	}
+	return out
+}
+
+// listByStateShards: 250 records in Error, in every shard, ten to a
+// millisecond, paged seven at a time: each once, newest entry first.
+func listByStateShards(t *testing.T, s statestore.Port) {
+	// They enter Error within the budget of their claim at t0+1s.
+	ids, at := many("o-err", 250, t0.Add(2*time.Second))
+	parallel(t, len(ids), func(i int) {
+		st := add(t, s, plain.Def, ids[i], "owner-a", t0)
+		for _, e := range []timed{{claim, t0.Add(time.Second)}, {rejectPlain, at[i]}} {
+			var err error
+			if st, err = s.Apply(context.Background(), e.event(st, e.at)); err != nil {
+				t.Errorf("order %s: %v", ids[i], err)
+				return
+			}
+		}
+	})
+	shards := map[int]bool{}
+	for _, id := range ids {
+		shards[statestore.ListShardOf(id)] = true
+	}
+	if len(shards) != statestore.ListShards {
+		t.Fatalf("the records are in %d of %d shards", len(shards), statestore.ListShards)
+	}
+	got := listPages(t, 7, func(cursor string) (statestore.Page, error) {
+		return s.ListByState(context.Background(), workflow.Error, 7, cursor)
+	}, func(st workflow.State) {
+		if st.ProcessState != workflow.Error {
+			t.Errorf("listed %s in %s", st.OrderID, st.ProcessState)
+		}
+	})
+	if want := newestFirst(ids, at); !slices.Equal(got, want) {
+		t.Fatalf("listed %d records %v,\nwant %d %v", len(got), got, len(want), want)
+	}
+}
+
+func rejectPlain(s workflow.State, now time.Time) workflow.Change {
+	return plain.StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", "scheduler/z", now)
+}
+
+func resubmitPlain(s workflow.State, now time.Time) workflow.Change {
+	c, err := plain.Resubmit(s, now)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// listFollowsState: a record is listed by the time it entered its state;
+// a write that keeps the state does not move it, an operator's retry takes
+// it out of the listing, and failing again puts it back, under its new
+// time. A record created in a listed state is listed from the start.
+func listFollowsState(t *testing.T, s statestore.Port) {
+	ctx := context.Background()
+	for i, id := range []string{"o-a", "o-b", "o-c"} {
+		createOf(t, s, plain.Def, id, "owner-a", t0)
+		apply(t, s, id, timed{claim, t0.Add(time.Second)}, timed{rejectPlain, t0.Add(time.Duration(2+i) * time.Second)})
+	}
+	errors := func() []string {
+		return listAll(t, func(cursor string) (statestore.Page, error) {
+			return s.ListByState(ctx, workflow.Error, 2, cursor)
+		}, func(workflow.State) {})
+	}
+	check := func(what string, want ...string) {
+		t.Helper()
+		if got := errors(); !slices.Equal(got, want) {
+			t.Fatalf("%s: Error lists %v, want %v", what, got, want)
+		}
+	}
+	check("failed in turn", "o-c", "o-b", "o-a")
+	apply(t, s, "o-a", timed{alertSent, t0.Add(time.Minute)})
+	check("o-a's alert confirmed later, in Error still", "o-c", "o-b", "o-a")
+	apply(t, s, "o-a", timed{resubmitPlain, t0.Add(2 * time.Minute)})
+	check("o-a retried", "o-c", "o-b")
+	apply(t, s, "o-a", timed{claim, t0.Add(3 * time.Minute)}, timed{rejectPlain, t0.Add(3*time.Minute + time.Second)})
+	check("o-a failed again", "o-a", "o-c", "o-b")
+
+	o, st := newOrderOf(plain.Def, "o-born", "owner-a", t0.Add(time.Hour))
+	st.ProcessState = workflow.Error
+	if err := s.CreateOrder(ctx, o, st); err != nil {
+		t.Fatal(err)
+	}
+	check("o-born created in Error", "o-born", "o-a", "o-c", "o-b")
 }
 
 func listByOwner(t *testing.T, s statestore.Port) {
@@ -402,41 +584,91 @@ func listByOwner(t *testing.T, s statestore.Port) {
 	}
 }
 
+// listByOwnerShards: 250 orders of one owner, ten to a millisecond, among
+// another owner's, paged seven at a time: each once, newest first.
+func listByOwnerShards(t *testing.T, s statestore.Port) {
+	ids, at := many("o-own", 250, t0)
+	parallel(t, len(ids), func(i int) {
+		add(t, s, machine.Def, ids[i], "owner-s", at[i])
+		if i%5 == 0 {
+			add(t, s, machine.Def, fmt.Sprintf("o-else-%03d", i), "owner-else", at[i])
+		}
+	})
+	got := listPages(t, 7, func(cursor string) (statestore.Page, error) {
+		return s.ListByOwner(context.Background(), "owner-s", 7, cursor)
+	}, func(workflow.State) {})
+	if want := newestFirst(ids, at); !slices.Equal(got, want) {
+		t.Fatalf("listed %d orders %v,\nwant %d %v", len(got), got, len(want), want)
+	}
+}
+
 // listingTies: records whose sort key is the same millisecond, though their
-// times differ within it, are each listed once, a page of one at a time.
+// times differ within it, are each listed once, a page of one at a time,
+// by order ID descending.
 func listingTies(t *testing.T, s statestore.Port) {
 	ctx := context.Background()
 	var want []string
 	for i := range 4 {
 		id := fmt.Sprintf("o-tie-%d", i)
-		create(t, s, id, "owner-t", t0.Add(time.Duration(3-i)*100*time.Microsecond))
-		want = append(want, id)
+		at := t0.Add(time.Duration(3-i) * 100 * time.Microsecond)
+		create(t, s, id, "owner-t", at)
+		apply(t, s, id, timed{cancel, at.Add(time.Second)})
+		want = append([]string{id}, want...)
 	}
 	byState := listAll(t, func(cursor string) (statestore.Page, error) {
-		return s.ListByState(ctx, workflow.Pending, 1, cursor)
+		return s.ListByState(ctx, workflow.Cancelled, 1, cursor)
 	}, func(workflow.State) {})
 	byOwner := listAll(t, func(cursor string) (statestore.Page, error) {
 		return s.ListByOwner(ctx, "owner-t", 1, cursor)
 	}, func(workflow.State) {})
-	// The order of ties is the index's; only the set is the contract.
 	for _, got := range [][]string{byState, byOwner} {
-		slices.Sort(got)
 		if !slices.Equal(got, want) {
-			t.Errorf("listed %v, want each of %v once", got, want)
+			t.Errorf("listed %v, want %v", got, want)
 		}
 	}
 }
 
-// listAll pages through a listing from its first page, checks every record
-// it shows, and returns their IDs in order.
+// parallel runs f(0..n-1), a few at a time: the many records of a case are
+// written faster than one by one, and not all at once.
+func parallel(t *testing.T, n int, f func(i int)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 16)
+	for i := range n {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			f(i)
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// listAll pages through a short listing from its first page, checks every
+// record it shows, and returns their IDs in order.
 func listAll(t *testing.T, list func(cursor string) (statestore.Page, error), check func(workflow.State)) []string {
+	t.Helper()
+	return listPages(t, statestore.MaxPage, list, check)
+}
+
+// listPages pages through a listing of pages of at most limit records, as
+// listAll does. A listing of n records ends within n/limit + 2 pages: every
+// page but the last two is full (a shard answering its limit exactly says
+// more may follow, so an empty page may end the listing).
+func listPages(t *testing.T, limit int, list func(cursor string) (statestore.Page, error), check func(workflow.State)) []string {
 	t.Helper()
 	var ids []string
 	cursor := ""
-	for range 10 {
+	for range 100 {
 		page, err := list(cursor)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(page.States) > limit {
+			t.Fatalf("a page of %d records, over its limit of %d", len(page.States), limit)
 		}
 		for _, st := range page.States {
 			ids = append(ids, st.OrderID)
@@ -446,7 +678,7 @@ func listAll(t *testing.T, list func(cursor string) (statestore.Page, error), ch
 			return ids
 		}
 	}
-	t.Fatalf("paging does not end after 10 pages: %v", ids)
+	t.Fatalf("paging does not end after 100 pages: %v", ids)
 	return nil
 }
 
