@@ -83,16 +83,21 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// replays, lists a caller's own orders from the orders table's ByOwner
 	// index with their state records in one BatchGetItem, lists orders by
 	// state from the ByState index for operators, retries and cancels with
-	// conditional UpdateItem, and sends Schedule messages.
+	// conditional UpdateItem, dispatches a new order's first step (claimed
+	// in its transaction) to that step's Agent, and sends Schedule messages.
+	first := queues.agents[cfg.Workflow.Steps[0].Name].main
+	subEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL")
+	(*subEnv)["FIRST_AGENT_QUEUE_URL"] = first.QueueUrl()
 	submission := b.function(Submission, fnSpec{
-		description: "The orders API: validates and writes new orders, reads and lists them, retries and cancels them, hands them to the Scheduler",
-		timeout:     topology.SubmissionTimeout, memory: topology.SubmissionMemoryMB, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL"),
+		description: "The orders API: validates and writes new orders and dispatches their first step, reads and lists them, retries and cancels them",
+		timeout:     topology.SubmissionTimeout, memory: topology.SubmissionMemoryMB, env: subEnv,
 	})
 	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem")
 	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
 	allow(submission.role, []string{"dynamodb:Query"},
 		jsii.String(*state.TableArn()+"/index/"+statestore.ByStateIndex),
 		jsii.String(*orders.TableArn()+"/index/"+statestore.ByOwnerIndex))
+	allowSend(submission.role, first)
 	allowSend(submission.role, queues.scheduler.main)
 
 	// The Scheduler and the Supervisor name the API's URL in their alerts'

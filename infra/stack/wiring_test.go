@@ -47,7 +47,8 @@ var loaders = func() []loader {
 		return m
 	}
 	ls := []loader{
-		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue"})},
+		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue",
+			"FIRST_AGENT_QUEUE_URL": pascalStep(workflow.Default().Steps[0].Name) + "Queue"})},
 		{path: "Scheduler", load: adapt(scheduler.LoadConfig), points: with(map[string]string{"ALERT_TOPIC_ARN": "AlertTopic",
 			"SCHEDULER_QUEUE_URL": "SchedulerQueue", "RESPONSE_QUEUE_URL": "ResponseQueue"}),
 			check: func(t *testing.T, cfg any, vars map[string]any) {
@@ -213,7 +214,9 @@ var roleActions = func() map[string]map[string][]string {
 	// table's ByOwner index, then their state records in one batch.
 	add(sub, []string{"StateTable"}, "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
 	add(sub, []string{"StateTable/index/" + statestore.ByStateIndex, "OrdersTable/index/" + statestore.ByOwnerIndex}, "dynamodb:Query")
-	add(sub, []string{"SchedulerQueue"}, "sqs:SendMessage")
+	// A new order's first step goes straight to its Agent; retries and
+	// cancels hand orders to the Scheduler.
+	add(sub, []string{"SchedulerQueue", pascalStep(workflow.Default().Steps[0].Name) + "Queue"}, "sqs:SendMessage")
 	out["SubmissionRole"] = sub
 
 	sched := alerts(logs("Scheduler"))

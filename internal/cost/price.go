@@ -2,6 +2,7 @@ package cost
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -52,7 +53,7 @@ func Price(u Usage, l Level, p Prices, a Assumptions) Bill {
 	b.Lines = append(b.Lines, line("API Gateway", "HTTP API requests", "requests", u.PerOrder(float64(u.APIRequests)), p.HTTPAPIRequestsPerMillion))
 	b.Lines = append(b.Lines, lambdaLines(fns, p, a)...)
 	b.Lines = append(b.Lines, sqsLines(u, l, p)...)
-	b.Lines = append(b.Lines, line("SNS", "publishes (billed 64 KiB chunks)", "requests", u.BilledPerOrder("SNS"), p.SNSRequestsPerMillion))
+	b.Lines = append(b.Lines, line("SNS", "publishes (billed 64 KiB chunks)", "requests", snsPerOrder(u, l), p.SNSRequestsPerMillion))
 	b.Lines = append(b.Lines, dynamoLines(u, p)...)
 	b.Lines = append(b.Lines, logLines(u, fns, p, a)...)
 	// SNS reuses a data key for up to 5 minutes, so an order causes no KMS
@@ -93,6 +94,27 @@ func sqsLines(u Usage, l Level, p Prices) []Line {
 		line("SQS", "handlers' requests (billed 64 KiB chunks)", "requests", u.BilledPerOrder("SQS"), p.SQSRequestsPerMillion),
 		line("SQS", "pollers' receives + deletes (one each per batch)", "requests", u.PerOrder(polls), p.SQSRequestsPerMillion),
 	}
+}
+
+// publishBatch is the SDK's name of the Notifier's batch publish.
+const publishBatch = "SNS PublishBatch"
+
+// snsPerOrder is the SNS requests of an order at l, as billed. The
+// Notifier's PublishBatch carries the events of one stream batch, up to
+// ten a request: at l, a request carries min(10, the events of one
+// Notifier invocation) of them, which may be fewer than in the run (at 1M
+// orders a month an invocation holds one record, so every event is its
+// own request). Never fewer requests than the run billed.
+func snsPerOrder(u Usage, l Level) float64 {
+	billed := u.BilledPerOrder("SNS")
+	events := float64(u.Entries[publishBatch])
+	if events == 0 || u.Records[Notifier] == 0 {
+		return billed
+	}
+	perInvocation := l.RecordsPerInvocation(Notifier, u.StreamRecordsPerOrder()) * events / float64(u.Records[Notifier])
+	fill := math.Min(10, math.Max(1, perInvocation))
+	other := billed - u.PerOrder(float64(u.Billed[publishBatch]))
+	return other + math.Max(u.PerOrder(float64(u.Billed[publishBatch])), u.PerOrder(events)/fill)
 }
 
 // dynamoLines show each table and index apart: WRU, then RRU.

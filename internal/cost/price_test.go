@@ -150,6 +150,27 @@ func TestPriceReadsBilledNotRequests(t *testing.T) {
 	}
 }
 
+// TestPublishBatchesFollowTheLevel: the Notifier's events fill a
+// PublishBatch only when a stream batch holds ten of them; at 1M orders a
+// month each event is its own request, however the run batched them.
+func TestPublishBatchesFollowTheLevel(t *testing.T) {
+	u := tenOrders()
+	// 30 stream records, 30 events published in 3 requests of 10, and one
+	// alert published alone.
+	u.Requests = map[string]int{"SNS PublishBatch": 3, "SNS Publish": 1}
+	u.Billed = map[string]int{"SNS PublishBatch": 3, "SNS Publish": 1}
+	u.Entries = map[string]int{"SNS PublishBatch": 30}
+	for _, tt := range []struct {
+		level Level
+		want  float64
+	}{{Reference, 0.4}, {MillionAMonth, 3.1}} {
+		b := Price(u, tt.level, ListPrices(), DefaultAssumptions())
+		if got := find(t, b.Lines, "SNS", "publishes").PerOrder; !near(got, tt.want) {
+			t.Errorf("%s: SNS %g a order, want %g", tt.level.Name, got, tt.want)
+		}
+	}
+}
+
 func TestAgentLatencyModel(t *testing.T) {
 	tests := []struct {
 		name        string

@@ -26,6 +26,10 @@ type Usage struct {
 	// started 64 KiB of a request's payload (a batch's payloads summed).
 	// Keys as Requests; only SQS and SNS keys.
 	Billed map[string]int
+	// Entries are the messages the batch sends carried ("SQS
+	// SendMessageBatch", "SNS PublishBatch"): at a level whose batches are
+	// smaller than the run's, the same messages take more requests.
+	Entries map[string]int
 	// WRU and RRU are the DynamoDB capacity units DynamoDB reported
 	// (ReturnConsumedCapacity INDEXES), keyed by table role and index:
 	// "orders", "orders/ByOwner", "state", "state/InFlightByDeadline", ...

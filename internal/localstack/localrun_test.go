@@ -285,8 +285,14 @@ func TestEachFaultAlone(t *testing.T) {
 				t.Fatal(err)
 			}
 			o.Chaos = in
-			if p == chaos.KillAfterRecover {
+			switch p {
+			case chaos.KillAfterRecover:
 				o.Crash = 0.3 // the Supervisor needs expired records to recover
+			case chaos.KillAfterClaim:
+				// A Scheduler claims only steps handed back to it (a new
+				// order's first step comes claimed): agent crashes make
+				// the Supervisor hand some back.
+				o.Crash = 0.3
 			}
 		}})
 	}

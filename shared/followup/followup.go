@@ -7,6 +7,7 @@ package followup
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -70,6 +71,39 @@ func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State
 		}
 	}
 	return nil
+}
+
+// Request is the message that dispatches the step or undo st has claimed
+// to its Agent. An undo gets the outputs of its own step and of those
+// before it: the per-step results kept in the state record say what to undo
+// (the reservation to release, the charge to refund). The Scheduler sends it
+// for every claim, the Submission for the first step of a new order.
+func Request(st workflow.State) message.AgentRequest {
+	undo := st.ProcessState.Undoing()
+	upTo := st.StepIndex
+	if undo {
+		upTo++
+	}
+	previous := map[string]json.RawMessage{}
+	for _, s := range st.Steps[:min(upTo, len(st.Steps))] {
+		if len(s.Output) > 0 {
+			previous[s.Name] = s.Output
+		}
+	}
+	req := message.AgentRequest{
+		V: message.Version, Kind: message.KindAgentRequest,
+		OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex, Attempt: st.Attempt,
+		CompleteBy:     st.CompleteBy,
+		IdempotencyKey: workflow.IdempotencyKey(st.OrderID, st.Step),
+		Input:          st.Input,
+		Previous:       previous,
+	}
+	if undo {
+		req.Action = message.Compensate
+		req.EffectKey = req.IdempotencyKey
+		req.IdempotencyKey = workflow.CompensationKey(st.OrderID, st.Step)
+	}
+	return req
 }
 
 func (a Actions) alert(kind alert.Kind, st workflow.State, now time.Time) alert.Alert {

@@ -46,8 +46,14 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	log := actor.InvocationLog(ctx, h.log)
 	queue, stuck := h.collect(log, ev.Records)
 	n, err := h.send(ctx, queue)
+	// One line per event would be the Notifier's biggest log cost (a third
+	// of an order's log bytes); the events themselves are on the topic, so
+	// each is a debug line and the invocation logs one summary.
 	for _, q := range queue[:n] {
-		q.log.Info("notified")
+		q.log.Debug("notified")
+	}
+	if n > 0 {
+		log.Info("events published", "events", n, "records", len(ev.Records))
 	}
 	switch {
 	case n < len(queue):

@@ -312,8 +312,7 @@ func TestNotifyLogs(t *testing.T) {
 	logs := buf.Records(t)
 	want := []map[string]any{
 		{"level": "ERROR", "msg": "poison stream record skipped: new image unreadable", "requestId": "req-7", "sequenceNumber": "200"},
-		{"level": "INFO", "msg": "notified", "requestId": "req-7", "sequenceNumber": "100", "orderId": "o-1", "seq": 2.0,
-			"status": "processing", "state": "Processing", "clientId": "client-a", "topic": topicARN},
+		{"level": "INFO", "msg": "events published", "requestId": "req-7", "events": 1.0, "records": 4.0, "topic": topicARN},
 		{"level": "ERROR", "msg": "event not published; the stream retries from this record", "requestId": "req-7",
 			"sequenceNumber": "300", "orderId": "o-3", "seq": 1.0, "status": "accepted", "redelivered": 2.0},
 	}
@@ -332,6 +331,33 @@ func TestNotifyLogs(t *testing.T) {
 	}
 	if e, _ := logs[2]["error"].(string); !strings.Contains(e, "SNS unavailable") {
 		t.Errorf("failure log has error %q, want the sender's", e)
+	}
+}
+
+// TestNotifyLogsEachEventAtDebug: an operator who turns the level down to
+// debug sees one line per published event, naming its order and status.
+func TestNotifyLogsEachEventAtDebug(t *testing.T) {
+	t.Parallel()
+	var buf logtest.Buffer
+	h := newHandler(t, publishFunc(publishNone), slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	records := []events.DynamoDBEventRecord{
+		rec(t, "INSERT", "100", nil, st("o-1", workflow.Pending, 1)),
+		rec(t, "MODIFY", "200", st("o-2", workflow.Processing, 1), st("o-2", workflow.Processing, 2)),
+	}
+	if _, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: records}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range buf.Records(t) {
+		got = append(got, fmt.Sprintf("%v %v %v %v", l["level"], l["msg"], l["orderId"], l["status"]))
+	}
+	want := []string{
+		"DEBUG notified o-1 accepted",
+		"DEBUG notified o-2 processing",
+		"INFO events published <nil> <nil>",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("logs\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

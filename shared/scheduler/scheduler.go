@@ -5,7 +5,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -231,38 +230,10 @@ func (h *Handler) dispatchFailed(ctx context.Context, claimed workflow.State, ca
 	return nil
 }
 
-// dispatch sends the claimed step of st, or its undo, to its Agent. An undo
-// gets the outputs of its own step and of those before it: the per-step
-// results kept in the state record say what to undo (the reservation to
-// release, the charge to refund).
+// dispatch sends the claimed step of st, or its undo, to its Agent.
 func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
-	queue := h.cfg.AgentQueues[st.Step]
-	undo := st.ProcessState.Undoing()
-	upTo := st.StepIndex
-	if undo {
-		upTo++
-	}
-	previous := map[string]json.RawMessage{}
-	for _, s := range st.Steps[:min(upTo, len(st.Steps))] {
-		if len(s.Output) > 0 {
-			previous[s.Name] = s.Output
-		}
-	}
-	req := message.AgentRequest{
-		V: message.Version, Kind: message.KindAgentRequest,
-		OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex, Attempt: st.Attempt,
-		CompleteBy:     st.CompleteBy,
-		IdempotencyKey: workflow.IdempotencyKey(st.OrderID, st.Step),
-		Input:          st.Input,
-		Previous:       previous,
-	}
-	if undo {
-		req.Action = message.Compensate
-		req.EffectKey = req.IdempotencyKey
-		req.IdempotencyKey = workflow.CompensationKey(st.OrderID, st.Step)
-	}
-	if err := h.send.Send(ctx, queue, message.Encode(req), 0); err != nil {
-		return fmt.Errorf("dispatch %s step %s attempt %d (compensate %v): %w", st.OrderID, st.Step, st.Attempt, undo, err)
+	if err := h.send.Send(ctx, h.cfg.AgentQueues[st.Step], message.Encode(followup.Request(st)), 0); err != nil {
+		return fmt.Errorf("dispatch %s step %s attempt %d (compensate %v): %w", st.OrderID, st.Step, st.Attempt, st.ProcessState.Undoing(), err)
 	}
 	return nil
 }

@@ -13,7 +13,12 @@ const DefaultMaxBodyBytes = 64 * 1024
 
 // Config is what the Submission function reads from its environment.
 type Config struct {
-	// SchedulerQueueURL is where the first Schedule message of an order goes.
+	// FirstAgentQueueURL is the request queue of the Agent of the
+	// workflow's first step: a new order's first step is claimed in the
+	// order's own transaction and dispatched there directly.
+	FirstAgentQueueURL string
+	// SchedulerQueueURL is where an operator's retry or cancel hands an order
+	// back to the Scheduler.
 	SchedulerQueueURL string
 	// OrdersTable and StateTable name the DynamoDB tables; only main uses
 	// them, to build the store.
@@ -35,30 +40,33 @@ const maxBodyBytes = 6 << 20
 // variables names the fields read from the environment, so LoadConfig
 // reports a problem under the name the operator sets.
 var variables = map[string]string{
-	"SchedulerQueueURL": "SCHEDULER_QUEUE_URL",
-	"OrdersTable":       "ORDERS_TABLE",
-	"StateTable":        "STATE_TABLE",
-	"ClaimTimeout":      "CLAIM_TIMEOUT",
+	"FirstAgentQueueURL": "FIRST_AGENT_QUEUE_URL",
+	"SchedulerQueueURL":  "SCHEDULER_QUEUE_URL",
+	"OrdersTable":        "ORDERS_TABLE",
+	"StateTable":         "STATE_TABLE",
+	"ClaimTimeout":       "CLAIM_TIMEOUT",
 }
 
 // LoadConfig reads the configuration through getenv and reports every
 // problem at once, named by its variable:
 //
-//	SCHEDULER_QUEUE_URL  required, absolute http(s) URL of the Scheduler queue
-//	ORDERS_TABLE         required, DynamoDB table name
-//	STATE_TABLE          required, DynamoDB table name, not ORDERS_TABLE
-//	CLAIM_TIMEOUT        optional Go duration within 1s..1h, default the policy's
+//	FIRST_AGENT_QUEUE_URL  required, absolute http(s) URL of the first step's Agent queue
+//	SCHEDULER_QUEUE_URL    required, absolute http(s) URL of the Scheduler queue
+//	ORDERS_TABLE           required, DynamoDB table name
+//	STATE_TABLE            required, DynamoDB table name, not ORDERS_TABLE
+//	CLAIM_TIMEOUT          optional Go duration within 1s..1h, default the policy's
 func LoadConfig(getenv func(string) string) (Config, error) {
 	// The reader only parses; the bounds are Check's, so a value out of
 	// bounds is reported once.
 	return config.Load("submission config", getenv, variables, func(r *config.Reader) Config {
 		return Config{
-			SchedulerQueueURL: r.String("SCHEDULER_QUEUE_URL"),
-			OrdersTable:       r.String("ORDERS_TABLE"),
-			StateTable:        r.String("STATE_TABLE"),
-			Workflow:          workflow.Default(),
-			ClaimTimeout:      r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
-			MaxBodyBytes:      DefaultMaxBodyBytes,
+			FirstAgentQueueURL: r.String("FIRST_AGENT_QUEUE_URL"),
+			SchedulerQueueURL:  r.String("SCHEDULER_QUEUE_URL"),
+			OrdersTable:        r.String("ORDERS_TABLE"),
+			StateTable:         r.String("STATE_TABLE"),
+			Workflow:           workflow.Default(),
+			ClaimTimeout:       r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
+			MaxBodyBytes:       DefaultMaxBodyBytes,
 		}
 	})
 }
@@ -69,6 +77,7 @@ func (c Config) Validate() error { return config.Validate("submission config", c
 
 // Check records what breaks the rules in r.
 func (c Config) Check(r *config.Rules) {
+	r.URL("FirstAgentQueueURL", c.FirstAgentQueueURL)
 	r.URL("SchedulerQueueURL", c.SchedulerQueueURL)
 	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
 	r.Add(c.Workflow.Validate())

@@ -11,13 +11,15 @@ import (
 func TestLoadConfig(t *testing.T) {
 	t.Parallel()
 	deployed := map[string]string{
-		"SCHEDULER_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler",
-		"ORDERS_TABLE":        "sas-orders",
-		"STATE_TABLE":         "sas-state",
+		"FIRST_AGENT_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory",
+		"SCHEDULER_QUEUE_URL":   "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler",
+		"ORDERS_TABLE":          "sas-orders",
+		"STATE_TABLE":           "sas-state",
 	}
 	with := func(change func(*Config)) Config {
 		c := Config{
-			SchedulerQueueURL: deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
+			FirstAgentQueueURL: deployed["FIRST_AGENT_QUEUE_URL"],
+			SchedulerQueueURL:  deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
 			Workflow: workflow.Default(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, MaxBodyBytes: 64 * 1024,
 		}
 		change(&c)

@@ -63,16 +63,20 @@ func (o *outbox) sent() []sentMessage {
 
 var testNow = time.Date(2025, 2, 4, 10, 15, 30, 0, time.UTC)
 
-const testQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler"
+const (
+	testQueueURL      = "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler"
+	testFirstAgentURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory"
+)
 
 func testConfig() Config {
 	return Config{
-		SchedulerQueueURL: testQueueURL,
-		OrdersTable:       "orders",
-		StateTable:        "state",
-		Workflow:          workflow.Default(),
-		ClaimTimeout:      2 * time.Minute,
-		MaxBodyBytes:      DefaultMaxBodyBytes,
+		FirstAgentQueueURL: testFirstAgentURL,
+		SchedulerQueueURL:  testQueueURL,
+		OrdersTable:        "orders",
+		StateTable:         "state",
+		Workflow:           workflow.Default(),
+		ClaimTimeout:       2 * time.Minute,
+		MaxBodyBytes:       DefaultMaxBodyBytes,
 	}
 }
 
@@ -316,7 +320,7 @@ func readAccepted(t *testing.T, resp events.APIGatewayV2HTTPResponse) acceptedRe
 	if err := json.Unmarshal([]byte(resp.Body), &a); err != nil {
 		t.Fatalf("202 body %s: %v", resp.Body, err)
 	}
-	if a.State != "Pending" || a.Links.Self != "/orders/"+a.OrderID || resp.Headers["Location"] != a.Links.Self {
+	if a.State != "Processing" || a.Links.Self != "/orders/"+a.OrderID || resp.Headers["Location"] != a.Links.Self {
 		t.Fatalf("202 = %+v, Location %q", a, resp.Headers["Location"])
 	}
 	return a

@@ -35,6 +35,7 @@ import (
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
@@ -226,7 +227,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 		return h.reject(ctx, log, req, problem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf(
 			"the order makes an input of %d bytes, over the limit of %d", len(input), workflow.MaxInputBytes)), nil)
 	}
-	return h.submit(ctx, log, req, o, h.initialState(o, input), hasKey)
+	return h.submit(ctx, log, req, o, h.initialState(o, input, req.RequestContext.RequestID), hasKey)
 }
 
 // newOrder is the order record of a request: what was asked and by whom,
@@ -247,10 +248,11 @@ func newOrder(orderID, owner, key string, r OrderRequest, now time.Time) workflo
 	}
 }
 
-// initialState is the Pending record a new order starts from, to be claimed
-// by a Scheduler within the claim timeout.
-func (h *Handler) initialState(o workflow.Order, input []byte) workflow.State {
-	state := workflow.NewState(o.OrderID, h.cfg.Workflow, input, o.CreatedAt, o.CreatedAt.Add(h.cfg.ClaimTimeout))
+// initialState is the record a new order starts as: its first step
+// claimed by this request (workflow.Machine.Accept), to be written with the
+// order and dispatched by the Submission itself.
+func (h *Handler) initialState(o workflow.Order, input []byte, requestID string) workflow.State {
+	state := h.machine().Accept(o.OrderID, input, "submission/"+requestID, o.CreatedAt)
 	// The record carries it too: the event publisher reads only the stream
 	// of state records, and the order-events topic filters on it.
 	state.ClientID = o.ClientID
@@ -276,14 +278,17 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 		return h.internal(ctx, log, req, fmt.Errorf("create order %s: %w", o.OrderID, err))
 	}
 
-	msg := message.Encode(message.NewSchedule(o.OrderID, 0, "submitted"))
-	if err := h.sender.Send(ctx, h.cfg.SchedulerQueueURL, msg, 0); err != nil {
-		// The order is durable: the Supervisor re-sends a Pending record
-		// whose CompleteBy passed unclaimed, so the client still gets 202.
-		log.WarnContext(ctx, "schedule message not sent; the Supervisor will re-send it", slog.Any("error", err))
+	// The first step is claimed in the record just written; its request
+	// goes straight to the Agent, as a Scheduler's dispatch would.
+	msg := message.Encode(followup.Request(state))
+	if err := h.sender.Send(ctx, h.cfg.FirstAgentQueueURL, msg, 0); err != nil {
+		// The order is durable and its step claimed: the Supervisor counts
+		// the step as timed out at its CompleteBy and retries it, so the
+		// client still gets 202.
+		log.WarnContext(ctx, "first step not dispatched; the Supervisor retries it after its deadline", slog.Any("error", err))
 	}
 	log.InfoContext(ctx, "order accepted", workflow.TransitionAccepted.Attr(), slog.Int64("totalCents", o.TotalCents), slog.Int("items", len(o.Items)))
-	return accepted(o.OrderID, workflow.Pending, false)
+	return accepted(o.OrderID, state.ProcessState, false)
 }
 
 // replay answers a request whose Idempotency-Key already made an order.
@@ -302,10 +307,11 @@ func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGa
 		return h.reject(ctx, log, req, problem(http.StatusUnprocessableEntity, ProblemIdempotencyKey,
 			"Idempotency-Key was already used with a different request"), nil)
 	}
-	// No second Schedule message: the first submission sent one, or, if that
-	// send failed, the Supervisor re-sends the unclaimed Pending record.
+	// No second dispatch: the first submission sent it, or, if that send
+	// failed, the Supervisor retries the step after its deadline. The answer
+	// is the first one's.
 	log.InfoContext(ctx, "idempotent replay of an accepted order")
-	return accepted(o.OrderID, workflow.Pending, true)
+	return accepted(o.OrderID, workflow.Processing, true)
 }
 
 // orderInput is the canonical order the workflow's Agents receive.

@@ -52,22 +52,31 @@ func TestCreateOrder(t *testing.T) {
 
 	s := f.state(t, a.OrderID)
 	wantInput := `{"orderId":"` + a.OrderID + `","customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1999},{"sku":"PEN","quantity":1,"unitPriceCents":250}],"totalCents":4248}`
-	wantState := workflow.NewState(a.OrderID, workflow.Default(), json.RawMessage(wantInput), testNow, testNow.Add(2*time.Minute))
+	// The first step is claimed in the same write, as a Scheduler's claim
+	// would leave it: by this request, attempt 1, one step budget to go.
+	first := workflow.Default().Steps[0]
+	wantState := workflow.NewState(a.OrderID, workflow.Default(), json.RawMessage(wantInput), testNow, testNow.Add(first.Budget))
 	wantState.Owner = callerA
+	wantState.ProcessState, wantState.Attempt, wantState.LockedBy = workflow.Processing, 1, "submission/req-1"
+	wantState.Steps[0].State, wantState.Steps[0].Attempts, wantState.Steps[0].StartedAt = workflow.StepProcessing, 1, &testNow
 	if !reflect.DeepEqual(s, wantState) {
 		t.Fatalf("stored state %+v\nwant %+v", s, wantState)
 	}
 
+	// Its request goes straight to the first step's Agent.
 	sent := f.out.sent()
 	if len(sent) != 1 {
 		t.Fatalf("sent %d messages, want 1", len(sent))
 	}
-	m, err := message.DecodeSchedule(sent[0].body)
+	m, err := message.DecodeAgentRequest(sent[0].body)
 	if err != nil {
-		t.Fatalf("schedule message: %v", err)
+		t.Fatalf("agent request: %v", err)
 	}
-	if sent[0].queueURL != testQueueURL || sent[0].delay != 0 || m != message.NewSchedule(a.OrderID, 0, "submitted") {
-		t.Fatalf("sent %+v (%+v)", sent[0], m)
+	want := message.AgentRequest{V: message.Version, Kind: message.KindAgentRequest, OrderID: a.OrderID,
+		Step: first.Name, StepIndex: 0, Attempt: 1, CompleteBy: testNow.Add(first.Budget),
+		IdempotencyKey: workflow.IdempotencyKey(a.OrderID, first.Name), Input: json.RawMessage(wantInput)}
+	if sent[0].queueURL != testFirstAgentURL || sent[0].delay != 0 || !reflect.DeepEqual(m, want) {
+		t.Fatalf("sent %+v\n(%+v)\nwant %+v", sent[0], m, want)
 	}
 
 	var accepted map[string]any
@@ -308,8 +317,12 @@ func TestSendFailureStillAccepted(t *testing.T) {
 	f := newFixture(t, nil)
 	f.out.err = errors.New("sqs: throttled")
 	a := readAccepted(t, f.do(t, postOrder(validBody)))
-	if st := f.state(t, a.OrderID); st.ProcessState != workflow.Pending {
-		t.Fatalf("order written as %s", st.ProcessState)
+	// Claimed with a deadline: the Supervisor retries the step once it
+	// passes, as it does for a dispatch whose Agent died.
+	first := workflow.Default().Steps[0]
+	if st := f.state(t, a.OrderID); st.ProcessState != workflow.Processing || st.Attempt != 1 ||
+		!st.CompleteBy.Equal(testNow.Add(first.Budget)) || !st.InFlight {
+		t.Fatalf("order written as %s, attempt %d, complete by %v, in flight %v", st.ProcessState, st.Attempt, st.CompleteBy, st.InFlight)
 	}
 	var warned bool
 	for _, l := range f.logs.Records(t) {

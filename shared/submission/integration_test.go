@@ -94,12 +94,23 @@ func (f *dynamoFixture) claim(t *testing.T, id string, step int, compensate bool
 	return f.apply(t, machine().Claim(id, step, compensate, "scheduler-1", f.tick()))
 }
 
+// current is the order's record with its current step claimed: a new
+// order's first step is claimed at submission; a Pending one (retried) is
+// claimed here as a Scheduler would.
+func (f *dynamoFixture) current(t *testing.T, id string) workflow.State {
+	t.Helper()
+	if st := f.get(t, id); st.ProcessState != workflow.Pending {
+		return st
+	}
+	return f.claim(t, id, f.get(t, id).StepIndex, false)
+}
+
 // fail forces an order into Error: its first step is claimed and rejected,
 // as if it could not be undone (as an order stopped before compensation
 // existed, or one with a step that has no undo, is left).
 func (f *dynamoFixture) fail(t *testing.T, id string) {
 	t.Helper()
-	st := f.claim(t, id, 0, false)
+	st := f.current(t, id)
 	m := machine()
 	m.Def.Steps = slices.Clone(m.Def.Steps)
 	for i := range m.Def.Steps {
@@ -113,7 +124,7 @@ func (f *dynamoFixture) fail(t *testing.T, id string) {
 // process runs an order's two steps to Processed as a Scheduler would.
 func (f *dynamoFixture) process(t *testing.T, id string) {
 	t.Helper()
-	st := f.claim(t, id, 0, false)
+	st := f.current(t, id)
 	for i := range 2 {
 		st = f.apply(t, machine().StepCompleted(id, i, st.Attempt, nil, "scheduler-1", f.tick()))
 	}
@@ -145,7 +156,7 @@ func TestIntegrationListOrders(t *testing.T) {
 	for i := range 5 {
 		failed = append(failed, f.create(t, fmt.Sprintf("shop.%d", i)))
 	}
-	pending := []string{f.create(t, ""), f.create(t, "")}
+	pending := []string{f.create(t, ""), f.create(t, "")} // in flight
 	for _, id := range failed {
 		f.fail(t, id)
 	}
@@ -158,8 +169,8 @@ func TestIntegrationListOrders(t *testing.T) {
 	}
 	// Orders in flight are not listed: the state is refused, naming those
 	// that are.
-	if len(pending) != 2 || f.get(t, pending[0]).ProcessState != workflow.Pending {
-		t.Fatalf("pending orders %v", pending)
+	if len(pending) != 2 || f.get(t, pending[0]).ProcessState != workflow.Processing {
+		t.Fatalf("orders in flight %v", pending)
 	}
 	p := readProblem(t, f.do(t, getOrders("state=Pending")), 400)
 	if len(p.Errors) != 1 || p.Errors[0].Field != "state" || !strings.Contains(p.Detail, "Pending is not listed: only Error, Compensated, CompensationFailed, Cancelled") {
@@ -234,7 +245,7 @@ func TestIntegrationRetry(t *testing.T) {
 		t.Fatalf("after retry %+v", st)
 	}
 	// The Scheduler can claim what the message asks for.
-	if ms := schedules(t, f.out); len(ms) != 2 || ms[1] != message.NewSchedule(id, 0, "resubmitted") {
+	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(id, 0, "resubmitted") {
 		t.Fatalf("sent %+v", ms)
 	}
 	f.claim(t, id, 0, false)
@@ -274,8 +285,8 @@ func TestIntegrationConcurrentRetries(t *testing.T) {
 	if st := f.get(t, id); st.Resubmits != 1 || st.ProcessState != workflow.Pending {
 		t.Fatalf("after both retries %+v", st)
 	}
-	if ms := schedules(t, f.out); len(ms) != 2 || ms[1] != message.NewSchedule(id, 0, "resubmitted") {
-		t.Fatalf("sent %+v, want the submission's and one resubmission's", ms)
+	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(id, 0, "resubmitted") {
+		t.Fatalf("sent %+v, want one resubmission's", ms)
 	}
 }
 
@@ -283,8 +294,15 @@ func TestIntegrationCancel(t *testing.T) {
 	t.Parallel()
 	f := newDynamoFixture(t, nil)
 
-	// Never claimed: nothing to undo, the order is Cancelled outright.
-	idle := f.create(t, "")
+	// Never claimed: nothing to undo, the order is Cancelled outright. A
+	// new order's first step is claimed at submission, so only a record
+	// written before that has none (seeded as such here).
+	idle := OrderIDForKey(callerA, "written-before-first-claims")
+	old := workflow.NewState(idle, workflow.Default(), json.RawMessage(`{}`), f.tick(), f.clk.Now().Add(time.Minute))
+	old.Owner = callerA
+	if err := f.db.CreateOrder(context.Background(), workflow.Order{OrderID: idle, Owner: callerA, CreatedAt: f.clk.Now()}, old); err != nil {
+		t.Fatal(err)
+	}
 	f.tick()
 	readOperatorAccepted(t, f.do(t, post("/orders/"+idle+"/cancel")), idle, workflow.Cancelled)
 	readOperatorAccepted(t, f.do(t, post("/orders/"+idle+"/cancel")), idle, workflow.Cancelled) // a repeat
@@ -300,10 +318,10 @@ func TestIntegrationCancel(t *testing.T) {
 		t.Fatalf("status %s", resp.Body)
 	}
 
-	// Claimed: the Agent may have applied the step, so it is undone, and the
-	// Agent's late reply is refused.
+	// Claimed at submission: the Agent may have applied the step, so it is
+	// undone, and the Agent's late reply is refused.
 	busy := f.create(t, "shop.web")
-	claimed := f.claim(t, busy, 0, false)
+	claimed := f.get(t, busy)
 	f.tick()
 	readOperatorAccepted(t, f.do(t, post("/orders/"+busy+"/cancel")), busy, workflow.CompensationPending)
 	st := f.get(t, busy)
@@ -406,7 +424,7 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 	list := func(caller string) (ids, cursors []string) {
 		orders, cursors := f.walk(t, ownOrders("limit=2", caller))
 		for _, o := range orders {
-			if o.State != "Pending" || o.Status != "accepted" {
+			if o.State != "Processing" || o.Status != "accepted" {
 				t.Fatalf("summary %+v", o)
 			}
 		}
@@ -428,12 +446,16 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 	}
 
 	// The operators' listing by state has both callers' orders, once
-	// they are in a listed state (cancelled here, before any claim).
+	// they are in a listed state: cancelled, which undoes the first step
+	// dispatched at submission, then Compensated once a Scheduler commits
+	// the undo.
 	for _, id := range append(slices.Clone(aIDs), bIDs...) {
 		f.tick()
-		readOperatorAccepted(t, f.do(t, request("POST", "/orders/"+id+"/cancel", nil, "")), id, workflow.Cancelled)
+		readOperatorAccepted(t, f.do(t, request("POST", "/orders/"+id+"/cancel", nil, "")), id, workflow.CompensationPending)
+		undo := f.claim(t, id, 0, true)
+		f.apply(t, machine().UndoCompleted(id, 0, undo.Attempt, nil, "scheduler-1", f.tick()))
 	}
-	ids, _ := f.list(t, "state=Cancelled&limit=100")
+	ids, _ := f.list(t, "state=Compensated&limit=100")
 	if len(ids) != len(aIDs)+len(bIDs) {
 		t.Fatalf("the operators list %v, want all of %v and %v", ids, aIDs, bIDs)
 	}

@@ -236,13 +236,17 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("state on a client's listing: %+v", p)
 	}
 
-	// The operators see every caller's orders, and whose each is: those in
-	// a listed state in their listing (cancelled here, before any claim).
+	// The operators act on every caller's orders (a cancel undoes the
+	// first step, dispatched at submission), and list them with whose each
+	// is, once in a listed state (Compensated here, as the undo leaves them).
 	for _, id := range append(slices.Clone(aIDs), bIDs...) {
-		readOperatorAccepted(t, f.do(t, post("/orders/"+id+"/cancel")), id, workflow.Cancelled)
+		readOperatorAccepted(t, f.do(t, post("/orders/"+id+"/cancel")), id, workflow.CompensationPending)
+		st := f.state(t, id)
+		st.ProcessState, st.InFlight = workflow.Compensated, false
+		f.put(st)
 	}
 	ops := map[string]bool{}
-	for _, o := range readList(t, f.do(t, getOrders("state=Cancelled&limit=100"))).Orders {
+	for _, o := range readList(t, f.do(t, getOrders("state=Compensated&limit=100"))).Orders {
 		ops[o.OrderID] = true
 	}
 	for _, id := range append(slices.Clone(aIDs), bIDs...) {

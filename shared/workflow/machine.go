@@ -35,6 +35,17 @@ func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.
 	return c
 }
 
+// Accept is the record a new order starts as: its first step already
+// claimed by owner, as a Scheduler's Claim would leave it (Processing,
+// attempt 1, CompleteBy one step budget away). The Submission writes it in
+// the order's own transaction and dispatches the step itself, so the first
+// step needs no Schedule message and no claim write. Its EventSeq is 1, so
+// the client is told "accepted" (StatusOf) until the step completes.
+func (m Machine) Accept(orderID string, input json.RawMessage, owner string, now time.Time) State {
+	c := m.Claim(orderID, 0, false, owner, now)
+	return c.Patch.Apply(NewState(orderID, m.Def, input, now, now))
+}
+
 // StepCompleted commits the successful reply of attempt of step k: its
 // output is kept and the next step claimed in the same write (then
 // dispatched), or, after the last step, the order is Processed.

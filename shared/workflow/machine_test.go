@@ -383,3 +383,46 @@ func TestListedStates(t *testing.T) {
 		}
 	}
 }
+
+// TestAcceptClaimsTheFirstStep: a new order's record is what a Scheduler's
+// claim of its first step leaves of a Pending one, so every later write
+// (the reply's commit, the Supervisor's timeout, a cancel) sees a claim.
+func TestAcceptClaimsTheFirstStep(t *testing.T) {
+	t.Parallel()
+	m := Machine{Def: Default(), Policy: DefaultPolicy()}
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	input := json.RawMessage(`{"orderId":"o-1"}`)
+	got := m.Accept("o-1", input, "submission/r-1", now)
+
+	pending := NewState("o-1", m.Def, input, now, now.Add(m.Policy.ClaimTimeout))
+	claim := m.Claim("o-1", 0, false, "submission/r-1", now)
+	if !claim.Fence.Admits(pending) {
+		t.Fatal("a Pending new record does not admit the claim")
+	}
+	want := claim.Patch.Apply(pending)
+	if got.ProcessState != Processing || got.Attempt != 1 || got.LockedBy != "submission/r-1" ||
+		!got.CompleteBy.Equal(now.Add(m.Def.Steps[0].Budget)) || !got.InFlight || got.EventSeq != 1 {
+		t.Fatalf("accepted record %+v", got)
+	}
+	if gj, wj := mustJSON(t, got), mustJSON(t, want); gj != wj {
+		t.Fatalf("accepted record\n%s\nwant the claimed Pending record\n%s", gj, wj)
+	}
+	if s := StatusOf(got); s != StatusAccepted {
+		t.Fatalf("client status %s, want accepted", s)
+	}
+	if c := m.StepCompleted("o-1", 0, got.Attempt, nil, "scheduler/r-2", now); !c.Fence.Admits(got) {
+		t.Fatal("the first step's reply is not admitted")
+	}
+	if c := m.Claim("o-1", 0, false, "scheduler/r-3", now); c.Fence.Admits(got) {
+		t.Fatal("a Scheduler could claim the first step again")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -40,8 +40,9 @@ import (
 type Point string
 
 const (
-	// KillAfterAccept: Submission wrote the order, then died before sending
-	// the first schedule message (the client sees a 500 and retries).
+	// KillAfterAccept: Submission wrote the order with its first step
+	// claimed, then died before dispatching it (the client sees a 500 and
+	// retries; the Supervisor retries the step after its CompleteBy).
 	KillAfterAccept Point = "kill-after-accept"
 	// KillAfterClaim: a Scheduler claimed a step, then died before
 	// dispatching it.
@@ -208,6 +209,10 @@ func opKey(orderID string, stepIndex, attempt int) string {
 func (s *store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error {
 	if err := s.Store.CreateOrder(ctx, o, st); err != nil {
 		return err
+	}
+	if st.Attempt > 0 {
+		// The first step comes claimed (workflow.Machine.Accept).
+		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
 	}
 	if s.in.hit(KillAfterAccept, o.OrderID) {
 		panic(Killed{KillAfterAccept})

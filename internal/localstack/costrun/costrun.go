@@ -318,7 +318,7 @@ func (r *rig) usage() cost.Usage {
 	m := r.meter.Snapshot()
 	u := cost.Usage{
 		Scenario: r.o.Scenario.String(), Orders: r.o.Orders, APIRequests: r.o.Orders,
-		Requests: m.Requests, Billed: m.Billed, WRU: m.WRU, RRU: m.RRU,
+		Requests: m.Requests, Billed: m.Billed, Entries: m.Entries, WRU: m.WRU, RRU: m.RRU,
 		RemoteCalls: int(r.calls.Load()), LogBytes: r.logs.snapshot(),
 	}
 	u.Records, u.Invocations, u.HandlerTime = r.fns.snapshot()

@@ -63,7 +63,7 @@ func TestLateStepFailureUndoesCompletedStepsInReverse(t *testing.T) {
 		t.Errorf("ship-order: effects %d, undo %s; want nothing applied and nothing undone", e.sim.EffectCount(key), st.Steps[2].CompensationOutput)
 	}
 	e.assertTransitions(map[workflow.Transition]int{
-		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1, workflow.TransitionStepCompleted: 2,
+		workflow.TransitionAccepted: 1, workflow.TransitionStepCompleted: 2,
 		workflow.TransitionCompensating: 1, workflow.TransitionUndone: 2, workflow.TransitionCompensated: 1,
 	})
 	// Compensated needs nobody: no alert.
@@ -109,7 +109,7 @@ func TestCompensationThatTimesOutIsRetried(t *testing.T) {
 	}
 	e.assertRemote(id, "reserve-inventory", 1, 1)
 	e.assertTransitions(map[workflow.Transition]int{
-		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 2, workflow.TransitionStepCompleted: 1,
+		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1, workflow.TransitionStepCompleted: 1,
 		workflow.TransitionCompensating: 1, workflow.TransitionUndone: 1, workflow.TransitionRetried: 1, workflow.TransitionCompensated: 1,
 	})
 }
@@ -156,7 +156,7 @@ func TestCompensationThatFailsPermanentlyWaitsForAnOperator(t *testing.T) {
 		t.Fatalf("alert %+v", a)
 	}
 	e.assertTransitions(map[workflow.Transition]int{
-		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1, workflow.TransitionStepCompleted: 1,
+		workflow.TransitionAccepted: 1, workflow.TransitionStepCompleted: 1,
 		workflow.TransitionCompensating: 1, workflow.TransitionUndone: 1, workflow.TransitionCompensationFailed: 1,
 	})
 }
@@ -185,7 +185,7 @@ func TestStepGivenUpOnIsUndoneItself(t *testing.T) {
 	}
 	e.assertRemote(id, "reserve-inventory", 0, 0)
 	e.assertTransitions(map[workflow.Transition]int{
-		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 4, workflow.TransitionRetried: 2,
+		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 3, workflow.TransitionRetried: 2,
 		workflow.TransitionCompensating: 1, workflow.TransitionCompensated: 1,
 	})
 	enginetest.AssertNoMessages(e.ctx, t, e.sqs, e.alerts.URL, 300*time.Millisecond)

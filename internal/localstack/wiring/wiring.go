@@ -209,8 +209,8 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	}
 
 	s.Submission, err = submission.New(submission.Config{
-		SchedulerQueueURL: s.SchedulerQueue.URL, Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout,
-		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
+		FirstAgentQueueURL: agentQueues[o.Workflow.Steps[0].Name], SchedulerQueueURL: s.SchedulerQueue.URL,
+		Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
 	}, o.store("submission", s.Store), o.sender("submission", send), actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "submission")})
 	if err != nil {
 		return nil, err

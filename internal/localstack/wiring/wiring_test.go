@@ -309,7 +309,7 @@ func TestHappyPathThroughAllSteps(t *testing.T) {
 	}
 	e.assertEffectsOnce(id, "reserve-inventory", "charge-payment")
 	e.assertTransitions(map[workflow.Transition]int{
-		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1,
+		workflow.TransitionAccepted:      1,
 		workflow.TransitionStepCompleted: 1, workflow.TransitionProcessed: 1,
 	})
 	// No handler logs the order's contents: customer, items, prices stay in
@@ -356,7 +356,7 @@ func TestAgentTimeoutIsRetriedBySupervisor(t *testing.T) {
 	}
 	e.assertEffectsOnce(id, "reserve-inventory", "charge-payment")
 	e.assertTransitions(map[workflow.Transition]int{
-		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 2, workflow.TransitionRetried: 1,
+		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1, workflow.TransitionRetried: 1,
 		workflow.TransitionStepCompleted: 1, workflow.TransitionProcessed: 1,
 	})
 }
@@ -379,7 +379,7 @@ func TestRepeatedTimeoutsEndInErrorWithOneAlert(t *testing.T) {
 		t.Fatalf("final %+v", st)
 	}
 	e.assertTransitions(map[workflow.Transition]int{
-		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 3,
+		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 2,
 		workflow.TransitionRetried: 2, workflow.TransitionGaveUp: 1,
 	})
 	got := e.alertsReceived(1)
@@ -410,7 +410,7 @@ func TestPermanentFailureStopsTheOrder(t *testing.T) {
 	e.assertEffectsOnce(id, "reserve-inventory")
 	e.assertRemote(id, "charge-payment", 0, 0) // rejected
 	e.assertTransitions(map[workflow.Transition]int{
-		workflow.TransitionAccepted: 1, workflow.TransitionClaimed: 1,
+		workflow.TransitionAccepted:      1,
 		workflow.TransitionStepCompleted: 1, workflow.TransitionFailed: 1,
 	})
 	a := e.alertsReceived(1)[0]
@@ -483,8 +483,12 @@ func TestConcurrentSchedulersClaimOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	id := e.submit("")
-	// Drain the submission's schedule message, then hand the same message to
-	// eight Scheduler invocations at once.
+	// The first step comes claimed; its request is lost and the Supervisor
+	// hands the step back. Drain that schedule message, then hand the same
+	// message to eight Scheduler invocations at once.
+	e.dropAgentRequests("reserve-inventory", 1)
+	e.expire(id)
+	e.supervise()
 	enginetest.ReceiveAll(e.ctx, t, e.sqs, e.sys.SchedulerQueue.URL, 1, 10*time.Second)
 	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: message.Encode(message.NewSchedule(id, 0, "race"))}}}
 	var wg sync.WaitGroup
@@ -499,8 +503,8 @@ func TestConcurrentSchedulersClaimOnce(t *testing.T) {
 	wg.Wait()
 	e.dropAgentRequests("reserve-inventory", 1)
 	enginetest.AssertNoMessages(e.ctx, t, e.sqs, e.sys.AgentQueues["reserve-inventory"].URL, 200*time.Millisecond)
-	if st := e.state(id); st.Attempt != 1 {
-		t.Fatalf("attempt %d after racing claims", st.Attempt)
+	if st := e.state(id); st.Attempt != 2 || st.ProcessState != workflow.Processing {
+		t.Fatalf("attempt %d (%s) after racing claims, want 2", st.Attempt, st.ProcessState)
 	}
 }
 
@@ -553,21 +557,31 @@ func TestIdempotentSubmission(t *testing.T) {
 	if other.StatusCode != 422 || !strings.Contains(other.Headers["Content-Type"], "problem+json") {
 		t.Fatalf("reuse with another body = %d %v %s", other.StatusCode, other.Headers, other.Body)
 	}
-	// One schedule message only.
-	enginetest.ReceiveAll(e.ctx, t, e.sqs, e.sys.SchedulerQueue.URL, 1, 10*time.Second)
+	// One dispatch of the first step only, and nothing for the Scheduler.
+	e.dropAgentRequests("reserve-inventory", 1)
+	enginetest.AssertNoMessages(e.ctx, t, e.sqs, e.sys.AgentQueues["reserve-inventory"].URL, 300*time.Millisecond)
 	enginetest.AssertNoMessages(e.ctx, t, e.sqs, e.sys.SchedulerQueue.URL, 300*time.Millisecond)
 }
 
-func TestUnclaimedOrderIsRequeued(t *testing.T) {
+// TestLostFirstDispatchIsRetriedAndLostHandbackRequeued: the first step's
+// request is lost (as if the Submission's send after the transaction had
+// failed), so the Supervisor retries the step at its CompleteBy; the
+// schedule message of that retry is lost too, so the Supervisor requeues
+// the unclaimed record once its claim timeout passes.
+func TestLostFirstDispatchIsRetriedAndLostHandbackRequeued(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	id := e.submit("")
-	// The schedule message is lost (as if the send after the transaction had
-	// failed).
+	e.dropAgentRequests("reserve-inventory", 1)
+	e.expire(id)
+	e.supervise()
+	if st := e.state(id); st.FailureCount != 1 || st.ProcessState != workflow.Pending {
+		t.Fatalf("after the retry %+v", st)
+	}
 	enginetest.ReceiveAll(e.ctx, t, e.sqs, e.sys.SchedulerQueue.URL, 1, 10*time.Second)
 	e.expire(id)
 	e.supervise()
-	if st := e.state(id); st.Requeues != 1 || st.FailureCount != 0 || st.ProcessState != workflow.Pending {
+	if st := e.state(id); st.Requeues != 1 || st.FailureCount != 1 || st.ProcessState != workflow.Pending {
 		t.Fatalf("after requeue %+v", st)
 	}
 	e.settle()
@@ -644,9 +658,9 @@ func TestRequestsPerOrder(t *testing.T) {
 	got := counter.Snapshot()
 	delete(got, "DynamoDB GetItem") // the test's own state read above
 	want := map[string]int{
-		"DynamoDB TransactWriteItems": 1, // submission: order + state record
-		"DynamoDB UpdateItem":         3, // claim; commit step 1 + claim step 2; commit step 2
-		"SQS SendMessage":             5, // schedule; 2 agent requests; 2 agent replies
+		"DynamoDB TransactWriteItems": 1, // submission: order + state record, step 1 claimed
+		"DynamoDB UpdateItem":         2, // commit step 1 + claim step 2; commit step 2
+		"SQS SendMessage":             4, // 2 agent requests (the first from the submission); 2 agent replies
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("requests per order = %v, want %v", got, want)

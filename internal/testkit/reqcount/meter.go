@@ -33,6 +33,7 @@ type Meter struct {
 	mu       sync.Mutex
 	requests map[string]int
 	billed   map[string]int
+	entries  map[string]int
 	wru, rru map[string]float64
 }
 
@@ -42,7 +43,7 @@ func (m *Meter) Add(stack *middleware.Stack) error {
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			key := awsmiddleware.GetServiceID(ctx) + " " + awsmiddleware.GetOperationName(ctx)
 			askCapacity(in.Parameters)
-			m.count(key, payload(in.Parameters))
+			m.count(key, payload(in.Parameters), batchEntries(in.Parameters))
 			out, md, err := next.HandleInitialize(ctx, in)
 			if err == nil {
 				m.consumed(capacityOf(out.Result), reads[awsmiddleware.GetOperationName(ctx)])
@@ -51,16 +52,31 @@ func (m *Meter) Add(stack *middleware.Stack) error {
 		}), middleware.Before)
 }
 
-func (m *Meter) count(key string, bytes int) {
+func (m *Meter) count(key string, bytes, entries int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.requests == nil {
-		m.requests, m.billed = map[string]int{}, map[string]int{}
+		m.requests, m.billed, m.entries = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	m.requests[key]++
 	if bytes >= 0 {
 		m.billed[key] += max(1, (bytes+chunk-1)/chunk)
 	}
+	if entries > 0 {
+		m.entries[key] += entries
+	}
+}
+
+// batchEntries is how many messages a batch request carries; 0 for any
+// other request.
+func batchEntries(in any) int {
+	switch v := in.(type) {
+	case *sqs.SendMessageBatchInput:
+		return len(v.Entries)
+	case *sns.PublishBatchInput:
+		return len(v.PublishBatchRequestEntries)
+	}
+	return 0
 }
 
 // reads are the DynamoDB operations that consume read units; every other
@@ -104,8 +120,9 @@ func (m *Meter) consumed(caps []ddbtypes.ConsumedCapacity, read bool) {
 // Usage is what a Meter measured.
 type Usage struct {
 	// Requests by "Service Operation"; Billed, for SQS and SNS only, in
-	// 64 KiB chunks of payload.
-	Requests, Billed map[string]int
+	// 64 KiB chunks of payload; Entries, for the batch sends only
+	// (SendMessageBatch, PublishBatch), the messages they carried.
+	Requests, Billed, Entries map[string]int
 	// WRU and RRU by table, and by "table/index".
 	WRU, RRU map[string]float64
 }
@@ -114,7 +131,8 @@ type Usage struct {
 func (m *Meter) Snapshot() Usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u := Usage{Requests: maps.Clone(m.requests), Billed: maps.Clone(m.billed), WRU: maps.Clone(m.wru), RRU: maps.Clone(m.rru)}
+	u := Usage{Requests: maps.Clone(m.requests), Billed: maps.Clone(m.billed), Entries: maps.Clone(m.entries),
+		WRU: maps.Clone(m.wru), RRU: maps.Clone(m.rru)}
 	for k := range u.Billed {
 		if !strings.HasPrefix(k, "SQS ") && !strings.HasPrefix(k, "SNS ") {
 			delete(u.Billed, k)
