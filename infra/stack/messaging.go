@@ -11,6 +11,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/topology"
 )
 
@@ -19,6 +20,9 @@ type workQueue struct {
 	id   string
 	main awssqs.Queue
 	dlq  awssqs.Queue
+	// delayed is the longest delay its messages are sent with: its age
+	// alarm waits that much longer.
+	delayed time.Duration
 }
 
 type queueSet struct {
@@ -26,6 +30,9 @@ type queueSet struct {
 	responses *workQueue
 	// agents maps each step to its Agent's request queue.
 	agents map[string]*workQueue
+	// deadlines carries the Timer's Deadlines to the Supervisor's fast
+	// path.
+	deadlines *workQueue
 }
 
 // all lists the queues in a stable order.
@@ -34,7 +41,7 @@ func (q queueSet) all(steps []string) []*workQueue {
 	for _, s := range steps {
 		out = append(out, q.agents[s])
 	}
-	return out
+	return append(out, q.deadlines)
 }
 
 // queues declares the scheduler queue, the response queue and one request
@@ -49,6 +56,8 @@ func (b *builder) queues() queueSet {
 	for _, s := range b.cfg.Workflow.Steps {
 		qs.agents[s.Name] = b.workQueue(pascal(s.Name)+"Queue", topology.AgentTimeout(s))
 	}
+	qs.deadlines = b.workQueue("DeadlineQueue", topology.DeadlineTimeout)
+	qs.deadlines.delayed = queue.MaxDelay
 	return qs
 }
 
@@ -147,9 +156,10 @@ func (e *encryptedTopic) allowPublish(role awsiam.IRole) {
 }
 
 // failureQueue is where an event source mapping sends the records it gives
-// up on. No queue redrives into it, which cdk-nag's SQS3 cannot see: it
-// knows queue and function DLQs, not event source mapping destinations.
-func (b *builder) failureQueue(id string) awssqs.Queue {
+// up on; consumer names its function. No queue redrives into it, which
+// cdk-nag's SQS3 cannot see: it knows queue and function DLQs, not event
+// source mapping destinations.
+func (b *builder) failureQueue(id, consumer string) awssqs.Queue {
 	q := awssqs.NewQueue(b.stack, jsii.String(id), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
@@ -159,7 +169,7 @@ func (b *builder) failureQueue(id string) awssqs.Queue {
 	// suppression cannot name a finding with appliesTo.
 	cdknag.NagSuppressions_AddResourceSuppressions(q, &[]*cdknag.NagPackSuppression{{
 		Id: jsii.String("AwsSolutions-SQS3"),
-		Reason: jsii.String("This queue is itself a dead-letter queue: the on-failure destination of the Notifier's " +
+		Reason: jsii.String("This queue is itself a dead-letter queue: the on-failure destination of the " + consumer + "'s " +
 			"DynamoDB stream event source mapping, which cdk-nag does not recognize as a DLQ."),
 	}}, jsii.Bool(false))
 	return q

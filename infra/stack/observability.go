@@ -44,10 +44,11 @@ func (b *builder) alarms(alerts *encryptedTopic, queues queueSet, fns []*fn) {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	for _, q := range queues.all(stepNames(b.cfg.Workflow)) {
 		b.dlqAlarm(alerts, q.id, q.dlq, fmt.Sprintf("a poison message or a failure that outlived %d receives", b.cfg.MaxReceiveCount))
+		age := b.cfg.QueueAgeAlarm + q.delayed
 		b.alarm(alerts, q.id+"OldestMessage", &awscloudwatch.AlarmProps{
-			AlarmDescription: jsii.String(fmt.Sprintf("The oldest message on %s is older than %v: its consumer is failing, throttled or disabled.", q.id, b.cfg.QueueAgeAlarm)),
+			AlarmDescription: jsii.String(fmt.Sprintf("The oldest message on %s is older than %v: its consumer is failing, throttled or disabled.", q.id, age)),
 			Metric:           q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
-			Threshold:        jsii.Number(b.cfg.QueueAgeAlarm.Seconds()),
+			Threshold:        jsii.Number(age.Seconds()),
 		})
 	}
 	for _, f := range fns {
@@ -74,19 +75,21 @@ func (b *builder) dlqAlarm(alerts *encryptedTopic, queueID string, dlq awssqs.Qu
 // delay of a second or so, far below the stream's 24 h retention.
 const IteratorAgeAlarm = time.Minute
 
-// streamAlarms watches the Notifier: falling behind its stream (a poison
-// record blocks its shard while Lambda retries it), and records it gave up on.
-func (b *builder) streamAlarms(alerts *encryptedTopic, notifier *fn, failures awssqs.Queue) {
-	b.alarm(alerts, notifier.id+"IteratorAge", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String(fmt.Sprintf("The %s function is more than %v behind the state table's stream: a record keeps failing (it is retried until it expires after 24 h) or the function is throttled. Read its log group; clients are not being notified meanwhile.", notifier.id, IteratorAgeAlarm)),
-		Metric: notifier.fn.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{
+// streamAlarms watches a consumer of the state table's stream: falling
+// behind it (a poison record blocks its shard while Lambda retries it), and
+// records it gave up on. lag says what falling behind costs, lost what the
+// records given up on are.
+func (b *builder) streamAlarms(alerts *encryptedTopic, consumer *fn, failures awssqs.Queue, lag, lost string) {
+	b.alarm(alerts, consumer.id+"IteratorAge", &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String(fmt.Sprintf("The %s function is more than %v behind the state table's stream: a record keeps failing (it is retried until it expires after 24 h) or the function is throttled. Read its log group; %s.", consumer.id, IteratorAgeAlarm, lag)),
+		Metric: consumer.fn.Metric(jsii.String("IteratorAge"), &awscloudwatch.MetricOptions{
 			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum"),
 		}),
 		// IteratorAge is in milliseconds.
 		Threshold:          jsii.Number(float64(IteratorAgeAlarm.Milliseconds())),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 	})
-	b.dlqAlarm(alerts, notifier.id, failures, "the description of stream records that expired before the Notifier could publish them; those clients missed events")
+	b.dlqAlarm(alerts, consumer.id, failures, lost)
 }
 
 // transitionFilters turns the transition log lines of f into TransitionMetric.
@@ -142,6 +145,13 @@ func transitionMetrics(ts ...workflow.Transition) []awscloudwatch.IMetric {
 	return out
 }
 
+// failureView is a stream consumer's failure destination, for the
+// dashboard's dead-letter graph.
+type failureView struct {
+	fn    *fn
+	queue awssqs.Queue
+}
+
 // notifierView is what the dashboard shows of the Notifier besides the
 // function metrics every function has.
 type notifierView struct {
@@ -154,7 +164,7 @@ type notifierView struct {
 // of the functions that commit transitions), the Supervisor's recoveries,
 // compensations and operator actions, the client notifications, the queues
 // and the functions.
-func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier notifierView) awscloudwatch.Dashboard {
+func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier notifierView, failures ...failureView) awscloudwatch.Dashboard {
 	for _, f := range committers {
 		b.transitionFilters(f)
 	}
@@ -190,7 +200,9 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier not
 		age = append(age, q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id)}))
 		dlqs = append(dlqs, q.dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id + " DLQ")}))
 	}
-	dlqs = append(dlqs, notifier.failures.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(notifier.fn.id + " DLQ")}))
+	for _, f := range append([]failureView{{fn: notifier.fn, queue: notifier.failures}}, failures...) {
+		dlqs = append(dlqs, f.queue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(f.fn.id + " DLQ")}))
+	}
 	var errs, durations, throttles []awscloudwatch.IMetric
 	for _, f := range fns {
 		opts := func(stat string) *awscloudwatch.MetricOptions {

@@ -30,10 +30,14 @@ const (
 	Agent      = "agent"
 	Supervisor = "supervisor"
 	Notifier   = "notifier"
+	Timer      = "timer"
+	Deadline   = "deadline"
 )
 
 // Functions lists every folder of functions/ the stack deploys.
-func Functions() []string { return []string{Submission, Scheduler, Agent, Supervisor, Notifier} }
+func Functions() []string {
+	return []string{Submission, Scheduler, Agent, Supervisor, Notifier, Timer, Deadline}
+}
 
 // NotifierTimeout bounds one batch of StreamBatchSize SNS publishes.
 const NotifierTimeout = 30 * time.Second
@@ -186,6 +190,30 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(1)),
 	}))
 
+	// The Supervisor's fast path. Timer: reads the state table's stream and
+	// sends each new phase of a watched record a Deadline, delayed until
+	// its CompleteBy. Deadline: consumes them, reads the record (GetItem)
+	// and recovers it as the sweep would (conditional UpdateItem, a
+	// hand-back to the Scheduler, alerts).
+	timerFn := b.function(Timer, fnSpec{
+		description: "Reads the state table's stream and arms a Deadline, delayed until CompleteBy, for each new phase of a record the Supervisor watches",
+		timeout:     topology.TimerTimeout, memory: topology.TimerMemoryMB,
+		env: &map[string]*string{"DEADLINE_QUEUE_URL": queues.deadlines.main.QueueUrl()},
+	})
+	allowSend(timerFn.role, queues.deadlines.main)
+	timerDLQ := b.failureQueue("TimerDLQ", "Timer")
+	b.consumeStream(timerFn, state, timerDLQ)
+	deadlineEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL")
+	(*deadlineEnv)["DEADLINE_QUEUE_URL"] = queues.deadlines.main.QueueUrl()
+	deadline := b.function(Deadline, fnSpec{
+		description: "The Supervisor's fast path: recovers a state record the moment its CompleteBy passes, from the Deadlines the Timer armed",
+		timeout:     topology.DeadlineTimeout, memory: topology.DeadlineMemoryMB, env: deadlineEnv,
+	})
+	allowTable(deadline.role, state, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	allowSend(deadline.role, queues.scheduler.main)
+	alerts.allowPublish(deadline.role)
+	b.consume(deadline, queues.deadlines, topology.DeadlineBatchSize, 0)
+
 	// Notifier: publishes each client-visible status change, read from the
 	// state table's stream, to the order events topic.
 	notifier := b.function(Notifier, fnSpec{
@@ -194,19 +222,23 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		env: &map[string]*string{"ORDER_EVENTS_TOPIC_ARN": events.topic.TopicArn()},
 	})
 	events.allowPublish(notifier.role)
-	notifierDLQ := b.failureQueue("NotifierDLQ")
+	notifierDLQ := b.failureQueue("NotifierDLQ", "Notifier")
 	b.consumeStream(notifier, state, notifierDLQ)
 
 	fns := []*fn{submission, scheduler, supervisor}
 	for _, st := range cfg.Workflow.Steps {
 		fns = append(fns, agents[st.Name])
 	}
-	fns = append(fns, notifier)
+	fns = append(fns, notifier, timerFn, deadline)
 	b.alarms(alerts, queues, fns)
-	b.streamAlarms(alerts, notifier, notifierDLQ)
-	// Agents commit nothing, and the Notifier only reports what others
-	// committed: only these three log transitions.
-	dash := b.dashboard(queues, fns, []*fn{submission, scheduler, supervisor}, notifierView{fn: notifier, failures: notifierDLQ, events: events})
+	b.streamAlarms(alerts, notifier, notifierDLQ, "clients are not being notified meanwhile",
+		"the description of stream records that expired before the Notifier could publish them; those clients missed events")
+	b.streamAlarms(alerts, timerFn, timerDLQ, "the Supervisor's fast path is not armed meanwhile (the sweep still recovers, within its schedule)",
+		"the description of stream records that expired before the Timer armed their Deadline; the sweep recovers those records")
+	// Agents commit nothing, and the Notifier and the Timer only read what
+	// others committed: only these log transitions.
+	dash := b.dashboard(queues, fns, []*fn{submission, scheduler, supervisor, deadline}, notifierView{fn: notifier, failures: notifierDLQ, events: events},
+		failureView{fn: timerFn, queue: timerDLQ})
 
 	out := func(id, value, desc string) {
 		awscdk.NewCfnOutput(s, jsii.String(id), &awscdk.CfnOutputProps{Value: jsii.String(value), Description: jsii.String(desc)})

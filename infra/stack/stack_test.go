@@ -18,6 +18,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sasflow/sas/infra/stack"
+	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
 )
 
@@ -281,7 +282,7 @@ func TestEveryFunctionFolderIsDeployed(t *testing.T) {
 		t.Fatalf("functions/ has %v, the stack deploys %v", folders, want)
 	}
 	// One function per folder, the Agent once per step.
-	if got, want := len(tmpl.ofType("AWS::Lambda::Function")), 4+len(cfg.Workflow.Steps); got != want {
+	if got, want := len(tmpl.ofType("AWS::Lambda::Function")), len(stack.Functions())-1+len(cfg.Workflow.Steps); got != want {
 		t.Fatalf("%d functions, want %d", got, want)
 	}
 }
@@ -459,9 +460,9 @@ func (t *template) failureDestinations() map[string]bool {
 
 func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 	queues := tmpl.ofType("AWS::SQS::Queue")
-	// Scheduler, responses and one per step, each with a DLQ; and the
-	// Notifier's failure destination.
-	if want := 2*(2+len(cfg.Workflow.Steps)) + 1; len(queues) != want {
+	// Scheduler, responses, one per step and the deadlines, each with a
+	// DLQ; and the Notifier's and the Timer's failure destinations.
+	if want := 2*(3+len(cfg.Workflow.Steps)) + 2; len(queues) != want {
 		t.Fatalf("%d queues, want %d", len(queues), want)
 	}
 	dlqs := map[string]bool{}
@@ -484,8 +485,8 @@ func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 		t.Errorf("%d distinct DLQs for %d queues", len(dlqs), mains)
 	}
 	failures := tmpl.failureDestinations()
-	if len(failures) != 1 {
-		t.Errorf("failure destinations %v, want the Notifier's", failures)
+	if len(failures) != 2 {
+		t.Errorf("failure destinations %v, want the Notifier's and the Timer's", failures)
 	}
 	for id := range failures {
 		dlqs[id] = true
@@ -531,7 +532,8 @@ func TestEventSourcesReportBatchItemFailuresAndFitTheQueues(t *testing.T) {
 			queueMappings = append(queueMappings, id)
 		}
 	}
-	if want := 2 + len(cfg.Workflow.Steps); len(queueMappings) != want {
+	// The Scheduler's two, one per Agent, and the fast path's.
+	if want := 3 + len(cfg.Workflow.Steps); len(queueMappings) != want {
 		t.Fatalf("%d queue event source mappings, want %d", len(queueMappings), want)
 	}
 	for _, tmplAndWant := range []struct {
@@ -563,29 +565,42 @@ func TestEventSourcesReportBatchItemFailuresAndFitTheQueues(t *testing.T) {
 			case isAgent && mc != tmplAndWant.maxConcurrency:
 				t.Errorf("%s: agent maximum concurrency %v, want %v", id, mc, tmplAndWant.maxConcurrency)
 			case !isAgent && mc != nil:
-				t.Errorf("%s: the Scheduler is capped at %v", id, mc)
+				t.Errorf("%s: the Scheduler or the fast path is capped at %v", id, mc)
 			}
 		}
 	}
 }
 
-func TestNotifierReadsTheStateStream(t *testing.T) {
-	fnID, _ := tmpl.byPath(t, "AWS::Lambda::Function", "Notifier/Resource")
+// TestStreamConsumersReadTheStateStream: the Notifier and the Timer each
+// read the state table's stream with their own mapping and failure
+// destination; neither consumes a queue.
+func TestStreamConsumersReadTheStateStream(t *testing.T) {
 	stateID, _ := tmpl.byPath(t, "AWS::DynamoDB::Table", "StateTable/Resource")
-	dlqID, _ := tmpl.byPath(t, "AWS::SQS::Queue", "NotifierDLQ/Resource")
-	var streams []string
+	want := map[string]string{} // function → its failure destination
+	for _, name := range []string{"Notifier", "Timer"} {
+		fnID, _ := tmpl.byPath(t, "AWS::Lambda::Function", name+"/Resource")
+		dlqID, _ := tmpl.byPath(t, "AWS::SQS::Queue", name+"DLQ/Resource")
+		want[fnID] = dlqID
+	}
+	seen := map[string]bool{}
 	for _, id := range tmpl.ofType("AWS::Lambda::EventSourceMapping") {
 		p := tmpl.Resources[id].Properties
+		fnID := ref(p["FunctionName"])
+		dlqID, isConsumer := want[fnID]
 		if tmpl.isQueue(p["EventSourceArn"]) {
-			if ref(p["FunctionName"]) == fnID {
-				t.Errorf("%s: the Notifier consumes a queue", id)
+			if isConsumer {
+				t.Errorf("%s: a stream consumer consumes a queue", id)
 			}
 			continue
 		}
-		streams = append(streams, id)
-		if ref(p["FunctionName"]) != fnID || toJSON(p["EventSourceArn"]) != toJSON(map[string]any{"Fn::GetAtt": []any{stateID, "StreamArn"}}) {
-			t.Errorf("%s: %s reads %s, want the Notifier on the state table's stream", id, toJSON(p["FunctionName"]), toJSON(p["EventSourceArn"]))
+		if !isConsumer || toJSON(p["EventSourceArn"]) != toJSON(map[string]any{"Fn::GetAtt": []any{stateID, "StreamArn"}}) {
+			t.Errorf("%s: %s reads %s, want the Notifier or the Timer on the state table's stream", id, toJSON(p["FunctionName"]), toJSON(p["EventSourceArn"]))
+			continue
 		}
+		if seen[fnID] {
+			t.Errorf("%s: a second mapping for %s", id, fnID)
+		}
+		seen[fnID] = true
 		for k, want := range map[string]any{
 			"StartingPosition": "TRIM_HORIZON",
 			"BatchSize":        float64(stack.StreamBatchSize),
@@ -605,8 +620,8 @@ func TestNotifierReadsTheStateStream(t *testing.T) {
 			t.Errorf("%s: on failure to %q, want %s", id, d, dlqID)
 		}
 	}
-	if len(streams) != 1 {
-		t.Errorf("stream event source mappings %v, want one", streams)
+	if len(seen) != len(want) {
+		t.Errorf("stream consumers %v, want the Notifier and the Timer", seen)
 	}
 }
 
@@ -818,6 +833,7 @@ func TestOrderEventsTopicIsEncryptedTLSOnlyWithoutSubscriptions(t *testing.T) {
 
 func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 	topic, _ := tmpl.byPath(t, "AWS::SNS::Topic", "AlertTopic/Resource")
+	deadlineQueue, _ := tmpl.byPath(t, "AWS::SQS::Queue", "DeadlineQueue/Resource")
 	type key struct{ metric, dim string }
 	alarms := map[key]resource{}
 	for _, id := range tmpl.ofType("AWS::CloudWatch::Alarm") {
@@ -836,7 +852,12 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 	for _, id := range tmpl.ofType("AWS::SQS::Queue") {
 		if _, isMain := tmpl.Resources[id].Properties["RedrivePolicy"]; isMain {
 			a, ok := alarms[key{"ApproximateAgeOfOldestMessage", id}]
-			if !ok || a.Properties["Threshold"] != cfg.QueueAgeAlarm.Seconds() {
+			want := cfg.QueueAgeAlarm
+			if id == deadlineQueue {
+				// Deadlines are sent delayed until their CompleteBy.
+				want += queue.MaxDelay
+			}
+			if !ok || a.Properties["Threshold"] != want.Seconds() {
 				t.Errorf("%s: age alarm %s", id, toJSON(a.Properties))
 			}
 			continue
@@ -851,13 +872,15 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 			t.Errorf("function %s: errors alarm %s", id, toJSON(a.Properties))
 		}
 	}
-	// The Notifier falling behind its stream: IteratorAge is in
+	// A stream consumer falling behind its stream: IteratorAge is in
 	// milliseconds, its worst value over five minutes.
-	notifier, _ := tmpl.byPath(t, "AWS::Lambda::Function", "Notifier/Resource")
-	a, ok := alarms[key{"IteratorAge", notifier}]
-	if !ok || a.Properties["Threshold"] != float64(60000) || a.Properties["ComparisonOperator"] != "GreaterThanThreshold" ||
-		a.Properties["Statistic"] != "Maximum" || a.Properties["Period"] != float64(300) || a.Properties["Namespace"] != "AWS/Lambda" {
-		t.Errorf("notifier iterator age alarm %s", toJSON(a.Properties))
+	for _, name := range []string{"Notifier", "Timer"} {
+		consumer, _ := tmpl.byPath(t, "AWS::Lambda::Function", name+"/Resource")
+		a, ok := alarms[key{"IteratorAge", consumer}]
+		if !ok || a.Properties["Threshold"] != float64(60000) || a.Properties["ComparisonOperator"] != "GreaterThanThreshold" ||
+			a.Properties["Statistic"] != "Maximum" || a.Properties["Period"] != float64(300) || a.Properties["Namespace"] != "AWS/Lambda" {
+			t.Errorf("%s iterator age alarm %s", name, toJSON(a.Properties))
+		}
 	}
 }
 
@@ -912,7 +935,7 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 	}
 	sort.Strings(sources)
 	want := []string{}
-	for _, path := range []string{"SubmissionLogs", "SchedulerLogs", "SupervisorLogs"} {
+	for _, path := range []string{"SubmissionLogs", "SchedulerLogs", "SupervisorLogs", "DeadlineLogs"} {
 		id, _ := tmpl.byPath(t, "AWS::Logs::LogGroup", path+"/Resource")
 		want = append(want, id)
 	}
@@ -1100,7 +1123,8 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 }
 
 func TestOperatorAPIURLReachesTheAlertersWithoutACycle(t *testing.T) {
-	// The Scheduler and the Supervisor name the API in their alerts; the
+	// The Scheduler and the Supervisor (and its fast path) name the API in
+	// their alerts; the
 	// Submission function backs the API and must not depend on it.
 	var got []string
 	for _, id := range tmpl.ofType("AWS::Lambda::Function") {
@@ -1115,7 +1139,7 @@ func TestOperatorAPIURLReachesTheAlertersWithoutACycle(t *testing.T) {
 		}
 	}
 	sort.Strings(got)
-	if want := []string{"Scheduler", "Supervisor"}; !slices.Equal(got, want) {
+	if want := []string{"Deadline", "Scheduler", "Supervisor"}; !slices.Equal(got, want) {
 		t.Errorf("OPERATOR_API_URL set on %v, want %v", got, want)
 	}
 	if cycle := tmpl.dependencyCycle(); cycle != nil {

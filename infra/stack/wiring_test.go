@@ -17,6 +17,7 @@ import (
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
+	"github.com/sasflow/sas/shared/timer"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -77,6 +78,14 @@ var loaders = func() []loader {
 				id, _ := tmpl.byPath(t, "AWS::SNS::Topic", "OrderEventsTopic/Resource")
 				if got := cfg.(notifier.Config).OrderEventsTopicARN; !strings.HasSuffix(got, ":"+id) {
 					t.Errorf("notifier publishes to %q, want the topic %s", got, id)
+				}
+			}},
+		{path: "Timer", load: adapt(timer.LoadConfig), points: map[string]string{"DEADLINE_QUEUE_URL": "DeadlineQueue"}},
+		{path: "Deadline", load: adapt(supervisor.LoadDeadlineConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue",
+			"ALERT_TOPIC_ARN": "AlertTopic", "DEADLINE_QUEUE_URL": "DeadlineQueue"}),
+			check: func(t *testing.T, cfg any, _ map[string]any) {
+				if got, want := cfg.(supervisor.DeadlineConfig).OperatorAPIURL, apiURL(t); got != want {
+					t.Errorf("deadline OperatorAPIURL %q, want %q", got, want)
 				}
 			}},
 	}
@@ -249,6 +258,19 @@ var roleActions = func() map[string]map[string][]string {
 	add(notifier, []string{"OrderEventsTopic"}, "sns:Publish")
 	add(notifier, []string{"OrderEventsTopicKey"}, "kms:Decrypt", "kms:GenerateDataKey")
 	out["NotifierRole"] = notifier
+
+	// The Supervisor's fast path: the Timer reads the stream like the
+	// Notifier and sends Deadlines; the Deadline function consumes them,
+	// reads the record, and recovers it as the sweep does.
+	tmr := logs("Timer")
+	add(tmr, []string{"StateTable.StreamArn"}, "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams")
+	add(tmr, []string{"TimerDLQ", "DeadlineQueue"}, "sqs:SendMessage")
+	out["TimerRole"] = tmr
+	dl := alerts(logs("Deadline"))
+	add(dl, []string{"StateTable"}, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	add(dl, []string{"DeadlineQueue"}, consume...)
+	add(dl, []string{"SchedulerQueue"}, "sqs:SendMessage")
+	out["DeadlineRole"] = dl
 	return out
 }()
 

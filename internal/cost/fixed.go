@@ -28,8 +28,9 @@ type FixedParams struct {
 	// maximum, 20 s): a poller makes one request per wait.
 	LongPollWait time.Duration
 	// Alarms, CustomMetrics and Dashboards are what the stack creates:
-	// 4 queues × (DLQ not empty + oldest message) + 6 functions' errors +
-	// the Notifier's iterator age and DLQ = 16 alarms; the transition
+	// 5 queues × (DLQ not empty + oldest message) + 8 functions' errors +
+	// the iterator age and DLQ of the Notifier and of the Timer = 22
+	// alarms; the transition
 	// metric filters make about 9 custom metrics (one per transition value
 	// the logs carry); one dashboard.
 	Alarms, CustomMetrics, Dashboards int
@@ -56,15 +57,16 @@ func DefaultFixed() FixedParams {
 		IdlePollers: map[string]int{
 			"scheduler queue": 2, "response queue": 2,
 			"reserve-inventory queue": 5, "charge-payment queue": 5,
+			"deadline queue": 2,
 		},
 		LongPollWait:  20 * time.Second,
-		Alarms:        16,
+		Alarms:        22,
 		CustomMetrics: 9,
 		Dashboards:    1,
 		KMSKeys:       2,
 		// Order events: the Notifier. Alerts: the Scheduler, the two Agents,
-		// the Supervisor and CloudWatch alarms.
-		TopicPublishers: map[string]int{"order events": 1, "alerts": 5},
+		// the Supervisor, its fast path and CloudWatch alarms.
+		TopicPublishers: map[string]int{"order events": 1, "alerts": 6},
 		DataKeyReuse:    5 * time.Minute,
 	}
 }

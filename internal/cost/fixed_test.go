@@ -16,14 +16,14 @@ func TestFixed(t *testing.T) {
 		// 43,200 × 50 ms × 0.25 GB.
 		{"Supervisor schedule: Lambda duration", 540, 540 * 0.0000133334},
 		{"Supervisor schedule: in-flight index Query", 21600, 21600 * 0.125 / 1e6},
-		// 14 pollers × 2,592,000 s / 20 s.
-		{"SQS idle long polls", 1814400, 1814400 * 0.4 / 1e6},
-		{"CloudWatch alarms", 16, 1.60},
+		// 16 pollers × 2,592,000 s / 20 s.
+		{"SQS idle long polls", 2073600, 2073600 * 0.4 / 1e6},
+		{"CloudWatch alarms", 22, 2.20},
 		{"CloudWatch custom metrics", 9, 2.70},
 		{"CloudWatch dashboards", 1, 3.00},
 		{"KMS customer managed keys", 2, 2.00},
-		// 2,592,000 / 300 × 2 × (1 + 5 publishers).
-		{"KMS requests", 103680, 103680 * 0.03 / 1e4},
+		// 2,592,000 / 300 × 2 × (1 + 6 publishers).
+		{"KMS requests", 120960, 120960 * 0.03 / 1e4},
 	}
 	if len(lines) != len(tests) {
 		t.Fatalf("%d fixed lines, want %d: %+v", len(lines), len(tests), lines)

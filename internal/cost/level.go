@@ -14,11 +14,16 @@ const (
 	Agent      = "agent"
 	Supervisor = "supervisor"
 	Notifier   = "notifier"
+	// Timer and Deadline are the Supervisor's fast path: the Timer reads
+	// the state table's stream like the Notifier, the Deadline function
+	// consumes the deadline queue.
+	Timer    = "timer"
+	Deadline = "deadline"
 )
 
 // sqsDriven are the functions Lambda's SQS pollers invoke: each batch they
 // deliver costs one ReceiveMessage and one DeleteMessageBatch.
-var sqsDriven = []string{Scheduler, Agent}
+var sqsDriven = []string{Scheduler, Agent, Deadline}
 
 const (
 	// SecondsPerMonth is a 30-day month: the month every "per month" here
@@ -81,7 +86,9 @@ func (l Level) RecordsPerInvocation(fn string, streamRecordsPerOrder float64) fl
 		return l.sqsFill(topology.SchedulerBatchSize)
 	case Agent:
 		return l.sqsFill(topology.AgentBatchSize)
-	case Notifier:
+	case Deadline:
+		return l.sqsFill(topology.DeadlineBatchSize)
+	case Notifier, Timer:
 		return l.streamFill(streamRecordsPerOrder)
 	}
 	return 1

@@ -53,7 +53,7 @@ func Price(u Usage, l Level, p Prices, a Assumptions) Bill {
 	b.Lines = append(b.Lines, line("API Gateway", "HTTP API requests", "requests", u.PerOrder(float64(u.APIRequests)), p.HTTPAPIRequestsPerMillion))
 	b.Lines = append(b.Lines, lambdaLines(fns, p, a)...)
 	b.Lines = append(b.Lines, sqsLines(u, l, p)...)
-	b.Lines = append(b.Lines, line("SNS", "publishes (billed 64 KiB chunks)", "requests", snsPerOrder(u, l), p.SNSRequestsPerMillion))
+	b.Lines = append(b.Lines, line("SNS", "publishes (billed 64 KiB chunks)", "requests", batchedPerOrder(u, l, "SNS"), p.SNSRequestsPerMillion))
 	b.Lines = append(b.Lines, dynamoLines(u, p)...)
 	b.Lines = append(b.Lines, logLines(u, fns, p, a)...)
 	// SNS reuses a data key for up to 5 minutes, so an order causes no KMS
@@ -91,30 +91,44 @@ func sqsLines(u Usage, l Level, p Prices) []Line {
 		polls += 2 * batches
 	}
 	return []Line{
-		line("SQS", "handlers' requests (billed 64 KiB chunks)", "requests", u.BilledPerOrder("SQS"), p.SQSRequestsPerMillion),
+		line("SQS", "handlers' requests (billed 64 KiB chunks)", "requests", batchedPerOrder(u, l, "SQS"), p.SQSRequestsPerMillion),
 		line("SQS", "pollers' receives + deletes (one each per batch)", "requests", u.PerOrder(polls), p.SQSRequestsPerMillion),
 	}
 }
 
-// publishBatch is the SDK's name of the Notifier's batch publish.
-const publishBatch = "SNS PublishBatch"
+// The batch sends of the functions that read the state table's stream:
+// the Notifier's PublishBatch of events, the Timer's SendMessageBatch of
+// Deadlines, as the SDK names them.
+const (
+	publishBatch = "SNS PublishBatch"
+	sendBatch    = "SQS SendMessageBatch"
+)
 
-// snsPerOrder is the SNS requests of an order at l, as billed. The
-// Notifier's PublishBatch carries the events of one stream batch, up to
-// ten a request: at l, a request carries min(10, the events of one
-// Notifier invocation) of them, which may be fewer than in the run (at 1M
-// orders a month an invocation holds one record, so every event is its
-// own request). Never fewer requests than the run billed.
-func snsPerOrder(u Usage, l Level) float64 {
-	billed := u.BilledPerOrder("SNS")
-	events := float64(u.Entries[publishBatch])
-	if events == 0 || u.Records[Notifier] == 0 {
-		return billed
+// streamBatched are the batch sends above, by the function that makes them.
+var streamBatched = map[string]string{publishBatch: Notifier, sendBatch: Timer}
+
+// batchedPerOrder is what service's requests of an order are billed at l.
+// A stream consumer's batch send carries the messages of one stream batch,
+// up to ten a request: at l, a request carries min(10, the messages of one
+// invocation), which may be fewer than in the run (at 1M orders a month an
+// invocation holds one record, so every message is its own request). Never
+// fewer requests than the run billed.
+func batchedPerOrder(u Usage, l Level, service string) float64 {
+	total := u.BilledPerOrder(service)
+	for key, fn := range streamBatched {
+		if !strings.HasPrefix(key, service+" ") {
+			continue
+		}
+		msgs := float64(u.Entries[key])
+		if msgs == 0 || u.Records[fn] == 0 {
+			continue
+		}
+		perInvocation := l.RecordsPerInvocation(fn, u.StreamRecordsPerOrder()) * msgs / float64(u.Records[fn])
+		fill := math.Min(10, math.Max(1, perInvocation))
+		billed := u.PerOrder(float64(u.Billed[key]))
+		total += math.Max(billed, u.PerOrder(msgs)/fill) - billed
 	}
-	perInvocation := l.RecordsPerInvocation(Notifier, u.StreamRecordsPerOrder()) * events / float64(u.Records[Notifier])
-	fill := math.Min(10, math.Max(1, perInvocation))
-	other := billed - u.PerOrder(float64(u.Billed[publishBatch]))
-	return other + math.Max(u.PerOrder(float64(u.Billed[publishBatch])), u.PerOrder(events)/fill)
+	return total
 }
 
 // dynamoLines show each table and index apart: WRU, then RRU.

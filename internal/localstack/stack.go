@@ -80,6 +80,9 @@ type Options struct {
 	PollersPerQueue int
 	// SuperviseEvery is the Supervisor's schedule.
 	SuperviseEvery time.Duration
+	// NoFastPath runs the Supervisor's sweep alone, without the Timer and
+	// the deadline queue's consumer (the stack always deploys both).
+	NoFastPath bool
 	// Log receives the handlers' logs (JSON).
 	Log *slog.Logger
 
@@ -273,6 +276,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	if o.Chaos != nil {
 		sysOpts.WrapStore, sysOpts.WrapSender, sysOpts.WrapEvents = o.Chaos.Store, o.Chaos.Sender, o.Chaos.Events
+		sysOpts.WrapDeadlines = o.Chaos.Deadlines
 	}
 	s.Sys, err = wiring.Build(ctx, sysOpts)
 	if err != nil {
@@ -320,6 +324,16 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	// with one invocation at a time.
 	s.Sys.Stream.OnError = func(err error) { o.Log.Debug("stream event source mapping", "error", err) }
 	s.wg.Go(func() { _ = s.Sys.Stream.Run(runCtx) })
+	// The Supervisor's fast path: the Timer on the same stream, and the
+	// deadline queue's event source mapping.
+	if !o.NoFastPath {
+		s.Sys.TimerStream.OnError = func(err error) { o.Log.Debug("timer stream event source mapping", "error", err) }
+		s.wg.Go(func() { _ = s.Sys.TimerStream.Run(runCtx) })
+		p := *s.Sys.DeadlineBridge
+		p.WaitTime = time.Second
+		p.OnError = func(err error) { o.Log.Debug("event source mapping", "queue", p.QueueURL, "error", err) }
+		s.wg.Go(func() { _ = p.Run(runCtx) })
+	}
 	for i := range max(o.Supervisors, 1) {
 		h := s.Sys.Supervisor
 		if i > 0 {

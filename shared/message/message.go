@@ -32,6 +32,8 @@ const (
 	KindAgentRequest Kind = "agent.request"
 	// KindAgentReply carries an Agent's outcome back to the Scheduler.
 	KindAgentReply Kind = "agent.reply"
+	// KindDeadline is a Deadline, for the Supervisor's fast path.
+	KindDeadline Kind = "deadline"
 )
 
 // ErrPoison marks a body that can never be processed: not JSON, an unknown
@@ -75,6 +77,20 @@ type Schedule struct {
 	// Reason says who sent it and why (submitted, retry, requeue, released);
 	// for logs only.
 	Reason string `json:"reason,omitempty"`
+}
+
+// Deadline asks the Supervisor to look at an order when the CompleteBy of
+// one phase of its record passes: the record's Attempt and CompleteBy as a
+// write set them name the phase, so a Deadline for a phase the record has
+// left is recognized and dropped. It arrives delayed until CompleteBy; the
+// Supervisor's sweep stays the backstop for every Deadline that is lost.
+type Deadline struct {
+	V          int       `json:"v"`
+	Kind       Kind      `json:"kind"`
+	OrderID    string    `json:"orderId"`
+	StepIndex  int       `json:"stepIndex"`
+	Attempt    int       `json:"attempt"`
+	CompleteBy time.Time `json:"completeBy"`
 }
 
 // AgentRequest asks an Agent to perform one attempt of a step.
@@ -168,7 +184,7 @@ func Peek(body string) (Kind, error) {
 		return "", poison("unknown version %d", h.V)
 	}
 	switch h.Kind {
-	case KindSchedule, KindAgentRequest, KindAgentReply:
+	case KindSchedule, KindAgentRequest, KindAgentReply, KindDeadline:
 		return h.Kind, nil
 	}
 	return "", poison("unknown kind %q", h.Kind)
@@ -189,8 +205,32 @@ func DecodeAgentReply(body string) (AgentReply, error) {
 	return decodeValid[AgentReply](body, KindAgentReply)
 }
 
+// DecodeDeadline parses and validates a Deadline body.
+func DecodeDeadline(body string) (Deadline, error) {
+	return decodeValid[Deadline](body, KindDeadline)
+}
+
 // validate applies a decoded message's rules beyond its JSON shape.
 func (m Schedule) validate() error { return checkOrderStep(m.OrderID, m.StepIndex) }
+
+func (m Deadline) validate() error {
+	if err := checkOrderStep(m.OrderID, m.StepIndex); err != nil {
+		return err
+	}
+	switch {
+	case m.Attempt < 0:
+		// 0: a Pending record whose first claim is still to come.
+		return poison("attempt %d must not be negative", m.Attempt)
+	case m.CompleteBy.IsZero():
+		return poison("completeBy is missing")
+	}
+	return nil
+}
+
+// NewDeadline is the Deadline of the phase st is in.
+func NewDeadline(orderID string, stepIndex, attempt int, completeBy time.Time) Deadline {
+	return Deadline{V: Version, Kind: KindDeadline, OrderID: orderID, StepIndex: stepIndex, Attempt: attempt, CompleteBy: completeBy}
+}
 
 func (m AgentRequest) validate() error {
 	if err := checkAttempt(m.OrderID, m.StepIndex, m.Step, m.Attempt); err != nil {

@@ -131,6 +131,8 @@ func decodeAny(body string) (any, error) {
 		return DecodeSchedule(body)
 	case KindAgentRequest:
 		return DecodeAgentRequest(body)
+	case KindDeadline:
+		return DecodeDeadline(body)
 	default:
 		return DecodeAgentReply(body)
 	}

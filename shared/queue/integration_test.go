@@ -79,7 +79,7 @@ func TestSendBatchIntegration(t *testing.T) {
 	}
 	// SQS refuses U+0000 in a body entry by entry, not the whole request.
 	bodies[12] = "bad \x00 body"
-	err := s.SendBatch(ctx, q.URL, bodies)
+	err := s.SendBatch(ctx, q.URL, queue.Bodies(bodies...))
 	var be *queue.BatchError
 	if !errors.As(err, &be) || len(be.Failures) != 1 || be.Failures[0].Index != 12 || be.Failures[0].Code != "InvalidMessageContents" {
 		t.Fatalf("err = %v, want entry 12 failed with InvalidMessageContents", err)

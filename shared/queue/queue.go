@@ -59,42 +59,79 @@ func (s *Sender) Send(ctx context.Context, queueURL, body string, delay time.Dur
 	return nil
 }
 
-// SendBatch puts bodies on the queue without delay, MaxBatch to a request.
-// It sends every chunk even when one fails, and then reports the bodies that
-// were not sent in a *BatchError, so the caller can resend just those.
-func (s *Sender) SendBatch(ctx context.Context, queueURL string, bodies []string) error {
+// Outgoing is one message of a batch: its body, invisible for Delay
+// (rounded up to whole seconds, as Send does).
+type Outgoing struct {
+	Body  string
+	Delay time.Duration
+}
+
+// Bodies is bodies as a batch without delays.
+func Bodies(bodies ...string) []Outgoing {
+	out := make([]Outgoing, len(bodies))
+	for i, b := range bodies {
+		out[i].Body = b
+	}
+	return out
+}
+
+// SendBatch puts msgs on the queue, MaxBatch to a request. A ten-message
+// request of small messages is billed as one. It sends every chunk even
+// when one fails, and then reports the messages that were not sent in a
+// *BatchError, so the caller can resend just those. A message whose delay
+// is outside 0..MaxDelay is not sent and fails with ErrDelay.
+func (s *Sender) SendBatch(ctx context.Context, queueURL string, msgs []Outgoing) error {
 	var failures []BatchFailure
-	for start := 0; start < len(bodies); start += MaxBatch {
-		end := min(start+MaxBatch, len(bodies))
-		failures = append(failures, s.sendChunk(ctx, queueURL, bodies, start, end)...)
+	for start := 0; start < len(msgs); start += MaxBatch {
+		end := min(start+MaxBatch, len(msgs))
+		failures = append(failures, s.sendChunk(ctx, queueURL, msgs, start, end)...)
 	}
 	if len(failures) > 0 {
-		return &BatchError{QueueURL: queueURL, Total: len(bodies), Failures: failures}
+		return &BatchError{QueueURL: queueURL, Total: len(msgs), Failures: failures}
 	}
 	return nil
 }
 
-// sendChunk sends bodies[start:end]; entry IDs are indexes into bodies so a
-// failure names the body it belongs to.
-func (s *Sender) sendChunk(ctx context.Context, queueURL string, bodies []string, start, end int) []BatchFailure {
+// sendChunk sends msgs[start:end]; entry IDs are indexes into msgs so a
+// failure names the message it belongs to.
+func (s *Sender) sendChunk(ctx context.Context, queueURL string, msgs []Outgoing, start, end int) []BatchFailure {
 	entries := make([]types.SendMessageBatchRequestEntry, 0, end-start)
+	var refused []BatchFailure
 	for i := start; i < end; i++ {
+		if d := msgs[i].Delay; d < 0 || d > MaxDelay {
+			refused = append(refused, BatchFailure{Index: i, Err: fmt.Errorf("%w: %v is outside 0..%v", ErrDelay, d, MaxDelay)})
+			continue
+		}
 		entries = append(entries, types.SendMessageBatchRequestEntry{
-			Id:          aws.String(strconv.Itoa(i)),
-			MessageBody: aws.String(bodies[i]),
+			Id:           aws.String(strconv.Itoa(i)),
+			MessageBody:  aws.String(msgs[i].Body),
+			DelaySeconds: int32((msgs[i].Delay + time.Second - 1) / time.Second),
 		})
 	}
+	if len(entries) == 0 {
+		return refused
+	}
+	return append(refused, s.sendEntries(ctx, queueURL, entries)...)
+}
+
+// sendEntries sends one SendMessageBatch request and reports the entries it
+// did not send, by the index their IDs carry.
+func (s *Sender) sendEntries(ctx context.Context, queueURL string, entries []types.SendMessageBatchRequestEntry) []BatchFailure {
 	out, err := s.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+	index := make([]int, len(entries))
+	for k, e := range entries {
+		index[k], _ = strconv.Atoi(aws.ToString(e.Id))
+	}
 	if err != nil {
-		failures := make([]BatchFailure, 0, end-start)
-		for i := start; i < end; i++ {
+		failures := make([]BatchFailure, 0, len(entries))
+		for _, i := range index {
 			failures = append(failures, BatchFailure{Index: i, Err: err})
 		}
 		return failures
 	}
 	// An entry SQS reports neither way was not sent as far as we can tell.
-	pending := make(map[int]bool, end-start)
-	for i := start; i < end; i++ {
+	pending := make(map[int]bool, len(entries))
+	for _, i := range index {
 		pending[i] = true
 	}
 	for _, ok := range out.Successful {
@@ -116,7 +153,7 @@ func (s *Sender) sendChunk(ctx context.Context, queueURL string, bodies []string
 			SenderFault: f.SenderFault,
 		})
 	}
-	for i := start; i < end; i++ {
+	for _, i := range index {
 		if pending[i] {
 			failures = append(failures, BatchFailure{Index: i, Message: "no result for this entry in the SendMessageBatch response"})
 		}
@@ -124,9 +161,9 @@ func (s *Sender) sendChunk(ctx context.Context, queueURL string, bodies []string
 	return failures
 }
 
-// BatchFailure is one body SendBatch did not send.
+// BatchFailure is one message SendBatch did not send.
 type BatchFailure struct {
-	// Index is the body's position in the slice given to SendBatch.
+	// Index is the message's position in the slice given to SendBatch.
 	Index int
 	// Code, Message and SenderFault are SQS's verdict on this entry.
 	Code, Message string

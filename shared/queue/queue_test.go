@@ -184,7 +184,7 @@ func TestSendBatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls [][]types.SendMessageBatchRequestEntry
 			in := bodies(tc.n)
-			err := NewSender(batchFake(t, &calls, tc.fail)).SendBatch(context.Background(), testURL, in)
+			err := NewSender(batchFake(t, &calls, tc.fail)).SendBatch(context.Background(), testURL, Bodies(in...))
 
 			var sizes []int
 			var sent []string
@@ -239,4 +239,32 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatalf("entry ID %q is not an index", s)
 	}
 	return n
+}
+
+// TestSendBatchDelays: each message keeps its own delay, rounded up to whole
+// seconds; one SQS cannot honour fails alone, unsent, and the others go.
+func TestSendBatchDelays(t *testing.T) {
+	never := func(int, string) (string, error) { return "", nil }
+	var calls [][]types.SendMessageBatchRequestEntry
+	msgs := []Outgoing{
+		{Body: "now"},
+		{Body: "soon", Delay: 1500 * time.Millisecond},
+		{Body: "too late", Delay: MaxDelay + time.Second},
+		{Body: "last", Delay: MaxDelay},
+	}
+	err := NewSender(batchFake(t, &calls, never)).SendBatch(context.Background(), testURL, msgs)
+	var be *BatchError
+	if !errors.As(err, &be) || len(be.Failures) != 1 || be.Failures[0].Index != 2 || !errors.Is(err, ErrDelay) {
+		t.Fatalf("err = %v, want message 2 refused with ErrDelay", err)
+	}
+	if len(calls) != 1 {
+		t.Fatalf("%d requests, want 1", len(calls))
+	}
+	var got []string
+	for _, e := range calls[0] {
+		got = append(got, fmt.Sprintf("%s=%s/%d", aws.ToString(e.Id), aws.ToString(e.MessageBody), e.DelaySeconds))
+	}
+	if want := []string{"0=now/0", "1=soon/2", "3=last/900"}; !slices.Equal(got, want) {
+		t.Fatalf("sent %v, want %v", got, want)
+	}
 }

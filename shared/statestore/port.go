@@ -24,6 +24,10 @@ type Port interface {
 	// missing.
 	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
 	GetState(ctx context.Context, orderID string) (workflow.State, error)
+	// PeekState is GetState eventually consistent, at half the read units:
+	// for a reader whose every write is fenced anyway (the Supervisor's
+	// fast path), so a stale read costs at most a refused write.
+	PeekState(ctx context.Context, orderID string) (workflow.State, error)
 	// Apply writes a change when its fence admits the record, and returns
 	// the record as written, exactly as workflow.Patch.Apply leaves it;
 	// workflow.ErrStale when the fence does not admit it.

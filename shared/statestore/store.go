@@ -84,7 +84,7 @@ func (s *Store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.S
 
 // GetOrder reads an order.
 func (s *Store) GetOrder(ctx context.Context, orderID string) (workflow.Order, error) {
-	item, err := s.get(ctx, s.tables.Orders, orderID)
+	item, err := s.get(ctx, s.tables.Orders, orderID, true)
 	if err != nil {
 		return workflow.Order{}, err
 	}
@@ -97,18 +97,27 @@ func (s *Store) GetOrder(ctx context.Context, orderID string) (workflow.Order, e
 
 // GetState reads a state record with a strongly consistent read.
 func (s *Store) GetState(ctx context.Context, orderID string) (workflow.State, error) {
-	item, err := s.get(ctx, s.tables.State, orderID)
+	item, err := s.get(ctx, s.tables.State, orderID, true)
 	if err != nil {
 		return workflow.State{}, err
 	}
 	return DecodeState(item)
 }
 
-func (s *Store) get(ctx context.Context, table, orderID string) (map[string]types.AttributeValue, error) {
+// PeekState reads a state record eventually consistent (Port.PeekState).
+func (s *Store) PeekState(ctx context.Context, orderID string) (workflow.State, error) {
+	item, err := s.get(ctx, s.tables.State, orderID, false)
+	if err != nil {
+		return workflow.State{}, err
+	}
+	return DecodeState(item)
+}
+
+func (s *Store) get(ctx context.Context, table, orderID string, consistent bool) (map[string]types.AttributeValue, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(table),
 		Key:            map[string]types.AttributeValue{KeyOrderID: str(orderID)},
-		ConsistentRead: aws.Bool(true),
+		ConsistentRead: aws.Bool(consistent),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get %s from %s: %w", orderID, table, err)

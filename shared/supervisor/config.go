@@ -46,3 +46,41 @@ func (c Config) Check(r *config.Rules) {
 	c.Config.Check(r)
 	r.Count("BatchLimit", c.BatchLimit, 1, 10000)
 }
+
+// DeadlineConfig is the fast path's configuration (cmd deadline,
+// HandleDeadlines): the Supervisor's, and the deadline queue it consumes,
+// to bring a Deadline back before the queue's visibility timeout.
+type DeadlineConfig struct {
+	Config
+	DeadlineQueueURL string
+}
+
+// deadlineVariables are variables and DEADLINE_QUEUE_URL.
+var deadlineVariables = func() map[string]string {
+	names := map[string]string{"DeadlineQueueURL": "DEADLINE_QUEUE_URL"}
+	for k, v := range variables {
+		names[k] = v
+	}
+	return names
+}()
+
+// LoadDeadlineConfig reads what LoadConfig reads and DEADLINE_QUEUE_URL,
+// and reports every problem at once, named by its variable.
+func LoadDeadlineConfig(getenv func(string) string) (DeadlineConfig, error) {
+	return config.Load("deadline config", getenv, deadlineVariables, func(r *config.Reader) DeadlineConfig {
+		return DeadlineConfig{
+			Config:           Config{Config: followup.Load(r), BatchLimit: r.Int("BATCH_LIMIT", DefaultBatchLimit)},
+			DeadlineQueueURL: r.String("DEADLINE_QUEUE_URL"),
+		}
+	})
+}
+
+// Validate checks every rule of the configuration and reports every
+// problem at once.
+func (c DeadlineConfig) Validate() error { return config.Validate("deadline config", c) }
+
+// Check records what breaks the rules in r.
+func (c DeadlineConfig) Check(r *config.Rules) {
+	c.Config.Check(r)
+	r.URL("DeadlineQueueURL", c.DeadlineQueueURL)
+}

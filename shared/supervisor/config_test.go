@@ -47,3 +47,19 @@ func TestLoadConfigErrors(t *testing.T) {
 		},
 	})
 }
+
+func TestLoadDeadlineConfig(t *testing.T) {
+	t.Parallel()
+	shared := followup.Config{
+		OrdersTable: "sas-orders", StateTable: "sas-state", SchedulerQueueURL: sampleSchedulerQueue,
+		AlertTopicARN: sampleTopicARN, Workflow: workflow.Default(), Policy: workflow.DefaultPolicy(),
+	}
+	const queueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-deadlines"
+	env := actortest.DeployedEnv("DEADLINE_QUEUE_URL", queueURL)
+	configtest.Loads(t, LoadDeadlineConfig, env, []configtest.Loaded[DeadlineConfig]{
+		{Name: "defaults", Want: DeadlineConfig{Config: Config{Config: shared, BatchLimit: DefaultBatchLimit}, DeadlineQueueURL: queueURL}},
+	})
+	configtest.Refuses(t, LoadDeadlineConfig, env, []configtest.Refused{
+		{Name: "no queue", Set: []string{"DEADLINE_QUEUE_URL", ""}, Want: []string{"deadline config: DEADLINE_QUEUE_URL is required"}},
+	})
+}

@@ -26,6 +26,10 @@ import (
 type Store interface {
 	Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error)
 	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
+	// PeekState reads one record, eventually consistent, for a Deadline
+	// of the fast path: the recovery's write is fenced, so a stale read
+	// costs at most a refused write.
+	PeekState(ctx context.Context, orderID string) (workflow.State, error)
 }
 
 var _ Store = (*statestore.Store)(nil)
@@ -49,18 +53,24 @@ type Handler struct {
 	log      *slog.Logger
 	machine  workflow.Machine
 	followup followup.Actions
+	// redeliver brings a Deadline back early (HandleDeadlines); optional.
+	redeliver Redeliverer
 }
 
 // New returns a Handler, or every problem of cfg and the ports at once.
-func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.Deps) (*Handler, error) {
+func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.Deps, opts ...Option) (*Handler, error) {
 	err := actor.Check("supervisor", cfg.Validate(), actor.Port{Name: "Store", Value: store},
 		actor.Port{Name: "Sender", Value: send}, actor.Port{Name: "alert.Sender", Value: alerts})
 	if err != nil {
 		return nil, err
 	}
 	deps = deps.WithDefaults()
-	return &Handler{cfg: cfg, store: store, clk: deps.Clock, log: deps.Log,
-		machine: cfg.Machine(), followup: cfg.Actions(send, alerts, store)}, nil
+	h := &Handler{cfg: cfg, store: store, clk: deps.Clock, log: deps.Log,
+		machine: cfg.Machine(), followup: cfg.Actions(send, alerts, store)}
+	for _, o := range opts {
+		o(h)
+	}
+	return h, nil
 }
 
 // Handle is the entry point for the EventBridge schedule. The event carries

@@ -19,6 +19,10 @@ const (
 	SchedulerTimeout = 30 * time.Second
 	// One run recovers up to the Supervisor's BATCH_LIMIT records.
 	SupervisorTimeout = 60 * time.Second
+	// The fast path reads and may recover each record of a batch of
+	// Deadlines; the Timer sends a stream batch's Deadlines.
+	DeadlineTimeout = 30 * time.Second
+	TimerTimeout    = 30 * time.Second
 	// AgentMargin is added to a step's budget: an Agent gives up at
 	// CompleteBy, at most the budget after the claim, and the margin covers
 	// its reply and a slow cold start.
@@ -31,6 +35,10 @@ const (
 	// The Agent works the records of a batch concurrently (AGENT_CONCURRENCY
 	// defaults to 10), so a full batch takes one step budget.
 	AgentBatchSize = 10
+	// DeadlineBatchSize Deadlines at most per fast-path invocation; the
+	// batching window is zero, so a Deadline is handled as soon as it is
+	// visible.
+	DeadlineBatchSize = 10
 )
 
 // Queues.
@@ -68,6 +76,8 @@ const (
 	AgentMemoryMB      = 128
 	SupervisorMemoryMB = 256
 	NotifierMemoryMB   = 128
+	TimerMemoryMB      = 128
+	DeadlineMemoryMB   = 128
 )
 
 // StreamBatchSize is the most stream records one Notifier invocation gets.
@@ -79,5 +89,6 @@ func MemoryMB() map[string]int {
 	return map[string]int{
 		"submission": SubmissionMemoryMB, "scheduler": SchedulerMemoryMB, "agent": AgentMemoryMB,
 		"supervisor": SupervisorMemoryMB, "notifier": NotifierMemoryMB,
+		"timer": TimerMemoryMB, "deadline": DeadlineMemoryMB,
 	}
 }

@@ -33,6 +33,8 @@ import (
 	"github.com/sasflow/sas/internal/localstack/lossy"
 	"github.com/sasflow/sas/internal/localstack/wiring"
 	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/timer"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -279,6 +281,42 @@ type sender struct {
 	next wiring.Sender
 	in   *Injector
 	role string
+}
+
+// Deadlines wraps what the Timer sends Deadlines with: DuplicateSend sends
+// a struck Deadline twice, DelaySend holds it 1–3 s longer, each decided
+// per Deadline; the fast path must recover a record once whatever comes.
+func (in *Injector) Deadlines(s timer.Sender) timer.Sender { return &deadlines{next: s, in: in} }
+
+type deadlines struct {
+	next timer.Sender
+	in   *Injector
+}
+
+func (d *deadlines) SendBatch(ctx context.Context, queueURL string, msgs []queue.Outgoing) error {
+	out := make([]queue.Outgoing, 0, len(msgs))
+	var dups []queue.Outgoing
+	for _, m := range msgs {
+		op := MessageOp(queueURL, m.Body)
+		h := fnv.New64a()
+		h.Write([]byte(op))
+		if d.in.hit(DelaySend, op) {
+			m.Delay += time.Duration(1+h.Sum64()%3) * time.Second
+		}
+		out = append(out, m)
+		if d.in.hit(DuplicateSend, op) {
+			dups = append(dups, queue.Outgoing{Body: m.Body})
+		}
+	}
+	if err := d.next.SendBatch(ctx, queueURL, out); err != nil {
+		return err
+	}
+	if len(dups) > 0 {
+		// A duplicate at once, before the Deadline is due: the fast path
+		// must find it early and bring it back, not act on it.
+		return d.next.SendBatch(ctx, queueURL, dups)
+	}
+	return nil
 }
 
 // MessageOp names a message by what it is, not by its bytes, which carry

@@ -165,6 +165,10 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 		MaxReceiveCount: 5, VisibilityTimeout: 30 * time.Second,
 		Clock: r.clk, Log: slog.New(slog.NewJSONHandler(&r.logs, nil)),
 		WrapSender: r.wrapSender,
+		// A Deadline is sent when its phase starts and arrives when its
+		// CompleteBy passes. The run holds them back instead: sent without
+		// delay and delivered once the orders moved on (finish).
+		WrapDeadlines: wiring.Undelayed,
 	})
 	if err != nil {
 		r.close()
@@ -210,23 +214,28 @@ func (r *rig) submit(ctx context.Context) error {
 
 // finish moves every order to its end: messages and stream records are
 // delivered until nothing moves; in the Retried scenario the clock then
-// passes the lost replies' CompleteBy and the Supervisor sweeps once.
+// passes the lost replies' CompleteBy and the Supervisor's fast path gets
+// the Deadlines, which recover those steps. Last, every Deadline left is
+// delivered, as each would arrive at its CompleteBy after its phase ended.
 func (r *rig) finish(ctx context.Context) error {
-	swept := false
+	expired := false
 	for {
 		if err := r.drain(ctx); err != nil {
 			return err
 		}
 		left, err := r.unfinished(ctx)
-		if err != nil || left == 0 {
+		if err != nil {
 			return err
 		}
-		if r.o.Scenario == Retried && !swept {
+		if left == 0 {
+			return r.drainDeadlines(ctx)
+		}
+		if r.o.Scenario == Retried && !expired {
 			r.clk.Advance(workflow.Default().Steps[1].Budget + time.Second)
-			if err := r.fns.time("supervisor", 1, func() error { return r.sys.Supervisor.Handle(ctx, events.EventBridgeEvent{}) }); err != nil {
-				return fmt.Errorf("supervisor: %w", err)
+			if err := r.drainDeadlines(ctx); err != nil {
+				return err
 			}
-			swept = true
+			expired = true
 			continue
 		}
 		select {
@@ -250,7 +259,24 @@ func (r *rig) drain(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("stream: %w", err)
 		}
-		if n+m == 0 {
+		k, err := r.sys.TimerStream.PollOnce(ctx)
+		if err != nil {
+			return fmt.Errorf("timer stream: %w", err)
+		}
+		if n+m+k == 0 {
+			return nil
+		}
+	}
+}
+
+// drainDeadlines delivers Deadlines until a poll delivers none.
+func (r *rig) drainDeadlines(ctx context.Context) error {
+	for {
+		n, err := r.sys.DeadlineBridge.PollOnce(ctx)
+		if err != nil && !errors.Is(err, sqsbridge.ErrBatchFailed) {
+			return fmt.Errorf("deadlines: %w", err)
+		}
+		if n == 0 {
 			return nil
 		}
 	}

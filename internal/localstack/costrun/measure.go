@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/internal/localstack/streambridge"
 )
 
 // functions times the handlers' invocations and counts what they were
@@ -70,10 +72,20 @@ func (r *rig) timeHandlers() {
 			return resp, err
 		}
 	}
-	h := r.sys.Stream.Handler
-	r.sys.Stream.Handler = func(ctx context.Context, ev events.DynamoDBEvent) (resp events.DynamoDBEventResponse, err error) {
-		err = r.fns.time("notifier", len(ev.Records), func() error {
-			resp, err = h(ctx, ev)
+	for fn, b := range map[string]*streambridge.Bridge{"notifier": r.sys.Stream, "timer": r.sys.TimerStream} {
+		h := b.Handler
+		b.Handler = func(ctx context.Context, ev events.DynamoDBEvent) (resp events.DynamoDBEventResponse, err error) {
+			err = r.fns.time(fn, len(ev.Records), func() error {
+				resp, err = h(ctx, ev)
+				return err
+			})
+			return resp, err
+		}
+	}
+	dh := r.sys.DeadlineBridge.Handler
+	r.sys.DeadlineBridge.Handler = func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+		err = r.fns.time("deadline", len(ev.Records), func() error {
+			resp, err = dh(ctx, ev)
 			return err
 		})
 		return resp, err

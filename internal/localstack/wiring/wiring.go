@@ -33,6 +33,7 @@ import (
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
+	"github.com/sasflow/sas/shared/timer"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -81,6 +82,8 @@ type Options struct {
 	OperatorAPIURL string
 	// WrapEvents wraps what the Notifier publishes order events with.
 	WrapEvents func(s notifier.Sender) notifier.Sender
+	// WrapDeadlines wraps what the Timer sends Deadlines with.
+	WrapDeadlines func(s timer.Sender) timer.Sender
 }
 
 // Store is everything the handlers ask of the state store.
@@ -145,6 +148,17 @@ type System struct {
 	// mapping: scheduler queue, response queue, then one per agent.
 	Bridges []*sqsbridge.Bridge
 
+	// The Supervisor's fast path: Timer turns the state table's stream
+	// (TimerStream, nil without Options.Streams) into Deadlines on
+	// DeadlineQueue, which DeadlineBridge delivers to Deadline when each
+	// is due. DeadlineBridge is not in Bridges: a Deadline waits for its
+	// CompleteBy in real time, which tests on a fake clock control.
+	Timer          *timer.Handler
+	TimerStream    *streambridge.Bridge
+	DeadlineQueue  Queue
+	Deadline       *supervisor.Handler
+	DeadlineBridge *sqsbridge.Bridge
+
 	// NewScheduler and NewSupervisor build further instances with their
 	// own clock, wired like the first.
 	NewScheduler  func(clock.Clock) *scheduler.Handler
@@ -188,12 +202,24 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		actor.Deps{Log: o.Log.With("function", "notifier")}); err != nil {
 		return nil, err
 	}
+	if s.DeadlineQueue, err = createQueue(ctx, o, o.Prefix+"-deadlines"); err != nil {
+		return nil, err
+	}
+	var deadlines timer.Sender = queue.NewSender(o.SQS)
+	if o.WrapDeadlines != nil {
+		deadlines = o.WrapDeadlines(deadlines)
+	}
+	if s.Timer, err = timer.New(timer.Config{DeadlineQueueURL: s.DeadlineQueue.URL}, deadlines,
+		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "timer")}); err != nil {
+		return nil, err
+	}
 	if o.Streams != nil {
 		arn, err := streambridge.StreamARN(ctx, o.DynamoDB, s.Tables.State)
 		if err != nil {
 			return nil, err
 		}
 		s.Stream = &streambridge.Bridge{Client: o.Streams, StreamARN: arn, Region: o.Region, Handler: s.Notifier.Handle}
+		s.TimerStream = &streambridge.Bridge{Client: o.Streams, StreamARN: arn, Region: o.Region, Handler: s.Timer.Handle}
 	}
 
 	send := queue.NewSender(o.SQS)
@@ -242,6 +268,11 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	if s.Supervisor, err = newSupervisor(o.Clock); err != nil {
 		return nil, err
 	}
+	if s.Deadline, err = supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts,
+		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "deadline")},
+		supervisor.WithRedelivery(queue.NewRedeliverer(o.SQS, s.DeadlineQueue.URL))); err != nil {
+		return nil, err
+	}
 	// More Schedulers and Supervisors, each with its own clock, as
 	// separate Lambda containers would be.
 	s.NewScheduler = func(clk clock.Clock) *scheduler.Handler {
@@ -272,6 +303,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	s.Bridges = append(s.Bridges,
 		bridge(s.SchedulerQueue, topology.SchedulerBatchSize, s.Scheduler.Handle),
 		bridge(s.ResponseQueue, topology.SchedulerBatchSize, s.Scheduler.Handle))
+	s.DeadlineBridge = bridge(s.DeadlineQueue, topology.DeadlineBatchSize, s.Deadline.HandleDeadlines)
 	for _, step := range o.Workflow.Steps {
 		cfg := o.Agent
 		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL
@@ -322,6 +354,22 @@ func createQueue(ctx context.Context, o Options, name string) (Queue, error) {
 		return Queue{}, fmt.Errorf("redrive policy of %s: %w", name, err)
 	}
 	return Queue{Name: name, URL: url, ARN: arn, DLQURL: dlqURL}, nil
+}
+
+// Undelayed wraps what the Timer sends Deadlines with so that they go out
+// at once: SQS delays them in real time, which a run on a fake clock must
+// not wait for, so such a run moves its clock past CompleteBy and then
+// delivers them (DeadlineBridge).
+func Undelayed(s timer.Sender) timer.Sender { return undelayed{s} }
+
+type undelayed struct{ next timer.Sender }
+
+func (u undelayed) SendBatch(ctx context.Context, queueURL string, msgs []queue.Outgoing) error {
+	now := make([]queue.Outgoing, len(msgs))
+	for i, m := range msgs {
+		now[i] = queue.Outgoing{Body: m.Body}
+	}
+	return u.next.SendBatch(ctx, queueURL, now)
 }
 
 // PumpOnce polls every queue once and delivers what it got; it returns how

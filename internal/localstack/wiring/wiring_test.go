@@ -32,6 +32,7 @@ import (
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/timer"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -91,6 +92,8 @@ type envOptions struct {
 	// streams wires the state table's stream to the Notifier (PumpEvents).
 	streams    bool
 	wrapEvents func(notifier.Sender) notifier.Sender
+	// wrapDeadlines wraps what the Timer sends Deadlines with.
+	wrapDeadlines func(timer.Sender) timer.Sender
 	// remote wraps the simulator, to answer in ways it does not.
 	remote func(sim *remotesim.Sim) http.Handler
 	// agent tunes the agents' configuration.
@@ -151,7 +154,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		streams = enginetest.Streams(t, streambridge.ForDynamoDBLocal)
 	}
 	sys, err := wiring.Build(ctx, wiring.Options{
-		Streams: streams, WrapEvents: o.wrapEvents,
+		Streams: streams, WrapEvents: o.wrapEvents, WrapDeadlines: o.wrapDeadlines,
 		DynamoDB: ddb, SQS: handlerSQS, PollSQS: sqsc, SNS: snsc,
 		Prefix: enginetest.UniqueName(t, "sys"), Region: enginetest.Region,
 		Workflow: o.workflow, Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,

@@ -88,7 +88,7 @@ func New() Doubles {
 }
 
 // Calls is the log of the calls the doubles saw, one line each: "Apply
-// <orderId> <Label>", "GetState <orderId>", "Expired", "Send <queue name>
+// <orderId> <Label>", "GetState <orderId>", "PeekState <orderId>", "Expired", "Send <queue name>
 // <orderId>", "Publish <kind> <orderId>". It is safe for concurrent use.
 type Calls struct {
 	mu    sync.Mutex
@@ -194,6 +194,12 @@ func (s *Store) Beaten(label, orderID string) {
 func (s *Store) GetState(ctx context.Context, orderID string) (workflow.State, error) {
 	s.calls.add("GetState " + orderID)
 	return s.Store.GetState(ctx, orderID)
+}
+
+// PeekState logs the read and reads.
+func (s *Store) PeekState(ctx context.Context, orderID string) (workflow.State, error) {
+	s.calls.add("PeekState " + orderID)
+	return s.Store.PeekState(ctx, orderID)
 }
 
 // Record reads the record of orderID as the store holds it, without

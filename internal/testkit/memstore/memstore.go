@@ -102,6 +102,12 @@ func (s *Store) GetState(_ context.Context, orderID string) (workflow.State, err
 	return clone(st), err
 }
 
+// PeekState reads a state record; the store is never stale.
+func (s *Store) PeekState(_ context.Context, orderID string) (workflow.State, error) {
+	st, err := get(s, "PeekState", "state", s.states, orderID)
+	return clone(st), err
+}
+
 // get reads one item of items, as GetItem does, after the fault of method.
 func get[T any](s *Store, method, what string, items map[string]T, orderID string) (T, error) {
 	var none T

@@ -171,6 +171,14 @@ func createAndRead(t *testing.T, s statestore.Port) {
 	if _, err := s.GetState(ctx, "nope"); !errors.Is(err, workflow.ErrNotFound) {
 		t.Fatalf("GetState of a missing order: %v", err)
 	}
+	if peeked, err := s.PeekState(ctx, "o-create"); err != nil {
+		t.Fatalf("PeekState: %v", err)
+	} else {
+		same(t, "the state as peeked", peeked, st)
+	}
+	if _, err := s.PeekState(ctx, "nope"); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("PeekState of a missing order: %v", err)
+	}
 	if _, err := s.GetOrder(ctx, "nope"); !errors.Is(err, workflow.ErrNotFound) {
 		t.Fatalf("GetOrder of a missing order: %v", err)
 	}

@@ -1,0 +1,102 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Redeliverer brings a message back after a wait of the handler's choosing.
+type Redeliverer interface {
+	After(ctx context.Context, rec events.SQSMessage, wait time.Duration) error
+}
+
+var _ Redeliverer = (*queue.Redeliverer)(nil)
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithRedelivery brings a Deadline that failed for a reason that may pass,
+// or that came before its CompleteBy, back when it should; without it the
+// message waits out the queue's visibility timeout.
+func WithRedelivery(r Redeliverer) Option { return func(h *Handler) { h.redeliver = r } }
+
+// HandleDeadlines is the fast path: each message.Deadline (armed by
+// shared/timer when a phase of a record began) arrives when that phase's
+// CompleteBy passes, and the record is recovered exactly as a sweep would
+// recover it, under the same fence. A Deadline of a phase the record has
+// left (the step completed, another Supervisor or a sweep got there first,
+// a duplicate) is dropped after one read. Poison goes back to the queue and
+// so, after its receive limit, to the dead-letter queue and its alarm.
+func (h *Handler) HandleDeadlines(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	log := actor.InvocationLog(ctx, h.log)
+	var resp events.SQSEventResponse
+	var rep Report
+	for _, rec := range ev.Records {
+		wait, err := h.deadline(ctx, rec, &rep, log.With("messageId", rec.MessageId))
+		if err == nil {
+			continue
+		}
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+		if errors.Is(err, message.ErrPoison) || h.redeliver == nil {
+			continue
+		}
+		if rerr := h.redeliver.After(ctx, rec, wait); rerr != nil {
+			log.Warn("deadline not brought back early; it waits out the visibility timeout", "messageId", rec.MessageId, "error", rerr)
+		}
+	}
+	if rep.Expired > 0 {
+		log.Debug("deadlines handled", "deadlines", len(ev.Records), "expired", rep.Expired, "retried", rep.Retried,
+			"gaveUp", rep.GaveUp, "requeued", rep.Requeued, "alertsResent", rep.AlertsResent, "lostRace", rep.Lost, "failed", rep.Failed)
+	}
+	return resp, nil
+}
+
+// deadline handles one Deadline. An error asks for the message back after
+// wait: poison (which waits out its visibility), a read or a recovery that
+// failed (soon), or a Deadline that came before its CompleteBy (then).
+func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Report, log *slog.Logger) (time.Duration, error) {
+	d, err := message.DecodeDeadline(rec.Body)
+	if err != nil {
+		log.Error("poison deadline; it goes to the dead-letter queue after its receives", "error", err)
+		return 0, err
+	}
+	log = log.With("orderId", d.OrderID, "stepIndex", d.StepIndex, "attempt", d.Attempt)
+	st, err := h.store.PeekState(ctx, d.OrderID)
+	if errors.Is(err, workflow.ErrNotFound) {
+		log.Warn("deadline of an order that does not exist; dropped")
+		return 0, nil
+	}
+	if err != nil {
+		log.Warn("deadline not checked; it comes back", "error", err)
+		return queue.RedeliveryDelay(queue.ReceiveCount(rec)), err
+	}
+	if !st.InFlight || st.Attempt != d.Attempt || !st.CompleteBy.Equal(d.CompleteBy) {
+		return 0, nil // the record left that phase: the usual case
+	}
+	now := h.clk.Now()
+	if early := st.CompleteBy.Sub(now); early > 0 {
+		// Clocks of two functions disagree by a little: look again then.
+		return early, errNotDue
+	}
+	rep.Expired++
+	failed := rep.Failed
+	h.recover(ctx, st, now, rep, log.With("step", st.Step))
+	if rep.Failed > failed {
+		return queue.RedeliveryDelay(queue.ReceiveCount(rec)), errRecoverFailed
+	}
+	return 0, nil
+}
+
+var (
+	errNotDue        = errors.New("deadline came before its CompleteBy")
+	errRecoverFailed = errors.New("recovery failed")
+)
