@@ -12,7 +12,7 @@ ENGINES := scripts/engines.sh
 CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true npx --no-install cdk
 INFRA_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run cost demo chaos local
+.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run cost demo chaos recovery local
 
 deps:
 	$(ENGINES) install
@@ -100,6 +100,11 @@ demo: deps
 # engine outages), checking the invariants; SEED=n replays a run.
 chaos: deps
 	$(ENGINES) run -- $(GO) run ./cmd/local chaos -orders $(or $(ORDERS),300) $(if $(SEED),-seed $(SEED)) -plain $(CHAOS_FLAGS)
+
+# How soon a step whose Agent died is recovered, in the deployed timing (the
+# Supervisor on the stack's schedule), with and without its fast path.
+recovery: deps
+	$(ENGINES) run -- $(GO) run ./cmd/local recovery -orders $(or $(ORDERS),40) $(RECOVERY_FLAGS)
 
 # The same stack, kept running for curl and the AWS CLI (Ctrl-C stops it).
 local: deps

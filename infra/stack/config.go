@@ -58,7 +58,7 @@ func DefaultConfig() Config {
 	return Config{
 		CodeDir:             "build",
 		Workflow:            workflow.Default(),
-		SupervisorSchedule:  "rate(1 minute)",
+		SupervisorSchedule:  topology.SupervisorSchedule,
 		LogRetentionDays:    30,
 		AgentMaxConcurrency: 5,
 		APIRateLimit:        50,

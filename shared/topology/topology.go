@@ -29,6 +29,14 @@ const (
 	AgentMargin = 15 * time.Second
 )
 
+// The Supervisor's schedule as the stack deploys it (an EventBridge
+// expression), and the interval it means, for the local stack's deployed
+// timing.
+const (
+	SupervisorSchedule = "rate(1 minute)"
+	SupervisorEvery    = time.Minute
+)
+
 // Event source mappings.
 const (
 	SchedulerBatchSize = 10
