@@ -97,16 +97,16 @@ func (s *Store) GetOrder(ctx context.Context, orderID string) (workflow.Order, e
 
 // GetState reads a state record with a strongly consistent read.
 func (s *Store) GetState(ctx context.Context, orderID string) (workflow.State, error) {
-	item, err := s.get(ctx, s.tables.State, orderID, true)
-	if err != nil {
-		return workflow.State{}, err
-	}
-	return DecodeState(item)
+	return s.state(ctx, orderID, true)
 }
 
 // PeekState reads a state record eventually consistent (Port.PeekState).
 func (s *Store) PeekState(ctx context.Context, orderID string) (workflow.State, error) {
-	item, err := s.get(ctx, s.tables.State, orderID, false)
+	return s.state(ctx, orderID, false)
+}
+
+func (s *Store) state(ctx context.Context, orderID string, consistent bool) (workflow.State, error) {
+	item, err := s.get(ctx, s.tables.State, orderID, consistent)
 	if err != nil {
 		return workflow.State{}, err
 	}

@@ -1,6 +1,8 @@
 package supervisor
 
 import (
+	"maps"
+
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/followup"
 )
@@ -32,9 +34,12 @@ var variables = func() map[string]string {
 // optional BATCH_LIMIT, and reports every problem at once, named by its
 // variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	return config.Load("supervisor config", getenv, variables, func(r *config.Reader) Config {
-		return Config{Config: followup.Load(r), BatchLimit: r.Int("BATCH_LIMIT", DefaultBatchLimit)}
-	})
+	return config.Load("supervisor config", getenv, variables, load)
+}
+
+// load reads the Supervisor's settings; LoadDeadlineConfig reads them too.
+func load(r *config.Reader) Config {
+	return Config{Config: followup.Load(r), BatchLimit: r.Int("BATCH_LIMIT", DefaultBatchLimit)}
 }
 
 // Validate checks every rule of the configuration and reports every
@@ -57,10 +62,8 @@ type DeadlineConfig struct {
 
 // deadlineVariables are variables and DEADLINE_QUEUE_URL.
 var deadlineVariables = func() map[string]string {
-	names := map[string]string{"DeadlineQueueURL": "DEADLINE_QUEUE_URL"}
-	for k, v := range variables {
-		names[k] = v
-	}
+	names := maps.Clone(variables)
+	names["DeadlineQueueURL"] = "DEADLINE_QUEUE_URL"
 	return names
 }()
 
@@ -69,7 +72,7 @@ var deadlineVariables = func() map[string]string {
 func LoadDeadlineConfig(getenv func(string) string) (DeadlineConfig, error) {
 	return config.Load("deadline config", getenv, deadlineVariables, func(r *config.Reader) DeadlineConfig {
 		return DeadlineConfig{
-			Config:           Config{Config: followup.Load(r), BatchLimit: r.Int("BATCH_LIMIT", DefaultBatchLimit)},
+			Config:           load(r),
 			DeadlineQueueURL: r.String("DEADLINE_QUEUE_URL"),
 		}
 	})

@@ -283,6 +283,17 @@ type sender struct {
 	role string
 }
 
+// late is how much later a DelaySend strike makes the message op arrive:
+// 1–3 s, the same for every send of op; 0 when it does not strike.
+func (in *Injector) late(op string) time.Duration {
+	if !in.hit(DelaySend, op) {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(op))
+	return time.Duration(1+h.Sum64()%3) * time.Second
+}
+
 // Deadlines wraps what the Timer sends Deadlines with: DuplicateSend sends
 // a struck Deadline twice, DelaySend holds it 1–3 s longer, each decided
 // per Deadline; the fast path must recover a record once whatever comes.
@@ -298,11 +309,7 @@ func (d *deadlines) SendBatch(ctx context.Context, queueURL string, msgs []queue
 	var dups []queue.Outgoing
 	for _, m := range msgs {
 		op := MessageOp(queueURL, m.Body)
-		h := fnv.New64a()
-		h.Write([]byte(op))
-		if d.in.hit(DelaySend, op) {
-			m.Delay += time.Duration(1+h.Sum64()%3) * time.Second
-		}
+		m.Delay += d.in.late(op)
 		out = append(out, m)
 		if d.in.hit(DuplicateSend, op) {
 			dups = append(dups, queue.Outgoing{Body: m.Body})
@@ -385,14 +392,10 @@ func (s *sender) Send(ctx context.Context, queueURL, body string, delay time.Dur
 		return ErrDispatchRefused
 	}
 	op := MessageOp(queueURL, body)
-	h := fnv.New64a()
-	h.Write([]byte(op))
 	if s.role == "agent" && s.in.hit(KillBeforeReply, op) {
 		panic(Killed{KillBeforeReply})
 	}
-	if s.in.hit(DelaySend, op) {
-		delay += time.Duration(1+h.Sum64()%3) * time.Second
-	}
+	delay += s.in.late(op)
 	if err := s.next.Send(ctx, queueURL, body, delay); err != nil {
 		return err
 	}
