@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
@@ -17,7 +18,10 @@ import (
 func main() {
 	cfg, aws, log := coldstart.Load("submission", submission.LoadConfig)
 	store := statestore.New(dynamodb.NewFromConfig(aws), statestore.Tables{Orders: cfg.OrdersTable, State: cfg.StateTable})
-	h, err := submission.New(cfg, store, queue.NewSender(sqs.NewFromConfig(aws)), actor.Deps{Log: log})
+	sqsClient := sqs.NewFromConfig(aws)
+	gate, err := admission.New(cfg.Admission, queue.NewDepths(sqsClient), actor.Deps{Log: log})
+	coldstart.Check(log, "build admission check", err)
+	h, err := submission.New(cfg, store, queue.NewSender(sqsClient), gate, actor.Deps{Log: log})
 	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }

@@ -107,7 +107,9 @@ type Options struct {
 func DemoOptions() Options {
 	def := workflow.Default()
 	for i := range def.Steps {
-		def.Steps[i].Budget = 3 * time.Second
+		// No queue allowance: the demo has no admission check, and its
+		// timeouts are meant to happen within seconds.
+		def.Steps[i].Budget, def.Steps[i].Wait = 3*time.Second, 0
 	}
 	ag := agent.DefaultConfig()
 	ag.RemoteTimeout, ag.RetryBase, ag.RetryMax = 500*time.Millisecond, 20*time.Millisecond, 300*time.Millisecond

@@ -97,3 +97,40 @@ func TestSendBatchIntegration(t *testing.T) {
 	}
 	enginetest.AssertNoMessages(ctx, t, c, q.URL, time.Second)
 }
+
+func TestDepthIntegration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, q := newQueue(t, enginetest.QueueOptions{})
+	s, d := queue.NewSender(c), queue.NewDepths(c)
+
+	if n, err := d.Depth(ctx, q.URL); err != nil || n != 0 {
+		t.Fatalf("empty queue: depth %d, %v", n, err)
+	}
+	// Waiting messages count; a delayed one and one being worked on do not.
+	if err := s.SendBatch(ctx, q.URL, queue.Bodies("a", "b", "c")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(ctx, q.URL, "later", 14*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := d.Depth(ctx, q.URL); err != nil || n != 3 {
+		t.Fatalf("depth %d, %v; want 3", n, err)
+	}
+	enginetest.ReceiveAll(ctx, t, c, q.URL, 1, 10*time.Second)
+	if n, err := d.Depth(ctx, q.URL); err != nil || n != 2 {
+		t.Fatalf("after receiving one: depth %d, %v; want 2", n, err)
+	}
+}
+
+func TestDepthOfMissingQueue(t *testing.T) {
+	t.Parallel()
+	c := enginetest.SQS(t)
+	_, endpoint := enginetest.Endpoints(t)
+	url := endpoint + "/" + enginetest.AccountID + "/" + enginetest.UniqueName(t, "missing")
+	_, err := queue.NewDepths(c).Depth(context.Background(), url)
+	var notFound *sqstypes.QueueDoesNotExist
+	if !errors.As(err, &notFound) || !strings.Contains(err.Error(), url) {
+		t.Fatalf("err = %v, want QueueDoesNotExist naming %s", err, url)
+	}
+}

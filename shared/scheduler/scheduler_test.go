@@ -144,7 +144,7 @@ func pendingAt(cfg Config, orderID string, k int, now time.Time) workflow.State 
 func processingAt(cfg Config, orderID string, k, attempt int, now time.Time) workflow.State {
 	st := recordAt(cfg, orderID, k, attempt, now)
 	st.ProcessState, st.LockedBy = workflow.Processing, "scheduler/earlier/msg-0"
-	st.CompleteBy = now.Add(cfg.Workflow.Steps[k].Budget)
+	st.CompleteBy = now.Add(cfg.Workflow.Steps[k].Lease())
 	return st
 }
 
@@ -519,9 +519,9 @@ func TestScheduleClaimsAndDispatches(t *testing.T) {
 			// the clock plus the step's budget, under a new Attempt.
 			st := f.Store.Record(t, orderB)
 			if st.ProcessState != workflow.Processing || st.StepIndex != tt.stepIndex || st.LockedBy != tt.wantOwner ||
-				!st.CompleteBy.Equal(testNow.Add(step.Budget)) || st.Attempt != claimedAttempt {
+				!st.CompleteBy.Equal(testNow.Add(step.Lease())) || st.Attempt != claimedAttempt {
 				t.Errorf("claimed record %+v, want step %d Processing for %s until %v under attempt %d",
-					st, tt.stepIndex, tt.wantOwner, testNow.Add(step.Budget), claimedAttempt)
+					st, tt.stepIndex, tt.wantOwner, testNow.Add(step.Lease()), claimedAttempt)
 			}
 			if h := st.Steps[tt.stepIndex]; h.State != workflow.StepProcessing || h.Attempts != 1 || h.StartedAt == nil || !h.StartedAt.Equal(testNow) {
 				t.Errorf("step history %+v, want processing, one attempt, started now", h)
@@ -540,7 +540,7 @@ func TestScheduleClaimsAndDispatches(t *testing.T) {
 			checkRequest(t, s.Body, message.AgentRequest{
 				V: message.Version, Kind: message.KindAgentRequest,
 				OrderID: orderB, Step: step.Name, StepIndex: tt.stepIndex, Attempt: claimedAttempt,
-				CompleteBy:     testNow.Add(step.Budget),
+				CompleteBy:     testNow.Add(step.Lease()),
 				IdempotencyKey: orderB + "/" + step.Name,
 				Input:          inputOf(orderB),
 				Previous:       tt.previous,
@@ -1163,7 +1163,7 @@ func TestSampleScheduleEvent(t *testing.T) {
 		st := applies[i].State
 		step := cfg.Workflow.Steps[m.StepIndex]
 		if applies[i].Err != nil || actortest.Label(applies[i].Change) != "claimed" || st.OrderID != m.OrderID || st.StepIndex != m.StepIndex ||
-			!strings.Contains(st.LockedBy, r.MessageId) || !st.CompleteBy.Equal(now.Add(step.Budget)) {
+			!strings.Contains(st.LockedBy, r.MessageId) || !st.CompleteBy.Equal(now.Add(step.Lease())) {
 			t.Errorf("record %d: claim %+v wrote %+v, which does not match %+v", i, applies[i].Change, st, m)
 		}
 		req, err := message.DecodeAgentRequest(sent[i].Body)
@@ -1254,7 +1254,7 @@ func TestSampleAgentReplyEvent(t *testing.T) {
 	undo := cfg.Workflow.Steps[bad.StepIndex]
 	checkRequest(t, sent[1].Body, message.AgentRequest{
 		V: message.Version, Kind: message.KindAgentRequest, OrderID: bad.OrderID, Step: undo.Name,
-		StepIndex: bad.StepIndex, Attempt: bad.Attempt + 1, CompleteBy: now.Add(undo.Budget), Action: message.Compensate,
+		StepIndex: bad.StepIndex, Attempt: bad.Attempt + 1, CompleteBy: now.Add(undo.Lease()), Action: message.Compensate,
 		IdempotencyKey: workflow.CompensationKey(bad.OrderID, undo.Name), EffectKey: workflow.IdempotencyKey(bad.OrderID, undo.Name),
 		Input:    inputOf(bad.OrderID),
 		Previous: map[string]json.RawMessage{"reserve-inventory": outputOf("reserve-inventory")},

@@ -1,8 +1,10 @@
 package submission
 
 import (
+	"maps"
 	"time"
 
+	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -31,6 +33,9 @@ type Config struct {
 	ClaimTimeout time.Duration
 	// MaxBodyBytes caps the decoded request body.
 	MaxBodyBytes int64
+	// Admission is the check that sheds new orders while an Agent queue
+	// holds more than its backlog; without queues every order is admitted.
+	Admission admission.Config
 }
 
 // maxBodyBytes bounds MaxBodyBytes: a synchronous Lambda invocation's
@@ -39,13 +44,17 @@ const maxBodyBytes = 6 << 20
 
 // variables names the fields read from the environment, so LoadConfig
 // reports a problem under the name the operator sets.
-var variables = map[string]string{
-	"FirstAgentQueueURL": "FIRST_AGENT_QUEUE_URL",
-	"SchedulerQueueURL":  "SCHEDULER_QUEUE_URL",
-	"OrdersTable":        "ORDERS_TABLE",
-	"StateTable":         "STATE_TABLE",
-	"ClaimTimeout":       "CLAIM_TIMEOUT",
-}
+var variables = func() map[string]string {
+	v := map[string]string{
+		"FirstAgentQueueURL": "FIRST_AGENT_QUEUE_URL",
+		"SchedulerQueueURL":  "SCHEDULER_QUEUE_URL",
+		"OrdersTable":        "ORDERS_TABLE",
+		"StateTable":         "STATE_TABLE",
+		"ClaimTimeout":       "CLAIM_TIMEOUT",
+	}
+	maps.Copy(v, admission.Variables)
+	return v
+}()
 
 // LoadConfig reads the configuration through getenv and reports every
 // problem at once, named by its variable:
@@ -55,6 +64,8 @@ var variables = map[string]string{
 //	ORDERS_TABLE           required, DynamoDB table name
 //	STATE_TABLE            required, DynamoDB table name, not ORDERS_TABLE
 //	CLAIM_TIMEOUT          optional Go duration within 1s..1h, default the policy's
+//
+// and the admission check's ADMISSION_* variables (admission.Read).
 func LoadConfig(getenv func(string) string) (Config, error) {
 	// The reader only parses; the bounds are Check's, so a value out of
 	// bounds is reported once.
@@ -67,6 +78,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			Workflow:           workflow.Default(),
 			ClaimTimeout:       r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
 			MaxBodyBytes:       DefaultMaxBodyBytes,
+			Admission:          admission.Read(r),
 		}
 	})
 }
@@ -84,4 +96,5 @@ func (c Config) Check(r *config.Rules) {
 	r.Within("ClaimTimeout", c.ClaimTimeout, time.Second, time.Hour)
 	// Zero stands for DefaultMaxBodyBytes.
 	r.Count("MaxBodyBytes", int(c.MaxBodyBytes), 0, maxBodyBytes)
+	c.Admission.Check(r)
 }

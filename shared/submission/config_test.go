@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sasflow/sas/internal/testkit/configtest"
+	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -21,6 +22,7 @@ func TestLoadConfig(t *testing.T) {
 			FirstAgentQueueURL: deployed["FIRST_AGENT_QUEUE_URL"],
 			SchedulerQueueURL:  deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
 			Workflow: workflow.Default(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, MaxBodyBytes: 64 * 1024,
+			Admission: admission.Config{Refresh: admission.DefaultRefresh},
 		}
 		change(&c)
 		return c
@@ -28,6 +30,15 @@ func TestLoadConfig(t *testing.T) {
 	configtest.Loads(t, LoadConfig, deployed, []configtest.Loaded[Config]{
 		{Name: "defaults", Want: with(func(*Config) {})},
 		{Name: "claim timeout set", Set: []string{"CLAIM_TIMEOUT", "45s"}, Want: with(func(c *Config) { c.ClaimTimeout = 45 * time.Second })},
+		{
+			Name: "admission check",
+			Set: []string{"ADMISSION_QUEUES", deployed["FIRST_AGENT_QUEUE_URL"] + ",https://sqs.eu-west-1.amazonaws.com/123456789012/agent-charge-payment",
+				"ADMISSION_BACKLOG", "500", "ADMISSION_RATE", "500", "ADMISSION_REFRESH", "100ms"},
+			Want: with(func(c *Config) {
+				c.Admission = admission.Config{Queues: []string{deployed["FIRST_AGENT_QUEUE_URL"], "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-charge-payment"},
+					Backlog: 500, Rate: 500, Refresh: 100 * time.Millisecond}
+			}),
+		},
 		{
 			Name: "local emulator URL",
 			Set:  []string{"SCHEDULER_QUEUE_URL", "http://127.0.0.1:4566/000000000000/scheduler"},
@@ -45,6 +56,8 @@ func TestLoadConfig(t *testing.T) {
 		{Name: "table name", Set: []string{"ORDERS_TABLE", "no spaces please"}, Want: []string{`ORDERS_TABLE="no spaces please" is not a DynamoDB table name`}},
 		{Name: "table name short", Set: []string{"STATE_TABLE", "ab"}, Want: []string{`STATE_TABLE="ab" is not a DynamoDB table name`}},
 		{Name: "same table", Set: []string{"STATE_TABLE", "sas-orders"}, Want: []string{`ORDERS_TABLE and STATE_TABLE must differ, both are "sas-orders"`}},
+		{Name: "admission without its model", Set: []string{"ADMISSION_QUEUES", "https://sqs.example/q", "ADMISSION_BACKLOG", "0"},
+			Want: []string{"ADMISSION_BACKLOG=0 must be within 1..1000000", "ADMISSION_RATE=0 must be within 1..1000000"}},
 		{Name: "claim timeout garbage", Set: []string{"CLAIM_TIMEOUT", "soon"}, Want: []string{`CLAIM_TIMEOUT="soon" is not a duration`}},
 		{Name: "claim timeout too short", Set: []string{"CLAIM_TIMEOUT", "500ms"}, Want: []string{"CLAIM_TIMEOUT=500ms must be within 1s..1h0m0s"}},
 		{Name: "claim timeout too long", Set: []string{"CLAIM_TIMEOUT", "2h"}, Want: []string{"CLAIM_TIMEOUT=2h0m0s must be within 1s..1h0m0s"}},

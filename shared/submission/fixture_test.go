@@ -16,6 +16,7 @@ import (
 	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/internal/testkit/memstore"
 	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -94,12 +95,32 @@ type fixture struct {
 
 	mu    sync.Mutex
 	calls map[string]int // store calls by method, failed or not
+	// decision, when set, is the admission check's answer; unset admits.
+	decision *admission.Decision
+}
+
+// admitFunc is a function-type fake of the Admission port.
+type admitFunc func(ctx context.Context) admission.Decision
+
+func (f admitFunc) Admit(ctx context.Context) admission.Decision { return f(ctx) }
+
+// admitAll is the Admission of a system with room for every order.
+var admitAll = admitFunc(func(context.Context) admission.Decision { return admission.Decision{Admit: true, Depth: -1} })
+
+// admit answers for the fixture's Handler.
+func (f *fixture) admit(context.Context) admission.Decision {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.decision != nil {
+		return *f.decision
+	}
+	return admission.Decision{Admit: true, Depth: -1}
 }
 
 // mustNew is New for a configuration and ports the test knows are valid.
-func mustNew(t testing.TB, cfg Config, store Store, sender Sender, deps actor.Deps) *Handler {
+func mustNew(t testing.TB, cfg Config, store Store, sender Sender, admit Admission, deps actor.Deps) *Handler {
 	t.Helper()
-	h, err := New(cfg, store, sender, deps)
+	h, err := New(cfg, store, sender, admit, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +154,7 @@ func newFixtureOver(t *testing.T, hook fault, wrap func(Store) Store) *fixture {
 		store = wrap(store)
 	}
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.h = mustNew(t, testConfig(), store, f.out.sender(), actor.Deps{Clock: clock.NewFake(testNow), Log: log})
+	f.h = mustNew(t, testConfig(), store, f.out.sender(), admitFunc(f.admit), actor.Deps{Clock: clock.NewFake(testNow), Log: log})
 	return f
 }
 

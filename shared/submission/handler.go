@@ -27,12 +27,14 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/followup"
@@ -74,6 +76,11 @@ type Sender interface {
 	Send(ctx context.Context, queueURL, body string, delay time.Duration) error
 }
 
+// Admission decides whether a new order is taken now (admission.Gate).
+type Admission interface {
+	Admit(ctx context.Context) admission.Decision
+}
+
 // IdempotencyKeyHeader lets a client retry a POST safely.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
@@ -87,14 +94,16 @@ type Handler struct {
 	cfg    Config
 	store  Store
 	sender Sender
+	admit  Admission
 	clk    clock.Clock
 	log    *slog.Logger
 	newID  func() string
 }
 
 // New returns a Handler, or every problem of cfg and the ports at once.
-func New(cfg Config, store Store, sender Sender, deps actor.Deps) (*Handler, error) {
-	err := actor.Check("submission", cfg.Validate(), actor.Port{Name: "Store", Value: store}, actor.Port{Name: "Sender", Value: sender})
+func New(cfg Config, store Store, sender Sender, admit Admission, deps actor.Deps) (*Handler, error) {
+	err := actor.Check("submission", cfg.Validate(), actor.Port{Name: "Store", Value: store}, actor.Port{Name: "Sender", Value: sender},
+		actor.Port{Name: "Admission", Value: admit})
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +111,7 @@ func New(cfg Config, store Store, sender Sender, deps actor.Deps) (*Handler, err
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	deps = deps.WithDefaults()
-	return &Handler{cfg: cfg, store: store, sender: sender, clk: deps.Clock, log: deps.Log, newID: randomOrderID}, nil
+	return &Handler{cfg: cfg, store: store, sender: sender, admit: admit, clk: deps.Clock, log: deps.Log, newID: randomOrderID}, nil
 }
 
 // route is a resource of the API.
@@ -227,7 +236,22 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 		return h.reject(ctx, log, req, problem(http.StatusRequestEntityTooLarge, ProblemTooLarge, fmt.Sprintf(
 			"the order makes an input of %d bytes, over the limit of %d", len(input), workflow.MaxInputBytes)), nil)
 	}
+	// Shed only now: a malformed request gets its 4xx whatever the load,
+	// and nothing is written for a shed one, so a retry starts afresh.
+	if d := h.admit.Admit(ctx); !d.Admit {
+		return h.shed(ctx, log, req, d)
+	}
 	return h.submit(ctx, log, req, o, h.initialState(o, input, req.RequestContext.RequestID), hasKey)
+}
+
+// shed answers a well-formed order the system cannot take now: 429 with
+// Retry-After, nothing written. Its log line is what the shed-orders
+// metric counts.
+func (h *Handler) shed(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, d admission.Decision) events.APIGatewayV2HTTPResponse {
+	secs := strconv.Itoa(int(d.RetryAfter / time.Second))
+	log.InfoContext(ctx, "order shed", slog.String("queue", d.Queue), slog.Int("depth", d.Depth), slog.String("retryAfter", secs))
+	return h.fail(req, problem(http.StatusTooManyRequests, ProblemOverloaded, fmt.Sprintf(
+		"the agents' queues are full; nothing was written, retry after %s s", secs)), map[string]string{"Retry-After": secs})
 }
 
 // newOrder is the order record of a request: what was asked and by whom,

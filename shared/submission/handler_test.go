@@ -55,7 +55,7 @@ func TestCreateOrder(t *testing.T) {
 	// The first step is claimed in the same write, as a Scheduler's claim
 	// would leave it: by this request, attempt 1, one step budget to go.
 	first := workflow.Default().Steps[0]
-	wantState := workflow.NewState(a.OrderID, workflow.Default(), json.RawMessage(wantInput), testNow, testNow.Add(first.Budget))
+	wantState := workflow.NewState(a.OrderID, workflow.Default(), json.RawMessage(wantInput), testNow, testNow.Add(first.Lease()))
 	wantState.Owner = callerA
 	wantState.ProcessState, wantState.Attempt, wantState.LockedBy = workflow.Processing, 1, "submission/req-1"
 	wantState.Steps[0].State, wantState.Steps[0].Attempts, wantState.Steps[0].StartedAt = workflow.StepProcessing, 1, &testNow
@@ -73,7 +73,7 @@ func TestCreateOrder(t *testing.T) {
 		t.Fatalf("agent request: %v", err)
 	}
 	want := message.AgentRequest{V: message.Version, Kind: message.KindAgentRequest, OrderID: a.OrderID,
-		Step: first.Name, StepIndex: 0, Attempt: 1, CompleteBy: testNow.Add(first.Budget),
+		Step: first.Name, StepIndex: 0, Attempt: 1, CompleteBy: testNow.Add(first.Lease()),
 		IdempotencyKey: workflow.IdempotencyKey(a.OrderID, first.Name), Input: json.RawMessage(wantInput)}
 	if sent[0].queueURL != testFirstAgentURL || sent[0].delay != 0 || !reflect.DeepEqual(m, want) {
 		t.Fatalf("sent %+v\n(%+v)\nwant %+v", sent[0], m, want)
@@ -321,7 +321,7 @@ func TestSendFailureStillAccepted(t *testing.T) {
 	// passes, as it does for a dispatch whose Agent died.
 	first := workflow.Default().Steps[0]
 	if st := f.state(t, a.OrderID); st.ProcessState != workflow.Processing || st.Attempt != 1 ||
-		!st.CompleteBy.Equal(testNow.Add(first.Budget)) || !st.InFlight {
+		!st.CompleteBy.Equal(testNow.Add(first.Lease())) || !st.InFlight {
 		t.Fatalf("order written as %s, attempt %d, complete by %v, in flight %v", st.ProcessState, st.Attempt, st.CompleteBy, st.InFlight)
 	}
 	var warned bool

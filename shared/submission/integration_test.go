@@ -50,7 +50,7 @@ func newDynamoFixture(t *testing.T, wrap func(Store) Store) *dynamoFixture {
 	}
 	f := &dynamoFixture{fixture: &fixture{out: &outbox{}, logs: &logtest.Buffer{}}, db: db, clk: clock.NewFake(testNow)}
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.h = mustNew(t, testConfig(), store, f.out.sender(), actor.Deps{Clock: f.clk, Log: log})
+	f.h = mustNew(t, testConfig(), store, f.out.sender(), admitAll, actor.Deps{Clock: f.clk, Log: log})
 	return f
 }
 

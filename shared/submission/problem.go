@@ -26,7 +26,10 @@ const (
 	// (retry of an order that is not stopped, cancel of a finished one), or
 	// it changed while the request was being applied.
 	ProblemConflict = problemBase + "conflict"
-	ProblemInternal = problemBase + "internal"
+	// ProblemOverloaded: the system is behind and sheds new orders for
+	// now; the response's Retry-After says when to try again.
+	ProblemOverloaded = problemBase + "overloaded"
+	ProblemInternal   = problemBase + "internal"
 )
 
 // Problem is the API's RFC 9457 problem document (api.Problem); fail sets

@@ -23,9 +23,9 @@ const (
 	// Deadlines; the Timer sends a stream batch's Deadlines.
 	DeadlineTimeout = 30 * time.Second
 	TimerTimeout    = 30 * time.Second
-	// AgentMargin is added to a step's budget: an Agent gives up at
-	// CompleteBy, at most the budget after the claim, and the margin covers
-	// its reply and a slow cold start.
+	// AgentMargin is added to a step's lease: an Agent gives up at
+	// CompleteBy, at most the lease (wait plus budget) after the claim, and
+	// the margin covers its reply and a slow cold start.
 	AgentMargin = 15 * time.Second
 )
 
@@ -66,7 +66,7 @@ const (
 )
 
 // AgentTimeout is the function timeout of the Agent for step s.
-func AgentTimeout(s workflow.Step) time.Duration { return s.Budget + AgentMargin }
+func AgentTimeout(s workflow.Step) time.Duration { return s.Lease() + AgentMargin }
 
 // Visibility is the visibility timeout of a queue whose consumer has the
 // given function timeout.

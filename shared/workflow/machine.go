@@ -37,7 +37,7 @@ func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.
 
 // Accept is the record a new order starts as: its first step already
 // claimed by owner, as a Scheduler's Claim would leave it (Processing,
-// attempt 1, CompleteBy one step budget away). The Submission writes it in
+// attempt 1, CompleteBy one step lease away). The Submission writes it in
 // the order's own transaction and dispatches the step itself, so the first
 // step needs no Schedule message and no claim write. Its EventSeq is 1, so
 // the client is told "accepted" (StatusOf) until the step completes.
@@ -332,10 +332,10 @@ func reply(orderID string, state ProcessState, k, attempt int, now time.Time) Ch
 		Patch: Patch{Now: now, Notify: true}}
 }
 
-// claimStep claims step k for owner until its budget runs out, under a new
-// Attempt.
+// claimStep claims step k for owner until its lease runs out (the queue
+// allowance plus the budget), under a new Attempt.
 func (m Machine) claimStep(p *Patch, k int, owner string, now time.Time) {
-	p.State, p.CompleteBy, p.NextAttempt = Processing, now.Add(m.Def.Steps[k].Budget), true
+	p.State, p.CompleteBy, p.NextAttempt = Processing, now.Add(m.Def.Steps[k].Lease()), true
 	p.lock(owner)
 	sp := p.step(k)
 	sp.State, sp.Claimed = StepProcessing, true
@@ -343,7 +343,7 @@ func (m Machine) claimStep(p *Patch, k int, owner string, now time.Time) {
 
 // claimUndo claims the undo of step k, as claimStep claims a step.
 func (m Machine) claimUndo(p *Patch, k int, owner string, now time.Time) {
-	p.State, p.CompleteBy, p.NextAttempt = Compensating, now.Add(m.Def.Steps[k].Budget), true
+	p.State, p.CompleteBy, p.NextAttempt = Compensating, now.Add(m.Def.Steps[k].Lease()), true
 	p.lock(owner)
 	sp := p.step(k)
 	sp.Compensation, sp.UndoClaimed = StepProcessing, true

@@ -401,7 +401,7 @@ func TestAcceptClaimsTheFirstStep(t *testing.T) {
 	}
 	want := claim.Patch.Apply(pending)
 	if got.ProcessState != Processing || got.Attempt != 1 || got.LockedBy != "submission/r-1" ||
-		!got.CompleteBy.Equal(now.Add(m.Def.Steps[0].Budget)) || !got.InFlight || got.EventSeq != 1 {
+		!got.CompleteBy.Equal(now.Add(m.Def.Steps[0].Lease())) || !got.InFlight || got.EventSeq != 1 {
 		t.Fatalf("accepted record %+v", got)
 	}
 	if gj, wj := mustJSON(t, got), mustJSON(t, want); gj != wj {

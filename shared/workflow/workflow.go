@@ -119,9 +119,16 @@ const (
 type Step struct {
 	// Name identifies the step and names the Agent that performs it.
 	Name string
-	// Budget is the time an Agent has for one attempt: CompleteBy is the claim
-	// time plus Budget. A compensation attempt has the same budget.
+	// Budget is the time an Agent has for the remote service in one
+	// attempt. A compensation attempt has the same budget.
 	Budget time.Duration
+	// Wait is how long a dispatched request may wait in its Agent's queue
+	// without costing the Agent any of its Budget: CompleteBy is the claim
+	// time plus Wait plus Budget, so an Agent that starts within Wait still
+	// has the whole Budget. The API sheds new orders long before queues
+	// hold Wait's worth of work (see topology.Capacity), so Wait is a guard
+	// band, not a queue to fill. Zero makes the Budget cover the wait too.
+	Wait time.Duration
 	// Compensable says the step's Agent can undo its effect (the Compensating
 	// Transaction pattern). Steps without it are left as they are when the
 	// order stops.
@@ -161,10 +168,21 @@ func (d Definition) Validate() error {
 		if s.Budget < time.Second || s.Budget > 15*time.Minute {
 			errs = append(errs, fmt.Errorf("workflow %q: step %q: budget %v must be within 1s..15m (a Lambda's limit)", d.Name, s.Name, s.Budget))
 		}
+		if s.Wait < 0 || s.Wait > MaxWait {
+			errs = append(errs, fmt.Errorf("workflow %q: step %q: wait %v must be within 0..%v", d.Name, s.Name, s.Wait, MaxWait))
+		}
 	}
 	errs = append(errs, d.validateSizes()...)
 	return errors.Join(errs...)
 }
+
+// MaxWait bounds a step's Wait: a request that may sit in its queue longer
+// than this is a backlog the API should have shed.
+const MaxWait = 5 * time.Minute
+
+// Lease is how long a claim of the step holds: its CompleteBy is the claim
+// time plus Lease.
+func (s Step) Lease() time.Duration { return s.Wait + s.Budget }
 
 // StepNames lists the step names in order.
 func (d Definition) StepNames() []string {
@@ -175,14 +193,20 @@ func (d Definition) StepNames() []string {
 	return names
 }
 
+// DefaultWait is the default steps' queue allowance: five times the wait
+// at which the deployed API starts shedding (topology.DefaultCapacity's
+// AdmitWait), so a burst the admission check sees late still leaves every
+// Agent its whole Budget.
+const DefaultWait = 5 * time.Second
+
 // Default is the order workflow this project ships: reserve the goods, then
 // take the payment.
 func Default() Definition {
 	return Definition{
 		Name: "order-v1",
 		Steps: []Step{
-			{Name: "reserve-inventory", Budget: 30 * time.Second, Compensable: true},
-			{Name: "charge-payment", Budget: 30 * time.Second, Compensable: true},
+			{Name: "reserve-inventory", Budget: 30 * time.Second, Wait: DefaultWait, Compensable: true},
+			{Name: "charge-payment", Budget: 30 * time.Second, Wait: DefaultWait, Compensable: true},
 		},
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
 	"github.com/sasflow/sas/internal/localstack/streambridge"
 	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
@@ -73,6 +74,9 @@ type Options struct {
 	// AgentClock, when set, is the agents' clock instead of Clock: a clock
 	// running behind makes zombie agents that reply after CompleteBy.
 	AgentClock clock.Clock
+	// Capacity, when set, turns on the Submission's admission check over
+	// the Agents' queues, as the stack configures it from the same model.
+	Capacity *topology.Capacity
 
 	// Fault-injection hooks: each wraps what one role's handler is given.
 	// Roles are "submission", "scheduler", "supervisor" and "agent".
@@ -234,10 +238,24 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		agentQueues[step.Name] = q.URL
 	}
 
+	var admit admission.Config
+	if o.Capacity != nil {
+		var urls []string
+		for _, step := range o.Workflow.Steps {
+			urls = append(urls, agentQueues[step.Name])
+		}
+		admit = o.Capacity.Admission(urls)
+	}
+	subDeps := actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "submission")}
+	gate, err := admission.New(admit, queue.NewDepths(o.SQS), subDeps)
+	if err != nil {
+		return nil, err
+	}
 	s.Submission, err = submission.New(submission.Config{
 		FirstAgentQueueURL: agentQueues[o.Workflow.Steps[0].Name], SchedulerQueueURL: s.SchedulerQueue.URL,
 		Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
-	}, o.store("submission", s.Store), o.sender("submission", send), actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "submission")})
+		Admission: admit,
+	}, o.store("submission", s.Store), o.sender("submission", send), gate, subDeps)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,197 @@
+package admission_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sasflow/sas/internal/testkit/logtest"
+	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/admission"
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/config"
+)
+
+var queues = []string{"https://sqs.example/q/reserve", "https://sqs.example/q/charge"}
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		depths    []int
+		wantAdmit bool
+		wantRetry time.Duration
+		wantQueue string
+	}{
+		{name: "unknown depths admit", depths: nil, wantAdmit: true},
+		{name: "empty queues", depths: []int{0, 0}, wantAdmit: true, wantQueue: queues[0]},
+		{name: "at the backlog", depths: []int{100, 3}, wantAdmit: true, wantQueue: queues[0]},
+		{name: "one over", depths: []int{3, 101}, wantRetry: time.Second, wantQueue: queues[1]},
+		{name: "drains in 3 s at 50 a second", depths: []int{250, 101}, wantRetry: 3 * time.Second, wantQueue: queues[0]},
+		{name: "capped", depths: []int{100 + 50*600, 0}, wantRetry: admission.MaxRetryAfter, wantQueue: queues[0]},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := admission.Decide(queues, tt.depths, 100, 50)
+			if d.Admit != tt.wantAdmit || d.RetryAfter != tt.wantRetry || d.Queue != tt.wantQueue {
+				t.Fatalf("Decide(%v) = %+v, want admit %v retry %v queue %q", tt.depths, d, tt.wantAdmit, tt.wantRetry, tt.wantQueue)
+			}
+		})
+	}
+}
+
+// depthsFunc is a function-type fake of the Depths port.
+type depthsFunc func(ctx context.Context, url string) (int, error)
+
+func (f depthsFunc) Depth(ctx context.Context, url string) (int, error) { return f(ctx, url) }
+
+// fakeQueues answers depths from a map and counts the reads.
+type fakeQueues struct {
+	mu    sync.Mutex
+	depth map[string]int
+	err   error
+	reads int
+}
+
+func (q *fakeQueues) Depth(_ context.Context, url string) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.reads++
+	return q.depth[url], q.err
+}
+
+func (q *fakeQueues) set(url string, n int, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.depth[url], q.err = n, err
+}
+
+func newGate(t *testing.T, q admission.Depths, clk clock.Clock, log *slog.Logger) *admission.Gate {
+	t.Helper()
+	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: time.Second}, q, actor.Deps{Clock: clk, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestGateCountsItsOwnAdmissionsBetweenReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	q := &fakeQueues{depth: map[string]int{queues[0]: 4, queues[1]: 7}}
+	g := newGate(t, q, clk, nil)
+
+	// The fuller queue holds 7 of 10: orders are admitted while it holds
+	// at most 10 counting them (7, 8, 9, 10), the fifth is shed.
+	for i := range 5 {
+		d := g.Admit(ctx)
+		if want := i < 4; d.Admit != want {
+			t.Fatalf("order %d: %+v, want admit %v", i, d, want)
+		}
+	}
+	if q.reads != len(queues) {
+		t.Fatalf("%d depth reads within the refresh, want one per queue (%d)", q.reads, len(queues))
+	}
+	// Drained meanwhile: the next reading after Refresh admits again.
+	q.set(queues[1], 0, nil)
+	clk.Advance(time.Second)
+	if d := g.Admit(ctx); !d.Admit || d.Queue != queues[0] || d.Depth != 4 {
+		t.Fatalf("after a fresh read: %+v, want admitted with reserve the fullest at 4", d)
+	}
+	if q.reads != 2*len(queues) {
+		t.Fatalf("%d depth reads, want a second reading", q.reads)
+	}
+}
+
+func TestGateShedsWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	q := &fakeQueues{depth: map[string]int{queues[0]: 31}}
+	d := newGate(t, q, clk, nil).Admit(context.Background())
+	// 21 over the backlog at 5 a second: 5 s.
+	if d.Admit || d.RetryAfter != 5*time.Second || d.Queue != queues[0] || d.Depth != 31 {
+		t.Fatalf("%+v, want shed for 5s on reserve", d)
+	}
+}
+
+func TestGateFailsOpenAndRetriesTheRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	var logs logtest.Buffer
+	q := &fakeQueues{depth: map[string]int{queues[0]: 1000}}
+	q.set(queues[0], 1000, errors.New("throttled"))
+	g := newGate(t, q, clk, slog.New(slog.NewJSONHandler(&logs, nil)))
+
+	for range 3 {
+		if d := g.Admit(ctx); !d.Admit || d.Depth != -1 {
+			t.Fatalf("unreadable depths: %+v, want admitted, depth unknown", d)
+		}
+	}
+	if !strings.Contains(logs.String(), "throttled") || strings.Count(logs.String(), "\n") != 1 {
+		t.Fatalf("want one warning naming the error until the next read, logs:\n%s", logs.String())
+	}
+	// The read is tried again after Refresh, and its answer applies.
+	q.set(queues[0], 1000, nil)
+	clk.Advance(time.Second)
+	if d := g.Admit(ctx); d.Admit {
+		t.Fatalf("readable again: %+v, want shed", d)
+	}
+}
+
+func TestGateWithoutQueuesAdmitsWithoutReading(t *testing.T) {
+	t.Parallel()
+	g, err := admission.New(admission.Config{}, depthsFunc(func(context.Context, string) (int, error) {
+		t.Error("a depth was read")
+		return 0, nil
+	}), actor.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := g.Admit(context.Background()); !d.Admit {
+		t.Fatalf("%+v, want admitted", d)
+	}
+}
+
+func TestReadAndCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    admission.Config
+		wantErr []string
+	}{
+		{name: "off", env: map[string]string{}, want: admission.Config{Refresh: admission.DefaultRefresh}},
+		{name: "two queues", env: map[string]string{
+			"ADMISSION_QUEUES": " https://sqs.example/q/a ,https://sqs.example/q/b", "ADMISSION_BACKLOG": "500", "ADMISSION_RATE": "500",
+		}, want: admission.Config{Queues: []string{"https://sqs.example/q/a", "https://sqs.example/q/b"}, Backlog: 500, Rate: 500, Refresh: admission.DefaultRefresh}},
+		{name: "queues without the model", env: map[string]string{"ADMISSION_QUEUES": "https://sqs.example/q/a", "ADMISSION_REFRESH": "1m"},
+			wantErr: []string{"ADMISSION_BACKLOG", "ADMISSION_RATE", "ADMISSION_REFRESH"}},
+		{name: "not a URL", env: map[string]string{"ADMISSION_QUEUES": "reserve", "ADMISSION_BACKLOG": "5", "ADMISSION_RATE": "5"},
+			wantErr: []string{"ADMISSION_QUEUES"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := config.Load("admission", func(k string) string { return tt.env[k] }, admission.Variables, admission.Read)
+			if len(tt.wantErr) > 0 {
+				for _, w := range tt.wantErr {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("err = %v, want it to name %s", err, w)
+					}
+				}
+				return
+			}
+			if err != nil || strings.Join(got.Queues, " ") != strings.Join(tt.want.Queues, " ") ||
+				got.Backlog != tt.want.Backlog || got.Rate != tt.want.Rate || got.Refresh != tt.want.Refresh {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}

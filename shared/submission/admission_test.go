@@ -1,0 +1,54 @@
+package submission
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sasflow/sas/shared/admission"
+)
+
+func TestShedOrderIs429WithRetryAfterAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.decision = &admission.Decision{RetryAfter: 3 * time.Second, Queue: "https://sqs.example/q/reserve", Depth: 812}
+
+	resp := f.do(t, postOrder(validBody, IdempotencyKeyHeader, "k-1"))
+	p := readProblem(t, resp, 429)
+	if p.Type != ProblemOverloaded || !strings.Contains(p.Detail, "retry after 3 s") {
+		t.Errorf("problem %+v, want %s saying when to retry", p, ProblemOverloaded)
+	}
+	if resp.Headers["Retry-After"] != "3" {
+		t.Errorf("Retry-After = %q, want 3", resp.Headers["Retry-After"])
+	}
+	f.wroteNothing(t, "a shed order")
+	if logs := f.logs.String(); !strings.Contains(logs, `"msg":"order shed"`) || !strings.Contains(logs, `"depth":812`) {
+		t.Errorf("no shed line with the queue's depth:\n%s", logs)
+	}
+
+	// Room again: the same request, key and all, is taken as new.
+	f.mu.Lock()
+	f.decision = nil
+	f.mu.Unlock()
+	if resp := f.do(t, postOrder(validBody, IdempotencyKeyHeader, "k-1")); resp.StatusCode != 202 || resp.Headers[ReplayedHeader] != "" {
+		t.Fatalf("retry after the shed: %d %v %s, want a fresh 202", resp.StatusCode, resp.Headers, resp.Body)
+	}
+}
+
+func TestClientMistakesAreAnsweredWhileShedding(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	f.decision = &admission.Decision{RetryAfter: time.Second}
+	for _, tt := range []struct {
+		body string
+		want int
+	}{{`{"customerId":`, 400}, {`{"customerId":"c","currency":"EUR","items":[]}`, 422}} {
+		if resp := f.do(t, postOrder(tt.body)); resp.StatusCode != tt.want {
+			t.Errorf("%s: status %d, want %d: a malformed order is the client's to fix whatever the load", tt.body, resp.StatusCode, tt.want)
+		}
+	}
+	// Reads are never shed.
+	if resp := f.do(t, request("GET", "/orders", nil, "")); resp.StatusCode != 200 {
+		t.Errorf("GET /orders while shedding: %d", resp.StatusCode)
+	}
+}
