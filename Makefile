@@ -12,7 +12,7 @@ ENGINES := scripts/engines.sh
 CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true npx --no-install cdk
 INFRA_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run cost demo chaos recovery local
+.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run cost demo chaos recovery load local
 
 deps:
 	$(ENGINES) install
@@ -105,6 +105,11 @@ chaos: deps
 # Supervisor on the stack's schedule), with and without its fast path.
 recovery: deps
 	$(ENGINES) run -- $(GO) run ./cmd/local recovery -orders $(or $(ORDERS),40) $(RECOVERY_FLAGS)
+
+# The system under load in the deployed timing: finds the capacity, then
+# offers 0.5x..3x of it (a table; the last line is the 2x level).
+load: deps
+	$(ENGINES) run -- $(GO) run ./cmd/local load $(LOAD_FLAGS)
 
 # The same stack, kept running for curl and the AWS CLI (Ctrl-C stops it).
 local: deps

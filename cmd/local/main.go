@@ -39,8 +39,11 @@ func run(args []string, out io.Writer) error {
 	if len(args) > 0 && args[0] == "recovery" {
 		return recovery(args[1:], out)
 	}
+	if len(args) > 0 && args[0] == "load" {
+		return load(args[1:], out)
+	}
 	if len(args) == 0 || (args[0] != "demo" && args[0] != "chaos" && args[0] != "serve") {
-		return errors.New("usage: local demo|chaos|serve|recovery [flags] (-h for the flags)")
+		return errors.New("usage: local demo|chaos|serve|recovery|load [flags] (-h for the flags)")
 	}
 	mode := args[0]
 	fs := flag.NewFlagSet("local "+mode, flag.ContinueOnError)

@@ -25,6 +25,11 @@ type Assumptions struct {
 	// stack sets the system log level to WARN, which drops START, END and
 	// REPORT lines.
 	PlatformLogBytes int
+	// AdmissionQueues are the Agent queues the Submission's admission
+	// check reads (one GetQueueAttributes each), at most once every
+	// AdmissionRefresh in each Submission instance.
+	AdmissionQueues  int
+	AdmissionRefresh time.Duration
 
 	// The alternatives (Compare).
 
@@ -66,6 +71,8 @@ func DefaultAssumptions() Assumptions {
 		AgentConcurrency:         10,
 		AccessLogBytes:           400,
 		PlatformLogBytes:         0,
+		AdmissionQueues:          2,
+		AdmissionRefresh:         250 * time.Millisecond,
 		SFNStandardTransitions:   3,
 		StatusEvents:             3,
 		OrderRecordWRU:           2,

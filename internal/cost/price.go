@@ -53,6 +53,8 @@ func Price(u Usage, l Level, p Prices, a Assumptions) Bill {
 	b.Lines = append(b.Lines, line("API Gateway", "HTTP API requests", "requests", u.PerOrder(float64(u.APIRequests)), p.HTTPAPIRequestsPerMillion))
 	b.Lines = append(b.Lines, lambdaLines(fns, p, a)...)
 	b.Lines = append(b.Lines, sqsLines(u, l, p)...)
+	b.Lines = append(b.Lines, line("SQS", fmt.Sprintf("admission depth reads (%d queues, at most every %v an instance)", a.AdmissionQueues, a.AdmissionRefresh),
+		"requests", admissionReads(u, l, a), p.SQSRequestsPerMillion))
 	b.Lines = append(b.Lines, line("SNS", "publishes (billed 64 KiB chunks)", "requests", batchedPerOrder(u, l, "SNS"), p.SNSRequestsPerMillion))
 	b.Lines = append(b.Lines, dynamoLines(u, p)...)
 	b.Lines = append(b.Lines, logLines(u, fns, p, a)...)
@@ -129,6 +131,25 @@ func batchedPerOrder(u Usage, l Level, service string) float64 {
 		total += math.Max(billed, u.PerOrder(msgs)/fill) - billed
 	}
 	return total
+}
+
+// admissionReads are the Submission's GetQueueAttributes per order at l.
+// An instance reads every queue at most once a refresh: when orders come
+// further apart than that, every order reads; when they come closer, the
+// instances busy at once (the rate times one request's handler time)
+// each read once a refresh. A run's single in-process Submission is no
+// measure of that, so the line is modelled rather than counted.
+func admissionReads(u Usage, l Level, a Assumptions) float64 {
+	if a.AdmissionQueues == 0 || a.AdmissionRefresh <= 0 || l.OrdersPerSecond <= 0 {
+		return 0
+	}
+	refresh := a.AdmissionRefresh.Seconds()
+	perRequest := 0.0
+	if n := u.Invocations[Submission]; n > 0 {
+		perRequest = u.HandlerTime[Submission].Seconds() / float64(n)
+	}
+	share := math.Min(1, math.Max(1/(refresh*l.OrdersPerSecond), perRequest/refresh))
+	return float64(a.AdmissionQueues) * share
 }
 
 // dynamoLines show each table and index apart: WRU, then RRU.

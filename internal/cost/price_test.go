@@ -118,7 +118,9 @@ func TestPriceTotalAddsTheLines(t *testing.T) {
 	b := Price(tenOrders(), Reference, ListPrices(), DefaultAssumptions())
 	gbs := 0.0000133334 * 1e6
 	logByte := 0.5 / GB * 1e6
-	want := 1.00 + 0.308 + 0.01025*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + 1424*logByte
+	// Admission reads: one instance (2.3 ms a request) reads 2 queues 4
+	// times a second for 100 orders, 0.08 reads an order at $0.40.
+	want := 1.00 + 0.308 + 0.01025*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + 1424*logByte + 0.032
 	if !near(b.Total(), want) {
 		t.Errorf("total %g, want %g", b.Total(), want)
 	}
@@ -247,5 +249,29 @@ func TestDurationRoundingIsPerInvocation(t *testing.T) {
 	b := Price(u, Reference, ListPrices(), DefaultAssumptions())
 	if got := find(t, b.Lines, "Lambda", "duration: measured").PerOrder; !near(got, 0.003*0.25) {
 		t.Errorf("GB-s a order %g, want %g", got, 0.003*0.25)
+	}
+}
+
+func TestAdmissionReadsFollowTheLevel(t *testing.T) {
+	t.Parallel()
+	a := DefaultAssumptions()
+	u := Usage{Orders: 100, Invocations: map[string]int{Submission: 100}, HandlerTime: map[string]time.Duration{Submission: 3 * time.Second}}
+	tests := []struct {
+		level Level
+		want  float64
+	}{
+		// Orders 2.6 s apart: every order reads both queues.
+		{MillionAMonth, 2},
+		// 100 a second, 30 ms each: 3 instances busy, each reading both
+		// queues 4 times a second, 24 reads for 100 orders.
+		{Reference, 0.24},
+		// 5 a second, 200 ms apart: at 1 instance, 4 reads of 2 queues a
+		// second for 5 orders.
+		{Level{Name: "5/s", OrdersPerSecond: 5}, 1.6},
+	}
+	for _, tt := range tests {
+		if got := admissionReads(u, tt.level, a); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: %v reads an order, want %v", tt.level.Name, got, tt.want)
+		}
 	}
 }

@@ -76,8 +76,13 @@ type Options struct {
 	// Visibility of every queue; MaxReceiveCount as deployed.
 	Visibility time.Duration
 	// PollersPerQueue is how many concurrent invocations each event source
-	// mapping runs.
-	PollersPerQueue int
+	// mapping runs; AgentPollers, when set, is the Agents' instead (the
+	// stack's MaximumConcurrency).
+	PollersPerQueue, AgentPollers int
+	// Capacity, when set, is the capacity model the stack deploys: the
+	// Submission's admission check follows it (set AgentPollers to its
+	// AgentMaxConcurrency too).
+	Capacity *topology.Capacity
 	// SuperviseEvery is the Supervisor's schedule.
 	SuperviseEvery time.Duration
 	// NoFastPath runs the Supervisor's sweep alone, without the Timer and
@@ -153,7 +158,10 @@ func (o Options) Validate() error {
 	if o.OutageEvery > 0 && (o.OutageFor <= 0 || o.OutageFor >= o.OutageEvery) {
 		errs = append(errs, fmt.Errorf("an outage of %v every %v: it must be shorter than the period", o.OutageFor, o.OutageEvery))
 	}
-	if o.Visibility < time.Second || o.PollersPerQueue < 1 || o.SuperviseEvery <= 0 {
+	if o.Capacity != nil {
+		errs = append(errs, o.Capacity.Validate(), o.Capacity.CheckWorkflow(o.Workflow))
+	}
+	if o.Visibility < time.Second || o.PollersPerQueue < 1 || o.AgentPollers < 0 || o.SuperviseEvery <= 0 {
 		errs = append(errs, fmt.Errorf("visibility %v (>=1s), pollers %d (>=1) and supervisor period %v (>0) out of range",
 			o.Visibility, o.PollersPerQueue, o.SuperviseEvery))
 	}
@@ -272,7 +280,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		Prefix: o.Prefix, Region: o.Region,
 		Workflow: o.Workflow, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
 		MaxReceiveCount: topology.MaxReceiveCount, VisibilityTimeout: o.Visibility,
-		Clock: clock.System{}, Log: o.Log,
+		Clock: clock.System{}, Log: o.Log, Capacity: o.Capacity,
 	}
 	if o.AgentLag > 0 {
 		lag := &clock.Offset{}
@@ -312,7 +320,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		schedulers = append(schedulers, s.Sys.NewScheduler(skewed(i, o.Skew)).Handle)
 	}
 	for i, b := range s.Sys.Bridges {
-		for j := range o.PollersPerQueue {
+		pollers := o.PollersPerQueue
+		if i >= 2 && o.AgentPollers > 0 {
+			pollers = o.AgentPollers
+		}
+		for j := range pollers {
 			p := *b
 			p.WaitTime = time.Second
 			p.OnError = func(err error) { o.Log.Debug("event source mapping", "queue", p.QueueURL, "error", err) }

@@ -123,19 +123,17 @@ func (c Capacity) APIRateLimit() float64 { return math.Ceil(c.OrdersPerSecond() 
 func (c Capacity) APIBurstLimit() int { return min(5000, c.Backlog()) }
 
 // AgentQueueAgeAlarm is the age of an Agent queue's oldest request that
-// raises an alarm: past the step's Wait, requests eat their Agents'
-// budgets, so the admission check is not keeping up (or the Agent is
-// throttled or failing). A step without a Wait alarms at half its Budget.
-func AgentQueueAgeAlarm(s workflow.Step) time.Duration {
-	if s.Wait > 0 {
-		return s.Wait
-	}
-	return s.Budget / 2
-}
+// raises an alarm: the step's lease (Wait plus Budget). SQS counts a
+// message being worked on as not yet deleted, so an Agent retrying a slow
+// remote within its budget ages the queue too; a request older than its
+// whole lease, though, can no longer complete in time, so the Agent is
+// down, throttled or far behind. Queues filling up show earlier in the
+// shed-orders metric.
+func AgentQueueAgeAlarm(s workflow.Step) time.Duration { return s.Lease() }
 
 // ResponseQueueAgeAlarm is the same for the Scheduler's response queue: a
-// reply is committed only before its step's CompleteBy, so replies that
-// wait longer than the shortest step allowance are at risk.
+// reply is committed only before its step's CompleteBy, so one older than
+// the shortest lease is certainly refused as stale.
 func ResponseQueueAgeAlarm(d workflow.Definition) time.Duration {
 	age := time.Duration(math.MaxInt64)
 	for _, s := range d.Steps {

@@ -76,13 +76,13 @@ func TestQueueAgeAlarmsFollowTheSteps(t *testing.T) {
 	t.Parallel()
 	d := workflow.Default()
 	d.Steps[0].Wait, d.Steps[1].Wait = 0, 8*time.Second
-	if got := topology.AgentQueueAgeAlarm(d.Steps[0]); got != d.Steps[0].Budget/2 {
-		t.Errorf("a step without a wait alarms at %v, want half its budget", got)
+	if got := topology.AgentQueueAgeAlarm(d.Steps[0]); got != d.Steps[0].Budget {
+		t.Errorf("a step without a wait alarms at %v, want its budget", got)
 	}
-	if got := topology.AgentQueueAgeAlarm(d.Steps[1]); got != 8*time.Second {
-		t.Errorf("a step alarms at %v, want its wait", got)
+	if got := topology.AgentQueueAgeAlarm(d.Steps[1]); got != d.Steps[1].Budget+8*time.Second {
+		t.Errorf("a step alarms at %v, want its lease", got)
 	}
-	if got := topology.ResponseQueueAgeAlarm(d); got != 8*time.Second {
-		t.Errorf("response queue alarms at %v, want the shortest step alarm", got)
+	if got := topology.ResponseQueueAgeAlarm(d); got != d.Steps[0].Budget {
+		t.Errorf("response queue alarms at %v, want the shortest lease", got)
 	}
 }

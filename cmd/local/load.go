@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sasflow/sas/internal/localstack"
+	"github.com/sasflow/sas/shared/topology"
+)
+
+// load is `make load`: the local stack in the deployed timing with
+// LoadCapacity's remote service, faults off. It first finds the capacity,
+// the highest steady rate whose orders are all admitted and processed with
+// p99 within twice the unloaded p99; then it offers 0.5×, 1×, 1.5×, 2× and
+// 3× of it for a fixed time each and prints a table. The last line is the
+// 2× level's figures.
+func load(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("local load", flag.ContinueOnError)
+	trial := fs.Duration("trial", 20*time.Second, "length of each capacity-search trial")
+	level := fs.Duration("level", 30*time.Second, "length of each load level")
+	admit := fs.Bool("admission", true, "the Submission's admission check; false admits every order, to see what it prevents")
+	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logFile, err := os.Create(*logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	c := localstack.LoadCapacity()
+	o := localstack.LoadOptions(c)
+	o.DynamoDBEndpoint, o.AWSEndpoint = os.Getenv("SAS_TEST_DYNAMODB_ENDPOINT"), os.Getenv("SAS_TEST_AWS_ENDPOINT")
+	watch := &localstack.LoadWatch{Next: logFile}
+	o.Log = slog.New(slog.NewJSONHandler(watch, nil))
+	if !*admit {
+		o.Capacity = nil
+		fmt.Fprintln(out, "load: admission check OFF: every order is admitted")
+	}
+	model := c.OrdersPerSecond()
+	fmt.Fprintf(out, "load: deployed timing (step budget %v + wait %v, Supervisor %s, fast path on), faults off\n",
+		o.Workflow.Steps[0].Budget, o.Workflow.Steps[0].Wait, topology.SupervisorSchedule)
+	fmt.Fprintf(out, "load: model: remote latency %v, %d calls at once an Agent (MaximumConcurrency %d) = %.0f orders/s; the API sheds past %d queued requests an Agent (admit wait %v)\n",
+		c.RemoteLatency, c.RemoteConcurrency, c.AgentMaxConcurrency(), model, c.Backlog(), c.AdmitWait)
+	st, err := localstack.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	drain := o.Workflow.Steps[0].Lease() + topology.SupervisorEvery
+	ld := localstack.Load{Stack: st, Watch: watch, Warm: 2 * time.Duration(len(o.Workflow.Steps)) * c.RemoteLatency, Drain: drain}
+
+	// The capacity: the unloaded p99 first, then rising rates until one
+	// sheds, leaves an order unfinished, or misses the bound.
+	unloaded, err := ld.Run(ctx, model/10, *trial)
+	if err != nil {
+		return err
+	}
+	bound := 2 * unloaded.P(99)
+	fmt.Fprintf(out, "load: unloaded (%.1f/s): p50 %.2f s, p99 %.2f s; capacity = the highest rate with every order admitted and processed, p99 ≤ %.2f s\n",
+		unloaded.Rate, unloaded.P(50).Seconds(), unloaded.P(99).Seconds(), bound.Seconds())
+	capacity := 0.0
+	for f := 0.5; f <= 1.5; f += 0.1 {
+		rate := f * model
+		r, err := ld.Run(ctx, rate, *trial)
+		if err != nil {
+			return err
+		}
+		ok := r.Shed == 0 && r.Failed == 0 && r.Unfinished == 0 && r.P(99) <= bound
+		fmt.Fprintf(out, "load: trial %.1f/s: admitted %d of %d, p99 %.2f s, completed %.1f/s → %s\n",
+			rate, r.Admitted, r.Offered, r.P(99).Seconds(), r.CompletedPerSecond, map[bool]string{true: "within", false: "over"}[ok])
+		if !ok {
+			break
+		}
+		capacity = rate
+	}
+	if capacity == 0 {
+		return fmt.Errorf("no rate from %.1f/s up kept every order within %.2f s", model/2, bound.Seconds())
+	}
+	fmt.Fprintf(out, "load: capacity %.1f orders/s\n\n", capacity)
+
+	var levels []localstack.LoadLevel
+	for _, f := range []float64{0.5, 1, 1.5, 2, 3} {
+		r, err := ld.Run(ctx, f*capacity, *level)
+		if err != nil {
+			return err
+		}
+		levels = append(levels, r)
+	}
+	localstack.LoadTable(out, capacity, levels)
+	two := levels[3]
+	fmt.Fprintf(out, "load capacity_per_s=%.1f goodput_ratio_2x=%.2f p99_2x_s=%.2f shed_2x=%d\n",
+		capacity, two.CompletedPerSecond/capacity, two.P(99).Seconds(), two.Shed)
+	return nil
+}

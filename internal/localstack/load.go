@@ -1,0 +1,248 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// LoadCapacity is `make load`'s capacity model: a remote service that
+// answers in one second and takes 20 calls at once from each Agent, so the
+// Agents' MaximumConcurrency is 2 and the model's capacity 20 orders a
+// second. The deployed default (100 ms, 50 calls: 500 a second) is more
+// than two cores can drive through DynamoDB Local; the mechanisms under
+// load, and every figure derived from the model, are the same.
+func LoadCapacity() topology.Capacity {
+	return topology.Capacity{RemoteLatency: time.Second, RemoteConcurrency: 20, AdmitWait: time.Second}
+}
+
+// LoadOptions are the deployed timing (DeployedOptions) with the capacity
+// model c: every remote call takes c.RemoteLatency, each Agent runs
+// c.AgentMaxConcurrency invocations at once, and the Submission's
+// admission check follows c, as the stack configures them.
+func LoadOptions(c topology.Capacity) Options {
+	o := DeployedOptions()
+	o.Capacity, o.AgentPollers = &c, c.AgentMaxConcurrency()
+	lat := remotesim.Duration(c.RemoteLatency)
+	o.Faults = remotesim.Faults{Latency: 1, LatencyMin: lat, LatencyMax: lat}
+	return o
+}
+
+// LoadWatch is the io.Writer of the handlers' JSON logs during a load run:
+// it notes when each order was processed and counts the transitions a
+// load can cause (Supervisor retries, stale replies, give-ups,
+// compensations), and passes every line on to Next.
+type LoadWatch struct {
+	Next io.Writer
+
+	mu        sync.Mutex
+	processed map[string]time.Time
+	counts    map[workflow.Transition]int
+}
+
+// Write takes one JSON line per call, as slog's JSON handler writes it.
+func (w *LoadWatch) Write(p []byte) (int, error) {
+	for line := range bytes.Lines(p) {
+		if !bytes.Contains(line, []byte(`"transition"`)) {
+			continue
+		}
+		var rec struct {
+			Time       time.Time           `json:"time"`
+			OrderID    string              `json:"orderId"`
+			Transition workflow.Transition `json:"transition"`
+		}
+		if json.Unmarshal(line, &rec) != nil || rec.OrderID == "" {
+			continue
+		}
+		w.mu.Lock()
+		if w.processed == nil {
+			w.processed, w.counts = map[string]time.Time{}, map[workflow.Transition]int{}
+		}
+		w.counts[rec.Transition]++
+		if rec.Transition == workflow.TransitionProcessed {
+			w.processed[rec.OrderID] = rec.Time
+		}
+		w.mu.Unlock()
+	}
+	if w.Next != nil {
+		return w.Next.Write(p)
+	}
+	return len(p), nil
+}
+
+func (w *LoadWatch) count(t workflow.Transition) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.counts[t]
+}
+
+func (w *LoadWatch) processedAt(id string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t, ok := w.processed[id]
+	return t, ok
+}
+
+// Load offers orders to a running stack at a steady rate, open loop: each
+// order is submitted at its own instant whether or not earlier ones were
+// answered, as independent clients would. Orders go to the Submission
+// handler directly, as API Gateway would hand them over (the local API's
+// SigV4 check is glue, not the system under load).
+type Load struct {
+	Stack *Stack
+	Watch *LoadWatch
+	// Warm is left out of the completion rate at the start of a level,
+	// while the first orders are still on their way.
+	Warm time.Duration
+	// Drain bounds the wait, after a level, for its admitted orders.
+	Drain time.Duration
+}
+
+// LoadLevel is what one level measured.
+type LoadLevel struct {
+	Rate     float64
+	Duration time.Duration
+	// Offered counts the orders submitted; Admitted the 202s; Shed the
+	// 429s; Failed anything else (a 5xx or an error).
+	Offered, Admitted, Shed, Failed int
+	// CompletedPerSecond is the orders processed a second after Warm,
+	// until the level's end.
+	CompletedPerSecond float64
+	// Latencies of the admitted orders, submission to Processed, sorted.
+	// Unfinished counts those not processed within Drain.
+	Latencies  []time.Duration
+	Unfinished int
+	// What the level's orders (and late work of earlier levels) caused.
+	Retries, StaleReplies, GiveUps, Compensations int
+}
+
+// P is the nearest-rank p-th percentile of the admitted orders' latencies.
+func (l LoadLevel) P(p float64) time.Duration { return Percentile(l.Latencies, p) }
+
+// Run offers rate orders a second for d, then waits for the admitted ones.
+func (l Load) Run(ctx context.Context, rate float64, d time.Duration) (LoadLevel, error) {
+	res := LoadLevel{Rate: rate, Duration: d}
+	before := map[workflow.Transition]int{}
+	for _, t := range []workflow.Transition{workflow.TransitionRetried, workflow.TransitionStaleReply, workflow.TransitionGaveUp, workflow.TransitionCompensating} {
+		before[t] = l.Watch.count(t)
+	}
+	type answer struct {
+		id     string
+		status int
+		at     time.Time
+	}
+	n := int(math.Round(rate * d.Seconds()))
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	run := strconv.FormatInt(start.UnixNano(), 36)
+	for i := range n {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second))))):
+		}
+		wg.Go(func() {
+			at := time.Now()
+			id, status := l.submit(ctx, run+"-"+strconv.Itoa(i))
+			answers[i] = answer{id, status, at}
+		})
+	}
+	end := start.Add(d)
+	wg.Wait()
+	res.Offered = n
+	var admitted []answer
+	for _, a := range answers {
+		switch a.status {
+		case http.StatusAccepted:
+			admitted = append(admitted, a)
+		case http.StatusTooManyRequests:
+			res.Shed++
+		default:
+			res.Failed++
+		}
+	}
+	res.Admitted = len(admitted)
+
+	drainBy := time.Now().Add(l.Drain)
+	var done []time.Time
+	for _, a := range admitted {
+		for {
+			t, ok := l.Watch.processedAt(a.id)
+			if ok {
+				res.Latencies = append(res.Latencies, t.Sub(a.at))
+				done = append(done, t)
+				break
+			}
+			if time.Now().After(drainBy) {
+				res.Unfinished++
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	slices.Sort(res.Latencies)
+	from := start.Add(l.Warm)
+	var completed int
+	for _, t := range done {
+		if !t.Before(from) && !t.After(end) {
+			completed++
+		}
+	}
+	res.CompletedPerSecond = float64(completed) / end.Sub(from).Seconds()
+	res.Retries = l.Watch.count(workflow.TransitionRetried) - before[workflow.TransitionRetried]
+	res.StaleReplies = l.Watch.count(workflow.TransitionStaleReply) - before[workflow.TransitionStaleReply]
+	res.GiveUps = l.Watch.count(workflow.TransitionGaveUp) - before[workflow.TransitionGaveUp]
+	res.Compensations = l.Watch.count(workflow.TransitionCompensating) - before[workflow.TransitionCompensating]
+	return res, nil
+}
+
+// submit posts one order and returns its ID (for a 202) and the status.
+func (l Load) submit(ctx context.Context, requestID string) (string, int) {
+	req := events.APIGatewayV2HTTPRequest{RawPath: "/orders", RouteKey: "POST /orders",
+		Headers: map[string]string{"content-type": "application/json"},
+		Body:    `{"customerId":"c-load","currency":"EUR","items":[{"sku":"BOOK-1","quantity":1,"unitPriceCents":1200}]}`}
+	req.RequestContext.HTTP.Method = http.MethodPost
+	req.RequestContext.RequestID = "load-" + requestID
+	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/load"}}
+	resp, err := l.Stack.Sys.Submission.Handle(ctx, req)
+	if err != nil {
+		return "", 0
+	}
+	var a struct{ OrderID string }
+	if resp.StatusCode == http.StatusAccepted && json.Unmarshal([]byte(resp.Body), &a) != nil {
+		return "", 0
+	}
+	return a.OrderID, resp.StatusCode
+}
+
+// LoadTable writes the levels as `make load` prints them; capacity is the
+// rate goodput is measured against.
+func LoadTable(out io.Writer, capacity float64, levels []LoadLevel) {
+	fmt.Fprintf(out, "%-6s %-8s %-8s %-8s %-6s %-12s %-8s %-7s %-7s %-8s %-6s %-9s %s\n",
+		"load", "offer/s", "offered", "admitted", "shed", "completed/s", "goodput", "p50_s", "p99_s", "retries", "stale", "give-ups", "unfinished")
+	for _, l := range levels {
+		fmt.Fprintf(out, "%-6s %-8.1f %-8d %-8d %-6d %-12.1f %-8.2f %-7.2f %-7.2f %-8d %-6d %-9d %d\n",
+			fmt.Sprintf("%.1fx", l.Rate/capacity), l.Rate, l.Offered, l.Admitted, l.Shed, l.CompletedPerSecond, l.CompletedPerSecond/capacity,
+			l.P(50).Seconds(), l.P(99).Seconds(), l.Retries, l.StaleReplies, l.GiveUps, l.Unfinished)
+	}
+}
