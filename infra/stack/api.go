@@ -15,6 +15,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/sasflow/sas/shared/submission"
+	"github.com/sasflow/sas/shared/topology"
 )
 
 // Route is one route of the orders API.
@@ -23,6 +24,18 @@ type Route = submission.Route
 // Routes lists what the API serves (the handler's own list); every route
 // needs IAM authorization.
 func Routes() []Route { return submission.Routes() }
+
+// SubmitRoute is the route that takes new orders: the only one whose
+// requests become work for the Agents.
+var SubmitRoute = Route{Method: "POST", Path: "/orders"}
+
+// apiThrottle is the capacity model's API throttle.
+func apiThrottle(c topology.Capacity) *awsapigatewayv2.ThrottleSettings {
+	return &awsapigatewayv2.ThrottleSettings{
+		RateLimit:  jsii.Number(c.APIRateLimit()),
+		BurstLimit: jsii.Number(float64(c.APIBurstLimit())),
+	}
+}
 
 type orderAPI struct {
 	api            awsapigatewayv2.HttpApi
@@ -60,12 +73,19 @@ func (b *builder) api(submission *fn) *orderAPI {
 		DefaultAuthorizer:  awsapigatewayv2authorizers.NewHttpIamAuthorizer(),
 	})
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("SubmissionIntegration"), submission.fn, nil)
+	var submit awsapigatewayv2.HttpRoute
 	for _, r := range Routes() {
-		api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+		added := api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
 			Path:        jsii.String(r.Path),
 			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod(r.Method)},
 			Integration: integration,
 		})
+		if r == SubmitRoute {
+			submit = (*added)[0]
+		}
+	}
+	if submit == nil {
+		panic("the orders API has no route " + SubmitRoute.Method + " " + SubmitRoute.Path)
 	}
 	logs := awslogs.NewLogGroup(b.stack, jsii.String("OrdersApiAccessLogs"), &awslogs.LogGroupProps{
 		Retention:     b.cfg.logRetention(),
@@ -75,14 +95,38 @@ func (b *builder) api(submission *fn) *orderAPI {
 		HttpApi:    api,
 		StageName:  jsii.String("$default"),
 		AutoDeploy: jsii.Bool(true),
-		Throttle: &awsapigatewayv2.ThrottleSettings{
-			RateLimit:  jsii.Number(b.cfg.APIRateLimit),
-			BurstLimit: jsii.Number(float64(b.cfg.APIBurstLimit)),
-		},
+		// The stage's default route throttle, for every route but
+		// SubmitRoute (below): reads and the operator routes. They reach
+		// no Agent, so the model's capacity does not bound them; their
+		// throttle, like the orders', only keeps a flood from costing a
+		// Lambda invocation a request. So they get the same figures as
+		// SubmitRoute, never fewer: a client may follow its orders as
+		// fast as it may submit them.
+		Throttle: apiThrottle(b.cfg.Capacity),
 	})
 	// Set on the L1 stage: HTTP APIs write access logs with their service
 	// role, so only the destination and the format are needed.
 	cfn := stage.Node().DefaultChild().(awsapigatewayv2.CfnStage)
+	// The capacity model's throttle on the one route that feeds the
+	// Agents, as a route setting of its own: an HTTP API stage throttles a
+	// route by its route key (RouteSettings), overriding the stage's
+	// default there. The model's rate is the Agents' capacity with
+	// headroom (topology.APIHeadroom), so the admission check (429 with
+	// Retry-After, from the queues' depths) sheds what the Agents cannot
+	// take, and the throttle only stops a flood before it costs Lambda
+	// invocations; its burst is the backlog the queues take in AdmitWait.
+	// Orders keep their own bucket, so a flood of reads cannot throttle
+	// them.
+	throttle := apiThrottle(b.cfg.Capacity)
+	cfn.SetRouteSettings(map[string]any{
+		SubmitRoute.Method + " " + SubmitRoute.Path: map[string]any{
+			"ThrottlingRateLimit":  throttle.RateLimit,
+			"ThrottlingBurstLimit": throttle.BurstLimit,
+		},
+	})
+	// API Gateway refuses route settings for a route key the API does not
+	// have yet: the stage is created after the route.
+	stage.Node().AddDependency(submit)
 	cfn.SetAccessLogSettings(&awsapigatewayv2.CfnStage_AccessLogSettingsProperty{
 		DestinationArn: logs.LogGroupArn(),
 		Format:         jsii.String(accessLogFormat()),

@@ -27,12 +27,11 @@ type Config struct {
 	SupervisorSchedule string
 	// LogRetentionDays must be a value CloudWatch Logs accepts.
 	LogRetentionDays int
-	// AgentMaxConcurrency caps concurrent invocations of each Agent by its
-	// event source mapping, which caps the load on its remote service.
-	AgentMaxConcurrency int
-	// APIRateLimit (requests per second) and APIBurstLimit throttle the API.
-	APIRateLimit  float64
-	APIBurstLimit int
+	// Capacity is the capacity model (what the remote services take) every
+	// capacity figure of the stack follows: each Agent's event source
+	// mapping's MaximumConcurrency, the API's throttle, the Submission's
+	// admission check and the Agent and response queues' age alarms.
+	Capacity topology.Capacity
 	// MaxReceiveCount is how often a message is received before its queue
 	// moves it to the dead-letter queue.
 	MaxReceiveCount int
@@ -43,28 +42,29 @@ type Config struct {
 
 // Context keys read by FromContext (cdk.json "context" or cdk -c key=value).
 const (
-	ContextCodeDir             = "sas:codeDir"
-	ContextSupervisorSchedule  = "sas:supervisorSchedule"
-	ContextLogRetentionDays    = "sas:logRetentionDays"
-	ContextAgentMaxConcurrency = "sas:agentMaxConcurrency"
-	ContextAPIRateLimit        = "sas:apiRateLimit"
-	ContextAPIBurstLimit       = "sas:apiBurstLimit"
-	ContextMaxReceiveCount     = "sas:maxReceiveCount"
-	ContextQueueAgeAlarm       = "sas:queueAgeAlarm"
+	ContextCodeDir            = "sas:codeDir"
+	ContextSupervisorSchedule = "sas:supervisorSchedule"
+	ContextLogRetentionDays   = "sas:logRetentionDays"
+	// The capacity model's inputs (topology.Capacity): a remote call's
+	// typical (p90) latency and how many calls one Agent's remote service
+	// takes at once, and the queue wait at which the API sheds new orders.
+	ContextRemoteLatency     = "sas:remoteLatency"
+	ContextRemoteConcurrency = "sas:remoteConcurrency"
+	ContextAdmitWait         = "sas:admitWait"
+	ContextMaxReceiveCount   = "sas:maxReceiveCount"
+	ContextQueueAgeAlarm     = "sas:queueAgeAlarm"
 )
 
 // DefaultConfig is the configuration cdk.json documents.
 func DefaultConfig() Config {
 	return Config{
-		CodeDir:             "build",
-		Workflow:            workflow.Default(),
-		SupervisorSchedule:  topology.SupervisorSchedule,
-		LogRetentionDays:    30,
-		AgentMaxConcurrency: 5,
-		APIRateLimit:        50,
-		APIBurstLimit:       100,
-		MaxReceiveCount:     topology.MaxReceiveCount,
-		QueueAgeAlarm:       10 * time.Minute,
+		CodeDir:            "build",
+		Workflow:           workflow.Default(),
+		SupervisorSchedule: topology.SupervisorSchedule,
+		LogRetentionDays:   30,
+		Capacity:           topology.DefaultCapacity(),
+		MaxReceiveCount:    topology.MaxReceiveCount,
+		QueueAgeAlarm:      10 * time.Minute,
 	}
 }
 
@@ -88,26 +88,24 @@ func FromContext(lookup func(key string) string) (Config, error) {
 			*dst = n
 		}
 	}
+	dur := func(key string, dst *time.Duration) {
+		if v := lookup(key); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q is not a Go duration", key, v))
+				return
+			}
+			*dst = d
+		}
+	}
 	str(ContextCodeDir, &c.CodeDir)
 	str(ContextSupervisorSchedule, &c.SupervisorSchedule)
 	integer(ContextLogRetentionDays, &c.LogRetentionDays)
-	integer(ContextAgentMaxConcurrency, &c.AgentMaxConcurrency)
-	integer(ContextAPIBurstLimit, &c.APIBurstLimit)
+	dur(ContextRemoteLatency, &c.Capacity.RemoteLatency)
+	integer(ContextRemoteConcurrency, &c.Capacity.RemoteConcurrency)
+	dur(ContextAdmitWait, &c.Capacity.AdmitWait)
 	integer(ContextMaxReceiveCount, &c.MaxReceiveCount)
-	if v := lookup(ContextAPIRateLimit); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q is not a number", ContextAPIRateLimit, v))
-		}
-		c.APIRateLimit = f
-	}
-	if v := lookup(ContextQueueAgeAlarm); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q is not a Go duration", ContextQueueAgeAlarm, v))
-		}
-		c.QueueAgeAlarm = d
-	}
+	dur(ContextQueueAgeAlarm, &c.QueueAgeAlarm)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("stack config: %w", err)
 	}
@@ -143,10 +141,11 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	for _, s := range c.Workflow.Steps {
-		// An Agent must fit its budget in one Lambda invocation (15 min),
-		// with room for its reply.
-		if s.Budget > 14*time.Minute {
-			fail("step %q: budget %v exceeds the 14m an Agent Lambda can use", s.Name, s.Budget)
+		// An Agent must fit its lease (the queue allowance and the budget:
+		// its function timeout) in one Lambda invocation (15 min), with
+		// room for its reply.
+		if s.Lease() > 14*time.Minute {
+			fail("step %q: wait %v plus budget %v exceeds the 14m an Agent Lambda can use", s.Name, s.Wait, s.Budget)
 		}
 	}
 	if !rateExpr.MatchString(c.SupervisorSchedule) && !cronExpr.MatchString(c.SupervisorSchedule) {
@@ -155,15 +154,17 @@ func (c Config) Validate() error {
 	if _, ok := retentionDays[c.LogRetentionDays]; !ok {
 		fail("%s=%d is not a CloudWatch Logs retention period (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)", ContextLogRetentionDays, c.LogRetentionDays)
 	}
-	// Lambda's event source mappings accept 2..1000.
-	if c.AgentMaxConcurrency < 2 || c.AgentMaxConcurrency > 1000 {
-		fail("%s=%d must be within 2..1000", ContextAgentMaxConcurrency, c.AgentMaxConcurrency)
+	// The model's own bounds keep every figure it derives within what AWS
+	// accepts (a MaximumConcurrency of 2..1000, a burst of at most 5000).
+	// Its errors name the model's fields; the prefix names the keys.
+	if err := c.Capacity.Validate(); err != nil {
+		fail("%s=%v %s=%d %s=%v: %w", ContextRemoteLatency, c.Capacity.RemoteLatency,
+			ContextRemoteConcurrency, c.Capacity.RemoteConcurrency, ContextAdmitWait, c.Capacity.AdmitWait, err)
 	}
-	if c.APIRateLimit <= 0 || c.APIRateLimit > 10000 {
-		fail("%s=%v must be within (0, 10000]", ContextAPIRateLimit, c.APIRateLimit)
-	}
-	if c.APIBurstLimit < 1 || c.APIBurstLimit > 5000 {
-		fail("%s=%d must be within 1..5000", ContextAPIBurstLimit, c.APIBurstLimit)
+	// Every step's Wait must absorb the admission's wait; the workflow is
+	// fixed, so sas:admitWait is what to change.
+	if err := c.Capacity.CheckWorkflow(c.Workflow); err != nil {
+		fail("%s=%v does not fit the workflow: %w", ContextAdmitWait, c.Capacity.AdmitWait, err)
 	}
 	if c.MaxReceiveCount < 1 || c.MaxReceiveCount > 1000 {
 		fail("%s=%d must be within 1..1000", ContextMaxReceiveCount, c.MaxReceiveCount)

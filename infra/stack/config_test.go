@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sasflow/sas/infra/stack"
+	"github.com/sasflow/sas/shared/topology"
 )
 
 func TestFromContextDefaultsMatchCDKJSON(t *testing.T) {
@@ -16,23 +17,34 @@ func TestFromContextDefaultsMatchCDKJSON(t *testing.T) {
 	}
 	want := stack.DefaultConfig()
 	if got.SupervisorSchedule != want.SupervisorSchedule || got.LogRetentionDays != want.LogRetentionDays ||
-		got.AgentMaxConcurrency != want.AgentMaxConcurrency || got.QueueAgeAlarm != want.QueueAgeAlarm || got.CodeDir != "build" {
+		got.Capacity != topology.DefaultCapacity() || got.QueueAgeAlarm != want.QueueAgeAlarm || got.CodeDir != "build" {
 		t.Fatalf("defaults %+v", got)
 	}
 	// cdk.json documents the same values, so a reader sees what runs.
 	ctx := cdkJSONContext(t)
 	for key, want := range map[string]string{
-		stack.ContextCodeDir:             want.CodeDir,
-		stack.ContextSupervisorSchedule:  want.SupervisorSchedule,
-		stack.ContextLogRetentionDays:    "30",
-		stack.ContextAgentMaxConcurrency: "5",
-		stack.ContextAPIRateLimit:        "50",
-		stack.ContextAPIBurstLimit:       "100",
-		stack.ContextMaxReceiveCount:     "5",
-		stack.ContextQueueAgeAlarm:       "10m",
+		stack.ContextCodeDir:            want.CodeDir,
+		stack.ContextSupervisorSchedule: want.SupervisorSchedule,
+		stack.ContextLogRetentionDays:   "30",
+		stack.ContextRemoteLatency:      "100ms",
+		stack.ContextRemoteConcurrency:  "50",
+		stack.ContextAdmitWait:          "1s",
+		stack.ContextMaxReceiveCount:    "5",
+		stack.ContextQueueAgeAlarm:      "10m",
 	} {
 		if ctx[key] != want {
 			t.Errorf("cdk.json %s = %q, the default is %q", key, ctx[key], want)
+		}
+	}
+	// cdk.json's values parse to the defaults, and it sets no key the app
+	// no longer reads.
+	fromJSON, err := stack.FromContext(func(k string) string { return ctx[k] })
+	if err != nil || fromJSON.Capacity != want.Capacity || fromJSON.QueueAgeAlarm != want.QueueAgeAlarm {
+		t.Errorf("cdk.json's context gives %+v, %v", fromJSON, err)
+	}
+	for _, gone := range []string{"sas:agentMaxConcurrency", "sas:apiRateLimit", "sas:apiBurstLimit"} {
+		if _, set := ctx[gone]; set {
+			t.Errorf("cdk.json sets %s, which the capacity model replaced", gone)
 		}
 	}
 }
@@ -47,25 +59,39 @@ func TestFromContextReadsAndValidates(t *testing.T) {
 	}{
 		{name: "overrides", ctx: map[string]string{
 			stack.ContextSupervisorSchedule: "rate(5 minutes)", stack.ContextLogRetentionDays: "365",
-			stack.ContextAgentMaxConcurrency: "20", stack.ContextAPIRateLimit: "12.5", stack.ContextQueueAgeAlarm: "1h",
+			stack.ContextRemoteLatency: "250ms", stack.ContextRemoteConcurrency: "200", stack.ContextAdmitWait: "2s",
+			stack.ContextQueueAgeAlarm: "1h",
 		}, check: func(c stack.Config) bool {
-			return c.SupervisorSchedule == "rate(5 minutes)" && c.LogRetentionDays == 365 && c.AgentMaxConcurrency == 20 &&
-				c.APIRateLimit == 12.5 && c.QueueAgeAlarm == time.Hour
+			return c.SupervisorSchedule == "rate(5 minutes)" && c.LogRetentionDays == 365 &&
+				c.Capacity == topology.Capacity{RemoteLatency: 250 * time.Millisecond, RemoteConcurrency: 200, AdmitWait: 2 * time.Second} &&
+				c.QueueAgeAlarm == time.Hour
 		}},
+		{name: "one model input, the others default", ctx: map[string]string{stack.ContextRemoteConcurrency: "100"},
+			check: func(c stack.Config) bool {
+				d := topology.DefaultCapacity()
+				return c.Capacity == topology.Capacity{RemoteLatency: d.RemoteLatency, RemoteConcurrency: 100, AdmitWait: d.AdmitWait}
+			}},
 		{name: "cron schedule", ctx: map[string]string{stack.ContextSupervisorSchedule: "cron(0/2 * * * ? *)"},
 			check: func(c stack.Config) bool { return c.SupervisorSchedule == "cron(0/2 * * * ? *)" }},
 		{name: "singular unit needs 1", ctx: map[string]string{stack.ContextSupervisorSchedule: "rate(2 minute)"}, wantErr: []string{"sas:supervisorSchedule"}},
 		{name: "plural unit needs more than 1", ctx: map[string]string{stack.ContextSupervisorSchedule: "rate(1 minutes)"}, wantErr: []string{"sas:supervisorSchedule"}},
 		{name: "not a schedule", ctx: map[string]string{stack.ContextSupervisorSchedule: "every minute"}, wantErr: []string{"sas:supervisorSchedule"}},
 		{name: "retention CloudWatch does not offer", ctx: map[string]string{stack.ContextLogRetentionDays: "31"}, wantErr: []string{"sas:logRetentionDays=31"}},
-		{name: "event source concurrency below 2", ctx: map[string]string{stack.ContextAgentMaxConcurrency: "1"}, wantErr: []string{"sas:agentMaxConcurrency=1"}},
+		// Fewer than two Agent invocations of 10 records: an event source
+		// mapping's MaximumConcurrency is at least 2.
+		{name: "remote concurrency below two invocations", ctx: map[string]string{stack.ContextRemoteConcurrency: "5"},
+			wantErr: []string{"sas:remoteConcurrency=5", "remote concurrency 5 must be within 20..10000"}},
 		{name: "age alarm within the retry delay", ctx: map[string]string{stack.ContextQueueAgeAlarm: "5m"}, wantErr: []string{"sas:queueAgeAlarm=5m0s"}},
+		// The default steps wait 5 s at most: an admit wait of 3 s leaves
+		// them no room for a burst the check sees late.
+		{name: "admit wait the steps' allowance cannot cover", ctx: map[string]string{stack.ContextAdmitWait: "3s"},
+			wantErr: []string{"sas:admitWait=3s does not fit the workflow", `step "reserve-inventory"`, `step "charge-payment"`}},
 		{name: "several problems", ctx: map[string]string{
-			stack.ContextMaxReceiveCount: "zero", stack.ContextAPIRateLimit: "fast", stack.ContextQueueAgeAlarm: "soon",
-		}, wantErr: []string{"sas:maxReceiveCount", "sas:apiRateLimit", "sas:queueAgeAlarm"}},
+			stack.ContextMaxReceiveCount: "zero", stack.ContextRemoteLatency: "fast", stack.ContextAdmitWait: "soon", stack.ContextQueueAgeAlarm: "soon",
+		}, wantErr: []string{"sas:maxReceiveCount", "sas:remoteLatency", "sas:admitWait", "sas:queueAgeAlarm"}},
 		{name: "limits", ctx: map[string]string{
-			stack.ContextMaxReceiveCount: "0", stack.ContextAPIBurstLimit: "0", stack.ContextAPIRateLimit: "0",
-		}, wantErr: []string{"sas:maxReceiveCount=0", "sas:apiBurstLimit=0", "sas:apiRateLimit=0"}},
+			stack.ContextMaxReceiveCount: "0", stack.ContextRemoteLatency: "10m", stack.ContextRemoteConcurrency: "20000", stack.ContextAdmitWait: "50ms",
+		}, wantErr: []string{"sas:maxReceiveCount=0", "remote latency 10m0s must be within", "remote concurrency 20000 must be within", "admit wait 50ms must be within"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,5 +121,29 @@ func TestValidateRejectsAStepAnAgentCannotFinish(t *testing.T) {
 	c.Workflow.Steps[0].Budget = 20 * time.Minute
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), c.Workflow.Steps[0].Name) {
 		t.Fatalf("Validate = %v", err)
+	}
+	// A budget and a wait each within the workflow's bounds, whose lease
+	// (the Agent's whole claim) is not.
+	c = stack.DefaultConfig()
+	c.Workflow.Steps[1].Budget, c.Workflow.Steps[1].Wait = 12*time.Minute, 3*time.Minute
+	if err := c.Workflow.Validate(); err != nil {
+		t.Fatalf("the workflow alone: %v", err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `step "charge-payment": wait 3m0s plus budget 12m0s exceeds the 14m`) {
+		t.Fatalf("Validate = %v", err)
+	}
+}
+
+func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	c := stack.DefaultConfig()
+	c.LogRetentionDays = 31
+	c.Capacity.RemoteConcurrency = 1
+	c.Capacity.AdmitWait = 4 * time.Second
+	err := c.Validate()
+	for _, w := range []string{"sas:logRetentionDays=31", "remote concurrency 1 must be within", "sas:admitWait=4s does not fit the workflow"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Validate = %v, does not name %q", err, w)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -24,31 +25,94 @@ const TransitionMetric = "Transitions"
 // TransitionDimension is the dimension of TransitionMetric.
 const TransitionDimension = "Transition"
 
-// alarm sends an alarm to the operators' topic on alarm and on OK. One
-// breaching period raises it; no data is no problem.
+// ShedMetric counts the orders the Submission's admission check shed (429
+// with Retry-After), from its "order shed" log lines.
+const ShedMetric = "OrdersShed"
+
+// ShedMessage is the msg of the Submission's log line for a shed order.
+const ShedMessage = "order shed"
+
+// Shedding raises its alarm when orders were shed in each of
+// ShedAlarmPeriods consecutive periods of ShedAlarmPeriod.
+const (
+	ShedAlarmPeriod  = 5 * time.Minute
+	ShedAlarmPeriods = 3
+)
+
+// alarm sends an alarm to the operators' topic on alarm and on OK. Unless
+// props says otherwise, one breaching period raises it; no data is no
+// problem.
 func (b *builder) alarm(alerts *encryptedTopic, id string, props *awscloudwatch.AlarmProps) {
 	props.TreatMissingData = awscloudwatch.TreatMissingData_NOT_BREACHING
 	if props.ComparisonOperator == "" {
 		props.ComparisonOperator = awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 	}
-	props.EvaluationPeriods = jsii.Number(1)
+	if props.EvaluationPeriods == nil {
+		props.EvaluationPeriods = jsii.Number(1)
+	}
 	action := awscloudwatchactions.NewSnsAction(alerts.topic)
 	a := awscloudwatch.NewAlarm(b.stack, jsii.String(id), props)
 	a.AddAlarmAction(action)
 	a.AddOkAction(action)
 }
 
+// queueAge is a queue's age alarm: the age of its oldest message that
+// raises it, and the runbook line it carries.
+type queueAge struct {
+	q       *workQueue
+	age     time.Duration
+	runbook string
+}
+
+// queueAges gives every queue its own age alarm. The Agents' request queues
+// and the response queue follow the capacity model: a request is meant to
+// wait in them at most its step's Wait allowance, the admission check
+// shedding new orders long before. The schedule queue holds retries
+// delayed by their backoff, so it alarms at sas:queueAgeAlarm (which must
+// exceed the longest backoff); the deadline queue holds Deadlines delayed
+// until CompleteBy, so it alarms that much past the longest delay.
+func (b *builder) queueAges(queues queueSet, agents map[string]*fn) []queueAge {
+	c := b.cfg.Capacity
+	sched := queues.scheduler
+	out := []queueAge{{q: sched, age: b.cfg.QueueAgeAlarm, runbook: fmt.Sprintf(
+		"The oldest message on %s is older than %v (retries wait there up to %v by design): the Scheduler is failing, throttled or disabled, so new steps and retries are not dispatched. "+
+			"Check the Scheduler's errors, throttles and event source mapping and fix the cause; the queue then drains by itself.",
+		sched.id, b.cfg.QueueAgeAlarm, workflow.DefaultPolicy().BackoffMax)}}
+	resp, respAge := queues.responses, topology.ResponseQueueAgeAlarm(b.cfg.Workflow)
+	out = append(out, queueAge{q: resp, age: respAge, runbook: fmt.Sprintf(
+		"The oldest reply on %s is older than %v, the shortest step allowance: replies this late risk reaching the Scheduler after their step's CompleteBy, when they are refused as stale and the Supervisor retries the step. "+
+			"The Scheduler is failing or throttled: check its errors, throttles and duration and fix the cause.",
+		resp.id, respAge)})
+	for _, st := range b.cfg.Workflow.Steps {
+		q, age := queues.agents[st.Name], topology.AgentQueueAgeAlarm(st)
+		out = append(out, queueAge{q: q, age: age, runbook: fmt.Sprintf(
+			"The oldest request on %s is older than %v, step %s's queue allowance: requests are eating the step's budget. "+
+				"The remote service is slower than the capacity model's RemoteLatency (%s=%v) or the %s Agent is throttled or failing. "+
+				"Check %s's errors and duration; then raise %s (now %d) if the service takes more calls at once, or set %s to the service's real p90 latency.",
+			q.id, age, st.Name, ContextRemoteLatency, c.RemoteLatency, st.Name,
+			agents[st.Name].id, ContextRemoteConcurrency, c.RemoteConcurrency, ContextRemoteLatency)})
+	}
+	dl, dlAge := queues.deadlines, b.cfg.QueueAgeAlarm+queues.deadlines.delayed
+	out = append(out, queueAge{q: dl, age: dlAge, runbook: fmt.Sprintf(
+		"The oldest Deadline on %s is older than %v (Deadlines wait there up to %v, until their CompleteBy, by design): the Deadline function is failing, throttled or disabled, "+
+			"so the Supervisor's fast path recovers nothing; the sweep still does, on its schedule. Check the Deadline function's errors and throttles and fix the cause.",
+		dl.id, dlAge, dl.delayed)})
+	return out
+}
+
 // alarms sends every alarm to the operators' topic: a message in any
-// dead-letter queue, an old message on any queue, errors of any function.
-func (b *builder) alarms(alerts *encryptedTopic, queues queueSet, fns []*fn) {
+// dead-letter queue, an old message on any queue (each at its own age),
+// errors of any function.
+func (b *builder) alarms(alerts *encryptedTopic, queues queueSet, agents map[string]*fn, fns []*fn) {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	for _, q := range queues.all(stepNames(b.cfg.Workflow)) {
 		b.dlqAlarm(alerts, q.id, q.dlq, fmt.Sprintf("a poison message or a failure that outlived %d receives", b.cfg.MaxReceiveCount))
-		age := b.cfg.QueueAgeAlarm + q.delayed
-		b.alarm(alerts, q.id+"OldestMessage", &awscloudwatch.AlarmProps{
-			AlarmDescription: jsii.String(fmt.Sprintf("The oldest message on %s is older than %v: its consumer is failing, throttled or disabled.", q.id, age)),
-			Metric:           q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
-			Threshold:        jsii.Number(age.Seconds()),
+	}
+	for _, a := range b.queueAges(queues, agents) {
+		b.alarm(alerts, a.q.id+"OldestMessage", &awscloudwatch.AlarmProps{
+			AlarmDescription: jsii.String(a.runbook),
+			Metric:           a.q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
+			Threshold:        jsii.Number(a.age.Seconds()),
 		})
 	}
 	for _, f := range fns {
@@ -102,6 +166,42 @@ func (b *builder) transitionFilters(f *fn) {
 		MetricValue:     jsii.String("1"),
 		Dimensions:      &map[string]*string{TransitionDimension: jsii.String("$." + workflow.TransitionKey)},
 	})
+}
+
+// shedding counts the "order shed" lines of the Submission's log group into
+// ShedMetric, and raises an alarm while orders keep being shed. It returns
+// the metric, for the dashboard.
+func (b *builder) shedding(alerts *encryptedTopic, submission *fn) awslogs.MetricFilter {
+	filter := awslogs.NewMetricFilter(b.stack, jsii.String(submission.id+"OrdersShed"), &awslogs.MetricFilterProps{
+		LogGroup:        submission.logGroup,
+		FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.msg"), jsii.String("="), jsii.String(ShedMessage)),
+		MetricNamespace: jsii.String(MetricNamespace),
+		MetricName:      jsii.String(ShedMetric),
+		MetricValue:     jsii.String("1"),
+	})
+	c := b.cfg.Capacity
+	// Shedding a burst for a while is the admission check at work, not an
+	// incident. Shedding is bursty under overload, too: clients wait out
+	// Retry-After (1..60 s) and come back together, so a quiet minute does
+	// not mean the overload is over. Orders shed in each of three
+	// consecutive five-minute periods is demand above the model's
+	// capacity for a quarter of an hour; no data (nothing shed) is no
+	// problem.
+	b.alarm(alerts, "OrdersShedSustained", &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String(fmt.Sprintf(
+			"New orders have been shed for %v (some in each of %d consecutive %v periods): clients get 429 with Retry-After and nothing is written for them. "+
+				"The Agents are at the capacity model's limit (%.0f orders a second: %s=%d calls at once, %s=%v each): an Agent queue holds more than %s=%v of work (%d requests). "+
+				"Raise %s if the remote service takes more calls at once, or investigate its latency (the Agents' duration, the Agent queues' age alarms). The Submission's \"%s\" log lines name the fullest queue.",
+			ShedAlarmPeriods*ShedAlarmPeriod, ShedAlarmPeriods, ShedAlarmPeriod, c.OrdersPerSecond(),
+			ContextRemoteConcurrency, c.RemoteConcurrency, ContextRemoteLatency, c.RemoteLatency, ContextAdmitWait, c.AdmitWait, c.Backlog(),
+			ContextRemoteConcurrency, ShedMessage)),
+		Metric:             filter.Metric(&awscloudwatch.MetricOptions{Period: duration(ShedAlarmPeriod), Statistic: jsii.String("Sum")}),
+		Threshold:          jsii.Number(0),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+		EvaluationPeriods:  jsii.Number(ShedAlarmPeriods),
+		DatapointsToAlarm:  jsii.Number(ShedAlarmPeriods),
+	})
+	return filter
 }
 
 // transitionLabels name the transitions on the dashboard, with the state an
@@ -164,7 +264,7 @@ type notifierView struct {
 // of the functions that commit transitions), the Supervisor's recoveries,
 // compensations and operator actions, the client notifications, the queues
 // and the functions.
-func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier notifierView, failures ...failureView) awscloudwatch.Dashboard {
+func (b *builder) dashboard(queues queueSet, fns, committers []*fn, shed awslogs.MetricFilter, notifier notifierView, failures ...failureView) awscloudwatch.Dashboard {
 	for _, f := range committers {
 		b.transitionFilters(f)
 	}
@@ -203,6 +303,25 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier not
 	for _, f := range append([]failureView{{fn: notifier.fn, queue: notifier.failures}}, failures...) {
 		dlqs = append(dlqs, f.queue.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(f.fn.id + " DLQ")}))
 	}
+	// Admission: the orders shed, beside the Agent queues' depths against
+	// the backlog past which the Submission sheds.
+	shedGraph := graph("Orders shed: 429 with Retry-After (per minute)", shed.Metric(&awscloudwatch.MetricOptions{
+		Period: minute, Statistic: jsii.String("Sum"), Label: jsii.String("orders shed"),
+	}))
+	var agentDepth []awscloudwatch.IMetric
+	for _, st := range b.cfg.Workflow.Steps {
+		q := queues.agents[st.Name]
+		agentDepth = append(agentDepth, q.main.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id)}))
+	}
+	backlog := awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+		Title: jsii.String("Agent queues against the admission backlog (messages waiting)"),
+		Left:  &agentDepth,
+		LeftAnnotations: &[]*awscloudwatch.HorizontalAnnotation{{
+			Value: jsii.Number(float64(b.cfg.Capacity.Backlog())),
+			Label: jsii.String(fmt.Sprintf("backlog %d: new orders shed above", b.cfg.Capacity.Backlog())),
+		}},
+		Width: jsii.Number(12), Height: jsii.Number(6),
+	})
 	var errs, durations, throttles []awscloudwatch.IMetric
 	for _, f := range fns {
 		opts := func(stat string) *awscloudwatch.MetricOptions {
@@ -217,6 +336,7 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, notifier not
 	})
 	dash.AddWidgets(flow, recoveries)
 	dash.AddWidgets(compensation, notifications)
+	dash.AddWidgets(shedGraph, backlog)
 	dash.AddWidgets(graph("Messages waiting", depth...), graph("Dead-letter queues", dlqs...))
 	dash.AddWidgets(graph("Age of oldest message (s)", age...), graph("Function errors", errs...))
 	dash.AddWidgets(graph("Function duration p99 (ms)", durations...), graph("Function throttles", throttles...))

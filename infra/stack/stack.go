@@ -17,6 +17,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
@@ -92,6 +93,19 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	first := queues.agents[cfg.Workflow.Steps[0].Name].main
 	subEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL")
 	(*subEnv)["FIRST_AGENT_QUEUE_URL"] = first.QueueUrl()
+	// Its admission check reads the depth of every Agent's request queue
+	// (GetQueueAttributes) and sheds new orders while any holds more than
+	// the capacity model's backlog.
+	admissionURLs := make([]string, 0, len(cfg.Workflow.Steps))
+	for _, st := range cfg.Workflow.Steps {
+		admissionURLs = append(admissionURLs, *queues.agents[st.Name].main.QueueUrl())
+	}
+	adm := cfg.Capacity.Admission(admissionURLs)
+	// The URLs are tokens until deploy time: CloudFormation joins them.
+	(*subEnv)[admission.Variables["Queues"]] = awscdk.Fn_Join(jsii.String(","), jsii.Strings(adm.Queues...))
+	(*subEnv)[admission.Variables["Backlog"]] = jsii.String(strconv.Itoa(adm.Backlog))
+	(*subEnv)[admission.Variables["Rate"]] = jsii.String(strconv.Itoa(adm.Rate))
+	(*subEnv)[admission.Variables["Refresh"]] = jsii.String(adm.Refresh.String())
 	submission := b.function(Submission, fnSpec{
 		description: "The orders API: validates and writes new orders and dispatches their first step, reads and lists them, retries and cancels them",
 		timeout:     topology.SubmissionTimeout, memory: topology.SubmissionMemoryMB, env: subEnv,
@@ -103,6 +117,11 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		jsii.String(*orders.TableArn()+"/index/"+statestore.ByOwnerIndex))
 	allowSend(submission.role, first)
 	allowSend(submission.role, queues.scheduler.main)
+	admissionARNs := make([]*string, 0, len(cfg.Workflow.Steps))
+	for _, st := range cfg.Workflow.Steps {
+		admissionARNs = append(admissionARNs, queues.agents[st.Name].main.QueueArn())
+	}
+	allow(submission.role, []string{"sqs:GetQueueAttributes"}, admissionARNs...)
 
 	// The Scheduler and the Supervisor name the API's URL in their alerts'
 	// ready-to-run operator commands. They depend on the API resource, and
@@ -139,7 +158,8 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	b.consume(scheduler, queues.responses, topology.SchedulerBatchSize, 0)
 
 	// One Agent per step, each behind its own queue; the event source's
-	// maximum concurrency protects the remote service.
+	// maximum concurrency, from the capacity model, keeps the calls in
+	// flight to what the remote service takes.
 	agents := make(map[string]*fn, len(cfg.Workflow.Steps))
 	for _, st := range cfg.Workflow.Steps {
 		remote := awscdk.NewCfnParameter(s, jsii.String(pascal(st.Name)+"RemoteBaseUrl"), &awscdk.CfnParameterProps{
@@ -163,7 +183,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		})
 		allowSend(a.role, queues.responses.main)
 		alerts.allowPublish(a.role)
-		b.consume(a, queues.agents[st.Name], topology.AgentBatchSize, cfg.AgentMaxConcurrency)
+		b.consume(a, queues.agents[st.Name], topology.AgentBatchSize, cfg.Capacity.AgentMaxConcurrency())
 		agents[st.Name] = a
 	}
 
@@ -230,14 +250,15 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		fns = append(fns, agents[st.Name])
 	}
 	fns = append(fns, notifier, timerFn, deadline)
-	b.alarms(alerts, queues, fns)
+	b.alarms(alerts, queues, agents, fns)
+	shed := b.shedding(alerts, submission)
 	b.streamAlarms(alerts, notifier, notifierDLQ, "clients are not being notified meanwhile",
 		"the description of stream records that expired before the Notifier could publish them; those clients missed events")
 	b.streamAlarms(alerts, timerFn, timerDLQ, "the Supervisor's fast path is not armed meanwhile (the sweep still recovers, within its schedule)",
 		"the description of stream records that expired before the Timer armed their Deadline; the sweep recovers those records")
 	// Agents commit nothing, and the Notifier and the Timer only read what
 	// others committed: only these log transitions.
-	dash := b.dashboard(queues, fns, []*fn{submission, scheduler, supervisor, deadline}, notifierView{fn: notifier, failures: notifierDLQ, events: events},
+	dash := b.dashboard(queues, fns, []*fn{submission, scheduler, supervisor, deadline}, shed, notifierView{fn: notifier, failures: notifierDLQ, events: events},
 		failureView{fn: timerFn, queue: timerDLQ})
 
 	out := func(id, value, desc string) {

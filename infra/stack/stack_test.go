@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -20,6 +21,8 @@ import (
 	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // Synthesizing starts a Node.js process and takes seconds, so TestMain does
@@ -35,11 +38,14 @@ var (
 	cfg       stack.Config
 )
 
+// The variant's capacity model: 70 calls at once of 200 ms, so 7 Agent
+// invocations, 350 orders a second, an API rate of 438 and a burst of 350.
 var variantContext = map[string]string{
-	stack.ContextSupervisorSchedule:  "rate(5 minutes)",
-	stack.ContextAgentMaxConcurrency: "7",
-	stack.ContextLogRetentionDays:    "90",
-	stack.ContextMaxReceiveCount:     "3",
+	stack.ContextSupervisorSchedule: "rate(5 minutes)",
+	stack.ContextRemoteLatency:      "200ms",
+	stack.ContextRemoteConcurrency:  "70",
+	stack.ContextLogRetentionDays:   "90",
+	stack.ContextMaxReceiveCount:    "3",
 }
 
 func TestMain(m *testing.M) {
@@ -520,6 +526,13 @@ func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 	}
 }
 
+// tmplID is the logical ID of the default stack's queue at path.
+func tmplID(t *testing.T, path string) string {
+	t.Helper()
+	id, _ := tmpl.byPath(t, "AWS::SQS::Queue", path+"/Resource")
+	return id
+}
+
 // isQueue reports whether v names an SQS queue of t.
 func (t *template) isQueue(v any) bool {
 	return t.Resources[ref(v)].Type == "AWS::SQS::Queue"
@@ -539,7 +552,7 @@ func TestEventSourcesReportBatchItemFailuresAndFitTheQueues(t *testing.T) {
 	for _, tmplAndWant := range []struct {
 		t              *template
 		maxConcurrency float64
-	}{{tmpl, float64(cfg.AgentMaxConcurrency)}, {variant, 7}} {
+	}{{tmpl, float64(cfg.Capacity.AgentMaxConcurrency())}, {variant, 7}} {
 		tp := tmplAndWant.t
 		for _, id := range tp.ofType("AWS::Lambda::EventSourceMapping") {
 			p := tp.Resources[id].Properties
@@ -657,8 +670,39 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 	if p["StageName"] != "$default" || p["AutoDeploy"] != true {
 		t.Errorf("stage %v autodeploy %v", p["StageName"], p["AutoDeploy"])
 	}
-	if get(p, "DefaultRouteSettings", "ThrottlingRateLimit") != cfg.APIRateLimit || get(p, "DefaultRouteSettings", "ThrottlingBurstLimit") != float64(cfg.APIBurstLimit) {
-		t.Errorf("throttling %s", toJSON(p["DefaultRouteSettings"]))
+	// The capacity model's throttle on POST /orders, its own route
+	// setting; the stage's default (reads, operator routes) at least as
+	// high. The variant's model gives other figures.
+	for _, tc := range []struct {
+		t           *template
+		rate, burst float64
+	}{{tmpl, 625, 500}, {variant, 438, 350}} {
+		stage := tc.t.Resources[tc.t.ofType("AWS::ApiGatewayV2::Stage")[0]]
+		sp := stage.Properties
+		submit := get(sp, "RouteSettings", "POST /orders")
+		if get(submit, "ThrottlingRateLimit") != tc.rate || get(submit, "ThrottlingBurstLimit") != tc.burst || len(sp["RouteSettings"].(map[string]any)) != 1 {
+			t.Errorf("route throttling %s, want POST /orders at %v/s, burst %v", toJSON(sp["RouteSettings"]), tc.rate, tc.burst)
+		}
+		if rate, _ := get(sp, "DefaultRouteSettings", "ThrottlingRateLimit").(float64); rate < tc.rate {
+			t.Errorf("default throttling %s below the orders' %v/s", toJSON(sp["DefaultRouteSettings"]), tc.rate)
+		}
+		if burst, _ := get(sp, "DefaultRouteSettings", "ThrottlingBurstLimit").(float64); burst < tc.burst {
+			t.Errorf("default throttling %s below the orders' burst %v", toJSON(sp["DefaultRouteSettings"]), tc.burst)
+		}
+		// API Gateway refuses route settings for a route it does not
+		// have yet.
+		var submitRoute string
+		for _, id := range tc.t.ofType("AWS::ApiGatewayV2::Route") {
+			if tc.t.Resources[id].Properties["RouteKey"] == "POST /orders" {
+				submitRoute = id
+			}
+		}
+		if !slices.ContainsFunc(list(stage.DependsOn), func(d any) bool { return d == submitRoute }) {
+			t.Errorf("the stage depends on %v, not on the POST /orders route %s", stage.DependsOn, submitRoute)
+		}
+	}
+	if got := cfg.Capacity.APIRateLimit(); got != 625 {
+		t.Errorf("the default model's API rate is %v, the test expects 625", got)
 	}
 	dest := ref(get(p, "AccessLogSettings", "DestinationArn"))
 	if tmpl.Resources[dest].Type != "AWS::Logs::LogGroup" {
@@ -849,17 +893,27 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 			alarms[key{a.Properties["MetricName"].(string), ref(get(d, "Value"))}] = a
 		}
 	}
+	// Each work queue alarms at its own age: the schedule queue (retries
+	// wait there up to the backoff) at sas:queueAgeAlarm, the deadline
+	// queue 15 minutes later, the Agent queues at their step's Wait
+	// allowance, the response queue at the shortest of those.
+	wantAge := map[string]time.Duration{
+		tmplID(t, "SchedulerQueue"): cfg.QueueAgeAlarm,
+		// Deadlines are sent delayed until their CompleteBy.
+		deadlineQueue:              cfg.QueueAgeAlarm + queue.MaxDelay,
+		tmplID(t, "ResponseQueue"): topology.ResponseQueueAgeAlarm(cfg.Workflow),
+	}
+	for _, st := range cfg.Workflow.Steps {
+		wantAge[tmplID(t, pascalStep(st.Name)+"Queue")] = topology.AgentQueueAgeAlarm(st)
+	}
 	for _, id := range tmpl.ofType("AWS::SQS::Queue") {
 		if _, isMain := tmpl.Resources[id].Properties["RedrivePolicy"]; isMain {
 			a, ok := alarms[key{"ApproximateAgeOfOldestMessage", id}]
-			want := cfg.QueueAgeAlarm
-			if id == deadlineQueue {
-				// Deadlines are sent delayed until their CompleteBy.
-				want += queue.MaxDelay
+			want, known := wantAge[id]
+			if !known || !ok || a.Properties["Threshold"] != want.Seconds() || a.Properties["Statistic"] != "Maximum" {
+				t.Errorf("%s: age alarm %s, want at %v", id, toJSON(a.Properties), want)
 			}
-			if !ok || a.Properties["Threshold"] != want.Seconds() {
-				t.Errorf("%s: age alarm %s", id, toJSON(a.Properties))
-			}
+			delete(wantAge, id)
 			continue
 		}
 		a, ok := alarms[key{"ApproximateNumberOfMessagesVisible", id}]
@@ -867,10 +921,50 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 			t.Errorf("DLQ %s: alarm %s", id, toJSON(a.Properties))
 		}
 	}
+	if len(wantAge) > 0 {
+		t.Errorf("no work queue at %v", wantAge)
+	}
+	// The defaults: the Agent and response queues alarm at the default
+	// steps' 5 s allowance, far below the retry queues' 10 minutes.
+	for _, st := range cfg.Workflow.Steps {
+		if got := topology.AgentQueueAgeAlarm(st); got != workflow.DefaultWait {
+			t.Errorf("step %s alarms at %v, want the default wait %v", st.Name, got, workflow.DefaultWait)
+		}
+	}
+	// An Agent queue's runbook says what the age means and what to change.
+	for _, st := range cfg.Workflow.Steps {
+		id := tmplID(t, pascalStep(st.Name)+"Queue")
+		desc, _ := alarms[key{"ApproximateAgeOfOldestMessage", id}].Properties["AlarmDescription"].(string)
+		for _, w := range []string{"budget", "RemoteLatency", "sas:remoteConcurrency", "sas:remoteLatency", "Agent" + pascalStep(st.Name) + "'s errors and duration"} {
+			if !strings.Contains(desc, w) {
+				t.Errorf("%s: age alarm runbook %q does not mention %q", id, desc, w)
+			}
+		}
+	}
 	for _, id := range tmpl.ofType("AWS::Lambda::Function") {
 		if a, ok := alarms[key{"Errors", id}]; !ok || a.Properties["Threshold"] != float64(1) {
 			t.Errorf("function %s: errors alarm %s", id, toJSON(a.Properties))
 		}
+	}
+	// Orders shed in each of three five-minute periods: the alarm counts
+	// the Submission's shed lines; no data is nothing shed.
+	shed := 0
+	for _, id := range tmpl.ofType("AWS::CloudWatch::Alarm") {
+		p := tmpl.Resources[id].Properties
+		if p["MetricName"] != stack.ShedMetric {
+			continue
+		}
+		shed++
+		desc, _ := p["AlarmDescription"].(string)
+		if p["Namespace"] != stack.MetricNamespace || p["Statistic"] != "Sum" || p["Period"] != float64(300) ||
+			p["EvaluationPeriods"] != float64(3) || p["DatapointsToAlarm"] != float64(3) ||
+			p["Threshold"] != float64(0) || p["ComparisonOperator"] != "GreaterThanThreshold" || p["TreatMissingData"] != "notBreaching" ||
+			!strings.Contains(desc, "429 with Retry-After") || !strings.Contains(desc, "sas:remoteConcurrency") || !strings.Contains(desc, "latency") {
+			t.Errorf("%s: shed alarm %s", id, toJSON(p))
+		}
+	}
+	if shed != 1 {
+		t.Errorf("%d shed alarms, want 1", shed)
 	}
 	// A stream consumer falling behind its stream: IteratorAge is in
 	// milliseconds, its worst value over five minutes.
@@ -920,12 +1014,28 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 			t.Errorf("dashboard does not show transition %q", tr)
 		}
 	}
-	// The metric comes from the logs of the functions that commit
-	// transitions.
+	// The orders shed, counted from the Submission's "order shed" lines,
+	// and the Agent queues against the backlog past which it sheds.
+	if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q`, stack.MetricNamespace, stack.ShedMetric)) ||
+		!strings.Contains(body.String(), fmt.Sprintf(`"value":%d`, cfg.Capacity.Backlog())) {
+		t.Errorf("dashboard does not show the orders shed and the admission backlog")
+	}
+	submissionLogs, _ := tmpl.byPath(t, "AWS::Logs::LogGroup", "SubmissionLogs/Resource")
+	shedFilters := 0
+	// The transitions come from the logs of the functions that commit
+	// them.
 	var sources []string
 	for _, id := range tmpl.ofType("AWS::Logs::MetricFilter") {
 		p := tmpl.Resources[id].Properties
 		m := list(p["MetricTransformations"])[0]
+		if get(m, "MetricName") == stack.ShedMetric {
+			shedFilters++
+			if get(m, "MetricNamespace") != stack.MetricNamespace || get(m, "MetricValue") != "1" || get(m, "Dimensions") != nil ||
+				p["FilterPattern"] != `{ $.msg = "order shed" }` || ref(p["LogGroupName"]) != submissionLogs {
+				t.Errorf("%s: %s", id, toJSON(p))
+			}
+			continue
+		}
 		if get(m, "MetricNamespace") != stack.MetricNamespace || get(m, "MetricName") != stack.TransitionMetric ||
 			toJSON(get(m, "Dimensions")) != fmt.Sprintf(`[{"Key":"%s","Value":"$.transition"}]`, stack.TransitionDimension) ||
 			p["FilterPattern"] != `{ $.transition = "*" }` {
@@ -942,6 +1052,9 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 	sort.Strings(want)
 	if !slices.Equal(sources, want) {
 		t.Errorf("metric filters on %v, want %v", sources, want)
+	}
+	if shedFilters != 1 {
+		t.Errorf("%d shed metric filters, want the Submission's one", shedFilters)
 	}
 }
 

@@ -49,7 +49,35 @@ var loaders = func() []loader {
 	}
 	ls := []loader{
 		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue",
-			"FIRST_AGENT_QUEUE_URL": pascalStep(workflow.Default().Steps[0].Name) + "Queue"})},
+			"FIRST_AGENT_QUEUE_URL": pascalStep(workflow.Default().Steps[0].Name) + "Queue"}),
+			check: func(t *testing.T, cfg any, _ map[string]any) {
+				// The admission check reads every Agent's request queue, in
+				// step order, with the capacity model's figures.
+				got := cfg.(submission.Config).Admission
+				var queues []string
+				for _, q := range got.Queues {
+					queues = append(queues, strings.TrimPrefix(q, "https://sqs.eu-west-1.amazonaws.com/111122223333/"))
+				}
+				steps := workflow.Default().Steps
+				if len(queues) != len(steps) {
+					t.Fatalf("ADMISSION_QUEUES %v, want one queue per step", got.Queues)
+				}
+				for i, s := range steps {
+					if !strings.HasPrefix(queues[i], pascalStep(s.Name)+"Queue") || strings.Contains(queues[i], "DLQ") {
+						t.Errorf("ADMISSION_QUEUES[%d] is %s, want step %s's request queue", i, queues[i], s.Name)
+					}
+				}
+				model := stack.DefaultConfig().Capacity
+				want := model.Admission(got.Queues)
+				if got.Backlog != want.Backlog || got.Rate != want.Rate || got.Refresh != want.Refresh {
+					t.Errorf("admission %+v, the capacity model's is %+v", got, want)
+				}
+				// The deployed default, spelled out: 500 orders a second
+				// (5 invocations of 10 calls of 100 ms), a second of it.
+				if got.Backlog != 500 || got.Rate != 500 || got.Refresh.String() != "250ms" {
+					t.Errorf("admission %+v, want backlog 500, rate 500, refresh 250ms", got)
+				}
+			}},
 		{path: "Scheduler", load: adapt(scheduler.LoadConfig), points: with(map[string]string{"ALERT_TOPIC_ARN": "AlertTopic",
 			"SCHEDULER_QUEUE_URL": "SchedulerQueue", "RESPONSE_QUEUE_URL": "ResponseQueue"}),
 			check: func(t *testing.T, cfg any, vars map[string]any) {
@@ -226,6 +254,10 @@ var roleActions = func() map[string]map[string][]string {
 	// A new order's first step goes straight to its Agent; retries and
 	// cancels hand orders to the Scheduler.
 	add(sub, []string{"SchedulerQueue", pascalStep(workflow.Default().Steps[0].Name) + "Queue"}, "sqs:SendMessage")
+	// The admission check reads every Agent queue's depth.
+	for _, s := range workflow.Default().Steps {
+		add(sub, []string{pascalStep(s.Name) + "Queue"}, "sqs:GetQueueAttributes")
+	}
 	out["SubmissionRole"] = sub
 
 	sched := alerts(logs("Scheduler"))
