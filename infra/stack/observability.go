@@ -80,13 +80,13 @@ func (b *builder) queueAges(queues queueSet, agents map[string]*fn) []queueAge {
 		sched.id, b.cfg.QueueAgeAlarm, workflow.DefaultPolicy().BackoffMax)}}
 	resp, respAge := queues.responses, topology.ResponseQueueAgeAlarm(b.cfg.Workflow)
 	out = append(out, queueAge{q: resp, age: respAge, runbook: fmt.Sprintf(
-		"The oldest reply on %s is older than %v, the shortest step allowance: replies this late risk reaching the Scheduler after their step's CompleteBy, when they are refused as stale and the Supervisor retries the step. "+
+		"The oldest reply on %s is older than %v, the shortest step lease: replies this late reach the Scheduler after their step's CompleteBy, are refused as stale, and the Supervisor retries the step. "+
 			"The Scheduler is failing or throttled: check its errors, throttles and duration and fix the cause.",
 		resp.id, respAge)})
 	for _, st := range b.cfg.Workflow.Steps {
 		q, age := queues.agents[st.Name], topology.AgentQueueAgeAlarm(st)
 		out = append(out, queueAge{q: q, age: age, runbook: fmt.Sprintf(
-			"The oldest request on %s is older than %v, step %s's queue allowance: requests are eating the step's budget. "+
+			"The oldest request on %s is older than %v, step %s's lease (queue allowance plus budget): requests are outliving their step's budget. "+
 				"The remote service is slower than the capacity model's RemoteLatency (%s=%v) or the %s Agent is throttled or failing. "+
 				"Check %s's errors and duration; then raise %s (now %d) if the service takes more calls at once, or set %s to the service's real p90 latency.",
 			q.id, age, st.Name, ContextRemoteLatency, c.RemoteLatency, st.Name,

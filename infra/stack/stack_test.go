@@ -925,10 +925,10 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 		t.Errorf("no work queue at %v", wantAge)
 	}
 	// The defaults: the Agent and response queues alarm at the default
-	// steps' 5 s allowance, far below the retry queues' 10 minutes.
+	// steps' 35 s lease, far below the retry queues' 10 minutes.
 	for _, st := range cfg.Workflow.Steps {
-		if got := topology.AgentQueueAgeAlarm(st); got != workflow.DefaultWait {
-			t.Errorf("step %s alarms at %v, want the default wait %v", st.Name, got, workflow.DefaultWait)
+		if got := topology.AgentQueueAgeAlarm(st); got != workflow.DefaultWait+st.Budget {
+			t.Errorf("step %s alarms at %v, want its lease %v", st.Name, got, workflow.DefaultWait+st.Budget)
 		}
 	}
 	// An Agent queue's runbook says what the age means and what to change.

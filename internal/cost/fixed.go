@@ -29,10 +29,10 @@ type FixedParams struct {
 	LongPollWait time.Duration
 	// Alarms, CustomMetrics and Dashboards are what the stack creates:
 	// 5 queues × (DLQ not empty + oldest message) + 8 functions' errors +
-	// the iterator age and DLQ of the Notifier and of the Timer = 22
-	// alarms; the transition
-	// metric filters make about 9 custom metrics (one per transition value
-	// the logs carry); one dashboard.
+	// the iterator age and DLQ of the Notifier and of the Timer + orders
+	// shed for 15 minutes = 23 alarms; the transition metric filters make
+	// about 9 custom metrics (one per transition value the logs carry),
+	// and the shed-orders filter one more; one dashboard.
 	Alarms, CustomMetrics, Dashboards int
 	// KMSKeys are the two topics' customer managed keys. Key rotation is
 	// on, and a rotated key costs $1 a month more per rotation (up to two):
@@ -60,8 +60,8 @@ func DefaultFixed() FixedParams {
 			"deadline queue": 2,
 		},
 		LongPollWait:  20 * time.Second,
-		Alarms:        22,
-		CustomMetrics: 9,
+		Alarms:        23,
+		CustomMetrics: 10,
 		Dashboards:    1,
 		KMSKeys:       2,
 		// Order events: the Notifier. Alerts: the Scheduler, the two Agents,
