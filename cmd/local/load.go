@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sasflow/sas/internal/localstack"
@@ -26,21 +22,15 @@ func load(args []string, out io.Writer) error {
 	trial := fs.Duration("trial", 20*time.Second, "length of each capacity-search trial")
 	level := fs.Duration("level", 30*time.Second, "length of each load level")
 	admit := fs.Bool("admission", true, "the Submission's admission check; false admits every order, to see what it prevents")
-	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	logFile, err := os.Create(*logPath)
+	ctx, logFile, done, err := measurement(fs, args)
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	defer done()
 
 	c := localstack.LoadCapacity()
 	o := localstack.LoadOptions(c)
-	o.DynamoDBEndpoint, o.AWSEndpoint = os.Getenv("SAS_TEST_DYNAMODB_ENDPOINT"), os.Getenv("SAS_TEST_AWS_ENDPOINT")
+	onEngines(&o)
 	watch := &localstack.LoadWatch{Next: logFile}
 	o.Log = slog.New(slog.NewJSONHandler(watch, nil))
 	if !*admit {
@@ -50,8 +40,12 @@ func load(args []string, out io.Writer) error {
 	model := c.OrdersPerSecond()
 	fmt.Fprintf(out, "load: deployed timing (step budget %v + wait %v, Supervisor %s, fast path on), faults off\n",
 		o.Workflow.Steps[0].Budget, o.Workflow.Steps[0].Wait, topology.SupervisorSchedule)
-	fmt.Fprintf(out, "load: model: remote latency %v, %d calls at once an Agent (MaximumConcurrency %d) = %.0f orders/s; the API sheds past %d queued requests an Agent (admit wait %v)\n",
-		c.RemoteLatency, c.RemoteConcurrency, c.AgentMaxConcurrency(), model, c.Backlog(), c.AdmitWait)
+	fmt.Fprintf(out, "load: model: remote latency %v, %d calls at once an Agent (MaximumConcurrency %d) = %.0f orders/s\n",
+		c.RemoteLatency, c.RemoteConcurrency, c.AgentMaxConcurrency(), model)
+	if o.Capacity != nil {
+		fmt.Fprintf(out, "load: the Submission sheds past %d queued requests an Agent (admit wait %v, depths read every %v)\n",
+			c.Backlog(), c.AdmitWait, c.AdmitRefresh())
+	}
 	st, err := localstack.Start(ctx, o)
 	if err != nil {
 		return err

@@ -84,7 +84,7 @@ func run(args []string, out io.Writer) error {
 		o.Workflow.Steps[i].Budget = *budget
 	}
 	o.APIAddr, o.RemoteAddr = pick(*api, mode, "127.0.0.1:8080"), pick(*remote, mode, "127.0.0.1:9090")
-	o.DynamoDBEndpoint, o.AWSEndpoint = os.Getenv("SAS_TEST_DYNAMODB_ENDPOINT"), os.Getenv("SAS_TEST_AWS_ENDPOINT")
+	onEngines(&o)
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano()) % 1_000_000_000
 	}

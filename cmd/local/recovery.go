@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sasflow/sas/internal/localstack"
@@ -24,17 +21,11 @@ func recovery(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("local recovery", flag.ContinueOnError)
 	orders := fs.Int("orders", 40, "orders a run, each with its first step's Agent killed")
 	spread := fs.Duration("spread", topology.SupervisorEvery, "submit the orders evenly over this long, so their deadlines fall at every phase of the Supervisor's schedule")
-	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	logFile, err := os.Create(*logPath)
+	ctx, logFile, done, err := measurement(fs, args)
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	defer done()
 
 	o := localstack.DeployedOptions()
 	fmt.Fprintf(out, "recovery: deployed timing: step budget %v, Supervisor %s, backoff %v, claim timeout %v; %d orders a run over %v, every Agent invocation killed\n",
@@ -77,7 +68,7 @@ func recovery(args []string, out io.Writer) error {
 func recoveryRun(ctx context.Context, o localstack.Options, noFastPath bool, orders int, spread time.Duration, logs io.Writer) (localstack.RecoveryResult, error) {
 	o.NoFastPath, o.Crash = noFastPath, 1
 	o.Seed = uint64(time.Now().UnixNano()) % 1_000_000_000
-	o.DynamoDBEndpoint, o.AWSEndpoint = os.Getenv("SAS_TEST_DYNAMODB_ENDPOINT"), os.Getenv("SAS_TEST_AWS_ENDPOINT")
+	onEngines(&o)
 	watch := &localstack.RecoveryWatch{Next: logs}
 	o.Log = slog.New(slog.NewJSONHandler(watch, nil))
 	st, err := localstack.Start(ctx, o)

@@ -24,14 +24,7 @@ func TestRecoveryIsTheFastPaths(t *testing.T) {
 		o.Workflow.Steps[i].Budget = 2 * time.Second
 	}
 	watch := &localstack.RecoveryWatch{Next: io.Discard}
-	o.DynamoDBEndpoint, o.AWSEndpoint = enginetest.Endpoints(t)
-	o.Prefix = enginetest.UniqueName(t, "recovery")
-	o.Log = slog.New(slog.NewJSONHandler(watch, nil))
-	st, err := localstack.Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := startWatched(t, o, "recovery", watch)
 	res, err := localstack.Recovery{Stack: st, Watch: watch, Orders: 5, Spread: time.Second, Timeout: time.Minute}.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +37,21 @@ func TestRecoveryIsTheFastPaths(t *testing.T) {
 			t.Fatalf("decision %v before its deadline, or a claim %v before it", res.Decision[i], res.NextClaim[i])
 		}
 	}
+}
+
+// startWatched starts a stack of its own for the test on the engines,
+// its handlers logging JSON to watch; the test's end stops it.
+func startWatched(t *testing.T, o localstack.Options, name string, watch io.Writer) *localstack.Stack {
+	t.Helper()
+	o.DynamoDBEndpoint, o.AWSEndpoint = enginetest.Endpoints(t)
+	o.Prefix = enginetest.UniqueName(t, name)
+	o.Log = slog.New(slog.NewJSONHandler(watch, nil))
+	st, err := localstack.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
 }
 
 func TestPercentile(t *testing.T) {

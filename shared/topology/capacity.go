@@ -30,8 +30,8 @@ type Capacity struct {
 	// from one Agent; rounded up to whole invocations of AgentBatchSize.
 	RemoteConcurrency int
 	// AdmitWait is the queue wait at which the API starts shedding new
-	// orders. Longer keeps the Agents busier through bursts; shorter keeps
-	// latency lower under overload.
+	// orders, at least two remote latencies. Longer keeps the Agents busier
+	// through bursts; shorter keeps latency lower under overload.
 	AdmitWait time.Duration
 }
 
@@ -69,6 +69,12 @@ func (c Capacity) Validate() error {
 	}
 	if c.AdmitWait < 100*time.Millisecond || c.AdmitWait > time.Minute {
 		errs = append(errs, fmt.Errorf("admit wait %v must be within 100ms..1m", c.AdmitWait))
+	}
+	// At full load an Agent's queue holds about one round of calls between
+	// two of its polls, so a backlog of less than two rounds sheds orders
+	// below the capacity.
+	if c.AdmitWait < 2*c.RemoteLatency {
+		errs = append(errs, fmt.Errorf("admit wait %v must be at least twice the remote latency %v", c.AdmitWait, c.RemoteLatency))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("capacity model: %w", err)

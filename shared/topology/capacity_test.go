@@ -25,8 +25,10 @@ func TestCapacityDerivesEveryFigureFromTheModel(t *testing.T) {
 	}{
 		{name: "deployed default", c: topology.DefaultCapacity(),
 			wantMaxConc: 5, wantPerSecond: 500, wantBacklog: 500, wantAPIRate: 625, wantRefresh: 250 * time.Millisecond, wantAdmitRate: 500, wantAPIBurst: 500},
-		{name: "slow service, partial invocation rounds up", c: topology.Capacity{RemoteLatency: time.Second, RemoteConcurrency: 25, AdmitWait: time.Second},
-			wantMaxConc: 3, wantPerSecond: 30, wantBacklog: 30, wantAPIRate: 38, wantRefresh: 250 * time.Millisecond, wantAdmitRate: 30, wantAPIBurst: 30},
+		{name: "slow service, partial invocation rounds up", c: topology.Capacity{RemoteLatency: time.Second, RemoteConcurrency: 25, AdmitWait: 2 * time.Second},
+			wantMaxConc: 3, wantPerSecond: 30, wantBacklog: 60, wantAPIRate: 38, wantRefresh: 500 * time.Millisecond, wantAdmitRate: 30, wantAPIBurst: 60},
+		{name: "admit wait under two rounds of calls", c: topology.Capacity{RemoteLatency: time.Second, RemoteConcurrency: 20, AdmitWait: time.Second},
+			wantValidation: "admit wait 1s must be at least twice the remote latency 1s"},
 		{name: "short admit wait refreshes at the floor", c: topology.Capacity{RemoteLatency: 50 * time.Millisecond, RemoteConcurrency: 20, AdmitWait: 200 * time.Millisecond},
 			wantMaxConc: 2, wantPerSecond: 400, wantBacklog: 80, wantAPIRate: 500, wantRefresh: 100 * time.Millisecond, wantAdmitRate: 400, wantAPIBurst: 80},
 		{name: "too few calls for two invocations", c: topology.Capacity{RemoteLatency: time.Second, RemoteConcurrency: 5, AdmitWait: time.Second},
