@@ -76,7 +76,6 @@ func recoveryRun(ctx context.Context, o localstack.Options, noFastPath bool, ord
 		return localstack.RecoveryResult{}, err
 	}
 	defer st.Close()
-	budget := o.Workflow.Steps[0].Budget
 	return localstack.Recovery{Stack: st, Watch: watch, Orders: orders, Spread: spread,
-		Timeout: spread + budget + 2*topology.SupervisorEvery + o.Policy.BackoffMax}.Run(ctx)
+		Timeout: spread + o.Workflow.Steps[0].Lease() + 2*topology.SupervisorEvery + o.Policy.BackoffMax}.Run(ctx)
 }

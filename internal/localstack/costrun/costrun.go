@@ -231,7 +231,7 @@ func (r *rig) finish(ctx context.Context) error {
 			return r.drainDeadlines(ctx)
 		}
 		if r.o.Scenario == Retried && !expired {
-			r.clk.Advance(workflow.Default().Steps[1].Budget + time.Second)
+			r.clk.Advance(workflow.Default().Steps[1].Lease() + time.Second)
 			if err := r.drainDeadlines(ctx); err != nil {
 				return err
 			}
