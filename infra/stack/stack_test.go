@@ -19,6 +19,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sasflow/sas/infra/stack"
+	"github.com/sasflow/sas/internal/cost"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/topology"
@@ -1364,5 +1365,38 @@ func TestDependencyCycleFindsACycle(t *testing.T) {
 	}}
 	if c := subCycle.dependencyCycle(); c == nil {
 		t.Error("missed a cycle through Fn::Sub")
+	}
+}
+
+// TestCostModelCountsTheStacksAlarms: the fixed monthly costs `make cost`
+// prints count the alarms and the idle pollers the stack deploys, so an
+// alarm or a mapping added here without the cost model fails.
+func TestCostModelCountsTheStacksAlarms(t *testing.T) {
+	f := cost.DefaultFixed()
+	if got := len(tmpl.ofType("AWS::CloudWatch::Alarm")); got != f.Alarms {
+		t.Errorf("the stack deploys %d alarms, internal/cost.DefaultFixed prices %d", got, f.Alarms)
+	}
+	// Each SQS mapping polls with MaximumConcurrency pollers when capped,
+	// else Lambda's minimum of 2.
+	pollers := 0
+	for _, id := range tmpl.ofType("AWS::Lambda::EventSourceMapping") {
+		p := tmpl.Resources[id].Properties
+		if _, stream := p["StartingPosition"]; stream {
+			continue
+		}
+		n := 2
+		if sc, ok := p["ScalingConfig"].(map[string]any); ok {
+			if mc, ok := sc["MaximumConcurrency"].(float64); ok {
+				n = int(mc)
+			}
+		}
+		pollers += n
+	}
+	priced := 0
+	for _, n := range f.IdlePollers {
+		priced += n
+	}
+	if pollers != priced {
+		t.Errorf("the stack's SQS mappings idle with %d pollers, internal/cost.DefaultFixed prices %d", pollers, priced)
 	}
 }
