@@ -801,3 +801,163 @@ func TestOpenAPIStatuses(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIOrderRequestBounds holds the document's OrderRequest to
+// DecodeOrder at every bound: a body the decoder takes, the schema takes,
+// and a body it refuses, the schema refuses. What JSON Schema cannot say is
+// left out: duplicate members (a parser keeps one), and integers written
+// with a fraction or an exponent (1.0 is an integer to JSON Schema), both
+// of which the decoder refuses and the document's description names.
+func TestOpenAPIOrderRequestBounds(t *testing.T) {
+	t.Parallel()
+	d := loadOpenAPI(t)
+	item := func(sku, qty, price string) string {
+		return `{"sku":` + sku + `,"quantity":` + qty + `,"unitPriceCents":` + price + `}`
+	}
+	order := func(customer, currency, items string, more ...string) string {
+		s := `{"customerId":` + customer + `,"currency":` + currency + `,"items":` + items
+		for _, m := range more {
+			s += "," + m
+		}
+		return s + "}"
+	}
+	one := "[" + item(`"PEN"`, "1", "1") + "]"
+	items := func(n int) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(item(`"PEN"`, "1", "1")+",", n), ",") + "]"
+	}
+	q := strconv.Quote
+	id64, id65 := strings.Repeat("a", 64), strings.Repeat("a", 65)
+	bodies := []string{
+		order(`"c-42"`, `"EUR"`, one),
+		order(`"c_42"`, `"EUR"`, one),
+		order(q(id64), `"EUR"`, one),
+		order(q(id65), `"EUR"`, one),
+		order(`""`, `"EUR"`, one),
+		order(`"c.42"`, `"EUR"`, one),
+		order(`"c 42"`, `"EUR"`, one),
+		order(`"ü"`, `"EUR"`, one),
+		order(`null`, `"EUR"`, one),
+		order(`42`, `"EUR"`, one),
+		order(`"c"`, `"eur"`, one),
+		order(`"c"`, `"EU"`, one),
+		order(`"c"`, `"EURO"`, one),
+		order(`"c"`, `null`, one),
+		order(`"c"`, `"EUR"`, items(0)),
+		order(`"c"`, `"EUR"`, items(1)),
+		order(`"c"`, `"EUR"`, items(MaxItems)),
+		order(`"c"`, `"EUR"`, items(MaxItems+1)),
+		order(`"c"`, `"EUR"`, `null`),
+		order(`"c"`, `"EUR"`, `{}`),
+		order(`"c"`, `"EUR"`, `[1]`),
+		order(`"c"`, `"EUR"`, one, `"clientId":null`),
+		order(`"c"`, `"EUR"`, one, `"clientId":"shop.web_1-x"`),
+		order(`"c"`, `"EUR"`, one, `"clientId":`+q(id64)),
+		order(`"c"`, `"EUR"`, one, `"clientId":`+q(id65)),
+		order(`"c"`, `"EUR"`, one, `"clientId":""`),
+		order(`"c"`, `"EUR"`, one, `"clientId":"a b"`),
+		order(`"c"`, `"EUR"`, one, `"coupon":"X"`),
+		order(`"c"`, `"EUR"`, one, `"CustomerId":"c"`),
+		`{"currency":"EUR","items":` + one + `}`,
+		`[]`,
+		`"order"`,
+	}
+	for _, sku := range []string{`"PEN"`, `"P_1-x"`, q(id64), q(id65), `""`, `"P.1"`, `null`, `1`} {
+		bodies = append(bodies, order(`"c"`, `"EUR"`, "["+item(sku, "1", "1")+"]"))
+	}
+	for _, n := range []string{"-1", "0", "1", strconv.Itoa(MaxQuantity), strconv.Itoa(MaxQuantity + 1), "null", `"1"`, "99999999999999999999"} {
+		bodies = append(bodies, order(`"c"`, `"EUR"`, "["+item(`"PEN"`, n, "1")+"]"))
+	}
+	for _, n := range []string{"-1", "0", "1", strconv.Itoa(MaxUnitPriceCents), strconv.Itoa(MaxUnitPriceCents + 1), "null", "true"} {
+		bodies = append(bodies, order(`"c"`, `"EUR"`, "["+item(`"PEN"`, "1", n)+"]"))
+	}
+	bodies = append(bodies, order(`"c"`, `"EUR"`, `[{"sku":"PEN","quantity":1}]`), order(`"c"`, `"EUR"`, `[{"sku":"PEN","quantity":1,"unitPriceCents":1,"note":""}]`))
+
+	valid := 0
+	for _, body := range bodies {
+		_, decErr := DecodeOrder([]byte(body))
+		schemaErr := d.validate(t, "/components/schemas/OrderRequest", body)
+		switch {
+		case decErr == nil && schemaErr != nil:
+			t.Errorf("DecodeOrder takes %s, the document refuses it: %v", body, schemaErr)
+		case decErr != nil && schemaErr == nil:
+			t.Errorf("DecodeOrder refuses %s (%v), the document takes it", body, decErr)
+		case decErr == nil:
+			valid++
+		}
+	}
+	if valid < 10 || valid > len(bodies)-10 {
+		t.Errorf("%d of %d bodies valid: the table has lost its balance", valid, len(bodies))
+	}
+}
+
+// TestOpenAPIConstants holds the document's enumerations and limits to the
+// code's.
+func TestOpenAPIConstants(t *testing.T) {
+	t.Parallel()
+	d := loadOpenAPI(t)
+	strs := func(ptr string) []string {
+		var out []string
+		list, _ := jsonAt(d.root, ptr).([]any)
+		for _, v := range list {
+			s, _ := v.(string)
+			out = append(out, s)
+		}
+		return out
+	}
+	names := func(states []workflow.ProcessState) []string {
+		out := make([]string, len(states))
+		for i, s := range states {
+			out[i] = string(s)
+		}
+		return out
+	}
+	if got, want := strs("/components/schemas/ProcessState/enum"), names(workflow.ProcessStates()); !slices.Equal(got, want) {
+		t.Errorf("ProcessState enum %v, want %v", got, want)
+	}
+	if got, want := strs("/components/parameters/State/schema/enum"), names(workflow.ListedStates()); !slices.Equal(got, want) {
+		t.Errorf("state parameter enum %v, want %v", got, want)
+	}
+	statuses := []workflow.Status{workflow.StatusAccepted, workflow.StatusProcessing, workflow.StatusProcessed, workflow.StatusError,
+		workflow.StatusCompensating, workflow.StatusCompensated, workflow.StatusCompensationFailed, workflow.StatusCancelled}
+	var wantStatuses []string
+	for _, s := range statuses {
+		wantStatuses = append(wantStatuses, string(s))
+	}
+	if got := strs("/components/schemas/Status/enum"); !slices.Equal(got, wantStatuses) {
+		t.Errorf("Status enum %v, want %v", got, wantStatuses)
+	}
+	steps := []workflow.StepState{workflow.StepPending, workflow.StepProcessing, workflow.StepSucceeded, workflow.StepFailed, workflow.StepCancelled}
+	var wantSteps []string
+	for _, s := range steps {
+		wantSteps = append(wantSteps, string(s))
+	}
+	if got := strs("/components/schemas/StepState/enum"); !slices.Equal(got, wantSteps) {
+		t.Errorf("StepState enum %v, want %v", got, wantSteps)
+	}
+	num := func(ptr string) int {
+		n, err := strconv.Atoi(fmt.Sprint(jsonAt(d.root, ptr)))
+		if err != nil {
+			t.Errorf("%s: %v", ptr, err)
+		}
+		return n
+	}
+	for ptr, want := range map[string]int{
+		"/components/parameters/Limit/schema/maximum":                MaxListLimit,
+		"/components/parameters/Limit/schema/default":                DefaultListLimit,
+		"/components/parameters/Cursor/schema/maxLength":             maxCursorLen,
+		"/components/parameters/IdempotencyKey/schema/maxLength":     maxIdempotencyKeyLen,
+		"/components/schemas/Page/properties/orders/maxItems":        MaxListLimit,
+		"/components/schemas/OrderRequest/properties/items/maxItems": MaxItems,
+	} {
+		if got := num(ptr); got != want {
+			t.Errorf("%s = %d, want %d", ptr, got, want)
+		}
+	}
+	// The body limit is in prose: the request body's and the 413's.
+	limit := strconv.Itoa(DefaultMaxBodyBytes) + " bytes"
+	for _, ptr := range []string{"/paths/~1orders/post/requestBody/description", "/components/responses/PayloadTooLarge/description"} {
+		if s, _ := jsonAt(d.root, ptr).(string); !strings.Contains(s, limit) {
+			t.Errorf("%s does not name the body limit, %s: %q", ptr, limit, s)
+		}
+	}
+}
