@@ -16,4 +16,7 @@
 // what a client relies on. The golden documents in testdata pin every
 // member's name, order and omission rule; the servers' tests check that
 // what they write for a fixed record is those documents byte for byte.
+//
+// OpenAPI is the API's OpenAPI 3.1 document; shared/submission's
+// conformance test holds the handler to it.
 package api

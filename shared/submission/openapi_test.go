@@ -361,6 +361,9 @@ type apiCase struct {
 	shed         *admission.Decision
 	prep         func(t *testing.T, f *fixture)
 	body         bodyCheck
+	// contains and header, when set, are in the answer: they show the
+	// case reaches what it is for (a next page, the owner, a replay).
+	contains, header string
 }
 
 // failingLists is a store whose listings fail: memstore's Fault hook does
@@ -416,7 +419,7 @@ func apiCases() []apiCase {
 		{method: "POST", path: "/orders", status: 202, name: "with clientId and key", body: bodyConforms,
 			req: postOrder(`{"customerId":"c-42","clientId":"shop-web","currency":"EUR","items":[{"sku":"PEN","quantity":1,"unitPriceCents":0}]}`, IdempotencyKeyHeader, "order-0001")},
 		{method: "POST", path: "/orders", status: 202, name: "idempotent replay", prep: submitted(1),
-			req: postOrder(validBody, IdempotencyKeyHeader, "k-0"), body: bodyConforms},
+			req: postOrder(validBody, IdempotencyKeyHeader, "k-0"), body: bodyConforms, header: ReplayedHeader},
 		{method: "POST", path: "/orders", status: 400, name: "not JSON", req: postOrder(`{"customerId":`), body: bodyBreaks},
 		{method: "POST", path: "/orders", status: 400, name: "unknown member", body: bodyBreaks,
 			req: postOrder(`{"customerId":"c-42","currency":"EUR","items":[{"sku":"PEN","quantity":1,"unitPriceCents":1}],"coupon":"X"}`)},
@@ -436,7 +439,7 @@ func apiCases() []apiCase {
 		{method: "POST", path: "/orders", status: 500, name: "store down", hook: storeDown("CreateOrder"), req: postOrder(validBody), body: bodyConforms},
 
 		// GET /orders
-		{method: "GET", path: "/orders", status: 200, name: "a page and a next", prep: submitted(2), req: withQuery(get("/orders"), "limit=1")},
+		{method: "GET", path: "/orders", status: 200, name: "a page and a next", prep: submitted(2), req: withQuery(get("/orders"), "limit=1"), contains: `"nextCursor"`},
 		{method: "GET", path: "/orders", status: 200, name: "no orders", req: get("/orders")},
 		{method: "GET", path: "/orders", status: 400, name: "state", req: withQuery(get("/orders"), "state=Error")},
 		{method: "GET", path: "/orders", status: 400, name: "bad cursor", req: withQuery(get("/orders"), "cursor=forged")},
@@ -470,7 +473,7 @@ func apiCases() []apiCase {
 		{method: "POST", path: "/orders/{id}/cancel", status: 500, name: "store down", hook: storeDown("GetState"), req: post("/orders/" + orderA + "/cancel")},
 
 		// GET /ops/orders
-		{method: "GET", path: "/ops/orders", status: 200, name: "a page and a next", prep: put(inError, otherError), req: withQuery(get("/ops/orders"), "state=Error&limit=1")},
+		{method: "GET", path: "/ops/orders", status: 200, name: "a page and a next", prep: put(inError, otherError), req: withQuery(get("/ops/orders"), "state=Error&limit=1"), contains: `"nextCursor"`},
 		{method: "GET", path: "/ops/orders", status: 200, name: "none", req: withQuery(get("/ops/orders"), "state=Cancelled")},
 		{method: "GET", path: "/ops/orders", status: 400, name: "no state", req: get("/ops/orders")},
 		{method: "GET", path: "/ops/orders", status: 400, name: "unlisted state, bad limit, unknown", req: withQuery(get("/ops/orders"), "state=Processing&limit=0&limt=5")},
@@ -478,7 +481,7 @@ func apiCases() []apiCase {
 		{method: "GET", path: "/ops/orders", status: 500, name: "store down", wrap: func(s Store) Store { return failingLists{s} }, req: withQuery(get("/ops/orders"), "state=Error")},
 
 		// GET /ops/orders/{id}
-		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "with owner", prep: put(inError), req: as(get("/ops/orders/"+orderA), callerB)},
+		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "with owner", prep: put(inError), req: as(get("/ops/orders/"+orderA), callerB), contains: `"owner":"` + callerA + `"`},
 		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "compensation", prep: put(at(orderA, workflow.CompensationFailed, 1, 3)), req: get("/ops/orders/" + orderA)},
 		{method: "GET", path: "/ops/orders/{id}", status: 400, name: "bad ID", req: get("/ops/orders/not_an_id")},
 		{method: "GET", path: "/ops/orders/{id}", status: 403, name: "no identity", req: as(get("/ops/orders/"+orderA), "")},
@@ -536,6 +539,12 @@ func TestOpenAPIConformance(t *testing.T) {
 				t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, c.status, resp.Body)
 			}
 			checkAnswer(t, d, respPtr, resp)
+			if c.contains != "" && !strings.Contains(resp.Body, c.contains) {
+				t.Errorf("body %s lacks %s", resp.Body, c.contains)
+			}
+			if _, ok := resp.Headers[c.header]; c.header != "" && !ok {
+				t.Errorf("header %s missing: %v", c.header, resp.Headers)
+			}
 			if c.method == "*" {
 				allow := strings.Split(resp.Headers["Allow"], ", ")
 				sort.Strings(allow)
