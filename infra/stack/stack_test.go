@@ -709,6 +709,11 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 	if tmpl.Resources[dest].Type != "AWS::Logs::LogGroup" {
 		t.Fatalf("access logs go to %q", dest)
 	}
+	// Under /aws/vendedlogs/, so the group adds nothing to the account's
+	// CloudWatch Logs resource policy.
+	if name := tmpl.Resources[dest].Properties["LogGroupName"]; name != "/aws/vendedlogs/apigateway/Main-OrdersApi-access" || name != stack.AccessLogGroupName("Main") {
+		t.Errorf("access log group name %v", name)
+	}
 	var format map[string]string
 	if err := json.Unmarshal([]byte(get(p, "AccessLogSettings", "Format").(string)), &format); err != nil || format["requestId"] != "$context.requestId" {
 		t.Errorf("access log format %v: %v", get(p, "AccessLogSettings", "Format"), err)
