@@ -341,6 +341,41 @@ func deployParams(t *template) map[string]string {
 	return p
 }
 
+func TestRemoteURLParametersTakeHTTPSOnly(t *testing.T) {
+	n := 0
+	for id, param := range tmpl.Parameters {
+		if !strings.HasSuffix(id, "RemoteBaseUrl") {
+			continue
+		}
+		n++
+		pattern, _ := param["AllowedPattern"].(string)
+		if pattern != stack.RemoteURLPattern || !strings.HasPrefix(pattern, "^https://") {
+			t.Errorf("%s: AllowedPattern %q", id, pattern)
+		}
+		if d, _ := param["ConstraintDescription"].(string); !strings.Contains(d, "https://") {
+			t.Errorf("%s: ConstraintDescription %q", id, d)
+		}
+		re := regexp.MustCompile(pattern)
+		for url, ok := range map[string]bool{
+			"https://inventory.example.com":         true,
+			"https://payments.example.com:8443/api": true,
+			"http://inventory.example.com":          false,
+			"HTTP://inventory.example.com":          false,
+			"https://x.example.com/?a=1":            false,
+			"https://x.example.com/#f":              false,
+			"inventory.example.com":                 false,
+			"":                                      false,
+		} {
+			if re.MatchString(url) != ok {
+				t.Errorf("%s: %q accepted %v, want %v", id, url, !ok, ok)
+			}
+		}
+	}
+	if n != len(cfg.Workflow.Steps) {
+		t.Errorf("%d remote URL parameters for %d steps", n, len(cfg.Workflow.Steps))
+	}
+}
+
 func TestFunctionEnvironmentsSatisfyTheirConfigLoaders(t *testing.T) {
 	r := resolver{t: tmpl, params: deployParams(tmpl)}
 	for _, tc := range loaders {
