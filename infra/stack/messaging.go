@@ -61,13 +61,34 @@ func (b *builder) queues() queueSet {
 	return qs
 }
 
+// QueueName is the physical name of the work queue id (SchedulerQueue,
+// ReserveInventoryQueue, ...) in the stack named stackName.
+func QueueName(stackName, id string) string { return stackName + "-" + id }
+
+// Redrive permissions of a dead-letter queue (its RedriveAllowPolicy).
+const (
+	RedriveByQueue = "byQueue"
+	RedriveDenyAll = "denyAll"
+)
+
 func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue {
+	// The main queue has a name of its own so that its DLQ can name it in
+	// its RedriveAllowPolicy: a Ref to the main queue there would be a
+	// cycle, since the main queue's RedrivePolicy refers to the DLQ.
+	name := QueueName(*b.stack.StackName(), id)
+	mainARN := b.stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("sqs"), Resource: jsii.String(name)})
 	dlq := awssqs.NewQueue(b.stack, jsii.String(id+"DLQ"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: duration(topology.DLQRetention),
 	})
+	// Only its own main queue may use it as a dead-letter queue.
+	dlq.Node().DefaultChild().(awssqs.CfnQueue).SetRedriveAllowPolicy(map[string]any{
+		"redrivePermission": RedriveByQueue,
+		"sourceQueueArns":   []*string{mainARN},
+	})
 	main := awssqs.NewQueue(b.stack, jsii.String(id), &awssqs.QueueProps{
+		QueueName:         jsii.String(name),
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		VisibilityTimeout: duration(topology.Visibility(consumerTimeout)),
@@ -165,6 +186,9 @@ func (b *builder) failureQueue(id, consumer string) awssqs.Queue {
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: duration(topology.DLQRetention),
 	})
+	// Lambda writes to it as a destination, which is no redrive: no queue
+	// may use it as a dead-letter queue.
+	q.Node().DefaultChild().(awssqs.CfnQueue).SetRedriveAllowPolicy(map[string]any{"redrivePermission": RedriveDenyAll})
 	// SQS3 is not granular (one finding per queue, no finding ID), so the
 	// suppression cannot name a finding with appliesTo.
 	cdknag.NagSuppressions_AddResourceSuppressions(q, &[]*cdknag.NagPackSuppression{{

@@ -526,6 +526,51 @@ func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 	if len(dlqs) != mains {
 		t.Errorf("%d distinct DLQs for %d queues", len(dlqs), mains)
 	}
+	// Each DLQ lets exactly its main queue redrive into it, named by ARN
+	// (a Ref would be a cycle); the failure destinations let none.
+	sources := map[string][]string{}
+	for _, id := range queues {
+		p := tmpl.Resources[id].Properties
+		if rp, ok := p["RedrivePolicy"]; ok {
+			name, _ := p["QueueName"].(string)
+			if want := stack.QueueName("Main", id[:len(id)-8]); name != want {
+				t.Errorf("%s: QueueName %v, want %s", id, p["QueueName"], want)
+			}
+			dlq := ref(get(rp, "deadLetterTargetArn"))
+			sources[dlq] = append(sources[dlq], "arn:aws:sqs:eu-west-1:111122223333:"+name)
+		}
+	}
+	r := resolver{t: tmpl}
+	for _, id := range queues {
+		allow := tmpl.Resources[id].Properties["RedriveAllowPolicy"]
+		if _, isMain := tmpl.Resources[id].Properties["RedrivePolicy"]; isMain {
+			if allow != nil {
+				t.Errorf("%s is no DLQ but has RedriveAllowPolicy %s", id, toJSON(allow))
+			}
+			continue
+		}
+		if allow == nil {
+			t.Errorf("%s: no RedriveAllowPolicy", id)
+			continue
+		}
+		want, isDLQ := sources[id]
+		if !isDLQ {
+			if toJSON(allow) != `{"redrivePermission":"denyAll"}` {
+				t.Errorf("failure destination %s: RedriveAllowPolicy %s, want denyAll", id, toJSON(allow))
+			}
+			continue
+		}
+		var got []string
+		for _, arn := range list(get(allow, "sourceQueueArns")) {
+			got = append(got, r.resolve(t, arn))
+		}
+		if get(allow, "redrivePermission") != stack.RedriveByQueue || !slices.Equal(got, want) || len(get(allow, "sourceQueueArns").([]any)) != len(want) {
+			t.Errorf("DLQ %s: RedriveAllowPolicy %s (sources %v), want byQueue %v", id, toJSON(allow), got, want)
+		}
+	}
+	if cycle := tmpl.dependencyCycle(); cycle != nil {
+		t.Errorf("dependency cycle %v", cycle)
+	}
 	failures := tmpl.failureDestinations()
 	if len(failures) != 2 {
 		t.Errorf("failure destinations %v, want the Notifier's and the Timer's", failures)
