@@ -105,6 +105,15 @@ func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue
 type encryptedTopic struct {
 	topic awssns.Topic
 	key   awskms.Key
+	// viaSNS is SNS's endpoint in the stack's region, the kms:ViaService
+	// of the requests SNS makes to the key for a publisher.
+	viaSNS *string
+}
+
+// viaSNS is the kms:ViaService value of the requests SNS makes to KMS in
+// the stack's region.
+func (b *builder) viaSNS() *string {
+	return jsii.String("sns." + *b.stack.Region() + "." + *b.stack.UrlSuffix())
 }
 
 func (b *builder) topicKey(id, description string) awskms.Key {
@@ -151,7 +160,7 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 		Endpoint: email,
 	})
 	sub.CfnOptions().SetCondition(hasEmail)
-	return &encryptedTopic{topic: topic, key: key}
+	return &encryptedTopic{topic: topic, key: key, viaSNS: b.viaSNS()}
 }
 
 // orderEventsTopic carries the clients' order status events. Clients
@@ -165,15 +174,22 @@ func (b *builder) orderEventsTopic() *encryptedTopic {
 		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
 	})
-	return &encryptedTopic{topic: topic, key: key}
+	return &encryptedTopic{topic: topic, key: key, viaSNS: b.viaSNS()}
 }
 
 // allowPublish lets role publish to the topic: sns:Publish authorizes both
 // Publish and PublishBatch (the Notifier's), and SNS needs the two KMS
-// actions to encrypt a message for an encrypted topic.
+// actions to encrypt a message for an encrypted topic. It calls KMS with
+// the publisher's credentials, so the key grant holds only for requests
+// that come through SNS (kms:ViaService): the role cannot use the key
+// directly.
 func (e *encryptedTopic) allowPublish(role awsiam.IRole) {
 	allow(role, []string{"sns:Publish"}, e.topic.TopicArn())
-	allow(role, []string{"kms:Decrypt", "kms:GenerateDataKey"}, e.key.KeyArn())
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey"),
+		Resources:  &[]*string{e.key.KeyArn()},
+		Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": e.viaSNS}},
+	}))
 }
 
 // failureQueue is where an event source mapping sends the records it gives

@@ -1232,9 +1232,20 @@ func TestEachRoleHasExactlyTheActionsItsHandlerUses(t *testing.T) {
 					continue
 				}
 				for _, s := range list(get(p, "PolicyDocument", "Statement")) {
+					// A condition is part of the grant: " if <operator>
+					// <key>=<value>", resolved, sorted.
+					var conds []string
+					if c, ok := get(s, "Condition").(map[string]any); ok {
+						for op, kv := range c {
+							for k, v := range kv.(map[string]any) {
+								conds = append(conds, fmt.Sprintf(" if %s %s=%s", op, k, resolver{t: tmpl}.resolve(t, v)))
+							}
+						}
+						sort.Strings(conds)
+					}
 					for _, a := range list(get(s, "Action")) {
 						for _, r := range list(get(s, "Resource")) {
-							got[a.(string)] = append(got[a.(string)], resourceName(r))
+							got[a.(string)] = append(got[a.(string)], resourceName(r)+strings.Join(conds, ""))
 						}
 					}
 				}
