@@ -12,9 +12,6 @@ import (
 	"github.com/sasflow/sas/infra/stack"
 )
 
-// StackName is the CloudFormation stack the app deploys.
-const StackName = "SchedulerAgentSupervisor"
-
 func main() {
 	app := awscdk.NewApp(nil)
 	cfg, err := stack.FromContext(func(key string) string {
@@ -32,7 +29,8 @@ func main() {
 	}
 	// Environment-agnostic: synth needs no credentials, and deploy targets
 	// the account and region of the caller's credentials.
-	stack.New(app, StackName, cfg, nil)
+	// One stack per stage (sas:stage): SchedulerAgentSupervisor-dev, ...
+	stack.New(app, stack.StackName(cfg.Stage), cfg, nil)
 	stack.Check(app)
 	app.Synth(nil)
 }

@@ -73,6 +73,9 @@ func accessLogFormat() string {
 
 func (b *builder) api(submission *fn) *orderAPI {
 	api := awsapigatewayv2.NewHttpApi(b.stack, jsii.String("OrdersApi"), &awsapigatewayv2.HttpApiProps{
+		// Named after its stack, so each stage's API is told apart in the
+		// console.
+		ApiName:     jsii.String(*b.stack.StackName() + "-OrdersApi"),
 		Description: jsii.String("Clients submit, list and read their own orders; operators list and read every order, retry and cancel them"),
 		// The default stage has no access logs; ours below does.
 		CreateDefaultStage: jsii.Bool(false),

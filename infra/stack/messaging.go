@@ -140,7 +140,7 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": b.stack.Account()}},
 	}), nil)
 	topic := awssns.NewTopic(b.stack, jsii.String("AlertTopic"), &awssns.TopicProps{
-		DisplayName: jsii.String("Scheduler Agent Supervisor alerts"),
+		DisplayName: jsii.String("Scheduler Agent Supervisor alerts (" + b.cfg.Stage + ")"),
 		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
 	})
@@ -170,7 +170,7 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 func (b *builder) orderEventsTopic() *encryptedTopic {
 	key := b.topicKey("OrderEventsTopicKey", "Encrypts the order events topic")
 	topic := awssns.NewTopic(b.stack, jsii.String("OrderEventsTopic"), &awssns.TopicProps{
-		DisplayName: jsii.String("Scheduler Agent Supervisor order events"),
+		DisplayName: jsii.String("Scheduler Agent Supervisor order events (" + b.cfg.Stage + ")"),
 		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
 	})

@@ -1042,7 +1042,7 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 		}
 		shed++
 		desc, _ := p["AlarmDescription"].(string)
-		if p["Namespace"] != stack.MetricNamespace || p["Statistic"] != "Sum" || p["Period"] != float64(300) ||
+		if p["Namespace"] != stack.MetricNamespace(cfg.Stage) || p["Statistic"] != "Sum" || p["Period"] != float64(300) ||
 			p["EvaluationPeriods"] != float64(3) || p["DatapointsToAlarm"] != float64(3) ||
 			p["Threshold"] != float64(0) || p["ComparisonOperator"] != "GreaterThanThreshold" || p["TreatMissingData"] != "notBreaching" ||
 			!strings.Contains(desc, "429 with Retry-After") || !strings.Contains(desc, "sas:remoteConcurrency") || !strings.Contains(desc, "latency") {
@@ -1096,13 +1096,13 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 		t.Errorf("dashboard does not show the Notifier's iterator age and the published events")
 	}
 	for _, tr := range transitions() {
-		if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q,%q,%q,`, stack.MetricNamespace, stack.TransitionMetric, stack.TransitionDimension, tr)) {
+		if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q,%q,%q,`, stack.MetricNamespace(cfg.Stage), stack.TransitionMetric, stack.TransitionDimension, tr)) {
 			t.Errorf("dashboard does not show transition %q", tr)
 		}
 	}
 	// The orders shed, counted from the Submission's "order shed" lines,
 	// and the Agent queues against the backlog past which it sheds.
-	if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q`, stack.MetricNamespace, stack.ShedMetric)) ||
+	if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q`, stack.MetricNamespace(cfg.Stage), stack.ShedMetric)) ||
 		!strings.Contains(body.String(), fmt.Sprintf(`"value":%d`, cfg.Capacity.Backlog())) {
 		t.Errorf("dashboard does not show the orders shed and the admission backlog")
 	}
@@ -1116,13 +1116,13 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 		m := list(p["MetricTransformations"])[0]
 		if get(m, "MetricName") == stack.ShedMetric {
 			shedFilters++
-			if get(m, "MetricNamespace") != stack.MetricNamespace || get(m, "MetricValue") != "1" || get(m, "Dimensions") != nil ||
+			if get(m, "MetricNamespace") != stack.MetricNamespace(cfg.Stage) || get(m, "MetricValue") != "1" || get(m, "Dimensions") != nil ||
 				p["FilterPattern"] != `{ $.msg = "order shed" }` || ref(p["LogGroupName"]) != submissionLogs {
 				t.Errorf("%s: %s", id, toJSON(p))
 			}
 			continue
 		}
-		if get(m, "MetricNamespace") != stack.MetricNamespace || get(m, "MetricName") != stack.TransitionMetric ||
+		if get(m, "MetricNamespace") != stack.MetricNamespace(cfg.Stage) || get(m, "MetricName") != stack.TransitionMetric ||
 			toJSON(get(m, "Dimensions")) != fmt.Sprintf(`[{"Key":"%s","Value":"$.transition"}]`, stack.TransitionDimension) ||
 			p["FilterPattern"] != `{ $.transition = "*" }` {
 			t.Errorf("%s: %s", id, toJSON(p))
