@@ -27,6 +27,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The functions' code is packaged from the binaries as they are: refuse
+	// binaries older than the code they were built from.
+	if err := checkBinaries(cfg.CodeDir, stack.Functions(), Sources); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// Environment-agnostic: synth needs no credentials, and deploy targets
 	// the account and region of the caller's credentials.
 	// One stack per stage (sas:stage): SchedulerAgentSupervisor-dev, ...
