@@ -12,7 +12,7 @@ ENGINES := scripts/engines.sh
 CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true npx --no-install cdk
 INFRA_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
-.PHONY: deps test test-app test-infra bench build synth fmt vet engines-up engines-down clean run cost demo chaos recovery load local
+.PHONY: deps test test-app test-infra bench build synth deploy fmt vet engines-up engines-down clean run cost demo chaos recovery load local
 
 deps:
 	$(ENGINES) install
@@ -46,6 +46,13 @@ build:
 synth: deps build
 	$(CDK) synth --no-notices --quiet
 	@echo "cdk.out/SchedulerAgentSupervisor.template.json"
+
+# Builds the binaries, then deploys the stage STAGE (default dev) as the
+# stack SchedulerAgentSupervisor-$(STAGE) with the caller's AWS credentials.
+# DEPLOY_FLAGS adds flags of cdk deploy, for example the parameters:
+# DEPLOY_FLAGS='--parameters ReserveInventoryRemoteBaseUrl=https://...'.
+deploy: deps build
+	$(CDK) deploy -c sas:stage=$(or $(STAGE),dev) --no-notices $(DEPLOY_FLAGS)
 
 # go fmt takes packages, so node_modules stays out (go.mod ignores it).
 fmt:

@@ -12,9 +12,6 @@ import (
 	"github.com/sasflow/sas/infra/stack"
 )
 
-// StackName is the CloudFormation stack the app deploys.
-const StackName = "SchedulerAgentSupervisor"
-
 func main() {
 	app := awscdk.NewApp(nil)
 	cfg, err := stack.FromContext(func(key string) string {
@@ -30,9 +27,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// The functions' code is packaged from the binaries as they are: refuse
+	// binaries older than the code they were built from.
+	if err := checkBinaries(cfg.CodeDir, stack.Functions(), Sources); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// Environment-agnostic: synth needs no credentials, and deploy targets
 	// the account and region of the caller's credentials.
-	stack.New(app, StackName, cfg, nil)
+	// One stack per stage (sas:stage): SchedulerAgentSupervisor-dev, ...
+	stack.New(app, stack.StackName(cfg.Stage), cfg, nil)
 	stack.Check(app)
 	app.Synth(nil)
 }

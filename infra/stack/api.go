@@ -44,6 +44,12 @@ type orderAPI struct {
 	operatorPolicy awsiam.ManagedPolicy
 }
 
+// AccessLogGroupName is the HTTP API stage's access log group of the stack
+// named stackName.
+func AccessLogGroupName(stackName string) string {
+	return "/aws/vendedlogs/apigateway/" + stackName + "-OrdersApi-access"
+}
+
 // accessLogFormat is one JSON line per request: enough to trace a request to
 // the Submission function's logs, and no request body or identity secrets.
 func accessLogFormat() string {
@@ -67,6 +73,9 @@ func accessLogFormat() string {
 
 func (b *builder) api(submission *fn) *orderAPI {
 	api := awsapigatewayv2.NewHttpApi(b.stack, jsii.String("OrdersApi"), &awsapigatewayv2.HttpApiProps{
+		// Named after its stack, so each stage's API is told apart in the
+		// console.
+		ApiName:     jsii.String(*b.stack.StackName() + "-OrdersApi"),
 		Description: jsii.String("Clients submit, list and read their own orders; operators list and read every order, retry and cancel them"),
 		// The default stage has no access logs; ours below does.
 		CreateDefaultStage: jsii.Bool(false),
@@ -87,7 +96,11 @@ func (b *builder) api(submission *fn) *orderAPI {
 	if submit == nil {
 		panic("the orders API has no route " + SubmitRoute.Method + " " + SubmitRoute.Path)
 	}
+	// Named under /aws/vendedlogs/: API Gateway delivers access logs as a
+	// vended log source, and CloudWatch Logs then needs no statement in the
+	// account's log resource policy (which has a size cap) for this group.
 	logs := awslogs.NewLogGroup(b.stack, jsii.String("OrdersApiAccessLogs"), &awslogs.LogGroupProps{
+		LogGroupName:  jsii.String(AccessLogGroupName(*b.stack.StackName())),
 		Retention:     b.cfg.logRetention(),
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})

@@ -18,6 +18,11 @@ import (
 // CloudFormation parameters instead, so one synthesized template serves every
 // account.
 type Config struct {
+	// Stage names one deployment of the stack in an account and region
+	// (dev, prod, ...): it is part of the stack's name, of every physical
+	// name the stack sets and of its metric namespace, so several stages
+	// live side by side.
+	Stage string
 	// CodeDir holds one folder per function with its bootstrap binary
 	// (make build writes build/<function>/bootstrap).
 	CodeDir string
@@ -42,6 +47,7 @@ type Config struct {
 
 // Context keys read by FromContext (cdk.json "context" or cdk -c key=value).
 const (
+	ContextStage              = "sas:stage"
 	ContextCodeDir            = "sas:codeDir"
 	ContextSupervisorSchedule = "sas:supervisorSchedule"
 	ContextLogRetentionDays   = "sas:logRetentionDays"
@@ -55,9 +61,19 @@ const (
 	ContextQueueAgeAlarm     = "sas:queueAgeAlarm"
 )
 
+// DefaultStage is the stage cdk.json and make deploy default to.
+const DefaultStage = "dev"
+
+// StackNamePrefix is the start of every stage's stack name.
+const StackNamePrefix = "SchedulerAgentSupervisor"
+
+// StackName is the CloudFormation stack of stage.
+func StackName(stage string) string { return StackNamePrefix + "-" + stage }
+
 // DefaultConfig is the configuration cdk.json documents.
 func DefaultConfig() Config {
 	return Config{
+		Stage:              DefaultStage,
 		CodeDir:            "build",
 		Workflow:           workflow.Default(),
 		SupervisorSchedule: topology.SupervisorSchedule,
@@ -98,6 +114,7 @@ func FromContext(lookup func(key string) string) (Config, error) {
 			*dst = d
 		}
 	}
+	str(ContextStage, &c.Stage)
 	str(ContextCodeDir, &c.CodeDir)
 	str(ContextSupervisorSchedule, &c.SupervisorSchedule)
 	integer(ContextLogRetentionDays, &c.LogRetentionDays)
@@ -117,6 +134,9 @@ var (
 	// cron(...). The singular unit goes with 1 only, as EventBridge demands.
 	rateExpr = regexp.MustCompile(`^rate\((1 (minute|hour|day)|([2-9]|[1-9][0-9]+) (minutes|hours|days))\)$`)
 	cronExpr = regexp.MustCompile(`^cron\(\S+( \S+){5}\)$`)
+	// A stage is short enough for every name it goes into (a queue's 80
+	// characters, a stack's 128) and valid in all of them.
+	stageExpr = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
 	// CloudWatch Logs' retention periods, by days.
 	retentionDays = map[int]awslogs.RetentionDays{
 		1: awslogs.RetentionDays_ONE_DAY, 3: awslogs.RetentionDays_THREE_DAYS, 5: awslogs.RetentionDays_FIVE_DAYS,
@@ -134,6 +154,9 @@ var (
 func (c Config) Validate() error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !stageExpr.MatchString(c.Stage) {
+		fail("%s=%q must match %s (a lower-case letter, then up to 15 lower-case letters, digits or hyphens)", ContextStage, c.Stage, stageExpr)
+	}
 	if c.CodeDir == "" {
 		fail("CodeDir is required")
 	}

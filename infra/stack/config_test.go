@@ -17,12 +17,13 @@ func TestFromContextDefaultsMatchCDKJSON(t *testing.T) {
 	}
 	want := stack.DefaultConfig()
 	if got.SupervisorSchedule != want.SupervisorSchedule || got.LogRetentionDays != want.LogRetentionDays ||
-		got.Capacity != topology.DefaultCapacity() || got.QueueAgeAlarm != want.QueueAgeAlarm || got.CodeDir != "build" {
+		got.Capacity != topology.DefaultCapacity() || got.QueueAgeAlarm != want.QueueAgeAlarm || got.CodeDir != "build" || got.Stage != "dev" {
 		t.Fatalf("defaults %+v", got)
 	}
 	// cdk.json documents the same values, so a reader sees what runs.
 	ctx := cdkJSONContext(t)
 	for key, want := range map[string]string{
+		stack.ContextStage:              "dev",
 		stack.ContextCodeDir:            want.CodeDir,
 		stack.ContextSupervisorSchedule: want.SupervisorSchedule,
 		stack.ContextLogRetentionDays:   "30",
@@ -71,6 +72,16 @@ func TestFromContextReadsAndValidates(t *testing.T) {
 				d := topology.DefaultCapacity()
 				return c.Capacity == topology.Capacity{RemoteLatency: d.RemoteLatency, RemoteConcurrency: 100, AdmitWait: d.AdmitWait}
 			}},
+		{name: "stage", ctx: map[string]string{stack.ContextStage: "prod-eu-2"},
+			check: func(c stack.Config) bool {
+				return c.Stage == "prod-eu-2" && stack.StackName(c.Stage) == "SchedulerAgentSupervisor-prod-eu-2"
+			}},
+		{name: "stage of 16 characters", ctx: map[string]string{stack.ContextStage: "a123456789012345"},
+			check: func(c stack.Config) bool { return c.Stage == "a123456789012345" }},
+		{name: "stage too long", ctx: map[string]string{stack.ContextStage: "a1234567890123456"}, wantErr: []string{`sas:stage="a1234567890123456"`}},
+		{name: "stage upper case", ctx: map[string]string{stack.ContextStage: "Prod"}, wantErr: []string{`sas:stage="Prod"`}},
+		{name: "stage starts with a digit", ctx: map[string]string{stack.ContextStage: "1prod"}, wantErr: []string{`sas:stage="1prod"`}},
+		{name: "stage with an underscore", ctx: map[string]string{stack.ContextStage: "my_stage"}, wantErr: []string{`sas:stage="my_stage"`}},
 		{name: "cron schedule", ctx: map[string]string{stack.ContextSupervisorSchedule: "cron(0/2 * * * ? *)"},
 			check: func(c stack.Config) bool { return c.SupervisorSchedule == "cron(0/2 * * * ? *)" }},
 		{name: "singular unit needs 1", ctx: map[string]string{stack.ContextSupervisorSchedule: "rate(2 minute)"}, wantErr: []string{"sas:supervisorSchedule"}},

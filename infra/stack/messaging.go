@@ -61,13 +61,34 @@ func (b *builder) queues() queueSet {
 	return qs
 }
 
+// QueueName is the physical name of the work queue id (SchedulerQueue,
+// ReserveInventoryQueue, ...) in the stack named stackName.
+func QueueName(stackName, id string) string { return stackName + "-" + id }
+
+// Redrive permissions of a dead-letter queue (its RedriveAllowPolicy).
+const (
+	RedriveByQueue = "byQueue"
+	RedriveDenyAll = "denyAll"
+)
+
 func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue {
+	// The main queue has a name of its own so that its DLQ can name it in
+	// its RedriveAllowPolicy: a Ref to the main queue there would be a
+	// cycle, since the main queue's RedrivePolicy refers to the DLQ.
+	name := QueueName(*b.stack.StackName(), id)
+	mainARN := b.stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("sqs"), Resource: jsii.String(name)})
 	dlq := awssqs.NewQueue(b.stack, jsii.String(id+"DLQ"), &awssqs.QueueProps{
 		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: duration(topology.DLQRetention),
 	})
+	// Only its own main queue may use it as a dead-letter queue.
+	dlq.Node().DefaultChild().(awssqs.CfnQueue).SetRedriveAllowPolicy(map[string]any{
+		"redrivePermission": RedriveByQueue,
+		"sourceQueueArns":   []*string{mainARN},
+	})
 	main := awssqs.NewQueue(b.stack, jsii.String(id), &awssqs.QueueProps{
+		QueueName:         jsii.String(name),
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		VisibilityTimeout: duration(topology.Visibility(consumerTimeout)),
@@ -84,6 +105,15 @@ func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue
 type encryptedTopic struct {
 	topic awssns.Topic
 	key   awskms.Key
+	// viaSNS is SNS's endpoint in the stack's region, the kms:ViaService
+	// of the requests SNS makes to the key for a publisher.
+	viaSNS *string
+}
+
+// viaSNS is the kms:ViaService value of the requests SNS makes to KMS in
+// the stack's region.
+func (b *builder) viaSNS() *string {
+	return jsii.String("sns." + *b.stack.Region() + "." + *b.stack.UrlSuffix())
 }
 
 func (b *builder) topicKey(id, description string) awskms.Key {
@@ -110,7 +140,7 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 		Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": b.stack.Account()}},
 	}), nil)
 	topic := awssns.NewTopic(b.stack, jsii.String("AlertTopic"), &awssns.TopicProps{
-		DisplayName: jsii.String("Scheduler Agent Supervisor alerts"),
+		DisplayName: jsii.String("Scheduler Agent Supervisor alerts (" + b.cfg.Stage + ")"),
 		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
 	})
@@ -130,7 +160,7 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 		Endpoint: email,
 	})
 	sub.CfnOptions().SetCondition(hasEmail)
-	return &encryptedTopic{topic: topic, key: key}
+	return &encryptedTopic{topic: topic, key: key, viaSNS: b.viaSNS()}
 }
 
 // orderEventsTopic carries the clients' order status events. Clients
@@ -140,19 +170,26 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 func (b *builder) orderEventsTopic() *encryptedTopic {
 	key := b.topicKey("OrderEventsTopicKey", "Encrypts the order events topic")
 	topic := awssns.NewTopic(b.stack, jsii.String("OrderEventsTopic"), &awssns.TopicProps{
-		DisplayName: jsii.String("Scheduler Agent Supervisor order events"),
+		DisplayName: jsii.String("Scheduler Agent Supervisor order events (" + b.cfg.Stage + ")"),
 		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
 	})
-	return &encryptedTopic{topic: topic, key: key}
+	return &encryptedTopic{topic: topic, key: key, viaSNS: b.viaSNS()}
 }
 
 // allowPublish lets role publish to the topic: sns:Publish authorizes both
 // Publish and PublishBatch (the Notifier's), and SNS needs the two KMS
-// actions to encrypt a message for an encrypted topic.
+// actions to encrypt a message for an encrypted topic. It calls KMS with
+// the publisher's credentials, so the key grant holds only for requests
+// that come through SNS (kms:ViaService): the role cannot use the key
+// directly.
 func (e *encryptedTopic) allowPublish(role awsiam.IRole) {
 	allow(role, []string{"sns:Publish"}, e.topic.TopicArn())
-	allow(role, []string{"kms:Decrypt", "kms:GenerateDataKey"}, e.key.KeyArn())
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:    jsii.Strings("kms:Decrypt", "kms:GenerateDataKey"),
+		Resources:  &[]*string{e.key.KeyArn()},
+		Conditions: &map[string]any{"StringEquals": map[string]any{"kms:ViaService": e.viaSNS}},
+	}))
 }
 
 // failureQueue is where an event source mapping sends the records it gives
@@ -165,6 +202,9 @@ func (b *builder) failureQueue(id, consumer string) awssqs.Queue {
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: duration(topology.DLQRetention),
 	})
+	// Lambda writes to it as a destination, which is no redrive: no queue
+	// may use it as a dead-letter queue.
+	q.Node().DefaultChild().(awssqs.CfnQueue).SetRedriveAllowPolicy(map[string]any{"redrivePermission": RedriveDenyAll})
 	// SQS3 is not granular (one finding per queue, no finding ID), so the
 	// suppression cannot name a finding with appliesTo.
 	cdknag.NagSuppressions_AddResourceSuppressions(q, &[]*cdknag.NagPackSuppression{{

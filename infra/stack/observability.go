@@ -15,8 +15,9 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// MetricNamespace holds the order-flow metrics the log metric filters make.
-const MetricNamespace = "SchedulerAgentSupervisor"
+// MetricNamespace holds the order-flow metrics the log metric filters make
+// for stage: each stage's metrics apart.
+func MetricNamespace(stage string) string { return StackNamePrefix + "/" + stage }
 
 // TransitionMetric counts workflow.Transition log lines, with the transition
 // as its one dimension.
@@ -161,7 +162,7 @@ func (b *builder) transitionFilters(f *fn) {
 	awslogs.NewMetricFilter(b.stack, jsii.String(f.id+"Transitions"), &awslogs.MetricFilterProps{
 		LogGroup:        f.logGroup,
 		FilterPattern:   awslogs.FilterPattern_Exists(jsii.String("$." + workflow.TransitionKey)),
-		MetricNamespace: jsii.String(MetricNamespace),
+		MetricNamespace: jsii.String(MetricNamespace(b.cfg.Stage)),
 		MetricName:      jsii.String(TransitionMetric),
 		MetricValue:     jsii.String("1"),
 		Dimensions:      &map[string]*string{TransitionDimension: jsii.String("$." + workflow.TransitionKey)},
@@ -175,7 +176,7 @@ func (b *builder) shedding(alerts *encryptedTopic, submission *fn) awslogs.Metri
 	filter := awslogs.NewMetricFilter(b.stack, jsii.String(submission.id+"OrdersShed"), &awslogs.MetricFilterProps{
 		LogGroup:        submission.logGroup,
 		FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.msg"), jsii.String("="), jsii.String(ShedMessage)),
-		MetricNamespace: jsii.String(MetricNamespace),
+		MetricNamespace: jsii.String(MetricNamespace(b.cfg.Stage)),
 		MetricName:      jsii.String(ShedMetric),
 		MetricValue:     jsii.String("1"),
 	})
@@ -226,7 +227,7 @@ var transitionLabels = map[workflow.Transition]string{
 
 // transitionMetrics counts each of ts per minute, labelled from
 // transitionLabels; a transition without a label stops the synth.
-func transitionMetrics(ts ...workflow.Transition) []awscloudwatch.IMetric {
+func (b *builder) transitionMetrics(ts ...workflow.Transition) []awscloudwatch.IMetric {
 	out := make([]awscloudwatch.IMetric, len(ts))
 	for i, t := range ts {
 		label, ok := transitionLabels[t]
@@ -234,7 +235,7 @@ func transitionMetrics(ts ...workflow.Transition) []awscloudwatch.IMetric {
 			panic(fmt.Sprintf("the dashboard has no label for transition %q", t))
 		}
 		out[i] = awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace:     jsii.String(MetricNamespace),
+			Namespace:     jsii.String(MetricNamespace(b.cfg.Stage)),
 			MetricName:    jsii.String(TransitionMetric),
 			DimensionsMap: &map[string]*string{TransitionDimension: jsii.String(string(t))},
 			Statistic:     jsii.String("Sum"),
@@ -273,12 +274,12 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, shed awslogs
 			Title: jsii.String(title), Left: &metrics, Width: jsii.Number(12), Height: jsii.Number(6),
 		})
 	}
-	flow := graph("Orders through states (per minute)", transitionMetrics(
+	flow := graph("Orders through states (per minute)", b.transitionMetrics(
 		workflow.TransitionAccepted, workflow.TransitionClaimed, workflow.TransitionStepCompleted,
 		workflow.TransitionProcessed, workflow.TransitionFailed, workflow.TransitionGaveUp)...)
-	recoveries := graph("Supervisor recoveries and stale replies (per minute)", transitionMetrics(
+	recoveries := graph("Supervisor recoveries and stale replies (per minute)", b.transitionMetrics(
 		workflow.TransitionRetried, workflow.TransitionRequeued, workflow.TransitionStaleReply)...)
-	compensation := graph("Compensation, cancellations and resubmissions (per minute)", transitionMetrics(
+	compensation := graph("Compensation, cancellations and resubmissions (per minute)", b.transitionMetrics(
 		workflow.TransitionCompensating, workflow.TransitionUndone, workflow.TransitionCompensated,
 		workflow.TransitionCompensationFailed, workflow.TransitionCancelled, workflow.TransitionResubmitted)...)
 	minute := awscdk.Duration_Minutes(jsii.Number(1))

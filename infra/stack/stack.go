@@ -40,6 +40,10 @@ func Functions() []string {
 	return []string{Submission, Scheduler, Agent, Supervisor, Notifier, Timer, Deadline}
 }
 
+// RemoteURLPattern is the AllowedPattern of the remote base URL parameters:
+// an absolute https URL without query or fragment.
+const RemoteURLPattern = `^https://[^\s?#]+$`
+
 // NotifierTimeout bounds one batch of StreamBatchSize SNS publishes.
 const NotifierTimeout = 30 * time.Second
 
@@ -162,10 +166,11 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// flight to what the remote service takes.
 	agents := make(map[string]*fn, len(cfg.Workflow.Steps))
 	for _, st := range cfg.Workflow.Steps {
+		// https only: the Agent sends the order's step over it.
 		remote := awscdk.NewCfnParameter(s, jsii.String(pascal(st.Name)+"RemoteBaseUrl"), &awscdk.CfnParameterProps{
 			Type:                  jsii.String("String"),
-			AllowedPattern:        jsii.String(`^https?://[^\s?#]+$`),
-			ConstraintDescription: jsii.String("an absolute http(s) URL without query or fragment"),
+			AllowedPattern:        jsii.String(RemoteURLPattern),
+			ConstraintDescription: jsii.String("an absolute https:// URL without query or fragment"),
 			Description:           jsii.String(fmt.Sprintf("Base URL of the remote service the %s Agent calls (POST {url}/v1/steps/%s with an Idempotency-Key header).", st.Name, st.Name)),
 		})
 		// The Agent alerts on a poison request's last receive.

@@ -341,6 +341,41 @@ func deployParams(t *template) map[string]string {
 	return p
 }
 
+func TestRemoteURLParametersTakeHTTPSOnly(t *testing.T) {
+	n := 0
+	for id, param := range tmpl.Parameters {
+		if !strings.HasSuffix(id, "RemoteBaseUrl") {
+			continue
+		}
+		n++
+		pattern, _ := param["AllowedPattern"].(string)
+		if pattern != stack.RemoteURLPattern || !strings.HasPrefix(pattern, "^https://") {
+			t.Errorf("%s: AllowedPattern %q", id, pattern)
+		}
+		if d, _ := param["ConstraintDescription"].(string); !strings.Contains(d, "https://") {
+			t.Errorf("%s: ConstraintDescription %q", id, d)
+		}
+		re := regexp.MustCompile(pattern)
+		for url, ok := range map[string]bool{
+			"https://inventory.example.com":         true,
+			"https://payments.example.com:8443/api": true,
+			"http://inventory.example.com":          false,
+			"HTTP://inventory.example.com":          false,
+			"https://x.example.com/?a=1":            false,
+			"https://x.example.com/#f":              false,
+			"inventory.example.com":                 false,
+			"":                                      false,
+		} {
+			if re.MatchString(url) != ok {
+				t.Errorf("%s: %q accepted %v, want %v", id, url, !ok, ok)
+			}
+		}
+	}
+	if n != len(cfg.Workflow.Steps) {
+		t.Errorf("%d remote URL parameters for %d steps", n, len(cfg.Workflow.Steps))
+	}
+}
+
 func TestFunctionEnvironmentsSatisfyTheirConfigLoaders(t *testing.T) {
 	r := resolver{t: tmpl, params: deployParams(tmpl)}
 	for _, tc := range loaders {
@@ -490,6 +525,51 @@ func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 	}
 	if len(dlqs) != mains {
 		t.Errorf("%d distinct DLQs for %d queues", len(dlqs), mains)
+	}
+	// Each DLQ lets exactly its main queue redrive into it, named by ARN
+	// (a Ref would be a cycle); the failure destinations let none.
+	sources := map[string][]string{}
+	for _, id := range queues {
+		p := tmpl.Resources[id].Properties
+		if rp, ok := p["RedrivePolicy"]; ok {
+			name, _ := p["QueueName"].(string)
+			if want := stack.QueueName("Main", id[:len(id)-8]); name != want {
+				t.Errorf("%s: QueueName %v, want %s", id, p["QueueName"], want)
+			}
+			dlq := ref(get(rp, "deadLetterTargetArn"))
+			sources[dlq] = append(sources[dlq], "arn:aws:sqs:eu-west-1:111122223333:"+name)
+		}
+	}
+	r := resolver{t: tmpl}
+	for _, id := range queues {
+		allow := tmpl.Resources[id].Properties["RedriveAllowPolicy"]
+		if _, isMain := tmpl.Resources[id].Properties["RedrivePolicy"]; isMain {
+			if allow != nil {
+				t.Errorf("%s is no DLQ but has RedriveAllowPolicy %s", id, toJSON(allow))
+			}
+			continue
+		}
+		if allow == nil {
+			t.Errorf("%s: no RedriveAllowPolicy", id)
+			continue
+		}
+		want, isDLQ := sources[id]
+		if !isDLQ {
+			if toJSON(allow) != `{"redrivePermission":"denyAll"}` {
+				t.Errorf("failure destination %s: RedriveAllowPolicy %s, want denyAll", id, toJSON(allow))
+			}
+			continue
+		}
+		var got []string
+		for _, arn := range list(get(allow, "sourceQueueArns")) {
+			got = append(got, r.resolve(t, arn))
+		}
+		if get(allow, "redrivePermission") != stack.RedriveByQueue || !slices.Equal(got, want) || len(get(allow, "sourceQueueArns").([]any)) != len(want) {
+			t.Errorf("DLQ %s: RedriveAllowPolicy %s (sources %v), want byQueue %v", id, toJSON(allow), got, want)
+		}
+	}
+	if cycle := tmpl.dependencyCycle(); cycle != nil {
+		t.Errorf("dependency cycle %v", cycle)
 	}
 	failures := tmpl.failureDestinations()
 	if len(failures) != 2 {
@@ -708,6 +788,11 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 	dest := ref(get(p, "AccessLogSettings", "DestinationArn"))
 	if tmpl.Resources[dest].Type != "AWS::Logs::LogGroup" {
 		t.Fatalf("access logs go to %q", dest)
+	}
+	// Under /aws/vendedlogs/, so the group adds nothing to the account's
+	// CloudWatch Logs resource policy.
+	if name := tmpl.Resources[dest].Properties["LogGroupName"]; name != "/aws/vendedlogs/apigateway/Main-OrdersApi-access" || name != stack.AccessLogGroupName("Main") {
+		t.Errorf("access log group name %v", name)
 	}
 	var format map[string]string
 	if err := json.Unmarshal([]byte(get(p, "AccessLogSettings", "Format").(string)), &format); err != nil || format["requestId"] != "$context.requestId" {
@@ -957,7 +1042,7 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 		}
 		shed++
 		desc, _ := p["AlarmDescription"].(string)
-		if p["Namespace"] != stack.MetricNamespace || p["Statistic"] != "Sum" || p["Period"] != float64(300) ||
+		if p["Namespace"] != stack.MetricNamespace(cfg.Stage) || p["Statistic"] != "Sum" || p["Period"] != float64(300) ||
 			p["EvaluationPeriods"] != float64(3) || p["DatapointsToAlarm"] != float64(3) ||
 			p["Threshold"] != float64(0) || p["ComparisonOperator"] != "GreaterThanThreshold" || p["TreatMissingData"] != "notBreaching" ||
 			!strings.Contains(desc, "429 with Retry-After") || !strings.Contains(desc, "sas:remoteConcurrency") || !strings.Contains(desc, "latency") {
@@ -1011,13 +1096,13 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 		t.Errorf("dashboard does not show the Notifier's iterator age and the published events")
 	}
 	for _, tr := range transitions() {
-		if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q,%q,%q,`, stack.MetricNamespace, stack.TransitionMetric, stack.TransitionDimension, tr)) {
+		if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q,%q,%q,`, stack.MetricNamespace(cfg.Stage), stack.TransitionMetric, stack.TransitionDimension, tr)) {
 			t.Errorf("dashboard does not show transition %q", tr)
 		}
 	}
 	// The orders shed, counted from the Submission's "order shed" lines,
 	// and the Agent queues against the backlog past which it sheds.
-	if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q`, stack.MetricNamespace, stack.ShedMetric)) ||
+	if !strings.Contains(body.String(), fmt.Sprintf(`[%q,%q`, stack.MetricNamespace(cfg.Stage), stack.ShedMetric)) ||
 		!strings.Contains(body.String(), fmt.Sprintf(`"value":%d`, cfg.Capacity.Backlog())) {
 		t.Errorf("dashboard does not show the orders shed and the admission backlog")
 	}
@@ -1031,13 +1116,13 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 		m := list(p["MetricTransformations"])[0]
 		if get(m, "MetricName") == stack.ShedMetric {
 			shedFilters++
-			if get(m, "MetricNamespace") != stack.MetricNamespace || get(m, "MetricValue") != "1" || get(m, "Dimensions") != nil ||
+			if get(m, "MetricNamespace") != stack.MetricNamespace(cfg.Stage) || get(m, "MetricValue") != "1" || get(m, "Dimensions") != nil ||
 				p["FilterPattern"] != `{ $.msg = "order shed" }` || ref(p["LogGroupName"]) != submissionLogs {
 				t.Errorf("%s: %s", id, toJSON(p))
 			}
 			continue
 		}
-		if get(m, "MetricNamespace") != stack.MetricNamespace || get(m, "MetricName") != stack.TransitionMetric ||
+		if get(m, "MetricNamespace") != stack.MetricNamespace(cfg.Stage) || get(m, "MetricName") != stack.TransitionMetric ||
 			toJSON(get(m, "Dimensions")) != fmt.Sprintf(`[{"Key":"%s","Value":"$.transition"}]`, stack.TransitionDimension) ||
 			p["FilterPattern"] != `{ $.transition = "*" }` {
 			t.Errorf("%s: %s", id, toJSON(p))
@@ -1147,9 +1232,20 @@ func TestEachRoleHasExactlyTheActionsItsHandlerUses(t *testing.T) {
 					continue
 				}
 				for _, s := range list(get(p, "PolicyDocument", "Statement")) {
+					// A condition is part of the grant: " if <operator>
+					// <key>=<value>", resolved, sorted.
+					var conds []string
+					if c, ok := get(s, "Condition").(map[string]any); ok {
+						for op, kv := range c {
+							for k, v := range kv.(map[string]any) {
+								conds = append(conds, fmt.Sprintf(" if %s %s=%s", op, k, resolver{t: tmpl}.resolve(t, v)))
+							}
+						}
+						sort.Strings(conds)
+					}
 					for _, a := range list(get(s, "Action")) {
 						for _, r := range list(get(s, "Resource")) {
-							got[a.(string)] = append(got[a.(string)], resourceName(r))
+							got[a.(string)] = append(got[a.(string)], resourceName(r)+strings.Join(conds, ""))
 						}
 					}
 				}

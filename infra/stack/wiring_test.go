@@ -225,6 +225,11 @@ func transitions() []workflow.Transition { return workflow.Transitions() }
 
 var consume = []string{"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}
 
+// viaSNS is the condition of a KMS grant for publishing to an encrypted
+// topic: the key serves the role only through SNS (in the resolver's
+// region).
+const viaSNS = " if StringEquals kms:ViaService=sns.eu-west-1.amazonaws.com"
+
 // roleActions is what each handler's code calls, by action and resource:
 // the stack must grant exactly this.
 var roleActions = func() map[string]map[string][]string {
@@ -240,7 +245,7 @@ var roleActions = func() map[string]map[string][]string {
 	}
 	alerts := func(m map[string][]string) map[string][]string {
 		add(m, []string{"AlertTopic"}, "sns:Publish")
-		return add(m, []string{"AlertTopicKey"}, "kms:Decrypt", "kms:GenerateDataKey")
+		return add(m, []string{"AlertTopicKey" + viaSNS}, "kms:Decrypt", "kms:GenerateDataKey")
 	}
 	out := map[string]map[string][]string{}
 
@@ -288,7 +293,7 @@ var roleActions = func() map[string]map[string][]string {
 	add(notifier, []string{"StateTable.StreamArn"}, "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams")
 	add(notifier, []string{"NotifierDLQ"}, "sqs:SendMessage")
 	add(notifier, []string{"OrderEventsTopic"}, "sns:Publish")
-	add(notifier, []string{"OrderEventsTopicKey"}, "kms:Decrypt", "kms:GenerateDataKey")
+	add(notifier, []string{"OrderEventsTopicKey" + viaSNS}, "kms:Decrypt", "kms:GenerateDataKey")
 	out["NotifierRole"] = notifier
 
 	// The Supervisor's fast path: the Timer reads the stream like the
