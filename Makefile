@@ -45,7 +45,7 @@ build:
 # Writes cdk.out/ offline: no AWS credentials or account needed.
 synth: deps build
 	$(CDK) synth --no-notices --quiet
-	@echo "cdk.out/SchedulerAgentSupervisor.template.json"
+	@echo "cdk.out/SchedulerAgentSupervisor-dev.template.json (sas:stage dev)"
 
 # Builds the binaries, then deploys the stage STAGE (default dev) as the
 # stack SchedulerAgentSupervisor-$(STAGE) with the caller's AWS credentials.
