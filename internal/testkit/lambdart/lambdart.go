@@ -37,6 +37,10 @@ import (
 // Prefix is the path every Runtime API route starts with.
 const Prefix = "/2018-06-01/runtime"
 
+// StartGrace bounds how long Invoke waits for the function to ask for its
+// event: its init, or the end of its previous invocation.
+const StartGrace = 15 * time.Second
+
 // ErrorReport is what a runtime posted to /error or /init/error: the
 // Lambda-Runtime-Function-Error-Type header and the JSON body
 // ({"errorMessage": ..., "errorType": ...}).
@@ -177,30 +181,32 @@ func (f *Function) InitErrors() []*ErrorReport {
 }
 
 // Invoke hands payload to the function as its next event and waits for the
-// answer. The error is an *InitError when the function failed to start, and
-// a plain error when it neither answered nor failed within the timeout (the
-// function's Timeout plus a grace for its start).
+// answer. The error is an *InitError when the function failed to start; a
+// plain error when it did not ask for the event within StartGrace, or did
+// not answer within its Timeout (plus a second for the round trip).
 func (f *Function) Invoke(ctx context.Context, payload []byte) (Result, error) {
 	f.mu.Lock()
 	f.seq++
 	id := fmt.Sprintf("%08d-0000-4000-8000-%012d", f.seq, f.seq)
 	f.mu.Unlock()
 	inv := &invocation{id: id, payload: payload, done: make(chan Result, 1)}
-	wait := time.NewTimer(f.Timeout + 10*time.Second)
-	defer wait.Stop()
+	start := time.NewTimer(StartGrace)
+	defer start.Stop()
 	// Hand the event over at the function's next poll.
 	select {
 	case f.next <- inv:
 	case <-f.exited:
 		return Result{}, f.initError(f.exitErr)
-	case <-wait.C:
+	case <-start.C:
 		if reports := f.InitErrors(); len(reports) > 0 {
 			return Result{}, &InitError{Report: reports[0]}
 		}
-		return Result{}, fmt.Errorf("%s did not ask for an event within %v", f.Name, f.Timeout+10*time.Second)
+		return Result{}, fmt.Errorf("%s did not ask for an event within %v", f.Name, StartGrace)
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
+	wait := time.NewTimer(f.Timeout + time.Second)
+	defer wait.Stop()
 	select {
 	case r := <-inv.done:
 		return r, nil
