@@ -478,7 +478,12 @@ func TestBootstrapSubmission(t *testing.T) {
 // Submission writes it before the Scheduler claims its first step.
 func (s *system) seed(t *testing.T, id string) workflow.State {
 	t.Helper()
-	now := time.Now()
+	return s.seedAt(t, id, time.Now())
+}
+
+// seedAt seeds as seed does, as if at now.
+func (s *system) seedAt(t *testing.T, id string, now time.Time) workflow.State {
+	t.Helper()
 	input := json.RawMessage(`{"orderId":"` + id + `","customerId":"customer-42","currency":"EUR","items":[{"sku":"BOOK-0451","quantity":2,"unitPriceCents":1999}],"totalCents":3998}`)
 	st := workflow.NewState(id, workflow.Default(), input, now, now.Add(time.Minute))
 	o := workflow.Order{OrderID: id, CustomerID: "customer-42", Currency: "EUR",
@@ -492,7 +497,7 @@ func (s *system) seed(t *testing.T, id string) workflow.State {
 // The sample schedule batch: its first order is waiting for its first step,
 // which the Scheduler claims and dispatches to that step's Agent; its
 // second order is unknown here, a message the Scheduler drops.
-func TestBootstrapSchedulerSchedule(t *testing.T) {
+func TestBootstrapScheduler(t *testing.T) {
 	t.Parallel()
 	s := newSystem(t, "http://remote.invalid")
 	raw := sample(t, "scheduler-schedule.json")
@@ -521,6 +526,38 @@ func TestBootstrapSchedulerSchedule(t *testing.T) {
 	req, err := message.DecodeAgentRequest(s.receive(t, q, 1)[0])
 	if err != nil || req.OrderID != m.OrderID || req.Attempt != 1 {
 		t.Fatalf("%s got %+v (%v), want attempt 1 of %s", q, req, err, m.OrderID)
+	}
+
+	// The sample agent-reply batch, on the same process: its first reply is
+	// the success of that attempt, so the Scheduler commits the step and
+	// claims and dispatches the next; its second is for an order unknown
+	// here, dropped.
+	raw = sample(t, "scheduler-agent-reply.json")
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := message.DecodeAgentReply(ev.Records[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.OrderID != m.OrderID || reply.StepIndex != m.StepIndex || reply.Attempt != 1 || reply.Outcome != message.Succeeded {
+		t.Fatalf("scheduler-agent-reply.json's first reply %+v no longer answers scheduler-schedule.json's first schedule", reply)
+	}
+	resp = events.SQSEventResponse{}
+	invoke(t, f, raw, &resp)
+	noFailures(t, "agent reply", resp)
+	if st, err = s.store.GetState(context.Background(), m.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	next := workflow.Default().Steps[m.StepIndex+1].Name
+	if st.ProcessState != workflow.Processing || st.StepIndex != m.StepIndex+1 || st.Step != next || st.Steps[m.StepIndex].State != workflow.StepSucceeded {
+		t.Errorf("after the reply the record is %s at step %d (%s), step %d %s; want Processing at %d (%s) with step %d succeeded",
+			st.ProcessState, st.StepIndex, st.Step, m.StepIndex, st.Steps[m.StepIndex].State, m.StepIndex+1, next, m.StepIndex)
+	}
+	q = pascal(next) + "Queue"
+	req, err = message.DecodeAgentRequest(s.receive(t, q, 1)[0])
+	if err != nil || req.OrderID != m.OrderID || req.Step != next || string(req.Previous[reply.Step]) != string(reply.Output) {
+		t.Fatalf("%s got %+v (%v), want step %s of %s with the reply's output", q, req, err, next, m.OrderID)
 	}
 }
 
@@ -578,13 +615,19 @@ func TestBootstrapAgent(t *testing.T) {
 	}
 }
 
-// The sample scheduled event, on an empty table: the sweep finds nothing
-// and answers without error.
+// The sample scheduled event, with one order whose first step was never
+// claimed in time: the sweep hands it back to the Scheduler.
 func TestBootstrapSupervisor(t *testing.T) {
 	t.Parallel()
 	s := newSystem(t, "http://remote.invalid")
+	id := "5a1f0c8e-0000-4000-8000-000000000042"
+	s.seedAt(t, id, time.Now().Add(-5*time.Minute))
 	f := s.start(t, "supervisor", "Supervisor", s.env(t, "Supervisor"))
 	invoke(t, f, sample(t, "supervisor-scheduled.json"), nil)
+	sched, err := message.DecodeSchedule(s.receive(t, "SchedulerQueue", 1)[0])
+	if err != nil || sched.OrderID != id || sched.StepIndex != 0 {
+		t.Fatalf("scheduler queue got %+v (%v), want step 0 of %s", sched, err, id)
+	}
 }
 
 // The sample stream event (an order moving to its second step) is
