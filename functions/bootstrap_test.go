@@ -657,11 +657,28 @@ func TestBootstrapNotifier(t *testing.T) {
 
 // The same stream sample starts a new phase of a watched record: the Timer
 // sends its Deadline to the deadline queue. The Deadline function then takes
-// that message as its queue would deliver it; the record is not in the
-// table, so it is dropped without error.
+// that message as its queue would deliver it, with the record as the sample
+// left it in the table: the phase's CompleteBy has passed, so the record is
+// recovered (a new write) as the Supervisor's sweep would recover it.
 func TestBootstrapTimerAndDeadline(t *testing.T) {
 	t.Parallel()
 	s := newSystem(t, "http://remote.invalid")
+	var stream events.DynamoDBEvent
+	if err := json.Unmarshal(sample(t, "notifier-stream.json"), &stream); err != nil {
+		t.Fatal(err)
+	}
+	before, err := statestore.DecodeImage(stream.Records[0].Change.NewImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !before.CompleteBy.Before(time.Now()) {
+		t.Fatalf("the sample's CompleteBy %v is not past", before.CompleteBy)
+	}
+	o := workflow.Order{OrderID: before.OrderID, CustomerID: "cust-1842", Currency: "EUR",
+		Items: []workflow.Item{{SKU: "SKU-1001", Quantity: 2, UnitPriceCents: 1250}}, TotalCents: 2500}
+	if err := s.store.CreateOrder(context.Background(), o, before); err != nil {
+		t.Fatal(err)
+	}
 	tf := s.start(t, "timer", "Timer", s.env(t, "Timer"))
 	var resp events.DynamoDBEventResponse
 	invoke(t, tf, sample(t, "notifier-stream.json"), &resp)
@@ -683,6 +700,16 @@ func TestBootstrapTimerAndDeadline(t *testing.T) {
 	var dresp events.SQSEventResponse
 	invoke(t, df, mustJSON(t, ev), &dresp)
 	noFailures(t, "deadline", dresp)
+	after, err := s.store.GetState(context.Background(), before.OrderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The timed-out attempt counts as a failure of the step, retried: the
+	// record goes back to Pending for the Scheduler.
+	if after.ProcessState != workflow.Pending || after.FailureCount != before.FailureCount+1 {
+		t.Errorf("after the Deadline the record is %s with %d failures, want Pending with %d (was %s)",
+			after.ProcessState, after.FailureCount, before.FailureCount+1, before.ProcessState)
+	}
 }
 
 // requiredVariables are, per function, a variable its configuration cannot
