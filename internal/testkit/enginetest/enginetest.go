@@ -82,12 +82,16 @@ const Region = "us-east-1"
 // AccountID is the account fauxqs puts in every ARN and queue URL.
 const AccountID = "000000000000"
 
-// Main runs the tests and then stops the engines this binary started, if
-// any. Call it from TestMain:
+// Main runs the tests, then each of after (a package's own clean-up, since
+// Main exits), and then stops the engines this binary started, if any. Call
+// it from TestMain:
 //
 //	func TestMain(m *testing.M) { enginetest.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M, after ...func()) {
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	if err := stopEngines(); err != nil {
 		fmt.Fprintln(os.Stderr, "enginetest:", err)
 	}
