@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/sasflow/sas/shared/actor"
 )
 
 // ErrorLinesMetric counts the ERROR lines of every function's log group,
@@ -26,6 +28,14 @@ const NotifierSkippedMetric = "NotifierSkippedRecords"
 // NotifierSkippedMessage begins the msg of the Notifier's log line for a
 // stream record it skipped as poison (shared/notifier).
 const NotifierSkippedMessage = "poison stream record skipped"
+
+// BatchItemFailuresMetric counts the records the SQS and stream handlers
+// reported as batch item failures, from their actor.BatchItemFailed lines.
+const BatchItemFailuresMetric = "BatchItemFailures"
+
+// BatchItemFailuresPeriods: the batch item failures alarm is raised by
+// failures in each of this many consecutive one-minute periods.
+const BatchItemFailuresPeriods = 3
 
 // ErrorLinesQuery is the CloudWatch Logs Insights query that finds the lines
 // ErrorLinesMetric counts, over the functions' log groups.
@@ -217,5 +227,40 @@ func (b *builder) supervisorHeartbeat(alerts *encryptedTopic, supervisor *fn) {
 		EvaluationPeriods:  jsii.Number(SupervisorHeartbeatPeriods),
 		DatapointsToAlarm:  jsii.Number(SupervisorHeartbeatPeriods),
 		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
+	})
+}
+
+// batchItemFailures counts every function's actor.BatchItemFailed lines
+// (only the SQS and stream handlers log them) into BatchItemFailuresMetric,
+// and raises an alarm when records fail in each of
+// BatchItemFailuresPeriods consecutive minutes. A redelivered record that
+// then succeeds is normal during a DynamoDB or SQS blip of a minute or so,
+// and a burst of them is one batch, so neither a count of one nor a count
+// in one period would do: failures minute after minute are a dependency
+// down or a bug on every record. A record that keeps failing on its own is
+// the dead-letter queue alarms' and the IteratorAge alarms' to catch.
+func (b *builder) batchItemFailures(alerts *encryptedTopic, fns []*fn) {
+	for _, f := range fns {
+		awslogs.NewMetricFilter(b.stack, jsii.String(f.id+"BatchItemFailures"), &awslogs.MetricFilterProps{
+			LogGroup:        f.logGroup,
+			FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.msg"), jsii.String("="), jsii.String(actor.BatchItemFailed)),
+			MetricNamespace: jsii.String(MetricNamespace(b.cfg.Stage)),
+			MetricName:      jsii.String(BatchItemFailuresMetric),
+			MetricValue:     jsii.String("1"),
+		})
+	}
+	b.alarm(alerts, "BatchItemFailuresSustained", &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String(fmt.Sprintf(
+			"Queue or stream records were reported as batch item failures (redelivered) in each of %d consecutive minutes: a dependency (DynamoDB, SQS, SNS) is failing or a bug fails every record. "+
+				"Find the lines with CloudWatch Logs Insights over the functions' log groups: filter msg = \"%s\" | stats count() by @log, reason, error. "+
+				"Each carries the messageId or sequenceNumber; fix the cause and the records are retried by themselves (those past their receive limit are in a dead-letter queue).",
+			BatchItemFailuresPeriods, actor.BatchItemFailed)),
+		Metric: awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(MetricNamespace(b.cfg.Stage)), MetricName: jsii.String(BatchItemFailuresMetric),
+			Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
+		}),
+		Threshold:         jsii.Number(1),
+		EvaluationPeriods: jsii.Number(BatchItemFailuresPeriods),
+		DatapointsToAlarm: jsii.Number(BatchItemFailuresPeriods),
 	})
 }

@@ -258,6 +258,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	b.alarms(alerts, queues, agents, fns)
 	shed := b.shedding(alerts, submission)
 	b.errorLines(alerts, fns)
+	b.batchItemFailures(alerts, fns)
 	b.notifierSkipped(alerts, notifier)
 	b.api5xx(alerts, api.stage, submission)
 	var agentFns []*fn

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/internal/cost"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/topology"
@@ -1122,7 +1123,7 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 			}
 			continue
 		}
-		if n := get(m, "MetricName"); n == stack.ErrorLinesMetric || n == stack.NotifierSkippedMetric {
+		if n := get(m, "MetricName"); n == stack.ErrorLinesMetric || n == stack.NotifierSkippedMetric || n == stack.BatchItemFailuresMetric {
 			continue // TestOperationalAlarms checks these
 		}
 		if get(m, "MetricNamespace") != stack.MetricNamespace(cfg.Stage) || get(m, "MetricName") != stack.TransitionMetric ||
@@ -1564,7 +1565,7 @@ func TestOperationalAlarms(t *testing.T) {
 		t.Errorf("ErrorLogLines: %s", toJSON(errs))
 	}
 	check("ErrorLogLines", errs, 1, ge, "notBreaching", 60, stack.ErrorLinesQuery, "Logs Insights")
-	var errGroups, fnGroups []string
+	var errGroups, fnGroups, batchGroups []string
 	notifierLogs, _ := tmpl.byPath(t, "AWS::Logs::LogGroup", "NotifierLogs/Resource")
 	skipped := 0
 	for _, id := range tmpl.ofType("AWS::Logs::MetricFilter") {
@@ -1576,6 +1577,11 @@ func TestOperationalAlarms(t *testing.T) {
 				t.Errorf("%s: %s", id, toJSON(p))
 			}
 			errGroups = append(errGroups, ref(p["LogGroupName"]))
+		case stack.BatchItemFailuresMetric:
+			if p["FilterPattern"] != `{ $.msg = "`+actor.BatchItemFailed+`" }` || get(m, "MetricNamespace") != ns || get(m, "MetricValue") != "1" || get(m, "Dimensions") != nil {
+				t.Errorf("%s: %s", id, toJSON(p))
+			}
+			batchGroups = append(batchGroups, ref(p["LogGroupName"]))
 		case stack.NotifierSkippedMetric:
 			skipped++
 			if p["FilterPattern"] != `{ $.msg = "poison stream record skipped*" }` || get(m, "MetricNamespace") != ns || get(m, "MetricValue") != "1" ||
@@ -1592,6 +1598,18 @@ func TestOperationalAlarms(t *testing.T) {
 	if !slices.Equal(errGroups, fnGroups) {
 		t.Errorf("ERROR line filters on %v, want every function's log group %v", errGroups, fnGroups)
 	}
+
+	// 2. Batch item failures in each of three consecutive minutes.
+	sort.Strings(batchGroups)
+	if !slices.Equal(batchGroups, fnGroups) {
+		t.Errorf("batch item failure filters on %v, want every function's log group %v", batchGroups, fnGroups)
+	}
+	bif := alarm("BatchItemFailuresSustained")
+	if bif["Namespace"] != ns || bif["MetricName"] != stack.BatchItemFailuresMetric || bif["Statistic"] != "Sum" || bif["Dimensions"] != nil ||
+		bif["EvaluationPeriods"] != float64(3) || bif["DatapointsToAlarm"] != float64(3) {
+		t.Errorf("BatchItemFailuresSustained: %s", toJSON(bif))
+	}
+	check("BatchItemFailuresSustained", bif, 1, ge, "notBreaching", 60, actor.BatchItemFailed, "Logs Insights", "dead-letter queue")
 
 	// 3. The Notifier's skipped records.
 	if skipped != 1 {
