@@ -44,7 +44,9 @@ const (
 // props says otherwise, one breaching period raises it; no data is no
 // problem.
 func (b *builder) alarm(alerts *encryptedTopic, id string, props *awscloudwatch.AlarmProps) {
-	props.TreatMissingData = awscloudwatch.TreatMissingData_NOT_BREACHING
+	if props.TreatMissingData == "" {
+		props.TreatMissingData = awscloudwatch.TreatMissingData_NOT_BREACHING
+	}
 	if props.ComparisonOperator == "" {
 		props.ComparisonOperator = awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
 	}

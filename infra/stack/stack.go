@@ -257,6 +257,17 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	fns = append(fns, notifier, timerFn, deadline)
 	b.alarms(alerts, queues, agents, fns)
 	shed := b.shedding(alerts, submission)
+	b.errorLines(alerts, fns)
+	b.batchItemFailures(alerts, fns)
+	b.notifierSkipped(alerts, notifier)
+	b.api5xx(alerts, api.stage, submission)
+	var agentFns []*fn
+	for _, st := range cfg.Workflow.Steps {
+		agentFns = append(agentFns, agents[st.Name])
+	}
+	b.lambdaThrottles(alerts, fns, agentFns)
+	b.tableThrottles(alerts, orders, state)
+	b.supervisorHeartbeat(alerts, supervisor)
 	b.streamAlarms(alerts, notifier, notifierDLQ, "clients are not being notified meanwhile",
 		"the description of stream records that expired before the Notifier could publish them; those clients missed events")
 	b.streamAlarms(alerts, timerFn, timerDLQ, "the Supervisor's fast path is not armed meanwhile (the sweep still recovers, within its schedule)",

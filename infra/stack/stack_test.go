@@ -20,6 +20,7 @@ import (
 
 	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/internal/cost"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/topology"
@@ -1122,6 +1123,9 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 			}
 			continue
 		}
+		if n := get(m, "MetricName"); n == stack.ErrorLinesMetric || n == stack.NotifierSkippedMetric || n == stack.BatchItemFailuresMetric {
+			continue // TestOperationalAlarms checks these
+		}
 		if get(m, "MetricNamespace") != stack.MetricNamespace(cfg.Stage) || get(m, "MetricName") != stack.TransitionMetric ||
 			toJSON(get(m, "Dimensions")) != fmt.Sprintf(`[{"Key":"%s","Value":"$.transition"}]`, stack.TransitionDimension) ||
 			p["FilterPattern"] != `{ $.transition = "*" }` {
@@ -1495,4 +1499,178 @@ func TestCostModelCountsTheStacksAlarms(t *testing.T) {
 	if pollers != priced {
 		t.Errorf("the stack's SQS mappings idle with %d pollers, internal/cost.DefaultFixed prices %d", pollers, priced)
 	}
+}
+
+// TestOperationalAlarms: the alarms beyond the queues and the functions'
+// errors, each on its metric, threshold, comparison and missing-data
+// treatment, with a runbook.
+func TestOperationalAlarms(t *testing.T) {
+	alarm := func(path string) map[string]any {
+		t.Helper()
+		_, a := tmpl.byPath(t, "AWS::CloudWatch::Alarm", path+"/Resource")
+		if len(list(a.Properties["OKActions"])) != 1 {
+			t.Errorf("%s: OK actions %s", path, toJSON(a.Properties["OKActions"]))
+		}
+		return a.Properties
+	}
+	check := func(name string, p map[string]any, threshold float64, cmp, missing string, period float64, runbook ...string) {
+		t.Helper()
+		if p["Threshold"] != threshold || p["ComparisonOperator"] != cmp || p["TreatMissingData"] != missing {
+			t.Errorf("%s: threshold %v %v, missing %v; want %v %s %s", name, p["ComparisonOperator"], p["Threshold"], p["TreatMissingData"], threshold, cmp, missing)
+		}
+		if p["Period"] != nil && p["Period"] != period {
+			t.Errorf("%s: period %v, want %v", name, p["Period"], period)
+		}
+		desc, _ := p["AlarmDescription"].(string)
+		for _, w := range runbook {
+			if !strings.Contains(desc, w) {
+				t.Errorf("%s: runbook %q does not mention %q", name, desc, w)
+			}
+		}
+	}
+	// mathOf is a metric math alarm's expression and its metrics'
+	// (namespace, name, first dimension's value) by id.
+	mathOf := func(name string, p map[string]any) (string, []string) {
+		t.Helper()
+		expr := ""
+		var ms []string
+		for _, m := range list(p["Metrics"]) {
+			if e, ok := get(m, "Expression").(string); ok {
+				expr = e
+				if get(m, "Period") != nil && get(m, "Period") != p["Period"] {
+					t.Errorf("%s: expression period %v", name, get(m, "Period"))
+				}
+				continue
+			}
+			st := get(m, "MetricStat")
+			if get(st, "Stat") != "Sum" {
+				t.Errorf("%s: %s is not a sum", name, toJSON(m))
+			}
+			dims := list(get(st, "Metric", "Dimensions"))
+			dim := ""
+			if len(dims) > 0 {
+				dim = ref(get(dims[0], "Value"))
+			}
+			ms = append(ms, get(st, "Metric", "Namespace").(string)+" "+get(st, "Metric", "MetricName").(string)+" "+dim)
+		}
+		sort.Strings(ms)
+		return expr, ms
+	}
+	const ge, lt = "GreaterThanOrEqualToThreshold", "LessThanThreshold"
+	ns := stack.MetricNamespace(cfg.Stage)
+
+	// 1. Every function's ERROR lines, into one metric without a dimension.
+	errs := alarm("ErrorLogLines")
+	if errs["Namespace"] != ns || errs["MetricName"] != stack.ErrorLinesMetric || errs["Statistic"] != "Sum" || errs["Dimensions"] != nil {
+		t.Errorf("ErrorLogLines: %s", toJSON(errs))
+	}
+	check("ErrorLogLines", errs, 1, ge, "notBreaching", 60, stack.ErrorLinesQuery, "Logs Insights")
+	var errGroups, fnGroups, batchGroups []string
+	notifierLogs, _ := tmpl.byPath(t, "AWS::Logs::LogGroup", "NotifierLogs/Resource")
+	skipped := 0
+	for _, id := range tmpl.ofType("AWS::Logs::MetricFilter") {
+		p := tmpl.Resources[id].Properties
+		m := list(p["MetricTransformations"])[0]
+		switch get(m, "MetricName") {
+		case stack.ErrorLinesMetric:
+			if p["FilterPattern"] != `{ $.level = "ERROR" }` || get(m, "MetricNamespace") != ns || get(m, "MetricValue") != "1" || get(m, "Dimensions") != nil {
+				t.Errorf("%s: %s", id, toJSON(p))
+			}
+			errGroups = append(errGroups, ref(p["LogGroupName"]))
+		case stack.BatchItemFailuresMetric:
+			if p["FilterPattern"] != `{ $.msg = "`+actor.BatchItemFailed+`" }` || get(m, "MetricNamespace") != ns || get(m, "MetricValue") != "1" || get(m, "Dimensions") != nil {
+				t.Errorf("%s: %s", id, toJSON(p))
+			}
+			batchGroups = append(batchGroups, ref(p["LogGroupName"]))
+		case stack.NotifierSkippedMetric:
+			skipped++
+			if p["FilterPattern"] != `{ $.msg = "poison stream record skipped*" }` || get(m, "MetricNamespace") != ns || get(m, "MetricValue") != "1" ||
+				ref(p["LogGroupName"]) != notifierLogs {
+				t.Errorf("%s: %s", id, toJSON(p))
+			}
+		}
+	}
+	for _, id := range tmpl.ofType("AWS::Lambda::Function") {
+		fnGroups = append(fnGroups, ref(get(tmpl.Resources[id].Properties, "LoggingConfig", "LogGroup")))
+	}
+	sort.Strings(errGroups)
+	sort.Strings(fnGroups)
+	if !slices.Equal(errGroups, fnGroups) {
+		t.Errorf("ERROR line filters on %v, want every function's log group %v", errGroups, fnGroups)
+	}
+
+	// 2. Batch item failures in each of three consecutive minutes.
+	sort.Strings(batchGroups)
+	if !slices.Equal(batchGroups, fnGroups) {
+		t.Errorf("batch item failure filters on %v, want every function's log group %v", batchGroups, fnGroups)
+	}
+	bif := alarm("BatchItemFailuresSustained")
+	if bif["Namespace"] != ns || bif["MetricName"] != stack.BatchItemFailuresMetric || bif["Statistic"] != "Sum" || bif["Dimensions"] != nil ||
+		bif["EvaluationPeriods"] != float64(3) || bif["DatapointsToAlarm"] != float64(3) {
+		t.Errorf("BatchItemFailuresSustained: %s", toJSON(bif))
+	}
+	check("BatchItemFailuresSustained", bif, 1, ge, "notBreaching", 60, actor.BatchItemFailed, "Logs Insights", "dead-letter queue")
+
+	// 3. The Notifier's skipped records.
+	if skipped != 1 {
+		t.Errorf("%d Notifier skipped-record filters, want 1", skipped)
+	}
+	sk := alarm("NotifierSkippedRecordsAlarm")
+	if sk["Namespace"] != ns || sk["MetricName"] != stack.NotifierSkippedMetric || sk["Statistic"] != "Sum" {
+		t.Errorf("NotifierSkippedRecordsAlarm: %s", toJSON(sk))
+	}
+	check("NotifierSkippedRecordsAlarm", sk, 1, ge, "notBreaching", 60, "missed an event", stack.NotifierSkippedMessage)
+
+	// 4. The API's server errors, on its $default stage.
+	apiID, _ := tmpl.byPath(t, "AWS::ApiGatewayV2::Api", "OrdersApi/Resource")
+	api := alarm("Api5xx")
+	dims := map[string]any{}
+	for _, d := range list(api["Dimensions"]) {
+		dims[get(d, "Name").(string)] = get(d, "Value")
+	}
+	if api["Namespace"] != "AWS/ApiGateway" || api["MetricName"] != "5xx" || api["Statistic"] != "Sum" ||
+		ref(dims["ApiId"]) != apiID || dims["Stage"] != "$default" || len(dims) != 2 {
+		t.Errorf("Api5xx: %s", toJSON(api))
+	}
+	check("Api5xx", api, stack.API5xxThreshold, ge, "notBreaching", stack.API5xxPeriod.Seconds(), "requestId", "access log")
+
+	// 5. Every function's throttles, added up.
+	thr := alarm("FunctionThrottles")
+	check("FunctionThrottles", thr, 1, ge, "notBreaching", 300, "account", "reserved concurrency", "MaximumConcurrency")
+	expr, ms := mathOf("FunctionThrottles", thr)
+	var want []string
+	for _, id := range tmpl.ofType("AWS::Lambda::Function") {
+		want = append(want, "AWS/Lambda Throttles "+id)
+	}
+	if !strings.HasPrefix(expr, "SUM(FILL([") || !slices.Equal(ms, want) {
+		t.Errorf("FunctionThrottles: %s over %v, want the sum over %v", expr, ms, want)
+	}
+	for _, m := range list(thr["Metrics"]) {
+		if p := get(m, "MetricStat", "Period"); p != nil && p != float64(300) {
+			t.Errorf("FunctionThrottles: %s", toJSON(m))
+		}
+	}
+
+	// 6. Both tables' read and write throttle events, added up.
+	tbl := alarm("TableThrottles")
+	check("TableThrottles", tbl, 1, ge, "notBreaching", 60, "on-demand", "twice its previous peak", "warm throughput", "quota")
+	expr, ms = mathOf("TableThrottles", tbl)
+	want = nil
+	for _, id := range tmpl.ofType("AWS::DynamoDB::Table") {
+		want = append(want, "AWS/DynamoDB ReadThrottleEvents "+id, "AWS/DynamoDB WriteThrottleEvents "+id)
+	}
+	sort.Strings(want)
+	if len(want) != 4 || !strings.HasPrefix(expr, "SUM(FILL([") || !slices.Equal(ms, want) {
+		t.Errorf("TableThrottles: %s over %v, want the sum over %v", expr, ms, want)
+	}
+
+	// 7. The Supervisor's heartbeat: no invocation in two five-minute
+	// periods, and no data at all is as bad.
+	supervisor, _ := tmpl.byPath(t, "AWS::Lambda::Function", "Supervisor/Resource")
+	hb := alarm("SupervisorHeartbeat")
+	if hb["Namespace"] != "AWS/Lambda" || hb["MetricName"] != "Invocations" || hb["Statistic"] != "Sum" ||
+		ref(get(list(hb["Dimensions"])[0], "Value")) != supervisor || hb["EvaluationPeriods"] != float64(2) || hb["DatapointsToAlarm"] != float64(2) {
+		t.Errorf("SupervisorHeartbeat: %s", toJSON(hb))
+	}
+	check("SupervisorHeartbeat", hb, 1, lt, "breaching", 300, "EventBridge rule", "resource policy")
 }

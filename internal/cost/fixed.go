@@ -30,9 +30,13 @@ type FixedParams struct {
 	// Alarms, CustomMetrics and Dashboards are what the stack creates:
 	// 5 queues × (DLQ not empty + oldest message) + 8 functions' errors +
 	// the iterator age and DLQ of the Notifier and of the Timer + orders
-	// shed for 15 minutes = 23 alarms; the transition metric filters make
-	// about 9 custom metrics (one per transition value the logs carry),
-	// and the shed-orders filter one more; one dashboard.
+	// shed for 15 minutes + ERROR log lines + batch item failures + the
+	// Notifier's skipped records + API 5xx + function throttles + table
+	// throttles + the Supervisor's heartbeat = 30 alarms; the transition
+	// metric filters make about 9 custom metrics (one per transition
+	// value the logs carry), and the shed-orders, ERROR-lines,
+	// batch-item-failures and skipped-records filters one each; one
+	// dashboard.
 	Alarms, CustomMetrics, Dashboards int
 	// KMSKeys are the two topics' customer managed keys. Key rotation is
 	// on, and a rotated key costs $1 a month more per rotation (up to two):
@@ -60,8 +64,8 @@ func DefaultFixed() FixedParams {
 			"deadline queue": 2,
 		},
 		LongPollWait:  20 * time.Second,
-		Alarms:        23,
-		CustomMetrics: 10,
+		Alarms:        30,
+		CustomMetrics: 13,
 		Dashboards:    1,
 		KMSKeys:       2,
 		// Order events: the Notifier. Alerts: the Scheduler, the two Agents,

@@ -70,3 +70,10 @@ func InvocationLog(ctx context.Context, log *slog.Logger) *slog.Logger {
 	}
 	return log
 }
+
+// BatchItemFailed is the msg of the one line an SQS or stream handler logs
+// for each record it reports as a batch item failure, with the record's
+// messageId or sequenceNumber, a reason and the error: at WARN when the
+// retry may succeed, at ERROR when it cannot (poison, a panic). The stack
+// counts these lines into its BatchItemFailures metric.
+const BatchItemFailed = "record reported as a batch item failure"

@@ -148,7 +148,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	// to the queue and, if it keeps failing, to the dead-letter queue.
 	defer func() {
 		if p := recover(); p != nil {
-			log.Error("panic while handling a record", "panic", fmt.Sprint(p))
+			log.Error(actor.BatchItemFailed, "reason", "panic while handling a record", "panic", fmt.Sprint(p))
 			d = redeliver
 		}
 	}()
@@ -201,7 +201,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 // poison logs a request that can never be processed, err first among attrs,
 // and leaves it to the queue's redrive policy, alerting on its last receive.
 func (h *Handler) poison(ctx context.Context, log *slog.Logger, rec events.SQSMessage, msg string, err error, attrs ...any) disposition {
-	log.Error(msg, append([]any{"error", err}, attrs...)...)
+	log.Error(actor.BatchItemFailed, append([]any{"reason", msg, "error", err}, attrs...)...)
 	alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
 	return redeliver
 }
@@ -212,7 +212,7 @@ func (h *Handler) poison(ctx context.Context, log *slog.Logger, rec events.SQSMe
 func (h *Handler) sendReply(ctx context.Context, log *slog.Logger, rec events.SQSMessage, m message.AgentRequest, reply message.AgentReply) disposition {
 	if err := h.replies.Send(ctx, h.cfg.ResponseQueueURL, encodeReply(m, reply), 0); err != nil {
 		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
-		log.Error("sending the reply failed; the request comes back soon", "error", err, "outcome", reply.Outcome, "in", wait)
+		log.Warn(actor.BatchItemFailed, "reason", "sending the reply failed; the request comes back soon", "error", err, "outcome", reply.Outcome, "in", wait)
 		if h.redeliver != nil {
 			if rerr := h.redeliver.After(ctx, rec, wait); rerr != nil {
 				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", "error", rerr)

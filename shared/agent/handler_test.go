@@ -366,7 +366,7 @@ func TestHandlerOutcomes(t *testing.T) {
 			sendFails:  true,
 			wantFailed: true,
 			wantCalls:  1,
-			wantLog:    "sending the reply failed",
+			wantLog:    `"level":"WARN","msg":"` + actor.BatchItemFailed + `"`,
 		},
 		{
 			name: "poison body redelivers towards the DLQ",
@@ -375,7 +375,7 @@ func TestHandlerOutcomes(t *testing.T) {
 				return nil
 			},
 			wantFailed: true,
-			wantLog:    "poison agent request",
+			wantLog:    `"level":"ERROR","msg":"` + actor.BatchItemFailed + `","agentStep":"reserve-inventory","requestId":"` + testRequestID + `","messageId":"m1","reason":"poison agent request"`,
 		},
 		{
 			name: "request for another step is poison",
@@ -495,6 +495,15 @@ func TestHandlerOutcomes(t *testing.T) {
 			logs := hs.logs.String()
 			if tt.wantLog != "" && !strings.Contains(logs, tt.wantLog) {
 				t.Errorf("logs lack %q:\n%s", tt.wantLog, logs)
+			}
+			// One line per record reported as a batch item failure, which
+			// the stack's BatchItemFailures metric counts.
+			want := 0
+			if tt.wantFailed {
+				want = 1
+			}
+			if n := strings.Count(logs, `"msg":"`+actor.BatchItemFailed+`"`); n != want {
+				t.Errorf("%d %q lines, want %d:\n%s", n, actor.BatchItemFailed, want, logs)
 			}
 			if !strings.Contains(logs, `"requestId":"`+testRequestID+`"`) {
 				t.Errorf("logs lack the Lambda request ID:\n%s", logs)

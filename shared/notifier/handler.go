@@ -62,7 +62,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	case stuck.err == nil:
 		return events.DynamoDBEventResponse{}, nil
 	}
-	stuck.log.Error("event not published; the stream retries from this record", "error", stuck.err,
+	stuck.log.Warn(actor.BatchItemFailed, "reason", "event not published; the stream retries from this record", "error", stuck.err,
 		"redelivered", len(ev.Records)-stuck.at)
 	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{
 		{ItemIdentifier: ev.Records[stuck.at].Change.SequenceNumber},

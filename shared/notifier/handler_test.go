@@ -313,8 +313,10 @@ func TestNotifyLogs(t *testing.T) {
 	want := []map[string]any{
 		{"level": "ERROR", "msg": "poison stream record skipped: new image unreadable", "requestId": "req-7", "sequenceNumber": "200"},
 		{"level": "INFO", "msg": "events published", "requestId": "req-7", "events": 1.0, "records": 4.0, "topic": topicARN},
-		{"level": "ERROR", "msg": "event not published; the stream retries from this record", "requestId": "req-7",
-			"sequenceNumber": "300", "orderId": "o-3", "seq": 1.0, "status": "accepted", "redelivered": 2.0},
+		// The one line per record reported as a batch item failure, which
+		// the stack's BatchItemFailures metric counts.
+		{"level": "WARN", "msg": actor.BatchItemFailed, "reason": "event not published; the stream retries from this record", "requestId": "req-7",
+			"error": "SNS unavailable", "sequenceNumber": "300", "orderId": "o-3", "seq": 1.0, "status": "accepted", "redelivered": 2.0},
 	}
 	if len(logs) != len(want) {
 		t.Fatalf("%d log records, want %d:\n%s", len(logs), len(want), buf.String())

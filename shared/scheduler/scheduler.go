@@ -99,7 +99,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		}
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 		if errors.Is(err, message.ErrPoison) {
-			log.Error("record failed; left for redelivery", "error", err)
+			log.Error(actor.BatchItemFailed, "reason", "poison; left for redelivery towards the dead-letter queue", "error", err)
 			alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
 			continue
 		}
@@ -108,7 +108,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		if errors.As(err, &ra) {
 			wait = ra.wait
 		}
-		log.Warn("record failed; redelivered soon", "error", err, "in", wait)
+		log.Warn(actor.BatchItemFailed, "reason", "record failed; redelivered soon", "error", err, "in", wait)
 		if h.redeliver != nil {
 			if rerr := h.redeliver.After(ctx, rec, wait); rerr != nil {
 				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", "error", rerr)

@@ -66,7 +66,7 @@ func (h *Handler) HandleDeadlines(ctx context.Context, ev events.SQSEvent) (even
 func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Report, log *slog.Logger) (time.Duration, error) {
 	d, err := message.DecodeDeadline(rec.Body)
 	if err != nil {
-		log.Error("poison deadline; it goes to the dead-letter queue after its receives", "error", err)
+		log.Error(actor.BatchItemFailed, "reason", "poison deadline; it goes to the dead-letter queue after its receives", "error", err)
 		return 0, err
 	}
 	log = log.With("orderId", d.OrderID, "stepIndex", d.StepIndex, "attempt", d.Attempt)
@@ -76,8 +76,9 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 		return 0, nil
 	}
 	if err != nil {
-		log.Warn("deadline not checked; it comes back", "error", err)
-		return queue.RedeliveryDelay(queue.ReceiveCount(rec)), err
+		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
+		log.Warn(actor.BatchItemFailed, "reason", "deadline not checked; it comes back", "error", err, "in", wait)
+		return wait, err
 	}
 	if !st.InFlight || st.Attempt != d.Attempt || !st.CompleteBy.Equal(d.CompleteBy) {
 		return 0, nil // the record left that phase: the usual case
@@ -85,13 +86,16 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 	now := h.clk.Now()
 	if early := st.CompleteBy.Sub(now); early > 0 {
 		// Clocks of two functions disagree by a little: look again then.
+		log.Warn(actor.BatchItemFailed, "reason", "deadline came before its CompleteBy; it comes back then", "error", errNotDue, "in", early)
 		return early, errNotDue
 	}
 	rep.Expired++
 	failed := rep.Failed
 	h.recover(ctx, st, now, rep, log.With("step", st.Step))
 	if rep.Failed > failed {
-		return queue.RedeliveryDelay(queue.ReceiveCount(rec)), errRecoverFailed
+		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
+		log.Warn(actor.BatchItemFailed, "reason", "recovery failed; the deadline comes back", "error", errRecoverFailed, "in", wait)
+		return wait, errRecoverFailed
 	}
 	return 0, nil
 }

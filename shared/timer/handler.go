@@ -90,7 +90,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		}
 	}
 	stuck := out[first].at
-	log.Error("deadline not sent; the stream retries from this record", "error", err,
+	log.Warn(actor.BatchItemFailed, "reason", "deadline not sent; the stream retries from this record", "error", err,
 		"sequenceNumber", ev.Records[stuck].Change.SequenceNumber, "redelivered", len(ev.Records)-stuck)
 	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{
 		{ItemIdentifier: ev.Records[stuck].Change.SequenceNumber},
