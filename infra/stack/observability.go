@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -31,7 +32,7 @@ const TransitionDimension = "Transition"
 const ShedMetric = "OrdersShed"
 
 // ShedMessage is the msg of the Submission's log line for a shed order.
-const ShedMessage = "order shed"
+const ShedMessage = submission.OrderShed
 
 // Shedding raises its alarm when orders were shed in each of
 // ShedAlarmPeriods consecutive periods of ShedAlarmPeriod.
@@ -174,14 +175,8 @@ func (b *builder) transitionFilters(f *fn) {
 // shedding counts the "order shed" lines of the Submission's log group into
 // ShedMetric, and raises an alarm while orders keep being shed. It returns
 // the metric, for the dashboard.
-func (b *builder) shedding(alerts *encryptedTopic, submission *fn) awslogs.MetricFilter {
-	filter := awslogs.NewMetricFilter(b.stack, jsii.String(submission.id+"OrdersShed"), &awslogs.MetricFilterProps{
-		LogGroup:        submission.logGroup,
-		FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.msg"), jsii.String("="), jsii.String(ShedMessage)),
-		MetricNamespace: jsii.String(MetricNamespace(b.cfg.Stage)),
-		MetricName:      jsii.String(ShedMetric),
-		MetricValue:     jsii.String("1"),
-	})
+func (b *builder) shedding(alerts *encryptedTopic, sub *fn) awslogs.MetricFilter {
+	filter := b.countLines(sub, "OrdersShed", "$.msg", ShedMessage, ShedMetric)
 	c := b.cfg.Capacity
 	// Shedding a burst for a while is the admission check at work, not an
 	// incident. Shedding is bursty under overload, too: clients wait out

@@ -26,8 +26,8 @@ const ErrorLinesMetric = "ErrorLines"
 const NotifierSkippedMetric = "NotifierSkippedRecords"
 
 // NotifierSkippedMessage begins the msg of the Notifier's log line for a
-// stream record it skipped as poison (shared/notifier).
-const NotifierSkippedMessage = "poison stream record skipped"
+// stream record it skipped as poison.
+const NotifierSkippedMessage = actor.RecordSkipped
 
 // BatchItemFailuresMetric counts the records the SQS and stream handlers
 // reported as batch item failures, from their actor.BatchItemFailed lines.
@@ -60,13 +60,7 @@ const maxAlarmMetrics = 10
 func (b *builder) errorLines(alerts *encryptedTopic, fns []*fn) {
 	var groups []string
 	for _, f := range fns {
-		awslogs.NewMetricFilter(b.stack, jsii.String(f.id+"ErrorLines"), &awslogs.MetricFilterProps{
-			LogGroup:        f.logGroup,
-			FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.level"), jsii.String("="), jsii.String("ERROR")),
-			MetricNamespace: jsii.String(MetricNamespace(b.cfg.Stage)),
-			MetricName:      jsii.String(ErrorLinesMetric),
-			MetricValue:     jsii.String("1"),
-		})
+		b.countLines(f, "ErrorLines", "$.level", "ERROR", ErrorLinesMetric)
 		groups = append(groups, f.id)
 	}
 	b.alarm(alerts, "ErrorLogLines", &awscloudwatch.AlarmProps{
@@ -85,13 +79,7 @@ func (b *builder) errorLines(alerts *encryptedTopic, fns []*fn) {
 // notifierSkipped counts the stream records the Notifier skipped as poison
 // and raises an alarm on the first: a client missed an event.
 func (b *builder) notifierSkipped(alerts *encryptedTopic, notifier *fn) {
-	filter := awslogs.NewMetricFilter(b.stack, jsii.String(notifier.id+"SkippedRecords"), &awslogs.MetricFilterProps{
-		LogGroup:        notifier.logGroup,
-		FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.msg"), jsii.String("="), jsii.String(NotifierSkippedMessage+"*")),
-		MetricNamespace: jsii.String(MetricNamespace(b.cfg.Stage)),
-		MetricName:      jsii.String(NotifierSkippedMetric),
-		MetricValue:     jsii.String("1"),
-	})
+	filter := b.countLines(notifier, "SkippedRecords", "$.msg", NotifierSkippedMessage+"*", NotifierSkippedMetric)
 	b.alarm(alerts, "NotifierSkippedRecordsAlarm", &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String(fmt.Sprintf(
 			"The %s skipped a state table stream record it could not read or turn into an event (\"%s\" in its log group, with the sequenceNumber): that order's client missed an event. "+
@@ -116,6 +104,19 @@ func (b *builder) api5xx(alerts *encryptedTopic, stage awsapigatewayv2.HttpStage
 			API5xxThreshold, API5xxPeriod, submission.id)),
 		Metric:    stage.MetricServerError(&awscloudwatch.MetricOptions{Period: duration(API5xxPeriod), Statistic: jsii.String("Sum")}),
 		Threshold: jsii.Number(API5xxThreshold),
+	})
+}
+
+// countLines counts the JSON log lines of f whose field equals value (a
+// trailing * matches any rest) into metric, in the stack's namespace and
+// without a dimension, so the lines of several functions add up.
+func (b *builder) countLines(f *fn, idSuffix, field, value, metric string) awslogs.MetricFilter {
+	return awslogs.NewMetricFilter(b.stack, jsii.String(f.id+idSuffix), &awslogs.MetricFilterProps{
+		LogGroup:        f.logGroup,
+		FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String(field), jsii.String("="), jsii.String(value)),
+		MetricNamespace: jsii.String(MetricNamespace(b.cfg.Stage)),
+		MetricName:      jsii.String(metric),
+		MetricValue:     jsii.String("1"),
 	})
 }
 
@@ -241,13 +242,7 @@ func (b *builder) supervisorHeartbeat(alerts *encryptedTopic, supervisor *fn) {
 // the dead-letter queue alarms' and the IteratorAge alarms' to catch.
 func (b *builder) batchItemFailures(alerts *encryptedTopic, fns []*fn) {
 	for _, f := range fns {
-		awslogs.NewMetricFilter(b.stack, jsii.String(f.id+"BatchItemFailures"), &awslogs.MetricFilterProps{
-			LogGroup:        f.logGroup,
-			FilterPattern:   awslogs.FilterPattern_StringValue(jsii.String("$.msg"), jsii.String("="), jsii.String(actor.BatchItemFailed)),
-			MetricNamespace: jsii.String(MetricNamespace(b.cfg.Stage)),
-			MetricName:      jsii.String(BatchItemFailuresMetric),
-			MetricValue:     jsii.String("1"),
-		})
+		b.countLines(f, "BatchItemFailures", "$.msg", actor.BatchItemFailed, BatchItemFailuresMetric)
 	}
 	b.alarm(alerts, "BatchItemFailuresSustained", &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String(fmt.Sprintf(

@@ -77,3 +77,9 @@ func InvocationLog(ctx context.Context, log *slog.Logger) *slog.Logger {
 // retry may succeed, at ERROR when it cannot (poison, a panic). The stack
 // counts these lines into its BatchItemFailures metric.
 const BatchItemFailed = "record reported as a batch item failure"
+
+// RecordSkipped begins the msg of the ERROR line a stream handler logs for
+// a record it skips as poison (its image unreadable, or no valid event in
+// it): retrying could never succeed, so the record is passed over. The
+// stack counts the Notifier's into its skipped-records metric.
+const RecordSkipped = "poison stream record skipped"

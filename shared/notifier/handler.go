@@ -150,7 +150,7 @@ func (h *Handler) eventOf(rec events.DynamoDBEventRecord, q *queued) (ok bool) {
 	// no terminal status in time, read the order's status from the API.
 	st, err := statestore.DecodeImage(rec.Change.NewImage)
 	if err != nil {
-		q.log.Error("poison stream record skipped: new image unreadable", "error", err)
+		q.log.Error(actor.RecordSkipped+": new image unreadable", "error", err)
 		return false
 	}
 	if st.ClientID == "" {
@@ -171,7 +171,7 @@ func (h *Handler) eventOf(rec events.DynamoDBEventRecord, q *queued) (ok bool) {
 	q.ev = EventOf(st)
 	q.log = q.log.With("clientId", q.ev.ClientID, "status", q.ev.Status, "state", q.ev.State)
 	if err := q.ev.Validate(); err != nil {
-		q.log.Error("poison stream record skipped: no valid event", "error", err)
+		q.log.Error(actor.RecordSkipped+": no valid event", "error", err)
 		return false
 	}
 	return true

@@ -81,6 +81,10 @@ type Admission interface {
 	Admit(ctx context.Context) admission.Decision
 }
 
+// OrderShed is the msg of the line logged for each order the admission
+// check sheds; the stack counts these lines into its shed-orders metric.
+const OrderShed = "order shed"
+
 // IdempotencyKeyHeader lets a client retry a POST safely.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
@@ -249,7 +253,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 // metric counts.
 func (h *Handler) shed(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, d admission.Decision) events.APIGatewayV2HTTPResponse {
 	secs := strconv.Itoa(int(d.RetryAfter / time.Second))
-	log.InfoContext(ctx, "order shed", slog.String("queue", d.Queue), slog.Int("depth", d.Depth), slog.String("retryAfter", secs))
+	log.InfoContext(ctx, OrderShed, slog.String("queue", d.Queue), slog.Int("depth", d.Depth), slog.String("retryAfter", secs))
 	return h.fail(req, problem(http.StatusTooManyRequests, ProblemOverloaded, fmt.Sprintf(
 		"the agents' queues are full; nothing was written, retry after %s s", secs)), map[string]string{"Retry-After": secs})
 }

@@ -108,7 +108,7 @@ func (h *Handler) deadlineOf(log *slog.Logger, rec events.DynamoDBEventRecord) (
 	}
 	st, err := statestore.DecodeImage(rec.Change.NewImage)
 	if err != nil {
-		log.Error("poison stream record skipped: new image unreadable", "sequenceNumber", rec.Change.SequenceNumber, "error", err)
+		log.Error(actor.RecordSkipped+": new image unreadable", "sequenceNumber", rec.Change.SequenceNumber, "error", err)
 		return message.Deadline{}, false
 	}
 	if !st.InFlight || st.CompleteBy.IsZero() {
