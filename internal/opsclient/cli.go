@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
+	"github.com/sasflow/sas/internal/dlq"
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -37,7 +38,7 @@ commands:
   show ORDER_ID       an order's state, errors and per-step history
   retry ORDER_ID      resubmit an order in Error or CompensationFailed
   cancel ORDER_ID     compensate an order still in flight
-
+` + DLQUsage + `
 flags:
   --endpoint-url URL  the HTTP API (default $SAS_API_URL, else $AWS_ENDPOINT_URL)
   --region R          region to sign for (default: the endpoint's, else the SDK's)
@@ -71,6 +72,9 @@ type Env struct {
 	// for a loopback endpoint, so a machine without credentials does not
 	// wait for it). It is called only when requests are signed.
 	LoadAWSConfig func(ctx context.Context, region string) (aws.Config, error)
+	// SQSClient, when set, is what the dlq commands call instead of an SQS
+	// client built from LoadAWSConfig.
+	SQSClient dlq.Client
 }
 
 // usageError is a mistake on the command line: exit 2.
@@ -92,7 +96,7 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, ErrConflict):
 		return ExitConflict
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, dlq.ErrNoQueue):
 		return ExitNotFound
 	}
 	return ExitError
@@ -176,6 +180,9 @@ func run(ctx context.Context, args []string, env Env) error {
 	name, rest := root.Arg(0), root.Args()[1:]
 	if name == "help" {
 		return flag.ErrHelp
+	}
+	if name == "dlq" {
+		return runDLQ(ctx, g, root, rest, env)
 	}
 	sub := flag.NewFlagSet(name, flag.ContinueOnError)
 	sub.SetOutput(io.Discard)
