@@ -92,7 +92,7 @@ func (f *dlqFlags) check(action string) error {
 
 func (f *dlqFlags) scope() (dlq.Scope, string) {
 	if f.prefix != "" {
-		return dlq.PrefixScope(f.prefix), "queues named " + f.prefix + "*"
+		return dlq.PrefixScope(f.prefix), "prefix " + f.prefix
 	}
 	stage := f.stage
 	if stage == "" {
@@ -152,7 +152,7 @@ func runDLQ(ctx context.Context, g globals, root *flag.FlagSet, args []string, e
 		}
 		pairs = []dlq.Pair{p}
 	}
-	d := dlqCommand{client: c, out: env.Stdout, errOut: env.Stderr, json: g.json, hint: dlqHint(env.Program, g, f, root, pre, sub), what: what}
+	d := dlqCommand{client: c, out: env.Stdout, errOut: env.Stderr, json: g.json, hint: newDLQHint(env.Program, g, f, root, pre, sub), what: what}
 	switch action {
 	case "list":
 		return d.list(ctx, pairs, f.max)
@@ -163,10 +163,12 @@ func runDLQ(ctx context.Context, g globals, root *flag.FlagSet, args []string, e
 	}
 }
 
-// dlqHint starts the follow-up commands: the program, --region when given,
-// and the flags that chose the queues and the endpoint (the API's
-// --endpoint-url means nothing to the dlq commands).
-func dlqHint(program string, g globals, f dlqFlags, fs ...*flag.FlagSet) string {
+// dlqHint is how the follow-up commands invoke a dlq action: the program,
+// --region when given, and after the action the flags that chose the
+// queues and the endpoint (the API's --endpoint-url means nothing here).
+type dlqHint struct{ prefix, flags string }
+
+func newDLQHint(program string, g globals, f dlqFlags, fs ...*flag.FlagSet) dlqHint {
 	parts := []string{cmp.Or(program, "sasctl")}
 	set := map[string]bool{}
 	for _, s := range fs {
@@ -175,17 +177,22 @@ func dlqHint(program string, g globals, f dlqFlags, fs ...*flag.FlagSet) string 
 	if set["region"] {
 		parts = append(parts, "--region", shellQuote(g.region))
 	}
-	parts = append(parts, "dlq")
+	var flags []string
 	if f.stage != "" {
-		parts = append(parts, "--stage", shellQuote(f.stage))
+		flags = append(flags, "--stage", shellQuote(f.stage))
 	}
 	if f.prefix != "" {
-		parts = append(parts, "--prefix", shellQuote(f.prefix))
+		flags = append(flags, "--prefix", shellQuote(f.prefix))
 	}
 	if f.endpoint != "" {
-		parts = append(parts, "--sqs-endpoint-url", shellQuote(f.endpoint))
+		flags = append(flags, "--sqs-endpoint-url", shellQuote(f.endpoint))
 	}
-	return strings.Join(parts, " ")
+	return dlqHint{prefix: strings.Join(parts, " "), flags: strings.Join(flags, " ")}
+}
+
+// command is the dlq action on queue id.
+func (h dlqHint) command(action, id string) string {
+	return strings.TrimSpace(fmt.Sprintf("%s dlq %s --queue %s %s", h.prefix, action, shellQuote(id), h.flags))
 }
 
 // newSQSClient builds the SQS client from the credential chain, for
@@ -243,7 +250,8 @@ type dlqCommand struct {
 	client      dlq.Client
 	out, errOut io.Writer
 	json        bool
-	hint, what  string
+	hint        dlqHint
+	what        string
 }
 
 // queueReport is one DLQ in `dlq list`.
@@ -283,7 +291,7 @@ func (d dlqCommand) list(ctx context.Context, pairs []dlq.Pair, max int) error {
 }
 
 // writeDLQs prints the DLQs as a table, then each non-empty one's messages.
-func writeDLQs(w io.Writer, what string, reports []queueReport, hint string) error {
+func writeDLQs(w io.Writer, what string, reports []queueReport, hint dlqHint) error {
 	if len(reports) == 0 {
 		_, err := fmt.Fprintf(w, "No dead-letter queues found for %s.\n", what)
 		return err
@@ -319,14 +327,24 @@ func writeDLQs(w io.Writer, what string, reports []queueReport, hint string) err
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		poison := 0
+		fmt.Fprintln(w, "Why:")
 		for _, m := range r.Messages {
 			reason := m.Reason(r.MaxReceiveCount)
 			if m.SourceARN != "" {
 				reason += "; dead-lettered from " + m.SourceARN
 			}
+			if m.Body.Poison != "" {
+				poison++
+			}
 			fmt.Fprintf(w, "  %s: %s\n", cell(m.ID, cellWidth), sanitize(reason, fullTextWidth))
 		}
-		fmt.Fprintf(w, "Redrive (after fixing the cause): %s redrive --queue %s\n", hint, shellQuote(r.ID))
+		if poison > 0 {
+			fmt.Fprintf(w, "%d poison: a redrive brings them straight back; fix their sender, or let the DLQ's retention expire them.\n", poison)
+		}
+		if poison < len(r.Messages) {
+			fmt.Fprintf(w, "Fix the cause, then: %s\n", hint.command("redrive", r.ID))
+		}
 	}
 	return nil
 }
@@ -355,13 +373,13 @@ func (d dlqCommand) redrive(ctx context.Context, p dlq.Pair, f dlqFlags) error {
 		if err != nil {
 			return fmt.Errorf("%d moved before: %w", moved.Count, err)
 		}
-		_, err = fmt.Fprintf(d.out, "Moved %d messages from %s back to %s.\nCheck: %s list --queue %s\n", moved.Count, p.DLQ.Name, p.Source.Name, d.hint, shellQuote(p.ID))
+		_, err = fmt.Fprintf(d.out, "Moved %d messages from %s back to %s.\nCheck: %s\n", moved.Count, p.DLQ.Name, p.Source.Name, d.hint.command("list", p.ID))
 		return err
 	}
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(d.out, "Started message move task from %s back to %s.\nTask: %s\nProgress: %s tasks --queue %s\n", p.DLQ.Name, p.Source.Name, moved.TaskHandle, d.hint, shellQuote(p.ID))
+	_, err = fmt.Fprintf(d.out, "Started a message move task from %s back to %s.\nTask: %s\nProgress: %s\n", p.DLQ.Name, p.Source.Name, moved.TaskHandle, d.hint.command("tasks", p.ID))
 	return err
 }
 

@@ -119,7 +119,8 @@ func TestOperatorRedrivesADeadLetteredReply(t *testing.T) {
 	for _, want := range []string{
 		id, "agent.reply", "reserve-inventory", "succeeded", "not processed in 2 receives",
 		"poison: no consumer can read it (poison message: unknown version 99)",
-		"redrive --queue responses",
+		"dlq redrive --queue responses --prefix " + prefix,
+		"1 poison: a redrive brings them straight back",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dlq list does not say %q:\n%s", want, out)
