@@ -38,6 +38,7 @@ commands:
   show ORDER_ID       an order's state, errors and per-step history
   retry ORDER_ID      resubmit an order in Error or CompensationFailed
   cancel ORDER_ID     compensate an order still in flight
+  version             the version this sasctl was built from
 ` + DLQUsage + `
 flags:
   --endpoint-url URL  the HTTP API (default $SAS_API_URL, else $AWS_ENDPOINT_URL)
@@ -53,7 +54,8 @@ endpoint (the local stack, which checks no signature) they go over plain
 http, signed with the chain's credentials or, if it has none, as the access
 key ` + LocalAccessKey + `.
 
-exit codes: 0 ok, 1 API or network error, 2 usage error, 3 conflict, 4 not found
+exit codes: 0 ok, 1 API, SQS or network error, 2 usage error, 3 conflict,
+4 not found (an order, or the queue of dlq --queue)
 `
 
 // Env is what one run of the CLI takes from its process, so tests run it
@@ -72,6 +74,9 @@ type Env struct {
 	// for a loopback endpoint, so a machine without credentials does not
 	// wait for it). It is called only when requests are signed.
 	LoadAWSConfig func(ctx context.Context, region string) (aws.Config, error)
+	// Version is what `sasctl version` prints: the module version the
+	// binary was built from ("" means "(devel)").
+	Version string
 	// SQSClient, when set, is what the dlq commands call instead of an SQS
 	// client built from LoadAWSConfig.
 	SQSClient dlq.Client
@@ -181,8 +186,15 @@ func run(ctx context.Context, args []string, env Env) error {
 	if name == "help" {
 		return flag.ErrHelp
 	}
-	if name == "dlq" {
+	switch name {
+	case "dlq":
 		return runDLQ(ctx, g, root, rest, env)
+	case "version":
+		if len(rest) > 0 {
+			return usagef("version takes no arguments, got %q", rest)
+		}
+		_, err := fmt.Fprintf(env.Stdout, "sasctl %s\n", cmp.Or(env.Version, "(devel)"))
+		return err
 	}
 	sub := flag.NewFlagSet(name, flag.ContinueOnError)
 	sub.SetOutput(io.Discard)
