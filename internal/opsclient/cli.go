@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -35,7 +37,10 @@ commands:
   list --state STATE [--limit N] [--cursor C] [--all]
                       orders in STATE, newest entry into it first; --all
                       follows every page, else the next page's command is shown
-  show ORDER_ID       an order's state, errors and per-step history
+  show ORDER_ID [--width N]
+                      an order's state, errors and per-step history, and its
+                      timeline: each step's attempts and undo on one time
+                      axis, N columns wide (default $COLUMNS, else 80)
   retry ORDER_ID      resubmit an order in Error or CompensationFailed
   cancel ORDER_ID     compensate an order still in flight
   version             the version this sasctl was built from
@@ -74,6 +79,9 @@ type Env struct {
 	// for a loopback endpoint, so a machine without credentials does not
 	// wait for it). It is called only when requests are signed.
 	LoadAWSConfig func(ctx context.Context, region string) (aws.Config, error)
+	// Now is the time an order in flight is drawn up to; nil means
+	// time.Now.
+	Now func() time.Time
 	// Version is what `sasctl version` prints: the module version the
 	// binary was built from ("" means "(devel)").
 	Version string
@@ -206,7 +214,9 @@ func run(ctx context.Context, args []string, env Env) error {
 		sub.IntVar(&l.limit, "limit", 0, "")
 		sub.StringVar(&l.cursor, "cursor", "", "")
 		sub.BoolVar(&l.all, "all", false, "")
-	case "show", "retry", "cancel":
+	case "show":
+		sub.IntVar(&l.width, "width", 0, "")
+	case "retry", "cancel":
 	default:
 		return usagef("unknown command %q", name)
 	}
@@ -214,7 +224,15 @@ func run(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return flagError(err)
 	}
-	cmd := command{out: env.Stdout, json: g.json, hint: g.hintPrefix(env.Program, root, sub)}
+	cmd := command{out: env.Stdout, json: g.json, hint: g.hintPrefix(env.Program, root, sub), now: env.Now}
+	if cmd.now == nil {
+		cmd.now = time.Now
+	}
+	if name == "show" {
+		if cmd.width, err = timelineWidth(l.width, env.Getenv("COLUMNS")); err != nil {
+			return err
+		}
+	}
 	var orderID string
 	if name == "list" {
 		if len(pos) > 0 {
@@ -388,6 +406,8 @@ func (p localCredentials) Retrieve(ctx context.Context) (aws.Credentials, error)
 }
 
 type listFlags struct {
+	// width is show's --width.
+	width  int
 	state  string
 	limit  int
 	cursor string
@@ -440,6 +460,24 @@ type command struct {
 	json   bool
 	// hint starts the follow-up commands printed for the operator.
 	hint string
+	// now and width are the timeline's (show).
+	now   func() time.Time
+	width int
+}
+
+// timelineWidth is --width if given, else $COLUMNS if it is a width, else
+// DefaultTimelineWidth.
+func timelineWidth(flagged int, columns string) (int, error) {
+	if flagged != 0 {
+		if flagged < MinTimelineWidth || flagged > MaxTimelineWidth {
+			return 0, usagef("--width %d outside %d..%d", flagged, MinTimelineWidth, MaxTimelineWidth)
+		}
+		return flagged, nil
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(columns)); err == nil && n >= MinTimelineWidth && n <= MaxTimelineWidth {
+		return n, nil
+	}
+	return DefaultTimelineWidth, nil
 }
 
 func (c command) list(ctx context.Context, l listFlags) error {
@@ -514,7 +552,7 @@ func (c command) show(ctx context.Context, orderID string) error {
 	if c.json {
 		return writeJSON(c.out, o.Raw)
 	}
-	return writeOrder(c.out, o, c.hint)
+	return writeOrder(c.out, o, c.hint, c.now(), c.width)
 }
 
 func (c command) retry(ctx context.Context, orderID string) error {
