@@ -61,7 +61,7 @@ func Timeline(o api.Order, now time.Time, width int) []string {
 	}
 
 	type row struct {
-		label, note string
+		label, note      string
 		from, start, end time.Time
 		dotted           bool
 		fill, last       rune
