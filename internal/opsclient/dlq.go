@@ -238,6 +238,10 @@ func newSQSClient(ctx context.Context, g globals, f dlqFlags, env Env) (dlq.Clie
 	if cfg.Region == "" {
 		return nil, usagef("no region for SQS: pass --region or set AWS_REGION")
 	}
+	// sasctl reads $AWS_ENDPOINT_URL as the API's endpoint, so the SDK must
+	// not take it for SQS's too: only --sqs-endpoint-url or
+	// $AWS_ENDPOINT_URL_SQS point SQS elsewhere.
+	cfg.BaseEndpoint = nil
 	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
@@ -373,7 +377,7 @@ func (d dlqCommand) redrive(ctx context.Context, p dlq.Pair, f dlqFlags) error {
 		if err != nil {
 			return fmt.Errorf("%d moved before: %w", moved.Count, err)
 		}
-		_, err = fmt.Fprintf(d.out, "Moved %d messages from %s back to %s.\nCheck: %s\n", moved.Count, p.DLQ.Name, p.Source.Name, d.hint.command("list", p.ID))
+		_, err = fmt.Fprintf(d.out, "Moved %s from %s back to %s.\nCheck: %s\n", plural(moved.Count, "message"), p.DLQ.Name, p.Source.Name, d.hint.command("list", p.ID))
 		return err
 	}
 	if err != nil {

@@ -163,7 +163,7 @@ func TestOperatorRedrivesADeadLetteredReply(t *testing.T) {
 	// The table is back; the operator redrives the replies.
 	down.Store(false)
 	out, errOut, code = sasctlDLQ(t, "redrive", "--prefix", prefix, "--queue", "responses")
-	if code != 0 || !strings.Contains(out, "Moved 1 messages") || !strings.Contains(errOut, "copying") {
+	if code != 0 || !strings.Contains(out, "Moved 1 message from") || !strings.Contains(errOut, "copying") {
 		t.Fatalf("dlq redrive = %d\n%s%s", code, out, errOut)
 	}
 	e.settle()
