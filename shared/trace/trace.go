@@ -218,6 +218,13 @@ func OfSQS(rec events.SQSMessage) (Header, bool) {
 	return h, err == nil
 }
 
+// JoinSQS is Join for the trace an SQS record carries, if any: each record
+// of a batch is handled in its own order's trace.
+func JoinSQS(ctx context.Context, log *slog.Logger, rec events.SQSMessage) (context.Context, *slog.Logger) {
+	h, _ := OfSQS(rec)
+	return Join(ctx, log, h)
+}
+
 // Stored reads the trace kept on a state record; a missing or unreadable
 // one is the zero Header (a record written before tracing).
 func Stored(s string) Header {
