@@ -391,9 +391,11 @@ func accepted(orderID string, state workflow.ProcessState, replayed bool) events
 // cannot even learn that an ID exists.
 func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID, owner string) events.APIGatewayV2HTTPResponse {
 	st, resp, ok := h.readState(ctx, log, req, orderID)
-	switch {
-	case !ok:
+	if !ok {
 		return resp
+	}
+	ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
+	switch {
 	case owner != "" && st.Owner != owner:
 		log.InfoContext(ctx, "order of another caller asked for; answered as missing", slog.String("caller", owner))
 		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
