@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/sasflow/sas/shared/topology"
 )
@@ -76,7 +77,18 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 		SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
 		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
 		RetryAttempts:         spec.asyncRetries,
+		// One trace per order (shared/trace): Lambda records a segment for
+		// every invocation and continues the trace each message carries.
+		Tracing: awslambda.Tracing_ACTIVE,
 	})
+	// Active tracing grants xray:PutTraceSegments and PutTelemetryRecords,
+	// which X-Ray defines on no resource: the grant can only name "*".
+	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-IAM5"),
+		Reason: jsii.String("Active tracing: X-Ray's PutTraceSegments and PutTelemetryRecords take no resource, " +
+			"so the grant Lambda's tracing adds names *."),
+		AppliesTo: &[]any{jsii.String("Resource::*")},
+	}}, jsii.Bool(true))
 	return &fn{id: id, fn: f, role: role, logGroup: logs, timeout: spec.timeout}
 }
 

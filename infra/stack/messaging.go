@@ -143,6 +143,9 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 		DisplayName: jsii.String("Scheduler Agent Supervisor alerts (" + b.cfg.Stage + ")"),
 		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
+		// The publisher's trace (X-Amzn-Trace-Id) goes on to the topic's
+		// subscribers, and SNS records its own segment when it is sampled.
+		TracingConfig: awssns.TracingConfig_ACTIVE,
 	})
 	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("CloudWatchAlarmsPublish"),
@@ -173,6 +176,9 @@ func (b *builder) orderEventsTopic() *encryptedTopic {
 		DisplayName: jsii.String("Scheduler Agent Supervisor order events (" + b.cfg.Stage + ")"),
 		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
+		// The publisher's trace (X-Amzn-Trace-Id) goes on to the topic's
+		// subscribers, and SNS records its own segment when it is sampled.
+		TracingConfig: awssns.TracingConfig_ACTIVE,
 	})
 	return &encryptedTopic{topic: topic, key: key, viaSNS: b.viaSNS()}
 }

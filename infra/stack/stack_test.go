@@ -1165,6 +1165,9 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 			if get(s, "NotAction") != nil || get(s, "NotResource") != nil {
 				t.Errorf("%s: NotAction/NotResource %s", where, toJSON(s))
 			}
+			if xrayOnly(s) && toJSON(get(s, "Resource")) == `"*"` {
+				continue // X-Ray's actions take no resource
+			}
 			for _, r := range list(get(s, "Resource")) {
 				// A literal string is checked; Fn::GetAtt and Ref name one
 				// resource; a Join is checked for literal wildcards.
@@ -1221,6 +1224,41 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 					t.Errorf("%s: allows anyone %s", id, toJSON(s))
 				}
 			}
+		}
+	}
+}
+
+// xrayOnly reports whether the statement grants only active tracing's
+// xray:PutTraceSegments and xray:PutTelemetryRecords.
+func xrayOnly(s any) bool {
+	actions := list(get(s, "Action"))
+	for _, a := range actions {
+		if a != "xray:PutTraceSegments" && a != "xray:PutTelemetryRecords" {
+			return false
+		}
+	}
+	return len(actions) > 0
+}
+
+// TestEveryFunctionTracesActively: one trace per order needs every
+// function's segments, and both topics to pass the trace on and record it.
+func TestEveryFunctionTracesActively(t *testing.T) {
+	fns := tmpl.ofType("AWS::Lambda::Function")
+	if len(fns) == 0 {
+		t.Fatal("no functions")
+	}
+	for _, id := range fns {
+		if mode := get(tmpl.Resources[id].Properties, "TracingConfig", "Mode"); mode != "Active" {
+			t.Errorf("%s: TracingConfig.Mode %v, want Active", id, mode)
+		}
+	}
+	topics := tmpl.ofType("AWS::SNS::Topic")
+	if len(topics) != 2 {
+		t.Errorf("%d topics, want the alert and order-events topics", len(topics))
+	}
+	for _, id := range topics {
+		if mode := tmpl.Resources[id].Properties["TracingConfig"]; mode != "Active" {
+			t.Errorf("%s: TracingConfig %v, want Active", id, mode)
 		}
 	}
 }

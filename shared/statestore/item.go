@@ -32,6 +32,7 @@ type stateItem struct {
 	Requeues      int        `dynamodbav:"Requeues,omitempty"`
 	ClientID      string     `dynamodbav:"ClientID,omitempty"`
 	Owner         string     `dynamodbav:"Owner,omitempty"`
+	Trace         string     `dynamodbav:"Trace,omitempty"`
 	EventSeq      int        `dynamodbav:"EventSeq"`
 	Cancelled     bool       `dynamodbav:"Cancelled,omitempty"`
 	Resubmits     int        `dynamodbav:"Resubmits,omitempty"`
@@ -106,6 +107,7 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		Requeues:     s.Requeues,
 		ClientID:     s.ClientID,
 		Owner:        s.Owner,
+		Trace:        s.Trace,
 		EventSeq:     s.EventSeq,
 		Cancelled:    s.Cancelled,
 		Resubmits:    s.Resubmits,
@@ -148,6 +150,7 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		Requeues:     it.Requeues,
 		ClientID:     it.ClientID,
 		Owner:        it.Owner,
+		Trace:        it.Trace,
 		EventSeq:     it.EventSeq,
 		Cancelled:    it.Cancelled,
 		Resubmits:    it.Resubmits,

@@ -18,6 +18,7 @@ import (
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -37,6 +38,8 @@ func (f sendFunc) Send(ctx context.Context, queueURL, body string, delay time.Du
 type sentMessage struct {
 	queueURL, body string
 	delay          time.Duration
+	// trace is the trace the send's context carried, in wire form.
+	trace string
 }
 
 // outbox records sent messages; err, if set, fails every send after
@@ -48,10 +51,11 @@ type outbox struct {
 }
 
 func (o *outbox) sender() sendFunc {
-	return func(_ context.Context, queueURL, body string, delay time.Duration) error {
+	return func(ctx context.Context, queueURL, body string, delay time.Duration) error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		o.msgs = append(o.msgs, sentMessage{queueURL, body, delay})
+		tr, _ := trace.FromContext(ctx)
+		o.msgs = append(o.msgs, sentMessage{queueURL, body, delay, tr.String()})
 		return o.err
 	}
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -227,7 +228,8 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	if hasKey {
 		orderID = OrderIDForKey(owner, key)
 	}
-	log = log.With(slog.String("orderId", orderID))
+	tr := h.orderTrace(ctx)
+	ctx, log = trace.Join(ctx, log.With(slog.String("orderId", orderID)), tr)
 	o := newOrder(orderID, owner, key, order, h.clk.Now().UTC())
 	input, err := json.Marshal(inputOf(o))
 	if err != nil {
@@ -245,7 +247,17 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	if d := h.admit.Admit(ctx); !d.Admit {
 		return h.shed(ctx, log, req, d)
 	}
-	return h.submit(ctx, log, req, o, h.initialState(o, input, req.RequestContext.RequestID), hasKey)
+	return h.submit(ctx, log, req, o, h.initialState(o, input, req.RequestContext.RequestID, tr), hasKey)
+}
+
+// orderTrace is the trace a new order goes in: the Lambda invocation's,
+// which active tracing starts (API Gateway's HTTP API passes none), or a
+// new one outside Lambda.
+func (h *Handler) orderTrace(ctx context.Context) trace.Header {
+	if tr, ok := trace.FromLambda(ctx); ok {
+		return tr
+	}
+	return trace.New(h.clk.Now())
 }
 
 // shed answers a well-formed order the system cannot take now: 429 with
@@ -279,13 +291,16 @@ func newOrder(orderID, owner, key string, r OrderRequest, now time.Time) workflo
 // initialState is the record a new order starts as: its first step
 // claimed by this request (workflow.Machine.Accept), to be written with the
 // order and dispatched by the Submission itself.
-func (h *Handler) initialState(o workflow.Order, input []byte, requestID string) workflow.State {
+func (h *Handler) initialState(o workflow.Order, input []byte, requestID string, tr trace.Header) workflow.State {
 	state := h.machine().Accept(o.OrderID, input, "submission/"+requestID, o.CreatedAt)
 	// The record carries it too: the event publisher reads only the stream
 	// of state records, and the order-events topic filters on it.
 	state.ClientID = o.ClientID
 	// And its owner, which GET /orders/{id} checks on the record it reads.
 	state.Owner = o.Owner
+	// And its trace, for the actors that start from a schedule or a
+	// stream; written in the same transaction, so it costs no request.
+	state.Trace = tr.Stored().String()
 	return state
 }
 
@@ -376,9 +391,11 @@ func accepted(orderID string, state workflow.ProcessState, replayed bool) events
 // cannot even learn that an ID exists.
 func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID, owner string) events.APIGatewayV2HTTPResponse {
 	st, resp, ok := h.readState(ctx, log, req, orderID)
-	switch {
-	case !ok:
+	if !ok {
 		return resp
+	}
+	ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
+	switch {
 	case owner != "" && st.Owner != owner:
 		log.InfoContext(ctx, "order of another caller asked for; answered as missing", slog.String("caller", owner))
 		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -59,6 +60,12 @@ func TestCreateOrder(t *testing.T) {
 	wantState.Owner = callerA
 	wantState.ProcessState, wantState.Attempt, wantState.LockedBy = workflow.Processing, 1, "submission/req-1"
 	wantState.Steps[0].State, wantState.Steps[0].Attempts, wantState.Steps[0].StartedAt = workflow.StepProcessing, 1, &testNow
+	// Outside Lambda the order starts a trace of its own, at its time.
+	tr, err := trace.Parse(s.Trace)
+	if err != nil || !strings.HasPrefix(tr.Root, fmt.Sprintf("1-%08x-", testNow.Unix())) || tr.Parent != "" {
+		t.Fatalf("stored trace %q (%v), want a new Root at %v and no Parent", s.Trace, err, testNow)
+	}
+	wantState.Trace = s.Trace
 	if !reflect.DeepEqual(s, wantState) {
 		t.Fatalf("stored state %+v\nwant %+v", s, wantState)
 	}
@@ -87,6 +94,32 @@ func TestCreateOrder(t *testing.T) {
 	}
 	if accepted == nil || accepted["orderId"] != a.OrderID || accepted["requestId"] != "req-1" {
 		t.Fatalf("no 'order accepted' log with orderId and requestId: %v", f.logs.Records(t))
+	}
+	// The request goes in the order's trace, and so does the log line.
+	if sent[0].trace != s.Trace || accepted[trace.LogKey] != tr.Root {
+		t.Fatalf("sent in trace %q, logged traceId %v; want the order's %s", sent[0].trace, accepted[trace.LogKey], s.Trace)
+	}
+}
+
+// TestCreateOrderContinuesTheInvocationsTrace: in Lambda with active
+// tracing the order goes in the invocation's trace; the record keeps its
+// Root and sampling decision, the request names the invocation as Parent.
+func TestCreateOrderContinuesTheInvocationsTrace(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	const inv = "Root=1-67a1e8c2-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1;Lineage=a87bd80c:0"
+	//lint:ignore SA1029 aws-lambda-go stores the invocation's trace header under this string key
+	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", inv)
+	resp, err := f.h.Handle(ctx, postOrder(validBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := readAccepted(t, resp)
+	if got := f.state(t, a.OrderID).Trace; got != "Root=1-67a1e8c2-0123456789abcdef01234567;Sampled=1" {
+		t.Errorf("stored trace %q, want the invocation's Root and decision", got)
+	}
+	if sent := f.out.sent(); len(sent) != 1 || sent[0].trace != "Root=1-67a1e8c2-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1" {
+		t.Errorf("sent %+v, want the request in the invocation's trace", sent)
 	}
 }
 

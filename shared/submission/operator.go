@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/shared/followup"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -29,6 +30,7 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 	if !ok {
 		return resp
 	}
+	ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
 	now := h.clk.Now().UTC()
 	c, err := h.machine().Resubmit(st, now)
 	if err != nil {
@@ -60,6 +62,9 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 		st, resp, ok := h.readState(ctx, log, req, orderID)
 		if !ok {
 			return resp
+		}
+		if try == 1 {
+			ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
 		}
 		if !workflow.CanCancel(st) {
 			if st.Cancelled {

@@ -293,6 +293,11 @@ type State struct {
 	ClientID string
 	// Owner is the caller who submitted the order (see Order.Owner).
 	Owner string
+	// Trace is the order's X-Ray trace header (its Root and sampling
+	// decision, see shared/trace), chosen at its Submission and written
+	// with the record, so the actors that start from a schedule or a
+	// stream work on the order in its trace.
+	Trace string
 	// EventSeq numbers the order's client-visible changes (see Status): 1
 	// for accepted, and one more for each write that changes the Status.
 	// Writes that leave the Status alone keep it, so the events derived

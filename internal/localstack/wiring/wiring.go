@@ -21,6 +21,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
+	"github.com/sasflow/sas/internal/localstack/sqstrace"
 	"github.com/sasflow/sas/internal/localstack/streambridge"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/admission"
@@ -171,6 +172,12 @@ type System struct {
 
 // Build creates the tables, queues and topic and wires the handlers.
 func Build(ctx context.Context, o Options) (*System, error) {
+	// The engine does not keep AWSTraceHeader; these clients carry it
+	// through as SQS does (see sqstrace).
+	o.SQS = sqs.New(o.SQS.Options(), sqstrace.Carry)
+	if o.PollSQS != nil {
+		o.PollSQS = sqs.New(o.PollSQS.Options(), sqstrace.Carry)
+	}
 	s := &System{
 		Tables:      statestore.Tables{Orders: o.Prefix + "-orders", State: o.Prefix + "-state"},
 		AgentQueues: map[string]Queue{},
