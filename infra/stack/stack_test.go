@@ -97,9 +97,9 @@ func run(m *testing.M) int {
 
 	tmpl = templateOf(main)
 	variant = templateOf(other)
-	nagErrors = messages(assertions.Annotations_FromStack(main).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
-	nagWarns = messages(assertions.Annotations_FromStack(main).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
-	canaryErr = messages(assertions.Annotations_FromStack(canary).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
+	nagErrors = messages(assertions.Annotations_FromStack(main).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
+	nagWarns = messages(assertions.Annotations_FromStack(main).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
+	canaryErr = messages(assertions.Annotations_FromStack(canary).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
 	return m.Run()
 }
 
@@ -487,6 +487,17 @@ func listingIndex(t *testing.T, table resource, index, hash, sort string) {
 		return
 	}
 	t.Errorf("no index %s", index)
+}
+
+// deadLetterQueues are the queues some queue's redrive policy names.
+func (t *template) deadLetterQueues() map[string]bool {
+	out := map[string]bool{}
+	for _, id := range t.ofType("AWS::SQS::Queue") {
+		if d := ref(get(t.Resources[id].Properties, "RedrivePolicy", "deadLetterTargetArn")); d != "" {
+			out[d] = true
+		}
+	}
+	return out
 }
 
 // failureDestinations are the queues event source mappings send the
@@ -1297,10 +1308,11 @@ func TestNagFindsNothingUnsuppressed(t *testing.T) {
 	if len(nagWarns) > 0 {
 		t.Errorf("cdk-nag warnings:\n%s", strings.Join(nagWarns, "\n"))
 	}
-	// The checks run at all: the canary's careless queue is caught.
-	if !slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, "AwsSolutions-SQS4") }) ||
-		!slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, "AwsSolutions-SQS3") }) {
-		t.Errorf("cdk-nag missed the canary's queue: %v", canaryErr)
+	// Both packs run at all: the canary's careless queue is caught.
+	for _, rule := range []string{"AwsSolutions-SQS4", "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"} {
+		if !slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, rule) }) {
+			t.Errorf("cdk-nag missed %s on the canary's queue: %v", rule, canaryErr)
+		}
 	}
 }
 
@@ -1311,6 +1323,27 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 		where[id] = r.Metadata
 	}
 	failures := tmpl.failureDestinations()
+	// The Serverless rules name no findings, so each suppression covers
+	// its rule on one resource; each is allowed only where the design
+	// makes the finding moot.
+	dlqs := tmpl.deadLetterQueues()
+	for id := range failures {
+		dlqs[id] = true
+	}
+	sqsMapping := func(id string) bool {
+		arn := get(tmpl.Resources[id].Properties, "EventSourceArn")
+		return tmpl.Resources[id].Type == "AWS::Lambda::EventSourceMapping" && tmpl.Resources[ref(arn)].Type == "AWS::SQS::Queue"
+	}
+	serverless := map[string]func(id string) bool{
+		"Serverless-SQSRedrivePolicy":                    func(id string) bool { return dlqs[id] },
+		"Serverless-LambdaDLQ":                           func(id string) bool { return tmpl.Resources[id].Type == "AWS::Lambda::Function" },
+		"Serverless-LambdaEventSourceMappingDestination": sqsMapping,
+		"Serverless-LambdaAsyncFailureDestination":       func(id string) bool { return tmpl.Resources[id].Type == "AWS::Lambda::EventInvokeConfig" },
+		"Serverless-EventBusDLQ":                         func(id string) bool { return tmpl.Resources[id].Type == "AWS::Events::Rule" },
+		"Serverless-SNSRedrivePolicy": func(id string) bool {
+			return tmpl.Resources[id].Type == "AWS::SNS::Subscription" && tmpl.Resources[id].Properties["Protocol"] == "email"
+		},
+	}
 	for id, md := range where {
 		for _, s := range list(get(md, "cdk_nag", "rules_to_suppress")) {
 			n++
@@ -1325,6 +1358,10 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 			case get(s, "id") == "AwsSolutions-SQS3":
 				if !failures[id] || get(s, "applies_to") != nil {
 					t.Errorf("%s: SQS3 suppressed on a queue that is no failure destination, or with applies_to %v", id, get(s, "applies_to"))
+				}
+			case serverless[fmt.Sprint(get(s, "id"))] != nil:
+				if !serverless[fmt.Sprint(get(s, "id"))](id) || get(s, "applies_to") != nil {
+					t.Errorf("%s: %v suppressed where the design does not make it moot, or with applies_to", id, get(s, "id"))
 				}
 			case get(s, "applies_to") == nil:
 				t.Errorf("%s: suppression of %v covers every finding of the rule, not named ones", id, get(s, "id"))
