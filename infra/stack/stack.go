@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -266,16 +267,18 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	fns = append(fns, notifier, timerFn, deadline)
 	b.alarms(alerts, queues, agents, fns)
 	shed := b.shedding(alerts, submission)
-	b.errorLines(alerts, fns)
-	b.batchItemFailures(alerts, fns)
-	b.notifierSkipped(alerts, notifier)
-	b.api5xx(alerts, api.stage, submission)
+	failing := []awscloudwatch.IMetric{
+		b.errorLines(alerts, fns),
+		b.batchItemFailures(alerts, fns),
+		b.notifierSkipped(alerts, notifier),
+		b.api5xx(alerts, api.stage, submission),
+	}
 	var agentFns []*fn
 	for _, st := range cfg.Workflow.Steps {
 		agentFns = append(agentFns, agents[st.Name])
 	}
 	b.lambdaThrottles(alerts, fns, agentFns)
-	b.tableThrottles(alerts, orders, state)
+	throttled := b.tableThrottles(alerts, orders, state)
 	b.supervisorHeartbeat(alerts, supervisor)
 	b.streamAlarms(alerts, notifier, notifierDLQ, "clients are not being notified meanwhile",
 		"the description of stream records that expired before the Notifier could publish them; those clients missed events")
@@ -285,6 +288,18 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// others committed: only these log transitions.
 	dash := b.dashboard(queues, fns, []*fn{submission, scheduler, supervisor, deadline}, shed, notifierView{fn: notifier, failures: notifierDLQ, events: events},
 		failureView{fn: timerFn, queue: timerDLQ})
+	// What the operational alarms watch, beside their alarms' thresholds.
+	dash.AddWidgets(
+		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String("Failures the handlers report (per minute)"), Left: &failing, Width: jsii.Number(12), Height: jsii.Number(6),
+		}),
+		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String("DynamoDB throttle events (left), Supervisor runs (right), per minute"), Left: &throttled,
+			Right: &[]awscloudwatch.IMetric{supervisor.fn.MetricInvocations(&awscloudwatch.MetricOptions{
+				Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Sum"), Label: jsii.String(supervisor.id + " runs"),
+			})},
+			Width: jsii.Number(12), Height: jsii.Number(6),
+		}))
 
 	out := func(id, value, desc string) {
 		awscdk.NewCfnOutput(s, jsii.String(id), &awscdk.CfnOutputProps{Value: jsii.String(value), Description: jsii.String(desc)})

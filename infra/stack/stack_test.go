@@ -1510,8 +1510,22 @@ func TestDependencyCycleFindsACycle(t *testing.T) {
 // alarm or a mapping added here without the cost model fails.
 func TestCostModelCountsTheStacksAlarms(t *testing.T) {
 	f := cost.DefaultFixed()
-	if got := len(tmpl.ofType("AWS::CloudWatch::Alarm")); got != f.Alarms {
-		t.Errorf("the stack deploys %d alarms, internal/cost.DefaultFixed prices %d", got, f.Alarms)
+	// CloudWatch prices each metric an alarm evaluates: a metric math
+	// alarm's every metric, a plain alarm's one.
+	metrics := 0
+	for _, id := range tmpl.ofType("AWS::CloudWatch::Alarm") {
+		p := tmpl.Resources[id].Properties
+		if p["MetricName"] != nil {
+			metrics++
+		}
+		for _, m := range list(p["Metrics"]) {
+			if get(m, "MetricStat") != nil {
+				metrics++
+			}
+		}
+	}
+	if metrics != f.AlarmMetrics {
+		t.Errorf("the stack's alarms evaluate %d metrics, internal/cost.DefaultFixed prices %d", metrics, f.AlarmMetrics)
 	}
 	// Each SQS mapping polls with MaximumConcurrency pollers when capped,
 	// else Lambda's minimum of 2.
@@ -1584,10 +1598,17 @@ func TestOperationalAlarms(t *testing.T) {
 				t.Errorf("%s: %s is not a sum", name, toJSON(m))
 			}
 			dims := list(get(st, "Metric", "Dimensions"))
-			dim := ""
-			if len(dims) > 0 {
-				dim = ref(get(dims[0], "Value"))
+			// The resource the metric is of, then any literal
+			// dimension (an index's name).
+			dim, more := "", ""
+			for _, d := range dims {
+				if r := ref(get(d, "Value")); r != "" {
+					dim = r
+				} else {
+					more += " " + fmt.Sprint(get(d, "Name")) + "=" + fmt.Sprint(get(d, "Value"))
+				}
 			}
+			dim += more
 			ms = append(ms, get(st, "Metric", "Namespace").(string)+" "+get(st, "Metric", "MetricName").(string)+" "+dim)
 		}
 		sort.Strings(ms)
@@ -1688,17 +1709,32 @@ func TestOperationalAlarms(t *testing.T) {
 		}
 	}
 
-	// 6. Both tables' read and write throttle events, added up.
-	tbl := alarm("TableThrottles")
-	check("TableThrottles", tbl, 1, ge, "notBreaching", 60, "on-demand", "twice its previous peak", "warm throughput", "quota")
-	expr, ms = mathOf("TableThrottles", tbl)
-	want = nil
-	for _, id := range tmpl.ofType("AWS::DynamoDB::Table") {
-		want = append(want, "AWS/DynamoDB ReadThrottleEvents "+id, "AWS/DynamoDB WriteThrottleEvents "+id)
-	}
-	sort.Strings(want)
-	if len(want) != 4 || !strings.HasPrefix(expr, "SUM(FILL([") || !slices.Equal(ms, want) {
-		t.Errorf("TableThrottles: %s over %v, want the sum over %v", expr, ms, want)
+	// 6. Each table's read and write throttle events, and its indexes',
+	// added up: one alarm per table.
+	for _, table := range []struct {
+		id      string
+		indexes []string
+	}{
+		{"OrdersTable", []string{statestore.ByOwnerIndex}},
+		{"StateTable", []string{statestore.InFlightIndex, statestore.ByStateIndex}},
+	} {
+		name := table.id + "Throttles"
+		tbl := alarm(name)
+		check(name, tbl, 1, ge, "notBreaching", 60, "on-demand", "twice its previous peak", "warm throughput", "quota", "hot partition")
+		expr, ms := mathOf(name, tbl)
+		id, _ := tmpl.byPath(t, "AWS::DynamoDB::Table", table.id+"/Resource")
+		want := []string{}
+		for _, m := range []string{"ReadThrottleEvents", "WriteThrottleEvents"} {
+			want = append(want, "AWS/DynamoDB "+m+" "+id)
+			for _, ix := range table.indexes {
+				want = append(want, "AWS/DynamoDB "+m+" "+id+" GlobalSecondaryIndexName="+ix)
+			}
+		}
+		sort.Strings(want)
+		sort.Strings(ms)
+		if !strings.HasPrefix(expr, "SUM(FILL([") || !slices.Equal(ms, want) {
+			t.Errorf("%s: %s over %v, want the sum over %v", name, expr, ms, want)
+		}
 	}
 
 	// 7. The Supervisor's heartbeat: no invocation in two five-minute
