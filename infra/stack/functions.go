@@ -29,6 +29,33 @@ type fnSpec struct {
 	memory       float64
 	env          *map[string]*string
 	asyncRetries *float64
+	// trigger is how the function is invoked, which decides where a
+	// failed invocation's event goes (see deadLetterReasons).
+	trigger trigger
+}
+
+// trigger is what invokes a function.
+type trigger int
+
+const (
+	byAPI trigger = iota + 1
+	byQueue
+	byStream
+	bySchedule
+)
+
+// deadLetterReasons say, per trigger, why a function needs no dead-letter
+// target of its own: Lambda sends only asynchronous events there.
+var deadLetterReasons = map[trigger]string{
+	byAPI: "Invoked only synchronously, by API Gateway: the caller gets the failure (a 5xx, which the Api5xx alarm counts), " +
+		"so there is no asynchronous event to keep.",
+	byQueue: "Invoked only by its SQS event source mappings, synchronously: a failed message returns to its queue and, " +
+		"after maxReceiveCount receives, moves to that queue's dead-letter queue. A function DLQ would never receive anything.",
+	byStream: "Invoked only by its DynamoDB stream event source mapping, synchronously: a batch the mapping gives up on is " +
+		"described on the mapping's on-failure queue. A function DLQ would never receive anything.",
+	bySchedule: "Invoked asynchronously only by its EventBridge schedule, whose events carry no data: a failed run is redone " +
+		"by the next tick, and the SupervisorHeartbeat alarm (missing data breaching) pages when runs stop succeeding. " +
+		"A DLQ would hold only stale ticks.",
 }
 
 // fn is a deployed function with its own role and log group.
@@ -89,6 +116,11 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 			"so the grant Lambda's tracing adds names *."),
 		AppliesTo: &[]any{jsii.String("Resource::*")},
 	}}, jsii.Bool(true))
+	reason, ok := deadLetterReasons[spec.trigger]
+	if !ok {
+		panic("stack: function " + id + " names no trigger")
+	}
+	suppress(f, nagLambdaDLQ, reason, false)
 	return &fn{id: id, fn: f, role: role, logGroup: logs, timeout: spec.timeout}
 }
 
@@ -103,6 +135,11 @@ func (b *builder) consume(f *fn, q *workQueue, batchSize int, maxConcurrency int
 		props.MaxConcurrency = jsii.Number(float64(maxConcurrency))
 	}
 	f.fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(q.main, props))
+	// The mapping the event source made, under the ID CDK gives it.
+	mapping := f.fn.Node().FindChild(jsii.String("SqsEventSource:" + *awscdk.Names_NodeUniqueId(q.main.Node())))
+	suppress(mapping, nagMappingFailures, "An SQS event source mapping takes no on-failure destination (Lambda supports one "+
+		"for stream and Kafka sources only): the queue's redrive policy moves a message that keeps failing to its "+
+		"dead-letter queue, whose depth alarm pages.", false)
 }
 
 // Stream consumption: batches as large as a DynamoDB stream mapping

@@ -82,6 +82,7 @@ func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: duration(topology.DLQRetention),
 	})
+	suppress(dlq, nagDLQRedrive, dlqIsTheEnd, false)
 	// Only its own main queue may use it as a dead-letter queue.
 	dlq.Node().DefaultChild().(awssqs.CfnQueue).SetRedriveAllowPolicy(map[string]any{
 		"redrivePermission": RedriveByQueue,
@@ -163,6 +164,9 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 		Endpoint: email,
 	})
 	sub.CfnOptions().SetCondition(hasEmail)
+	suppress(sub, nagSubscriptionDLQ, "An email subscription has no consumer to retry: SNS hands the alert to its mail system, "+
+		"and a failed delivery could only be alerted on this same topic. Every alarm's state stays in CloudWatch; "+
+		"subscribe a paging tool (an HTTPS endpoint or a queue with its own DLQ) for delivery you can monitor.", false)
 	return &encryptedTopic{topic: topic, key: key, viaSNS: b.viaSNS()}
 }
 
@@ -218,5 +222,6 @@ func (b *builder) failureQueue(id, consumer string) awssqs.Queue {
 		Reason: jsii.String("This queue is itself a dead-letter queue: the on-failure destination of the " + consumer + "'s " +
 			"DynamoDB stream event source mapping, which cdk-nag does not recognize as a DLQ."),
 	}}, jsii.Bool(false))
+	suppress(q, nagDLQRedrive, dlqIsTheEnd, false)
 	return q
 }

@@ -97,9 +97,9 @@ func run(m *testing.M) int {
 
 	tmpl = templateOf(main)
 	variant = templateOf(other)
-	nagErrors = messages(assertions.Annotations_FromStack(main).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
-	nagWarns = messages(assertions.Annotations_FromStack(main).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
-	canaryErr = messages(assertions.Annotations_FromStack(canary).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
+	nagErrors = messages(assertions.Annotations_FromStack(main).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
+	nagWarns = messages(assertions.Annotations_FromStack(main).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
+	canaryErr = messages(assertions.Annotations_FromStack(canary).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
 	return m.Run()
 }
 
@@ -487,6 +487,17 @@ func listingIndex(t *testing.T, table resource, index, hash, sort string) {
 		return
 	}
 	t.Errorf("no index %s", index)
+}
+
+// deadLetterQueues are the queues some queue's redrive policy names.
+func (t *template) deadLetterQueues() map[string]bool {
+	out := map[string]bool{}
+	for _, id := range t.ofType("AWS::SQS::Queue") {
+		if d := ref(get(t.Resources[id].Properties, "RedrivePolicy", "deadLetterTargetArn")); d != "" {
+			out[d] = true
+		}
+	}
+	return out
 }
 
 // failureDestinations are the queues event source mappings send the
@@ -1335,10 +1346,11 @@ func TestNagFindsNothingUnsuppressed(t *testing.T) {
 	if len(nagWarns) > 0 {
 		t.Errorf("cdk-nag warnings:\n%s", strings.Join(nagWarns, "\n"))
 	}
-	// The checks run at all: the canary's careless queue is caught.
-	if !slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, "AwsSolutions-SQS4") }) ||
-		!slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, "AwsSolutions-SQS3") }) {
-		t.Errorf("cdk-nag missed the canary's queue: %v", canaryErr)
+	// Both packs run at all: the canary's careless queue is caught.
+	for _, rule := range []string{"AwsSolutions-SQS4", "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"} {
+		if !slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, rule) }) {
+			t.Errorf("cdk-nag missed %s on the canary's queue: %v", rule, canaryErr)
+		}
 	}
 }
 
@@ -1349,6 +1361,27 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 		where[id] = r.Metadata
 	}
 	failures := tmpl.failureDestinations()
+	// The Serverless rules name no findings, so each suppression covers
+	// its rule on one resource; each is allowed only where the design
+	// makes the finding moot.
+	dlqs := tmpl.deadLetterQueues()
+	for id := range failures {
+		dlqs[id] = true
+	}
+	sqsMapping := func(id string) bool {
+		arn := get(tmpl.Resources[id].Properties, "EventSourceArn")
+		return tmpl.Resources[id].Type == "AWS::Lambda::EventSourceMapping" && tmpl.Resources[ref(arn)].Type == "AWS::SQS::Queue"
+	}
+	serverless := map[string]func(id string) bool{
+		"Serverless-SQSRedrivePolicy":                    func(id string) bool { return dlqs[id] },
+		"Serverless-LambdaDLQ":                           func(id string) bool { return tmpl.Resources[id].Type == "AWS::Lambda::Function" },
+		"Serverless-LambdaEventSourceMappingDestination": sqsMapping,
+		"Serverless-LambdaAsyncFailureDestination":       func(id string) bool { return tmpl.Resources[id].Type == "AWS::Lambda::EventInvokeConfig" },
+		"Serverless-EventBusDLQ":                         func(id string) bool { return tmpl.Resources[id].Type == "AWS::Events::Rule" },
+		"Serverless-SNSRedrivePolicy": func(id string) bool {
+			return tmpl.Resources[id].Type == "AWS::SNS::Subscription" && tmpl.Resources[id].Properties["Protocol"] == "email"
+		},
+	}
 	for id, md := range where {
 		for _, s := range list(get(md, "cdk_nag", "rules_to_suppress")) {
 			n++
@@ -1363,6 +1396,10 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 			case get(s, "id") == "AwsSolutions-SQS3":
 				if !failures[id] || get(s, "applies_to") != nil {
 					t.Errorf("%s: SQS3 suppressed on a queue that is no failure destination, or with applies_to %v", id, get(s, "applies_to"))
+				}
+			case serverless[fmt.Sprint(get(s, "id"))] != nil:
+				if !serverless[fmt.Sprint(get(s, "id"))](id) || get(s, "applies_to") != nil {
+					t.Errorf("%s: %v suppressed where the design does not make it moot, or with applies_to", id, get(s, "id"))
 				}
 			case get(s, "applies_to") == nil:
 				t.Errorf("%s: suppression of %v covers every finding of the rule, not named ones", id, get(s, "id"))
@@ -1511,8 +1548,22 @@ func TestDependencyCycleFindsACycle(t *testing.T) {
 // alarm or a mapping added here without the cost model fails.
 func TestCostModelCountsTheStacksAlarms(t *testing.T) {
 	f := cost.DefaultFixed()
-	if got := len(tmpl.ofType("AWS::CloudWatch::Alarm")); got != f.Alarms {
-		t.Errorf("the stack deploys %d alarms, internal/cost.DefaultFixed prices %d", got, f.Alarms)
+	// CloudWatch prices each metric an alarm evaluates: a metric math
+	// alarm's every metric, a plain alarm's one.
+	metrics := 0
+	for _, id := range tmpl.ofType("AWS::CloudWatch::Alarm") {
+		p := tmpl.Resources[id].Properties
+		if p["MetricName"] != nil {
+			metrics++
+		}
+		for _, m := range list(p["Metrics"]) {
+			if get(m, "MetricStat") != nil {
+				metrics++
+			}
+		}
+	}
+	if metrics != f.AlarmMetrics {
+		t.Errorf("the stack's alarms evaluate %d metrics, internal/cost.DefaultFixed prices %d", metrics, f.AlarmMetrics)
 	}
 	// Each SQS mapping polls with MaximumConcurrency pollers when capped,
 	// else Lambda's minimum of 2.
@@ -1585,10 +1636,17 @@ func TestOperationalAlarms(t *testing.T) {
 				t.Errorf("%s: %s is not a sum", name, toJSON(m))
 			}
 			dims := list(get(st, "Metric", "Dimensions"))
-			dim := ""
-			if len(dims) > 0 {
-				dim = ref(get(dims[0], "Value"))
+			// The resource the metric is of, then any literal
+			// dimension (an index's name).
+			dim, more := "", ""
+			for _, d := range dims {
+				if r := ref(get(d, "Value")); r != "" {
+					dim = r
+				} else {
+					more += " " + fmt.Sprint(get(d, "Name")) + "=" + fmt.Sprint(get(d, "Value"))
+				}
 			}
+			dim += more
 			ms = append(ms, get(st, "Metric", "Namespace").(string)+" "+get(st, "Metric", "MetricName").(string)+" "+dim)
 		}
 		sort.Strings(ms)
@@ -1689,17 +1747,32 @@ func TestOperationalAlarms(t *testing.T) {
 		}
 	}
 
-	// 6. Both tables' read and write throttle events, added up.
-	tbl := alarm("TableThrottles")
-	check("TableThrottles", tbl, 1, ge, "notBreaching", 60, "on-demand", "twice its previous peak", "warm throughput", "quota")
-	expr, ms = mathOf("TableThrottles", tbl)
-	want = nil
-	for _, id := range tmpl.ofType("AWS::DynamoDB::Table") {
-		want = append(want, "AWS/DynamoDB ReadThrottleEvents "+id, "AWS/DynamoDB WriteThrottleEvents "+id)
-	}
-	sort.Strings(want)
-	if len(want) != 4 || !strings.HasPrefix(expr, "SUM(FILL([") || !slices.Equal(ms, want) {
-		t.Errorf("TableThrottles: %s over %v, want the sum over %v", expr, ms, want)
+	// 6. Each table's read and write throttle events, and its indexes',
+	// added up: one alarm per table.
+	for _, table := range []struct {
+		id      string
+		indexes []string
+	}{
+		{"OrdersTable", []string{statestore.ByOwnerIndex}},
+		{"StateTable", []string{statestore.InFlightIndex, statestore.ByStateIndex}},
+	} {
+		name := table.id + "Throttles"
+		tbl := alarm(name)
+		check(name, tbl, 1, ge, "notBreaching", 60, "on-demand", "twice its previous peak", "warm throughput", "quota", "hot partition")
+		expr, ms := mathOf(name, tbl)
+		id, _ := tmpl.byPath(t, "AWS::DynamoDB::Table", table.id+"/Resource")
+		want := []string{}
+		for _, m := range []string{"ReadThrottleEvents", "WriteThrottleEvents"} {
+			want = append(want, "AWS/DynamoDB "+m+" "+id)
+			for _, ix := range table.indexes {
+				want = append(want, "AWS/DynamoDB "+m+" "+id+" GlobalSecondaryIndexName="+ix)
+			}
+		}
+		sort.Strings(want)
+		sort.Strings(ms)
+		if !strings.HasPrefix(expr, "SUM(FILL([") || !slices.Equal(ms, want) {
+			t.Errorf("%s: %s over %v, want the sum over %v", name, expr, ms, want)
+		}
 	}
 
 	// 7. The Supervisor's heartbeat: no invocation in two five-minute

@@ -18,7 +18,8 @@ func TestFixed(t *testing.T) {
 		{"Supervisor schedule: in-flight index Query", 21600, 21600 * 0.125 / 1e6},
 		// 16 pollers × 2,592,000 s / 20 s.
 		{"SQS idle long polls", 2073600, 2073600 * 0.4 / 1e6},
-		{"CloudWatch alarms", 30, 3.00},
+		// 31 alarms evaluating 46 metrics, each billed.
+		{"CloudWatch alarms", 46, 4.60},
 		{"CloudWatch custom metrics", 13, 3.90},
 		{"CloudWatch dashboards", 1, 3.00},
 		{"KMS customer managed keys", 2, 2.00},
