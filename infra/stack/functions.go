@@ -71,9 +71,13 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 		Role:         role,
 		LogGroup:     logs,
 		// The handlers already write JSON (log/slog); JSON format keeps
-		// Lambda's own lines JSON too, and WARN drops its START/END noise.
+		// Lambda's own lines JSON too. INFO keeps its platform.start and
+		// platform.report events (about 140 and 240 bytes an invocation;
+		// platform.runtimeDone, the old END line, is DEBUG), whose
+		// maxMemoryUsedMB and billedDurationMs are what memory sizes are
+		// tuned from (README, Operating it). WARN dropped them.
 		LoggingFormat:         awslambda.LoggingFormat_JSON,
-		SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
+		SystemLogLevelV2:      awslambda.SystemLogLevel_INFO,
 		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
 		RetryAttempts:         spec.asyncRetries,
 	})
