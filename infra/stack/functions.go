@@ -105,6 +105,10 @@ const (
 	// StreamRetryAttempts -1 retries a failed record until it expires
 	// from the stream (24 h): an event is only given up on when it is gone.
 	StreamRetryAttempts = -1
+	// StreamInsert and StreamModify are the stream records the readers
+	// are invoked for; a REMOVE (a TTL deletion) is filtered out.
+	StreamInsert = "INSERT"
+	StreamModify = "MODIFY"
 )
 
 // consumeStream subscribes f to t's stream from its oldest record, with
@@ -127,6 +131,12 @@ func (b *builder) consumeStream(f *fn, t awsdynamodb.Table, failures awssqs.Queu
 		BisectBatchOnError:      jsii.Bool(false),
 		RetryAttempts:           jsii.Number(StreamRetryAttempts),
 		ParallelizationFactor:   jsii.Number(StreamParallelizationFactor),
+		// Both readers ignore a REMOVE, and every terminal order makes one
+		// when DynamoDB's TTL deletes its record: filtered out here, those
+		// invoke nothing and cost nothing.
+		Filters: &[]*map[string]any{awslambda.FilterCriteria_Filter(&map[string]any{
+			"eventName": awslambda.FilterRule_Or(jsii.String(StreamInsert), jsii.String(StreamModify)),
+		})},
 	})
 	// Set on the L1 mapping: the L2 onFailure (SqsDlq) would add its broader
 	// grant; Lambda needs only sqs:SendMessage on the destination.

@@ -729,6 +729,10 @@ func TestStreamConsumersReadTheStateStream(t *testing.T) {
 		if d := ref(get(p, "DestinationConfig", "OnFailure", "Destination")); d != dlqID {
 			t.Errorf("%s: on failure to %q, want %s", id, d, dlqID)
 		}
+		// A TTL deletion's REMOVE, which both ignore, invokes neither.
+		if got := toJSON(get(p, "FilterCriteria")); got != `{"Filters":[{"Pattern":"{\"eventName\":[\"INSERT\",\"MODIFY\"]}"}]}` {
+			t.Errorf("%s: filter %s, want INSERT and MODIFY only", id, got)
+		}
 	}
 	if len(seen) != len(want) {
 		t.Errorf("stream consumers %v, want the Notifier and the Timer", seen)
