@@ -83,7 +83,8 @@ func TestPriceLines(t *testing.T) {
 			{"DynamoDB", "RRU state", 0.5, 0.0625},
 			{"CloudWatch Logs", "function logs", 1024, 1024 * logByte},
 			{"CloudWatch Logs", "API access logs", 400, 400 * logByte},
-			{"CloudWatch Logs", "Lambda platform", 0, 0},
+			// 1.54 invocations × 400 B of platform.start and platform.report.
+			{"CloudWatch Logs", "Lambda platform", 616, 616 * logByte},
 			{"KMS", "requests", 0, 0},
 		}},
 		{MillionAMonth, []want{
@@ -120,7 +121,7 @@ func TestPriceTotalAddsTheLines(t *testing.T) {
 	logByte := 0.5 / GB * 1e6
 	// Admission reads: one instance (2.3 ms a request) reads 2 queues 4
 	// times a second for 100 orders, 0.08 reads an order at $0.40.
-	want := 1.00 + 0.308 + 0.01025*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + 1424*logByte + 0.032
+	want := 1.00 + 0.308 + 0.01025*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + (1424+616)*logByte + 0.032
 	if !near(b.Total(), want) {
 		t.Errorf("total %g, want %g", b.Total(), want)
 	}
