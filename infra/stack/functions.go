@@ -99,9 +99,13 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 		Role:         role,
 		LogGroup:     logs,
 		// The handlers already write JSON (log/slog); JSON format keeps
-		// Lambda's own lines JSON too, and WARN drops its START/END noise.
+		// Lambda's own lines JSON too. INFO keeps its platform.start and
+		// platform.report events (about 140 and 240 bytes an invocation;
+		// platform.runtimeDone, the old END line, is DEBUG), whose
+		// maxMemoryUsedMB and billedDurationMs are what memory sizes are
+		// tuned from (README, Operating it). WARN dropped them.
 		LoggingFormat:         awslambda.LoggingFormat_JSON,
-		SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
+		SystemLogLevelV2:      awslambda.SystemLogLevel_INFO,
 		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
 		RetryAttempts:         spec.asyncRetries,
 		// One trace per order (shared/trace): Lambda records a segment for
@@ -150,6 +154,10 @@ const (
 	// StreamRetryAttempts -1 retries a failed record until it expires
 	// from the stream (24 h): an event is only given up on when it is gone.
 	StreamRetryAttempts = -1
+	// StreamInsert and StreamModify are the stream records the readers
+	// are invoked for; a REMOVE (a TTL deletion) is filtered out.
+	StreamInsert = "INSERT"
+	StreamModify = "MODIFY"
 )
 
 // consumeStream subscribes f to t's stream from its oldest record, with
@@ -172,6 +180,12 @@ func (b *builder) consumeStream(f *fn, t awsdynamodb.Table, failures awssqs.Queu
 		BisectBatchOnError:      jsii.Bool(false),
 		RetryAttempts:           jsii.Number(StreamRetryAttempts),
 		ParallelizationFactor:   jsii.Number(StreamParallelizationFactor),
+		// Both readers ignore a REMOVE, and every terminal order makes one
+		// when DynamoDB's TTL deletes its record: filtered out here, those
+		// invoke nothing and cost nothing.
+		Filters: &[]*map[string]any{awslambda.FilterCriteria_Filter(&map[string]any{
+			"eventName": awslambda.FilterRule_Or(jsii.String(StreamInsert), jsii.String(StreamModify)),
+		})},
 	})
 	// Set on the L1 mapping: the L2 onFailure (SqsDlq) would add its broader
 	// grant; Lambda needs only sqs:SendMessage on the destination.

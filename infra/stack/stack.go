@@ -78,6 +78,9 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		"SCHEDULER_QUEUE_URL": queues.scheduler.main.QueueUrl(),
 		"ALERT_TOPIC_ARN":     alerts.topic.TopicArn(),
 		"RESPONSE_QUEUE_URL":  queues.responses.main.QueueUrl(),
+		// Every function that ends an order (sets its record's TTL) or
+		// creates one (its orders item's TTL) reads the retention.
+		"RETENTION": jsii.String(cfg.Retention.String()),
 	}
 	pick := func(keys ...string) *map[string]*string {
 		m := make(map[string]*string, len(keys))
@@ -96,7 +99,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// conditional UpdateItem, dispatches a new order's first step (claimed
 	// in its transaction) to that step's Agent, and sends Schedule messages.
 	first := queues.agents[cfg.Workflow.Steps[0].Name].main
-	subEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL")
+	subEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "RETENTION")
 	(*subEnv)["FIRST_AGENT_QUEUE_URL"] = first.QueueUrl()
 	// Its admission check reads the depth of every Agent's request queue
 	// (GetQueueAttributes) and sheds new orders while any holds more than
@@ -147,7 +150,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// failed message back sooner (the event source mapping's grant already
 	// has sqs:ChangeMessageVisibility), and hands a failed dispatch back to
 	// the first.
-	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "SCHEDULER_QUEUE_URL", "RESPONSE_QUEUE_URL")
+	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "SCHEDULER_QUEUE_URL", "RESPONSE_QUEUE_URL", "RETENTION")
 	(*schedEnv)["AGENT_QUEUE_URLS"] = jsii.String(strings.Join(agentQueueURLs, ","))
 	(*schedEnv)["MAX_RECEIVE_COUNT"] = jsii.String(strconv.Itoa(cfg.MaxReceiveCount))
 	scheduler := b.function(Scheduler, fnSpec{
@@ -202,7 +205,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	supervisor := b.function(Supervisor, fnSpec{
 		description: "Runs on a schedule: finds state records whose CompleteBy passed, retries them or marks them Error and alerts",
 		trigger:     bySchedule,
-		timeout:     topology.SupervisorTimeout, memory: topology.SupervisorMemoryMB, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL"),
+		timeout:     topology.SupervisorTimeout, memory: topology.SupervisorMemoryMB, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "RETENTION"),
 		// A failed run is redone by the next tick; Lambda's own async
 		// retries would only overlap it.
 		asyncRetries: jsii.Number(0),
@@ -236,7 +239,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	allowSend(timerFn.role, queues.deadlines.main)
 	timerDLQ := b.failureQueue("TimerDLQ", "Timer")
 	b.consumeStream(timerFn, state, timerDLQ)
-	deadlineEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL")
+	deadlineEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "RETENTION")
 	(*deadlineEnv)["DEADLINE_QUEUE_URL"] = queues.deadlines.main.QueueUrl()
 	deadline := b.function(Deadline, fnSpec{
 		description: "The Supervisor's fast path: recovers a state record the moment its CompleteBy passes, from the Deadlines the Timer armed",

@@ -48,6 +48,7 @@ var variantContext = map[string]string{
 	stack.ContextRemoteConcurrency:  "70",
 	stack.ContextLogRetentionDays:   "90",
 	stack.ContextMaxReceiveCount:    "3",
+	stack.ContextRetention:          "720h",
 }
 
 func TestMain(m *testing.M) {
@@ -317,6 +318,13 @@ func TestFunctionsAreArmBootstrapsWithOwnLogGroups(t *testing.T) {
 			t.Errorf("%s and %s share log group %s", id, other, lg)
 		}
 		logGroups[lg] = id
+		// INFO keeps Lambda's platform.start and platform.report lines (the
+		// REPORT line's duration and max memory used, to size memory from
+		// data); WARN dropped them.
+		if get(p, "LoggingConfig", "SystemLogLevel") != "INFO" || get(p, "LoggingConfig", "ApplicationLogLevel") != "INFO" {
+			t.Errorf("%s: system log level %v, application log level %v; want INFO, INFO", id,
+				get(p, "LoggingConfig", "SystemLogLevel"), get(p, "LoggingConfig", "ApplicationLogLevel"))
+		}
 		if days := tmpl.Resources[lg].Properties["RetentionInDays"]; days != float64(cfg.LogRetentionDays) {
 			t.Errorf("%s: retention %v days, want %d", lg, days, cfg.LogRetentionDays)
 		}
@@ -456,6 +464,13 @@ func TestTablesMatchTheStateStoreSchema(t *testing.T) {
 	}
 	if orders.Properties["StreamSpecification"] != nil {
 		t.Errorf("orders table has a stream %s that nothing reads", toJSON(orders.Properties["StreamSpecification"]))
+	}
+	// Both tables expire items on the attribute the store writes and reads
+	// (statestore.TimeToLiveInputs, what the local engines' tables get).
+	for name, table := range map[string]resource{"orders": orders, "state": state} {
+		if got := toJSON(table.Properties["TimeToLiveSpecification"]); got != `{"AttributeName":"`+statestore.ExpiresAtAttr+`","Enabled":true}` {
+			t.Errorf("%s table TTL %s, want enabled on %s", name, got, statestore.ExpiresAtAttr)
+		}
 	}
 	// The listings' indexes are sharded and keys only, with text sort keys
 	// ("<ms>#<OrderID>"): an index that copied attributes, or was keyed by
@@ -724,6 +739,10 @@ func TestStreamConsumersReadTheStateStream(t *testing.T) {
 		}
 		if d := ref(get(p, "DestinationConfig", "OnFailure", "Destination")); d != dlqID {
 			t.Errorf("%s: on failure to %q, want %s", id, d, dlqID)
+		}
+		// A TTL deletion's REMOVE, which both ignore, invokes neither.
+		if got := toJSON(get(p, "FilterCriteria")); got != `{"Filters":[{"Pattern":"{\"eventName\":[\"INSERT\",\"MODIFY\"]}"}]}` {
+			t.Errorf("%s: filter %s, want INSERT and MODIFY only", id, got)
 		}
 	}
 	if len(seen) != len(want) {
@@ -1784,4 +1803,38 @@ func TestOperationalAlarms(t *testing.T) {
 		t.Errorf("SupervisorHeartbeat: %s", toJSON(hb))
 	}
 	check("SupervisorHeartbeat", hb, 1, lt, "breaching", 300, "EventBridge rule", "resource policy")
+}
+
+// TestRetentionReachesEveryFunctionThatEndsOrCreatesOrders: sas:retention
+// is RETENTION in the environment of the functions whose writes end an
+// order (Scheduler, Supervisor, Deadline, and Submission's cancel) or
+// create one (Submission), and of no other.
+func TestRetentionReachesEveryFunctionThatEndsOrCreatesOrders(t *testing.T) {
+	want := map[string]bool{"Submission": true, "Scheduler": true, "Supervisor": true, "Deadline": true}
+	for name, tm := range map[string]struct {
+		t     *template
+		value string
+	}{"main": {tmpl, "2160h0m0s"}, "variant": {variant, "720h0m0s"}} {
+		seen := 0
+		for _, id := range tm.t.ofType("AWS::Lambda::Function") {
+			got := get(tm.t.Resources[id].Properties, "Environment", "Variables", "RETENTION")
+			base := ""
+			for fn := range want {
+				if strings.HasPrefix(id, fn) {
+					base = fn
+				}
+			}
+			switch {
+			case base != "" && got != tm.value:
+				t.Errorf("%s %s: RETENTION %v, want %s", name, id, got, tm.value)
+			case base == "" && got != nil:
+				t.Errorf("%s %s: RETENTION %v, which it does not read", name, id, got)
+			case base != "":
+				seen++
+			}
+		}
+		if seen != len(want) {
+			t.Errorf("%s: RETENTION in %d functions, want %d", name, seen, len(want))
+		}
+	}
 }

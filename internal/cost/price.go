@@ -178,7 +178,7 @@ func logLines(u Usage, fns []fnUse, p Prices, a Assumptions) []Line {
 	return []Line{
 		line("CloudWatch Logs", "function logs", "bytes", u.LogBytesPerOrder(), perByte),
 		line("CloudWatch Logs", fmt.Sprintf("API access logs (ASSUMPTION %d B a request)", a.AccessLogBytes), "bytes", access, perByte),
-		line("CloudWatch Logs", fmt.Sprintf("Lambda platform lines (%d B an invocation: system log level WARN)", a.PlatformLogBytes), "bytes", invocations*float64(a.PlatformLogBytes), perByte),
+		line("CloudWatch Logs", fmt.Sprintf("Lambda platform lines (%d B an invocation: system log level INFO, platform.start and platform.report)", a.PlatformLogBytes), "bytes", invocations*float64(a.PlatformLogBytes), perByte),
 	}
 }
 

@@ -83,7 +83,8 @@ func TestPriceLines(t *testing.T) {
 			{"DynamoDB", "RRU state", 0.5, 0.0625},
 			{"CloudWatch Logs", "function logs", 1024, 1024 * logByte},
 			{"CloudWatch Logs", "API access logs", 400, 400 * logByte},
-			{"CloudWatch Logs", "Lambda platform", 0, 0},
+			// 1.54 invocations × 400 B of platform.start and platform.report.
+			{"CloudWatch Logs", "Lambda platform", 616, 616 * logByte},
 			{"KMS", "requests", 0, 0},
 		}},
 		{MillionAMonth, []want{
@@ -123,7 +124,7 @@ func TestPriceTotalAddsTheLines(t *testing.T) {
 	// X-Ray: the Submission's 100 invocations a second record 1 + 5% of 99
 	// = 5.95 traces; the Notifier's 300 records a second come 75 to an
 	// invocation, 4 a second, 1 + 5% of 3 = 1.15 traces: 0.071 an order.
-	want := 1.00 + 0.308 + 0.01025*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + 1424*logByte + 0.032 + 5*(0.0595+0.0115)
+	want := 1.00 + 0.308 + 0.01025*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + (1424+616)*logByte + 0.032 + 5*(0.0595+0.0115)
 	if !near(b.Total(), want) {
 		t.Errorf("total %g, want %g", b.Total(), want)
 	}

@@ -81,6 +81,7 @@ func testConfig() Config {
 		StateTable:         "state",
 		Workflow:           workflow.Default(),
 		ClaimTimeout:       2 * time.Minute,
+		Retention:          workflow.DefaultRetention,
 		MaxBodyBytes:       DefaultMaxBodyBytes,
 	}
 }
@@ -93,6 +94,7 @@ type fault func(store *memstore.Store, method string, c workflow.Change) error
 
 type fixture struct {
 	h     *Handler
+	clk   *clock.Fake
 	store *memstore.Store
 	out   *outbox
 	logs  *logtest.Buffer
@@ -144,6 +146,8 @@ func newFixture(t *testing.T, hook fault) *fixture {
 func newFixtureOver(t *testing.T, hook fault, wrap func(Store) Store) *fixture {
 	t.Helper()
 	f := &fixture{store: memstore.New(), out: &outbox{}, logs: &logtest.Buffer{}, calls: map[string]int{}}
+	f.clk = clock.NewFake(testNow)
+	f.store.Clock = f.clk // the store's reads expire records by the test's time
 	f.store.Fault = func(method string, c workflow.Change) error {
 		f.mu.Lock()
 		f.calls[method]++
@@ -158,7 +162,7 @@ func newFixtureOver(t *testing.T, hook fault, wrap func(Store) Store) *fixture {
 		store = wrap(store)
 	}
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.h = mustNew(t, testConfig(), store, f.out.sender(), admitFunc(f.admit), actor.Deps{Clock: clock.NewFake(testNow), Log: log})
+	f.h = mustNew(t, testConfig(), store, f.out.sender(), admitFunc(f.admit), actor.Deps{Clock: f.clk, Log: log})
 	return f
 }
 

@@ -231,6 +231,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	tr := h.orderTrace(ctx)
 	ctx, log = trace.Join(ctx, log.With(slog.String("orderId", orderID)), tr)
 	o := newOrder(orderID, owner, key, order, h.clk.Now().UTC())
+	o.ExpiresAt = h.machine().OrderExpiresAt(o.CreatedAt)
 	input, err := json.Marshal(inputOf(o))
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
@@ -337,7 +338,14 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 // replay answers a request whose Idempotency-Key already made an order.
 func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, o workflow.Order) events.APIGatewayV2HTTPResponse {
 	existing, err := h.store.GetOrder(ctx, o.OrderID)
-	if err != nil {
+	switch {
+	case errors.Is(err, workflow.ErrNotFound):
+		// Its order expired (the store reads an item past its TTL as
+		// gone) and DynamoDB has not deleted it yet, so the ID is still
+		// taken: the key cannot make a new order until it is.
+		return h.reject(ctx, log, req, problem(http.StatusUnprocessableEntity, ProblemIdempotencyKey,
+			"Idempotency-Key was used for an order that has expired; send the order with a new key"), nil)
+	case err != nil:
 		return h.internal(ctx, log, req, fmt.Errorf("read order %s for idempotent replay: %w", o.OrderID, err))
 	}
 	if existing.Owner != o.Owner {
@@ -426,6 +434,7 @@ func newStatus(st workflow.State, showOwner bool, log *slog.Logger) api.Order {
 		Resubmits:    st.Resubmits,
 		CreatedAt:    st.CreatedAt.UTC(),
 		UpdatedAt:    st.UpdatedAt.UTC(),
+		ExpiresAt:    utcPtr(&st.ExpiresAt),
 		Steps:        make([]api.StepHistory, len(st.Steps)),
 	}
 	if showOwner {

@@ -186,7 +186,11 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	if err := statestore.CreateTables(ctx, o.DynamoDB, s.Tables); err != nil {
 		return nil, err
 	}
-	s.Store = statestore.New(o.DynamoDB, s.Tables)
+	var storeOpts []statestore.Option
+	if o.Clock != nil {
+		storeOpts = append(storeOpts, statestore.WithClock(o.Clock)) // expiry by the stack's time
+	}
+	s.Store = statestore.New(o.DynamoDB, s.Tables, storeOpts...)
 	var err error
 	if s.SchedulerQueue, err = createQueue(ctx, o, o.Prefix+"-scheduler"); err != nil {
 		return nil, err
@@ -260,7 +264,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	}
 	s.Submission, err = submission.New(submission.Config{
 		FirstAgentQueueURL: agentQueues[o.Workflow.Steps[0].Name], SchedulerQueueURL: s.SchedulerQueue.URL,
-		Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
+		Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout, Retention: o.Policy.Retention, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
 		Admission: admit,
 	}, o.store("submission", s.Store), o.sender("submission", send), gate, subDeps)
 	if err != nil {
