@@ -43,6 +43,10 @@ type Config struct {
 	// QueueAgeAlarm is the age of a queue's oldest message that raises an
 	// alarm; it must exceed the longest backoff delay (BACKOFF_MAX, 5m).
 	QueueAgeAlarm time.Duration
+	// Retention is how long a terminal order is kept before DynamoDB's TTL
+	// deletes it (workflow.Policy.Retention): the functions that end or
+	// create orders read it as RETENTION.
+	Retention time.Duration
 }
 
 // Context keys read by FromContext (cdk.json "context" or cdk -c key=value).
@@ -59,6 +63,9 @@ const (
 	ContextAdmitWait         = "sas:admitWait"
 	ContextMaxReceiveCount   = "sas:maxReceiveCount"
 	ContextQueueAgeAlarm     = "sas:queueAgeAlarm"
+	// ContextRetention is a Go duration (2160h is 90 days) within
+	// workflow.MinRetention..MaxRetention.
+	ContextRetention = "sas:retention"
 )
 
 // DefaultStage is the stage cdk.json and make deploy default to.
@@ -82,6 +89,7 @@ func DefaultConfig() Config {
 		Capacity:           topology.DefaultCapacity(),
 		MaxReceiveCount:    topology.MaxReceiveCount,
 		QueueAgeAlarm:      10 * time.Minute,
+		Retention:          workflow.DefaultRetention,
 	}
 }
 
@@ -124,6 +132,7 @@ func FromContext(lookup func(key string) string) (Config, error) {
 	dur(ContextAdmitWait, &c.Capacity.AdmitWait)
 	integer(ContextMaxReceiveCount, &c.MaxReceiveCount)
 	dur(ContextQueueAgeAlarm, &c.QueueAgeAlarm)
+	dur(ContextRetention, &c.Retention)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("stack config: %w", err)
 	}
@@ -197,6 +206,9 @@ func (c Config) Validate() error {
 	// by design; only a message older than that means no one consumes it.
 	if backoff := workflow.DefaultPolicy().BackoffMax; c.QueueAgeAlarm <= backoff || c.QueueAgeAlarm > 14*24*time.Hour {
 		fail("%s=%v must exceed the longest retry delay %v and be at most 14 days", ContextQueueAgeAlarm, c.QueueAgeAlarm, backoff)
+	}
+	if c.Retention < workflow.MinRetention || c.Retention > workflow.MaxRetention {
+		fail("%s=%v must be within %v..%v (a day to ten years)", ContextRetention, c.Retention, workflow.MinRetention, workflow.MaxRetention)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stack config: %w", err)

@@ -32,6 +32,7 @@ func TestFromContextDefaultsMatchCDKJSON(t *testing.T) {
 		stack.ContextAdmitWait:          "1s",
 		stack.ContextMaxReceiveCount:    "5",
 		stack.ContextQueueAgeAlarm:      "10m",
+		stack.ContextRetention:          "2160h",
 	} {
 		if ctx[key] != want {
 			t.Errorf("cdk.json %s = %q, the default is %q", key, ctx[key], want)
@@ -40,7 +41,7 @@ func TestFromContextDefaultsMatchCDKJSON(t *testing.T) {
 	// cdk.json's values parse to the defaults, and it sets no key the app
 	// no longer reads.
 	fromJSON, err := stack.FromContext(func(k string) string { return ctx[k] })
-	if err != nil || fromJSON.Capacity != want.Capacity || fromJSON.QueueAgeAlarm != want.QueueAgeAlarm {
+	if err != nil || fromJSON.Capacity != want.Capacity || fromJSON.QueueAgeAlarm != want.QueueAgeAlarm || fromJSON.Retention != 90*24*time.Hour {
 		t.Errorf("cdk.json's context gives %+v, %v", fromJSON, err)
 	}
 	for _, gone := range []string{"sas:agentMaxConcurrency", "sas:apiRateLimit", "sas:apiBurstLimit"} {
@@ -88,6 +89,13 @@ func TestFromContextReadsAndValidates(t *testing.T) {
 		{name: "plural unit needs more than 1", ctx: map[string]string{stack.ContextSupervisorSchedule: "rate(1 minutes)"}, wantErr: []string{"sas:supervisorSchedule"}},
 		{name: "not a schedule", ctx: map[string]string{stack.ContextSupervisorSchedule: "every minute"}, wantErr: []string{"sas:supervisorSchedule"}},
 		{name: "retention CloudWatch does not offer", ctx: map[string]string{stack.ContextLogRetentionDays: "31"}, wantErr: []string{"sas:logRetentionDays=31"}},
+		{name: "order retention of a year", ctx: map[string]string{stack.ContextRetention: "8760h"},
+			check: func(c stack.Config) bool { return c.Retention == 365*24*time.Hour }},
+		{name: "order retention of a day", ctx: map[string]string{stack.ContextRetention: "24h"},
+			check: func(c stack.Config) bool { return c.Retention == 24*time.Hour }},
+		{name: "order retention under a day", ctx: map[string]string{stack.ContextRetention: "23h59m"}, wantErr: []string{"sas:retention=23h59m0s must be within 24h0m0s..87600h0m0s"}},
+		{name: "order retention over ten years", ctx: map[string]string{stack.ContextRetention: "87601h"}, wantErr: []string{"sas:retention=87601h0m0s must be within"}},
+		{name: "order retention in days", ctx: map[string]string{stack.ContextRetention: "90d"}, wantErr: []string{`sas:retention="90d" is not a Go duration`}},
 		// Fewer than two Agent invocations of 10 records: an event source
 		// mapping's MaximumConcurrency is at least 2.
 		{name: "remote concurrency below two invocations", ctx: map[string]string{stack.ContextRemoteConcurrency: "5"},

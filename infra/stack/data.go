@@ -17,9 +17,17 @@ import (
 // indexes and streams cannot drift from the code. Names are left to CloudFormation.
 func (b *builder) tables() []awsdynamodb.Table {
 	ids := []string{"OrdersTable", "StateTable"}
-	inputs := statestore.CreateTableInputs(statestore.Tables{Orders: "orders", State: "state"})
+	names := statestore.Tables{Orders: "orders", State: "state"}
+	inputs := statestore.CreateTableInputs(names)
 	if len(inputs) != len(ids) {
 		panic(fmt.Sprintf("statestore declares %d tables, the stack knows %d", len(inputs), len(ids)))
+	}
+	// TTL is its own request in DynamoDB's API, and a table property here.
+	ttl := map[string]*string{}
+	for _, in := range statestore.TimeToLiveInputs(names) {
+		if spec := in.TimeToLiveSpecification; spec != nil && aws.ToBool(spec.Enabled) {
+			ttl[aws.ToString(in.TableName)] = spec.AttributeName
+		}
 	}
 	out := make([]awsdynamodb.Table, len(inputs))
 	for i, in := range inputs {
@@ -41,6 +49,10 @@ func (b *builder) tables() []awsdynamodb.Table {
 			SortKey:      key(in.KeySchema, types.KeyTypeRange),
 			BillingMode:  billing(in.BillingMode),
 			Stream:       stream(in.StreamSpecification),
+			// DynamoDB deletes an item some time (typically days) after
+			// this attribute's Unix seconds pass, without a write unit;
+			// the store's reads ignore it from the second it passes.
+			TimeToLiveAttribute: ttl[aws.ToString(in.TableName)],
 			PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
 				PointInTimeRecoveryEnabled: jsii.Bool(true),
 			},

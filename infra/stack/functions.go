@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/sasflow/sas/shared/topology"
 )
@@ -28,6 +29,33 @@ type fnSpec struct {
 	memory       float64
 	env          *map[string]*string
 	asyncRetries *float64
+	// trigger is how the function is invoked, which decides where a
+	// failed invocation's event goes (see deadLetterReasons).
+	trigger trigger
+}
+
+// trigger is what invokes a function.
+type trigger int
+
+const (
+	byAPI trigger = iota + 1
+	byQueue
+	byStream
+	bySchedule
+)
+
+// deadLetterReasons say, per trigger, why a function needs no dead-letter
+// target of its own: Lambda sends only asynchronous events there.
+var deadLetterReasons = map[trigger]string{
+	byAPI: "Invoked only synchronously, by API Gateway: the caller gets the failure (a 5xx, which the Api5xx alarm counts), " +
+		"so there is no asynchronous event to keep.",
+	byQueue: "Invoked only by its SQS event source mappings, synchronously: a failed message returns to its queue and, " +
+		"after maxReceiveCount receives, moves to that queue's dead-letter queue. A function DLQ would never receive anything.",
+	byStream: "Invoked only by its DynamoDB stream event source mapping, synchronously: a batch the mapping gives up on is " +
+		"described on the mapping's on-failure queue. A function DLQ would never receive anything.",
+	bySchedule: "Invoked asynchronously only by its EventBridge schedule, whose events carry no data: a failed run is redone " +
+		"by the next tick, and the SupervisorHeartbeat alarm (missing data breaching) pages when runs stop succeeding. " +
+		"A DLQ would hold only stale ticks.",
 }
 
 // fn is a deployed function with its own role and log group.
@@ -71,12 +99,32 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 		Role:         role,
 		LogGroup:     logs,
 		// The handlers already write JSON (log/slog); JSON format keeps
-		// Lambda's own lines JSON too, and WARN drops its START/END noise.
+		// Lambda's own lines JSON too. INFO keeps its platform.start and
+		// platform.report events (about 140 and 240 bytes an invocation;
+		// platform.runtimeDone, the old END line, is DEBUG), whose
+		// maxMemoryUsedMB and billedDurationMs are what memory sizes are
+		// tuned from (README, Operating it). WARN dropped them.
 		LoggingFormat:         awslambda.LoggingFormat_JSON,
-		SystemLogLevelV2:      awslambda.SystemLogLevel_WARN,
+		SystemLogLevelV2:      awslambda.SystemLogLevel_INFO,
 		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
 		RetryAttempts:         spec.asyncRetries,
+		// One trace per order (shared/trace): Lambda records a segment for
+		// every invocation and continues the trace each message carries.
+		Tracing: awslambda.Tracing_ACTIVE,
 	})
+	// Active tracing grants xray:PutTraceSegments and PutTelemetryRecords,
+	// which X-Ray defines on no resource: the grant can only name "*".
+	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
+		Id: jsii.String("AwsSolutions-IAM5"),
+		Reason: jsii.String("Active tracing: X-Ray's PutTraceSegments and PutTelemetryRecords take no resource, " +
+			"so the grant Lambda's tracing adds names *."),
+		AppliesTo: &[]any{jsii.String("Resource::*")},
+	}}, jsii.Bool(true))
+	reason, ok := deadLetterReasons[spec.trigger]
+	if !ok {
+		panic("stack: function " + id + " names no trigger")
+	}
+	suppress(f, nagLambdaDLQ, reason, false)
 	return &fn{id: id, fn: f, role: role, logGroup: logs, timeout: spec.timeout}
 }
 
@@ -91,6 +139,11 @@ func (b *builder) consume(f *fn, q *workQueue, batchSize int, maxConcurrency int
 		props.MaxConcurrency = jsii.Number(float64(maxConcurrency))
 	}
 	f.fn.AddEventSource(awslambdaeventsources.NewSqsEventSource(q.main, props))
+	// The mapping the event source made, under the ID CDK gives it.
+	mapping := f.fn.Node().FindChild(jsii.String("SqsEventSource:" + *awscdk.Names_NodeUniqueId(q.main.Node())))
+	suppress(mapping, nagMappingFailures, "An SQS event source mapping takes no on-failure destination (Lambda supports one "+
+		"for stream and Kafka sources only): the queue's redrive policy moves a message that keeps failing to its "+
+		"dead-letter queue, whose depth alarm pages.", false)
 }
 
 // Stream consumption: batches as large as a DynamoDB stream mapping
@@ -101,6 +154,10 @@ const (
 	// StreamRetryAttempts -1 retries a failed record until it expires
 	// from the stream (24 h): an event is only given up on when it is gone.
 	StreamRetryAttempts = -1
+	// StreamInsert and StreamModify are the stream records the readers
+	// are invoked for; a REMOVE (a TTL deletion) is filtered out.
+	StreamInsert = "INSERT"
+	StreamModify = "MODIFY"
 )
 
 // consumeStream subscribes f to t's stream from its oldest record, with
@@ -123,6 +180,12 @@ func (b *builder) consumeStream(f *fn, t awsdynamodb.Table, failures awssqs.Queu
 		BisectBatchOnError:      jsii.Bool(false),
 		RetryAttempts:           jsii.Number(StreamRetryAttempts),
 		ParallelizationFactor:   jsii.Number(StreamParallelizationFactor),
+		// Both readers ignore a REMOVE, and every terminal order makes one
+		// when DynamoDB's TTL deletes its record: filtered out here, those
+		// invoke nothing and cost nothing.
+		Filters: &[]*map[string]any{awslambda.FilterCriteria_Filter(&map[string]any{
+			"eventName": awslambda.FilterRule_Or(jsii.String(StreamInsert), jsii.String(StreamModify)),
+		})},
 	})
 	// Set on the L1 mapping: the L2 onFailure (SqsDlq) would add its broader
 	// grant; Lambda needs only sqs:SendMessage on the destination.

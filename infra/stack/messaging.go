@@ -83,6 +83,7 @@ func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue
 		EnforceSSL:      jsii.Bool(true),
 		RetentionPeriod: duration(topology.DLQRetention),
 	})
+	suppress(dlq, nagDLQRedrive, dlqIsTheEnd, false)
 	// Only its own main queue may use it as a dead-letter queue.
 	dlq.Node().DefaultChild().(awssqs.CfnQueue).SetRedriveAllowPolicy(map[string]any{
 		"redrivePermission": RedriveByQueue,
@@ -144,6 +145,9 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 		DisplayName: jsii.String("Scheduler Agent Supervisor alerts (" + b.cfg.Stage + ")"),
 		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
+		// The publisher's trace (X-Amzn-Trace-Id) goes on to the topic's
+		// subscribers, and SNS records its own segment when it is sampled.
+		TracingConfig: awssns.TracingConfig_ACTIVE,
 	})
 	topic.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Sid:        jsii.String("CloudWatchAlarmsPublish"),
@@ -161,6 +165,9 @@ func (b *builder) alertTopic(email *string) *encryptedTopic {
 		Endpoint: email,
 	})
 	sub.CfnOptions().SetCondition(hasEmail)
+	suppress(sub, nagSubscriptionDLQ, "An email subscription has no consumer to retry: SNS hands the alert to its mail system, "+
+		"and a failed delivery could only be alerted on this same topic. Every alarm's state stays in CloudWatch; "+
+		"subscribe a paging tool (an HTTPS endpoint or a queue with its own DLQ) for delivery you can monitor.", false)
 	return &encryptedTopic{topic: topic, key: key, viaSNS: b.viaSNS()}
 }
 
@@ -174,6 +181,9 @@ func (b *builder) orderEventsTopic() *encryptedTopic {
 		DisplayName: jsii.String("Scheduler Agent Supervisor order events (" + b.cfg.Stage + ")"),
 		MasterKey:   key,
 		EnforceSSL:  jsii.Bool(true),
+		// The publisher's trace (X-Amzn-Trace-Id) goes on to the topic's
+		// subscribers, and SNS records its own segment when it is sampled.
+		TracingConfig: awssns.TracingConfig_ACTIVE,
 	})
 	return &encryptedTopic{topic: topic, key: key, viaSNS: b.viaSNS()}
 }
@@ -213,5 +223,6 @@ func (b *builder) failureQueue(id, consumer string) awssqs.Queue {
 		Reason: jsii.String("This queue is itself a dead-letter queue: the on-failure destination of the " + consumer + "'s " +
 			"DynamoDB stream event source mapping, which cdk-nag does not recognize as a DLQ."),
 	}}, jsii.Bool(false))
+	suppress(q, nagDLQRedrive, dlqIsTheEnd, false)
 	return q
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/statestore"
 )
 
 // ErrorLinesMetric counts the ERROR lines of every function's log group,
@@ -56,8 +57,8 @@ const SupervisorHeartbeatPeriods = 2
 const maxAlarmMetrics = 10
 
 // errorLines counts every function's ERROR lines into ErrorLinesMetric and
-// raises an alarm on the first.
-func (b *builder) errorLines(alerts *encryptedTopic, fns []*fn) {
+// raises an alarm on the first. It returns the metric, for the dashboard.
+func (b *builder) errorLines(alerts *encryptedTopic, fns []*fn) awscloudwatch.IMetric {
 	var groups []string
 	for _, f := range fns {
 		b.countLines(f, "ErrorLines", "$.level", "ERROR", ErrorLinesMetric)
@@ -68,26 +69,41 @@ func (b *builder) errorLines(alerts *encryptedTopic, fns []*fn) {
 			"A function logged an ERROR line (%s counts them across %s). Find them with CloudWatch Logs Insights over the functions' log groups: %s. "+
 				"An orderId leads to `sasctl show`; an error without one is the function's own (configuration, permissions, an AWS service).",
 			ErrorLinesMetric, strings.Join(groups, ", "), ErrorLinesQuery)),
-		Metric: awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(MetricNamespace(b.cfg.Stage)), MetricName: jsii.String(ErrorLinesMetric),
-			Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
-		}),
+		Metric:    b.countMetric(ErrorLinesMetric, ""),
 		Threshold: jsii.Number(1),
 	})
+	return b.countMetric(ErrorLinesMetric, "ERROR lines")
+}
+
+// countMetric is a per-minute sum of a countLines metric. An alarm's metric
+// takes no label: a labelled one is written as metric math.
+func (b *builder) countMetric(name, label string) awscloudwatch.Metric {
+	props := &awscloudwatch.MetricProps{
+		Namespace: jsii.String(MetricNamespace(b.cfg.Stage)), MetricName: jsii.String(name),
+		Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
+	}
+	if label != "" {
+		props.Label = jsii.String(label)
+	}
+	return awscloudwatch.NewMetric(props)
 }
 
 // notifierSkipped counts the stream records the Notifier skipped as poison
 // and raises an alarm on the first: a client missed an event.
-func (b *builder) notifierSkipped(alerts *encryptedTopic, notifier *fn) {
+func (b *builder) notifierSkipped(alerts *encryptedTopic, notifier *fn) awscloudwatch.IMetric {
 	filter := b.countLines(notifier, "SkippedRecords", "$.msg", NotifierSkippedMessage+"*", NotifierSkippedMetric)
+	metric := func(label *string) awscloudwatch.Metric {
+		return filter.Metric(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Sum"), Label: label})
+	}
 	b.alarm(alerts, "NotifierSkippedRecordsAlarm", &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String(fmt.Sprintf(
 			"The %s skipped a state table stream record it could not read or turn into an event (\"%s\" in its log group, with the sequenceNumber): that order's client missed an event. "+
 				"Read the line's error; the order's current status is still right (`sasctl show`), so tell the client or have it re-read the order, and fix the writer or the Notifier.",
 			notifier.id, NotifierSkippedMessage)),
-		Metric:    filter.Metric(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Sum")}),
+		Metric:    metric(nil),
 		Threshold: jsii.Number(1),
 	})
+	return metric(jsii.String("Notifier skipped records"))
 }
 
 // api5xx raises an alarm on the HTTP API's server errors. A count, not a
@@ -96,7 +112,7 @@ func (b *builder) notifierSkipped(alerts *encryptedTopic, notifier *fn) {
 // API5xxPeriod lets an isolated 5xx (a cold start past the integration
 // timeout, one Lambda throttle), which SDK clients retry, pass, and fires on
 // anything that keeps failing.
-func (b *builder) api5xx(alerts *encryptedTopic, stage awsapigatewayv2.HttpStage, submission *fn) {
+func (b *builder) api5xx(alerts *encryptedTopic, stage awsapigatewayv2.HttpStage, submission *fn) awscloudwatch.IMetric {
 	b.alarm(alerts, "Api5xx", &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String(fmt.Sprintf(
 			"The orders API answered %d or more 5xx within %v: clients' requests failed. The %s function's ERROR lines carry the requestId (and its errors alarm may be up too); "+
@@ -105,6 +121,7 @@ func (b *builder) api5xx(alerts *encryptedTopic, stage awsapigatewayv2.HttpStage
 		Metric:    stage.MetricServerError(&awscloudwatch.MetricOptions{Period: duration(API5xxPeriod), Statistic: jsii.String("Sum")}),
 		Threshold: jsii.Number(API5xxThreshold),
 	})
+	return stage.MetricServerError(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Sum"), Label: jsii.String("API 5xx")})
 }
 
 // countLines counts the JSON log lines of f whose field equals value (a
@@ -121,12 +138,13 @@ func (b *builder) countLines(f *fn, idSuffix, field, value, metric string) awslo
 }
 
 // sumOf is a metric math expression adding up metrics, a missing value
-// counting as zero.
-func sumOf(label string, period awscdk.Duration, metrics []awscloudwatch.IMetric) awscloudwatch.MathExpression {
+// counting as zero. Its metrics' IDs begin with prefix (a lowercase letter
+// first), so that several sums can share a graph.
+func sumOf(prefix, label string, period awscdk.Duration, metrics []awscloudwatch.IMetric) awscloudwatch.MathExpression {
 	using := map[string]awscloudwatch.IMetric{}
 	ids := make([]string, len(metrics))
 	for i, m := range metrics {
-		ids[i] = "m" + strconv.Itoa(i)
+		ids[i] = prefix + strconv.Itoa(i)
 		using[ids[i]] = m
 	}
 	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
@@ -165,33 +183,59 @@ func (b *builder) lambdaThrottles(alerts *encryptedTopic, fns []*fn, agents []*f
 					"a function's reserved concurrency if one was set, or, for %s, their event source mappings' MaximumConcurrency (%s=%d), which holds messages back rather than throttling. "+
 					"Raise the account quota or free concurrency elsewhere; queued work waits and drains, API requests get 5xx (see Api5xx).",
 				strings.Join(ids, ", "), strings.Join(agentIDs, ", "), ContextRemoteConcurrency, b.cfg.Capacity.RemoteConcurrency)),
-			Metric:    sumOf("throttles", five, metrics),
+			Metric:    sumOf("m", "throttles", five, metrics),
 			Threshold: jsii.Number(1),
 		})
 	}
 }
 
 // tableThrottles raises an alarm on any throttled read or write of either
-// table.
-func (b *builder) tableThrottles(alerts *encryptedTopic, tables ...awsdynamodb.Table) {
+// table or of their indexes: an index's throttles are reported under its
+// own dimension, and a throttled index write throttles the table write
+// that carries it. Each table's metrics are one alarm (a metric math alarm
+// takes at most ten). It returns each alarm's sum, for the dashboard.
+func (b *builder) tableThrottles(alerts *encryptedTopic, tables ...awsdynamodb.Table) []awscloudwatch.IMetric {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
-	var metrics []awscloudwatch.IMetric
-	var names []string
+	indexes := map[string][]string{}
+	for _, in := range statestore.CreateTableInputs(statestore.Tables{Orders: "OrdersTable", State: "StateTable"}) {
+		for _, g := range in.GlobalSecondaryIndexes {
+			indexes[*in.TableName] = append(indexes[*in.TableName], *g.IndexName)
+		}
+	}
+	var sums []awscloudwatch.IMetric
 	for _, t := range tables {
+		id := *t.Node().Id()
+		var metrics []awscloudwatch.IMetric
 		for _, m := range []string{"ReadThrottleEvents", "WriteThrottleEvents"} {
 			metrics = append(metrics, t.Metric(jsii.String(m), &awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Sum")}))
+			for _, ix := range indexes[id] {
+				metrics = append(metrics, t.Metric(jsii.String(m), &awscloudwatch.MetricOptions{
+					Period: minute, Statistic: jsii.String("Sum"),
+					DimensionsMap: &map[string]*string{"TableName": t.TableName(), "GlobalSecondaryIndexName": jsii.String(ix)},
+				}))
+			}
 		}
-		names = append(names, *t.Node().Id())
+		if len(metrics) > maxAlarmMetrics {
+			panic(fmt.Sprintf("stack: %s has %d throttle metrics, more than an alarm takes", id, len(metrics)))
+		}
+		what := id
+		if len(indexes[id]) > 0 {
+			what += " and its indexes " + strings.Join(indexes[id], ", ")
+		}
+		sum := sumOf(strings.ToLower(id[:1])+id[1:], id+" throttle events", minute, metrics)
+		b.alarm(alerts, id+"Throttles", &awscloudwatch.AlarmProps{
+			AlarmDescription: jsii.String(fmt.Sprintf(
+				"DynamoDB throttled reads or writes of %s (the sum of their ReadThrottleEvents and WriteThrottleEvents in a minute). "+
+					"The tables are on-demand: one throttles when traffic passes twice its previous peak within 30 minutes, or the table's throughput quota; "+
+					"an index throttles on a hot partition of its key (the listings and the in-flight index are sharded to avoid that). "+
+					"Throttled calls are retried by the SDK and then by the queues; if it persists, pre-warm the table (warm throughput) for the expected peak or raise the table quota in Service Quotas.",
+				what)),
+			Metric:    sum,
+			Threshold: jsii.Number(1),
+		})
+		sums = append(sums, sum)
 	}
-	b.alarm(alerts, "TableThrottles", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String(fmt.Sprintf(
-			"DynamoDB throttled reads or writes of %s (the sum of their ReadThrottleEvents and WriteThrottleEvents in a minute). "+
-				"The tables are on-demand: one throttles when traffic passes twice its previous peak within 30 minutes, or the table's throughput quota. "+
-				"Throttled calls are retried by the SDK and then by the queues; if it persists, pre-warm the table (warm throughput) for the expected peak or raise the table quota in Service Quotas.",
-			strings.Join(names, " and "))),
-		Metric:    sumOf("throttle events", minute, metrics),
-		Threshold: jsii.Number(1),
-	})
+	return sums
 }
 
 // scheduleInterval is the interval of an EventBridge rate(...) expression;
@@ -240,7 +284,7 @@ func (b *builder) supervisorHeartbeat(alerts *encryptedTopic, supervisor *fn) {
 // in one period would do: failures minute after minute are a dependency
 // down or a bug on every record. A record that keeps failing on its own is
 // the dead-letter queue alarms' and the IteratorAge alarms' to catch.
-func (b *builder) batchItemFailures(alerts *encryptedTopic, fns []*fn) {
+func (b *builder) batchItemFailures(alerts *encryptedTopic, fns []*fn) awscloudwatch.IMetric {
 	for _, f := range fns {
 		b.countLines(f, "BatchItemFailures", "$.msg", actor.BatchItemFailed, BatchItemFailuresMetric)
 	}
@@ -250,12 +294,10 @@ func (b *builder) batchItemFailures(alerts *encryptedTopic, fns []*fn) {
 				"Find the lines with CloudWatch Logs Insights over the functions' log groups: filter msg = \"%s\" | stats count() by @log, reason, error. "+
 				"Each carries the messageId or sequenceNumber; fix the cause and the records are retried by themselves (those past their receive limit are in a dead-letter queue).",
 			BatchItemFailuresPeriods, actor.BatchItemFailed)),
-		Metric: awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-			Namespace: jsii.String(MetricNamespace(b.cfg.Stage)), MetricName: jsii.String(BatchItemFailuresMetric),
-			Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(1)),
-		}),
+		Metric:            b.countMetric(BatchItemFailuresMetric, ""),
 		Threshold:         jsii.Number(1),
 		EvaluationPeriods: jsii.Number(BatchItemFailuresPeriods),
 		DatapointsToAlarm: jsii.Number(BatchItemFailuresPeriods),
 	})
+	return b.countMetric(BatchItemFailuresMetric, "batch item failures")
 }

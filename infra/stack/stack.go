@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -77,6 +78,9 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		"SCHEDULER_QUEUE_URL": queues.scheduler.main.QueueUrl(),
 		"ALERT_TOPIC_ARN":     alerts.topic.TopicArn(),
 		"RESPONSE_QUEUE_URL":  queues.responses.main.QueueUrl(),
+		// Every function that ends an order (sets its record's TTL) or
+		// creates one (its orders item's TTL) reads the retention.
+		"RETENTION": jsii.String(cfg.Retention.String()),
 	}
 	pick := func(keys ...string) *map[string]*string {
 		m := make(map[string]*string, len(keys))
@@ -95,7 +99,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// conditional UpdateItem, dispatches a new order's first step (claimed
 	// in its transaction) to that step's Agent, and sends Schedule messages.
 	first := queues.agents[cfg.Workflow.Steps[0].Name].main
-	subEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL")
+	subEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "RETENTION")
 	(*subEnv)["FIRST_AGENT_QUEUE_URL"] = first.QueueUrl()
 	// Its admission check reads the depth of every Agent's request queue
 	// (GetQueueAttributes) and sheds new orders while any holds more than
@@ -112,6 +116,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	(*subEnv)[admission.Variables["Refresh"]] = jsii.String(adm.Refresh.String())
 	submission := b.function(Submission, fnSpec{
 		description: "The orders API: validates and writes new orders and dispatches their first step, reads and lists them, retries and cancels them",
+		trigger:     byAPI,
 		timeout:     topology.SubmissionTimeout, memory: topology.SubmissionMemoryMB, env: subEnv,
 	})
 	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem")
@@ -145,11 +150,12 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// failed message back sooner (the event source mapping's grant already
 	// has sqs:ChangeMessageVisibility), and hands a failed dispatch back to
 	// the first.
-	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "SCHEDULER_QUEUE_URL", "RESPONSE_QUEUE_URL")
+	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "SCHEDULER_QUEUE_URL", "RESPONSE_QUEUE_URL", "RETENTION")
 	(*schedEnv)["AGENT_QUEUE_URLS"] = jsii.String(strings.Join(agentQueueURLs, ","))
 	(*schedEnv)["MAX_RECEIVE_COUNT"] = jsii.String(strconv.Itoa(cfg.MaxReceiveCount))
 	scheduler := b.function(Scheduler, fnSpec{
 		description: "Claims steps, dispatches them to their Agents and commits the replies, from the scheduler and response queues",
+		trigger:     byQueue,
 		timeout:     topology.SchedulerTimeout, memory: topology.SchedulerMemoryMB, env: schedEnv,
 	})
 	allowTable(scheduler.role, state, "dynamodb:UpdateItem", "dynamodb:GetItem")
@@ -184,6 +190,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		a := b.function(Agent, fnSpec{
 			id:          "Agent-" + st.Name,
 			description: fmt.Sprintf("Agent for step %s: calls its remote service with retries until CompleteBy and replies to the Scheduler", st.Name),
+			trigger:     byQueue,
 			timeout:     topology.AgentTimeout(st), memory: topology.AgentMemoryMB, env: agentEnv,
 		})
 		allowSend(a.role, queues.responses.main)
@@ -197,7 +204,8 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// with conditional UpdateItem, re-sends steps to the Scheduler, alerts.
 	supervisor := b.function(Supervisor, fnSpec{
 		description: "Runs on a schedule: finds state records whose CompleteBy passed, retries them or marks them Error and alerts",
-		timeout:     topology.SupervisorTimeout, memory: topology.SupervisorMemoryMB, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL"),
+		trigger:     bySchedule,
+		timeout:     topology.SupervisorTimeout, memory: topology.SupervisorMemoryMB, env: pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "RETENTION"),
 		// A failed run is redone by the next tick; Lambda's own async
 		// retries would only overlap it.
 		asyncRetries: jsii.Number(0),
@@ -214,6 +222,8 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		RetryAttempts: jsii.Number(0),
 		MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(1)),
 	}))
+	suppress(rule, nagScheduleDLQ, deadLetterReasons[bySchedule], false)
+	suppress(supervisor.fn.Node().FindChild(jsii.String("EventInvokeConfig")), nagAsyncFailures, deadLetterReasons[bySchedule], false)
 
 	// The Supervisor's fast path. Timer: reads the state table's stream and
 	// sends each new phase of a watched record a Deadline, delayed until
@@ -222,16 +232,18 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// hand-back to the Scheduler, alerts).
 	timerFn := b.function(Timer, fnSpec{
 		description: "Reads the state table's stream and arms a Deadline, delayed until CompleteBy, for each new phase of a record the Supervisor watches",
+		trigger:     byStream,
 		timeout:     topology.TimerTimeout, memory: topology.TimerMemoryMB,
 		env: &map[string]*string{"DEADLINE_QUEUE_URL": queues.deadlines.main.QueueUrl()},
 	})
 	allowSend(timerFn.role, queues.deadlines.main)
 	timerDLQ := b.failureQueue("TimerDLQ", "Timer")
 	b.consumeStream(timerFn, state, timerDLQ)
-	deadlineEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL")
+	deadlineEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "RETENTION")
 	(*deadlineEnv)["DEADLINE_QUEUE_URL"] = queues.deadlines.main.QueueUrl()
 	deadline := b.function(Deadline, fnSpec{
 		description: "The Supervisor's fast path: recovers a state record the moment its CompleteBy passes, from the Deadlines the Timer armed",
+		trigger:     byQueue,
 		timeout:     topology.DeadlineTimeout, memory: topology.DeadlineMemoryMB, env: deadlineEnv,
 	})
 	allowTable(deadline.role, state, "dynamodb:GetItem", "dynamodb:UpdateItem")
@@ -243,6 +255,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// state table's stream, to the order events topic.
 	notifier := b.function(Notifier, fnSpec{
 		description: "Reads the state table's stream and publishes each change of an order's client status to the order events topic",
+		trigger:     byStream,
 		timeout:     NotifierTimeout, memory: topology.NotifierMemoryMB,
 		env: &map[string]*string{"ORDER_EVENTS_TOPIC_ARN": events.topic.TopicArn()},
 	})
@@ -257,16 +270,18 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	fns = append(fns, notifier, timerFn, deadline)
 	b.alarms(alerts, queues, agents, fns)
 	shed := b.shedding(alerts, submission)
-	b.errorLines(alerts, fns)
-	b.batchItemFailures(alerts, fns)
-	b.notifierSkipped(alerts, notifier)
-	b.api5xx(alerts, api.stage, submission)
+	failing := []awscloudwatch.IMetric{
+		b.errorLines(alerts, fns),
+		b.batchItemFailures(alerts, fns),
+		b.notifierSkipped(alerts, notifier),
+		b.api5xx(alerts, api.stage, submission),
+	}
 	var agentFns []*fn
 	for _, st := range cfg.Workflow.Steps {
 		agentFns = append(agentFns, agents[st.Name])
 	}
 	b.lambdaThrottles(alerts, fns, agentFns)
-	b.tableThrottles(alerts, orders, state)
+	throttled := b.tableThrottles(alerts, orders, state)
 	b.supervisorHeartbeat(alerts, supervisor)
 	b.streamAlarms(alerts, notifier, notifierDLQ, "clients are not being notified meanwhile",
 		"the description of stream records that expired before the Notifier could publish them; those clients missed events")
@@ -276,6 +291,18 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// others committed: only these log transitions.
 	dash := b.dashboard(queues, fns, []*fn{submission, scheduler, supervisor, deadline}, shed, notifierView{fn: notifier, failures: notifierDLQ, events: events},
 		failureView{fn: timerFn, queue: timerDLQ})
+	// What the operational alarms watch, beside their alarms' thresholds.
+	dash.AddWidgets(
+		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String("Failures the handlers report (per minute)"), Left: &failing, Width: jsii.Number(12), Height: jsii.Number(6),
+		}),
+		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
+			Title: jsii.String("DynamoDB throttle events (left), Supervisor runs (right), per minute"), Left: &throttled,
+			Right: &[]awscloudwatch.IMetric{supervisor.fn.MetricInvocations(&awscloudwatch.MetricOptions{
+				Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Sum"), Label: jsii.String(supervisor.id + " runs"),
+			})},
+			Width: jsii.Number(12), Height: jsii.Number(6),
+		}))
 
 	out := func(id, value, desc string) {
 		awscdk.NewCfnOutput(s, jsii.String(id), &awscdk.CfnOutputProps{Value: jsii.String(value), Description: jsii.String(desc)})

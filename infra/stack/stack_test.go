@@ -48,6 +48,7 @@ var variantContext = map[string]string{
 	stack.ContextRemoteConcurrency:  "70",
 	stack.ContextLogRetentionDays:   "90",
 	stack.ContextMaxReceiveCount:    "3",
+	stack.ContextRetention:          "720h",
 }
 
 func TestMain(m *testing.M) {
@@ -97,9 +98,9 @@ func run(m *testing.M) int {
 
 	tmpl = templateOf(main)
 	variant = templateOf(other)
-	nagErrors = messages(assertions.Annotations_FromStack(main).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
-	nagWarns = messages(assertions.Annotations_FromStack(main).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
-	canaryErr = messages(assertions.Annotations_FromStack(canary).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))))
+	nagErrors = messages(assertions.Annotations_FromStack(main).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
+	nagWarns = messages(assertions.Annotations_FromStack(main).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
+	canaryErr = messages(assertions.Annotations_FromStack(canary).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
 	return m.Run()
 }
 
@@ -317,6 +318,13 @@ func TestFunctionsAreArmBootstrapsWithOwnLogGroups(t *testing.T) {
 			t.Errorf("%s and %s share log group %s", id, other, lg)
 		}
 		logGroups[lg] = id
+		// INFO keeps Lambda's platform.start and platform.report lines (the
+		// REPORT line's duration and max memory used, to size memory from
+		// data); WARN dropped them.
+		if get(p, "LoggingConfig", "SystemLogLevel") != "INFO" || get(p, "LoggingConfig", "ApplicationLogLevel") != "INFO" {
+			t.Errorf("%s: system log level %v, application log level %v; want INFO, INFO", id,
+				get(p, "LoggingConfig", "SystemLogLevel"), get(p, "LoggingConfig", "ApplicationLogLevel"))
+		}
 		if days := tmpl.Resources[lg].Properties["RetentionInDays"]; days != float64(cfg.LogRetentionDays) {
 			t.Errorf("%s: retention %v days, want %d", lg, days, cfg.LogRetentionDays)
 		}
@@ -457,6 +465,13 @@ func TestTablesMatchTheStateStoreSchema(t *testing.T) {
 	if orders.Properties["StreamSpecification"] != nil {
 		t.Errorf("orders table has a stream %s that nothing reads", toJSON(orders.Properties["StreamSpecification"]))
 	}
+	// Both tables expire items on the attribute the store writes and reads
+	// (statestore.TimeToLiveInputs, what the local engines' tables get).
+	for name, table := range map[string]resource{"orders": orders, "state": state} {
+		if got := toJSON(table.Properties["TimeToLiveSpecification"]); got != `{"AttributeName":"`+statestore.ExpiresAtAttr+`","Enabled":true}` {
+			t.Errorf("%s table TTL %s, want enabled on %s", name, got, statestore.ExpiresAtAttr)
+		}
+	}
 	// The listings' indexes are sharded and keys only, with text sort keys
 	// ("<ms>#<OrderID>"): an index that copied attributes, or was keyed by
 	// the state or the owner alone, would bring back the index writes and
@@ -487,6 +502,17 @@ func listingIndex(t *testing.T, table resource, index, hash, sort string) {
 		return
 	}
 	t.Errorf("no index %s", index)
+}
+
+// deadLetterQueues are the queues some queue's redrive policy names.
+func (t *template) deadLetterQueues() map[string]bool {
+	out := map[string]bool{}
+	for _, id := range t.ofType("AWS::SQS::Queue") {
+		if d := ref(get(t.Resources[id].Properties, "RedrivePolicy", "deadLetterTargetArn")); d != "" {
+			out[d] = true
+		}
+	}
+	return out
 }
 
 // failureDestinations are the queues event source mappings send the
@@ -713,6 +739,10 @@ func TestStreamConsumersReadTheStateStream(t *testing.T) {
 		}
 		if d := ref(get(p, "DestinationConfig", "OnFailure", "Destination")); d != dlqID {
 			t.Errorf("%s: on failure to %q, want %s", id, d, dlqID)
+		}
+		// A TTL deletion's REMOVE, which both ignore, invokes neither.
+		if got := toJSON(get(p, "FilterCriteria")); got != `{"Filters":[{"Pattern":"{\"eventName\":[\"INSERT\",\"MODIFY\"]}"}]}` {
+			t.Errorf("%s: filter %s, want INSERT and MODIFY only", id, got)
 		}
 	}
 	if len(seen) != len(want) {
@@ -1176,6 +1206,9 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 			if get(s, "NotAction") != nil || get(s, "NotResource") != nil {
 				t.Errorf("%s: NotAction/NotResource %s", where, toJSON(s))
 			}
+			if xrayOnly(s) && toJSON(get(s, "Resource")) == `"*"` {
+				continue // X-Ray's actions take no resource
+			}
 			for _, r := range list(get(s, "Resource")) {
 				// A literal string is checked; Fn::GetAtt and Ref name one
 				// resource; a Join is checked for literal wildcards.
@@ -1232,6 +1265,41 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 					t.Errorf("%s: allows anyone %s", id, toJSON(s))
 				}
 			}
+		}
+	}
+}
+
+// xrayOnly reports whether the statement grants only active tracing's
+// xray:PutTraceSegments and xray:PutTelemetryRecords.
+func xrayOnly(s any) bool {
+	actions := list(get(s, "Action"))
+	for _, a := range actions {
+		if a != "xray:PutTraceSegments" && a != "xray:PutTelemetryRecords" {
+			return false
+		}
+	}
+	return len(actions) > 0
+}
+
+// TestEveryFunctionTracesActively: one trace per order needs every
+// function's segments, and both topics to pass the trace on and record it.
+func TestEveryFunctionTracesActively(t *testing.T) {
+	fns := tmpl.ofType("AWS::Lambda::Function")
+	if len(fns) == 0 {
+		t.Fatal("no functions")
+	}
+	for _, id := range fns {
+		if mode := get(tmpl.Resources[id].Properties, "TracingConfig", "Mode"); mode != "Active" {
+			t.Errorf("%s: TracingConfig.Mode %v, want Active", id, mode)
+		}
+	}
+	topics := tmpl.ofType("AWS::SNS::Topic")
+	if len(topics) != 2 {
+		t.Errorf("%d topics, want the alert and order-events topics", len(topics))
+	}
+	for _, id := range topics {
+		if mode := tmpl.Resources[id].Properties["TracingConfig"]; mode != "Active" {
+			t.Errorf("%s: TracingConfig %v, want Active", id, mode)
 		}
 	}
 }
@@ -1308,10 +1376,11 @@ func TestNagFindsNothingUnsuppressed(t *testing.T) {
 	if len(nagWarns) > 0 {
 		t.Errorf("cdk-nag warnings:\n%s", strings.Join(nagWarns, "\n"))
 	}
-	// The checks run at all: the canary's careless queue is caught.
-	if !slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, "AwsSolutions-SQS4") }) ||
-		!slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, "AwsSolutions-SQS3") }) {
-		t.Errorf("cdk-nag missed the canary's queue: %v", canaryErr)
+	// Both packs run at all: the canary's careless queue is caught.
+	for _, rule := range []string{"AwsSolutions-SQS4", "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"} {
+		if !slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, rule) }) {
+			t.Errorf("cdk-nag missed %s on the canary's queue: %v", rule, canaryErr)
+		}
 	}
 }
 
@@ -1322,6 +1391,27 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 		where[id] = r.Metadata
 	}
 	failures := tmpl.failureDestinations()
+	// The Serverless rules name no findings, so each suppression covers
+	// its rule on one resource; each is allowed only where the design
+	// makes the finding moot.
+	dlqs := tmpl.deadLetterQueues()
+	for id := range failures {
+		dlqs[id] = true
+	}
+	sqsMapping := func(id string) bool {
+		arn := get(tmpl.Resources[id].Properties, "EventSourceArn")
+		return tmpl.Resources[id].Type == "AWS::Lambda::EventSourceMapping" && tmpl.Resources[ref(arn)].Type == "AWS::SQS::Queue"
+	}
+	serverless := map[string]func(id string) bool{
+		"Serverless-SQSRedrivePolicy":                    func(id string) bool { return dlqs[id] },
+		"Serverless-LambdaDLQ":                           func(id string) bool { return tmpl.Resources[id].Type == "AWS::Lambda::Function" },
+		"Serverless-LambdaEventSourceMappingDestination": sqsMapping,
+		"Serverless-LambdaAsyncFailureDestination":       func(id string) bool { return tmpl.Resources[id].Type == "AWS::Lambda::EventInvokeConfig" },
+		"Serverless-EventBusDLQ":                         func(id string) bool { return tmpl.Resources[id].Type == "AWS::Events::Rule" },
+		"Serverless-SNSRedrivePolicy": func(id string) bool {
+			return tmpl.Resources[id].Type == "AWS::SNS::Subscription" && tmpl.Resources[id].Properties["Protocol"] == "email"
+		},
+	}
 	for id, md := range where {
 		for _, s := range list(get(md, "cdk_nag", "rules_to_suppress")) {
 			n++
@@ -1336,6 +1426,10 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 			case get(s, "id") == "AwsSolutions-SQS3":
 				if !failures[id] || get(s, "applies_to") != nil {
 					t.Errorf("%s: SQS3 suppressed on a queue that is no failure destination, or with applies_to %v", id, get(s, "applies_to"))
+				}
+			case serverless[fmt.Sprint(get(s, "id"))] != nil:
+				if !serverless[fmt.Sprint(get(s, "id"))](id) || get(s, "applies_to") != nil {
+					t.Errorf("%s: %v suppressed where the design does not make it moot, or with applies_to", id, get(s, "id"))
 				}
 			case get(s, "applies_to") == nil:
 				t.Errorf("%s: suppression of %v covers every finding of the rule, not named ones", id, get(s, "id"))
@@ -1484,8 +1578,22 @@ func TestDependencyCycleFindsACycle(t *testing.T) {
 // alarm or a mapping added here without the cost model fails.
 func TestCostModelCountsTheStacksAlarms(t *testing.T) {
 	f := cost.DefaultFixed()
-	if got := len(tmpl.ofType("AWS::CloudWatch::Alarm")); got != f.Alarms {
-		t.Errorf("the stack deploys %d alarms, internal/cost.DefaultFixed prices %d", got, f.Alarms)
+	// CloudWatch prices each metric an alarm evaluates: a metric math
+	// alarm's every metric, a plain alarm's one.
+	metrics := 0
+	for _, id := range tmpl.ofType("AWS::CloudWatch::Alarm") {
+		p := tmpl.Resources[id].Properties
+		if p["MetricName"] != nil {
+			metrics++
+		}
+		for _, m := range list(p["Metrics"]) {
+			if get(m, "MetricStat") != nil {
+				metrics++
+			}
+		}
+	}
+	if metrics != f.AlarmMetrics {
+		t.Errorf("the stack's alarms evaluate %d metrics, internal/cost.DefaultFixed prices %d", metrics, f.AlarmMetrics)
 	}
 	// Each SQS mapping polls with MaximumConcurrency pollers when capped,
 	// else Lambda's minimum of 2.
@@ -1558,10 +1666,17 @@ func TestOperationalAlarms(t *testing.T) {
 				t.Errorf("%s: %s is not a sum", name, toJSON(m))
 			}
 			dims := list(get(st, "Metric", "Dimensions"))
-			dim := ""
-			if len(dims) > 0 {
-				dim = ref(get(dims[0], "Value"))
+			// The resource the metric is of, then any literal
+			// dimension (an index's name).
+			dim, more := "", ""
+			for _, d := range dims {
+				if r := ref(get(d, "Value")); r != "" {
+					dim = r
+				} else {
+					more += " " + fmt.Sprint(get(d, "Name")) + "=" + fmt.Sprint(get(d, "Value"))
+				}
 			}
+			dim += more
 			ms = append(ms, get(st, "Metric", "Namespace").(string)+" "+get(st, "Metric", "MetricName").(string)+" "+dim)
 		}
 		sort.Strings(ms)
@@ -1662,17 +1777,32 @@ func TestOperationalAlarms(t *testing.T) {
 		}
 	}
 
-	// 6. Both tables' read and write throttle events, added up.
-	tbl := alarm("TableThrottles")
-	check("TableThrottles", tbl, 1, ge, "notBreaching", 60, "on-demand", "twice its previous peak", "warm throughput", "quota")
-	expr, ms = mathOf("TableThrottles", tbl)
-	want = nil
-	for _, id := range tmpl.ofType("AWS::DynamoDB::Table") {
-		want = append(want, "AWS/DynamoDB ReadThrottleEvents "+id, "AWS/DynamoDB WriteThrottleEvents "+id)
-	}
-	sort.Strings(want)
-	if len(want) != 4 || !strings.HasPrefix(expr, "SUM(FILL([") || !slices.Equal(ms, want) {
-		t.Errorf("TableThrottles: %s over %v, want the sum over %v", expr, ms, want)
+	// 6. Each table's read and write throttle events, and its indexes',
+	// added up: one alarm per table.
+	for _, table := range []struct {
+		id      string
+		indexes []string
+	}{
+		{"OrdersTable", []string{statestore.ByOwnerIndex}},
+		{"StateTable", []string{statestore.InFlightIndex, statestore.ByStateIndex}},
+	} {
+		name := table.id + "Throttles"
+		tbl := alarm(name)
+		check(name, tbl, 1, ge, "notBreaching", 60, "on-demand", "twice its previous peak", "warm throughput", "quota", "hot partition")
+		expr, ms := mathOf(name, tbl)
+		id, _ := tmpl.byPath(t, "AWS::DynamoDB::Table", table.id+"/Resource")
+		want := []string{}
+		for _, m := range []string{"ReadThrottleEvents", "WriteThrottleEvents"} {
+			want = append(want, "AWS/DynamoDB "+m+" "+id)
+			for _, ix := range table.indexes {
+				want = append(want, "AWS/DynamoDB "+m+" "+id+" GlobalSecondaryIndexName="+ix)
+			}
+		}
+		sort.Strings(want)
+		sort.Strings(ms)
+		if !strings.HasPrefix(expr, "SUM(FILL([") || !slices.Equal(ms, want) {
+			t.Errorf("%s: %s over %v, want the sum over %v", name, expr, ms, want)
+		}
 	}
 
 	// 7. The Supervisor's heartbeat: no invocation in two five-minute
@@ -1684,4 +1814,38 @@ func TestOperationalAlarms(t *testing.T) {
 		t.Errorf("SupervisorHeartbeat: %s", toJSON(hb))
 	}
 	check("SupervisorHeartbeat", hb, 1, lt, "breaching", 300, "EventBridge rule", "resource policy")
+}
+
+// TestRetentionReachesEveryFunctionThatEndsOrCreatesOrders: sas:retention
+// is RETENTION in the environment of the functions whose writes end an
+// order (Scheduler, Supervisor, Deadline, and Submission's cancel) or
+// create one (Submission), and of no other.
+func TestRetentionReachesEveryFunctionThatEndsOrCreatesOrders(t *testing.T) {
+	want := map[string]bool{"Submission": true, "Scheduler": true, "Supervisor": true, "Deadline": true}
+	for name, tm := range map[string]struct {
+		t     *template
+		value string
+	}{"main": {tmpl, "2160h0m0s"}, "variant": {variant, "720h0m0s"}} {
+		seen := 0
+		for _, id := range tm.t.ofType("AWS::Lambda::Function") {
+			got := get(tm.t.Resources[id].Properties, "Environment", "Variables", "RETENTION")
+			base := ""
+			for fn := range want {
+				if strings.HasPrefix(id, fn) {
+					base = fn
+				}
+			}
+			switch {
+			case base != "" && got != tm.value:
+				t.Errorf("%s %s: RETENTION %v, want %s", name, id, got, tm.value)
+			case base == "" && got != nil:
+				t.Errorf("%s %s: RETENTION %v, which it does not read", name, id, got)
+			case base != "":
+				seen++
+			}
+		}
+		if seen != len(want) {
+			t.Errorf("%s: RETENTION in %d functions, want %d", name, seen, len(want))
+		}
+	}
 }

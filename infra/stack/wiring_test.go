@@ -233,8 +233,11 @@ const viaSNS = " if StringEquals kms:ViaService=sns.eu-west-1.amazonaws.com"
 // roleActions is what each handler's code calls, by action and resource:
 // the stack must grant exactly this.
 var roleActions = func() map[string]map[string][]string {
+	// Every function logs to its own group and, with active tracing, sends
+	// X-Ray segments, which name no resource.
 	logs := func(fn string) map[string][]string {
-		return map[string][]string{"logs:CreateLogStream": {fn + "Logs"}, "logs:PutLogEvents": {fn + "Logs"}}
+		return map[string][]string{"logs:CreateLogStream": {fn + "Logs"}, "logs:PutLogEvents": {fn + "Logs"},
+			"xray:PutTelemetryRecords": {`"*"`}, "xray:PutTraceSegments": {`"*"`}}
 	}
 	add := func(m map[string][]string, resources []string, actions ...string) map[string][]string {
 		for _, a := range actions {

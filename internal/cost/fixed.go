@@ -27,17 +27,21 @@ type FixedParams struct {
 	// LongPollWait is how long each idle ReceiveMessage waits (the SQS
 	// maximum, 20 s): a poller makes one request per wait.
 	LongPollWait time.Duration
-	// Alarms, CustomMetrics and Dashboards are what the stack creates:
-	// 5 queues × (DLQ not empty + oldest message) + 8 functions' errors +
-	// the iterator age and DLQ of the Notifier and of the Timer + orders
-	// shed for 15 minutes + ERROR log lines + batch item failures + the
-	// Notifier's skipped records + API 5xx + function throttles + table
-	// throttles + the Supervisor's heartbeat = 30 alarms; the transition
-	// metric filters make about 9 custom metrics (one per transition
-	// value the logs carry), and the shed-orders, ERROR-lines,
-	// batch-item-failures and skipped-records filters one each; one
-	// dashboard.
-	Alarms, CustomMetrics, Dashboards int
+	// AlarmMetrics, CustomMetrics and Dashboards are what the stack
+	// creates. CloudWatch prices an alarm per metric it evaluates, so a
+	// metric math alarm costs one alarm metric per metric in its
+	// expression: 5 queues × (DLQ not empty + oldest message) + 8
+	// functions' errors + the iterator age and DLQ of the Notifier and of
+	// the Timer + orders shed for 15 minutes + ERROR log lines + batch item
+	// failures + the Notifier's skipped records + API 5xx + the
+	// Supervisor's heartbeat are 28 alarms of one metric; function
+	// throttles sum 8 metrics, the orders table's throttles 4 (reads and
+	// writes of the table and its index), the state table's 6 (and its two
+	// indexes): 46 alarm metrics in 31 alarms. The transition metric
+	// filters make about 9 custom metrics (one per transition value the
+	// logs carry), and the shed-orders, ERROR-lines, batch-item-failures
+	// and skipped-records filters one each; one dashboard.
+	AlarmMetrics, CustomMetrics, Dashboards int
 	// KMSKeys are the two topics' customer managed keys. Key rotation is
 	// on, and a rotated key costs $1 a month more per rotation (up to two):
 	// this prices the first year.
@@ -64,7 +68,7 @@ func DefaultFixed() FixedParams {
 			"deadline queue": 2,
 		},
 		LongPollWait:  20 * time.Second,
-		Alarms:        30,
+		AlarmMetrics:  46,
 		CustomMetrics: 13,
 		Dashboards:    1,
 		KMSKeys:       2,
@@ -95,11 +99,14 @@ func Fixed(p Prices, a Assumptions, f FixedParams) []FixedLine {
 		{fmt.Sprintf("Supervisor schedule: Lambda duration (%v a sweep)", f.SupervisorDuration), "GB-s", gbs, gbs * p.LambdaGBSecond},
 		{"Supervisor schedule: in-flight index Query", "RRU", runs * f.SupervisorRRU, runs * f.SupervisorRRU * p.DynamoDBRRUPerMillion / 1e6},
 		{fmt.Sprintf("SQS idle long polls (%d pollers, %v each)", pollers(f), f.LongPollWait), "requests", polls, polls * p.SQSRequestsPerMillion / 1e6},
-		{"CloudWatch alarms", "alarms", float64(f.Alarms), float64(f.Alarms) * p.AlarmMonth},
+		{"CloudWatch alarms", "alarm metrics", float64(f.AlarmMetrics), float64(f.AlarmMetrics) * p.AlarmMonth},
 		{"CloudWatch custom metrics", "metrics", float64(f.CustomMetrics), float64(f.CustomMetrics) * p.CustomMetricMonth},
 		{"CloudWatch dashboards", "dashboards", float64(f.Dashboards), float64(f.Dashboards) * p.DashboardMonth},
 		{"KMS customer managed keys", "keys", float64(f.KMSKeys), float64(f.KMSKeys) * p.KMSKeyMonth},
 		{"KMS requests (SNS data keys, R = B/D × 2P per topic)", "requests", kms, kms * p.KMSRequestsPer10k / 1e4},
+		// Active tracing: each scheduled run starts its own trace, and at
+		// one a minute Lambda's sampling records every one.
+		{"Supervisor schedule: X-Ray traces (one a run, all sampled)", "traces", runs, runs * p.XRayTracesRecordedPerMillion / 1e6},
 	}
 }
 

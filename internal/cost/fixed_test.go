@@ -18,12 +18,14 @@ func TestFixed(t *testing.T) {
 		{"Supervisor schedule: in-flight index Query", 21600, 21600 * 0.125 / 1e6},
 		// 16 pollers × 2,592,000 s / 20 s.
 		{"SQS idle long polls", 2073600, 2073600 * 0.4 / 1e6},
-		{"CloudWatch alarms", 30, 3.00},
+		// 31 alarms evaluating 46 metrics, each billed.
+		{"CloudWatch alarms", 46, 4.60},
 		{"CloudWatch custom metrics", 13, 3.90},
 		{"CloudWatch dashboards", 1, 3.00},
 		{"KMS customer managed keys", 2, 2.00},
 		// 2,592,000 / 300 × 2 × (1 + 6 publishers).
 		{"KMS requests", 120960, 120960 * 0.03 / 1e4},
+		{"Supervisor schedule: X-Ray traces", 43200, 43200 * 5.0 / 1e6},
 	}
 	if len(lines) != len(tests) {
 		t.Fatalf("%d fixed lines, want %d: %+v", len(lines), len(tests), lines)

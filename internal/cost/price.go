@@ -3,6 +3,7 @@ package cost
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -58,6 +59,7 @@ func Price(u Usage, l Level, p Prices, a Assumptions) Bill {
 	b.Lines = append(b.Lines, line("SNS", "publishes (billed 64 KiB chunks)", "requests", batchedPerOrder(u, l, "SNS"), p.SNSRequestsPerMillion))
 	b.Lines = append(b.Lines, dynamoLines(u, p)...)
 	b.Lines = append(b.Lines, logLines(u, fns, p, a)...)
+	b.Lines = append(b.Lines, xrayLine(fns, l, p))
 	// SNS reuses a data key for up to 5 minutes, so an order causes no KMS
 	// request of its own: the keys and their requests are in Fixed.
 	b.Lines = append(b.Lines, line("KMS", "requests (SNS reuses data keys: see fixed costs)", "requests", 0, 0))
@@ -176,6 +178,36 @@ func logLines(u Usage, fns []fnUse, p Prices, a Assumptions) []Line {
 	return []Line{
 		line("CloudWatch Logs", "function logs", "bytes", u.LogBytesPerOrder(), perByte),
 		line("CloudWatch Logs", fmt.Sprintf("API access logs (ASSUMPTION %d B a request)", a.AccessLogBytes), "bytes", access, perByte),
-		line("CloudWatch Logs", fmt.Sprintf("Lambda platform lines (%d B an invocation: system log level WARN)", a.PlatformLogBytes), "bytes", invocations*float64(a.PlatformLogBytes), perByte),
+		line("CloudWatch Logs", fmt.Sprintf("Lambda platform lines (%d B an invocation: system log level INFO, platform.start and platform.report)", a.PlatformLogBytes), "bytes", invocations*float64(a.PlatformLogBytes), perByte),
 	}
+}
+
+// Active tracing (shared/trace): Lambda samples the invocations that start
+// a trace, the first each second and 5% of the rest (a rate that cannot be
+// configured for Lambda), and an order's trace is recorded whole or not at
+// all. The Submission starts each order's trace, and the SQS-driven
+// functions continue it; the stream readers (Notifier, Timer) start a trace
+// of their own for each invocation, which no order's trace holds. The
+// Supervisor's schedule is a fixed cost (see Fixed).
+var traceRoots = []string{Submission, Notifier, Timer}
+
+// XRaySampledPerSecond is how many of rate invocations a second of one
+// function Lambda's default sampling records, for arrivals spread evenly
+// (bursts record fewer).
+func XRaySampledPerSecond(rate float64) float64 {
+	return math.Min(rate, 1) + 0.05*math.Max(rate-1, 0)
+}
+
+// xrayLine is the traces recorded per order at l: each root function's
+// sampled invocations a second, over the orders a second.
+func xrayLine(fns []fnUse, l Level, p Prices) Line {
+	traces := 0.0
+	if l.OrdersPerSecond > 0 {
+		for _, f := range fns {
+			if slices.Contains(traceRoots, f.name) {
+				traces += XRaySampledPerSecond(f.invocations*l.OrdersPerSecond) / l.OrdersPerSecond
+			}
+		}
+	}
+	return line("X-Ray", "traces recorded (active tracing: 1 a second and 5% of the rest, per function that starts traces)", "traces", traces, p.XRayTracesRecordedPerMillion)
 }

@@ -83,7 +83,8 @@ func TestPriceLines(t *testing.T) {
 			{"DynamoDB", "RRU state", 0.5, 0.0625},
 			{"CloudWatch Logs", "function logs", 1024, 1024 * logByte},
 			{"CloudWatch Logs", "API access logs", 400, 400 * logByte},
-			{"CloudWatch Logs", "Lambda platform", 0, 0},
+			// 1.54 invocations × 400 B of platform.start and platform.report.
+			{"CloudWatch Logs", "Lambda platform", 616, 616 * logByte},
 			{"KMS", "requests", 0, 0},
 		}},
 		{MillionAMonth, []want{
@@ -120,7 +121,10 @@ func TestPriceTotalAddsTheLines(t *testing.T) {
 	logByte := 0.5 / GB * 1e6
 	// Admission reads: one instance (2.3 ms a request) reads 2 queues 4
 	// times a second for 100 orders, 0.08 reads an order at $0.40.
-	want := 1.00 + 0.308 + 0.01025*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + 1424*logByte + 0.032
+	// X-Ray: the Submission's 100 invocations a second record 1 + 5% of 99
+	// = 5.95 traces; the Notifier's 300 records a second come 75 to an
+	// invocation, 4 a second, 1 + 5% of 3 = 1.15 traces: 0.071 an order.
+	want := 1.00 + 0.308 + 0.01025*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + (1424+616)*logByte + 0.032 + 5*(0.0595+0.0115)
 	if !near(b.Total(), want) {
 		t.Errorf("total %g, want %g", b.Total(), want)
 	}
@@ -273,5 +277,26 @@ func TestAdmissionReadsFollowTheLevel(t *testing.T) {
 		if got := admissionReads(u, tt.level, a); math.Abs(got-tt.want) > 1e-9 {
 			t.Errorf("%s: %v reads an order, want %v", tt.level.Name, got, tt.want)
 		}
+	}
+}
+
+func TestXRaySampling(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ rate, want float64 }{
+		{0, 0}, {0.5, 0.5}, {1, 1}, {21, 2}, {101, 6},
+	} {
+		if got := XRaySampledPerSecond(tc.rate); !near(got, tc.want) {
+			t.Errorf("XRaySampledPerSecond(%g) = %g, want %g", tc.rate, got, tc.want)
+		}
+	}
+	// One order a second, one Submission and one invocation of each stream
+	// reader an order: every one is recorded, three traces an order. At a
+	// hundred a second the Submission's are 5.95% sampled.
+	fns := []fnUse{{name: Submission, invocations: 1}, {name: Notifier, invocations: 1}, {name: Timer, invocations: 1}, {name: Agent, invocations: 2}}
+	if got := xrayLine(fns, Level{OrdersPerSecond: 1}, ListPrices()); !near(got.PerOrder, 3) || !near(got.USDPerMillion, 15) {
+		t.Errorf("at 1 order/s: %+v, want 3 traces, $15", got)
+	}
+	if got := xrayLine(fns[:1], Level{OrdersPerSecond: 100}, ListPrices()); !near(got.PerOrder, 0.0595) {
+		t.Errorf("at 100 orders/s: %+v, want 0.0595 traces", got)
 	}
 }

@@ -29,6 +29,8 @@ type Prices struct {
 	KMSRequestsPer10k float64
 	KMSKeyMonth       float64
 
+	XRayTracesRecordedPerMillion float64
+
 	SFNStandardPer1kTransitions  float64
 	SFNExpressRequestsPerMillion float64
 	SFNExpressGBSecond           float64
@@ -92,6 +94,10 @@ var listPrices = Prices{
 	// a month (prorated hourly), $0.03 per 10,000 symmetric requests.
 	KMSRequestsPer10k: 0.03,
 	KMSKeyMonth:       1.00,
+	// https://aws.amazon.com/xray/pricing/ : $5.00 per million traces
+	// recorded (the first 100,000 a month free, left out like every free
+	// tier), however many segments a trace has.
+	XRayTracesRecordedPerMillion: 5.00,
 	// https://aws.amazon.com/step-functions/pricing/ : Standard $0.025
 	// per 1,000 state transitions (retries count). Express $1.00 per
 	// million requests plus duration at $0.06 per GB-hour for the first
@@ -133,6 +139,7 @@ func Sources() []Source {
 		{"API Gateway HTTP API: $1.00 per million requests (first 300 million)", "Amazon API Gateway pricing"},
 		{"CloudWatch: Logs $0.50 per GB ingested, alarm $0.10, custom metric $0.30, dashboard $3.00 a month", "Amazon CloudWatch pricing"},
 		{"KMS: $1 per key a month, $0.03 per 10,000 requests", "AWS KMS pricing"},
+		{"X-Ray: $5.00 per million traces recorded; Lambda samples the first request a second and 5% of the rest", "AWS X-Ray pricing; Lambda Developer Guide, tracing"},
 		{"Step Functions: Standard $0.025 per 1,000 transitions; Express $1.00 per million requests, $0.06 per GB-hour, 100 ms and 64 MB rounding", "AWS Step Functions pricing"},
 		{"Lambda durable functions: $8.00 per million operations, $0.25 per GB written, $0.15 per GB-month retained (second-hand)", "AWS Lambda pricing, as transcribed by third parties (The Candid Startup, 2026-01-12)"},
 	}

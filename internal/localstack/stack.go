@@ -125,6 +125,7 @@ func DemoOptions() Options {
 		Policy: workflow.Policy{
 			MaxFailures: 3, ClaimTimeout: 5 * time.Second,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 2 * time.Second, AlertTimeout: 3 * time.Second,
+			Retention: workflow.DefaultRetention,
 		},
 		Agent: ag,
 		Faults: remotesim.Faults{

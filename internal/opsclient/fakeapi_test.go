@@ -62,7 +62,7 @@ func newFakeAPI(t *testing.T, errorOrders int) *fakeAPI {
 	f.orders["comp-failed-1"] = &api.Order{
 		OrderID: "comp-failed-1", Workflow: "order-v1", State: "CompensationFailed", Status: "compensation-failed",
 		Step: "reserve-inventory", StepIndex: 0, Attempt: 7, LastError: "undo reservation: 500", EventSeq: 4,
-		ClientID: "shop-web", Cancelled: true, Resubmits: 1, CreatedAt: t0, UpdatedAt: *ts(90),
+		ClientID: "shop-web", Cancelled: true, Resubmits: 1, CreatedAt: t0, UpdatedAt: *ts(90), ExpiresAt: ts(90 * 24 * 60),
 		Steps: []api.StepHistory{
 			{Name: "reserve-inventory", State: "succeeded", Attempts: 1, StartedAt: ts(0), FinishedAt: ts(1),
 				Compensation: "failed", CompensationAttempts: 4, CompensationFailures: 4, CompensationError: "inventory: 500 Internal Server Error"},

@@ -61,6 +61,10 @@ func writeOrder(w io.Writer, o Order, cmd string, now time.Time, width int) erro
 		{"Created", stamp(o.CreatedAt)},
 		{"Updated", stamp(o.UpdatedAt)},
 	}
+	if o.ExpiresAt != nil {
+		// A terminal order: deleted then, and answered as missing from then on.
+		rows = append(rows, [2]string{"Expires", stampOf(o.ExpiresAt)})
+	}
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
 	}

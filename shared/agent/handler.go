@@ -17,6 +17,7 @@ import (
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -143,7 +144,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 }
 
 func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events.SQSMessage) (d disposition) {
-	log = log.With("messageId", rec.MessageId)
+	ctx, log = trace.JoinSQS(ctx, log.With("messageId", rec.MessageId), rec)
 	// A bug must not take the rest of the batch down; the message goes back
 	// to the queue and, if it keeps failing, to the dead-letter queue.
 	defer func() {

@@ -23,6 +23,7 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -915,6 +916,18 @@ func sampleResponseQueueURL(t *testing.T) string {
 // now. Its service answers sampleOutput and records the calls in c.
 func sampleHarness(t *testing.T, step string, now time.Time, c *calls) *harness {
 	t.Helper()
+	hs := newHarness(t, sampleConfig(t, step), agent.ServiceFunc(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
+		c.add(r)
+		return json.RawMessage(sampleOutput), nil
+	}))
+	hs.clk.Set(now)
+	return hs
+}
+
+// sampleConfig is the configuration of the Agent of step, as the stack
+// deploys it, that the samples are delivered to.
+func sampleConfig(t *testing.T, step string) agent.Config {
+	t.Helper()
 	env := map[string]string{
 		"AGENT_STEP":         step,
 		"RESPONSE_QUEUE_URL": sampleResponseQueueURL(t),
@@ -925,12 +938,7 @@ func sampleHarness(t *testing.T, step string, now time.Time, c *calls) *harness 
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
-	hs := newHarness(t, cfg, agent.ServiceFunc(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
-		c.add(r)
-		return json.RawMessage(sampleOutput), nil
-	}))
-	hs.clk.Set(now)
-	return hs
+	return cfg
 }
 
 func TestSampleAgentRequestEvent(t *testing.T) {
@@ -1055,4 +1063,44 @@ func jsonEqual(t *testing.T, a, b json.RawMessage) bool {
 		return false
 	}
 	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
+// TestSampleAgentRequestGoesOnInItsTrace: the sample's AWSTraceHeader is
+// the trace the remote call is made in (HTTPService sends it as
+// X-Amzn-Trace-Id), and every line about the order carries its traceId.
+func TestSampleAgentRequestGoesOnInItsTrace(t *testing.T) {
+	t.Parallel()
+	ev, want, received := sampleAgentRequest(t)
+	sample, err := trace.Parse(ev.Records[0].Attributes[trace.SQSAttribute])
+	if err != nil {
+		t.Fatalf("the sample's AWSTraceHeader: %v", err)
+	}
+	var mu sync.Mutex
+	var seen []trace.Header
+	hs := newHarness(t, sampleConfig(t, want.Step), agent.ServiceFunc(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
+		h, _ := trace.FromContext(ctx)
+		mu.Lock()
+		seen = append(seen, h)
+		mu.Unlock()
+		return json.RawMessage(sampleOutput), nil
+	}))
+	hs.clk.Set(received)
+	if resp := hs.handle(t, ev.Records...); len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("batch item failures = %+v, want none", resp.BatchItemFailures)
+	}
+	if len(seen) != 1 || seen[0] != sample {
+		t.Errorf("the service was called in traces %+v, want the sample's %+v", seen, sample)
+	}
+	lines := 0
+	for _, l := range hs.logs.Records(t) {
+		if l["orderId"] == want.OrderID {
+			lines++
+			if l[trace.LogKey] != sample.Root {
+				t.Errorf("line %q: traceId %v, want %s", l["msg"], l[trace.LogKey], sample.Root)
+			}
+		}
+	}
+	if lines == 0 {
+		t.Errorf("no line names order %s:\n%s", want.OrderID, hs.logs.String())
+	}
 }

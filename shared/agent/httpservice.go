@@ -15,6 +15,7 @@ import (
 
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
+	"github.com/sasflow/sas/shared/trace"
 )
 
 // MaxResponseBytes caps a remote response read into memory.
@@ -126,6 +127,10 @@ func (s *HTTPService) post(ctx context.Context, endpoint, key string, body []byt
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
 	hreq.Header.Set(remote.IdempotencyKeyHeader, key)
+	// The order's trace, so the remote's own traces join it.
+	if h, ok := trace.FromContext(ctx); ok {
+		hreq.Header.Set(trace.HTTPHeader, h.String())
+	}
 
 	resp, err := s.client.Do(hreq)
 	if err != nil {

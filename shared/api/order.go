@@ -42,7 +42,11 @@ type Order struct {
 	Resubmits    int                   `json:"resubmits"`
 	CreatedAt    time.Time             `json:"createdAt"`
 	UpdatedAt    time.Time             `json:"updatedAt"`
-	Steps        []StepHistory         `json:"steps"`
+	// ExpiresAt is when a terminal order is deleted, the retention after
+	// it ended; absent while it is open. From then on it is answered as
+	// missing (404).
+	ExpiresAt *time.Time    `json:"expiresAt,omitempty"`
+	Steps     []StepHistory `json:"steps"`
 }
 
 // StepHistory is one step of an order's history. The compensation members
@@ -78,6 +82,7 @@ type OrderSummary struct {
 	ClientID     string                `json:"clientId,omitempty"`
 	CreatedAt    time.Time             `json:"createdAt"`
 	UpdatedAt    time.Time             `json:"updatedAt"`
+	ExpiresAt    *time.Time            `json:"expiresAt,omitempty"`
 }
 
 // Summary is the order as a listing shows it: without its history.
@@ -94,6 +99,7 @@ func (o Order) Summary() OrderSummary {
 		ClientID:     o.ClientID,
 		CreatedAt:    o.CreatedAt,
 		UpdatedAt:    o.UpdatedAt,
+		ExpiresAt:    o.ExpiresAt,
 	}
 }
 

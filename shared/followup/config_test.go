@@ -39,17 +39,17 @@ func TestLoad(t *testing.T) {
 		{Name: "defaults", Want: with(func(*Config) {})},
 		{
 			Name: "every optional variable",
-			Set:  []string{"MAX_FAILURES", "5", "CLAIM_TIMEOUT", "90s", "BACKOFF_BASE", "2s", "BACKOFF_MAX", "15m", "ALERT_TIMEOUT", "1h"},
+			Set:  []string{"MAX_FAILURES", "5", "CLAIM_TIMEOUT", "90s", "BACKOFF_BASE", "2s", "BACKOFF_MAX", "15m", "ALERT_TIMEOUT", "1h", "RETENTION", "720h"},
 			Want: with(func(c *Config) {
 				c.Policy = workflow.Policy{MaxFailures: 5, ClaimTimeout: 90 * time.Second, BackoffBase: 2 * time.Second,
-					BackoffMax: 15 * time.Minute, AlertTimeout: time.Hour}
+					BackoffMax: 15 * time.Minute, AlertTimeout: time.Hour, Retention: 720 * time.Hour}
 			}),
 		},
 		{
 			Name: "lowest bounds",
 			Set:  []string{"MAX_FAILURES", "1", "CLAIM_TIMEOUT", "1s", "BACKOFF_BASE", "0s", "BACKOFF_MAX", "0s", "ALERT_TIMEOUT", "1s"},
 			Want: with(func(c *Config) {
-				c.Policy = workflow.Policy{MaxFailures: 1, ClaimTimeout: time.Second, AlertTimeout: time.Second}
+				c.Policy = workflow.Policy{MaxFailures: 1, ClaimTimeout: time.Second, AlertTimeout: time.Second, Retention: workflow.DefaultRetention}
 			}),
 		},
 		{
@@ -57,7 +57,7 @@ func TestLoad(t *testing.T) {
 			Set:  []string{"MAX_FAILURES", "100", "CLAIM_TIMEOUT", "1h", "BACKOFF_BASE", "15m", "BACKOFF_MAX", "15m"},
 			Want: with(func(c *Config) {
 				c.Policy = workflow.Policy{MaxFailures: 100, ClaimTimeout: time.Hour, BackoffBase: 15 * time.Minute,
-					BackoffMax: 15 * time.Minute, AlertTimeout: 2 * time.Minute}
+					BackoffMax: 15 * time.Minute, AlertTimeout: 2 * time.Minute, Retention: workflow.DefaultRetention}
 			}),
 		},
 		{
@@ -87,6 +87,7 @@ func TestLoadErrors(t *testing.T) {
 		{Name: "queue ARN instead of URL", Set: []string{"SCHEDULER_QUEUE_URL", "arn:aws:sqs:eu-west-1:123456789012:sas-scheduler"}, Want: []string{"is not an absolute http(s) URL"}},
 		{Name: "queue URL without host", Set: []string{"SCHEDULER_QUEUE_URL", "https:///123456789012/sas-scheduler"}, Want: []string{"is not an absolute http(s) URL"}},
 		{Name: "topic name instead of ARN", Set: []string{"ALERT_TOPIC_ARN", "sas-alerts"}, Want: []string{`ALERT_TOPIC_ARN="sas-alerts" is not an SNS topic ARN`}},
+		{Name: "retention under a day", Set: []string{"RETENTION", "1h"}, Want: []string{"RETENTION=1h0m0s must be within 24h0m0s..87600h0m0s"}},
 		{Name: "operator API not a URL", Set: []string{"OPERATOR_API_URL", "abc.execute-api"}, Want: []string{`OPERATOR_API_URL="abc.execute-api" is not an absolute http(s) URL`}},
 
 		{Name: "MAX_FAILURES not a number", Set: []string{"MAX_FAILURES", "three"}, Want: []string{`MAX_FAILURES="three" is not an integer`}},

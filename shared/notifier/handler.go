@@ -9,6 +9,7 @@ import (
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/trace"
 )
 
 // Handler turns the state table's stream into client events. Its event
@@ -72,10 +73,11 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 // queued is the event of the record at index at of a stream batch, with the
 // log that names both; err says why the record has none when it should.
 type queued struct {
-	at  int
-	ev  Event
-	log *slog.Logger
-	err error
+	at    int
+	ev    Event
+	trace trace.Header
+	log   *slog.Logger
+	err   error
 }
 
 // collect returns the events of records, in order, up to the first record
@@ -112,7 +114,10 @@ func (h *Handler) send(ctx context.Context, queue []queued) (n int, err error) {
 	for i, q := range queue {
 		evs[i] = q.ev
 	}
-	n, err = h.pub.PublishBatch(ctx, evs)
+	// A publish request carries one trace header, and a batch mixes
+	// orders: the request goes in the first event's trace. Each event's own
+	// trace is in the log lines about it.
+	n, err = h.pub.PublishBatch(trace.NewContext(ctx, queue[0].trace), evs)
 	switch {
 	case n < 0 || n > len(evs):
 		return 0, fmt.Errorf("sender reported %d of %d events published", n, len(evs))
@@ -156,7 +161,8 @@ func (h *Handler) eventOf(rec events.DynamoDBEventRecord, q *queued) (ok bool) {
 	if st.ClientID == "" {
 		return false // nobody asked to be told
 	}
-	q.log = q.log.With("orderId", st.OrderID, "seq", st.EventSeq)
+	q.trace = trace.Stored(st.Trace)
+	q.log = trace.Log(q.log.With("orderId", st.OrderID, "seq", st.EventSeq), q.trace)
 
 	oldSeq := oldSeqOf(q.log, rec)
 	if st.EventSeq <= oldSeq {

@@ -20,6 +20,7 @@ import (
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -369,9 +370,27 @@ func TestNotifySampleStreamEvent(t *testing.T) {
 	t.Parallel()
 	ev := eventsample.Load[events.DynamoDBEvent](t, "notifier-stream.json")
 	r := &recorder{}
-	resp, err := newHandler(t, r, nil).Handle(context.Background(), ev)
+	var inTrace []trace.Header
+	pub := publishFunc(func(ctx context.Context, evs []notifier.Event) (int, error) {
+		h, _ := trace.FromContext(ctx)
+		inTrace = append(inTrace, h)
+		return r.PublishBatch(ctx, evs)
+	})
+	var logs logtest.Buffer
+	resp, err := newHandler(t, pub, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))).Handle(context.Background(), ev)
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Handle = %+v, %v", resp, err)
+	}
+	// The record keeps its order's trace: the publish goes in it, and the
+	// lines about the order carry its traceId.
+	const root = "1-6b02b8b1-4d2e6f8a0b1c3d5e7f9a1b2c"
+	if len(inTrace) != 1 || inTrace[0] != (trace.Header{Root: root, Sampled: "1"}) {
+		t.Errorf("published in traces %+v, want the record's", inTrace)
+	}
+	for _, l := range logs.Records(t) {
+		if l["orderId"] != nil && l[trace.LogKey] != root {
+			t.Errorf("line %q: traceId %v, want %s", l["msg"], l[trace.LogKey], root)
+		}
 	}
 	want := []notifier.Event{{
 		V: 1, Kind: "order.event", OrderID: "0d9c3f5e-7b1a-4c2d-9e8f-6a5b4c3d2e1f", ClientID: "client-a", Seq: 2,

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/shared/trace"
 )
 
 // MaxDelay is the longest delay SQS accepts on a message.
@@ -43,15 +45,17 @@ func NewSender(c Client) *Sender { return &Sender{client: c} }
 // Send puts body on the queue, invisible for delay. The delay is rounded up
 // to whole seconds (SQS's unit) so a message never arrives early; a delay
 // over MaxDelay is an error rather than a silent cap, since arriving early is
-// what the caller asked not to happen.
+// what the caller asked not to happen. The trace ctx carries (trace.NewContext)
+// goes with the message as its AWSTraceHeader.
 func (s *Sender) Send(ctx context.Context, queueURL, body string, delay time.Duration) error {
 	if delay < 0 || delay > MaxDelay {
 		return fmt.Errorf("send to %s: %w: %v is outside 0..%v", queueURL, ErrDelay, delay, MaxDelay)
 	}
 	_, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:     aws.String(queueURL),
-		MessageBody:  aws.String(body),
-		DelaySeconds: int32((delay + time.Second - 1) / time.Second),
+		QueueUrl:                aws.String(queueURL),
+		MessageBody:             aws.String(body),
+		DelaySeconds:            int32((delay + time.Second - 1) / time.Second),
+		MessageSystemAttributes: traceAttribute(ctx, trace.Header{}),
 	})
 	if err != nil {
 		return fmt.Errorf("send to %s: %w", queueURL, err)
@@ -60,10 +64,26 @@ func (s *Sender) Send(ctx context.Context, queueURL, body string, delay time.Dur
 }
 
 // Outgoing is one message of a batch: its body, invisible for Delay
-// (rounded up to whole seconds, as Send does).
+// (rounded up to whole seconds, as Send does), in the trace of its order
+// (a batch mixes orders); a zero Trace means the one the context carries.
 type Outgoing struct {
 	Body  string
 	Delay time.Duration
+	Trace trace.Header
+}
+
+// traceAttribute is the AWSTraceHeader system attribute of a message in
+// trace h, or else in the trace ctx carries; nil when there is none.
+func traceAttribute(ctx context.Context, h trace.Header) map[string]types.MessageSystemAttributeValue {
+	if h.IsZero() {
+		h, _ = trace.FromContext(ctx)
+	}
+	if h.IsZero() {
+		return nil
+	}
+	return map[string]types.MessageSystemAttributeValue{
+		trace.SQSAttribute: {DataType: aws.String("String"), StringValue: aws.String(h.String())},
+	}
 }
 
 // Bodies is bodies as a batch without delays.
@@ -103,9 +123,10 @@ func (s *Sender) sendChunk(ctx context.Context, queueURL string, msgs []Outgoing
 			continue
 		}
 		entries = append(entries, types.SendMessageBatchRequestEntry{
-			Id:           aws.String(strconv.Itoa(i)),
-			MessageBody:  aws.String(msgs[i].Body),
-			DelaySeconds: int32((msgs[i].Delay + time.Second - 1) / time.Second),
+			Id:                      aws.String(strconv.Itoa(i)),
+			MessageBody:             aws.String(msgs[i].Body),
+			DelaySeconds:            int32((msgs[i].Delay + time.Second - 1) / time.Second),
+			MessageSystemAttributes: traceAttribute(ctx, msgs[i].Trace),
 		})
 	}
 	if len(entries) == 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -92,7 +93,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	var resp events.SQSEventResponse
 	requestID := actor.RequestID(ctx)
 	for _, rec := range ev.Records {
-		log := h.log.With("requestId", requestID, "messageId", rec.MessageId)
+		ctx, log := trace.JoinSQS(ctx, h.log.With("requestId", requestID, "messageId", rec.MessageId), rec)
 		err := h.handleRecord(ctx, rec, requestID, log)
 		if err == nil {
 			continue

@@ -91,6 +91,7 @@ func testConfig() Config {
 			Policy: workflow.Policy{
 				MaxFailures: 4, ClaimTimeout: 90 * time.Second,
 				BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 3 * time.Minute,
+				Retention: workflow.DefaultRetention,
 			},
 			AlertTopicARN:     "arn:aws:sns:eu-west-1:123456789012:alerts",
 			SchedulerQueueURL: queuePrefix + "scheduler",
@@ -162,6 +163,7 @@ func newFixture(t *testing.T, cfg Config, now time.Time, records ...workflow.Sta
 		t.Fatalf("test config: %v", err)
 	}
 	f := &fixture{Doubles: actortest.New(), cfg: cfg, clk: clock.NewFake(now)}
+	f.Store.Clock = f.clk // the store's reads expire records by the test's time
 	for _, st := range records {
 		f.Store.Put(st)
 	}

@@ -169,4 +169,7 @@ func num(n int) types.AttributeValue {
 func millis(t time.Time) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
 }
+func num64(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
 func boolean(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: b} }

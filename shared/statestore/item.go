@@ -32,6 +32,7 @@ type stateItem struct {
 	Requeues      int        `dynamodbav:"Requeues,omitempty"`
 	ClientID      string     `dynamodbav:"ClientID,omitempty"`
 	Owner         string     `dynamodbav:"Owner,omitempty"`
+	Trace         string     `dynamodbav:"Trace,omitempty"`
 	EventSeq      int        `dynamodbav:"EventSeq"`
 	Cancelled     bool       `dynamodbav:"Cancelled,omitempty"`
 	Resubmits     int        `dynamodbav:"Resubmits,omitempty"`
@@ -39,6 +40,10 @@ type stateItem struct {
 	Steps         []stepItem `dynamodbav:"Steps"`
 	CreatedAt     int64      `dynamodbav:"CreatedAt"`
 	UpdatedAt     int64      `dynamodbav:"UpdatedAt"`
+	// ExpiresAt is the table's TTL attribute (ExpiresAtAttr), in Unix
+	// seconds as TTL wants it; OpenUntil is in Unix milliseconds.
+	ExpiresAt int64 `dynamodbav:"ExpiresAt,omitempty"`
+	OpenUntil int64 `dynamodbav:"OpenUntil,omitempty"`
 }
 
 type stepItem struct {
@@ -74,6 +79,23 @@ func unixMilliPtr(t *time.Time) int64 {
 	return unixMilli(*t)
 }
 
+// unixSeconds is a TTL as the store keeps it: Unix seconds (the Machine
+// sets whole seconds); the zero time is 0 (left out).
+func unixSeconds(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
+// fromSeconds reads a stored TTL; 0 is the zero time.
+func fromSeconds(s int64) time.Time {
+	if s == 0 {
+		return time.Time{}
+	}
+	return time.Unix(s, 0).UTC()
+}
+
 // fromMilli reads a stored time; 0 is the zero time.
 func fromMilli(ms int64) time.Time {
 	if ms == 0 {
@@ -106,12 +128,15 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		Requeues:     s.Requeues,
 		ClientID:     s.ClientID,
 		Owner:        s.Owner,
+		Trace:        s.Trace,
 		EventSeq:     s.EventSeq,
 		Cancelled:    s.Cancelled,
 		Resubmits:    s.Resubmits,
 		Input:        string(s.Input),
 		CreatedAt:    unixMilli(s.CreatedAt),
 		UpdatedAt:    unixMilli(s.UpdatedAt),
+		ExpiresAt:    unixSeconds(s.ExpiresAt),
+		OpenUntil:    unixMilli(s.OpenUntil),
 	}
 	if s.InFlight {
 		it.InFlightShard = ShardOf(s.OrderID)
@@ -148,6 +173,7 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		Requeues:     it.Requeues,
 		ClientID:     it.ClientID,
 		Owner:        it.Owner,
+		Trace:        it.Trace,
 		EventSeq:     it.EventSeq,
 		Cancelled:    it.Cancelled,
 		Resubmits:    it.Resubmits,
@@ -157,6 +183,7 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		s.Input = json.RawMessage(it.Input)
 	}
 	s.CreatedAt, s.UpdatedAt = fromMilli(it.CreatedAt), fromMilli(it.UpdatedAt)
+	s.ExpiresAt, s.OpenUntil = fromSeconds(it.ExpiresAt), fromMilli(it.OpenUntil)
 	for _, si := range it.Steps {
 		st := workflow.StepRecord{Name: si.Name, State: workflow.StepState(si.State), Attempts: si.Attempts, Failures: si.Failures, Error: si.Error,
 			Compensation: workflow.StepState(si.Compensation), CompensationAttempts: si.CompensationAttempts,

@@ -238,9 +238,11 @@ func (s *Store) list(ctx context.Context, table string, l Listing, limit int, cu
 	if err != nil {
 		return Page{}, fmt.Errorf("%s: %w", l.name, err)
 	}
+	// The cursor is the index page's, so a record left out (gone, or
+	// expired and not yet deleted) shortens the page but moves no other.
 	p := Page{Next: next}
 	for _, id := range ids {
-		if st, ok := states[id]; ok && keep(st) {
+		if st, ok := states[id]; ok && keep(st) && !s.expired(st.ExpiresAt) {
 			p.States = append(p.States, st)
 		}
 	}

@@ -29,7 +29,26 @@ func encodeOrder(o workflow.Order) (map[string]types.AttributeValue, error) {
 		item[OwnerShardAttr] = str(OwnerShard(o.Owner, o.OrderID))
 		item[OwnerSortAttr] = str(SortKey(o.CreatedAt, o.OrderID))
 	}
+	if !o.ExpiresAt.IsZero() {
+		item[ExpiresAtAttr] = num64(unixSeconds(o.ExpiresAt))
+	}
 	return item, nil
+}
+
+// decodeOrder reads an order as stored.
+func decodeOrder(item map[string]types.AttributeValue) (workflow.Order, error) {
+	var o workflow.Order
+	if err := attributevalue.UnmarshalMap(item, &o); err != nil {
+		return workflow.Order{}, err
+	}
+	if v, ok := item[ExpiresAtAttr]; ok {
+		var secs int64
+		if err := attributevalue.Unmarshal(v, &secs); err != nil {
+			return workflow.Order{}, fmt.Errorf("%s: %w", ExpiresAtAttr, err)
+		}
+		o.ExpiresAt = fromSeconds(secs)
+	}
+	return o, nil
 }
 
 // batchGetTries bounds the BatchGetItem calls of one page: DynamoDB may

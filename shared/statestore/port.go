@@ -21,7 +21,7 @@ type Port interface {
 	// transaction; workflow.ErrExists when the ID is taken.
 	CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error
 	// GetOrder and GetState read one item; workflow.ErrNotFound when it is
-	// missing.
+	// missing or past its ExpiresAt (DynamoDB's TTL deletes it later).
 	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
 	GetState(ctx context.Context, orderID string) (workflow.State, error)
 	// PeekState is GetState eventually consistent, at half the read units:
@@ -39,7 +39,9 @@ type Port interface {
 	// (workflow.ProcessState.Listed), newest entry into the state first;
 	// any other state wraps ErrNotListed. ListByOwner pages through an
 	// owner's orders, newest first. Records carry SummaryAttrs only
-	// (Summary). A cursor that is not the listing's own wraps ErrBadCursor.
+	// (Summary); a record past its ExpiresAt is left out of its page, whose
+	// cursor still follows the index. A cursor that is not the listing's
+	// own wraps ErrBadCursor.
 	ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (Page, error)
 	ListByOwner(ctx context.Context, owner string, limit int, cursor string) (Page, error)
 }

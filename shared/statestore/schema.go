@@ -74,6 +74,14 @@ const (
 	// under the old count, so keep it fixed once deployed.
 	ListShards = 32
 
+	// ExpiresAtAttr is the TTL attribute of both tables: Unix seconds
+	// after which DynamoDB deletes the item (within days, not at once; the
+	// store's reads take it for gone from then on). On a state record it
+	// is set by the write that ends the order and removed by one that
+	// reopens it; on an order it is written once, at submission
+	// (workflow.Machine.OrderExpiresAt, which outlives every open record).
+	ExpiresAtAttr = "ExpiresAt"
+
 	// Shards is the fixed number of in-flight index partitions the
 	// Supervisor queries in parallel. Each order writes its entry twice
 	// (enters, leaves; three units with the transaction's double put), so
@@ -88,7 +96,7 @@ const (
 // without the input or the step history.
 var SummaryAttrs = []string{
 	KeyOrderID, ProcessStateAttr, "Workflow", "Step", "StepIndex", "FailureCount", "Attempt", "LastError",
-	"ClientID", "EventSeq", "Cancelled", "Resubmits", "CreatedAt", "UpdatedAt",
+	"ClientID", "EventSeq", "Cancelled", "Resubmits", "CreatedAt", "UpdatedAt", ExpiresAtAttr,
 }
 
 // StateStreamView is what the state table's stream carries: the event
@@ -186,6 +194,21 @@ func CreateTableInputs(t Tables) []*dynamodb.CreateTableInput {
 	return []*dynamodb.CreateTableInput{orders, state}
 }
 
+// TimeToLiveInputs returns the UpdateTimeToLive requests that turn on TTL
+// on ExpiresAtAttr for both tables: TTL is not part of CreateTable, so the
+// local engines' tables get it from these after CreateTableInputs, and
+// the CDK stack declares the same attribute (TableProps.TimeToLiveAttribute).
+func TimeToLiveInputs(t Tables) []*dynamodb.UpdateTimeToLiveInput {
+	var out []*dynamodb.UpdateTimeToLiveInput
+	for _, name := range []string{t.Orders, t.State} {
+		out = append(out, &dynamodb.UpdateTimeToLiveInput{
+			TableName:               aws.String(name),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(ExpiresAtAttr), Enabled: aws.Bool(true)},
+		})
+	}
+	return out
+}
+
 // gsi is a global secondary index of keys only: a string partition key
 // and, unless sort is empty, a string sort key (SortKey).
 type gsi struct {
@@ -221,16 +244,31 @@ func tableInput(name string, indexes ...gsi) *dynamodb.CreateTableInput {
 // TableCreator is the part of the DynamoDB client CreateTables uses.
 type TableCreator interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
-// CreateTables creates both tables (for local engines and tests; in AWS the
-// CDK stack owns them). An existing table is left as it is.
+// CreateTables creates both tables with TTL on (for local engines and
+// tests; in AWS the CDK stack owns them). An existing table is left as it
+// is, TTL included.
 func CreateTables(ctx context.Context, c TableCreator, t Tables) error {
+	created := map[string]bool{}
 	for _, in := range CreateTableInputs(t) {
 		_, err := c.CreateTable(ctx, in)
 		var inUse *types.ResourceInUseException
-		if err != nil && !errors.As(err, &inUse) {
+		switch {
+		case errors.As(err, &inUse):
+		case err != nil:
 			return fmt.Errorf("create table %s: %w", aws.ToString(in.TableName), err)
+		default:
+			created[aws.ToString(in.TableName)] = true
+		}
+	}
+	for _, in := range TimeToLiveInputs(t) {
+		if !created[aws.ToString(in.TableName)] {
+			continue
+		}
+		if _, err := c.UpdateTimeToLive(ctx, in); err != nil {
+			return fmt.Errorf("turn on TTL of table %s: %w", aws.ToString(in.TableName), err)
 		}
 	}
 	return nil

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -40,10 +40,31 @@ var _ Client = (*dynamodb.Client)(nil)
 type Store struct {
 	db     Client
 	tables Tables
+	clk    clock.Clock
 }
 
+// Option changes a Store's defaults.
+type Option func(*Store)
+
+// WithClock makes the store read the time from c: its reads take an item
+// past its ExpiresAt for gone (see expired). The default is the system's.
+func WithClock(c clock.Clock) Option { return func(s *Store) { s.clk = c } }
+
 // New returns a Store over the two tables.
-func New(db Client, tables Tables) *Store { return &Store{db: db, tables: tables} }
+func New(db Client, tables Tables, opts ...Option) *Store {
+	s := &Store{db: db, tables: tables, clk: clock.System{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// expired reports whether an item whose TTL is at has come due. DynamoDB's
+// TTL deletes an item some time after it expires (typically within days,
+// not at once), so every read treats one past its ExpiresAt as already
+// deleted: a GET answers 404, a listing leaves it out, an operator cannot
+// act on it.
+func (s *Store) expired(at time.Time) bool { return !at.IsZero() && !s.clk.Now().Before(at) }
 
 // CreateOrder writes the order and its initial state record in one
 // transaction: both or neither. It returns workflow.ErrExists when the order
@@ -88,9 +109,12 @@ func (s *Store) GetOrder(ctx context.Context, orderID string) (workflow.Order, e
 	if err != nil {
 		return workflow.Order{}, err
 	}
-	var o workflow.Order
-	if err := attributevalue.UnmarshalMap(item, &o); err != nil {
+	o, err := decodeOrder(item)
+	if err != nil {
 		return workflow.Order{}, fmt.Errorf("decode order %s: %w", orderID, err)
+	}
+	if s.expired(o.ExpiresAt) {
+		return workflow.Order{}, fmt.Errorf("get %s from %s: expired at %s: %w", orderID, s.tables.Orders, o.ExpiresAt.Format(time.RFC3339), workflow.ErrNotFound)
 	}
 	return o, nil
 }
@@ -110,7 +134,14 @@ func (s *Store) state(ctx context.Context, orderID string, consistent bool) (wor
 	if err != nil {
 		return workflow.State{}, err
 	}
-	return DecodeState(item)
+	st, err := DecodeState(item)
+	if err != nil {
+		return workflow.State{}, err
+	}
+	if s.expired(st.ExpiresAt) {
+		return workflow.State{}, fmt.Errorf("get %s from %s: expired at %s: %w", orderID, s.tables.State, st.ExpiresAt.Format(time.RFC3339), workflow.ErrNotFound)
+	}
+	return st, nil
 }
 
 func (s *Store) get(ctx context.Context, table, orderID string, consistent bool) (map[string]types.AttributeValue, error) {
@@ -243,6 +274,14 @@ func patchOf(e *expr, orderID string, p workflow.Patch) {
 	}
 	if p.Resubmit {
 		e.Add("Resubmits", 1)
+	}
+	// Unexpire before ExpiresAt, as in Patch.Apply; the Machine never
+	// sets both.
+	switch {
+	case !p.ExpiresAt.IsZero():
+		e.Set(ExpiresAtAttr, num64(unixSeconds(p.ExpiresAt)))
+	case p.Unexpire:
+		e.Remove(ExpiresAtAttr)
 	}
 	for _, sp := range p.Steps {
 		stepPatchOf(e, stepPath(sp.Index), sp, p.Now)
@@ -390,7 +429,7 @@ func (s *Store) expiredInShard(ctx context.Context, shard string, now time.Time,
 		}
 		for _, id := range chunk {
 			st, ok := states[id]
-			if ok && st.InFlight && !st.CompleteBy.After(now) {
+			if ok && st.InFlight && !st.CompleteBy.After(now) && !s.expired(st.ExpiresAt) {
 				found = append(found, st)
 			}
 		}

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/storetest"
+	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -21,7 +25,7 @@ var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // openStore creates fresh tables on DynamoDB Local, and a store on them
 // whose client wrap may wrap the engine's (nil: the engine's itself).
-func openStore(t testing.TB, wrap func(*dynamodb.Client) statestore.Client) (*statestore.Store, *dynamodb.Client, statestore.Tables) {
+func openStore(t testing.TB, wrap func(*dynamodb.Client) statestore.Client, opts ...statestore.Option) (*statestore.Store, *dynamodb.Client, statestore.Tables) {
 	t.Helper()
 	db := enginetest.DynamoDB(t)
 	tables := statestore.Tables{Orders: enginetest.UniqueName(t, "orders"), State: enginetest.UniqueName(t, "state")}
@@ -32,13 +36,20 @@ func openStore(t testing.TB, wrap func(*dynamodb.Client) statestore.Client) (*st
 	if wrap != nil {
 		c = wrap(db)
 	}
-	return statestore.New(c, tables), db, tables
+	return statestore.New(c, tables, opts...), db, tables
 }
 
 // newStore is a store on fresh tables.
 func newStore(t testing.TB) *statestore.Store {
 	t.Helper()
 	s, _, _ := openStore(t, nil)
+	return s
+}
+
+// newStoreAt is a store on fresh tables that reads the time from clk.
+func newStoreAt(t testing.TB, clk clock.Clock) *statestore.Store {
+	t.Helper()
+	s, _, _ := openStore(t, nil, statestore.WithClock(clk))
 	return s
 }
 
@@ -66,7 +77,7 @@ func claim(s *statestore.Store, id string, step int, owner string, now time.Time
 // DynamoDB Local: the suite the in-memory double passes too.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) statestore.Port { return newStore(t) })
+	storetest.Run(t, func(t *testing.T, clk clock.Clock) statestore.Port { return newStoreAt(t, clk) })
 }
 
 // TestCreateOrderWritesBothOrNeither: the transaction leaves no half an
@@ -86,4 +97,67 @@ func TestCreateOrderWritesBothOrNeither(t *testing.T) {
 	if o, _ := s.GetOrder(ctx, "o-1"); o.RequestHash != "h" {
 		t.Fatalf("the order was overwritten: %+v", o)
 	}
+}
+
+// TestTablesExpireOnExpiresAt: CreateTables turns TTL on for both tables on
+// ExpiresAtAttr, and the items carry it as TTL wants it: a Number of Unix
+// seconds, the order's from its creation, the record's from the write that
+// ended it. DynamoDB Local keeps expired items (it does not run TTL's
+// deletion), which is why the store's reads filter them (the conformance
+// suite's ExpiredItemsReadAsGone).
+func TestTablesExpireOnExpiresAt(t *testing.T) {
+	t.Parallel()
+	s, db, tables := openStore(t, nil, statestore.WithClock(clock.NewFake(t0)))
+	ctx := context.Background()
+	for _, table := range []string{tables.Orders, tables.State} {
+		out, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := out.TimeToLiveDescription
+		if d == nil || d.TimeToLiveStatus != types.TimeToLiveStatusEnabled || aws.ToString(d.AttributeName) != statestore.ExpiresAtAttr {
+			t.Errorf("table %s: TTL %+v, want enabled on %s", table, d, statestore.ExpiresAtAttr)
+		}
+	}
+
+	id := "o-ttl-raw"
+	order := workflow.Order{OrderID: id, CustomerID: "c-1", Currency: "EUR", Items: []workflow.Item{{SKU: "A", Quantity: 1, UnitPriceCents: 100}},
+		TotalCents: 100, RequestHash: "h", CreatedAt: t0, ExpiresAt: machine.OrderExpiresAt(t0)}
+	st := machine.Accept(id, json.RawMessage(`{"orderId":"`+id+`"}`), "submission/x", t0)
+	if err := s.CreateOrder(ctx, order, st); err != nil {
+		t.Fatal(err)
+	}
+	raw := func(table string) map[string]types.AttributeValue {
+		t.Helper()
+		out, err := db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: map[string]types.AttributeValue{
+			statestore.KeyOrderID: &types.AttributeValueMemberS{Value: id}}, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item
+	}
+	seconds := func(what string, item map[string]types.AttributeValue, want time.Time) {
+		t.Helper()
+		n, ok := item[statestore.ExpiresAtAttr].(*types.AttributeValueMemberN)
+		if !ok || n.Value != strconv.FormatInt(want.Unix(), 10) {
+			t.Errorf("%s: %s = %#v, want the Number %d", what, statestore.ExpiresAtAttr, item[statestore.ExpiresAtAttr], want.Unix())
+		}
+	}
+	seconds("the order", raw(tables.Orders), t0.Add(2*machine.Policy.Retention))
+	if _, ok := raw(tables.State)[statestore.ExpiresAtAttr]; ok {
+		t.Error("an open record has an ExpiresAt")
+	}
+	ended := t0.Add(10*time.Second + 700*time.Millisecond)
+	written, err := s.Apply(ctx, machine.StepRejected(id, 0, st.Attempt, "no", "scheduler/x", ended))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if written.ProcessState.Terminal() {
+		t.Fatalf("the default workflow's rejection at step 0 left %s, want its compensation", written.ProcessState)
+	}
+	written, err = s.Apply(ctx, machine.UndoCompleted(id, 0, written.Attempt, json.RawMessage(`{}`), "scheduler/x", ended))
+	if err != nil || written.ProcessState != workflow.Compensated {
+		t.Fatalf("undo: %s, %v", written.ProcessState, err)
+	}
+	seconds("the Compensated record", raw(tables.State), t0.Add(10*time.Second+machine.Policy.Retention))
 }

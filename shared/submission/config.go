@@ -31,6 +31,11 @@ type Config struct {
 	// ClaimTimeout is how long a new Pending record may wait for a Scheduler
 	// before the Supervisor re-sends it.
 	ClaimTimeout time.Duration
+	// Retention is how long an order is kept once it is terminal
+	// (workflow.Policy.Retention): a new order's record may be reopened by
+	// an operator for Retention, and its orders item expires twice
+	// Retention after its creation (workflow.Machine.OrderExpiresAt).
+	Retention time.Duration
 	// MaxBodyBytes caps the decoded request body.
 	MaxBodyBytes int64
 	// Admission is the check that sheds new orders while an Agent queue
@@ -51,6 +56,7 @@ var variables = func() map[string]string {
 		"OrdersTable":        "ORDERS_TABLE",
 		"StateTable":         "STATE_TABLE",
 		"ClaimTimeout":       "CLAIM_TIMEOUT",
+		"Retention":          "RETENTION",
 	}
 	maps.Copy(v, admission.Variables)
 	return v
@@ -64,6 +70,7 @@ var variables = func() map[string]string {
 //	ORDERS_TABLE           required, DynamoDB table name
 //	STATE_TABLE            required, DynamoDB table name, not ORDERS_TABLE
 //	CLAIM_TIMEOUT          optional Go duration within 1s..1h, default the policy's
+//	RETENTION              optional Go duration within 24h..87600h (10 years), default 2160h (90 days)
 //
 // and the admission check's ADMISSION_* variables (admission.Read).
 func LoadConfig(getenv func(string) string) (Config, error) {
@@ -77,6 +84,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			StateTable:         r.String("STATE_TABLE"),
 			Workflow:           workflow.Default(),
 			ClaimTimeout:       r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
+			Retention:          r.Duration("RETENTION", workflow.DefaultRetention),
 			MaxBodyBytes:       DefaultMaxBodyBytes,
 			Admission:          admission.Read(r),
 		}
@@ -94,6 +102,7 @@ func (c Config) Check(r *config.Rules) {
 	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
 	r.Add(c.Workflow.Validate())
 	r.Within("ClaimTimeout", c.ClaimTimeout, time.Second, time.Hour)
+	r.Within("Retention", c.Retention, workflow.MinRetention, workflow.MaxRetention)
 	// Zero stands for DefaultMaxBodyBytes.
 	r.Count("MaxBodyBytes", int(c.MaxBodyBytes), 0, maxBodyBytes)
 	c.Admission.Check(r)

@@ -21,7 +21,7 @@ func TestLoadConfig(t *testing.T) {
 		c := Config{
 			FirstAgentQueueURL: deployed["FIRST_AGENT_QUEUE_URL"],
 			SchedulerQueueURL:  deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
-			Workflow: workflow.Default(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, MaxBodyBytes: 64 * 1024,
+			Workflow: workflow.Default(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, Retention: workflow.DefaultRetention, MaxBodyBytes: 64 * 1024,
 			Admission: admission.Config{Refresh: admission.DefaultRefresh},
 		}
 		change(&c)
@@ -30,6 +30,8 @@ func TestLoadConfig(t *testing.T) {
 	configtest.Loads(t, LoadConfig, deployed, []configtest.Loaded[Config]{
 		{Name: "defaults", Want: with(func(*Config) {})},
 		{Name: "claim timeout set", Set: []string{"CLAIM_TIMEOUT", "45s"}, Want: with(func(c *Config) { c.ClaimTimeout = 45 * time.Second })},
+		{Name: "shortest retention", Set: []string{"RETENTION", "24h"}, Want: with(func(c *Config) { c.Retention = 24 * time.Hour })},
+		{Name: "longest retention", Set: []string{"RETENTION", "87600h"}, Want: with(func(c *Config) { c.Retention = 87600 * time.Hour })},
 		{
 			Name: "admission check",
 			Set: []string{"ADMISSION_QUEUES", deployed["FIRST_AGENT_QUEUE_URL"] + ",https://sqs.eu-west-1.amazonaws.com/123456789012/agent-charge-payment",
@@ -61,6 +63,9 @@ func TestLoadConfig(t *testing.T) {
 		{Name: "claim timeout garbage", Set: []string{"CLAIM_TIMEOUT", "soon"}, Want: []string{`CLAIM_TIMEOUT="soon" is not a duration`}},
 		{Name: "claim timeout too short", Set: []string{"CLAIM_TIMEOUT", "500ms"}, Want: []string{"CLAIM_TIMEOUT=500ms must be within 1s..1h0m0s"}},
 		{Name: "claim timeout too long", Set: []string{"CLAIM_TIMEOUT", "2h"}, Want: []string{"CLAIM_TIMEOUT=2h0m0s must be within 1s..1h0m0s"}},
+		{Name: "retention garbage", Set: []string{"RETENTION", "90d"}, Want: []string{`RETENTION="90d" is not a duration`}},
+		{Name: "retention too short", Set: []string{"RETENTION", "23h"}, Want: []string{"RETENTION=23h0m0s must be within 24h0m0s..87600h0m0s"}},
+		{Name: "retention too long", Set: []string{"RETENTION", "87601h"}, Want: []string{"RETENTION=87601h0m0s must be within 24h0m0s..87600h0m0s"}},
 		{
 			Name: "every problem at once",
 			Set:  []string{"SCHEDULER_QUEUE_URL", "", "STATE_TABLE", "", "CLAIM_TIMEOUT", "x", "ORDERS_TABLE", "a"},

@@ -18,6 +18,7 @@ import (
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -37,6 +38,8 @@ func (f sendFunc) Send(ctx context.Context, queueURL, body string, delay time.Du
 type sentMessage struct {
 	queueURL, body string
 	delay          time.Duration
+	// trace is the trace the send's context carried, in wire form.
+	trace string
 }
 
 // outbox records sent messages; err, if set, fails every send after
@@ -48,10 +51,11 @@ type outbox struct {
 }
 
 func (o *outbox) sender() sendFunc {
-	return func(_ context.Context, queueURL, body string, delay time.Duration) error {
+	return func(ctx context.Context, queueURL, body string, delay time.Duration) error {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		o.msgs = append(o.msgs, sentMessage{queueURL, body, delay})
+		tr, _ := trace.FromContext(ctx)
+		o.msgs = append(o.msgs, sentMessage{queueURL, body, delay, tr.String()})
 		return o.err
 	}
 }
@@ -77,6 +81,7 @@ func testConfig() Config {
 		StateTable:         "state",
 		Workflow:           workflow.Default(),
 		ClaimTimeout:       2 * time.Minute,
+		Retention:          workflow.DefaultRetention,
 		MaxBodyBytes:       DefaultMaxBodyBytes,
 	}
 }
@@ -89,6 +94,7 @@ type fault func(store *memstore.Store, method string, c workflow.Change) error
 
 type fixture struct {
 	h     *Handler
+	clk   *clock.Fake
 	store *memstore.Store
 	out   *outbox
 	logs  *logtest.Buffer
@@ -140,6 +146,8 @@ func newFixture(t *testing.T, hook fault) *fixture {
 func newFixtureOver(t *testing.T, hook fault, wrap func(Store) Store) *fixture {
 	t.Helper()
 	f := &fixture{store: memstore.New(), out: &outbox{}, logs: &logtest.Buffer{}, calls: map[string]int{}}
+	f.clk = clock.NewFake(testNow)
+	f.store.Clock = f.clk // the store's reads expire records by the test's time
 	f.store.Fault = func(method string, c workflow.Change) error {
 		f.mu.Lock()
 		f.calls[method]++
@@ -154,7 +162,7 @@ func newFixtureOver(t *testing.T, hook fault, wrap func(Store) Store) *fixture {
 		store = wrap(store)
 	}
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	f.h = mustNew(t, testConfig(), store, f.out.sender(), admitFunc(f.admit), actor.Deps{Clock: clock.NewFake(testNow), Log: log})
+	f.h = mustNew(t, testConfig(), store, f.out.sender(), admitFunc(f.admit), actor.Deps{Clock: f.clk, Log: log})
 	return f
 }
 

@@ -51,6 +51,9 @@ func goldenState() workflow.State {
 		Input:        json.RawMessage(`{"orderId":"never-shown"}`),
 		CreatedAt:    *goldenTime(-10),
 		UpdatedAt:    *goldenTime(0),
+		// The retention after it ended, in whole seconds.
+		ExpiresAt: goldenTime(0).Add(workflow.DefaultRetention).Truncate(time.Second),
+		OpenUntil: goldenTime(-10).Add(workflow.DefaultRetention), // never shown
 		Steps: []workflow.StepRecord{
 			{Name: "reserve-inventory", State: workflow.StepSucceeded, Attempts: 1, StartedAt: goldenTime(-9), FinishedAt: goldenTime(-8),
 				Output: json.RawMessage(`{"reservation": "r-1"}`), Compensation: workflow.StepSucceeded, CompensationAttempts: 1,

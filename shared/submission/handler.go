@@ -40,6 +40,7 @@ import (
 	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -227,8 +228,10 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	if hasKey {
 		orderID = OrderIDForKey(owner, key)
 	}
-	log = log.With(slog.String("orderId", orderID))
+	tr := h.orderTrace(ctx)
+	ctx, log = trace.Join(ctx, log.With(slog.String("orderId", orderID)), tr)
 	o := newOrder(orderID, owner, key, order, h.clk.Now().UTC())
+	o.ExpiresAt = h.machine().OrderExpiresAt(o.CreatedAt)
 	input, err := json.Marshal(inputOf(o))
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
@@ -245,7 +248,17 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	if d := h.admit.Admit(ctx); !d.Admit {
 		return h.shed(ctx, log, req, d)
 	}
-	return h.submit(ctx, log, req, o, h.initialState(o, input, req.RequestContext.RequestID), hasKey)
+	return h.submit(ctx, log, req, o, h.initialState(o, input, req.RequestContext.RequestID, tr), hasKey)
+}
+
+// orderTrace is the trace a new order goes in: the Lambda invocation's,
+// which active tracing starts (API Gateway's HTTP API passes none), or a
+// new one outside Lambda.
+func (h *Handler) orderTrace(ctx context.Context) trace.Header {
+	if tr, ok := trace.FromLambda(ctx); ok {
+		return tr
+	}
+	return trace.New(h.clk.Now())
 }
 
 // shed answers a well-formed order the system cannot take now: 429 with
@@ -279,13 +292,16 @@ func newOrder(orderID, owner, key string, r OrderRequest, now time.Time) workflo
 // initialState is the record a new order starts as: its first step
 // claimed by this request (workflow.Machine.Accept), to be written with the
 // order and dispatched by the Submission itself.
-func (h *Handler) initialState(o workflow.Order, input []byte, requestID string) workflow.State {
+func (h *Handler) initialState(o workflow.Order, input []byte, requestID string, tr trace.Header) workflow.State {
 	state := h.machine().Accept(o.OrderID, input, "submission/"+requestID, o.CreatedAt)
 	// The record carries it too: the event publisher reads only the stream
 	// of state records, and the order-events topic filters on it.
 	state.ClientID = o.ClientID
 	// And its owner, which GET /orders/{id} checks on the record it reads.
 	state.Owner = o.Owner
+	// And its trace, for the actors that start from a schedule or a
+	// stream; written in the same transaction, so it costs no request.
+	state.Trace = tr.Stored().String()
 	return state
 }
 
@@ -322,7 +338,14 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 // replay answers a request whose Idempotency-Key already made an order.
 func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, o workflow.Order) events.APIGatewayV2HTTPResponse {
 	existing, err := h.store.GetOrder(ctx, o.OrderID)
-	if err != nil {
+	switch {
+	case errors.Is(err, workflow.ErrNotFound):
+		// Its order expired (the store reads an item past its TTL as
+		// gone) and DynamoDB has not deleted it yet, so the ID is still
+		// taken: the key cannot make a new order until it is.
+		return h.reject(ctx, log, req, problem(http.StatusUnprocessableEntity, ProblemIdempotencyKey,
+			"Idempotency-Key was used for an order that has expired; send the order with a new key"), nil)
+	case err != nil:
 		return h.internal(ctx, log, req, fmt.Errorf("read order %s for idempotent replay: %w", o.OrderID, err))
 	}
 	if existing.Owner != o.Owner {
@@ -376,9 +399,11 @@ func accepted(orderID string, state workflow.ProcessState, replayed bool) events
 // cannot even learn that an ID exists.
 func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID, owner string) events.APIGatewayV2HTTPResponse {
 	st, resp, ok := h.readState(ctx, log, req, orderID)
-	switch {
-	case !ok:
+	if !ok {
 		return resp
+	}
+	ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
+	switch {
 	case owner != "" && st.Owner != owner:
 		log.InfoContext(ctx, "order of another caller asked for; answered as missing", slog.String("caller", owner))
 		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
@@ -409,6 +434,7 @@ func newStatus(st workflow.State, showOwner bool, log *slog.Logger) api.Order {
 		Resubmits:    st.Resubmits,
 		CreatedAt:    st.CreatedAt.UTC(),
 		UpdatedAt:    st.UpdatedAt.UTC(),
+		ExpiresAt:    utcPtr(&st.ExpiresAt),
 		Steps:        make([]api.StepHistory, len(st.Steps)),
 	}
 	if showOwner {

@@ -17,6 +17,7 @@ import (
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -45,6 +46,8 @@ func TestCreateOrder(t *testing.T) {
 		RequestHash: mustDecode(t, validBody).Hash(),
 		CreatedAt:   testNow,
 		Owner:       callerA,
+		// Twice the retention: its record may be reopened for one.
+		ExpiresAt: testNow.Add(2 * workflow.DefaultRetention).Truncate(time.Second),
 	}
 	if !reflect.DeepEqual(o, wantOrder) {
 		t.Fatalf("stored order %+v, want %+v", o, wantOrder)
@@ -59,6 +62,13 @@ func TestCreateOrder(t *testing.T) {
 	wantState.Owner = callerA
 	wantState.ProcessState, wantState.Attempt, wantState.LockedBy = workflow.Processing, 1, "submission/req-1"
 	wantState.Steps[0].State, wantState.Steps[0].Attempts, wantState.Steps[0].StartedAt = workflow.StepProcessing, 1, &testNow
+	// Outside Lambda the order starts a trace of its own, at its time.
+	tr, err := trace.Parse(s.Trace)
+	if err != nil || !strings.HasPrefix(tr.Root, fmt.Sprintf("1-%08x-", testNow.Unix())) || tr.Parent != "" {
+		t.Fatalf("stored trace %q (%v), want a new Root at %v and no Parent", s.Trace, err, testNow)
+	}
+	wantState.Trace = s.Trace
+	wantState.OpenUntil = testNow.Add(workflow.DefaultRetention) // an operator may reopen it until then
 	if !reflect.DeepEqual(s, wantState) {
 		t.Fatalf("stored state %+v\nwant %+v", s, wantState)
 	}
@@ -87,6 +97,32 @@ func TestCreateOrder(t *testing.T) {
 	}
 	if accepted == nil || accepted["orderId"] != a.OrderID || accepted["requestId"] != "req-1" {
 		t.Fatalf("no 'order accepted' log with orderId and requestId: %v", f.logs.Records(t))
+	}
+	// The request goes in the order's trace, and so does the log line.
+	if sent[0].trace != s.Trace || accepted[trace.LogKey] != tr.Root {
+		t.Fatalf("sent in trace %q, logged traceId %v; want the order's %s", sent[0].trace, accepted[trace.LogKey], s.Trace)
+	}
+}
+
+// TestCreateOrderContinuesTheInvocationsTrace: in Lambda with active
+// tracing the order goes in the invocation's trace; the record keeps its
+// Root and sampling decision, the request names the invocation as Parent.
+func TestCreateOrderContinuesTheInvocationsTrace(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	const inv = "Root=1-67a1e8c2-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1;Lineage=a87bd80c:0"
+	//lint:ignore SA1029 aws-lambda-go stores the invocation's trace header under this string key
+	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", inv)
+	resp, err := f.h.Handle(ctx, postOrder(validBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := readAccepted(t, resp)
+	if got := f.state(t, a.OrderID).Trace; got != "Root=1-67a1e8c2-0123456789abcdef01234567;Sampled=1" {
+		t.Errorf("stored trace %q, want the invocation's Root and decision", got)
+	}
+	if sent := f.out.sent(); len(sent) != 1 || sent[0].trace != "Root=1-67a1e8c2-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1" {
+		t.Errorf("sent %+v, want the request in the invocation's trace", sent)
 	}
 }
 
@@ -347,8 +383,6 @@ func TestCreateOrderStoreFailures(t *testing.T) {
 		{"create fails", failing(failure{method: "CreateOrder", err: secret}), ""},
 		{"random ID collides", failing(failure{method: "CreateOrder", err: exists}), ""},
 		{"replay read fails", failing(failure{method: "CreateOrder", err: exists}, failure{method: "GetOrder", err: secret}), "k"},
-		// The store holds no such order: its GetOrder answers ErrNotFound.
-		{"replay order vanished", failing(failure{method: "CreateOrder", err: exists}), "k"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -728,5 +762,76 @@ func TestLargestValidOrderFitsTheInputBound(t *testing.T) {
 	input := f.state(t, a.OrderID).Input
 	if len(input) > workflow.MaxInputBytes/2 {
 		t.Fatalf("the largest valid order makes an input of %d bytes, too close to the bound of %d", len(input), workflow.MaxInputBytes)
+	}
+}
+
+// TestRetention: an order says when it expires once it ended, and from
+// then on it is missing to its owner, to the operators and to their
+// listings, although DynamoDB may not have deleted it yet; its key makes
+// no new order while its orders item still takes the ID.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	const key = "checkout-ttl"
+	a := readAccepted(t, f.do(t, postOrder(validBody, "Idempotency-Key", key)))
+	get := func(path string) events.APIGatewayV2HTTPResponse { return f.do(t, request("GET", path, nil, "")) }
+	if resp := get("/orders/" + a.OrderID); resp.StatusCode != 200 || strings.Contains(resp.Body, "expiresAt") {
+		t.Fatalf("an open order: %d %s, want no expiresAt", resp.StatusCode, resp.Body)
+	}
+
+	// The first step is rejected and its undo completes: Compensated.
+	m, st := f.h.machine(), f.state(t, a.OrderID)
+	f.clk.Advance(1500 * time.Millisecond)
+	written, err := f.store.Apply(context.Background(), m.StepRejected(a.OrderID, 0, st.Attempt, "no", "sched", f.clk.Now()))
+	if err == nil {
+		written, err = f.store.Apply(context.Background(), m.UndoCompleted(a.OrderID, 0, written.Attempt, json.RawMessage(`{}`), "sched", f.clk.Now()))
+	}
+	if err != nil || written.ProcessState != workflow.Compensated {
+		t.Fatalf("ending the order: %s, %v", written.ProcessState, err)
+	}
+	wantExpiry := testNow.Add(time.Second + workflow.DefaultRetention)
+	var order api.Order
+	if resp := get("/orders/" + a.OrderID); resp.StatusCode != 200 || json.Unmarshal([]byte(resp.Body), &order) != nil ||
+		order.ExpiresAt == nil || !order.ExpiresAt.Equal(wantExpiry) {
+		t.Fatalf("a Compensated order: %d %s, want expiresAt %s", resp.StatusCode, resp.Body, wantExpiry.Format(time.RFC3339))
+	}
+	listed := func() []string {
+		t.Helper()
+		var ids []string
+		for path, req := range map[string]events.APIGatewayV2HTTPRequest{"/orders": ownOrders("", callerA), "/ops/orders": getOrders("state=Compensated")} {
+			resp := f.do(t, req)
+			var p api.Page
+			if resp.StatusCode != 200 || json.Unmarshal([]byte(resp.Body), &p) != nil {
+				t.Fatalf("GET %s: %d %s", path, resp.StatusCode, resp.Body)
+			}
+			for _, o := range p.Orders {
+				ids = append(ids, o.OrderID)
+				if o.ExpiresAt == nil || !o.ExpiresAt.Equal(wantExpiry) {
+					t.Errorf("GET %s shows expiresAt %v, want %s", path, o.ExpiresAt, wantExpiry)
+				}
+			}
+		}
+		return ids
+	}
+	if ids := listed(); len(ids) != 2 {
+		t.Fatalf("listed %v, want the order in both listings", ids)
+	}
+
+	f.clk.Set(wantExpiry)
+	for _, path := range []string{"/orders/" + a.OrderID, "/ops/orders/" + a.OrderID} {
+		if p := readProblem(t, get(path), 404); p.Type != ProblemNotFound {
+			t.Errorf("GET %s of an expired order: %+v", path, p)
+		}
+	}
+	if ids := listed(); len(ids) != 0 {
+		t.Errorf("listed %v after it expired, want nothing", ids)
+	}
+	// Within its orders item's life the key is answered as before (the
+	// record is gone, as at Location); once that expires too, with a 422.
+	readAccepted(t, f.do(t, postOrder(validBody, "Idempotency-Key", key)))
+	f.clk.Set(testNow.Add(2 * workflow.DefaultRetention))
+	p := readProblem(t, f.do(t, postOrder(validBody, "Idempotency-Key", key)), 422)
+	if p.Type != ProblemIdempotencyKey || !strings.Contains(p.Detail, "expired") {
+		t.Errorf("the key of an expired order: %+v", p)
 	}
 }

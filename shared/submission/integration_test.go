@@ -43,12 +43,13 @@ func newDynamoFixture(t *testing.T, wrap func(Store) Store) *dynamoFixture {
 	if err := statestore.CreateTables(context.Background(), client, tables); err != nil {
 		t.Fatal(err)
 	}
-	db := statestore.New(client, tables)
+	clk := clock.NewFake(testNow)
+	db := statestore.New(client, tables, statestore.WithClock(clk))
 	var store Store = db
 	if wrap != nil {
 		store = wrap(db)
 	}
-	f := &dynamoFixture{fixture: &fixture{out: &outbox{}, logs: &logtest.Buffer{}}, db: db, clk: clock.NewFake(testNow)}
+	f := &dynamoFixture{fixture: &fixture{out: &outbox{}, logs: &logtest.Buffer{}}, db: db, clk: clk}
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	f.h = mustNew(t, testConfig(), store, f.out.sender(), admitAll, actor.Deps{Clock: f.clk, Log: log})
 	return f
@@ -75,7 +76,7 @@ func (f *dynamoFixture) create(t *testing.T, clientID string) string {
 // handler's workflow.
 func machine() workflow.Machine {
 	return workflow.Machine{Def: testConfig().Workflow, Policy: workflow.Policy{
-		MaxFailures: 3, ClaimTimeout: testConfig().ClaimTimeout, AlertTimeout: time.Minute}}
+		MaxFailures: 3, ClaimTimeout: testConfig().ClaimTimeout, AlertTimeout: time.Minute, Retention: testConfig().Retention}}
 }
 
 // apply writes a change to the real store, as an actor would.

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/shared/followup"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -29,9 +30,13 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 	if !ok {
 		return resp
 	}
+	ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
 	now := h.clk.Now().UTC()
 	c, err := h.machine().Resubmit(st, now)
 	if err != nil {
+		if errors.Is(err, workflow.ErrPastRetention) {
+			return h.reject(ctx, log, req, pastRetentionProblem(orderID, st), nil)
+		}
 		if !errors.Is(err, workflow.ErrConflict) {
 			return h.internal(ctx, log, req, fmt.Errorf("plan resubmission of %s: %w", orderID, err))
 		}
@@ -61,6 +66,9 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 		if !ok {
 			return resp
 		}
+		if try == 1 {
+			ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
+		}
 		if !workflow.CanCancel(st) {
 			if st.Cancelled {
 				log.InfoContext(ctx, "order already cancelled", slog.String("state", string(st.ProcessState)))
@@ -72,6 +80,9 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 
 		now := h.clk.Now().UTC()
 		c, err := h.machine().Cancel(st, now, now.Add(h.cfg.ClaimTimeout))
+		if errors.Is(err, workflow.ErrPastRetention) {
+			return h.reject(ctx, log, req, pastRetentionProblem(orderID, st), nil)
+		}
 		if err != nil {
 			return h.internal(ctx, log, req, fmt.Errorf("plan the cancel of %s: %w", orderID, err))
 		}
@@ -93,10 +104,19 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 	}
 }
 
-// machine is the workflow's state machine as far as the operator routes
-// need it: they take only the claim timeout of the policy.
+// machine is the workflow's state machine as far as the Submission needs
+// it: of the policy, the claim timeout and the retention.
 func (h *Handler) machine() workflow.Machine {
-	return workflow.Machine{Def: h.cfg.Workflow, Policy: workflow.Policy{ClaimTimeout: h.cfg.ClaimTimeout}}
+	return workflow.Machine{Def: h.cfg.Workflow, Policy: workflow.Policy{ClaimTimeout: h.cfg.ClaimTimeout, Retention: h.cfg.Retention}}
+}
+
+// pastRetentionProblem answers a retry or cancel that would reopen an
+// order past its OpenUntil (workflow.ErrPastRetention): its orders item
+// expires the retention after that, and must outlive the reopened order.
+func pastRetentionProblem(orderID string, st workflow.State) Problem {
+	return problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
+		"order %s was created at %s and could be reopened until %s (the retention after its creation); it stays %s until it expires",
+		orderID, st.CreatedAt.UTC().Format(time.RFC3339), st.OpenUntil.UTC().Format(time.RFC3339), st.ProcessState))
 }
 
 // followUp logs a committed change and hands its order to the Scheduler. A

@@ -11,6 +11,7 @@ import (
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -64,6 +65,7 @@ func (h *Handler) HandleDeadlines(ctx context.Context, ev events.SQSEvent) (even
 // wait: poison (which waits out its visibility), a read or a recovery that
 // failed (soon), or a Deadline that came before its CompleteBy (then).
 func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Report, log *slog.Logger) (time.Duration, error) {
+	ctx, log = trace.JoinSQS(ctx, log, rec)
 	d, err := message.DecodeDeadline(rec.Body)
 	if err != nil {
 		log.Error(actor.BatchItemFailed, "reason", "poison deadline; it goes to the dead-letter queue after its receives", "error", err)
@@ -79,6 +81,10 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
 		log.Warn(actor.BatchItemFailed, "reason", "deadline not checked; it comes back", "error", err, "in", wait)
 		return wait, err
+	}
+	if _, ok := trace.FromContext(ctx); !ok {
+		// A Deadline sent without a trace: the record keeps its order's.
+		ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
 	}
 	if !st.InFlight || st.Attempt != d.Attempt || !st.CompleteBy.Equal(d.CompleteBy) {
 		return 0, nil // the record left that phase: the usual case

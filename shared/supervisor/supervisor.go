@@ -17,6 +17,7 @@ import (
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -100,7 +101,8 @@ func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 	}
 	rep := Report{Expired: len(expired)}
 	for _, seen := range expired {
-		h.recover(ctx, seen, now, &rep, log.With("orderId", seen.OrderID, "step", seen.Step, "attempt", seen.Attempt))
+		rctx, rlog := trace.Join(ctx, log.With("orderId", seen.OrderID, "step", seen.Step, "attempt", seen.Attempt), trace.Stored(seen.Trace))
+		h.recover(rctx, seen, now, &rep, rlog)
 	}
 	return rep, nil
 }

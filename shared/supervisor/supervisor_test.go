@@ -68,6 +68,7 @@ func testConfig() Config {
 		Policy: workflow.Policy{
 			MaxFailures: 3, ClaimTimeout: 2 * time.Minute,
 			BackoffBase: 5 * time.Second, BackoffMax: 8 * time.Second, AlertTimeout: 4 * time.Minute,
+			Retention: workflow.DefaultRetention,
 		},
 	}, BatchLimit: 50}
 }
@@ -79,6 +80,7 @@ func newFixture(t *testing.T, cfg Config, now time.Time, records []workflow.Stat
 		t.Fatalf("test config: %v", err)
 	}
 	f := &fixture{Doubles: actortest.New(), cfg: cfg, clk: clock.NewFake(now)}
+	f.Store.Clock = f.clk // the store's reads expire records by the test's time
 	for _, st := range records {
 		f.Store.Put(st)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -58,16 +59,17 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	now := h.clk.Now()
 	var out []armed
 	for i, rec := range ev.Records {
-		d, ok := h.deadlineOf(log, rec)
+		d, tr, ok := h.deadlineOf(log, rec)
 		if !ok {
 			continue
 		}
 		wait := d.CompleteBy.Sub(now)
 		if wait > queue.MaxDelay {
-			log.Debug("phase longer than a message delay; left to the sweep", "orderId", d.OrderID, "completeBy", d.CompleteBy)
+			trace.Log(log, tr).Debug("phase longer than a message delay; left to the sweep", "orderId", d.OrderID, "completeBy", d.CompleteBy)
 			continue
 		}
-		out = append(out, armed{at: i, msg: queue.Outgoing{Body: message.Encode(d), Delay: max(wait, 0)}})
+		// Each Deadline goes in its own order's trace: a batch mixes orders.
+		out = append(out, armed{at: i, msg: queue.Outgoing{Body: message.Encode(d), Delay: max(wait, 0), Trace: tr}})
 	}
 	if len(out) == 0 {
 		return events.DynamoDBEventResponse{}, nil
@@ -101,27 +103,28 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 // phase of a record the Supervisor watches: the record is in flight, and
 // its Attempt or CompleteBy is not what it was. An unreadable new image is
 // poison: logged and skipped (the sweep still sees the record), never
-// retried, since it would fail the same way and hold back the shard.
-func (h *Handler) deadlineOf(log *slog.Logger, rec events.DynamoDBEventRecord) (message.Deadline, bool) {
+// retried, since it would fail the same way and hold back the shard. It
+// returns the order's trace, which the record keeps, with the Deadline.
+func (h *Handler) deadlineOf(log *slog.Logger, rec events.DynamoDBEventRecord) (message.Deadline, trace.Header, bool) {
 	if rec.EventName == string(events.DynamoDBOperationTypeRemove) {
-		return message.Deadline{}, false
+		return message.Deadline{}, trace.Header{}, false
 	}
 	st, err := statestore.DecodeImage(rec.Change.NewImage)
 	if err != nil {
 		log.Error(actor.RecordSkipped+": new image unreadable", "sequenceNumber", rec.Change.SequenceNumber, "error", err)
-		return message.Deadline{}, false
+		return message.Deadline{}, trace.Header{}, false
 	}
 	if !st.InFlight || st.CompleteBy.IsZero() {
-		return message.Deadline{}, false
+		return message.Deadline{}, trace.Header{}, false
 	}
 	if len(rec.Change.OldImage) > 0 {
 		// An unreadable old image counts as a new phase: at worst one
 		// Deadline too many, which the Supervisor drops.
 		if old, err := statestore.DecodeImage(rec.Change.OldImage); err == nil && samePhase(old, st) {
-			return message.Deadline{}, false
+			return message.Deadline{}, trace.Header{}, false
 		}
 	}
-	return message.NewDeadline(st.OrderID, st.StepIndex, st.Attempt, st.CompleteBy), true
+	return message.NewDeadline(st.OrderID, st.StepIndex, st.Attempt, st.CompleteBy), trace.Stored(st.Trace), true
 }
 
 // samePhase reports whether a write left the record in the phase it was

@@ -19,6 +19,7 @@ import (
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/timer"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -187,5 +188,31 @@ func TestNewRejectsBadInput(t *testing.T) {
 	_, err := timer.New(timer.Config{DeadlineQueueURL: "not a url"}, nil, actor.Deps{})
 	if err == nil || !strings.Contains(err.Error(), "DeadlineQueueURL") || !strings.Contains(err.Error(), "Sender") {
 		t.Fatalf("New = %v, want both the URL and the missing Sender named", err)
+	}
+}
+
+// TestEachDeadlineGoesInItsOrdersTrace: a batch mixes orders; each
+// Deadline carries the trace its record keeps, and one without is sent
+// without (queue.Sender then takes none from the context).
+func TestEachDeadlineGoesInItsOrdersTrace(t *testing.T) {
+	t.Parallel()
+	const a, b = "0b7f3c9e-6a52-4c1e-9d55-5b1e0f4a2c11", "3f2c1a9e-7b4d-4e21-9c3a-5d8e6f7a8b90"
+	traced := phase(a, workflow.Processing, 1, 30*time.Second)
+	traced.Trace = "Root=1-67a1e8c2-0123456789abcdef01234567;Sampled=1"
+	untraced := phase(b, workflow.Processing, 1, 30*time.Second)
+	var got []trace.Header
+	h := newHandler(t, sendFunc(func(_ context.Context, _ string, msgs []queue.Outgoing) error {
+		for _, m := range msgs {
+			got = append(got, m.Trace)
+		}
+		return nil
+	}), nil)
+	records := []events.DynamoDBEventRecord{rec(t, "100", nil, traced), rec(t, "200", nil, untraced)}
+	if _, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: records}); err != nil {
+		t.Fatal(err)
+	}
+	want := []trace.Header{{Root: "1-67a1e8c2-0123456789abcdef01234567", Sampled: "1"}, {}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("traces %+v, want %+v", got, want)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+
+	"github.com/sasflow/sas/shared/trace"
 )
 
 // PublishBatch's limits: messages per request, and bytes of a request's
@@ -71,7 +73,9 @@ func (b Batcher) Publish(ctx context.Context, msgs []Message) (int, error) {
 	}
 	for start := 0; start < len(entries); {
 		end := batchEnd(sizes, start)
-		if n, err := b.send(ctx, entries[start:end]); err != nil {
+		// One request has one trace header: the first message's. SNS
+		// takes it for every message of the request.
+		if n, err := b.send(ctx, entries[start:end], msgs[start].Trace); err != nil {
 			return start + n, err
 		}
 		start = end
@@ -106,11 +110,11 @@ func batchEnd(sizes []int, start int) int {
 // send publishes one request's entries, each with its index as its Id, and
 // returns how many of them from the first are published, and why the next
 // is not.
-func (b Batcher) send(ctx context.Context, entries []types.PublishBatchRequestEntry) (int, error) {
+func (b Batcher) send(ctx context.Context, entries []types.PublishBatchRequestEntry, h trace.Header) (int, error) {
 	for i := range entries {
 		entries[i].Id = aws.String(strconv.Itoa(i))
 	}
-	out, err := b.Client.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(b.ARN), PublishBatchRequestEntries: entries})
+	out, err := b.Client.PublishBatch(ctx, &sns.PublishBatchInput{TopicArn: aws.String(b.ARN), PublishBatchRequestEntries: entries}, traced(ctx, h))
 	if err != nil {
 		return 0, err
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+
+	"github.com/sasflow/sas/shared/trace"
 )
 
 // Client is the part of *sns.Client a Topic uses.
@@ -36,6 +38,19 @@ type Message struct {
 	// Strings and Numbers are the message attributes subscribers filter on.
 	Strings map[string]string
 	Numbers map[string]int
+	// Trace is the trace of the order the message is about; zero means the
+	// one the context carries. SNS continues it (X-Amzn-Trace-Id) when the
+	// topic's tracing is active.
+	Trace trace.Header
+}
+
+// traced is the per-request option that publishes in trace h, or else in
+// the one ctx carries.
+func traced(ctx context.Context, h trace.Header) func(*sns.Options) {
+	if h.IsZero() {
+		h, _ = trace.FromContext(ctx)
+	}
+	return func(o *sns.Options) { o.APIOptions = trace.APIOptions(o.APIOptions, h) }
 }
 
 // Publish sends m. String attributes are made valid UTF-8, as SNS requires.
@@ -44,7 +59,7 @@ func (t Topic) Publish(ctx context.Context, m Message) error {
 	if m.Subject != "" {
 		in.Subject = aws.String(m.Subject)
 	}
-	_, err := t.Client.Publish(ctx, in)
+	_, err := t.Client.Publish(ctx, in, traced(ctx, m.Trace))
 	return err
 }
 

@@ -126,6 +126,10 @@ type Patch struct {
 	// InFlight, when set, puts the record in the Supervisor's index or
 	// takes it out.
 	InFlight *bool
+	// ExpiresAt, when set, is the record's TTL: the change ends the order
+	// (Machine.retain). Unexpire removes it: the change reopens the order.
+	ExpiresAt time.Time
+	Unexpire  bool
 	// Cancel records that a cancel stopped the order; Requeue and
 	// Resubmit count a requeue and an operator's resubmission.
 	Cancel, Requeue, Resubmit bool
@@ -180,6 +184,12 @@ func (p Patch) Apply(s State) State {
 	s.Cancelled = s.Cancelled || p.Cancel
 	count(&s.Requeues, p.Requeue)
 	count(&s.Resubmits, p.Resubmit)
+	if p.Unexpire {
+		s.ExpiresAt = time.Time{}
+	}
+	if !p.ExpiresAt.IsZero() {
+		s.ExpiresAt = p.ExpiresAt
+	}
 	s.UpdatedAt = p.Now
 	for _, sp := range p.Steps {
 		if sp.Index >= 0 && sp.Index < len(s.Steps) {

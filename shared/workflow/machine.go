@@ -19,12 +19,13 @@ type Machine struct {
 // Claim is a Scheduler taking step k of an order, or with undo its
 // compensation, while it waits unclaimed; the written record is dispatched.
 // A failed fence means another Scheduler has it, or the message is stale.
-func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.Time) Change {
+func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.Time) (c Change) {
+	defer m.retain(&c)
 	want := Pending
 	if undo {
 		want = CompensationPending
 	}
-	c := Change{OrderID: orderID, Transition: TransitionClaimed, Dispatch: true,
+	c = Change{OrderID: orderID, Transition: TransitionClaimed, Dispatch: true,
 		Fence: Fence{In: []ProcessState{want}, Unlocked: true, StepIndex: ptr(k)}}
 	c.Patch.Now = now
 	if undo {
@@ -40,17 +41,21 @@ func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.
 // attempt 1, CompleteBy one step lease away). The Submission writes it in
 // the order's own transaction and dispatches the step itself, so the first
 // step needs no Schedule message and no claim write. Its EventSeq is 1, so
-// the client is told "accepted" (StatusOf) until the step completes.
+// the client is told "accepted" (StatusOf) until the step completes. Its
+// OpenUntil bounds its reopening (see retention.go).
 func (m Machine) Accept(orderID string, input json.RawMessage, owner string, now time.Time) State {
 	c := m.Claim(orderID, 0, false, owner, now)
-	return c.Patch.Apply(NewState(orderID, m.Def, input, now, now))
+	st := c.Patch.Apply(NewState(orderID, m.Def, input, now, now))
+	st.OpenUntil = m.openUntil(now)
+	return st
 }
 
 // StepCompleted commits the successful reply of attempt of step k: its
 // output is kept and the next step claimed in the same write (then
 // dispatched), or, after the last step, the order is Processed.
-func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) Change {
-	c := reply(orderID, Processing, k, attempt, now)
+func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) (c Change) {
+	defer m.retain(&c)
+	c = reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
 	sp := p.step(k)
 	sp.State, sp.Finished, sp.Output = StepSucceeded, true, output
@@ -73,8 +78,9 @@ func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMe
 // only the record whose claim of step k this attempt was, so the step was
 // dispatched and its effect may have been applied (Uncertain), and the plan
 // needs no read of the record.
-func (m Machine) StepRejected(orderID string, k, attempt int, msg, owner string, now time.Time) Change {
-	c := reply(orderID, Processing, k, attempt, now)
+func (m Machine) StepRejected(orderID string, k, attempt int, msg, owner string, now time.Time) (c Change) {
+	defer m.retain(&c)
+	c = reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
 	if undo := m.Def.FirstCompensation(k, true); undo >= 0 {
 		stopStep(p, k, StepFailed, msg)
@@ -92,8 +98,9 @@ func (m Machine) StepRejected(orderID string, k, attempt int, msg, owner string,
 // UndoCompleted commits the successful reply of attempt of the undo of step
 // k: the next undo (last step first) is claimed in the same write and
 // dispatched, or, after the last, the order is Compensated.
-func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) Change {
-	c := reply(orderID, Compensating, k, attempt, now)
+func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) (c Change) {
+	defer m.retain(&c)
+	c = reply(orderID, Compensating, k, attempt, now)
 	p := &c.Patch
 	sp := p.step(k)
 	sp.Compensation, sp.Undone, sp.UndoOutput = StepSucceeded, true, output
@@ -111,8 +118,9 @@ func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMe
 
 // UndoRejected commits a permanent fault of attempt of the undo of step k:
 // the order is CompensationFailed and owes an alert; a person must act.
-func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now time.Time) Change {
-	c := reply(orderID, Compensating, k, attempt, now)
+func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now time.Time) (c Change) {
+	defer m.retain(&c)
+	c = reply(orderID, Compensating, k, attempt, now)
 	c.Transition, c.Alert = TransitionCompensationFailed, AlertCompensationFailed
 	p := &c.Patch
 	p.State, p.AlertPending, p.LastError = CompensationFailed, ptr(true), ptr(msg)
@@ -141,7 +149,8 @@ func AlertSent(orderID string, attempt int, now time.Time) Change {
 // owes it again. The fence re-checks the state, Attempt and CompleteBy seen,
 // so of two Supervisors, or a Supervisor and a Scheduler committing just in
 // time, exactly one write wins.
-func (m Machine) Expired(seen State, now time.Time) (Change, bool) {
+func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
+	defer m.retain(&c)
 	if now.Before(seen.CompleteBy) {
 		return Change{}, false
 	}
@@ -149,7 +158,7 @@ func (m Machine) Expired(seen State, now time.Time) (Change, bool) {
 	case Processing, Compensating:
 		return m.failed(seen, now, CauseTimeout, TimeoutMessage(seen)), true
 	case Pending, CompensationPending:
-		c := m.recovery(seen, now)
+		c = m.recovery(seen, now)
 		c.Transition = TransitionRequeued
 		c.Patch.Requeue = true
 		c.Patch.CompleteBy = now.Add(m.Policy.requeueWait(seen.Requeues))
@@ -159,7 +168,7 @@ func (m Machine) Expired(seen State, now time.Time) (Change, bool) {
 		if !seen.AlertPending {
 			return Change{}, false
 		}
-		c := m.recovery(seen, now)
+		c = m.recovery(seen, now)
 		c.Fence.AlertPending = true
 		c.Patch.CompleteBy = now.Add(m.Policy.AlertTimeout)
 		c.Alert = m.alertOf(seen)
@@ -175,7 +184,8 @@ func (m Machine) Expired(seen State, now time.Time) (Change, bool) {
 // alert instead of an endless claim and re-send; a short outage is retried
 // after the same backoff and recovers. cause is the send's error, which the
 // record keeps as LastError.
-func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) Change {
+func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) (c Change) {
+	defer m.retain(&c)
 	what := "step " + claimed.Step
 	if claimed.ProcessState == Compensating {
 		what = "compensation of step " + claimed.Step
@@ -190,11 +200,12 @@ func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) Chan
 // Cancelled outright. It takes a new Attempt, so the reply of an agent still
 // working on the step is refused as stale. An order in Error keeps its
 // failed step's history and LastError; its alert is no longer owed.
-func (m Machine) Cancel(seen State, now, claimBy time.Time) (Change, error) {
+func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error) {
+	defer m.retain(&c)
 	if !CanCancel(seen) {
 		return Change{}, fmt.Errorf("cancel %s: %w", seen.OrderID, ErrNotCancellable)
 	}
-	c := Change{OrderID: seen.OrderID, Transition: TransitionCancelled,
+	c = Change{OrderID: seen.OrderID, Transition: TransitionCancelled,
 		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
 	p := &c.Patch
 	p.Now, p.Notify, p.Cancel, p.NextAttempt = now, true, true, true
@@ -211,6 +222,11 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (Change, error) {
 	if stop.UndoFrom >= len(seen.Steps) {
 		return Change{}, fmt.Errorf("cancel %s: step %d to undo is not in its history", seen.OrderID, stop.UndoFrom)
 	}
+	if seen.ProcessState.Terminal() {
+		if err := reopenable(seen, now); err != nil {
+			return Change{}, fmt.Errorf("cancel: %w", err)
+		}
+	}
 	startUndo(p, stop.UndoFrom, m.Def.Steps[stop.UndoFrom].Name)
 	// An Error record whose alert went out has left the Supervisor's
 	// index; its compensation must be watched again.
@@ -223,8 +239,9 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (Change, error) {
 // for Error, from its failed undo for CompensationFailed, with a fresh
 // FailureCount. The fence is the state and Attempt seen, so of two operators
 // resubmitting at once exactly one wins.
-func (m Machine) Resubmit(seen State, now time.Time) (Change, error) {
-	c := Change{OrderID: seen.OrderID, Transition: TransitionResubmitted,
+func (m Machine) Resubmit(seen State, now time.Time) (c Change, err error) {
+	defer m.retain(&c)
+	c = Change{OrderID: seen.OrderID, Transition: TransitionResubmitted,
 		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
 	p := &c.Patch
 	sp := p.step(seen.StepIndex)
@@ -235,6 +252,9 @@ func (m Machine) Resubmit(seen State, now time.Time) (Change, error) {
 		p.State, sp.Compensation = CompensationPending, StepPending
 	default:
 		return Change{}, fmt.Errorf("order %s is %s: %w", seen.OrderID, seen.ProcessState, ErrNotResubmittable)
+	}
+	if err := reopenable(seen, now); err != nil {
+		return Change{}, fmt.Errorf("resubmit: %w", err)
 	}
 	p.Now, p.Notify, p.Resubmit = now, true, true
 	p.FailureCount, p.AlertPending, p.InFlight = ptr(0), ptr(false), ptr(true)

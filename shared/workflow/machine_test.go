@@ -11,7 +11,7 @@ import (
 
 var (
 	mt0     = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	testPol = Policy{MaxFailures: 3, ClaimTimeout: time.Minute, BackoffBase: 5 * time.Second, BackoffMax: time.Minute, AlertTimeout: 2 * time.Minute}
+	testPol = Policy{MaxFailures: 3, ClaimTimeout: time.Minute, BackoffBase: 5 * time.Second, BackoffMax: time.Minute, AlertTimeout: 2 * time.Minute, Retention: 30 * 24 * time.Hour}
 )
 
 // machineOf runs the three-step definition (a and c can be undone, b not),
@@ -400,6 +400,8 @@ func TestAcceptClaimsTheFirstStep(t *testing.T) {
 		t.Fatal("a Pending new record does not admit the claim")
 	}
 	want := claim.Patch.Apply(pending)
+	// And the bound on its reopening, Retention after its creation.
+	want.OpenUntil = now.Add(m.Policy.Retention)
 	if got.ProcessState != Processing || got.Attempt != 1 || got.LockedBy != "submission/r-1" ||
 		!got.CompleteBy.Equal(now.Add(m.Def.Steps[0].Lease())) || !got.InFlight || got.EventSeq != 1 {
 		t.Fatalf("accepted record %+v", got)

@@ -23,7 +23,22 @@ type Policy struct {
 	// AlertTimeout is how long an Error record may keep its alert unsent
 	// before the Supervisor publishes it instead.
 	AlertTimeout time.Duration
+	// Retention is how long an order is kept once it is terminal: the
+	// write that ends it sets its record's ExpiresAt Retention later, and
+	// DynamoDB's TTL deletes it some time after that.
+	Retention time.Duration
 }
+
+// DefaultRetention keeps a terminal order for 90 days.
+const DefaultRetention = 90 * 24 * time.Hour
+
+// MinRetention and MaxRetention bound Retention: a day leaves a client and
+// an operator time to read a finished order, and ten years is beyond any
+// record-keeping rule the orders are likely to fall under.
+const (
+	MinRetention = 24 * time.Hour
+	MaxRetention = 10 * 365 * 24 * time.Hour
+)
 
 // DefaultPolicy returns the rules used when configuration says nothing.
 func DefaultPolicy() Policy {
@@ -33,6 +48,7 @@ func DefaultPolicy() Policy {
 		BackoffBase:  5 * time.Second,
 		BackoffMax:   5 * time.Minute,
 		AlertTimeout: 2 * time.Minute,
+		Retention:    DefaultRetention,
 	}
 }
 
@@ -44,10 +60,12 @@ var PolicyVariables = map[string]string{
 	"BackoffBase":  "BACKOFF_BASE",
 	"BackoffMax":   "BACKOFF_MAX",
 	"AlertTimeout": "ALERT_TIMEOUT",
+	"Retention":    "RETENTION",
 }
 
 // LoadPolicy reads the policy's environment variables, each optional:
-// MAX_FAILURES, CLAIM_TIMEOUT, BACKOFF_BASE, BACKOFF_MAX, ALERT_TIMEOUT. The
+// MAX_FAILURES, CLAIM_TIMEOUT, BACKOFF_BASE, BACKOFF_MAX, ALERT_TIMEOUT,
+// RETENTION. The
 // Scheduler and the Supervisor both read it, so their policies cannot drift.
 // It only parses (what does not parse is recorded in r and keeps its
 // default); the caller applies Check, with PolicyVariables, for the bounds.
@@ -58,6 +76,7 @@ func LoadPolicy(r *config.Reader) Policy {
 	p.BackoffBase = r.Duration("BACKOFF_BASE", p.BackoffBase)
 	p.BackoffMax = r.Duration("BACKOFF_MAX", p.BackoffMax)
 	p.AlertTimeout = r.Duration("ALERT_TIMEOUT", p.AlertTimeout)
+	p.Retention = r.Duration("RETENTION", p.Retention)
 	return p
 }
 
@@ -78,6 +97,7 @@ func (p Policy) Check(r *config.Rules) {
 		r.Bad("BackoffMax", p.BackoffMax, "must be at least %s=%v", r.Name("BackoffBase"), p.BackoffBase)
 	}
 	r.Within("AlertTimeout", p.AlertTimeout, time.Second, time.Hour)
+	r.Within("Retention", p.Retention, MinRetention, MaxRetention)
 }
 
 // Backoff is the delay before retrying a step that has failed failures times.

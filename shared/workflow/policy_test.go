@@ -143,10 +143,10 @@ func TestNewState(t *testing.T) {
 
 func TestLoadPolicy(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"MAX_FAILURES": "5", "CLAIM_TIMEOUT": "30s", "BACKOFF_BASE": "1s", "BACKOFF_MAX": "1m", "ALERT_TIMEOUT": "10s"}
+	env := map[string]string{"MAX_FAILURES": "5", "CLAIM_TIMEOUT": "30s", "BACKOFF_BASE": "1s", "BACKOFF_MAX": "1m", "ALERT_TIMEOUT": "10s", "RETENTION": "720h"}
 	r := config.NewReader(func(k string) string { return env[k] })
 	got := LoadPolicy(r)
-	want := Policy{MaxFailures: 5, ClaimTimeout: 30 * time.Second, BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 10 * time.Second}
+	want := Policy{MaxFailures: 5, ClaimTimeout: 30 * time.Second, BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 10 * time.Second, Retention: 720 * time.Hour}
 	if got != want || r.Err() != nil {
 		t.Fatalf("LoadPolicy = %+v, %v; want %+v", got, r.Err(), want)
 	}
@@ -155,7 +155,7 @@ func TestLoadPolicy(t *testing.T) {
 		t.Fatalf("LoadPolicy of an empty environment = %+v, %v", got, r.Err())
 	}
 	r = config.NewReader(func(k string) string {
-		return map[string]string{"BACKOFF_MAX": "16m", "MAX_FAILURES": "0", "ALERT_TIMEOUT": "soon"}[k]
+		return map[string]string{"BACKOFF_MAX": "16m", "MAX_FAILURES": "0", "ALERT_TIMEOUT": "soon", "RETENTION": "23h"}[k]
 	})
 	p := LoadPolicy(r)
 	if err := r.Err(); err == nil || !strings.Contains(err.Error(), `ALERT_TIMEOUT="soon"`) {
@@ -167,7 +167,8 @@ func TestLoadPolicy(t *testing.T) {
 	rules := &config.Rules{Names: PolicyVariables}
 	p.Check(rules)
 	err := rules.Err("policy")
-	for _, want := range []string{"BACKOFF_MAX=16m0s must be within 0s..15m0s", "MAX_FAILURES=0 must be within 1..100"} {
+	for _, want := range []string{"BACKOFF_MAX=16m0s must be within 0s..15m0s", "MAX_FAILURES=0 must be within 1..100",
+		"RETENTION=23h0m0s must be within 24h0m0s..87600h0m0s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("out-of-range values reported %v, want %q", err, want)
 		}

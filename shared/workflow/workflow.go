@@ -237,7 +237,18 @@ type Order struct {
 	// but another body is told apart from a true retry.
 	RequestHash string    `json:"-" dynamodbav:"RequestHash"`
 	CreatedAt   time.Time `json:"createdAt" dynamodbav:"CreatedAt"`
+	// ExpiresAt is when the order is deleted (Machine.OrderExpiresAt): the
+	// orders table's TTL, in whole seconds; zero for an order written
+	// before retention existed, which never expires. The store writes it.
+	ExpiresAt time.Time `json:"-" dynamodbav:"-"`
 }
+
+// Expired reports whether the order is past its ExpiresAt at now: gone,
+// whether or not DynamoDB's TTL has deleted it yet.
+func (o Order) Expired(now time.Time) bool { return pastTTL(o.ExpiresAt, now) }
+
+// pastTTL reports whether at, a TTL (zero: none), has come at now.
+func pastTTL(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
 
 // StepRecord is the history of one step inside a state record. Compensation
 // and the status API read it.
@@ -293,6 +304,11 @@ type State struct {
 	ClientID string
 	// Owner is the caller who submitted the order (see Order.Owner).
 	Owner string
+	// Trace is the order's X-Ray trace header (its Root and sampling
+	// decision, see shared/trace), chosen at its Submission and written
+	// with the record, so the actors that start from a schedule or a
+	// stream work on the order in its trace.
+	Trace string
 	// EventSeq numbers the order's client-visible changes (see Status): 1
 	// for accepted, and one more for each write that changes the Status.
 	// Writes that leave the Status alone keep it, so the events derived
@@ -310,7 +326,22 @@ type State struct {
 	Steps     []StepRecord
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// ExpiresAt is when the record is deleted (the state table's TTL, in
+	// whole seconds): set by the write that moves it into a terminal
+	// state, Retention after it, and removed by one that moves it out (an
+	// operator's resubmission); zero while the order is open.
+	ExpiresAt time.Time
+	// OpenUntil bounds the order's operator actions: a change that takes
+	// it out of a terminal state is refused from then on
+	// (ErrPastRetention), so the orders item, which expires Retention
+	// after it, outlives every open record (Machine.OrderExpiresAt). Set
+	// at creation; zero for a record written before retention existed.
+	OpenUntil time.Time
 }
+
+// Expired reports whether the record is past its ExpiresAt at now: gone,
+// whether or not DynamoDB's TTL has deleted it yet.
+func (s State) Expired(now time.Time) bool { return pastTTL(s.ExpiresAt, now) }
 
 // CurrentStep returns the definition of the record's current step.
 func (s State) CurrentStep(d Definition) (Step, error) {

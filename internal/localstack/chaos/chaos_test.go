@@ -13,6 +13,7 @@ import (
 
 	"github.com/sasflow/sas/internal/localstack/chaos"
 	"github.com/sasflow/sas/internal/testkit/memstore"
+	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -115,6 +116,7 @@ func TestKillsHappenAfterTheWrite(t *testing.T) {
 			in := injector(t, 1, map[chaos.Point]float64{chaos.KillAfterClaim: 0.5, chaos.KillAfterCommit: 0.5,
 				chaos.KillAfterRecover: 0.5, chaos.KillAfterAccept: 0.5})
 			ms := memstore.New()
+			ms.Clock = clock.NewFake(now) // records expire by the test's time
 			s := in.Store(tt.role, ms)
 			kills := 0
 			for i := range 200 {
@@ -153,6 +155,7 @@ func TestSameSeedSameFaults(t *testing.T) {
 	run := func(seed uint64) string {
 		in := injector(t, seed, map[chaos.Point]float64{chaos.KillAfterCommit: 0.3, chaos.DuplicateSend: 0.3})
 		ms := memstore.New()
+		ms.Clock = clock.NewFake(now) // records expire by the test's time
 		s := in.Store("scheduler", ms)
 		snd := in.Sender("scheduler", &fakeSender{})
 		var trace strings.Builder
@@ -210,6 +213,7 @@ func TestLedgerFindsACommitOfASupersededAttempt(t *testing.T) {
 	t.Parallel()
 	in := injector(t, 1, nil)
 	ms := memstore.New()
+	ms.Clock = clock.NewFake(now) // records expire by the test's time
 	s := in.Store("scheduler", ms)
 	ctx := context.Background()
 	apply := func(c workflow.Change) workflow.State {
@@ -253,6 +257,7 @@ func TestThrottledCommitsNeverReachTheStore(t *testing.T) {
 	t.Parallel()
 	in := injector(t, 3, map[chaos.Point]float64{chaos.ThrottleCommit: 0.5})
 	ms := memstore.New()
+	ms.Clock = clock.NewFake(now) // records expire by the test's time
 	s := in.Store("scheduler", ms)
 	ctx := context.Background()
 	seen := processing("o", 0, 1, now.Add(time.Minute))

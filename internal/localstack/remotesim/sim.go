@@ -39,6 +39,7 @@ import (
 
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/remote"
+	"github.com/sasflow/sas/shared/trace"
 )
 
 // Limits on requests.
@@ -133,6 +134,9 @@ type Sim struct {
 	// inProgress counts the HangThenApply calls working on each key.
 	inProgress map[string]int
 	calls      int
+	// traces holds the X-Amzn-Trace-Id headers each key's calls came
+	// with, in order.
+	traces map[string][]string
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -290,6 +294,15 @@ func (s *Sim) count(counter map[string]int, key string) int {
 	return counter[key]
 }
 
+// TraceHeaders returns the X-Amzn-Trace-Id headers of the calls made
+// under key (a step's or an undo's Idempotency-Key), in order; "" for a
+// call without one.
+func (s *Sim) TraceHeaders(key string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.traces[key])
+}
+
 // Calls returns how many step and compensation calls arrived, good or bad.
 func (s *Sim) Calls() int {
 	s.mu.Lock()
@@ -365,12 +378,15 @@ func (s *Sim) hangThenApply(r *http.Request, key string, apply func() outcome) {
 // step name in the path, the Idempotency-Key header, and the body, which
 // decode reads. A call it refuses (ok false) has been answered.
 func admit[R any](s *Sim, w http.ResponseWriter, r *http.Request, decode func(io.Reader, string) (R, error)) (step, key string, req R, ok bool) {
-	s.mu.Lock()
-	s.calls++
-	s.mu.Unlock()
-
 	step = r.PathValue(remote.PathStep)
 	key = r.Header.Get(remote.IdempotencyKeyHeader)
+	s.mu.Lock()
+	s.calls++
+	if s.traces == nil {
+		s.traces = map[string][]string{}
+	}
+	s.traces[key] = append(s.traces[key], r.Header.Get(trace.HTTPHeader))
+	s.mu.Unlock()
 	switch {
 	case !stepPattern.MatchString(step):
 		writeProblem(w, http.StatusNotFound, "unknown_step", fmt.Sprintf("%q is not a step name", step))

@@ -21,6 +21,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
+	"github.com/sasflow/sas/internal/localstack/sqstrace"
 	"github.com/sasflow/sas/internal/localstack/streambridge"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/admission"
@@ -171,6 +172,12 @@ type System struct {
 
 // Build creates the tables, queues and topic and wires the handlers.
 func Build(ctx context.Context, o Options) (*System, error) {
+	// The engine does not keep AWSTraceHeader; these clients carry it
+	// through as SQS does (see sqstrace).
+	o.SQS = sqs.New(o.SQS.Options(), sqstrace.Carry)
+	if o.PollSQS != nil {
+		o.PollSQS = sqs.New(o.PollSQS.Options(), sqstrace.Carry)
+	}
 	s := &System{
 		Tables:      statestore.Tables{Orders: o.Prefix + "-orders", State: o.Prefix + "-state"},
 		AgentQueues: map[string]Queue{},
@@ -179,7 +186,11 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	if err := statestore.CreateTables(ctx, o.DynamoDB, s.Tables); err != nil {
 		return nil, err
 	}
-	s.Store = statestore.New(o.DynamoDB, s.Tables)
+	var storeOpts []statestore.Option
+	if o.Clock != nil {
+		storeOpts = append(storeOpts, statestore.WithClock(o.Clock)) // expiry by the stack's time
+	}
+	s.Store = statestore.New(o.DynamoDB, s.Tables, storeOpts...)
 	var err error
 	if s.SchedulerQueue, err = createQueue(ctx, o, o.Prefix+"-scheduler"); err != nil {
 		return nil, err
@@ -253,7 +264,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	}
 	s.Submission, err = submission.New(submission.Config{
 		FirstAgentQueueURL: agentQueues[o.Workflow.Steps[0].Name], SchedulerQueueURL: s.SchedulerQueue.URL,
-		Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
+		Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout, Retention: o.Policy.Retention, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
 		Admission: admit,
 	}, o.store("submission", s.Store), o.sender("submission", send), gate, subDeps)
 	if err != nil {

@@ -139,7 +139,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	clk := &clock.Offset{}
 	logs := &logtest.Buffer{}
 	// No backoff, so a retried step is visible on the next poll.
-	policy := workflow.Policy{MaxFailures: 3, ClaimTimeout: time.Minute, AlertTimeout: time.Minute}
+	policy := workflow.Policy{MaxFailures: 3, ClaimTimeout: time.Minute, AlertTimeout: time.Minute, Retention: workflow.DefaultRetention}
 	agentCfg := agent.DefaultConfig()
 	agentCfg.RetryBase, agentCfg.RetryMax = time.Millisecond, 5*time.Millisecond
 	if o.agent != nil {

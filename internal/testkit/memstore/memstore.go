@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -29,6 +30,10 @@ type Store struct {
 	// the change) before the store does, and fails it with the error it
 	// returns: how a test makes DynamoDB throttle or time out.
 	Fault func(method string, c workflow.Change) error
+	// Clock, when set, is the time its reads take an item past its
+	// ExpiresAt for gone at, as the real store's (statestore.WithClock);
+	// nil is the system's.
+	Clock clock.Clock
 
 	mu     sync.Mutex
 	orders map[string]workflow.Order
@@ -72,6 +77,7 @@ func (s *Store) CreateOrder(_ context.Context, o workflow.Order, st workflow.Sta
 	if order || state {
 		return fmt.Errorf("create order %s: %w", o.OrderID, workflow.ErrExists)
 	}
+	o.ExpiresAt = o.ExpiresAt.Truncate(time.Second) // as a TTL is stored
 	s.orders[o.OrderID] = o
 	s.states[st.OrderID] = normalize(st)
 	s.list(st, st.UpdatedAt)
@@ -91,20 +97,38 @@ func (s *Store) list(st workflow.State, at time.Time) {
 		statestore.Entry{OrderID: st.OrderID, Sort: statestore.SortKey(at, st.OrderID)}}
 }
 
-// GetOrder reads an order.
-func (s *Store) GetOrder(_ context.Context, orderID string) (workflow.Order, error) {
-	return get(s, "GetOrder", "order", s.orders, orderID)
+// now is the time of the store's reads.
+func (s *Store) now() time.Time {
+	if s.Clock == nil {
+		return time.Now().UTC()
+	}
+	return s.Clock.Now()
 }
 
-// GetState reads a state record.
+// GetOrder reads an order; one past its ExpiresAt is gone.
+func (s *Store) GetOrder(_ context.Context, orderID string) (workflow.Order, error) {
+	o, err := get(s, "GetOrder", "order", s.orders, orderID)
+	if err == nil && o.Expired(s.now()) {
+		return workflow.Order{}, fmt.Errorf("get order %s: expired: %w", orderID, workflow.ErrNotFound)
+	}
+	return o, err
+}
+
+// GetState reads a state record; one past its ExpiresAt is gone.
 func (s *Store) GetState(_ context.Context, orderID string) (workflow.State, error) {
-	st, err := get(s, "GetState", "state", s.states, orderID)
-	return clone(st), err
+	return s.state("GetState", orderID)
 }
 
 // PeekState reads a state record; the store is never stale.
 func (s *Store) PeekState(_ context.Context, orderID string) (workflow.State, error) {
-	st, err := get(s, "PeekState", "state", s.states, orderID)
+	return s.state("PeekState", orderID)
+}
+
+func (s *Store) state(method, orderID string) (workflow.State, error) {
+	st, err := get(s, method, "state", s.states, orderID)
+	if err == nil && st.Expired(s.now()) {
+		return workflow.State{}, fmt.Errorf("get state %s: expired: %w", orderID, workflow.ErrNotFound)
+	}
 	return clone(st), err
 }
 
@@ -167,7 +191,7 @@ func (s *Store) Expired(_ context.Context, now time.Time, limit int) ([]workflow
 		return cmp.Or(a.CompleteBy.Compare(b.CompleteBy), cmp.Compare(a.OrderID, b.OrderID))
 	}) {
 		shard := statestore.ShardOf(st.OrderID)
-		if !st.InFlight || st.CompleteBy.After(now) || perShard[shard] >= limit {
+		if !st.InFlight || st.CompleteBy.After(now) || st.Expired(s.now()) || perShard[shard] >= limit {
 			continue
 		}
 		perShard[shard]++
@@ -218,7 +242,7 @@ func (s *Store) page(ctx context.Context, l statestore.Listing, limit int, curso
 	}
 	p := statestore.Page{Next: next}
 	for _, id := range ids {
-		if st, ok := s.states[id]; ok {
+		if st, ok := s.states[id]; ok && !st.Expired(s.now()) {
 			sum, err := statestore.Summary(st)
 			if err != nil {
 				return statestore.Page{}, err
@@ -280,7 +304,10 @@ func (s *Store) sorted(order func(a, b workflow.State) int) []workflow.State {
 func normalize(st workflow.State) workflow.State {
 	st = clone(st)
 	st.CompleteBy = time.UnixMilli(st.CompleteBy.UnixMilli()).UTC()
-	st.CreatedAt, st.UpdatedAt = milli(st.CreatedAt), milli(st.UpdatedAt)
+	st.CreatedAt, st.UpdatedAt, st.OpenUntil = milli(st.CreatedAt), milli(st.UpdatedAt), milli(st.OpenUntil)
+	if !st.ExpiresAt.IsZero() {
+		st.ExpiresAt = st.ExpiresAt.Truncate(time.Second).UTC() // a TTL is Unix seconds
+	}
 	for i := range st.Steps {
 		r := &st.Steps[i]
 		r.StartedAt, r.FinishedAt, r.CompensatedAt = milliPtr(r.StartedAt), milliPtr(r.FinishedAt), milliPtr(r.CompensatedAt)

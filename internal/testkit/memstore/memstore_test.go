@@ -5,6 +5,7 @@ import (
 
 	"github.com/sasflow/sas/internal/testkit/memstore"
 	"github.com/sasflow/sas/internal/testkit/storetest"
+	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/statestore"
 )
 
@@ -12,5 +13,9 @@ import (
 // the same suite the DynamoDB store passes on DynamoDB Local.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(*testing.T) statestore.Port { return memstore.New() })
+	storetest.Run(t, func(_ *testing.T, clk clock.Clock) statestore.Port {
+		s := memstore.New()
+		s.Clock = clk
+		return s
+	})
 }

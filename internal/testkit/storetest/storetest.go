@@ -20,12 +20,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// Open returns a fresh, empty store for one test.
-type Open func(t *testing.T) statestore.Port
+// Open returns a fresh, empty store for one test, whose reads take the
+// time from clk (an item past its ExpiresAt at clk's time is gone).
+type Open func(t *testing.T, clk clock.Clock) statestore.Port
 
 // t0 is when every case's first order is accepted.
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -34,10 +36,13 @@ var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 // timings.
 var machine = workflow.Machine{Def: workflow.Default(), Policy: workflow.Policy{
 	MaxFailures: 2, ClaimTimeout: time.Minute, BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 2 * time.Minute,
+	Retention: 30 * 24 * time.Hour,
 }}
 
-// Run runs every case against the stores open returns.
-func Run(t *testing.T, open Open) {
+// Run runs every case against the stores open returns. Every case but
+// those of retention reads at t0, long before anything expires.
+func Run(t *testing.T, openAt Open) {
+	open := func(t *testing.T) statestore.Port { return openAt(t, clock.NewFake(t0)) }
 	t.Run("CreateAndRead", func(t *testing.T) { t.Parallel(); createAndRead(t, open(t)) })
 	t.Run("LifecyclesApplyTheirPatches", func(t *testing.T) { t.Parallel(); lifecycles(t, open) })
 	t.Run("FencesRefuseAndChangeNothing", func(t *testing.T) { t.Parallel(); fences(t, open(t)) })
@@ -49,6 +54,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("ListByOwnerIsolatesOwners", func(t *testing.T) { t.Parallel(); listByOwner(t, open(t)) })
 	t.Run("ListByOwnerPagesEveryShardExactly", func(t *testing.T) { t.Parallel(); listByOwnerShards(t, open(t)) })
 	t.Run("ListingsPageThroughTies", func(t *testing.T) { t.Parallel(); listingTies(t, open(t)) })
+	t.Run("RetentionIsWrittenWithTheChanges", func(t *testing.T) { t.Parallel(); retentionWritten(t, open(t)) })
+	t.Run("ExpiredItemsReadAsGone", func(t *testing.T) { t.Parallel(); expiredGone(t, openAt) })
 }
 
 // plain runs a workflow of one step without an undo: a rejection leaves
@@ -130,7 +137,10 @@ func get(t *testing.T, s statestore.Port, id string) workflow.State {
 func Normal(st workflow.State) workflow.State {
 	st.Steps = slices.Clone(st.Steps)
 	st.CompleteBy = time.UnixMilli(st.CompleteBy.UnixMilli()).UTC()
-	st.CreatedAt, st.UpdatedAt = milli(st.CreatedAt), milli(st.UpdatedAt)
+	st.CreatedAt, st.UpdatedAt, st.OpenUntil = milli(st.CreatedAt), milli(st.UpdatedAt), milli(st.OpenUntil)
+	if !st.ExpiresAt.IsZero() {
+		st.ExpiresAt = time.Unix(st.ExpiresAt.Unix(), 0).UTC()
+	}
 	for i := range st.Steps {
 		r := &st.Steps[i]
 		for _, tp := range []**time.Time{&r.StartedAt, &r.FinishedAt, &r.CompensatedAt} {
@@ -240,7 +250,7 @@ func resubmit(s workflow.State, now time.Time) workflow.Change {
 // lifecycles drives orders through every kind of change; after each write
 // the store's answer and a fresh read equal the patch applied to the record
 // before.
-func lifecycles(t *testing.T, open Open) {
+func lifecycles(t *testing.T, open func(*testing.T) statestore.Port) {
 	for _, tc := range []struct {
 		name   string
 		events []event
@@ -696,4 +706,154 @@ func milli(t time.Time) time.Time {
 		return t
 	}
 	return time.UnixMilli(t.UnixMilli()).UTC()
+}
+
+// accept creates an order as the Submission does (workflow.Machine.Accept,
+// Machine.OrderExpiresAt) with m at at, and returns its record as read.
+func accept(t *testing.T, s statestore.Port, m workflow.Machine, id, owner string, at time.Time) workflow.State {
+	t.Helper()
+	o, _ := newOrderOf(m.Def, id, owner, at)
+	o.ExpiresAt = m.OrderExpiresAt(at)
+	st := m.Accept(id, json.RawMessage(`{"orderId":"`+id+`"}`), "submission/x", at)
+	st.Owner = owner
+	if err := s.CreateOrder(context.Background(), o, st); err != nil {
+		t.Fatalf("create %s: %v", id, err)
+	}
+	got := get(t, s, id)
+	same(t, "the accepted record", got, st)
+	return got
+}
+
+// retentionWritten: the order keeps its ExpiresAt and the record its
+// OpenUntil from the creation; the write that ends an order sets the
+// record's ExpiresAt (its answer shows it, so it is that one write), a
+// resubmission removes it, and ending again sets it anew.
+func retentionWritten(t *testing.T, s statestore.Port) {
+	ctx := context.Background()
+	st := accept(t, s, plain, "o-ttl", "owner-a", t0.Add(123*time.Millisecond))
+	o, err := s.GetOrder(ctx, "o-ttl")
+	if want := plain.OrderExpiresAt(t0); err != nil || !o.ExpiresAt.Equal(want) {
+		t.Fatalf("order ExpiresAt %v, %v; want %v", o.ExpiresAt, err, want)
+	}
+	if want := t0.Add(plain.Policy.Retention); !st.OpenUntil.Equal(want) || !st.ExpiresAt.IsZero() {
+		t.Fatalf("record OpenUntil %v, ExpiresAt %v; want %v and none", st.OpenUntil, st.ExpiresAt, want)
+	}
+	check := func(what string, c workflow.Change, want time.Time) workflow.State {
+		t.Helper()
+		written, err := s.Apply(ctx, c)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		same(t, what+": the answer", written, c.Patch.Apply(st))
+		if !written.ExpiresAt.Equal(want) {
+			t.Fatalf("%s: ExpiresAt %v, want %v", what, written.ExpiresAt, want)
+		}
+		same(t, what+": a fresh read", get(t, s, "o-ttl"), written)
+		return written
+	}
+	failedAt := t0.Add(1500 * time.Millisecond)
+	st = check("into Error", rejectPlain(st, failedAt), t0.Add(plain.Policy.Retention+time.Second))
+	st = check("alert confirmed", alertSent(st, failedAt.Add(time.Second)), st.ExpiresAt)
+	st = check("resubmitted", resubmitPlain(st, t0.Add(time.Hour)), time.Time{})
+	st = check("claimed", plainClaim(st, t0.Add(time.Hour+time.Second)), time.Time{})
+	check("processed", plainDone(st, t0.Add(time.Hour+2*time.Second)), t0.Add(time.Hour+2*time.Second+plain.Policy.Retention))
+}
+
+func plainClaim(s workflow.State, now time.Time) workflow.Change {
+	return plain.Claim(s.OrderID, s.StepIndex, false, "scheduler/x", now)
+}
+
+func plainDone(s workflow.State, now time.Time) workflow.Change {
+	return plain.StepCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{}`), "scheduler/y", now)
+}
+
+// expiredGone: from its ExpiresAt on, a record reads as missing (GetState,
+// PeekState), leaves the listings (whose pages still reach every other
+// record exactly once) and the Supervisor's sweep, and its order reads as
+// missing from the order's own ExpiresAt on; DynamoDB's TTL deletes them
+// only later, so this is the store's doing.
+func expiredGone(t *testing.T, open Open) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s := open(t, clk)
+	// Seven orders of one owner end in Error a second apart; o-exp-0
+	// first, so it expires first.
+	var ids []string
+	for i := range 7 {
+		id := fmt.Sprintf("o-exp-%d", i)
+		ids = append(ids, id)
+		st := accept(t, s, plain, id, "owner-x", t0.Add(time.Duration(i)*time.Second))
+		if _, err := s.Apply(ctx, rejectPlain(st, t0.Add(time.Duration(i)*time.Second+10*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accept(t, s, plain, "o-open", "owner-x", t0)
+	first := get(t, s, ids[0]).ExpiresAt
+	if first.IsZero() {
+		t.Fatal("an order in Error has no ExpiresAt")
+	}
+	listed := func(what string, want []string) {
+		t.Helper()
+		byState := listPages(t, 2, func(cursor string) (statestore.Page, error) {
+			return s.ListByState(ctx, workflow.Error, 2, cursor)
+		}, func(workflow.State) {})
+		if !slices.Equal(byState, want) {
+			t.Errorf("%s: Error lists %v, want %v", what, byState, want)
+		}
+		byOwner := listPages(t, 2, func(cursor string) (statestore.Page, error) {
+			return s.ListByOwner(ctx, "owner-x", 2, cursor)
+		}, func(workflow.State) {})
+		if wantOwn := append([]string{"o-open"}, want...); !sameSet(byOwner, wantOwn) {
+			t.Errorf("%s: owner-x lists %v, want %v", what, byOwner, wantOwn)
+		}
+	}
+	newest := slices.Clone(ids)
+	slices.Reverse(newest)
+
+	clk.Set(first.Add(-time.Second))
+	listed("a second before the first expires", newest)
+	if _, err := s.GetState(ctx, ids[0]); err != nil {
+		t.Fatalf("GetState a second before it expires: %v", err)
+	}
+
+	clk.Set(first.Add(2 * time.Second)) // o-exp-0..2 expired
+	if _, err := s.GetState(ctx, ids[0]); !errors.Is(err, workflow.ErrNotFound) {
+		t.Errorf("GetState of an expired record: %v, want ErrNotFound", err)
+	}
+	if _, err := s.PeekState(ctx, ids[2]); !errors.Is(err, workflow.ErrNotFound) {
+		t.Errorf("PeekState of an expired record: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetState(ctx, ids[3]); err != nil {
+		t.Errorf("GetState of one not yet expired: %v", err)
+	}
+	listed("three expired", newest[:4])
+	// Their alerts are still pending: the sweep would find all seven but
+	// for their expiry.
+	due, err := s.Expired(ctx, clk.Now(), 100)
+	var found []string
+	for _, st := range due {
+		found = append(found, st.OrderID)
+	}
+	if err != nil || slices.ContainsFunc(found, func(id string) bool { return slices.Contains(ids[:3], id) }) || !slices.Contains(found, ids[3]) {
+		t.Errorf("the sweep finds %v, %v: want o-exp-3 but no expired record", found, err)
+	}
+	if _, err := s.GetOrder(ctx, ids[0]); err != nil {
+		t.Errorf("GetOrder before the order's own ExpiresAt: %v", err)
+	}
+
+	clk.Set(plain.OrderExpiresAt(t0))
+	if _, err := s.GetOrder(ctx, ids[0]); !errors.Is(err, workflow.ErrNotFound) {
+		t.Errorf("GetOrder of an expired order: %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetOrder(ctx, ids[1]); err != nil {
+		t.Errorf("GetOrder of an order created a second later: %v", err)
+	}
+}
+
+// sameSet reports whether a and b hold the same IDs, each once.
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }
