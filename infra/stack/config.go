@@ -47,7 +47,21 @@ type Config struct {
 	// deletes it (workflow.Policy.Retention): the functions that end or
 	// create orders read it as RETENTION.
 	Retention time.Duration
+	// StreamReaderTracing is the tracing mode of the functions a DynamoDB
+	// stream invokes (the Notifier and the Timer): TracingActive, or
+	// TracingPassThrough to record none of their invocations. Lambda
+	// starts a trace of its own for each of their invocations, which no
+	// order's trace holds, so at a trickle, where nearly every invocation
+	// is sampled, they are most of the X-Ray bill; their log lines and
+	// the Deadlines the Timer sends keep the order's trace either way.
+	StreamReaderTracing string
 }
+
+// The tracing modes of StreamReaderTracing, as CloudFormation names them.
+const (
+	TracingActive      = "Active"
+	TracingPassThrough = "PassThrough"
+)
 
 // Context keys read by FromContext (cdk.json "context" or cdk -c key=value).
 const (
@@ -66,6 +80,9 @@ const (
 	// ContextRetention is a Go duration (2160h is 90 days) within
 	// workflow.MinRetention..MaxRetention.
 	ContextRetention = "sas:retention"
+	// ContextStreamReaderTracing is Active or PassThrough
+	// (Config.StreamReaderTracing).
+	ContextStreamReaderTracing = "sas:streamReaderTracing"
 )
 
 // DefaultStage is the stage cdk.json and make deploy default to.
@@ -81,15 +98,16 @@ func StackName(stage string) string { return topology.StackName(stage) }
 // DefaultConfig is the configuration cdk.json documents.
 func DefaultConfig() Config {
 	return Config{
-		Stage:              DefaultStage,
-		CodeDir:            "build",
-		Workflow:           workflow.Default(),
-		SupervisorSchedule: topology.SupervisorSchedule,
-		LogRetentionDays:   30,
-		Capacity:           topology.DefaultCapacity(),
-		MaxReceiveCount:    topology.MaxReceiveCount,
-		QueueAgeAlarm:      10 * time.Minute,
-		Retention:          workflow.DefaultRetention,
+		Stage:               DefaultStage,
+		CodeDir:             "build",
+		Workflow:            workflow.Default(),
+		SupervisorSchedule:  topology.SupervisorSchedule,
+		LogRetentionDays:    30,
+		Capacity:            topology.DefaultCapacity(),
+		MaxReceiveCount:     topology.MaxReceiveCount,
+		QueueAgeAlarm:       10 * time.Minute,
+		Retention:           workflow.DefaultRetention,
+		StreamReaderTracing: TracingActive,
 	}
 }
 
@@ -133,6 +151,7 @@ func FromContext(lookup func(key string) string) (Config, error) {
 	integer(ContextMaxReceiveCount, &c.MaxReceiveCount)
 	dur(ContextQueueAgeAlarm, &c.QueueAgeAlarm)
 	dur(ContextRetention, &c.Retention)
+	str(ContextStreamReaderTracing, &c.StreamReaderTracing)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("stack config: %w", err)
 	}
@@ -209,6 +228,9 @@ func (c Config) Validate() error {
 	}
 	if c.Retention < workflow.MinRetention || c.Retention > workflow.MaxRetention {
 		fail("%s=%v must be within %v..%v (a day to ten years)", ContextRetention, c.Retention, workflow.MinRetention, workflow.MaxRetention)
+	}
+	if c.StreamReaderTracing != TracingActive && c.StreamReaderTracing != TracingPassThrough {
+		fail("%s=%q must be %s or %s", ContextStreamReaderTracing, c.StreamReaderTracing, TracingActive, TracingPassThrough)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stack config: %w", err)

@@ -23,16 +23,17 @@ func TestFromContextDefaultsMatchCDKJSON(t *testing.T) {
 	// cdk.json documents the same values, so a reader sees what runs.
 	ctx := cdkJSONContext(t)
 	for key, want := range map[string]string{
-		stack.ContextStage:              "dev",
-		stack.ContextCodeDir:            want.CodeDir,
-		stack.ContextSupervisorSchedule: want.SupervisorSchedule,
-		stack.ContextLogRetentionDays:   "30",
-		stack.ContextRemoteLatency:      "100ms",
-		stack.ContextRemoteConcurrency:  "50",
-		stack.ContextAdmitWait:          "1s",
-		stack.ContextMaxReceiveCount:    "5",
-		stack.ContextQueueAgeAlarm:      "10m",
-		stack.ContextRetention:          "2160h",
+		stack.ContextStage:               "dev",
+		stack.ContextCodeDir:             want.CodeDir,
+		stack.ContextSupervisorSchedule:  want.SupervisorSchedule,
+		stack.ContextLogRetentionDays:    "30",
+		stack.ContextRemoteLatency:       "100ms",
+		stack.ContextRemoteConcurrency:   "50",
+		stack.ContextAdmitWait:           "1s",
+		stack.ContextMaxReceiveCount:     "5",
+		stack.ContextQueueAgeAlarm:       "10m",
+		stack.ContextRetention:           "2160h",
+		stack.ContextStreamReaderTracing: "Active",
 	} {
 		if ctx[key] != want {
 			t.Errorf("cdk.json %s = %q, the default is %q", key, ctx[key], want)
@@ -95,6 +96,10 @@ func TestFromContextReadsAndValidates(t *testing.T) {
 			check: func(c stack.Config) bool { return c.Retention == 24*time.Hour }},
 		{name: "order retention under a day", ctx: map[string]string{stack.ContextRetention: "23h59m"}, wantErr: []string{"sas:retention=23h59m0s must be within 24h0m0s..87600h0m0s"}},
 		{name: "order retention over ten years", ctx: map[string]string{stack.ContextRetention: "87601h"}, wantErr: []string{"sas:retention=87601h0m0s must be within"}},
+		{name: "stream readers untraced", ctx: map[string]string{stack.ContextStreamReaderTracing: "PassThrough"},
+			check: func(c stack.Config) bool { return c.StreamReaderTracing == stack.TracingPassThrough }},
+		{name: "stream readers' tracing misspelt", ctx: map[string]string{stack.ContextStreamReaderTracing: "off"},
+			wantErr: []string{`sas:streamReaderTracing="off" must be Active or PassThrough`}},
 		{name: "order retention in days", ctx: map[string]string{stack.ContextRetention: "90d"}, wantErr: []string{`sas:retention="90d" is not a Go duration`}},
 		// Fewer than two Agent invocations of 10 records: an event source
 		// mapping's MaximumConcurrency is at least 2.

@@ -110,7 +110,7 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 		RetryAttempts:         spec.asyncRetries,
 		// One trace per order (shared/trace): Lambda records a segment for
 		// every invocation and continues the trace each message carries.
-		Tracing: awslambda.Tracing_ACTIVE,
+		Tracing: b.tracing(spec.trigger),
 	})
 	// Active tracing grants xray:PutTraceSegments and PutTelemetryRecords,
 	// which X-Ray defines on no resource: the grant can only name "*".
@@ -125,7 +125,22 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 		panic("stack: function " + id + " names no trigger")
 	}
 	suppress(f, nagLambdaDLQ, reason, false)
+	if b.tracing(spec.trigger) != awslambda.Tracing_ACTIVE {
+		suppress(f, nagLambdaTracing, "Tracing is PassThrough by the deployment's choice ("+ContextStreamReaderTracing+"): a stream reader's "+
+			"invocations each start an X-Ray trace of their own, which holds no order's path, and at low volume nearly all are "+
+			"sampled and billed. Its log lines and the Deadlines it sends keep the order's trace.", false)
+	}
 	return &fn{id: id, fn: f, role: role, logGroup: logs, timeout: spec.timeout}
+}
+
+// tracing is the tracing mode of a function with trigger: active, but for
+// the stream readers under sas:streamReaderTracing PassThrough, which then
+// records none of their invocations (a stream event carries no trace).
+func (b *builder) tracing(t trigger) awslambda.Tracing {
+	if t == byStream && b.cfg.StreamReaderTracing == TracingPassThrough {
+		return awslambda.Tracing_PASS_THROUGH
+	}
+	return awslambda.Tracing_ACTIVE
 }
 
 // consume subscribes f to q's main queue with partial batch responses.

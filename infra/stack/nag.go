@@ -27,6 +27,7 @@ const (
 	nagAsyncFailures   = "Serverless-LambdaAsyncFailureDestination"
 	nagScheduleDLQ     = "Serverless-EventBusDLQ"
 	nagSubscriptionDLQ = "Serverless-SNSRedrivePolicy"
+	nagLambdaTracing   = "Serverless-LambdaTracing"
 )
 
 // suppress records that the design accepts rule on c (and, with children,

@@ -43,12 +43,13 @@ var (
 // The variant's capacity model: 70 calls at once of 200 ms, so 7 Agent
 // invocations, 350 orders a second, an API rate of 438 and a burst of 350.
 var variantContext = map[string]string{
-	stack.ContextSupervisorSchedule: "rate(5 minutes)",
-	stack.ContextRemoteLatency:      "200ms",
-	stack.ContextRemoteConcurrency:  "70",
-	stack.ContextLogRetentionDays:   "90",
-	stack.ContextMaxReceiveCount:    "3",
-	stack.ContextRetention:          "720h",
+	stack.ContextSupervisorSchedule:  "rate(5 minutes)",
+	stack.ContextRemoteLatency:       "200ms",
+	stack.ContextRemoteConcurrency:   "70",
+	stack.ContextLogRetentionDays:    "90",
+	stack.ContextMaxReceiveCount:     "3",
+	stack.ContextRetention:           "720h",
+	stack.ContextStreamReaderTracing: stack.TracingPassThrough,
 }
 
 func TestMain(m *testing.M) {
@@ -1304,6 +1305,40 @@ func TestEveryFunctionTracesActively(t *testing.T) {
 	}
 }
 
+// TestStreamReaderTracingPassThrough: the variant's sas:streamReaderTracing
+// PassThrough turns tracing off for exactly the stream readers, each with
+// the cdk-nag suppression that says why.
+func TestStreamReaderTracingPassThrough(t *testing.T) {
+	readers := map[string]bool{}
+	for _, id := range variant.ofType("AWS::Lambda::EventSourceMapping") {
+		if _, stream := variant.Resources[id].Properties["StartingPosition"]; stream {
+			readers[ref(variant.Resources[id].Properties["FunctionName"])] = true
+		}
+	}
+	if len(readers) != 2 {
+		t.Fatalf("stream readers %v, want the Notifier and the Timer", readers)
+	}
+	for _, id := range variant.ofType("AWS::Lambda::Function") {
+		want := "Active"
+		if readers[id] {
+			want = "PassThrough"
+		}
+		p := variant.Resources[id]
+		if mode := get(p.Properties, "TracingConfig", "Mode"); mode != want {
+			t.Errorf("%s: TracingConfig.Mode %v, want %s", id, mode, want)
+		}
+		suppressed := false
+		for _, s := range list(get(p.Metadata, "cdk_nag", "rules_to_suppress")) {
+			if get(s, "id") == "Serverless-LambdaTracing" {
+				suppressed = true
+			}
+		}
+		if suppressed != readers[id] {
+			t.Errorf("%s: Serverless-LambdaTracing suppressed %v, want %v", id, suppressed, readers[id])
+		}
+	}
+}
+
 func TestEachRoleHasExactlyTheActionsItsHandlerUses(t *testing.T) {
 	for path, want := range roleActions {
 		t.Run(path, func(t *testing.T) {
@@ -1408,6 +1443,9 @@ func TestEverySuppressionHasAReason(t *testing.T) {
 		"Serverless-LambdaEventSourceMappingDestination": sqsMapping,
 		"Serverless-LambdaAsyncFailureDestination":       func(id string) bool { return tmpl.Resources[id].Type == "AWS::Lambda::EventInvokeConfig" },
 		"Serverless-EventBusDLQ":                         func(id string) bool { return tmpl.Resources[id].Type == "AWS::Events::Rule" },
+		"Serverless-LambdaTracing": func(id string) bool {
+			return tmpl.Resources[id].Type == "AWS::Lambda::Function" && get(tmpl.Resources[id].Properties, "TracingConfig", "Mode") == "PassThrough"
+		},
 		"Serverless-SNSRedrivePolicy": func(id string) bool {
 			return tmpl.Resources[id].Type == "AWS::SNS::Subscription" && tmpl.Resources[id].Properties["Protocol"] == "email"
 		},

@@ -3,11 +3,13 @@ package statestore
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -62,6 +64,32 @@ type stepItem struct {
 	CompensatedAt        int64  `dynamodbav:"CompensatedAt,omitempty"`
 	CompensationOutput   string `dynamodbav:"CompensationOutput,omitempty"`
 	CompensationError    string `dynamodbav:"CompensationError,omitempty"`
+}
+
+// compactTrace is the order's trace header as its record keeps it: the Root,
+// then ";" and the sampling decision when there is one
+// ("1-5f84c7a1-0123456789abcdef01234567;1"), without the header's field
+// names, which would take 14 of the 1,024 bytes a write unit covers. A
+// value that does not parse is kept as it is.
+func compactTrace(header string) string {
+	h, err := trace.Parse(header)
+	if err != nil || h.IsZero() {
+		return header
+	}
+	if h.Sampled == "" {
+		return h.Root
+	}
+	return h.Root + ";" + h.Sampled
+}
+
+// expandTrace is the header a compactTrace value stands for. A value that
+// is already a header (it names its fields) is one.
+func expandTrace(stored string) string {
+	if stored == "" || strings.Contains(stored, "=") {
+		return stored
+	}
+	root, sampled, _ := strings.Cut(stored, ";")
+	return trace.Header{Root: root, Sampled: sampled}.String()
 }
 
 // unixMilli is a time as the store keeps it; the zero time is 0 (left out).
@@ -128,7 +156,7 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		Requeues:     s.Requeues,
 		ClientID:     s.ClientID,
 		Owner:        s.Owner,
-		Trace:        s.Trace,
+		Trace:        compactTrace(s.Trace),
 		EventSeq:     s.EventSeq,
 		Cancelled:    s.Cancelled,
 		Resubmits:    s.Resubmits,
@@ -173,7 +201,7 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		Requeues:     it.Requeues,
 		ClientID:     it.ClientID,
 		Owner:        it.Owner,
-		Trace:        it.Trace,
+		Trace:        expandTrace(it.Trace),
 		EventSeq:     it.EventSeq,
 		Cancelled:    it.Cancelled,
 		Resubmits:    it.Resubmits,

@@ -8,7 +8,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -247,14 +247,25 @@ func patchOf(e *expr, orderID string, p workflow.Patch) {
 	if p.NextAttempt {
 		e.Add("Attempt", 1)
 	}
-	if p.FailureCount != nil {
+	// A count back at zero, and a flag off, are removed rather than
+	// written: a missing one reads as zero or false, and the bytes count
+	// toward the 1 KB a write unit covers.
+	switch {
+	case p.FailureCount == nil:
+	case *p.FailureCount == 0:
+		e.Remove("FailureCount")
+	default:
 		e.Set("FailureCount", num(*p.FailureCount))
 	}
 	if p.LastError != nil {
 		e.Set("LastError", str(*p.LastError))
 	}
-	if p.AlertPending != nil {
-		e.Set("AlertPending", boolean(*p.AlertPending))
+	switch {
+	case p.AlertPending == nil:
+	case *p.AlertPending:
+		e.Set("AlertPending", boolean(true))
+	default:
+		e.Remove("AlertPending")
 	}
 	if p.Notify {
 		e.Add("EventSeq", 1)
@@ -282,6 +293,9 @@ func patchOf(e *expr, orderID string, p workflow.Patch) {
 		e.Set(ExpiresAtAttr, num64(unixSeconds(p.ExpiresAt)))
 	case p.Unexpire:
 		e.Remove(ExpiresAtAttr)
+	}
+	if p.Seal {
+		e.Remove("OpenUntil")
 	}
 	for _, sp := range p.Steps {
 		stepPatchOf(e, stepPath(sp.Index), sp, p.Now)
@@ -380,7 +394,8 @@ func newWriteToken() string {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(fmt.Sprintf("statestore: no randomness for a write token: %v", err))
 	}
-	return hex.EncodeToString(b[:])
+	// Unpadded base64: 11 bytes of the item, not hex's 16.
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // Expired returns the records in the in-flight index whose CompleteBy is at

@@ -130,6 +130,10 @@ type Patch struct {
 	// (Machine.retain). Unexpire removes it: the change reopens the order.
 	ExpiresAt time.Time
 	Unexpire  bool
+	// Seal removes OpenUntil: the change ends the order in a state no
+	// operator can reopen (Machine.retain), so the bound is moot, and its
+	// bytes would count toward the write unit of every later write.
+	Seal bool
 	// Cancel records that a cancel stopped the order; Requeue and
 	// Resubmit count a requeue and an operator's resubmission.
 	Cancel, Requeue, Resubmit bool
@@ -186,6 +190,9 @@ func (p Patch) Apply(s State) State {
 	count(&s.Resubmits, p.Resubmit)
 	if p.Unexpire {
 		s.ExpiresAt = time.Time{}
+	}
+	if p.Seal {
+		s.OpenUntil = time.Time{}
 	}
 	if !p.ExpiresAt.IsZero() {
 		s.ExpiresAt = p.ExpiresAt

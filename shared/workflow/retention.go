@@ -49,7 +49,8 @@ func (m Machine) openUntil(createdAt time.Time) time.Time {
 // into a terminal state from one that is not sets ExpiresAt; a change out
 // of a terminal state removes it. A change from one terminal state to
 // another (a Cancel of Error) keeps it: the order's retention runs from
-// when it first stopped. Every public method of the Machine that returns
+// when it first stopped. A change into a state no operator can reopen
+// also removes OpenUntil (Seal). Every public method of the Machine that returns
 // a Change runs it last.
 func (m Machine) retain(c *Change) {
 	to := c.Patch.State
@@ -63,6 +64,9 @@ func (m Machine) retain(c *Change) {
 	case !to.Terminal() && from:
 		c.Patch.Unexpire = true
 	}
+	// Processed, Compensated and Cancelled are never reopened: the
+	// bound on reopening goes.
+	c.Patch.Seal = to.Terminal() && !to.NeedsOperator()
 }
 
 // reopenable refuses a change that would reopen seen at now once its

@@ -123,6 +123,12 @@ func TestRetention(t *testing.T) {
 					t.Errorf("ExpiresAt %v -> %v, want it removed", before, after.ExpiresAt)
 				}
 			}
+			// Only a state no operator reopens drops the bound on
+			// reopening; every other keeps the one set at creation.
+			sealed := tc.state.Terminal() && !tc.state.NeedsOperator()
+			if c.Patch.Seal != sealed || after.OpenUntil.IsZero() != sealed || (!sealed && !after.OpenUntil.Equal(s.OpenUntil)) {
+				t.Errorf("into %s: seal %v, OpenUntil %v -> %v, want sealed %v", tc.state, c.Patch.Seal, s.OpenUntil, after.OpenUntil, sealed)
+			}
 		})
 	}
 }
