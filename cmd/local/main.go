@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -187,6 +188,12 @@ your AWS credentials, or as local-operator without any):
   go run ./cmd/sasctl --endpoint-url %[1]s retry <orderId>
   go run ./cmd/sasctl --endpoint-url %[1]s cancel <orderId>     (an order still in flight)
 
+Its dead-letter queues, decoded, and their redrive (sasctl talks to the SQS
+engine directly; the local one has no message move tasks, so it copies):
+
+  go run ./cmd/sasctl dlq list --prefix %[11]s- --sqs-endpoint-url %[7]s
+  go run ./cmd/sasctl dlq redrive --queue responses --prefix %[11]s- --sqs-endpoint-url %[7]s
+
 Status events: post with "clientId":"%[10]s" and read that client's queue:
 
   AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=%[3]s \
@@ -202,7 +209,7 @@ Read the state with the AWS CLI (any credentials; the engines do not check them)
     aws --endpoint-url %[7]s sqs receive-message --queue-url %[8]s
 
 `, st.APIURL, st.RemoteURL, o.Region, o.DynamoDBEndpoint, t.State, t.Orders, o.AWSEndpoint, st.AlertWatchURL,
-		st.EventsWatchURL, localstack.DemoClientID)
+		st.EventsWatchURL, localstack.DemoClientID, strings.TrimSuffix(st.Sys.SchedulerQueue.Name, "-scheduler"))
 }
 
 func isTerminal(f *os.File) bool {

@@ -1,11 +1,14 @@
 // Command sasctl is the operators' CLI of the system's HTTP API: list orders
-// by state, show one with its step history, resubmit a failed one, cancel
-// one in flight. See package opsclient for the commands. Requests are always
-// SigV4-signed; against the local stack, without AWS credentials, as the
-// access key local-operator.
+// by state, show one with its step history and timeline, resubmit a failed
+// one, cancel one in flight; and of its dead-letter queues, which it reads
+// and redrives through SQS directly. See package opsclient for the
+// commands. Requests to the API are always SigV4-signed; against the local
+// stack, without AWS credentials, as the access key local-operator.
 //
-//	go run ./cmd/sasctl --endpoint-url https://abc123.execute-api.eu-west-1.amazonaws.com list --state Error
-//	go run ./cmd/sasctl --endpoint-url http://127.0.0.1:8080 show ORDER_ID
+//	go install github.com/sasflow/sas/cmd/sasctl@latest
+//	sasctl --endpoint-url https://abc123.execute-api.eu-west-1.amazonaws.com list --state Error
+//	sasctl --endpoint-url http://127.0.0.1:8080 show ORDER_ID
+//	sasctl --region eu-west-1 dlq list --stage dev
 package main
 
 import (
@@ -14,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/sasflow/sas/internal/opsclient"
@@ -29,7 +33,16 @@ func main() {
 
 // run hands the process's arguments, environment and streams to the CLI.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, prog string) int {
-	return opsclient.Run(ctx, args, opsclient.Env{Getenv: getenv, Stdout: stdout, Stderr: stderr, Program: prog})
+	return opsclient.Run(ctx, args, opsclient.Env{Getenv: getenv, Stdout: stdout, Stderr: stderr, Program: prog, Version: version()})
+}
+
+// version is the module version `go install ...@version` built this binary
+// from; "(devel)" for a build from a checkout.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return ""
 }
 
 // program names this command in the follow-up commands it prints: under

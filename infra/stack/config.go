@@ -86,13 +86,14 @@ const (
 )
 
 // DefaultStage is the stage cdk.json and make deploy default to.
-const DefaultStage = "dev"
+const DefaultStage = topology.DefaultStage
 
 // StackNamePrefix is the start of every stage's stack name.
-const StackNamePrefix = "SchedulerAgentSupervisor"
+const StackNamePrefix = topology.StackNamePrefix
 
-// StackName is the CloudFormation stack of stage.
-func StackName(stage string) string { return StackNamePrefix + "-" + stage }
+// StackName is the CloudFormation stack of stage (topology.StackName, which
+// the operators' CLI finds a stage's queues by).
+func StackName(stage string) string { return topology.StackName(stage) }
 
 // DefaultConfig is the configuration cdk.json documents.
 func DefaultConfig() Config {

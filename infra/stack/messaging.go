@@ -62,8 +62,9 @@ func (b *builder) queues() queueSet {
 }
 
 // QueueName is the physical name of the work queue id (SchedulerQueue,
-// ReserveInventoryQueue, ...) in the stack named stackName.
-func QueueName(stackName, id string) string { return stackName + "-" + id }
+// ReserveInventoryQueue, ...) in the stack named stackName
+// (topology.QueueName, which the operators' CLI finds the queues by).
+func QueueName(stackName, id string) string { return topology.QueueName(stackName, id) }
 
 // Redrive permissions of a dead-letter queue (its RedriveAllowPolicy).
 const (

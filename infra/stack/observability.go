@@ -110,7 +110,7 @@ func (b *builder) queueAges(queues queueSet, agents map[string]*fn) []queueAge {
 func (b *builder) alarms(alerts *encryptedTopic, queues queueSet, agents map[string]*fn, fns []*fn) {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	for _, q := range queues.all(stepNames(b.cfg.Workflow)) {
-		b.dlqAlarm(alerts, q.id, q.dlq, fmt.Sprintf("a poison message or a failure that outlived %d receives", b.cfg.MaxReceiveCount))
+		b.dlqAlarm(alerts, q.id, q.dlq, fmt.Sprintf("a poison message or a failure that outlived %d receives", b.cfg.MaxReceiveCount), true)
 	}
 	for _, a := range b.queueAges(queues, agents) {
 		b.alarm(alerts, a.q.id+"OldestMessage", &awscloudwatch.AlarmProps{
@@ -130,9 +130,15 @@ func (b *builder) alarms(alerts *encryptedTopic, queues queueSet, agents map[str
 
 // dlqAlarm raises an alarm on the first message in dlq; queueID names what
 // it is the dead-letter queue of, and why describes how a message gets there.
-func (b *builder) dlqAlarm(alerts *encryptedTopic, queueID string, dlq awssqs.Queue, why string) {
+// A work queue's DLQ (redrivable) is read and redriven with sasctl dlq, which
+// finds it by the stage and queueID.
+func (b *builder) dlqAlarm(alerts *encryptedTopic, queueID string, dlq awssqs.Queue, why string, redrivable bool) {
+	runbook := "Inspect it in the console, fix the cause, then redrive it."
+	if redrivable {
+		runbook = fmt.Sprintf("See it decoded (order, step, attempt, why) with `sasctl dlq list --stage %[1]s --queue %[2]s`, fix the cause, then `sasctl dlq redrive --stage %[1]s --queue %[2]s`.", b.cfg.Stage, queueID)
+	}
 	b.alarm(alerts, queueID+"DLQNotEmpty", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String(fmt.Sprintf("A message reached the dead-letter queue of %s: %s. Inspect it in the console, fix the cause, then redrive it.", queueID, why)),
+		AlarmDescription: jsii.String(fmt.Sprintf("A message reached the dead-letter queue of %s: %s. %s", queueID, why, runbook)),
 		Metric:           dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Maximum")}),
 		Threshold:        jsii.Number(1),
 	})
@@ -157,7 +163,9 @@ func (b *builder) streamAlarms(alerts *encryptedTopic, consumer *fn, failures aw
 		Threshold:          jsii.Number(float64(IteratorAgeAlarm.Milliseconds())),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 	})
-	b.dlqAlarm(alerts, consumer.id, failures, lost)
+	// Lambda's on-failure records describe a stream batch; they are not
+	// messages to redrive.
+	b.dlqAlarm(alerts, consumer.id, failures, lost, false)
 }
 
 // transitionFilters turns the transition log lines of f into TransitionMetric.

@@ -1032,6 +1032,17 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 				t.Errorf("%s: age alarm %s, want at %v", id, toJSON(a.Properties), want)
 			}
 			delete(wantAge, id)
+			// Its DLQ's runbook names the commands that read and redrive
+			// it, with the queue ID sasctl finds it by.
+			name, _ := tmpl.Resources[id].Properties["QueueName"].(string)
+			qid, ok := topology.QueueID("Main", name)
+			dlq := ref(get(tmpl.Resources[id].Properties["RedrivePolicy"], "deadLetterTargetArn"))
+			desc, _ := alarms[key{"ApproximateNumberOfMessagesVisible", dlq}].Properties["AlarmDescription"].(string)
+			for _, w := range []string{"sasctl dlq list --stage " + cfg.Stage + " --queue " + qid + "`", "sasctl dlq redrive --stage " + cfg.Stage + " --queue " + qid + "`"} {
+				if !ok || !strings.Contains(desc, w) {
+					t.Errorf("%s: DLQ alarm runbook %q does not say %q", id, desc, w)
+				}
+			}
 			continue
 		}
 		a, ok := alarms[key{"ApproximateNumberOfMessagesVisible", id}]

@@ -69,6 +69,11 @@ func TestOperatorFixesAFailedCompensationWithTheCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "CompensationFailed") || !strings.Contains(out, "reserve-inventory") {
 		t.Fatalf("show = %d\n%s", code, out)
 	}
+	// The timeline draws the failed step and the undo that failed.
+	if !strings.Contains(out, "Timeline from") || !strings.Contains(out, "  undo reserve-inventory |") || !strings.Contains(out, "X|") {
+		t.Fatalf("show draws no timeline of the step and its undo:\n%s", out)
+	}
+	t.Logf("sasctl show %s\n%s", id, out)
 	// A cancel of an order no longer in flight is a conflict.
 	if out, code = sasctl(t, st, "cancel", id); code != opsclient.ExitConflict {
 		t.Fatalf("cancel of a stopped order = %d\n%s", code, out)

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
+	"github.com/sasflow/sas/internal/dlq"
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -34,10 +37,14 @@ commands:
   list --state STATE [--limit N] [--cursor C] [--all]
                       orders in STATE, newest entry into it first; --all
                       follows every page, else the next page's command is shown
-  show ORDER_ID       an order's state, errors and per-step history
+  show ORDER_ID [--width N]
+                      an order's state, errors and per-step history, and its
+                      timeline: each step's attempts and undo on one time
+                      axis, N columns wide (default $COLUMNS, else 80)
   retry ORDER_ID      resubmit an order in Error or CompensationFailed
   cancel ORDER_ID     compensate an order still in flight
-
+  version             the version this sasctl was built from
+` + DLQUsage + `
 flags:
   --endpoint-url URL  the HTTP API (default $SAS_API_URL, else $AWS_ENDPOINT_URL)
   --region R          region to sign for (default: the endpoint's, else the SDK's)
@@ -52,7 +59,8 @@ endpoint (the local stack, which checks no signature) they go over plain
 http, signed with the chain's credentials or, if it has none, as the access
 key ` + LocalAccessKey + `.
 
-exit codes: 0 ok, 1 API or network error, 2 usage error, 3 conflict, 4 not found
+exit codes: 0 ok, 1 API, SQS or network error, 2 usage error, 3 conflict,
+4 not found (an order, or the queue of dlq --queue)
 `
 
 // Env is what one run of the CLI takes from its process, so tests run it
@@ -71,6 +79,15 @@ type Env struct {
 	// for a loopback endpoint, so a machine without credentials does not
 	// wait for it). It is called only when requests are signed.
 	LoadAWSConfig func(ctx context.Context, region string) (aws.Config, error)
+	// Now is the time an order in flight is drawn up to; nil means
+	// time.Now.
+	Now func() time.Time
+	// Version is what `sasctl version` prints: the module version the
+	// binary was built from ("" means "(devel)").
+	Version string
+	// SQSClient, when set, is what the dlq commands call instead of an SQS
+	// client built from LoadAWSConfig.
+	SQSClient dlq.Client
 }
 
 // usageError is a mistake on the command line: exit 2.
@@ -92,7 +109,7 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, ErrConflict):
 		return ExitConflict
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, dlq.ErrNoQueue):
 		return ExitNotFound
 	}
 	return ExitError
@@ -177,6 +194,16 @@ func run(ctx context.Context, args []string, env Env) error {
 	if name == "help" {
 		return flag.ErrHelp
 	}
+	switch name {
+	case "dlq":
+		return runDLQ(ctx, g, root, rest, env)
+	case "version":
+		if len(rest) > 0 {
+			return usagef("version takes no arguments, got %q", rest)
+		}
+		_, err := fmt.Fprintf(env.Stdout, "sasctl %s\n", cmp.Or(env.Version, "(devel)"))
+		return err
+	}
 	sub := flag.NewFlagSet(name, flag.ContinueOnError)
 	sub.SetOutput(io.Discard)
 	g.register(sub)
@@ -187,7 +214,9 @@ func run(ctx context.Context, args []string, env Env) error {
 		sub.IntVar(&l.limit, "limit", 0, "")
 		sub.StringVar(&l.cursor, "cursor", "", "")
 		sub.BoolVar(&l.all, "all", false, "")
-	case "show", "retry", "cancel":
+	case "show":
+		sub.IntVar(&l.width, "width", 0, "")
+	case "retry", "cancel":
 	default:
 		return usagef("unknown command %q", name)
 	}
@@ -195,7 +224,15 @@ func run(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return flagError(err)
 	}
-	cmd := command{out: env.Stdout, json: g.json, hint: g.hintPrefix(env.Program, root, sub)}
+	cmd := command{out: env.Stdout, json: g.json, hint: g.hintPrefix(env.Program, root, sub), now: env.Now}
+	if cmd.now == nil {
+		cmd.now = time.Now
+	}
+	if name == "show" {
+		if cmd.width, err = timelineWidth(l.width, env.Getenv("COLUMNS")); err != nil {
+			return err
+		}
+	}
 	var orderID string
 	if name == "list" {
 		if len(pos) > 0 {
@@ -369,6 +406,8 @@ func (p localCredentials) Retrieve(ctx context.Context) (aws.Credentials, error)
 }
 
 type listFlags struct {
+	// width is show's --width.
+	width  int
 	state  string
 	limit  int
 	cursor string
@@ -421,6 +460,24 @@ type command struct {
 	json   bool
 	// hint starts the follow-up commands printed for the operator.
 	hint string
+	// now and width are the timeline's (show).
+	now   func() time.Time
+	width int
+}
+
+// timelineWidth is --width if given, else $COLUMNS if it is a width, else
+// DefaultTimelineWidth.
+func timelineWidth(flagged int, columns string) (int, error) {
+	if flagged != 0 {
+		if flagged < MinTimelineWidth || flagged > MaxTimelineWidth {
+			return 0, usagef("--width %d outside %d..%d", flagged, MinTimelineWidth, MaxTimelineWidth)
+		}
+		return flagged, nil
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(columns)); err == nil && n >= MinTimelineWidth && n <= MaxTimelineWidth {
+		return n, nil
+	}
+	return DefaultTimelineWidth, nil
 }
 
 func (c command) list(ctx context.Context, l listFlags) error {
@@ -495,7 +552,7 @@ func (c command) show(ctx context.Context, orderID string) error {
 	if c.json {
 		return writeJSON(c.out, o.Raw)
 	}
-	return writeOrder(c.out, o, c.hint)
+	return writeOrder(c.out, o, c.hint, c.now(), c.width)
 }
 
 func (c command) retry(ctx context.Context, orderID string) error {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/sasflow/sas/shared/api"
@@ -32,7 +33,7 @@ func TestReadsTheServersDocuments(t *testing.T) {
 	if err != nil || !bytes.Equal(o.Raw, body) || len(o.Steps) != 2 || o.Owner == "" {
 		t.Fatalf("decodeOrder(order.json) = %+v, %v", o, err)
 	}
-	if err := writeOrder(&out, o, "sasctl"); err != nil || !strings.Contains(out.String(), "payment: 500 Internal Server Error") {
+	if err := writeOrder(&out, o, "sasctl", o.UpdatedAt, DefaultTimelineWidth); err != nil || !strings.Contains(out.String(), "payment: 500 Internal Server Error") {
 		t.Errorf("writeOrder: %v\n%s", err, out.String())
 	}
 	body = read("page.json")
@@ -153,7 +154,7 @@ func FuzzDecodeResponses(f *testing.F) {
 				t.Fatalf("order body not kept")
 			}
 			var out bytes.Buffer
-			if err := writeOrder(&out, o, "sasctl"); err != nil {
+			if err := writeOrder(&out, o, "sasctl", time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), DefaultTimelineWidth); err != nil {
 				t.Fatal(err)
 			}
 			checkPrintable(t, out.String())

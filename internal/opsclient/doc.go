@@ -5,14 +5,22 @@
 //	    one page of the orders in a listed state (Error, Compensated,
 //	    CompensationFailed, Cancelled), the newest entry into it first, and
 //	    the command that prints the next page; --all follows every page.
-//	sasctl show ORDER_ID
+//	sasctl show ORDER_ID [--width N]
 //	    an order's state, current step, attempts, errors and per-step
-//	    history, compensation included.
+//	    history, compensation included, and its timeline (Timeline): each
+//	    step's attempts and undo on one time axis.
 //	sasctl retry ORDER_ID
 //	    resubmits an order in Error from its failed step, or one in
 //	    CompensationFailed from its failed compensation.
 //	sasctl cancel ORDER_ID
 //	    compensates an order that is still in flight.
+//	sasctl dlq list|redrive|tasks [--stage S | --prefix P] [--queue Q]
+//	    the dead-letter queues, read and redriven through SQS directly with
+//	    the operator's credentials (package dlq): list peeks without
+//	    consuming and decodes; redrive starts a message move task, or
+//	    copies where the endpoint has none; tasks shows the move tasks.
+//	sasctl version
+//	    the module version the binary was built from.
 //
 // Global flags: --endpoint-url (else $SAS_API_URL, else $AWS_ENDPOINT_URL),
 // --region, --no-sign and --json (the API's own JSON instead of tables).

@@ -35,7 +35,7 @@ func writeOrders(w io.Writer, orders []api.OrderSummary) error {
 
 // writeOrder prints an order's summary, its step history and every error in
 // full, then the commands that apply to its state.
-func writeOrder(w io.Writer, o Order, cmd string) error {
+func writeOrder(w io.Writer, o Order, cmd string, now time.Time, width int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	state := string(o.State)
 	if o.Status != "" {
@@ -88,6 +88,7 @@ func writeOrder(w io.Writer, o Order, cmd string) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		fmt.Fprintf(w, "\n%s\n", strings.Join(Timeline(o.Order, now, width), "\n"))
 	}
 	var errs []string
 	for _, s := range o.Steps {

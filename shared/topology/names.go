@@ -1,0 +1,34 @@
+package topology
+
+import "strings"
+
+// The deployed names, in one place: the stack (infra/) names its stack and
+// queues with these, and the operators' CLI (sasctl dlq) finds a stage's
+// queues by them, so the two cannot drift apart.
+
+// DefaultStage is the stage cdk.json and make deploy default to.
+const DefaultStage = "dev"
+
+// StackNamePrefix is the start of every stage's stack name.
+const StackNamePrefix = "SchedulerAgentSupervisor"
+
+// StackName is the CloudFormation stack of stage.
+func StackName(stage string) string { return StackNamePrefix + "-" + stage }
+
+// QueueName is the physical name of the work queue id (SchedulerQueue,
+// ReserveInventoryQueue, ...) in the stack named stackName. An id has no
+// hyphen, so QueueID can tell the stack's queues from those of a stage
+// whose name merely starts the same ("dev" and "dev-2").
+func QueueName(stackName, id string) string { return stackName + "-" + id }
+
+// QueueID is the inverse of QueueName: the id of the work queue named name
+// in the stack named stackName, and whether name is one.
+func QueueID(stackName, name string) (string, bool) {
+	id, ok := strings.CutPrefix(name, stackName+"-")
+	if !ok || id == "" || strings.ContainsFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+	}) {
+		return "", false
+	}
+	return id, true
+}
