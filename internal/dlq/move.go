@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/sasflow/sas/shared/clock"
 )
 
 // Moved is what a redrive did.
@@ -115,7 +117,7 @@ const copyVisibility = 30
 func (c Copy) Move(ctx context.Context, p Pair, maxPerSecond int) (Moved, error) {
 	sleep := c.Sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = clock.Sleep
 	}
 	var moved Moved
 	// IDs of what the copy sent: seen again on the DLQ, the consumer has
@@ -208,17 +210,6 @@ func (c Copy) send(ctx context.Context, p Pair, msgs []types.Message) ([]string,
 		}
 	}
 	return ids, errors.Join(errs...)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Auto tries a move task and falls back to a copy where the endpoint has
