@@ -39,9 +39,6 @@ func TestGoModAllowsGoInstallAtVersion(t *testing.T) {
 // TestGoInstall installs sasctl as an operator would, into a GOBIN of its
 // own, and runs the binary.
 func TestGoInstall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
 	t.Parallel()
 	bin := t.TempDir()
 	cmd := exec.Command("go", "install", "./cmd/sasctl")
