@@ -125,7 +125,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		// steps, and its output limit is the step's, not a setting of its
 		// own, so the agent and the Scheduler cannot disagree. Code that
 		// builds a Config for another workflow sets MaxOutputBytes itself.
-		if def := workflow.Default(); stepPattern.MatchString(c.Step) {
+		if def := workflow.Reference(); stepPattern.MatchString(c.Step) {
 			i := slices.Index(def.StepNames(), c.Step)
 			if i < 0 {
 				r.Fail("AGENT_STEP", "AGENT_STEP=%q is not a step of workflow %q (%s)", c.Step, def.Name, strings.Join(def.StepNames(), ", "))

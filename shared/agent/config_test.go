@@ -33,7 +33,7 @@ func TestLoadConfig(t *testing.T) {
 		Concurrency:      agent.DefaultConcurrency,
 		SafetyMargin:     agent.DefaultSafetyMargin,
 		MaxReceiveCount:  topology.MaxReceiveCount,
-		MaxOutputBytes:   workflow.Default().Steps[0].OutputLimit(),
+		MaxOutputBytes:   workflow.Reference().Steps[0].OutputLimit(),
 		RequestQueueURL:  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory",
 	}
 	tuned := want

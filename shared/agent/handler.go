@@ -274,6 +274,7 @@ func newReply(m message.AgentRequest, o message.Outcome) message.AgentReply {
 		V:         message.Version,
 		Kind:      message.KindAgentReply,
 		OrderID:   m.OrderID,
+		Workflow:  m.Workflow,
 		Step:      m.Step,
 		StepIndex: m.StepIndex,
 		Attempt:   m.Attempt,

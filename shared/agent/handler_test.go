@@ -874,7 +874,7 @@ func sampleAgentRequest(t *testing.T) (events.SQSEvent, message.AgentRequest, ti
 	if err != nil {
 		t.Fatalf("agent-request.json: the body is not an agent request: %v", err)
 	}
-	steps := workflow.Default().StepNames()
+	steps := workflow.Reference().StepNames()
 	if m.StepIndex < 0 || m.StepIndex >= len(steps) || steps[m.StepIndex] != m.Step {
 		t.Fatalf("agent-request.json: step %q at index %d is not a step of the workflow %v", m.Step, m.StepIndex, steps)
 	}
@@ -1013,7 +1013,7 @@ func TestSampleAgentRequestEvent(t *testing.T) {
 func TestSampleAgentRequestIsPoisonToOtherSteps(t *testing.T) {
 	t.Parallel()
 	ev, want, received := sampleAgentRequest(t)
-	for _, step := range workflow.Default().StepNames() {
+	for _, step := range workflow.Reference().StepNames() {
 		if step == want.Step {
 			continue
 		}

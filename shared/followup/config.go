@@ -4,6 +4,7 @@ import (
 	"maps"
 
 	"github.com/sasflow/sas/shared/alert"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -21,8 +22,10 @@ type Config struct {
 	// OperatorAPIURL is the HTTP API the operators' CLI talks to, named in
 	// alerts' ready-to-run commands; optional.
 	OperatorAPIURL string
-	Workflow       workflow.Definition
-	Policy         workflow.Policy
+	// Workflows is every workflow version the deployment runs; each order
+	// is handled by the version it is pinned to (Machine).
+	Workflows workflow.Catalog
+	Policy    workflow.Policy
 }
 
 // Variables names Config's fields, and the policy's, by the environment
@@ -41,8 +44,8 @@ func Variables() map[string]string {
 
 // Load reads ORDERS_TABLE, STATE_TABLE, SCHEDULER_QUEUE_URL, ALERT_TOPIC_ARN,
 // the optional OPERATOR_API_URL and the policy variables of
-// workflow.LoadPolicy; it only parses, Check holds the rules. The workflow
-// is the default one, the one every function of a deployment runs.
+// workflow.LoadPolicy; it only parses, Check holds the rules. The workflows
+// are the deployed catalog (shared/catalog), the same in every function.
 func Load(r *config.Reader) Config {
 	return Config{
 		OrdersTable:       r.String("ORDERS_TABLE"),
@@ -50,7 +53,7 @@ func Load(r *config.Reader) Config {
 		SchedulerQueueURL: r.String("SCHEDULER_QUEUE_URL"),
 		AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
 		OperatorAPIURL:    r.String("OPERATOR_API_URL"),
-		Workflow:          workflow.Default(),
+		Workflows:         catalog.Read(r),
 		Policy:            workflow.LoadPolicy(r),
 	}
 }
@@ -63,13 +66,15 @@ func (c Config) Check(r *config.Rules) {
 	if c.OperatorAPIURL != "" {
 		r.URL("OperatorAPIURL", c.OperatorAPIURL)
 	}
-	r.Add(c.Workflow.Validate())
+	r.Add(c.Workflows.Validate())
 	c.Policy.Check(r)
 }
 
-// Machine is the state machine of the configured workflow and policy.
-func (c Config) Machine() workflow.Machine {
-	return workflow.Machine{Def: c.Workflow, Policy: c.Policy}
+// Machine is the state machine of the workflow version id (an order's
+// pinned one) under the policy; workflow.ErrUnknownWorkflow when the
+// deployment does not run it.
+func (c Config) Machine(id string) (workflow.Machine, error) {
+	return c.Workflows.Machine(id, c.Policy)
 }
 
 // Actions are the follow-ups of the changes an actor commits through

@@ -63,7 +63,7 @@ func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State
 		alert.Deliver(ctx, a.Alerts, a.Confirm, a.alert(c.Alert, st, now), now, log)
 	}
 	if h := c.Handback; h != nil {
-		msg := message.NewSchedule(st.OrderID, h.StepIndex, h.Reason)
+		msg := message.NewSchedule(st.OrderID, st.Workflow, h.StepIndex, h.Reason)
 		msg.Compensate = h.Undo
 		if err := a.Send.Send(ctx, a.SchedulerQueueURL, message.Encode(msg), h.Delay); err != nil {
 			log.Warn("not handed back to the Scheduler; the Supervisor re-sends it", "error", err)
@@ -92,7 +92,7 @@ func Request(st workflow.State) message.AgentRequest {
 	}
 	req := message.AgentRequest{
 		V: message.Version, Kind: message.KindAgentRequest,
-		OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex, Attempt: st.Attempt,
+		OrderID: st.OrderID, Workflow: st.Workflow, Step: st.Step, StepIndex: st.StepIndex, Attempt: st.Attempt,
 		CompleteBy:     st.CompleteBy,
 		IdempotencyKey: workflow.IdempotencyKey(st.OrderID, st.Step),
 		Input:          st.Input,

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sasflow/sas/shared/jsonstrict"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // Version is the message schema version this code writes and reads.
@@ -69,9 +70,11 @@ func (a Action) valid() bool { return a == "" || a == Perform || a == Compensate
 // Schedule asks the Scheduler to claim step StepIndex of an order, or its
 // compensation when Compensate is set.
 type Schedule struct {
-	V          int    `json:"v"`
-	Kind       Kind   `json:"kind"`
-	OrderID    string `json:"orderId"`
+	V       int    `json:"v"`
+	Kind    Kind   `json:"kind"`
+	OrderID string `json:"orderId"`
+	// Workflow is the version the order is pinned to (see WorkflowID).
+	Workflow   string `json:"workflow,omitempty"`
 	StepIndex  int    `json:"stepIndex"`
 	Compensate bool   `json:"compensate,omitempty"`
 	// Reason says who sent it and why (submitted, retry, requeue, released);
@@ -95,9 +98,11 @@ type Deadline struct {
 
 // AgentRequest asks an Agent to perform one attempt of a step.
 type AgentRequest struct {
-	V          int       `json:"v"`
-	Kind       Kind      `json:"kind"`
-	OrderID    string    `json:"orderId"`
+	V       int    `json:"v"`
+	Kind    Kind   `json:"kind"`
+	OrderID string `json:"orderId"`
+	// Workflow is the version the order is pinned to (see WorkflowID).
+	Workflow   string    `json:"workflow,omitempty"`
 	Step       string    `json:"step"`
 	StepIndex  int       `json:"stepIndex"`
 	Attempt    int       `json:"attempt"`
@@ -143,9 +148,11 @@ const (
 
 // AgentReply is an Agent's answer for one attempt.
 type AgentReply struct {
-	V         int             `json:"v"`
-	Kind      Kind            `json:"kind"`
-	OrderID   string          `json:"orderId"`
+	V       int    `json:"v"`
+	Kind    Kind   `json:"kind"`
+	OrderID string `json:"orderId"`
+	// Workflow is the request's, sent back (see WorkflowID).
+	Workflow  string          `json:"workflow,omitempty"`
 	Step      string          `json:"step"`
 	StepIndex int             `json:"stepIndex"`
 	Attempt   int             `json:"attempt"`
@@ -210,8 +217,42 @@ func DecodeDeadline(body string) (Deadline, error) {
 	return decodeValid[Deadline](body, KindDeadline)
 }
 
+// WorkflowID is the workflow version the message's order is pinned to: the
+// message's Workflow, or for a message sent before versions existed,
+// which carries none, workflow.LegacyID.
+func (m Schedule) WorkflowID() string { return orLegacy(m.Workflow) }
+
+// WorkflowID is the version the request's order is pinned to (see
+// Schedule.WorkflowID).
+func (m AgentRequest) WorkflowID() string { return orLegacy(m.Workflow) }
+
+// WorkflowID is the version the reply's order is pinned to (see
+// Schedule.WorkflowID).
+func (m AgentReply) WorkflowID() string { return orLegacy(m.Workflow) }
+
+func orLegacy(id string) string {
+	if id == "" {
+		return workflow.LegacyID
+	}
+	return id
+}
+
+// checkWorkflow checks a message's workflow version: absent (a message
+// from before versions) or an ID's shape.
+func checkWorkflow(id string) error {
+	if id != "" && !workflow.ValidID(id) {
+		return poison("workflow %q is not a workflow version (name-vN)", id)
+	}
+	return nil
+}
+
 // validate applies a decoded message's rules beyond its JSON shape.
-func (m Schedule) validate() error { return checkOrderStep(m.OrderID, m.StepIndex) }
+func (m Schedule) validate() error {
+	if err := checkOrderStep(m.OrderID, m.StepIndex); err != nil {
+		return err
+	}
+	return checkWorkflow(m.Workflow)
+}
 
 func (m Deadline) validate() error {
 	if err := checkOrderStep(m.OrderID, m.StepIndex); err != nil {
@@ -236,6 +277,9 @@ func (m AgentRequest) validate() error {
 	if err := checkAttempt(m.OrderID, m.StepIndex, m.Step, m.Attempt); err != nil {
 		return err
 	}
+	if err := checkWorkflow(m.Workflow); err != nil {
+		return err
+	}
 	switch {
 	case m.CompleteBy.IsZero():
 		return poison("completeBy is missing")
@@ -255,6 +299,9 @@ func (m AgentRequest) validate() error {
 
 func (m AgentReply) validate() error {
 	if err := checkAttempt(m.OrderID, m.StepIndex, m.Step, m.Attempt); err != nil {
+		return err
+	}
+	if err := checkWorkflow(m.Workflow); err != nil {
 		return err
 	}
 	if !m.Action.valid() {
@@ -287,14 +334,15 @@ func Encode(m any) string {
 	return string(b)
 }
 
-// NewSchedule builds a Schedule message.
-func NewSchedule(orderID string, stepIndex int, reason string) Schedule {
-	return Schedule{V: Version, Kind: KindSchedule, OrderID: orderID, StepIndex: stepIndex, Reason: reason}
+// NewSchedule builds a Schedule message for step stepIndex of an order
+// pinned to the workflow version workflowID.
+func NewSchedule(orderID, workflowID string, stepIndex int, reason string) Schedule {
+	return Schedule{V: Version, Kind: KindSchedule, OrderID: orderID, Workflow: workflowID, StepIndex: stepIndex, Reason: reason}
 }
 
 // NewCompensation builds a Schedule message for the compensation of a step.
-func NewCompensation(orderID string, stepIndex int, reason string) Schedule {
-	m := NewSchedule(orderID, stepIndex, reason)
+func NewCompensation(orderID, workflowID string, stepIndex int, reason string) Schedule {
+	m := NewSchedule(orderID, workflowID, stepIndex, reason)
 	m.Compensate = true
 	return m
 }

@@ -94,7 +94,7 @@ func TestDecodeAgentReply(t *testing.T) {
 
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	s := NewSchedule("o-9", 1, "retry")
+	s := NewSchedule("o-9", "order-v1", 1, "retry")
 	got, err := DecodeSchedule(Encode(s))
 	if err != nil || got != s {
 		t.Fatalf("round trip = %+v, %v; want %+v", got, err, s)

@@ -21,7 +21,8 @@ type Config struct {
 	// to the latter, after a backoff, and brings a message that failed back
 	// sooner on either.
 	ResponseQueueURL string
-	// AgentQueues maps each step to its Agent's request queue URL.
+	// AgentQueues maps each step of every live workflow version to its
+	// Agent's request queue URL.
 	AgentQueues map[string]string
 	// MaxReceiveCount is the queues' redrive setting: a poison message's
 	// last receive raises an alert before it moves to the DLQ.
@@ -44,7 +45,7 @@ var variables = func() map[string]string {
 //	the variables of followup.Load (tables, scheduler queue, alert topic,
 //	operator API, policy), shared with the Supervisor
 //	RESPONSE_QUEUE_URL   the agents' response queue (it consumes it)
-//	AGENT_QUEUE_URLS     step=url pairs separated by commas, one per workflow step
+//	AGENT_QUEUE_URLS     step=url pairs separated by commas, one per step of every live workflow version
 //	MAX_RECEIVE_COUNT    the queues' redrive maxReceiveCount (default 5)
 func LoadConfig(getenv func(string) string) (Config, error) {
 	return config.Load("scheduler config", getenv, variables, func(r *config.Reader) Config {
@@ -75,9 +76,12 @@ func (c Config) Check(r *config.Rules) {
 		r.Required("AgentQueues", "")
 		return
 	}
-	for _, s := range c.Workflow.Steps {
-		if c.AgentQueues[s.Name] == "" {
-			r.Problem("AgentQueues", "no agent queue for step %q", s.Name)
+	// Every live version's every step has an Agent to dispatch to.
+	for _, d := range c.Workflows.Definitions {
+		for _, s := range d.Steps {
+			if c.AgentQueues[s.Name] == "" {
+				r.Problem("AgentQueues", "no agent queue for step %q of workflow %s", s.Name, d.ID())
+			}
 		}
 	}
 	// A queue for a step outside the workflow is allowed (and unused), but

@@ -34,7 +34,7 @@ func TestLoadConfig(t *testing.T) {
 	loaded := Config{
 		Config: followup.Config{
 			OrdersTable: "sas-orders", StateTable: "sas-state", SchedulerQueueURL: actortest.SampleSchedulerQueue,
-			AlertTopicARN: actortest.SampleTopicARN, Workflow: workflow.Default(), Policy: workflow.DefaultPolicy(),
+			AlertTopicARN: actortest.SampleTopicARN, Workflow: workflow.Reference(), Policy: workflow.DefaultPolicy(),
 		},
 		ResponseQueueURL: sampleRespQueue, AgentQueues: queues,
 		// The queues' redrive default, shared with the stack.

@@ -56,7 +56,6 @@ type Handler struct {
 	clk       clock.Clock
 	log       *slog.Logger
 	redeliver Redeliverer
-	machine   workflow.Machine
 	followup  followup.Actions
 }
 
@@ -78,7 +77,7 @@ func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.D
 	}
 	deps = deps.WithDefaults()
 	h := &Handler{cfg: cfg, store: store, send: send, alerts: alerts, clk: deps.Clock, log: deps.Log,
-		machine: cfg.Machine(), followup: cfg.Actions(send, alerts, store)}
+		followup: cfg.Actions(send, alerts, store)}
 	for _, o := range opts {
 		o(h)
 	}
@@ -160,17 +159,35 @@ func owner(requestID, messageID string) string {
 	return "scheduler/" + requestID + "/" + messageID
 }
 
-func (h *Handler) schedule(ctx context.Context, m message.Schedule, owner string, log *slog.Logger) error {
-	log = log.With("orderId", m.OrderID, "stepIndex", m.StepIndex, "reason", m.Reason, "compensate", m.Compensate)
-	if m.StepIndex >= len(h.cfg.Workflow.Steps) {
-		return fmt.Errorf("%w: step %d outside workflow %q", message.ErrPoison, m.StepIndex, h.cfg.Workflow.Name)
+// machine is the state machine of the workflow version a message's order
+// is pinned to. A version the deployment does not run (removed while
+// orders were still on it) makes the message poison: it goes to the
+// dead-letter queue with an alert, to be redriven once the version is
+// deployed again.
+func (h *Handler) machine(id string) (workflow.Machine, error) {
+	m, err := h.cfg.Machine(id)
+	if err != nil {
+		return workflow.Machine{}, fmt.Errorf("%w: %w", message.ErrPoison, err)
 	}
-	step := h.cfg.Workflow.Steps[m.StepIndex]
+	return m, nil
+}
+
+func (h *Handler) schedule(ctx context.Context, m message.Schedule, owner string, log *slog.Logger) error {
+	log = log.With("orderId", m.OrderID, "workflow", m.WorkflowID(), "stepIndex", m.StepIndex, "reason", m.Reason, "compensate", m.Compensate)
+	mach, err := h.machine(m.WorkflowID())
+	if err != nil {
+		return err
+	}
+	def := mach.Def
+	if m.StepIndex >= len(def.Steps) {
+		return fmt.Errorf("%w: step %d outside workflow %q", message.ErrPoison, m.StepIndex, def.ID())
+	}
+	step := def.Steps[m.StepIndex]
 	if m.Compensate && !step.Compensable {
-		return fmt.Errorf("%w: step %q of workflow %q has no compensation", message.ErrPoison, step.Name, h.cfg.Workflow.Name)
+		return fmt.Errorf("%w: step %q of workflow %q has no compensation", message.ErrPoison, step.Name, def.ID())
 	}
 	now := h.clk.Now()
-	c := h.machine.Claim(m.OrderID, m.StepIndex, m.Compensate, owner, now)
+	c := mach.Claim(m.OrderID, m.StepIndex, m.Compensate, owner, now)
 	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
 		// Another Scheduler holds it, or the message is a duplicate or stale.
@@ -180,7 +197,7 @@ func (h *Handler) schedule(ctx context.Context, m message.Schedule, owner string
 	if err != nil {
 		return err
 	}
-	return h.followUp(ctx, c, st, now, log)
+	return h.followUp(ctx, mach, c, st, now, log)
 }
 
 // followUp carries out a committed change: its log line, alert and
@@ -188,7 +205,7 @@ func (h *Handler) schedule(ctx context.Context, m message.Schedule, owner string
 // it claimed. A failed dispatch of a claim (the schedule path) may ask for
 // its message back; anything else that fails after a commit is left to the
 // Supervisor, since redelivering a committed reply cannot help.
-func (h *Handler) followUp(ctx context.Context, c workflow.Change, st workflow.State, now time.Time, log *slog.Logger) error {
+func (h *Handler) followUp(ctx context.Context, mach workflow.Machine, c workflow.Change, st workflow.State, now time.Time, log *slog.Logger) error {
 	// After logs its own failure (a hand-back not sent), which the
 	// Supervisor repairs; the dispatch goes on regardless.
 	_ = h.followup.After(ctx, c, st, now, log)
@@ -196,7 +213,7 @@ func (h *Handler) followUp(ctx context.Context, c workflow.Change, st workflow.S
 		return nil
 	}
 	if err := h.dispatch(ctx, st); err != nil {
-		return h.dispatchFailed(ctx, st, err, log)
+		return h.dispatchFailed(ctx, mach, st, err, log)
 	}
 	return nil
 }
@@ -209,9 +226,9 @@ func (h *Handler) followUp(ctx context.Context, c workflow.Change, st workflow.S
 // stays claimed until its CompleteBy and the Supervisor counts the timeout;
 // if its schedule message cannot be sent, the message that brought the
 // claim comes back after the backoff.
-func (h *Handler) dispatchFailed(ctx context.Context, claimed workflow.State, cause error, log *slog.Logger) error {
+func (h *Handler) dispatchFailed(ctx context.Context, mach workflow.Machine, claimed workflow.State, cause error, log *slog.Logger) error {
 	now := h.clk.Now()
-	c := h.machine.DispatchFailed(claimed, now, cause.Error())
+	c := mach.DispatchFailed(claimed, now, cause.Error())
 	log.Warn("dispatch failed", "error", cause, "decision", c.Transition)
 	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
@@ -245,12 +262,19 @@ func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 // agent, a duplicate, a reply after the Supervisor stepped in) fails its
 // fence and is dropped.
 func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string, log *slog.Logger) error {
-	log = log.With("orderId", m.OrderID, "step", m.Step, "attempt", m.Attempt, "compensate", m.Action.Undo())
-	if m.StepIndex >= len(h.cfg.Workflow.Steps) || h.cfg.Workflow.Steps[m.StepIndex].Name != m.Step {
-		return fmt.Errorf("%w: step %d %q is not in workflow %q", message.ErrPoison, m.StepIndex, m.Step, h.cfg.Workflow.Name)
+	log = log.With("orderId", m.OrderID, "workflow", m.WorkflowID(), "step", m.Step, "attempt", m.Attempt, "compensate", m.Action.Undo())
+	mach, err := h.machine(m.WorkflowID())
+	if err != nil {
+		return err
+	}
+	def := mach.Def
+	if m.StepIndex >= len(def.Steps) || def.Steps[m.StepIndex].Name != m.Step {
+		return fmt.Errorf("%w: step %d %q is not in workflow %q", message.ErrPoison, m.StepIndex, m.Step, def.ID())
 	}
 	now := h.clk.Now()
-	if limit := h.cfg.Workflow.Steps[m.StepIndex].OutputLimit(); m.Outcome == message.Succeeded && len(m.Output) > limit {
+	// The limit of the order's own version: the agent checks the largest
+	// of the versions it serves.
+	if limit := def.Steps[m.StepIndex].OutputLimit(); m.Outcome == message.Succeeded && len(m.Output) > limit {
 		// Too large to carry in later requests or to keep in the record:
 		// refused here, where it enters the state, whatever the agent
 		// checked. An undo happened all the same, so it still commits,
@@ -266,7 +290,7 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	if m.Outcome == message.Failed {
 		log = log.With("faultCode", m.Fault.Code)
 	}
-	c := h.decide(m, owner, now)
+	c := decide(mach, m, owner, now)
 	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
 		log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
@@ -275,7 +299,7 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	if err != nil {
 		return err
 	}
-	if err := h.followUp(ctx, c, st, now, log); err != nil {
+	if err := h.followUp(ctx, mach, c, st, now, log); err != nil {
 		// The reply is committed: the claim it made is the Supervisor's
 		// to recover now.
 		log.Warn("the Supervisor will recover the step", "error", err)
@@ -283,17 +307,17 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	return nil
 }
 
-// decide is the change a reply asks for.
-func (h *Handler) decide(m message.AgentReply, owner string, now time.Time) workflow.Change {
+// decide is the change a reply asks for, by its order's version.
+func decide(mach workflow.Machine, m message.AgentReply, owner string, now time.Time) workflow.Change {
 	switch {
 	case m.Action.Undo() && m.Outcome == message.Failed:
-		return h.machine.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, "compensation "+FailureMessage(*m.Fault), now)
+		return mach.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, "compensation "+FailureMessage(*m.Fault), now)
 	case m.Action.Undo():
-		return h.machine.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now)
+		return mach.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now)
 	case m.Outcome == message.Failed:
-		return h.machine.StepRejected(m.OrderID, m.StepIndex, m.Attempt, FailureMessage(*m.Fault), owner, now)
+		return mach.StepRejected(m.OrderID, m.StepIndex, m.Attempt, FailureMessage(*m.Fault), owner, now)
 	}
-	return h.machine.StepCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now)
+	return mach.StepCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now)
 }
 
 // FailureMessage is the LastError of a step an agent reported failed.

@@ -207,7 +207,7 @@ func record(id, body string) events.SQSMessage {
 }
 
 func scheduleBody(orderID string, stepIndex int) string {
-	return message.Encode(message.NewSchedule(orderID, stepIndex, "submitted"))
+	return message.Encode(message.NewSchedule(orderID, "order-v1", stepIndex, "submitted"))
 }
 
 func succeededBody(orderID, step string, stepIndex, attempt int) string {

@@ -64,7 +64,7 @@ func sampleState() workflow.State {
 
 func TestDecodeImageReadsWhatTheStoreWrites(t *testing.T) {
 	t.Parallel()
-	accepted := workflow.NewState("ord-1", workflow.Default(), json.RawMessage(`{"orderId":"ord-1"}`),
+	accepted := workflow.NewState("ord-1", workflow.Reference(), json.RawMessage(`{"orderId":"ord-1"}`),
 		time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), time.Date(2026, 1, 2, 3, 5, 5, 0, time.UTC))
 	noClient := sampleState()
 	noClient.ClientID, noClient.Input, noClient.Steps = "", nil, nil

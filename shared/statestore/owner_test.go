@@ -28,7 +28,7 @@ func seedOwned(t *testing.T, s *statestore.Store, id, owner string, at time.Time
 	t.Helper()
 	order := workflow.Order{OrderID: id, Owner: owner, CustomerID: "c-1", Currency: "EUR",
 		Items: []workflow.Item{{SKU: "A", Quantity: 1, UnitPriceCents: 100}}, TotalCents: 100, RequestHash: "h", CreatedAt: at}
-	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{"orderId":"`+id+`","secret":"input"}`), at, at.Add(time.Minute))
+	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{"orderId":"`+id+`","secret":"input"}`), at, at.Add(time.Minute))
 	st.Owner, st.ClientID = owner, "client-"+id
 	if err := s.CreateOrder(context.Background(), order, st); err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestListByOwnerIsolatesOwners(t *testing.T) {
 	}
 	got := p.States[0]
 	if got.OrderID != "b-1" || got.ProcessState != workflow.Pending || got.ClientID != "client-b-1" || got.Step != "reserve-inventory" ||
-		got.EventSeq != 1 || !got.CreatedAt.Equal(t0.Add(10*time.Second)) || got.Workflow != workflow.Default().Name {
+		got.EventSeq != 1 || !got.CreatedAt.Equal(t0.Add(10*time.Second)) || got.Workflow != workflow.Reference().Name {
 		t.Fatalf("summary %+v", got)
 	}
 

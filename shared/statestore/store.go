@@ -194,6 +194,9 @@ func (s *Store) Apply(ctx context.Context, c workflow.Change) (workflow.State, e
 // an empty fence must never become an unconditional write.
 func fenceOf(e *expr, f workflow.Fence) {
 	e.Present(KeyOrderID)
+	if f.Workflow != "" {
+		e.Is("Workflow", str(f.Workflow))
+	}
 	switch len(f.In) {
 	case 0:
 	case 1:

@@ -58,7 +58,7 @@ func newStoreAt(t testing.TB, clk clock.Clock) *statestore.Store {
 func seed(t testing.TB, s *statestore.Store, id string) workflow.State {
 	t.Helper()
 	order := workflow.Order{OrderID: id, CustomerID: "c-1", Currency: "EUR", Items: []workflow.Item{{SKU: "A", Quantity: 1, UnitPriceCents: 100}}, TotalCents: 100, RequestHash: "h", CreatedAt: t0}
-	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{"orderId":"`+id+`"}`), t0, t0.Add(time.Minute))
+	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{"orderId":"`+id+`"}`), t0, t0.Add(time.Minute))
 	if err := s.CreateOrder(context.Background(), order, st); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func seed(t testing.TB, s *statestore.Store, id string) workflow.State {
 }
 
 // machine runs the shipped workflow under the default policy.
-var machine = workflow.Machine{Def: workflow.Default(), Policy: workflow.DefaultPolicy()}
+var machine = workflow.Machine{Def: workflow.Reference(), Policy: workflow.DefaultPolicy()}
 
 // claim takes step of id for owner at now.
 func claim(s *statestore.Store, id string, step int, owner string, now time.Time) (workflow.State, error) {
@@ -89,7 +89,7 @@ func TestCreateOrderWritesBothOrNeither(t *testing.T) {
 	seed(t, s, "o-1")
 	// The state record exists, the order does not: the order must not be
 	// written either.
-	st := workflow.NewState("o-1", workflow.Default(), nil, t0, t0)
+	st := workflow.NewState("o-1", workflow.Reference(), nil, t0, t0)
 	err := s.CreateOrder(ctx, workflow.Order{OrderID: "o-1", RequestHash: "other", CreatedAt: t0}, st)
 	if !errors.Is(err, workflow.ErrExists) {
 		t.Fatalf("CreateOrder = %v, want ErrExists", err)

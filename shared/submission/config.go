@@ -82,7 +82,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			SchedulerQueueURL:  r.String("SCHEDULER_QUEUE_URL"),
 			OrdersTable:        r.String("ORDERS_TABLE"),
 			StateTable:         r.String("STATE_TABLE"),
-			Workflow:           workflow.Default(),
+			Workflow:           workflow.Reference(),
 			ClaimTimeout:       r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
 			Retention:          r.Duration("RETENTION", workflow.DefaultRetention),
 			MaxBodyBytes:       DefaultMaxBodyBytes,

@@ -21,7 +21,7 @@ func TestLoadConfig(t *testing.T) {
 		c := Config{
 			FirstAgentQueueURL: deployed["FIRST_AGENT_QUEUE_URL"],
 			SchedulerQueueURL:  deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
-			Workflow: workflow.Default(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, Retention: workflow.DefaultRetention, MaxBodyBytes: 64 * 1024,
+			Workflow: workflow.Reference(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, Retention: workflow.DefaultRetention, MaxBodyBytes: 64 * 1024,
 			Admission: admission.Config{Refresh: admission.DefaultRefresh},
 		}
 		change(&c)

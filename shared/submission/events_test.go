@@ -52,7 +52,7 @@ func TestSampleGetOrderEvent(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
 			if tt.owner != "" {
-				st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow.Add(testConfig().ClaimTimeout))
+				st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), testNow, testNow.Add(testConfig().ClaimTimeout))
 				st.Owner = tt.owner
 				f.put(st)
 			}

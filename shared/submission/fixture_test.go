@@ -79,7 +79,7 @@ func testConfig() Config {
 		SchedulerQueueURL:  testQueueURL,
 		OrdersTable:        "orders",
 		StateTable:         "state",
-		Workflow:           workflow.Default(),
+		Workflow:           workflow.Reference(),
 		ClaimTimeout:       2 * time.Minute,
 		Retention:          workflow.DefaultRetention,
 		MaxBodyBytes:       DefaultMaxBodyBytes,

@@ -57,8 +57,8 @@ func TestCreateOrder(t *testing.T) {
 	wantInput := `{"orderId":"` + a.OrderID + `","customerId":"c-42","currency":"EUR","items":[{"sku":"BOOK-1","quantity":2,"unitPriceCents":1999},{"sku":"PEN","quantity":1,"unitPriceCents":250}],"totalCents":4248}`
 	// The first step is claimed in the same write, as a Scheduler's claim
 	// would leave it: by this request, attempt 1, one step budget to go.
-	first := workflow.Default().Steps[0]
-	wantState := workflow.NewState(a.OrderID, workflow.Default(), json.RawMessage(wantInput), testNow, testNow.Add(first.Lease()))
+	first := workflow.Reference().Steps[0]
+	wantState := workflow.NewState(a.OrderID, workflow.Reference(), json.RawMessage(wantInput), testNow, testNow.Add(first.Lease()))
 	wantState.Owner = callerA
 	wantState.ProcessState, wantState.Attempt, wantState.LockedBy = workflow.Processing, 1, "submission/req-1"
 	wantState.Steps[0].State, wantState.Steps[0].Attempts, wantState.Steps[0].StartedAt = workflow.StepProcessing, 1, &testNow
@@ -355,7 +355,7 @@ func TestSendFailureStillAccepted(t *testing.T) {
 	a := readAccepted(t, f.do(t, postOrder(validBody)))
 	// Claimed with a deadline: the Supervisor retries the step once it
 	// passes, as it does for a dispatch whose Agent died.
-	first := workflow.Default().Steps[0]
+	first := workflow.Reference().Steps[0]
 	if st := f.state(t, a.OrderID); st.ProcessState != workflow.Processing || st.Attempt != 1 ||
 		!st.CompleteBy.Equal(testNow.Add(first.Lease())) || !st.InFlight {
 		t.Fatalf("order written as %s, attempt %d, complete by %v, in flight %v", st.ProcessState, st.Attempt, st.CompleteBy, st.InFlight)
@@ -416,7 +416,7 @@ func TestGetOrder(t *testing.T) {
 	const id = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 	started := testNow.Add(time.Second)
 	finished := testNow.Add(3 * time.Second)
-	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{"orderId":"x","customerId":"secret-customer"}`), testNow, time.Time{})
+	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{"orderId":"x","customerId":"secret-customer"}`), testNow, time.Time{})
 	st.ProcessState, st.StepIndex, st.Step = workflow.Processing, 1, "charge-payment"
 	st.LockedBy, st.Attempt, st.FailureCount = "scheduler-invocation-9", 3, 1
 	st.ClientID, st.EventSeq, st.Resubmits = "shop.web-1", 2, 1
@@ -452,7 +452,7 @@ func TestGetOrder(t *testing.T) {
 func TestGetOrderOmitsZeroCompleteBy(t *testing.T) {
 	t.Parallel()
 	const id = "abc"
-	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow)
+	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), testNow, testNow)
 	st.ProcessState, st.CompleteBy, st.Owner = workflow.Processed, time.Time{}, callerA
 	f := newFixture(t, nil)
 	f.put(st)
@@ -669,7 +669,7 @@ func FuzzHandle(f *testing.F) {
 		// The store's state follows the fuzzed order ID, so retry and cancel
 		// meet every state, and its writes succeed as far as the state allows.
 		stateOf := func(id string) workflow.State {
-			st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow, testNow)
+			st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), testNow, testNow)
 			states := workflow.ProcessStates()
 			st.ProcessState = states[len(id)%len(states)]
 			st.Cancelled = len(id)%2 == 0

@@ -246,7 +246,7 @@ func TestIntegrationRetry(t *testing.T) {
 		t.Fatalf("after retry %+v", st)
 	}
 	// The Scheduler can claim what the message asks for.
-	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(id, 0, "resubmitted") {
+	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(id, "order-v1", 0, "resubmitted") {
 		t.Fatalf("sent %+v", ms)
 	}
 	f.claim(t, id, 0, false)
@@ -286,7 +286,7 @@ func TestIntegrationConcurrentRetries(t *testing.T) {
 	if st := f.get(t, id); st.Resubmits != 1 || st.ProcessState != workflow.Pending {
 		t.Fatalf("after both retries %+v", st)
 	}
-	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(id, 0, "resubmitted") {
+	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(id, "order-v1", 0, "resubmitted") {
 		t.Fatalf("sent %+v, want one resubmission's", ms)
 	}
 }
@@ -299,7 +299,7 @@ func TestIntegrationCancel(t *testing.T) {
 	// new order's first step is claimed at submission, so only a record
 	// written before that has none (seeded as such here).
 	idle := OrderIDForKey(callerA, "written-before-first-claims")
-	old := workflow.NewState(idle, workflow.Default(), json.RawMessage(`{}`), f.tick(), f.clk.Now().Add(time.Minute))
+	old := workflow.NewState(idle, workflow.Reference(), json.RawMessage(`{}`), f.tick(), f.clk.Now().Add(time.Minute))
 	old.Owner = callerA
 	if err := f.db.CreateOrder(context.Background(), workflow.Order{OrderID: idle, Owner: callerA, CreatedAt: f.clk.Now()}, old); err != nil {
 		t.Fatal(err)
@@ -331,7 +331,7 @@ func TestIntegrationCancel(t *testing.T) {
 		t.Fatalf("busy order after cancel %+v", st)
 	}
 	sent := schedules(t, f.out)
-	if last := sent[len(sent)-1]; last != message.NewCompensation(busy, 0, "cancelled") {
+	if last := sent[len(sent)-1]; last != message.NewCompensation(busy, "order-v1", 0, "cancelled") {
 		t.Fatalf("last message %+v", last)
 	}
 	_, err := f.db.Apply(context.Background(), machine().StepCompleted(busy, 0, claimed.Attempt, nil, "scheduler-1", f.tick()))
@@ -346,7 +346,7 @@ func TestIntegrationCancel(t *testing.T) {
 	}
 	readOperatorAccepted(t, f.do(t, post("/orders/"+busy+"/retry")), busy, workflow.CompensationPending)
 	sent = schedules(t, f.out)
-	if last := sent[len(sent)-1]; last != message.NewCompensation(busy, 0, "resubmitted") {
+	if last := sent[len(sent)-1]; last != message.NewCompensation(busy, "order-v1", 0, "resubmitted") {
 		t.Fatalf("last message %+v", last)
 	}
 	// Still the answer to a repeated cancel: it took effect.

@@ -24,7 +24,7 @@ const orderA = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 // at builds the record of an order that reached step i in state ps: the
 // steps before i succeeded, step i was tried attempts times.
 func at(id string, ps workflow.ProcessState, i, attempts int) workflow.State {
-	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), testNow.Add(-time.Hour), testNow.Add(-time.Hour))
+	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), testNow.Add(-time.Hour), testNow.Add(-time.Hour))
 	st.ProcessState, st.StepIndex, st.Step = ps, i, st.Steps[i].Name
 	st.Owner = callerA
 	st.Attempt = i + attempts
@@ -117,13 +117,13 @@ func TestRetry(t *testing.T) {
 		sendErr   error // fails the schedule message: still 202, the change is committed
 	}{
 		{"error at the first step", at(orderA, workflow.Error, 0, 1), workflow.Pending,
-			message.NewSchedule(orderA, 0, "resubmitted"), nil},
+			message.NewSchedule(orderA, "order-v1", 0, "resubmitted"), nil},
 		{"error at the second step", at(orderA, workflow.Error, 1, 3), workflow.Pending,
-			message.NewSchedule(orderA, 1, "resubmitted"), nil},
+			message.NewSchedule(orderA, "order-v1", 1, "resubmitted"), nil},
 		{"failed compensation", at(orderA, workflow.CompensationFailed, 0, 1), workflow.CompensationPending,
-			message.NewCompensation(orderA, 0, "resubmitted"), nil},
+			message.NewCompensation(orderA, "order-v1", 0, "resubmitted"), nil},
 		{"queue down", at(orderA, workflow.Error, 0, 1), workflow.Pending,
-			message.NewSchedule(orderA, 0, "resubmitted"), errQueue},
+			message.NewSchedule(orderA, "order-v1", 0, "resubmitted"), errQueue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -302,7 +302,7 @@ func TestConcurrentRetries(t *testing.T) {
 		if codes[202] != 1 || codes[409] != 1 {
 			t.Fatalf("statuses %v, want one 202 and one 409", codes)
 		}
-		if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(orderA, 1, "resubmitted") {
+		if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewSchedule(orderA, "order-v1", 1, "resubmitted") {
 			t.Fatalf("sent %+v, want one schedule of step 1", ms)
 		}
 		if st := f.state(t, orderA); st.Resubmits != 1 || f.store.Writes() != 1 {
@@ -323,13 +323,13 @@ func TestCancel(t *testing.T) {
 		sendErr   error             // fails the message: still 202, the change is committed
 	}{
 		{"pending first step, never tried", at(orderA, workflow.Pending, 0, 0), workflow.Cancelled, 0, nil, nil},
-		{"pending first step after a timeout", at(orderA, workflow.Pending, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled")), nil},
-		{"processing first step", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled")), nil},
-		{"pending second step", at(orderA, workflow.Pending, 1, 0), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled")), nil},
-		{"processing second step", processingSecond, workflow.CompensationPending, 1, ptr(message.NewCompensation(orderA, 1, "cancelled")), nil},
+		{"pending first step after a timeout", at(orderA, workflow.Pending, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, "order-v1", 0, "cancelled")), nil},
+		{"processing first step", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, "order-v1", 0, "cancelled")), nil},
+		{"pending second step", at(orderA, workflow.Pending, 1, 0), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, "order-v1", 0, "cancelled")), nil},
+		{"processing second step", processingSecond, workflow.CompensationPending, 1, ptr(message.NewCompensation(orderA, "order-v1", 1, "cancelled")), nil},
 		// The message that failed is the compensation's: the log line does
 		// not say so (it carries the error only), the message does.
-		{"queue down", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, 0, "cancelled")), errQueue},
+		{"queue down", at(orderA, workflow.Processing, 0, 1), workflow.CompensationPending, 0, ptr(message.NewCompensation(orderA, "order-v1", 0, "cancelled")), errQueue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -438,7 +438,7 @@ func TestCancelRacesScheduler(t *testing.T) {
 		!slices.Equal(fences[1].In, []workflow.ProcessState{workflow.Processing}) || *fences[1].Attempt != 1 {
 		t.Fatalf("cancel wrote fenced on %+v", fences)
 	}
-	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewCompensation(orderA, 0, "cancelled") {
+	if ms := schedules(t, f.out); len(ms) != 1 || ms[0] != message.NewCompensation(orderA, "order-v1", 0, "cancelled") {
 		t.Fatalf("sent %+v", ms)
 	}
 	if st := f.state(t, orderA); st.Attempt != 2 || !st.Cancelled || st.Steps[0].Compensation != workflow.StepPending || f.store.Writes() != 1 {

@@ -55,7 +55,7 @@ const testQueueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler
 // testConfig runs the default workflow with no step to undo: a step given
 // up on puts its order in Error with an alert.
 func testConfig() Config {
-	def := workflow.Default()
+	def := workflow.Reference()
 	for i := range def.Steps {
 		def.Steps[i].Compensable = false
 	}
@@ -112,7 +112,7 @@ func decodeSchedule(t *testing.T, body string) message.Schedule {
 // history is a record's step history, as an order of the default workflow
 // starts with: a store refuses a patch of a step the record lacks.
 func history() []workflow.StepRecord {
-	return workflow.NewState("", workflow.Default(), nil, testNow, testNow).Steps
+	return workflow.NewState("", workflow.Reference(), nil, testNow, testNow).Steps
 }
 
 // processing is a record working on its second step: the first succeeded,
@@ -609,9 +609,9 @@ func TestSampleScheduledEvent(t *testing.T) {
 		"Apply "+orderD+" alert-resent", "Publish permanent-failure "+orderD, "Apply "+orderD+" alert-sent",
 	)
 	wantSent := []actortest.Sent{
-		{QueueURL: sampleSchedulerQueue, Body: message.Encode(message.NewSchedule(orderA, 1, "retry")), Delay: cfg.Policy.BackoffBase},
-		{QueueURL: sampleSchedulerQueue, Body: message.Encode(message.NewCompensation(orderB, 1, "give-up"))},
-		{QueueURL: sampleSchedulerQueue, Body: message.Encode(message.NewSchedule(orderC, 0, "requeue"))},
+		{QueueURL: sampleSchedulerQueue, Body: message.Encode(message.NewSchedule(orderA, "order-v1", 1, "retry")), Delay: cfg.Policy.BackoffBase},
+		{QueueURL: sampleSchedulerQueue, Body: message.Encode(message.NewCompensation(orderB, "order-v1", 1, "give-up"))},
+		{QueueURL: sampleSchedulerQueue, Body: message.Encode(message.NewSchedule(orderC, "order-v1", 0, "requeue"))},
 	}
 	if got := f.Send.Sent(); !slices.Equal(got, wantSent) {
 		t.Errorf("sent = %+v, want %+v", got, wantSent)

@@ -37,7 +37,7 @@ func (f sendFunc) SendBatch(ctx context.Context, url string, msgs []queue.Outgoi
 // phase is an order's record in a phase: state, attempt, and a CompleteBy
 // that far from now.
 func phase(id string, ps workflow.ProcessState, attempt int, in time.Duration) *workflow.State {
-	st := workflow.NewState(id, workflow.Default(), []byte(`{}`), now.Add(-time.Minute), now.Add(in))
+	st := workflow.NewState(id, workflow.Reference(), []byte(`{}`), now.Add(-time.Minute), now.Add(in))
 	st.ProcessState, st.Attempt = ps, attempt
 	st.InFlight = ps.InFlight()
 	return &st

@@ -64,10 +64,10 @@ func TestCapacityDerivesEveryFigureFromTheModel(t *testing.T) {
 func TestWaitMustCoverTheAdmitWait(t *testing.T) {
 	t.Parallel()
 	c := topology.DefaultCapacity()
-	if err := c.CheckWorkflow(workflow.Default()); err != nil {
+	if err := c.CheckWorkflow(workflow.Reference()); err != nil {
 		t.Fatalf("the default workflow against the default model: %v", err)
 	}
-	d := workflow.Default()
+	d := workflow.Reference()
 	d.Steps[1].Wait = time.Second
 	if err := c.CheckWorkflow(d); err == nil || !strings.Contains(err.Error(), `step "charge-payment": wait 1s must be at least twice the admit wait 1s`) {
 		t.Fatalf("err = %v", err)
@@ -76,7 +76,7 @@ func TestWaitMustCoverTheAdmitWait(t *testing.T) {
 
 func TestQueueAgeAlarmsFollowTheSteps(t *testing.T) {
 	t.Parallel()
-	d := workflow.Default()
+	d := workflow.Reference()
 	d.Steps[0].Wait, d.Steps[1].Wait = 0, 8*time.Second
 	if got := topology.AgentQueueAgeAlarm(d.Steps[0]); got != d.Steps[0].Budget {
 		t.Errorf("a step without a wait alarms at %v, want its budget", got)

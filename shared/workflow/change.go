@@ -71,6 +71,11 @@ const (
 // Fence is what a record must hold for a change to apply: what the decision
 // saw of it. Zero fields check nothing.
 type Fence struct {
+	// Workflow, when set: the record is pinned to this version (its ID). The
+	// Machine fences every change on the version it decided with, so a
+	// message naming another version than its order's is refused, never
+	// carried out by the wrong definition.
+	Workflow string
 	// In: the record's state is one of these.
 	In []ProcessState
 	// Attempt and StepIndex, when set, must match.
@@ -91,7 +96,8 @@ type Fence struct {
 // Admits reports whether s passes the fence.
 func (f Fence) Admits(s State) bool {
 	switch {
-	case len(f.In) > 0 && !slices.Contains(f.In, s.ProcessState),
+	case f.Workflow != "" && s.Workflow != f.Workflow,
+		len(f.In) > 0 && !slices.Contains(f.In, s.ProcessState),
 		f.Attempt != nil && s.Attempt != *f.Attempt,
 		f.StepIndex != nil && s.StepIndex != *f.StepIndex,
 		f.Unlocked && s.LockedBy != "",

@@ -85,21 +85,21 @@ func (d Definition) validateSizes() []error {
 	for k, s := range d.Steps {
 		if s.MaxOutputBytes < 0 || s.MaxOutputBytes > MaxMessageBytes-messageEnvelopeBytes {
 			errs = append(errs, fmt.Errorf("workflow %q: step %q: output limit %d must be within 0..%d (a reply must fit an SQS message)",
-				d.Name, s.Name, s.MaxOutputBytes, MaxMessageBytes-messageEnvelopeBytes))
+				d.ID(), s.Name, s.MaxOutputBytes, MaxMessageBytes-messageEnvelopeBytes))
 			continue
 		}
 		if n := d.WorstRequestBytes(k, false); n > MaxMessageBytes {
 			errs = append(errs, fmt.Errorf("workflow %q: the request of step %q can reach %d bytes (input %d + the outputs before it), over the SQS limit of %d: lower the steps' output limits",
-				d.Name, s.Name, n, MaxInputBytes, MaxMessageBytes))
+				d.ID(), s.Name, n, MaxInputBytes, MaxMessageBytes))
 		}
 		if n := d.WorstRequestBytes(k, true); s.Compensable && n > MaxMessageBytes {
 			errs = append(errs, fmt.Errorf("workflow %q: the undo request of step %q can reach %d bytes, over the SQS limit of %d: lower the steps' output limits",
-				d.Name, s.Name, n, MaxMessageBytes))
+				d.ID(), s.Name, n, MaxMessageBytes))
 		}
 	}
 	if n := d.WorstItemBytes(); len(errs) == 0 && n > MaxItemBytes {
 		errs = append(errs, fmt.Errorf("workflow %q: a state record can reach %d bytes with every output at its limit, over the DynamoDB item limit of %d: lower the steps' output limits",
-			d.Name, n, MaxItemBytes))
+			d.ID(), n, MaxItemBytes))
 	}
 	return errs
 }

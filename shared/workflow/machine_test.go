@@ -389,7 +389,7 @@ func TestListedStates(t *testing.T) {
 // (the reply's commit, the Supervisor's timeout, a cancel) sees a claim.
 func TestAcceptClaimsTheFirstStep(t *testing.T) {
 	t.Parallel()
-	m := Machine{Def: Default(), Policy: DefaultPolicy()}
+	m := Machine{Def: Reference(), Policy: DefaultPolicy()}
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	input := json.RawMessage(`{"orderId":"o-1"}`)
 	got := m.Accept("o-1", input, "submission/r-1", now)

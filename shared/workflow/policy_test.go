@@ -47,15 +47,15 @@ func TestPolicyValidate(t *testing.T) {
 
 func TestDefinitionValidate(t *testing.T) {
 	t.Parallel()
-	if err := Default().Validate(); err != nil {
+	if err := Reference().Validate(); err != nil {
 		t.Fatalf("default workflow invalid: %v", err)
 	}
 	for name, d := range map[string]Definition{
 		"no name":      {Steps: []Step{{Name: "a", Budget: time.Second}}},
-		"no steps":     {Name: "w"},
-		"bad name":     {Name: "w", Steps: []Step{{Name: "Bad_Name", Budget: time.Second}}},
-		"duplicate":    {Name: "w", Steps: []Step{{Name: "a", Budget: time.Second}, {Name: "a", Budget: time.Second}}},
-		"short budget": {Name: "w", Steps: []Step{{Name: "a", Budget: time.Millisecond}}},
+		"no steps":     {Name: "w", Version: 1},
+		"bad name":     {Name: "w", Version: 1, Steps: []Step{{Name: "Bad_Name", Budget: time.Second}}},
+		"duplicate":    {Name: "w", Version: 1, Steps: []Step{{Name: "a", Budget: time.Second}, {Name: "a", Budget: time.Second}}},
+		"short budget": {Name: "w", Version: 1, Steps: []Step{{Name: "a", Budget: time.Millisecond}}},
 	} {
 		if d.Validate() == nil {
 			t.Errorf("%s: accepted %+v", name, d)
@@ -77,7 +77,7 @@ func TestDefinitionRejectsPayloadsThatCannotFit(t *testing.T) {
 		steps []Step
 		want  string // "" for a definition that fits
 	}{
-		{"the default fits", Default().Steps, ""},
+		{"the default fits", Reference().Steps, ""},
 		{"two large outputs still fit a request", []Step{step("a", 100<<10, false), step("b", 100<<10, false), step("c", 0, false)}, ""},
 		{"the third request would carry 260 KiB of outputs", []Step{step("a", 130<<10, false), step("b", 130<<10, false), step("c", 0, false)},
 			`the request of step "c" can reach`},
@@ -93,7 +93,7 @@ func TestDefinitionRejectsPayloadsThatCannotFit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := Definition{Name: "w", Steps: tc.steps}.Validate()
+			err := Definition{Name: "w", Version: 1, Steps: tc.steps}.Validate()
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -129,7 +129,7 @@ func TestClip(t *testing.T) {
 func TestNewState(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	s := NewState("o-1", Default(), []byte(`{}`), now, now.Add(time.Minute))
+	s := NewState("o-1", Reference(), []byte(`{}`), now, now.Add(time.Minute))
 	if s.ProcessState != Pending || s.StepIndex != 0 || s.Step != "reserve-inventory" || s.Attempt != 0 || s.LockedBy != "" {
 		t.Fatalf("unexpected initial state %+v", s)
 	}

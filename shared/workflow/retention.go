@@ -53,6 +53,11 @@ func (m Machine) openUntil(createdAt time.Time) time.Time {
 // also removes OpenUntil (Seal). Every public method of the Machine that returns
 // a Change runs it last.
 func (m Machine) retain(c *Change) {
+	if c.OrderID != "" {
+		// Run last in every public method, it also pins the change to the
+		// version that decided it (Fence.Workflow).
+		c.Fence.Workflow = m.Def.ID()
+	}
 	to := c.Patch.State
 	if to == "" {
 		return

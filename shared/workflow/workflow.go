@@ -138,10 +138,14 @@ type Step struct {
 	MaxOutputBytes int
 }
 
-// Definition is an ordered list of steps.
+// Definition is one version of a workflow: an ordered list of steps.
+// Versions are declared in shared/catalog/workflows.json.
 type Definition struct {
-	Name  string
-	Steps []Step
+	// Name names the workflow; Version numbers this definition of it. A
+	// state record pins both (ID).
+	Name    string
+	Version int
+	Steps   []Step
 }
 
 var stepName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
@@ -152,24 +156,33 @@ func (d Definition) Validate() error {
 	if d.Name == "" {
 		return errors.New("workflow: definition has no name")
 	}
-	if len(d.Steps) == 0 {
-		return fmt.Errorf("workflow %q: no steps", d.Name)
-	}
 	var errs []error
+	if !workflowName.MatchString(d.Name) || versionTail.MatchString(d.Name) {
+		errs = append(errs, fmt.Errorf("workflow %q: the name must match %s and not end in -v<number>", d.Name, workflowName))
+	}
+	if d.Version < 1 || d.Version > MaxVersion {
+		errs = append(errs, fmt.Errorf("workflow %q: version %d must be within 1..%d", d.ID(), d.Version, MaxVersion))
+	}
+	if len(d.Steps) == 0 {
+		return errors.Join(append(errs, fmt.Errorf("workflow %q: no steps", d.ID()))...)
+	}
 	seen := make(map[string]bool, len(d.Steps))
 	for i, s := range d.Steps {
 		if !stepName.MatchString(s.Name) {
-			errs = append(errs, fmt.Errorf("workflow %q: step %d: name %q must match %s", d.Name, i, s.Name, stepName))
+			errs = append(errs, fmt.Errorf("workflow %q: step %d: name %q must match %s", d.ID(), i, s.Name, stepName))
 		}
 		if seen[s.Name] {
-			errs = append(errs, fmt.Errorf("workflow %q: step %q appears twice", d.Name, s.Name))
+			errs = append(errs, fmt.Errorf("workflow %q: step %q appears twice", d.ID(), s.Name))
 		}
 		seen[s.Name] = true
 		if s.Budget < time.Second || s.Budget > 15*time.Minute {
-			errs = append(errs, fmt.Errorf("workflow %q: step %q: budget %v must be within 1s..15m (a Lambda's limit)", d.Name, s.Name, s.Budget))
+			errs = append(errs, fmt.Errorf("workflow %q: step %q: budget %v must be within 1s..15m (a Lambda's limit)", d.ID(), s.Name, s.Budget))
 		}
 		if s.Wait < 0 || s.Wait > MaxWait {
-			errs = append(errs, fmt.Errorf("workflow %q: step %q: wait %v must be within 0..%v", d.Name, s.Name, s.Wait, MaxWait))
+			errs = append(errs, fmt.Errorf("workflow %q: step %q: wait %v must be within 0..%v", d.ID(), s.Name, s.Wait, MaxWait))
+		}
+		if s.Lease() > MaxLease {
+			errs = append(errs, fmt.Errorf("workflow %q: step %q: wait %v plus budget %v exceeds the %v an Agent Lambda can use", d.ID(), s.Name, s.Wait, s.Budget, MaxLease))
 		}
 	}
 	errs = append(errs, d.validateSizes()...)
@@ -199,11 +212,15 @@ func (d Definition) StepNames() []string {
 // Agent its whole Budget.
 const DefaultWait = 5 * time.Second
 
-// Default is the order workflow this project ships: reserve the goods, then
-// take the payment.
-func Default() Definition {
+// Reference is order-v1, the order workflow this project shipped first
+// (reserve the goods, then take the payment): the fixed definition the
+// tests and the cost, load and recovery benchmarks measure, so that a
+// change of the deployed catalog (shared/catalog/workflows.json) does not
+// change them. The catalog's order-v1, while it is declared, must be
+// exactly this (its test checks), since orders are pinned to it.
+func Reference() Definition {
 	return Definition{
-		Name: "order-v1",
+		Name: "order", Version: 1,
 		Steps: []Step{
 			{Name: "reserve-inventory", Budget: 30 * time.Second, Wait: DefaultWait, Compensable: true},
 			{Name: "charge-payment", Budget: 30 * time.Second, Wait: DefaultWait, Compensable: true},
@@ -346,7 +363,7 @@ func (s State) Expired(now time.Time) bool { return pastTTL(s.ExpiresAt, now) }
 // CurrentStep returns the definition of the record's current step.
 func (s State) CurrentStep(d Definition) (Step, error) {
 	if s.StepIndex < 0 || s.StepIndex >= len(d.Steps) {
-		return Step{}, fmt.Errorf("order %s: step index %d outside workflow %q of %d steps", s.OrderID, s.StepIndex, d.Name, len(d.Steps))
+		return Step{}, fmt.Errorf("order %s: step index %d outside workflow %q of %d steps", s.OrderID, s.StepIndex, d.ID(), len(d.Steps))
 	}
 	return d.Steps[s.StepIndex], nil
 }
@@ -360,7 +377,7 @@ func NewState(orderID string, d Definition, input json.RawMessage, now, claimBy 
 	}
 	return State{
 		OrderID:      orderID,
-		Workflow:     d.Name,
+		Workflow:     d.ID(),
 		StepIndex:    0,
 		Step:         d.Steps[0].Name,
 		ProcessState: Pending,

@@ -1,0 +1,166 @@
+// Package catalog holds the deployment's workflow definitions, as data:
+// workflows.json, embedded in every function and read by the CDK stack and
+// the local stack, so all three run the same versions. Parse is its strict
+// reader; Deployed is the file this build embeds.
+//
+// A workflow lists its versions and names the current one, which new orders
+// get. A version never changes once it has run an order (orders are pinned
+// to it): to change a workflow, add a version and make it current, and
+// remove the old one once `sasctl workflows` shows no open order on it.
+package catalog
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/jsonstrict"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+//go:embed workflows.json
+var deployed []byte
+
+// MaxFileBytes bounds a catalog file.
+const MaxFileBytes = 256 << 10
+
+// File is workflows.json, as written.
+type File struct {
+	// Default names the workflow of a submission that names none.
+	Default   string     `json:"default"`
+	Workflows []Workflow `json:"workflows"`
+}
+
+// Workflow is one workflow: its versions, and the one new orders get.
+type Workflow struct {
+	Name     string    `json:"name"`
+	Current  int       `json:"current"`
+	Versions []Version `json:"versions"`
+}
+
+// Version is one definition of a workflow.
+type Version struct {
+	Version int    `json:"version"`
+	Steps   []Step `json:"steps"`
+}
+
+// Step is one step of a version (workflow.Step); durations are Go
+// durations ("30s").
+type Step struct {
+	Name           string   `json:"name"`
+	Budget         Duration `json:"budget"`
+	Wait           Duration `json:"wait,omitempty"`
+	Compensable    bool     `json:"compensable,omitempty"`
+	MaxOutputBytes int      `json:"maxOutputBytes,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string.
+type Duration time.Duration
+
+// UnmarshalJSON reads "30s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes "30s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Parse reads a catalog file strictly (no unknown member, nothing after
+// it) and validates it (workflow.Catalog.Validate), reporting every
+// problem at once.
+func Parse(b []byte) (workflow.Catalog, error) {
+	if len(b) > MaxFileBytes {
+		return workflow.Catalog{}, fmt.Errorf("workflow catalog: %d bytes, over %d", len(b), MaxFileBytes)
+	}
+	var f File
+	if err := jsonstrict.Decode(b, &f); err != nil {
+		return workflow.Catalog{}, fmt.Errorf("workflow catalog: %w", err)
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, w := range f.Workflows {
+		if seen[w.Name] {
+			errs = append(errs, fmt.Errorf("workflow catalog: workflow %q is listed twice (list its versions under one entry)", w.Name))
+		}
+		seen[w.Name] = true
+	}
+	c := f.Catalog()
+	if err := errors.Join(append(errs, c.Validate())...); err != nil {
+		return workflow.Catalog{}, err
+	}
+	return c, nil
+}
+
+// Catalog is the file's definitions, unchecked.
+func (f File) Catalog() workflow.Catalog {
+	c := workflow.Catalog{Default: f.Default, Current: map[string]int{}}
+	for _, w := range f.Workflows {
+		c.Current[w.Name] = w.Current
+		for _, v := range w.Versions {
+			d := workflow.Definition{Name: w.Name, Version: v.Version}
+			for _, s := range v.Steps {
+				d.Steps = append(d.Steps, workflow.Step{Name: s.Name, Budget: time.Duration(s.Budget), Wait: time.Duration(s.Wait),
+					Compensable: s.Compensable, MaxOutputBytes: s.MaxOutputBytes})
+			}
+			c.Definitions = append(c.Definitions, d)
+		}
+	}
+	return c
+}
+
+// FromCatalog writes c as a file, for tools that derive one (a test's
+// second version, the demo's).
+func FromCatalog(c workflow.Catalog) File {
+	f := File{Default: c.Default}
+	at := map[string]int{}
+	for _, d := range c.Definitions {
+		i, ok := at[d.Name]
+		if !ok {
+			i, at[d.Name] = len(f.Workflows), len(f.Workflows)
+			f.Workflows = append(f.Workflows, Workflow{Name: d.Name, Current: c.Current[d.Name]})
+		}
+		v := Version{Version: d.Version}
+		for _, s := range d.Steps {
+			v.Steps = append(v.Steps, Step{Name: s.Name, Budget: Duration(s.Budget), Wait: Duration(s.Wait),
+				Compensable: s.Compensable, MaxOutputBytes: s.MaxOutputBytes})
+		}
+		f.Workflows[i].Versions = append(f.Workflows[i].Versions, v)
+	}
+	return f
+}
+
+// Deployed is the catalog this build embeds: the one the functions run and
+// the stack deploys.
+func Deployed() (workflow.Catalog, error) { return Parse(deployed) }
+
+// MustDeployed is Deployed for tools and tests, which stop on an invalid
+// file; the functions report it at cold start instead (their config).
+func MustDeployed() workflow.Catalog {
+	c, err := Deployed()
+	if err != nil {
+		panic(fmt.Sprintf("shared/catalog/workflows.json: %v", err))
+	}
+	return c
+}
+
+// Read is Deployed for a function's configuration: a file that does not
+// parse is reported with the configuration's other problems.
+func Read(r *config.Reader) workflow.Catalog {
+	c, err := Deployed()
+	if err != nil {
+		r.Fail("workflows.json", "shared/catalog/workflows.json: %v", err)
+	}
+	return c
+}
