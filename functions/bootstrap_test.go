@@ -231,7 +231,7 @@ func newSystem(t *testing.T, remoteURL string) *system {
 	s.store = statestore.New(ddb, s.tables)
 	s.refs["OrdersTable"], s.refs["StateTable"] = s.tables.Orders, s.tables.State
 	ids := append([]string(nil), queueIDs...)
-	for _, st := range workflow.Default().Steps {
+	for _, st := range workflow.Reference().Steps {
 		ids = append(ids, pascal(st.Name)+"Queue")
 		s.refs[pascal(st.Name)+"RemoteBaseUrl"] = remoteURL
 	}
@@ -416,7 +416,7 @@ func TestEnvironmentsNameEveryFunction(t *testing.T) {
 			t.Errorf("%s has no %s among %v", environmentsFile, pascal(folder), ids)
 		}
 	}
-	for _, st := range workflow.Default().Steps {
+	for _, st := range workflow.Reference().Steps {
 		if _, ok := envs["Agent"+pascal(st.Name)]; !ok {
 			t.Errorf("%s has no Agent%s among %v", environmentsFile, pascal(st.Name), ids)
 		}
@@ -453,7 +453,7 @@ func TestBootstrapSubmission(t *testing.T) {
 	if _, err := s.store.GetState(ctx, accepted.OrderID); err != nil {
 		t.Fatalf("state of %s not in %s: %v", accepted.OrderID, s.tables.State, err)
 	}
-	first := pascal(workflow.Default().Steps[0].Name) + "Queue"
+	first := pascal(workflow.Reference().Steps[0].Name) + "Queue"
 	req, err := message.DecodeAgentRequest(s.receive(t, first, 1)[0])
 	if err != nil || req.OrderID != accepted.OrderID || req.StepIndex != 0 {
 		t.Fatalf("%s got %+v (%v), want the first step of %s", first, req, err, accepted.OrderID)
@@ -485,7 +485,7 @@ func (s *system) seed(t *testing.T, id string) workflow.State {
 func (s *system) seedAt(t *testing.T, id string, now time.Time) workflow.State {
 	t.Helper()
 	input := json.RawMessage(`{"orderId":"` + id + `","customerId":"customer-42","currency":"EUR","items":[{"sku":"BOOK-0451","quantity":2,"unitPriceCents":1999}],"totalCents":3998}`)
-	st := workflow.NewState(id, workflow.Default(), input, now, now.Add(time.Minute))
+	st := workflow.NewState(id, workflow.Reference(), input, now, now.Add(time.Minute))
 	o := workflow.Order{OrderID: id, CustomerID: "customer-42", Currency: "EUR",
 		Items: []workflow.Item{{SKU: "BOOK-0451", Quantity: 2, UnitPriceCents: 1999}}, TotalCents: 3998}
 	if err := s.store.CreateOrder(context.Background(), o, st); err != nil {
@@ -522,7 +522,7 @@ func TestBootstrapScheduler(t *testing.T) {
 	if st.ProcessState != workflow.Processing || st.StepIndex != m.StepIndex || st.Attempt != 1 {
 		t.Errorf("after the schedule the record is %s at step %d attempt %d, want Processing at %d attempt 1", st.ProcessState, st.StepIndex, st.Attempt, m.StepIndex)
 	}
-	q := pascal(workflow.Default().Steps[m.StepIndex].Name) + "Queue"
+	q := pascal(workflow.Reference().Steps[m.StepIndex].Name) + "Queue"
 	req, err := message.DecodeAgentRequest(s.receive(t, q, 1)[0])
 	if err != nil || req.OrderID != m.OrderID || req.Attempt != 1 {
 		t.Fatalf("%s got %+v (%v), want attempt 1 of %s", q, req, err, m.OrderID)
@@ -549,7 +549,7 @@ func TestBootstrapScheduler(t *testing.T) {
 	if st, err = s.store.GetState(context.Background(), m.OrderID); err != nil {
 		t.Fatal(err)
 	}
-	next := workflow.Default().Steps[m.StepIndex+1].Name
+	next := workflow.Reference().Steps[m.StepIndex+1].Name
 	if st.ProcessState != workflow.Processing || st.StepIndex != m.StepIndex+1 || st.Step != next || st.Steps[m.StepIndex].State != workflow.StepSucceeded {
 		t.Errorf("after the reply the record is %s at step %d (%s), step %d %s; want Processing at %d (%s) with step %d succeeded",
 			st.ProcessState, st.StepIndex, st.Step, m.StepIndex, st.Steps[m.StepIndex].State, m.StepIndex+1, next, m.StepIndex)
@@ -733,7 +733,7 @@ func TestBootstrapMissingVariableIsAnInitError(t *testing.T) {
 	for k, v := range requiredVariables {
 		cases[k] = v
 	}
-	for _, st := range workflow.Default().Steps {
+	for _, st := range workflow.Reference().Steps {
 		cases["Agent"+pascal(st.Name)] = "RESPONSE_QUEUE_URL"
 	}
 	for id, variable := range cases {

@@ -39,7 +39,7 @@ func load(args []string, out io.Writer) error {
 	}
 	model := c.OrdersPerSecond()
 	fmt.Fprintf(out, "load: deployed timing (step budget %v + wait %v, Supervisor %s, fast path on), faults off\n",
-		o.Workflow.Steps[0].Budget, o.Workflow.Steps[0].Wait, topology.SupervisorSchedule)
+		o.Workflows.Definitions[0].Steps[0].Budget, o.Workflows.Definitions[0].Steps[0].Wait, topology.SupervisorSchedule)
 	fmt.Fprintf(out, "load: model: remote latency %v, %d calls at once an Agent (MaximumConcurrency %d) = %.0f orders/s\n",
 		c.RemoteLatency, c.RemoteConcurrency, c.AgentMaxConcurrency(), model)
 	if o.Capacity != nil {
@@ -51,8 +51,8 @@ func load(args []string, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	drain := o.Workflow.Steps[0].Lease() + topology.SupervisorEvery
-	ld := localstack.Load{Stack: st, Watch: watch, Warm: 2 * time.Duration(len(o.Workflow.Steps)) * c.RemoteLatency, Drain: drain}
+	drain := o.Workflows.Definitions[0].Steps[0].Lease() + topology.SupervisorEvery
+	ld := localstack.Load{Stack: st, Watch: watch, Warm: 2 * time.Duration(len(o.Workflows.Definitions[0].Steps)) * c.RemoteLatency, Drain: drain}
 
 	// The capacity: the unloaded p99 first, then rising rates until one
 	// sheds, leaves an order unfinished, or misses the bound.

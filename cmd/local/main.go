@@ -71,7 +71,7 @@ func run(args []string, out io.Writer) error {
 	remote := fs.String("remote", "", "loopback address of the remote simulator (serve default 127.0.0.1:9090, demo a free port)")
 	fs.Uint64Var(&o.Seed, "seed", 0, "seed of the simulator's faults and of agent crashes (0: random)")
 	fs.Float64Var(&o.Crash, "crash", o.Crash, "probability an Agent invocation is killed before it starts")
-	budget := fs.Duration("budget", o.Workflow.Steps[0].Budget, "time budget of every step (CompleteBy = claim + budget)")
+	budget := fs.Duration("budget", o.Workflows.Definitions[0].Steps[0].Budget, "time budget of every step (CompleteBy = claim + budget)")
 	fs.DurationVar(&o.SuperviseEvery, "supervise-every", o.SuperviseEvery, "the Supervisor's schedule")
 	faults := remotesim.FaultFlags(fs, o.Faults)
 	if err := fs.Parse(args[1:]); err != nil {
@@ -81,9 +81,7 @@ func run(args []string, out io.Writer) error {
 	if o.Faults, err = faults(); err != nil {
 		return fmt.Errorf("faults: %w", err)
 	}
-	for i := range o.Workflow.Steps {
-		o.Workflow.Steps[i].Budget = *budget
-	}
+	o.Workflows = localstack.Scaled(o.Workflows, *budget)
 	o.APIAddr, o.RemoteAddr = pick(*api, mode, "127.0.0.1:8080"), pick(*remote, mode, "127.0.0.1:9090")
 	onEngines(&o)
 	if o.Seed == 0 {

@@ -29,7 +29,7 @@ func recovery(args []string, out io.Writer) error {
 
 	o := localstack.DeployedOptions()
 	fmt.Fprintf(out, "recovery: deployed timing: step budget %v, Supervisor %s, backoff %v, claim timeout %v; %d orders a run over %v, every Agent invocation killed\n",
-		o.Workflow.Steps[0].Budget, topology.SupervisorSchedule, o.Policy.BackoffBase, o.Policy.ClaimTimeout, *orders, *spread)
+		o.Workflows.Definitions[0].Steps[0].Budget, topology.SupervisorSchedule, o.Policy.BackoffBase, o.Policy.ClaimTimeout, *orders, *spread)
 	type row struct {
 		name string
 		res  localstack.RecoveryResult
@@ -77,5 +77,5 @@ func recoveryRun(ctx context.Context, o localstack.Options, noFastPath bool, ord
 	}
 	defer st.Close()
 	return localstack.Recovery{Stack: st, Watch: watch, Orders: orders, Spread: spread,
-		Timeout: spread + o.Workflow.Steps[0].Lease() + 2*topology.SupervisorEvery + o.Policy.BackoffMax}.Run(ctx)
+		Timeout: spread + o.Workflows.Definitions[0].Steps[0].Lease() + 2*topology.SupervisorEvery + o.Policy.BackoffMax}.Run(ctx)
 }

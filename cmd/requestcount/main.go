@@ -69,7 +69,7 @@ func run(ctx context.Context, orders int, out io.Writer) error {
 	sys, err := wiring.Build(ctx, wiring.Options{
 		DynamoDB: ddb, SQS: handlerSQS, PollSQS: pollSQS, SNS: snsc,
 		Prefix: "reqcount-" + strconv.FormatInt(time.Now().UnixNano(), 36), Region: "us-east-1",
-		Workflow: workflow.Default(), Policy: workflow.DefaultPolicy(), RemoteBaseURL: srv.URL, Agent: agentCfg,
+		Workflows: workflow.Single(workflow.Reference()), Policy: workflow.DefaultPolicy(), RemoteBaseURL: srv.URL, Agent: agentCfg,
 		MaxReceiveCount: 3, VisibilityTimeout: 30 * time.Second,
 		Clock: clock.System{}, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})

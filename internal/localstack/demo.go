@@ -594,12 +594,17 @@ func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *S
 		sum.UndoErrors = append(sum.UndoErrors, st.OrderID+": "+fmt.Sprintf(format, args...))
 	}
 	stopped := st.ProcessState == workflow.Compensated || st.ProcessState == workflow.Cancelled || st.ProcessState == workflow.Error
+	// Compensable by the order's own version.
+	def, err := d.Stack.workflows.Resolve(st.Workflow)
+	if err != nil {
+		breach("%v", err)
+	}
 	for i, step := range st.Steps {
 		key := workflow.IdempotencyKey(st.OrderID, step.Name)
 		if undos[key] > 1 {
 			breach("%s undone %d times", step.Name, undos[key])
 		}
-		compensable := i < len(d.Stack.workflow.Steps) && d.Stack.workflow.Steps[i].Compensable
+		compensable := i < len(def.Steps) && def.Steps[i].Compensable
 		switch {
 		case st.ProcessState == workflow.Processed && undos[key] > 0:
 			breach("%s of a processed order undone", step.Name)

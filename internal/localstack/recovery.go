@@ -27,7 +27,7 @@ import (
 // timeouts, and no faults. What is measured with them is what a user gets.
 func DeployedOptions() Options {
 	o := DemoOptions()
-	o.Workflow, o.Policy, o.Agent = workflow.Default(), workflow.DefaultPolicy(), agent.DefaultConfig()
+	o.Workflows, o.Policy, o.Agent = workflow.Single(workflow.Reference()), workflow.DefaultPolicy(), agent.DefaultConfig()
 	o.Faults, o.Crash = remotesim.Faults{}, 0
 	o.SuperviseEvery = topology.SupervisorEvery
 	o.Visibility = topology.Visibility(topology.SchedulerTimeout)

@@ -20,8 +20,10 @@ func TestRecoveryIsTheFastPaths(t *testing.T) {
 	o := localstack.DemoOptions()
 	o.Faults = remotesim.Faults{}
 	o.Crash, o.SuperviseEvery = 1, time.Hour
-	for i := range o.Workflow.Steps {
-		o.Workflow.Steps[i].Budget = 2 * time.Second
+	for _, d := range o.Workflows.Definitions {
+		for i := range d.Steps {
+			d.Steps[i].Budget = 2 * time.Second
+		}
 	}
 	watch := &localstack.RecoveryWatch{Next: io.Discard}
 	st := startWatched(t, o, "recovery", watch)

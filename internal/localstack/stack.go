@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack/streambridge"
 	"github.com/sasflow/sas/internal/localstack/wiring"
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
@@ -60,8 +62,10 @@ type Options struct {
 	// the remote-service simulator; port 0 picks a free one.
 	APIAddr, RemoteAddr string
 
-	Workflow workflow.Definition
-	Policy   workflow.Policy
+	// Workflows is every workflow version the stack runs; DemoOptions
+	// reads the deployed catalog (shared/catalog), as the stack does.
+	Workflows workflow.Catalog
+	Policy    workflow.Policy
 	// Agent tunes the agents; Step, ResponseQueueURL and RemoteBaseURL are
 	// filled in per step.
 	Agent agent.Config
@@ -110,18 +114,19 @@ type Options struct {
 // policy, scaled down so that timeouts, retries and recoveries happen within
 // seconds.
 func DemoOptions() Options {
-	def := workflow.Default()
-	for i := range def.Steps {
-		// No queue allowance: the demo has no admission check, and its
-		// timeouts are meant to happen within seconds.
-		def.Steps[i].Budget, def.Steps[i].Wait = 3*time.Second, 0
-	}
+	return DemoOptionsOf(catalog.MustDeployed())
+}
+
+// DemoOptionsOf is DemoOptions for the workflow versions of cat, scaled
+// down alike.
+func DemoOptionsOf(cat workflow.Catalog) Options {
+	cat = Scaled(cat, 3*time.Second)
 	ag := agent.DefaultConfig()
 	ag.RemoteTimeout, ag.RetryBase, ag.RetryMax = 500*time.Millisecond, 20*time.Millisecond, 300*time.Millisecond
 	ag.BreakerCooldown = 500 * time.Millisecond
 	return Options{
 		Region: "us-east-1", APIAddr: "127.0.0.1:0", RemoteAddr: "127.0.0.1:0",
-		Workflow: def,
+		Workflows: cat,
 		Policy: workflow.Policy{
 			MaxFailures: 3, ClaimTimeout: 5 * time.Second,
 			BackoffBase: 200 * time.Millisecond, BackoffMax: 2 * time.Second, AlertTimeout: 3 * time.Second,
@@ -137,6 +142,22 @@ func DemoOptions() Options {
 		PollersPerQueue: 4,
 		SuperviseEvery:  time.Second,
 	}
+}
+
+// Scaled is cat with every step's budget set to budget and no queue
+// allowance (the local runs have no admission check, and their timeouts are
+// meant to happen within seconds).
+func Scaled(cat workflow.Catalog, budget time.Duration) workflow.Catalog {
+	out := cat
+	out.Definitions = make([]workflow.Definition, len(cat.Definitions))
+	for i, d := range cat.Definitions {
+		d.Steps = slices.Clone(d.Steps)
+		for j := range d.Steps {
+			d.Steps[j].Budget, d.Steps[j].Wait = budget, 0
+		}
+		out.Definitions[i] = d
+	}
+	return out
 }
 
 // Validate reports what keeps o from starting.
@@ -160,13 +181,16 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("an outage of %v every %v: it must be shorter than the period", o.OutageFor, o.OutageEvery))
 	}
 	if o.Capacity != nil {
-		errs = append(errs, o.Capacity.Validate(), o.Capacity.CheckWorkflow(o.Workflow))
+		errs = append(errs, o.Capacity.Validate())
+		for _, d := range o.Workflows.Definitions {
+			errs = append(errs, o.Capacity.CheckWorkflow(d))
+		}
 	}
 	if o.Visibility < time.Second || o.PollersPerQueue < 1 || o.AgentPollers < 0 || o.SuperviseEvery <= 0 {
 		errs = append(errs, fmt.Errorf("visibility %v (>=1s), pollers %d (>=1) and supervisor period %v (>0) out of range",
 			o.Visibility, o.PollersPerQueue, o.SuperviseEvery))
 	}
-	errs = append(errs, o.Workflow.Validate(), o.Policy.Validate(), o.Faults.Validate())
+	errs = append(errs, o.Workflows.Validate(), o.Policy.Validate(), o.Faults.Validate())
 	return errors.Join(errs...)
 }
 
@@ -188,10 +212,10 @@ type Stack struct {
 	// Direct reads the state store without the outage proxy, for checks.
 	Direct *statestore.Store
 
-	crashes  atomic.Int64
-	policy   workflow.Policy
-	workflow workflow.Definition
-	chaos    *chaos.Injector
+	crashes   atomic.Int64
+	policy    workflow.Policy
+	workflows workflow.Catalog
+	chaos     *chaos.Injector
 
 	ddbProxy, awsProxy *outageProxy
 	outageCount        atomic.Int64
@@ -223,7 +247,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	s := &Stack{log: o.Log, policy: o.Policy, workflow: o.Workflow, chaos: o.Chaos}
+	s := &Stack{log: o.Log, policy: o.Policy, workflows: o.Workflows, chaos: o.Chaos}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	fail := func(err error) (*Stack, error) {
@@ -279,7 +303,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		OperatorAPIURL: "http://" + apiLn.Addr().String(),
 		DynamoDB:       handlerDDB, SQS: handlerSQS, SNS: snsc, Streams: streams,
 		Prefix: o.Prefix, Region: o.Region,
-		Workflow: o.Workflow, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
+		Workflows: o.Workflows, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
 		MaxReceiveCount: topology.MaxReceiveCount, VisibilityTimeout: o.Visibility,
 		Clock: clock.System{}, Log: o.Log, Capacity: o.Capacity,
 	}

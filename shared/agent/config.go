@@ -2,10 +2,10 @@ package agent
 
 import (
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
@@ -121,16 +121,18 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			RequestQueueURL:  r.String("REQUEST_QUEUE_URL"),
 			MaxOutputBytes:   workflow.DefaultMaxOutputBytes,
 		}
-		// A Lambda runs the default workflow: the step must be one of its
-		// steps, and its output limit is the step's, not a setting of its
-		// own, so the agent and the Scheduler cannot disagree. Code that
-		// builds a Config for another workflow sets MaxOutputBytes itself.
-		if def := workflow.Reference(); stepPattern.MatchString(c.Step) {
-			i := slices.Index(def.StepNames(), c.Step)
-			if i < 0 {
-				r.Fail("AGENT_STEP", "AGENT_STEP=%q is not a step of workflow %q (%s)", c.Step, def.Name, strings.Join(def.StepNames(), ", "))
+		// One Agent serves its step in every live workflow version of the
+		// deployed catalog: the step must be in one of them, and its output
+		// limit is the largest of theirs, not a setting of its own, so the
+		// agent never refuses what an order's version allows (the Scheduler
+		// applies the order's own version's limit when it commits). Code
+		// that builds a Config for other workflows sets MaxOutputBytes
+		// itself.
+		if cat := catalog.Read(r); stepPattern.MatchString(c.Step) && len(cat.Definitions) > 0 {
+			if step, ok := cat.Agent(c.Step); !ok {
+				r.Fail("AGENT_STEP", "AGENT_STEP=%q is not a step of any deployed workflow version (%s)", c.Step, strings.Join(cat.AgentNames(), ", "))
 			} else {
-				c.MaxOutputBytes = def.Steps[i].OutputLimit()
+				c.MaxOutputBytes = step.OutputLimit()
 			}
 		}
 		return c

@@ -62,7 +62,7 @@ func TestLoadConfigErrors(t *testing.T) {
 			Set:  []string{"AGENT_STEP", "", "RESPONSE_QUEUE_URL", "", "REMOTE_BASE_URL", "", "REQUEST_QUEUE_URL", ""},
 			Want: []string{"AGENT_STEP is required", "RESPONSE_QUEUE_URL is required", "REMOTE_BASE_URL is required", "REQUEST_QUEUE_URL is required"},
 		},
-		{Name: "a step outside the workflow", Set: []string{"AGENT_STEP", "ship-order"}, Want: []string{`AGENT_STEP="ship-order" is not a step of workflow`}},
+		{Name: "a step outside the workflow", Set: []string{"AGENT_STEP", "ship-order"}, Want: []string{`AGENT_STEP="ship-order" is not a step of any deployed workflow version`}},
 		{Name: "bad step", Set: []string{"AGENT_STEP", "Reserve_Inventory"}, Want: []string{"AGENT_STEP=\"Reserve_Inventory\" must match"}},
 		{Name: "queue URL not http", Set: []string{"RESPONSE_QUEUE_URL", "sqs://q"}, Want: []string{"RESPONSE_QUEUE_URL=\"sqs://q\" is not an absolute http(s) URL"}},
 		{Name: "relative remote", Set: []string{"REMOTE_BASE_URL", "/remote"}, Want: []string{"REMOTE_BASE_URL=\"/remote\" is not an absolute"}},

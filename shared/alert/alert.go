@@ -39,6 +39,9 @@ const (
 	// compensation runs, or it is in Error), and every order using that
 	// queue will stop the same way until the queue is fixed.
 	KindDispatchFailed = workflow.AlertDispatchFailed
+	// KindWorkflowMissing: an order is pinned to a workflow version the
+	// deployment no longer runs; the Supervisor stopped it.
+	KindWorkflowMissing = workflow.AlertWorkflowMissing
 )
 
 // CLI is the operators' command line as an alert spells it out: the API URL
@@ -61,8 +64,10 @@ const maxErrorLen = 4096
 
 // Alert is one event an operator must act on.
 type Alert struct {
-	Kind      Kind
-	OrderID   string
+	Kind    Kind
+	OrderID string
+	// Workflow is the version the order is pinned to, when known.
+	Workflow  string
 	Step      string
 	StepIndex int
 	// FailureCount of MaxFailures allowed failures of the step so far.
@@ -111,6 +116,8 @@ func (a Alert) Subject() string {
 		s = fmt.Sprintf("Order %s: undoing %s failed; act now", order, step)
 	case KindDispatchFailed:
 		s = fmt.Sprintf("Order %s stopped: %s could not be sent to its agent", order, step)
+	case KindWorkflowMissing:
+		s = fmt.Sprintf("Order %s stopped: workflow %s is not deployed", order, clip(subjectText(a.Workflow), 30))
 	case KindPoisonMessage:
 		if a.OrderID == "" {
 			s = "Poison message set aside"
@@ -176,6 +183,9 @@ func (a Alert) Body() string {
 	b.WriteString("\n")
 	field := func(name, value string) { fmt.Fprintf(&b, "%-12s %s\n", name+":", value) }
 	field("Order", order)
+	if a.Workflow != "" {
+		field("Workflow", bodyText(a.Workflow, 64))
+	}
 	field("Step", step)
 	field("Failures", fmt.Sprintf("%d of %d allowed", a.FailureCount, a.MaxFailures))
 	field("Attempt", strconv.Itoa(a.Attempt))
@@ -205,6 +215,9 @@ func (a Alert) writeHeadline(b *strings.Builder, order, step string) {
 	case KindDispatchFailed:
 		fmt.Fprintf(b, "Order %s stopped: the Scheduler could not send the request of step %s to its agent's queue %d times, the most allowed is %d. The order undoes what it may have done (state CompensationPending, then Compensated) or waits in Error. Every order that reaches this step's queue will fail the same way until it is fixed.\n",
 			order, step, a.FailureCount, a.MaxFailures)
+	case KindWorkflowMissing:
+		fmt.Fprintf(b, "Order %s stopped at step %s: it is pinned to workflow version %s, which this deployment no longer runs (it was removed from shared/catalog/workflows.json while orders were still open on it).\n",
+			order, step, bodyText(a.Workflow, 64))
 	default:
 		fmt.Fprintf(b, "Order %s raised a %q alert.\n", order, bodyText(string(a.Kind), 64))
 	}
@@ -233,6 +246,10 @@ func (a Alert) writeNextSteps(b *strings.Builder, order, step string) {
 		fmt.Fprintf(b, "1. Read the last error above: the queue's SendMessage error (AccessDenied: the Scheduler role's sqs:SendMessage or its KMS grant; NonExistentQueue: the queue was deleted).\n")
 		fmt.Fprintf(b, "2. Fix the queue or the Scheduler's permissions; its logs (\"dispatch failed\") and the dashboard's gave-up count show whether other orders are affected.\n")
 		fmt.Fprintf(b, "3. Follow order %s to its end (Compensated, or Error to retry):\n     %s show %s\n", order, cli, id)
+	case KindWorkflowMissing:
+		fmt.Fprintf(b, "1. See which versions still have open orders:\n     %s workflows\n", cli)
+		fmt.Fprintf(b, "2. Put version %s back into shared/catalog/workflows.json (as it was) and deploy.\n", bodyText(a.Workflow, 64))
+		fmt.Fprintf(b, "3. Resubmit order %s; it carries on from step %s on its own version:\n     %s retry %s\n", order, step, cli, id)
 	case KindCompensationFailed:
 		fmt.Fprintf(b, "1. Inspect order %s: which steps were undone and why the undo of %s failed:\n     %s show %s\n", order, step, cli, id)
 		fmt.Fprintf(b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")

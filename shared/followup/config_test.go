@@ -30,7 +30,7 @@ func TestLoad(t *testing.T) {
 	with := func(change func(*Config)) Config {
 		c := Config{
 			OrdersTable: "sas-orders", StateTable: "sas-state", SchedulerQueueURL: sampleSchedulerQueue,
-			AlertTopicARN: sampleTopicARN, Workflow: workflow.Reference(), Policy: workflow.DefaultPolicy(),
+			AlertTopicARN: sampleTopicARN, Workflows: workflow.Single(workflow.Reference()), Policy: workflow.DefaultPolicy(),
 		}
 		change(&c)
 		return c

@@ -108,7 +108,7 @@ func Request(st workflow.State) message.AgentRequest {
 
 func (a Actions) alert(kind alert.Kind, st workflow.State, now time.Time) alert.Alert {
 	return alert.Alert{
-		Kind: kind, OrderID: st.OrderID, Step: st.Step, StepIndex: st.StepIndex,
+		Kind: kind, OrderID: st.OrderID, Workflow: st.Workflow, Step: st.Step, StepIndex: st.StepIndex,
 		FailureCount: st.FailureCount, MaxFailures: a.MaxFailures, Attempt: st.Attempt,
 		LastError: st.LastError, At: now, CLI: a.CLI,
 	}

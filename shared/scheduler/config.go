@@ -1,11 +1,8 @@
 package scheduler
 
 import (
-	"fmt"
 	"maps"
-	"net/url"
 	"slices"
-	"strings"
 
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/followup"
@@ -49,7 +46,7 @@ var variables = func() map[string]string {
 //	MAX_RECEIVE_COUNT    the queues' redrive maxReceiveCount (default 5)
 func LoadConfig(getenv func(string) string) (Config, error) {
 	return config.Load("scheduler config", getenv, variables, func(r *config.Reader) Config {
-		queues, err := ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
+		queues, err := topology.ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
 		if err != nil {
 			r.Fail("AGENT_QUEUE_URLS", "AGENT_QUEUE_URLS: %v", err)
 		}
@@ -89,26 +86,4 @@ func (c Config) Check(r *config.Rules) {
 	for _, step := range slices.Sorted(maps.Keys(c.AgentQueues)) {
 		r.URL(r.Name("AgentQueues")+"["+step+"]", c.AgentQueues[step])
 	}
-}
-
-// ParseAgentQueues reads "step=url,step=url".
-func ParseAgentQueues(s string) (map[string]string, error) {
-	if s == "" {
-		return nil, nil
-	}
-	queues := map[string]string{}
-	for _, pair := range strings.Split(s, ",") {
-		step, queueURL, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		if !ok || step == "" || queueURL == "" {
-			return nil, fmt.Errorf("%q is not step=url", pair)
-		}
-		if _, dup := queues[step]; dup {
-			return nil, fmt.Errorf("step %q named twice", step)
-		}
-		if u, err := url.Parse(queueURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("step %q: %q is not an absolute http(s) URL", step, queueURL)
-		}
-		queues[step] = queueURL
-	}
-	return queues, nil
 }

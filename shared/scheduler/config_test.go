@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"maps"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +33,7 @@ func TestLoadConfig(t *testing.T) {
 	loaded := Config{
 		Config: followup.Config{
 			OrdersTable: "sas-orders", StateTable: "sas-state", SchedulerQueueURL: actortest.SampleSchedulerQueue,
-			AlertTopicARN: actortest.SampleTopicARN, Workflow: workflow.Reference(), Policy: workflow.DefaultPolicy(),
+			AlertTopicARN: actortest.SampleTopicARN, Workflows: workflow.Single(workflow.Reference()), Policy: workflow.DefaultPolicy(),
 		},
 		ResponseQueueURL: sampleRespQueue, AgentQueues: queues,
 		// The queues' redrive default, shared with the stack.
@@ -118,45 +117,6 @@ func TestLoadConfigErrors(t *testing.T) {
 	})
 }
 
-func TestParseAgentQueues(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in      string
-		want    map[string]string
-		wantErr string
-	}{
-		{in: "", want: nil},
-		{in: "a=https://q/a", want: map[string]string{"a": "https://q/a"}},
-		{in: "a=https://q/a,b=https://q/b", want: map[string]string{"a": "https://q/a", "b": "https://q/b"}},
-		{in: " a=https://q/a ,\tb=https://q/b\n", want: map[string]string{"a": "https://q/a", "b": "https://q/b"}},
-		// Only the first = separates; a URL may carry more.
-		{in: "a=https://q/a?x=1", want: map[string]string{"a": "https://q/a?x=1"}},
-		{in: "a", wantErr: `"a" is not step=url`},
-		{in: "a=", wantErr: `"a=" is not step=url`},
-		{in: "=https://q/a", wantErr: `"=https://q/a" is not step=url`},
-		{in: "a=https://q/a,,b=https://q/b", wantErr: `"" is not step=url`},
-		{in: "a=https://q/a,a=https://q/b", wantErr: `step "a" named twice`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			t.Parallel()
-			got, err := ParseAgentQueues(tt.in)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ParseAgentQueues(%q) = %v, %v; want error %q", tt.in, got, err, tt.wantErr)
-				}
-				if got != nil {
-					t.Errorf("ParseAgentQueues(%q) returned %v with its error", tt.in, got)
-				}
-				return
-			}
-			if err != nil || !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("ParseAgentQueues(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
-			}
-		})
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	valid := func() Config { return testConfig() }
@@ -166,7 +126,7 @@ func TestConfigValidate(t *testing.T) {
 		wantErr string
 	}{
 		{name: "valid", change: func(*Config) {}},
-		{name: "workflow without steps", change: func(c *Config) { c.Workflow.Steps = nil }, wantErr: "no steps"},
+		{name: "workflow without steps", change: func(c *Config) { c.Workflows.Definitions[0].Steps = nil }, wantErr: "no steps"},
 		{name: "invalid policy", change: func(c *Config) { c.Policy.ClaimTimeout = 0 }, wantErr: "ClaimTimeout"},
 		{name: "step without queue", change: func(c *Config) { delete(c.AgentQueues, "ship-goods") }, wantErr: `no agent queue for step "ship-goods"`},
 		{name: "step with empty queue", change: func(c *Config) { c.AgentQueues["charge-payment"] = "" }, wantErr: `no agent queue for step "charge-payment"`},

@@ -83,11 +83,11 @@ func testConfig() Config {
 		Config: followup.Config{
 			OrdersTable: "orders",
 			StateTable:  "state",
-			Workflow: workflow.Definition{Name: "order-test", Steps: []workflow.Step{
+			Workflows: workflow.Single(workflow.Definition{Name: "order", Version: 1, Steps: []workflow.Step{
 				{Name: "reserve-inventory", Budget: 30 * time.Second},
 				{Name: "charge-payment", Budget: 45 * time.Second},
 				{Name: "ship-goods", Budget: 2 * time.Minute},
-			}},
+			}}),
 			Policy: workflow.Policy{
 				MaxFailures: 4, ClaimTimeout: 90 * time.Second,
 				BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 3 * time.Minute,
@@ -145,14 +145,14 @@ func pendingAt(cfg Config, orderID string, k int, now time.Time) workflow.State 
 func processingAt(cfg Config, orderID string, k, attempt int, now time.Time) workflow.State {
 	st := recordAt(cfg, orderID, k, attempt, now)
 	st.ProcessState, st.LockedBy = workflow.Processing, "scheduler/earlier/msg-0"
-	st.CompleteBy = now.Add(cfg.Workflow.Steps[k].Lease())
+	st.CompleteBy = now.Add(cfg.Workflows.Definitions[0].Steps[k].Lease())
 	return st
 }
 
 func recordAt(cfg Config, orderID string, k, attempt int, now time.Time) workflow.State {
-	st := workflow.NewState(orderID, cfg.Workflow, inputOf(orderID), now.Add(-time.Hour), now)
-	st.StepIndex, st.Step, st.Attempt, st.EventSeq = k, cfg.Workflow.Steps[k].Name, attempt, k+1
-	st.Steps = history(cfg.Workflow, k)
+	st := workflow.NewState(orderID, cfg.Workflows.Definitions[0], inputOf(orderID), now.Add(-time.Hour), now)
+	st.StepIndex, st.Step, st.Attempt, st.EventSeq = k, cfg.Workflows.Definitions[0].Steps[k].Name, attempt, k+1
+	st.Steps = history(cfg.Workflows.Definitions[0], k)
 	return st
 }
 
@@ -515,7 +515,7 @@ func TestScheduleClaimsAndDispatches(t *testing.T) {
 			if failed := f.handle(t, ctx, record(msgID, scheduleBody(orderB, tt.stepIndex))); len(failed) != 0 {
 				t.Fatalf("batch item failures = %v", failed)
 			}
-			step := cfg.Workflow.Steps[tt.stepIndex]
+			step := cfg.Workflows.Definitions[0].Steps[tt.stepIndex]
 			f.Calls.Check(t, "Apply "+orderB+" claimed", "Send "+strings.TrimPrefix(cfg.AgentQueues[step.Name], queuePrefix)+" "+orderB)
 			// The claim: the step, for this invocation and message, until
 			// the clock plus the step's budget, under a new Attempt.
@@ -540,7 +540,7 @@ func TestScheduleClaimsAndDispatches(t *testing.T) {
 				t.Errorf("sent to %s with delay %v, want %s without delay", s.QueueURL, s.Delay, cfg.AgentQueues[step.Name])
 			}
 			checkRequest(t, s.Body, message.AgentRequest{
-				V: message.Version, Kind: message.KindAgentRequest,
+				V: message.Version, Kind: message.KindAgentRequest, Workflow: "order-v1",
 				OrderID: orderB, Step: step.Name, StepIndex: tt.stepIndex, Attempt: claimedAttempt,
 				CompleteBy:     testNow.Add(step.Lease()),
 				IdempotencyKey: orderB + "/" + step.Name,
@@ -560,7 +560,7 @@ func TestIdempotencyKeyStableAcrossAttempts(t *testing.T) {
 	first := pendingAt(cfg, orderA, 1, testNow)
 	first.Attempt = 0
 	f := newFixture(t, cfg, testNow, first)
-	supervisor := workflow.Machine{Def: cfg.Workflow, Policy: cfg.Policy}
+	supervisor := workflow.Machine{Def: cfg.Workflows.Definitions[0], Policy: cfg.Policy}
 	for i := range 3 {
 		if failed := f.handle(t, context.Background(), record("m"+strconv.Itoa(i), scheduleBody(orderA, 1))); len(failed) != 0 {
 			t.Fatalf("batch item failures = %v", failed)
@@ -601,7 +601,7 @@ func TestIdempotencyKeyStableAcrossAttempts(t *testing.T) {
 func TestDispatchFailureCountsAFailure(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
-	machine := workflow.Machine{Def: cfg.Workflow, Policy: cfg.Policy}
+	machine := workflow.Machine{Def: cfg.Workflows.Definitions[0], Policy: cfg.Policy}
 	for _, tt := range []struct {
 		name string
 		seed workflow.State
@@ -707,7 +707,7 @@ func TestFailedRecordsAreRedeliveredSoon(t *testing.T) {
 func TestReplyWithAnOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
-	cfg.Workflow.Steps[1].MaxOutputBytes = 64
+	cfg.Workflows.Definitions[0].Steps[1].MaxOutputBytes = 64
 	f := newFixture(t, cfg, testNow, processingAt(cfg, orderA, 1, 3, testNow))
 	body := message.Encode(message.AgentReply{
 		V: message.Version, Kind: message.KindAgentReply, OrderID: orderA, Step: "charge-payment", StepIndex: 1, Attempt: 3,
@@ -766,7 +766,7 @@ func TestReplySucceeded(t *testing.T) {
 			if tt.requestID != "" {
 				ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: tt.requestID})
 			}
-			step := cfg.Workflow.Steps[tt.stepIndex].Name
+			step := cfg.Workflows.Definitions[0].Steps[tt.stepIndex].Name
 			if failed := f.handle(t, ctx, record("r1", succeededBody(orderC, step, tt.stepIndex, tt.attempt))); len(failed) != 0 {
 				t.Fatalf("batch item failures = %v", failed)
 			}
@@ -801,7 +801,7 @@ func TestReplySucceeded(t *testing.T) {
 				t.Errorf("sent to %s with delay %v, want %s", sent[0].QueueURL, sent[0].Delay, want)
 			}
 			checkRequest(t, sent[0].Body, message.AgentRequest{
-				V: message.Version, Kind: message.KindAgentRequest,
+				V: message.Version, Kind: message.KindAgentRequest, Workflow: "order-v1",
 				OrderID: orderC, Step: next.step, StepIndex: tt.stepIndex + 1,
 				Attempt:        tt.attempt + 1,
 				CompleteBy:     next.completeBy,
@@ -837,7 +837,7 @@ func TestReplyFailed(t *testing.T) {
 		t.Errorf("alert pending %v, in flight %v: the confirmed alert must take the record out of the Supervisor's index", st.AlertPending, st.InFlight)
 	}
 	wantAlert := alert.Alert{
-		Kind: alert.KindPermanentFailure, OrderID: orderC, Step: "charge-payment", StepIndex: 1,
+		Kind: alert.KindPermanentFailure, OrderID: orderC, Workflow: "order-v1", Step: "charge-payment", StepIndex: 1,
 		FailureCount: failureCount, MaxFailures: cfg.Policy.MaxFailures, Attempt: 3,
 		LastError: lastError, At: testNow, CLI: alert.CLI(""),
 	}
@@ -853,7 +853,7 @@ func TestReplyFailed(t *testing.T) {
 // attempt: the order stopped after its steps up to k succeeded.
 func undoingAt(cfg Config, orderID string, k, attempt int, now time.Time) workflow.State {
 	st := processingAt(cfg, orderID, k, attempt, now)
-	st.ProcessState, st.Steps = workflow.Compensating, history(cfg.Workflow, k+1)
+	st.ProcessState, st.Steps = workflow.Compensating, history(cfg.Workflows.Definitions[0], k+1)
 	st.Steps[k].Compensation = workflow.StepProcessing
 	return st
 }
@@ -865,7 +865,7 @@ func undoingAt(cfg Config, orderID string, k, attempt int, now time.Time) workfl
 func TestUndoReplies(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
-	cfg.Workflow.Steps[0].Compensable, cfg.Workflow.Steps[1].Compensable = true, true
+	cfg.Workflows.Definitions[0].Steps[0].Compensable, cfg.Workflows.Definitions[0].Steps[1].Compensable = true, true
 	undoReply := func(step string, k int, outcome message.Outcome) string {
 		m := message.AgentReply{V: message.Version, Kind: message.KindAgentReply, OrderID: orderA, Step: step, StepIndex: k,
 			Attempt: 6, Action: message.Compensate, Outcome: outcome, Output: json.RawMessage(`{"refunded":true}`)}
@@ -928,7 +928,7 @@ func TestUndoReplies(t *testing.T) {
 				t.Fatalf("sent %+v, want the next undo's request", sent)
 			}
 			checkRequest(t, sent[0].Body, message.AgentRequest{
-				V: message.Version, Kind: message.KindAgentRequest, OrderID: orderA, Step: "reserve-inventory",
+				V: message.Version, Kind: message.KindAgentRequest, Workflow: "order-v1", OrderID: orderA, Step: "reserve-inventory",
 				Attempt: 7, CompleteBy: testNow.Add(30 * time.Second), Action: message.Compensate,
 				IdempotencyKey: workflow.CompensationKey(orderA, "reserve-inventory"),
 				EffectKey:      workflow.IdempotencyKey(orderA, "reserve-inventory"),
@@ -948,7 +948,7 @@ func TestUndoReplies(t *testing.T) {
 func TestPoisonRecordsFailAlone(t *testing.T) {
 	t.Parallel()
 	request := message.Encode(message.AgentRequest{
-		V: message.Version, Kind: message.KindAgentRequest, OrderID: orderA, Step: "charge-payment",
+		V: message.Version, Kind: message.KindAgentRequest, Workflow: "order-v1", OrderID: orderA, Step: "charge-payment",
 		StepIndex: 1, Attempt: 2, CompleteBy: testNow.Add(time.Minute),
 		IdempotencyKey: workflow.IdempotencyKey(orderA, "charge-payment"), Input: inputOf(orderA),
 	})
@@ -1163,7 +1163,7 @@ func TestSampleScheduleEvent(t *testing.T) {
 			t.Errorf("record %d comes from %s, not the scheduler queue", i, r.EventSourceARN)
 		}
 		st := applies[i].State
-		step := cfg.Workflow.Steps[m.StepIndex]
+		step := cfg.Workflows.Definitions[0].Steps[m.StepIndex]
 		if applies[i].Err != nil || actortest.Label(applies[i].Change) != "claimed" || st.OrderID != m.OrderID || st.StepIndex != m.StepIndex ||
 			!strings.Contains(st.LockedBy, r.MessageId) || !st.CompleteBy.Equal(now.Add(step.Lease())) {
 			t.Errorf("record %d: claim %+v wrote %+v, which does not match %+v", i, applies[i].Change, st, m)
@@ -1253,9 +1253,9 @@ func TestSampleAgentReplyEvent(t *testing.T) {
 		t.Errorf("next step sent to %s, the sample request comes from %s", got, reqRec.EventSourceARN)
 	}
 	checkRequest(t, sent[0].Body, want)
-	undo := cfg.Workflow.Steps[bad.StepIndex]
+	undo := cfg.Workflows.Definitions[0].Steps[bad.StepIndex]
 	checkRequest(t, sent[1].Body, message.AgentRequest{
-		V: message.Version, Kind: message.KindAgentRequest, OrderID: bad.OrderID, Step: undo.Name,
+		V: message.Version, Kind: message.KindAgentRequest, Workflow: "order-v1", OrderID: bad.OrderID, Step: undo.Name,
 		StepIndex: bad.StepIndex, Attempt: bad.Attempt + 1, CompleteBy: now.Add(undo.Lease()), Action: message.Compensate,
 		IdempotencyKey: workflow.CompensationKey(bad.OrderID, undo.Name), EffectKey: workflow.IdempotencyKey(bad.OrderID, undo.Name),
 		Input:    inputOf(bad.OrderID),

@@ -97,7 +97,7 @@ func TestListByOwnerIsolatesOwners(t *testing.T) {
 	}
 	got := p.States[0]
 	if got.OrderID != "b-1" || got.ProcessState != workflow.Pending || got.ClientID != "client-b-1" || got.Step != "reserve-inventory" ||
-		got.EventSeq != 1 || !got.CreatedAt.Equal(t0.Add(10*time.Second)) || got.Workflow != workflow.Reference().Name {
+		got.EventSeq != 1 || !got.CreatedAt.Equal(t0.Add(10*time.Second)) || got.Workflow != workflow.Reference().ID() {
 		t.Fatalf("summary %+v", got)
 	}
 

@@ -247,10 +247,25 @@ type TableCreator interface {
 	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
+// TableOption changes what CreateTables does.
+type TableOption func(*tableOptions)
+
+type tableOptions struct{ noTTL bool }
+
+// WithoutTTL leaves TTL off: for tests whose store runs on a fake clock,
+// where the engine's deletion by wall-clock time would remove items the
+// test's time has not expired (the store's reads apply ExpiresAt by its
+// own clock either way).
+func WithoutTTL() TableOption { return func(o *tableOptions) { o.noTTL = true } }
+
 // CreateTables creates both tables with TTL on (for local engines and
 // tests; in AWS the CDK stack owns them). An existing table is left as it
 // is, TTL included.
-func CreateTables(ctx context.Context, c TableCreator, t Tables) error {
+func CreateTables(ctx context.Context, c TableCreator, t Tables, opts ...TableOption) error {
+	var o tableOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	created := map[string]bool{}
 	for _, in := range CreateTableInputs(t) {
 		_, err := c.CreateTable(ctx, in)
@@ -264,7 +279,7 @@ func CreateTables(ctx context.Context, c TableCreator, t Tables) error {
 		}
 	}
 	for _, in := range TimeToLiveInputs(t) {
-		if !created[aws.ToString(in.TableName)] {
+		if o.noTTL || !created[aws.ToString(in.TableName)] {
 			continue
 		}
 		if _, err := c.UpdateTimeToLive(ctx, in); err != nil {

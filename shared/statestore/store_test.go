@@ -29,7 +29,7 @@ func openStore(t testing.TB, wrap func(*dynamodb.Client) statestore.Client, opts
 	t.Helper()
 	db := enginetest.DynamoDB(t)
 	tables := statestore.Tables{Orders: enginetest.UniqueName(t, "orders"), State: enginetest.UniqueName(t, "state")}
-	if err := statestore.CreateTables(context.Background(), db, tables); err != nil {
+	if err := statestore.CreateTables(context.Background(), db, tables, statestore.WithoutTTL()); err != nil {
 		t.Fatal(err)
 	}
 	var c statestore.Client = db
@@ -102,12 +102,19 @@ func TestCreateOrderWritesBothOrNeither(t *testing.T) {
 // TestTablesExpireOnExpiresAt: CreateTables turns TTL on for both tables on
 // ExpiresAtAttr, and the items carry it as TTL wants it: a Number of Unix
 // seconds, the order's from its creation, the record's from the write that
-// ended it. DynamoDB Local keeps expired items (it does not run TTL's
-// deletion), which is why the store's reads filter them (the conformance
-// suite's ExpiredItemsReadAsGone).
+// ended it. TTL deletes lazily (in AWS within days), which is why the
+// store's reads filter expired items (the conformance suite's
+// ExpiredItemsReadAsGone). DynamoDB Local deletes expired items by wall
+// time, so the other tests, whose clocks are fake, create their tables
+// without TTL (statestore.WithoutTTL).
 func TestTablesExpireOnExpiresAt(t *testing.T) {
 	t.Parallel()
-	s, db, tables := openStore(t, nil, statestore.WithClock(clock.NewFake(t0)))
+	db := enginetest.DynamoDB(t)
+	tables := statestore.Tables{Orders: enginetest.UniqueName(t, "orders"), State: enginetest.UniqueName(t, "state")}
+	if err := statestore.CreateTables(context.Background(), db, tables); err != nil {
+		t.Fatal(err)
+	}
+	s := statestore.New(db, tables, statestore.WithClock(clock.NewFake(t0)))
 	ctx := context.Background()
 	for _, table := range []string{tables.Orders, tables.State} {
 		out, err := db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})

@@ -2,10 +2,13 @@ package submission
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/sasflow/sas/shared/admission"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -15,10 +18,10 @@ const DefaultMaxBodyBytes = 64 * 1024
 
 // Config is what the Submission function reads from its environment.
 type Config struct {
-	// FirstAgentQueueURL is the request queue of the Agent of the
-	// workflow's first step: a new order's first step is claimed in the
+	// AgentQueues maps the first step of every live workflow version to
+	// its Agent's request queue: a new order's first step is claimed in the
 	// order's own transaction and dispatched there directly.
-	FirstAgentQueueURL string
+	AgentQueues map[string]string
 	// SchedulerQueueURL is where an operator's retry or cancel hands an order
 	// back to the Scheduler.
 	SchedulerQueueURL string
@@ -26,8 +29,11 @@ type Config struct {
 	// them, to build the store.
 	OrdersTable string
 	StateTable  string
-	// Workflow is the definition every new order runs.
-	Workflow workflow.Definition
+	// Workflows is every workflow version the deployment runs: a new order
+	// gets the version its request names, or its workflow's current one
+	// (workflow.Catalog.ForNew), and an operator's retry or cancel runs the
+	// version the order is pinned to.
+	Workflows workflow.Catalog
 	// ClaimTimeout is how long a new Pending record may wait for a Scheduler
 	// before the Supervisor re-sends it.
 	ClaimTimeout time.Duration
@@ -51,12 +57,12 @@ const maxBodyBytes = 6 << 20
 // reports a problem under the name the operator sets.
 var variables = func() map[string]string {
 	v := map[string]string{
-		"FirstAgentQueueURL": "FIRST_AGENT_QUEUE_URL",
-		"SchedulerQueueURL":  "SCHEDULER_QUEUE_URL",
-		"OrdersTable":        "ORDERS_TABLE",
-		"StateTable":         "STATE_TABLE",
-		"ClaimTimeout":       "CLAIM_TIMEOUT",
-		"Retention":          "RETENTION",
+		"AgentQueues":       "AGENT_QUEUE_URLS",
+		"SchedulerQueueURL": "SCHEDULER_QUEUE_URL",
+		"OrdersTable":       "ORDERS_TABLE",
+		"StateTable":        "STATE_TABLE",
+		"ClaimTimeout":      "CLAIM_TIMEOUT",
+		"Retention":         "RETENTION",
 	}
 	maps.Copy(v, admission.Variables)
 	return v
@@ -65,7 +71,7 @@ var variables = func() map[string]string {
 // LoadConfig reads the configuration through getenv and reports every
 // problem at once, named by its variable:
 //
-//	FIRST_AGENT_QUEUE_URL  required, absolute http(s) URL of the first step's Agent queue
+//	AGENT_QUEUE_URLS       required, step=url pairs separated by commas: the Agent queue of the first step of every live workflow version
 //	SCHEDULER_QUEUE_URL    required, absolute http(s) URL of the Scheduler queue
 //	ORDERS_TABLE           required, DynamoDB table name
 //	STATE_TABLE            required, DynamoDB table name, not ORDERS_TABLE
@@ -77,16 +83,20 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	// The reader only parses; the bounds are Check's, so a value out of
 	// bounds is reported once.
 	return config.Load("submission config", getenv, variables, func(r *config.Reader) Config {
+		queues, err := topology.ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
+		if err != nil {
+			r.Fail("AGENT_QUEUE_URLS", "AGENT_QUEUE_URLS: %v", err)
+		}
 		return Config{
-			FirstAgentQueueURL: r.String("FIRST_AGENT_QUEUE_URL"),
-			SchedulerQueueURL:  r.String("SCHEDULER_QUEUE_URL"),
-			OrdersTable:        r.String("ORDERS_TABLE"),
-			StateTable:         r.String("STATE_TABLE"),
-			Workflow:           workflow.Reference(),
-			ClaimTimeout:       r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
-			Retention:          r.Duration("RETENTION", workflow.DefaultRetention),
-			MaxBodyBytes:       DefaultMaxBodyBytes,
-			Admission:          admission.Read(r),
+			AgentQueues:       queues,
+			SchedulerQueueURL: r.String("SCHEDULER_QUEUE_URL"),
+			OrdersTable:       r.String("ORDERS_TABLE"),
+			StateTable:        r.String("STATE_TABLE"),
+			Workflows:         catalog.Read(r),
+			ClaimTimeout:      r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
+			Retention:         r.Duration("RETENTION", workflow.DefaultRetention),
+			MaxBodyBytes:      DefaultMaxBodyBytes,
+			Admission:         admission.Read(r),
 		}
 	})
 }
@@ -97,10 +107,21 @@ func (c Config) Validate() error { return config.Validate("submission config", c
 
 // Check records what breaks the rules in r.
 func (c Config) Check(r *config.Rules) {
-	r.URL("FirstAgentQueueURL", c.FirstAgentQueueURL)
+	if len(c.AgentQueues) == 0 {
+		r.Required("AgentQueues", "")
+	}
+	// Every live version's first step has an Agent to dispatch to.
+	for _, d := range c.Workflows.Definitions {
+		if len(d.Steps) > 0 && c.AgentQueues[d.Steps[0].Name] == "" {
+			r.Problem("AgentQueues", "no agent queue for step %q, the first of workflow %s", d.Steps[0].Name, d.ID())
+		}
+	}
+	for _, step := range slices.Sorted(maps.Keys(c.AgentQueues)) {
+		r.URL(r.Name("AgentQueues")+"["+step+"]", c.AgentQueues[step])
+	}
 	r.URL("SchedulerQueueURL", c.SchedulerQueueURL)
 	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
-	r.Add(c.Workflow.Validate())
+	r.Add(c.Workflows.Validate())
 	r.Within("ClaimTimeout", c.ClaimTimeout, time.Second, time.Hour)
 	r.Within("Retention", c.Retention, workflow.MinRetention, workflow.MaxRetention)
 	// Zero stands for DefaultMaxBodyBytes.

@@ -6,22 +6,24 @@ import (
 
 	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/admission"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
 func TestLoadConfig(t *testing.T) {
 	t.Parallel()
+	const firstAgentURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory"
 	deployed := map[string]string{
-		"FIRST_AGENT_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory",
-		"SCHEDULER_QUEUE_URL":   "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler",
-		"ORDERS_TABLE":          "sas-orders",
-		"STATE_TABLE":           "sas-state",
+		"AGENT_QUEUE_URLS":    "reserve-inventory=" + firstAgentURL,
+		"SCHEDULER_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/scheduler",
+		"ORDERS_TABLE":        "sas-orders",
+		"STATE_TABLE":         "sas-state",
 	}
 	with := func(change func(*Config)) Config {
 		c := Config{
-			FirstAgentQueueURL: deployed["FIRST_AGENT_QUEUE_URL"],
-			SchedulerQueueURL:  deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
-			Workflow: workflow.Reference(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, Retention: workflow.DefaultRetention, MaxBodyBytes: 64 * 1024,
+			AgentQueues:       map[string]string{"reserve-inventory": firstAgentURL},
+			SchedulerQueueURL: deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
+			Workflows: catalog.MustDeployed(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, Retention: workflow.DefaultRetention, MaxBodyBytes: 64 * 1024,
 			Admission: admission.Config{Refresh: admission.DefaultRefresh},
 		}
 		change(&c)
@@ -34,10 +36,10 @@ func TestLoadConfig(t *testing.T) {
 		{Name: "longest retention", Set: []string{"RETENTION", "87600h"}, Want: with(func(c *Config) { c.Retention = 87600 * time.Hour })},
 		{
 			Name: "admission check",
-			Set: []string{"ADMISSION_QUEUES", deployed["FIRST_AGENT_QUEUE_URL"] + ",https://sqs.eu-west-1.amazonaws.com/123456789012/agent-charge-payment",
+			Set: []string{"ADMISSION_QUEUES", firstAgentURL + ",https://sqs.eu-west-1.amazonaws.com/123456789012/agent-charge-payment",
 				"ADMISSION_BACKLOG", "500", "ADMISSION_RATE", "500", "ADMISSION_REFRESH", "100ms"},
 			Want: with(func(c *Config) {
-				c.Admission = admission.Config{Queues: []string{deployed["FIRST_AGENT_QUEUE_URL"], "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-charge-payment"},
+				c.Admission = admission.Config{Queues: []string{firstAgentURL, "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-charge-payment"},
 					Backlog: 500, Rate: 500, Refresh: 100 * time.Millisecond}
 			}),
 		},

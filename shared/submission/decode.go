@@ -76,6 +76,11 @@ type OrderRequest struct {
 	ClientID string          `json:"clientId,omitempty"`
 	Currency string          `json:"currency"`
 	Items    []workflow.Item `json:"items"`
+	// Workflow, optional, names the workflow to run ("order": its current
+	// version) or one version of it ("order-v2"); absent, the default
+	// workflow's current version. Omitted from the canonical form when
+	// absent, like ClientID.
+	Workflow string `json:"workflow,omitempty"`
 }
 
 // Canonical returns the request's canonical JSON: fixed field order, no
@@ -118,6 +123,7 @@ var (
 	idPattern       = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	clientIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
+	workflowPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}(-v[1-9][0-9]{0,3})?$`)
 )
 
 // DecodeOrder parses and validates a POST /orders body. It is strict: exact
@@ -143,9 +149,9 @@ func DecodeOrder(body []byte) (OrderRequest, error) {
 
 // wireOrder holds the fields as found, with presence, before validation.
 type wireOrder struct {
-	customerID, clientID, currency opt[string]
-	items                          []wireItem
-	hasItems                       bool
+	customerID, clientID, currency, workflow opt[string]
+	items                                    []wireItem
+	hasItems                                 bool
 }
 
 type wireItem struct {
@@ -176,6 +182,7 @@ func (p *parser) order() (wireOrder, error) {
 		"customerId": func(path string) (err error) { w.customerID, err = p.str(path); return },
 		"clientId":   func(path string) (err error) { w.clientID, err = p.str(path); return },
 		"currency":   func(path string) (err error) { w.currency, err = p.str(path); return },
+		"workflow":   func(path string) (err error) { w.workflow, err = p.str(path); return },
 		"items":      func(path string) (err error) { w.items, w.hasItems, err = p.itemList(path); return },
 	})
 	if err != nil {
@@ -339,6 +346,10 @@ func (w wireOrder) validate() (OrderRequest, error) {
 		errs.add("clientId", "must be 1..64 characters of A-Z, a-z, 0-9, ., _ or -")
 	}
 	errs.match("currency", w.currency, currencyPattern, "must be an ISO 4217 code of 3 upper-case letters, such as EUR")
+	// workflow is optional; whether it is deployed is the handler's check.
+	if w.workflow.ok && !workflowPattern.MatchString(w.workflow.v) {
+		errs.add("workflow", "must be a workflow's name, such as order, or one of its versions, such as order-v2")
+	}
 	switch {
 	case !w.hasItems:
 		errs.add("items", required)
@@ -346,7 +357,7 @@ func (w wireOrder) validate() (OrderRequest, error) {
 		errs.add("items", fmt.Sprintf("must have 1..%d entries", MaxItems))
 	}
 
-	req := OrderRequest{CustomerID: w.customerID.v, ClientID: w.clientID.v, Currency: w.currency.v}
+	req := OrderRequest{CustomerID: w.customerID.v, ClientID: w.clientID.v, Currency: w.currency.v, Workflow: w.workflow.v}
 	// Past MaxItems the count is already wrong; checking thousands of lines
 	// would only bloat the problem document.
 	for i, it := range w.items[:min(len(w.items), MaxItems)] {

@@ -75,14 +75,14 @@ const (
 
 func testConfig() Config {
 	return Config{
-		FirstAgentQueueURL: testFirstAgentURL,
-		SchedulerQueueURL:  testQueueURL,
-		OrdersTable:        "orders",
-		StateTable:         "state",
-		Workflow:           workflow.Reference(),
-		ClaimTimeout:       2 * time.Minute,
-		Retention:          workflow.DefaultRetention,
-		MaxBodyBytes:       DefaultMaxBodyBytes,
+		AgentQueues:       map[string]string{"reserve-inventory": testFirstAgentURL},
+		SchedulerQueueURL: testQueueURL,
+		OrdersTable:       "orders",
+		StateTable:        "state",
+		Workflows:         workflow.Single(workflow.Reference()),
+		ClaimTimeout:      2 * time.Minute,
+		Retention:         workflow.DefaultRetention,
+		MaxBodyBytes:      DefaultMaxBodyBytes,
 	}
 }
 

@@ -223,15 +223,23 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	if err != nil {
 		return h.reject(ctx, log, req, decodeProblem(err), nil)
 	}
+	// The version the order runs from start to end: the one it names, or
+	// its workflow's current one.
+	def, err := h.cfg.Workflows.ForNew(order.Workflow)
+	if err != nil {
+		return h.reject(ctx, log, req, problem(http.StatusUnprocessableEntity, ProblemValidation, "the order names no deployed workflow",
+			FieldError{Field: "workflow", Detail: strings.TrimPrefix(err.Error(), workflow.ErrUnknownWorkflow.Error()+": ")}), nil)
+	}
+	mach := workflow.Machine{Def: def, Policy: h.policy()}
 
 	orderID := h.newID()
 	if hasKey {
 		orderID = OrderIDForKey(owner, key)
 	}
 	tr := h.orderTrace(ctx)
-	ctx, log = trace.Join(ctx, log.With(slog.String("orderId", orderID)), tr)
+	ctx, log = trace.Join(ctx, log.With(slog.String("orderId", orderID), slog.String("workflow", def.ID())), tr)
 	o := newOrder(orderID, owner, key, order, h.clk.Now().UTC())
-	o.ExpiresAt = h.machine().OrderExpiresAt(o.CreatedAt)
+	o.ExpiresAt = mach.OrderExpiresAt(o.CreatedAt)
 	input, err := json.Marshal(inputOf(o))
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
@@ -248,7 +256,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	if d := h.admit.Admit(ctx); !d.Admit {
 		return h.shed(ctx, log, req, d)
 	}
-	return h.submit(ctx, log, req, o, h.initialState(o, input, req.RequestContext.RequestID, tr), hasKey)
+	return h.submit(ctx, log, req, o, initialState(mach, o, input, req.RequestContext.RequestID, tr), hasKey)
 }
 
 // orderTrace is the trace a new order goes in: the Lambda invocation's,
@@ -292,8 +300,8 @@ func newOrder(orderID, owner, key string, r OrderRequest, now time.Time) workflo
 // initialState is the record a new order starts as: its first step
 // claimed by this request (workflow.Machine.Accept), to be written with the
 // order and dispatched by the Submission itself.
-func (h *Handler) initialState(o workflow.Order, input []byte, requestID string, tr trace.Header) workflow.State {
-	state := h.machine().Accept(o.OrderID, input, "submission/"+requestID, o.CreatedAt)
+func initialState(mach workflow.Machine, o workflow.Order, input []byte, requestID string, tr trace.Header) workflow.State {
+	state := mach.Accept(o.OrderID, input, "submission/"+requestID, o.CreatedAt)
 	// The record carries it too: the event publisher reads only the stream
 	// of state records, and the order-events topic filters on it.
 	state.ClientID = o.ClientID
@@ -325,7 +333,7 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	// The first step is claimed in the record just written; its request
 	// goes straight to the Agent, as a Scheduler's dispatch would.
 	msg := message.Encode(followup.Request(state))
-	if err := h.sender.Send(ctx, h.cfg.FirstAgentQueueURL, msg, 0); err != nil {
+	if err := h.sender.Send(ctx, h.cfg.AgentQueues[state.Step], msg, 0); err != nil {
 		// The order is durable and its step claimed: the Supervisor counts
 		// the step as timed out at its CompleteBy and retries it, so the
 		// client still gets 202.

@@ -82,7 +82,7 @@ func TestCreateOrder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("agent request: %v", err)
 	}
-	want := message.AgentRequest{V: message.Version, Kind: message.KindAgentRequest, OrderID: a.OrderID,
+	want := message.AgentRequest{V: message.Version, Kind: message.KindAgentRequest, OrderID: a.OrderID, Workflow: "order-v1",
 		Step: first.Name, StepIndex: 0, Attempt: 1, CompleteBy: testNow.Add(first.Lease()),
 		IdempotencyKey: workflow.IdempotencyKey(a.OrderID, first.Name), Input: json.RawMessage(wantInput)}
 	if sent[0].queueURL != testFirstAgentURL || sent[0].delay != 0 || !reflect.DeepEqual(m, want) {
@@ -780,7 +780,11 @@ func TestRetention(t *testing.T) {
 	}
 
 	// The first step is rejected and its undo completes: Compensated.
-	m, st := f.h.machine(), f.state(t, a.OrderID)
+	st := f.state(t, a.OrderID)
+	m, err := f.h.machine(st.Workflow)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.clk.Advance(1500 * time.Millisecond)
 	written, err := f.store.Apply(context.Background(), m.StepRejected(a.OrderID, 0, st.Attempt, "no", "sched", f.clk.Now()))
 	if err == nil {

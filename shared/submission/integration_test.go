@@ -40,7 +40,7 @@ func newDynamoFixture(t *testing.T, wrap func(Store) Store) *dynamoFixture {
 	t.Helper()
 	client := enginetest.DynamoDB(t)
 	tables := statestore.Tables{Orders: enginetest.UniqueName(t, "orders"), State: enginetest.UniqueName(t, "state")}
-	if err := statestore.CreateTables(context.Background(), client, tables); err != nil {
+	if err := statestore.CreateTables(context.Background(), client, tables, statestore.WithoutTTL()); err != nil {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(testNow)
@@ -75,7 +75,7 @@ func (f *dynamoFixture) create(t *testing.T, clientID string) string {
 // machine is the workflow's state machine as the Scheduler runs it on the
 // handler's workflow.
 func machine() workflow.Machine {
-	return workflow.Machine{Def: testConfig().Workflow, Policy: workflow.Policy{
+	return workflow.Machine{Def: testConfig().Workflows.Definitions[0], Policy: workflow.Policy{
 		MaxFailures: 3, ClaimTimeout: testConfig().ClaimTimeout, AlertTimeout: time.Minute, Retention: testConfig().Retention}}
 }
 

@@ -32,7 +32,11 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 	}
 	ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
 	now := h.clk.Now().UTC()
-	c, err := h.machine().Resubmit(st, now)
+	mach, err := h.machine(st.Workflow)
+	if err != nil {
+		return h.reject(ctx, log, req, notDeployedProblem(orderID, err), nil)
+	}
+	c, err := mach.Resubmit(st, now)
 	if err != nil {
 		if errors.Is(err, workflow.ErrPastRetention) {
 			return h.reject(ctx, log, req, pastRetentionProblem(orderID, st), nil)
@@ -79,7 +83,11 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 		}
 
 		now := h.clk.Now().UTC()
-		c, err := h.machine().Cancel(st, now, now.Add(h.cfg.ClaimTimeout))
+		mach, err := h.machine(st.Workflow)
+		if err != nil {
+			return h.reject(ctx, log, req, notDeployedProblem(orderID, err), nil)
+		}
+		c, err := mach.Cancel(st, now, now.Add(h.cfg.ClaimTimeout))
 		if errors.Is(err, workflow.ErrPastRetention) {
 			return h.reject(ctx, log, req, pastRetentionProblem(orderID, st), nil)
 		}
@@ -104,10 +112,23 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 	}
 }
 
-// machine is the workflow's state machine as far as the Submission needs
-// it: of the policy, the claim timeout and the retention.
-func (h *Handler) machine() workflow.Machine {
-	return workflow.Machine{Def: h.cfg.Workflow, Policy: workflow.Policy{ClaimTimeout: h.cfg.ClaimTimeout, Retention: h.cfg.Retention}}
+// machine is the state machine of the workflow version id (an order's
+// pinned one) as far as the Submission needs it: of the policy, the claim
+// timeout and the retention.
+func (h *Handler) machine(id string) (workflow.Machine, error) {
+	return h.cfg.Workflows.Machine(id, h.policy())
+}
+
+func (h *Handler) policy() workflow.Policy {
+	return workflow.Policy{ClaimTimeout: h.cfg.ClaimTimeout, Retention: h.cfg.Retention}
+}
+
+// notDeployedProblem answers a retry or cancel of an order pinned to a
+// workflow version the deployment no longer runs: nothing can move it on
+// until the version is deployed again.
+func notDeployedProblem(orderID string, err error) Problem {
+	return problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
+		"order %s cannot be changed: %v; deploy that version again (shared/catalog/workflows.json), then retry", orderID, err))
 }
 
 // pastRetentionProblem answers a retry or cancel that would reopen an

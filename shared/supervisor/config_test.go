@@ -22,7 +22,7 @@ func TestLoadConfig(t *testing.T) {
 	t.Parallel()
 	shared := followup.Config{
 		OrdersTable: "sas-orders", StateTable: "sas-state", SchedulerQueueURL: sampleSchedulerQueue,
-		AlertTopicARN: sampleTopicARN, Workflow: workflow.Reference(), Policy: workflow.DefaultPolicy(),
+		AlertTopicARN: sampleTopicARN, Workflows: workflow.Single(workflow.Reference()), Policy: workflow.DefaultPolicy(),
 	}
 	withPolicy := shared
 	withPolicy.Policy.MaxFailures = 5
@@ -52,7 +52,7 @@ func TestLoadDeadlineConfig(t *testing.T) {
 	t.Parallel()
 	shared := followup.Config{
 		OrdersTable: "sas-orders", StateTable: "sas-state", SchedulerQueueURL: sampleSchedulerQueue,
-		AlertTopicARN: sampleTopicARN, Workflow: workflow.Reference(), Policy: workflow.DefaultPolicy(),
+		AlertTopicARN: sampleTopicARN, Workflows: workflow.Single(workflow.Reference()), Policy: workflow.DefaultPolicy(),
 	}
 	const queueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-deadlines"
 	env := actortest.DeployedEnv("DEADLINE_QUEUE_URL", queueURL)

@@ -52,7 +52,6 @@ type Handler struct {
 	store    Store
 	clk      clock.Clock
 	log      *slog.Logger
-	machine  workflow.Machine
 	followup followup.Actions
 	// redeliver brings a Deadline back early (HandleDeadlines); optional.
 	redeliver Redeliverer
@@ -67,7 +66,7 @@ func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.D
 	}
 	deps = deps.WithDefaults()
 	h := &Handler{cfg: cfg, store: store, clk: deps.Clock, log: deps.Log,
-		machine: cfg.Machine(), followup: cfg.Actions(send, alerts, store)}
+		followup: cfg.Actions(send, alerts, store)}
 	for _, o := range opts {
 		o(h)
 	}
@@ -101,14 +100,26 @@ func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 	}
 	rep := Report{Expired: len(expired)}
 	for _, seen := range expired {
-		rctx, rlog := trace.Join(ctx, log.With("orderId", seen.OrderID, "step", seen.Step, "attempt", seen.Attempt), trace.Stored(seen.Trace))
+		rctx, rlog := trace.Join(ctx, log.With("orderId", seen.OrderID, "workflow", seen.Workflow, "step", seen.Step, "attempt", seen.Attempt), trace.Stored(seen.Trace))
 		h.recover(rctx, seen, now, &rep, rlog)
 	}
 	return rep, nil
 }
 
+// decide is what recovering seen takes, by the workflow version it is
+// pinned to; one the deployment does not run stops the order with an
+// alert (workflow.Stranded) rather than leave it for every run to find.
+func (h *Handler) decide(seen workflow.State, now time.Time, log *slog.Logger) (workflow.Change, bool) {
+	mach, err := h.cfg.Machine(seen.Workflow)
+	if err != nil {
+		log.Error("the order's workflow version is not deployed", "error", err)
+		return workflow.Stranded(seen, h.cfg.Policy, now)
+	}
+	return mach.Expired(seen, now)
+}
+
 func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Time, rep *Report, log *slog.Logger) {
-	c, due := h.machine.Expired(seen, now)
+	c, due := h.decide(seen, now, log)
 	if !due {
 		return
 	}

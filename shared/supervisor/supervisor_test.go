@@ -60,7 +60,7 @@ func testConfig() Config {
 		def.Steps[i].Compensable = false
 	}
 	return Config{Config: followup.Config{
-		Workflow:          def,
+		Workflows:         workflow.Single(def),
 		OrdersTable:       "orders",
 		StateTable:        "state",
 		SchedulerQueueURL: testQueueURL,
@@ -280,14 +280,14 @@ func TestRunRecoveryKinds(t *testing.T) {
 				if s.QueueURL != testQueueURL || s.Delay != tt.wantSend.delay {
 					t.Errorf("sent to %s with delay %v, want %s with delay %v", s.QueueURL, s.Delay, testQueueURL, tt.wantSend.delay)
 				}
-				wantMsg := message.Schedule{V: message.Version, Kind: message.KindSchedule, OrderID: orderA, StepIndex: tt.seen.StepIndex, Reason: tt.wantSend.reason}
+				wantMsg := message.Schedule{V: message.Version, Kind: message.KindSchedule, OrderID: orderA, Workflow: "order-v1", StepIndex: tt.seen.StepIndex, Reason: tt.wantSend.reason}
 				if got := decodeSchedule(t, s.Body); got != wantMsg {
 					t.Errorf("sent %+v, want %+v", got, wantMsg)
 				}
 			}
 			if tt.wantAlert != "" {
 				wantAlert := alert.Alert{
-					Kind: tt.wantAlert, OrderID: orderA, Step: st.Step, StepIndex: st.StepIndex,
+					Kind: tt.wantAlert, OrderID: orderA, Workflow: st.Workflow, Step: st.Step, StepIndex: st.StepIndex,
 					FailureCount: st.FailureCount, MaxFailures: p.MaxFailures, Attempt: st.Attempt,
 					LastError: st.LastError, At: testNow, CLI: alert.CLI(""),
 				}

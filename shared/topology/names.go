@@ -1,6 +1,10 @@
 package topology
 
-import "strings"
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
 
 // The deployed names, in one place: the stack (infra/) names its stack and
 // queues with these, and the operators' CLI (sasctl dlq) finds a stage's
@@ -31,4 +35,27 @@ func QueueID(stackName, name string) (string, bool) {
 		return "", false
 	}
 	return id, true
+}
+
+// ParseAgentQueues reads the AGENT_QUEUE_URLS the stack gives the
+// Scheduler and the Submission: "step=url,step=url".
+func ParseAgentQueues(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	queues := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		step, queueURL, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || step == "" || queueURL == "" {
+			return nil, fmt.Errorf("%q is not step=url", pair)
+		}
+		if _, dup := queues[step]; dup {
+			return nil, fmt.Errorf("step %q named twice", step)
+		}
+		if u, err := url.Parse(queueURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("step %q: %q is not an absolute http(s) URL", step, queueURL)
+		}
+		queues[step] = queueURL
+	}
+	return queues, nil
 }

@@ -1,6 +1,8 @@
 package topology_test
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sasflow/sas/shared/topology"
@@ -28,5 +30,44 @@ func TestQueueID(t *testing.T) {
 	}
 	if got := topology.StackName(topology.DefaultStage); got != "SchedulerAgentSupervisor-dev" {
 		t.Errorf("StackName(DefaultStage) = %q", got)
+	}
+}
+
+func TestParseAgentQueues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    map[string]string
+		wantErr string
+	}{
+		{in: "", want: nil},
+		{in: "a=https://q/a", want: map[string]string{"a": "https://q/a"}},
+		{in: "a=https://q/a,b=https://q/b", want: map[string]string{"a": "https://q/a", "b": "https://q/b"}},
+		{in: " a=https://q/a ,\tb=https://q/b\n", want: map[string]string{"a": "https://q/a", "b": "https://q/b"}},
+		// Only the first = separates; a URL may carry more.
+		{in: "a=https://q/a?x=1", want: map[string]string{"a": "https://q/a?x=1"}},
+		{in: "a", wantErr: `"a" is not step=url`},
+		{in: "a=", wantErr: `"a=" is not step=url`},
+		{in: "=https://q/a", wantErr: `"=https://q/a" is not step=url`},
+		{in: "a=https://q/a,,b=https://q/b", wantErr: `"" is not step=url`},
+		{in: "a=https://q/a,a=https://q/b", wantErr: `step "a" named twice`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := topology.ParseAgentQueues(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("topology.ParseAgentQueues(%q) = %v, %v; want error %q", tt.in, got, err, tt.wantErr)
+				}
+				if got != nil {
+					t.Errorf("topology.ParseAgentQueues(%q) returned %v with its error", tt.in, got)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("topology.ParseAgentQueues(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+			}
+		})
 	}
 }

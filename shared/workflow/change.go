@@ -66,6 +66,9 @@ const (
 	// AlertDispatchFailed: a step's request could not be sent to its
 	// agent's queue MaxFailures times.
 	AlertDispatchFailed AlertKind = "dispatch-failed"
+	// AlertWorkflowMissing: an order is pinned to a workflow version the
+	// deployment no longer runs (see Stranded).
+	AlertWorkflowMissing AlertKind = "workflow-missing"
 )
 
 // Fence is what a record must hold for a change to apply: what the decision

@@ -171,7 +171,7 @@ func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
 		c = m.recovery(seen, now)
 		c.Fence.AlertPending = true
 		c.Patch.CompleteBy = now.Add(m.Policy.AlertTimeout)
-		c.Alert = m.alertOf(seen)
+		c.Alert = m.Policy.alertOf(seen)
 		return c, true
 	}
 	return Change{}, false
@@ -331,13 +331,15 @@ func (m Machine) recovery(seen State, now time.Time) Change {
 }
 
 // alertOf is the alert a record that needs an operator owes.
-func (m Machine) alertOf(s State) AlertKind {
+func (p Policy) alertOf(s State) AlertKind {
 	switch {
+	case strings.HasPrefix(s.LastError, StrandedPrefix):
+		return AlertWorkflowMissing
 	case s.ProcessState == CompensationFailed:
 		return AlertCompensationFailed
 	case strings.HasPrefix(s.LastError, DispatchFailurePrefix):
 		return AlertDispatchFailed
-	case s.FailureCount < m.Policy.MaxFailures:
+	case s.FailureCount < p.MaxFailures:
 		return AlertPermanentFailure
 	}
 	return AlertRetriesExhausted

@@ -58,6 +58,11 @@ func (m Machine) retain(c *Change) {
 		// version that decided it (Fence.Workflow).
 		c.Fence.Workflow = m.Def.ID()
 	}
+	m.Policy.retain(c)
+}
+
+// retain is Machine.retain's part that needs no definition.
+func (p Policy) retain(c *Change) {
 	to := c.Patch.State
 	if to == "" {
 		return
@@ -65,7 +70,7 @@ func (m Machine) retain(c *Change) {
 	from := slices.ContainsFunc(c.Fence.In, ProcessState.Terminal)
 	switch {
 	case to.Terminal() && !from:
-		c.Patch.ExpiresAt = m.Policy.expiry(c.Patch.Now)
+		c.Patch.ExpiresAt = p.expiry(c.Patch.Now)
 	case !to.Terminal() && from:
 		c.Patch.Unexpire = true
 	}

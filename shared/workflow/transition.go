@@ -50,6 +50,10 @@ const (
 	TransitionCancelled Transition = "cancelled"
 	// TransitionResubmitted: an operator restarted a stopped order.
 	TransitionResubmitted Transition = "resubmitted"
+	// TransitionStranded: the Supervisor stopped an order pinned to a
+	// workflow version the deployment no longer runs (Error or
+	// CompensationFailed, alert).
+	TransitionStranded Transition = "stranded"
 )
 
 // Transitions lists every Transition, for the stack's metric filters.
@@ -58,7 +62,7 @@ func Transitions() []Transition {
 		TransitionAccepted, TransitionClaimed, TransitionStepCompleted, TransitionProcessed,
 		TransitionFailed, TransitionRetried, TransitionRequeued, TransitionGaveUp, TransitionStaleReply,
 		TransitionCompensating, TransitionUndone, TransitionCompensated, TransitionCompensationFailed,
-		TransitionCancelled, TransitionResubmitted,
+		TransitionCancelled, TransitionResubmitted, TransitionStranded,
 	}
 }
 
@@ -77,7 +81,7 @@ func (t Transition) Message() string {
 // operator, a warning for one that stops an order or refuses a reply.
 func (t Transition) Level() slog.Level {
 	switch t {
-	case TransitionFailed, TransitionGaveUp, TransitionCompensationFailed:
+	case TransitionFailed, TransitionGaveUp, TransitionCompensationFailed, TransitionStranded:
 		return slog.LevelError
 	case TransitionCompensating, TransitionStaleReply:
 		return slog.LevelWarn
@@ -101,4 +105,5 @@ var transitionMessages = map[Transition]string{
 	TransitionCompensationFailed: "compensation failed; an operator must act",
 	TransitionCancelled:          "order cancelled",
 	TransitionResubmitted:        "order resubmitted",
+	TransitionStranded:           "workflow version not deployed; an operator must act",
 }

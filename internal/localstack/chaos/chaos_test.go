@@ -24,13 +24,13 @@ import (
 var now = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func machine() workflow.Machine {
-	return workflow.Machine{Def: workflow.Default(), Policy: workflow.DefaultPolicy()}
+	return workflow.Machine{Def: workflow.Reference(), Policy: workflow.DefaultPolicy()}
 }
 
 // pending is the record of order id waiting for the claim of step k, its
 // attempt-th claim so far.
 func pending(id string, k, attempt int) workflow.State {
-	st := workflow.NewState(id, workflow.Default(), json.RawMessage(`{}`), now.Add(-time.Hour), now.Add(time.Minute))
+	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), now.Add(-time.Hour), now.Add(time.Minute))
 	st.StepIndex, st.Step, st.Attempt = k, st.Steps[k].Name, attempt
 	return st
 }

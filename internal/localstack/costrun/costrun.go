@@ -161,7 +161,7 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 		// Lambda reads the stream for free.
 		Streams: dynamodbstreams.NewFromConfig(cfg(o.DynamoDBURL, false), streambridge.ForDynamoDBLocal),
 		Prefix:  prefix, Region: "us-east-1",
-		Workflow: workflow.Default(), Policy: policy, RemoteBaseURL: r.srv.URL, Agent: agent.DefaultConfig(),
+		Workflows: workflow.Single(workflow.Reference()), Policy: policy, RemoteBaseURL: r.srv.URL, Agent: agent.DefaultConfig(),
 		MaxReceiveCount: 5, VisibilityTimeout: 30 * time.Second,
 		Clock: r.clk, Log: slog.New(slog.NewJSONHandler(&r.logs, nil)),
 		WrapSender: r.wrapSender,
@@ -178,7 +178,7 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 	r.reader = statestore.New(dynamodb.NewFromConfig(cfg(o.DynamoDBURL, false)), sys.Tables)
 	r.timeHandlers()
 	if o.Scenario == Compensated {
-		r.sim.RejectStep(workflow.Default().Steps[1].Name)
+		r.sim.RejectStep(workflow.Reference().Steps[1].Name)
 	}
 	return r, nil
 }
@@ -231,7 +231,7 @@ func (r *rig) finish(ctx context.Context) error {
 			return r.drainDeadlines(ctx)
 		}
 		if r.o.Scenario == Retried && !expired {
-			r.clk.Advance(workflow.Default().Steps[1].Lease() + time.Second)
+			r.clk.Advance(workflow.Reference().Steps[1].Lease() + time.Second)
 			if err := r.drainDeadlines(ctx); err != nil {
 				return err
 			}

@@ -43,7 +43,7 @@ func Sweep(ctx context.Context, dynamoDBURL string, inFlight int, terminal []int
 	}
 	store := statestore.New(db, tables)
 	now := time.Now().UTC()
-	def := workflow.Default()
+	def := workflow.Reference()
 	for i := range inFlight {
 		id := fmt.Sprintf("in-flight-%06d", i)
 		o := workflow.Order{OrderID: id, CustomerID: "c-1", Currency: "EUR", Owner: "sweep", CreatedAt: now}

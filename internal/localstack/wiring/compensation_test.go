@@ -14,7 +14,7 @@ import (
 // threeSteps is the default workflow plus a last step, so a failure late in
 // the workflow has two completed steps to undo.
 func threeSteps() workflow.Definition {
-	d := workflow.Default()
+	d := workflow.Reference()
 	d.Name = "order-v1-ship"
 	d.Steps = append(d.Steps, workflow.Step{Name: "ship-order", Budget: 30 * time.Second, Compensable: true})
 	return d
@@ -93,7 +93,7 @@ func failAtCharge(t *testing.T, e *env) string {
 
 func TestCompensationThatTimesOutIsRetried(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Reference()})
 	id := failAtCharge(t, e)
 	// The agent dies with the compensation request.
 	e.dropAgentRequests("reserve-inventory", 1)
@@ -116,7 +116,7 @@ func TestCompensationThatTimesOutIsRetried(t *testing.T) {
 
 func TestCompensationThatKeepsTimingOutAlertsOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Reference()})
 	id := failAtCharge(t, e)
 	for i := range e.policy.MaxFailures {
 		if i > 0 {
@@ -143,7 +143,7 @@ func TestCompensationThatKeepsTimingOutAlertsOnce(t *testing.T) {
 
 func TestCompensationThatFailsPermanentlyWaitsForAnOperator(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Reference()})
 	e.sim.RejectUndo("reserve-inventory")
 	id := failAtCharge(t, e)
 	e.settle()
@@ -163,7 +163,7 @@ func TestCompensationThatFailsPermanentlyWaitsForAnOperator(t *testing.T) {
 
 func TestStepGivenUpOnIsUndoneItself(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Reference()})
 	id := e.submit("")
 	for range e.policy.MaxFailures {
 		e.poll(0)

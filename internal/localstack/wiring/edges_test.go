@@ -91,7 +91,7 @@ func TestUncertainOutcomeOfAnOversizedReplyIsUndone(t *testing.T) {
 	for _, step := range []string{"reserve-inventory", "charge-payment"} {
 		t.Run(step, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, envOptions{workflow: workflow.Default(), remote: bigOutput(step, 300<<10)})
+			e := newEnv(t, envOptions{workflow: workflow.Reference(), remote: bigOutput(step, 300<<10)})
 			id := e.submit("")
 			st := e.runToTerminal(id, 5)
 			if st.ProcessState != workflow.Compensated {
@@ -114,7 +114,7 @@ func TestUncertainOutcomeOfAnOversizedReplyIsUndone(t *testing.T) {
 // progress). The rejection does not prove nothing was applied.
 func TestUncertainOutcomeOfAnAmbiguousTryThenRejectionIsUndone(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{workflow: workflow.Default(), agent: func(c *agent.Config) {
+	e := newEnv(t, envOptions{workflow: workflow.Reference(), agent: func(c *agent.Config) {
 		c.RemoteTimeout = 200 * time.Millisecond
 	}})
 	id := e.submit("")
@@ -139,7 +139,7 @@ func TestUncertainOutcomeOfAnAmbiguousTryThenRejectionIsUndone(t *testing.T) {
 // the duplicate's effect or, coming first, makes the remote refuse it.
 func TestUncertainOutcomeOfACertainRejectionIsVoidedAgainstADuplicate(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Reference()})
 	id := e.submit("")
 	key := workflow.IdempotencyKey(id, "charge-payment")
 	e.sim.Script(key, remotesim.Permanent)
@@ -194,7 +194,7 @@ func (e *env) sendRaw(queueURL, body string) {
 // applied. Before, cancel answered 409 for an order in Error.
 func TestUncertainOutcomeOperatorCancelsAnOrderInError(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{workflow: workflow.Default()})
+	e := newEnv(t, envOptions{workflow: workflow.Reference()})
 	id := e.submit("")
 	e.poll(0) // claim reserve-inventory
 	e.poll(2) // its agent
@@ -312,7 +312,7 @@ func isForward(body string) bool {
 func TestDispatchThatKeepsFailingGivesUpWithAnAlert(t *testing.T) {
 	t.Parallel()
 	var queue string
-	e := newEnv(t, envOptions{workflow: workflow.Default(), wrapSender: func(role string, s wiring.Sender) wiring.Sender {
+	e := newEnv(t, envOptions{workflow: workflow.Reference(), wrapSender: func(role string, s wiring.Sender) wiring.Sender {
 		if role != "scheduler" {
 			return s
 		}
@@ -341,7 +341,7 @@ func TestDispatchThatFailsBrieflyRecovers(t *testing.T) {
 	var queue string
 	var mu sync.Mutex
 	failures := 2
-	e := newEnv(t, envOptions{workflow: workflow.Default(), wrapSender: func(role string, s wiring.Sender) wiring.Sender {
+	e := newEnv(t, envOptions{workflow: workflow.Reference(), wrapSender: func(role string, s wiring.Sender) wiring.Sender {
 		if role != "scheduler" {
 			return s
 		}
@@ -405,7 +405,7 @@ func TestThrottledCommitIsRedeliveredWithinTheBudget(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var throttled []*throttledStore
-	e := newEnv(t, envOptions{workflow: workflow.Default(), visibility: time.Minute, wrapStore: func(role string, s wiring.Store) wiring.Store {
+	e := newEnv(t, envOptions{workflow: workflow.Reference(), visibility: time.Minute, wrapStore: func(role string, s wiring.Store) wiring.Store {
 		if role != "scheduler" {
 			return s
 		}
@@ -462,7 +462,7 @@ func TestLostAnswerOfACommitIsOwnWrite(t *testing.T) {
 		updates++
 		return updates == 2 // 1: claim step 0; 2: commit it and claim step 1
 	}}
-	e := newEnv(t, envOptions{workflow: workflow.Default(), ddbTransport: lose})
+	e := newEnv(t, envOptions{workflow: workflow.Reference(), ddbTransport: lose})
 	id, st := e.run()
 	if lose.Lost() != 1 {
 		t.Fatalf("%d answers lost, want 1", lose.Lost())

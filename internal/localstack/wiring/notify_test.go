@@ -118,7 +118,7 @@ func statuses(evs []notifier.Event) string {
 func TestStatusEventsReachOnlyTheirClientInOrderEvenWhenThePublisherDies(t *testing.T) {
 	t.Parallel()
 	dying := &dyingPublisher{after: map[int]bool{2: true, 4: true}}
-	e := newEnv(t, envOptions{workflow: workflow.Default(), streams: true, wrapEvents: func(s notifier.Sender) notifier.Sender {
+	e := newEnv(t, envOptions{workflow: workflow.Reference(), streams: true, wrapEvents: func(s notifier.Sender) notifier.Sender {
 		dying.next = s
 		return dying
 	}})

@@ -56,9 +56,12 @@ type Options struct {
 	// Prefix starts every table, queue and topic name.
 	Prefix string
 	// Region is put on SQS events, as Lambda does.
-	Region   string
-	Workflow workflow.Definition
-	Policy   workflow.Policy
+	Region string
+	// Workflows is every workflow version the system runs, as the
+	// deployed catalog (shared/catalog) is: one Agent and queue per step
+	// name across them.
+	Workflows workflow.Catalog
+	Policy    workflow.Policy
 	// RemoteBaseURL is the remote service every Agent calls.
 	RemoteBaseURL string
 	// Agent overrides agent settings; Step, ResponseQueueURL and
@@ -183,7 +186,12 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		AgentQueues: map[string]Queue{},
 		Agents:      map[string]*agent.Handler{},
 	}
-	if err := statestore.CreateTables(ctx, o.DynamoDB, s.Tables); err != nil {
+	var tableOpts []statestore.TableOption
+	if _, wall := o.Clock.(clock.System); o.Clock != nil && !wall {
+		// A test's clock: expiry is the store's to judge by it.
+		tableOpts = append(tableOpts, statestore.WithoutTTL())
+	}
+	if err := statestore.CreateTables(ctx, o.DynamoDB, s.Tables, tableOpts...); err != nil {
 		return nil, err
 	}
 	var storeOpts []statestore.Option
@@ -239,8 +247,12 @@ func Build(ctx context.Context, o Options) (*System, error) {
 
 	send := queue.NewSender(o.SQS)
 	alerts := alert.NewPublisher(o.SNS, s.AlertTopicARN)
+	if err := o.Workflows.Validate(); err != nil {
+		return nil, err
+	}
+	agents := o.Workflows.Agents()
 	agentQueues := map[string]string{}
-	for _, step := range o.Workflow.Steps {
+	for _, step := range agents {
 		q, err := createQueue(ctx, o, o.Prefix+"-agent-"+step.Name)
 		if err != nil {
 			return nil, err
@@ -252,7 +264,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	var admit admission.Config
 	if o.Capacity != nil {
 		var urls []string
-		for _, step := range o.Workflow.Steps {
+		for _, step := range agents {
 			urls = append(urls, agentQueues[step.Name])
 		}
 		admit = o.Capacity.Admission(urls)
@@ -262,9 +274,15 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The Submission dispatches to the first steps only, as the stack
+	// lets it.
+	firstQueues := map[string]string{}
+	for _, step := range o.Workflows.FirstSteps() {
+		firstQueues[step] = agentQueues[step]
+	}
 	s.Submission, err = submission.New(submission.Config{
-		FirstAgentQueueURL: agentQueues[o.Workflow.Steps[0].Name], SchedulerQueueURL: s.SchedulerQueue.URL,
-		Workflow: o.Workflow, ClaimTimeout: o.Policy.ClaimTimeout, Retention: o.Policy.Retention, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
+		AgentQueues: firstQueues, SchedulerQueueURL: s.SchedulerQueue.URL,
+		Workflows: o.Workflows, ClaimTimeout: o.Policy.ClaimTimeout, Retention: o.Policy.Retention, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
 		Admission: admit,
 	}, o.store("submission", s.Store), o.sender("submission", send), gate, subDeps)
 	if err != nil {
@@ -274,7 +292,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	// What the Scheduler and the Supervisor share, as the stack gives both.
 	shared := followup.Config{
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
-		AlertTopicARN: s.AlertTopicARN, OperatorAPIURL: o.OperatorAPIURL, Workflow: o.Workflow, Policy: o.Policy,
+		AlertTopicARN: s.AlertTopicARN, OperatorAPIURL: o.OperatorAPIURL, Workflows: o.Workflows, Policy: o.Policy,
 	}
 	schedCfg := scheduler.Config{Config: shared, ResponseQueueURL: s.ResponseQueue.URL, AgentQueues: agentQueues,
 		MaxReceiveCount: o.MaxReceiveCount}
@@ -333,7 +351,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		bridge(s.SchedulerQueue, topology.SchedulerBatchSize, s.Scheduler.Handle),
 		bridge(s.ResponseQueue, topology.SchedulerBatchSize, s.Scheduler.Handle))
 	s.DeadlineBridge = bridge(s.DeadlineQueue, topology.DeadlineBatchSize, s.Deadline.HandleDeadlines)
-	for _, step := range o.Workflow.Steps {
+	for _, step := range agents {
 		cfg := o.Agent
 		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL
 		cfg.AlertTopicARN, cfg.MaxReceiveCount = s.AlertTopicARN, o.MaxReceiveCount

@@ -72,7 +72,7 @@ func (e *env) assertTransitions(want map[workflow.Transition]int) {
 
 // forwardOnly is the default workflow with no step declaring a compensation.
 func forwardOnly() workflow.Definition {
-	d := workflow.Default()
+	d := workflow.Reference()
 	for i := range d.Steps {
 		d.Steps[i].Compensable = false
 	}
@@ -157,7 +157,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Streams: streams, WrapEvents: o.wrapEvents, WrapDeadlines: o.wrapDeadlines,
 		DynamoDB: ddb, SQS: handlerSQS, PollSQS: sqsc, SNS: snsc,
 		Prefix: enginetest.UniqueName(t, "sys"), Region: enginetest.Region,
-		Workflow: o.workflow, Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,
+		Workflows: workflow.Single(o.workflow), Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,
 		MaxReceiveCount: 2, VisibilityTimeout: visibility,
 		Clock: clk, Log: slog.New(slog.NewJSONHandler(logs, nil)),
 		WrapStore: o.wrapStore, WrapSender: o.wrapSender,
@@ -462,7 +462,7 @@ func TestDuplicateDeliveriesChangeNothing(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	id := e.submit("")
 	// The schedule message is delivered twice: one claim, one dispatch.
-	sched := message.Encode(message.NewSchedule(id, 0, "duplicate"))
+	sched := message.Encode(message.NewSchedule(id, "order-v1", 0, "duplicate"))
 	e.sendRaw(e.sys.SchedulerQueue.URL, sched)
 	for range 2 {
 		e.poll(0)
@@ -493,7 +493,7 @@ func TestConcurrentSchedulersClaimOnce(t *testing.T) {
 	e.expire(id)
 	e.supervise()
 	enginetest.ReceiveAll(e.ctx, t, e.sqs, e.sys.SchedulerQueue.URL, 1, 10*time.Second)
-	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: message.Encode(message.NewSchedule(id, 0, "race"))}}}
+	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: message.Encode(message.NewSchedule(id, "order-v1", 0, "race"))}}}
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {

@@ -34,7 +34,7 @@ var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 // machine runs the shipped workflow under a policy with short, distinct
 // timings.
-var machine = workflow.Machine{Def: workflow.Default(), Policy: workflow.Policy{
+var machine = workflow.Machine{Def: workflow.Reference(), Policy: workflow.Policy{
 	MaxFailures: 2, ClaimTimeout: time.Minute, BackoffBase: time.Second, BackoffMax: time.Minute, AlertTimeout: 2 * time.Minute,
 	Retention: 30 * 24 * time.Hour,
 }}
@@ -57,6 +57,14 @@ func Run(t *testing.T, openAt Open) {
 	t.Run("RetentionIsWrittenWithTheChanges", func(t *testing.T) { t.Parallel(); retentionWritten(t, open(t)) })
 	t.Run("ExpiredItemsReadAsGone", func(t *testing.T) { t.Parallel(); expiredGone(t, openAt) })
 }
+
+// otherVersion is the shipped workflow's next version: the same first
+// step, so only the pin tells its changes apart.
+var otherVersion = func() workflow.Machine {
+	m := machine
+	m.Def.Version++
+	return m
+}()
 
 // plain runs a workflow of one step without an undo: a rejection leaves
 // its order in Error, the state operators list most.
@@ -318,6 +326,9 @@ func fences(t *testing.T, s statestore.Port) {
 		{"a recovery of a deadline that moved", recovery},
 		{"an alert confirmation of a record that owes none", workflow.AlertSent("o-fence", running.Attempt, t0.Add(2*time.Second))},
 		{"a change of a missing order", machine.Claim("o-missing", 0, false, "s", t0)},
+		// A message naming another version than the order's: its decision
+		// was made by the wrong definition.
+		{"a reply decided by another workflow version", otherVersion.StepCompleted("o-fence", 0, running.Attempt, nil, "s", t0.Add(2*time.Second))},
 		// No fence at all still needs the record: a store must never create
 		// a partial one.
 		{"an unfenced change of a missing order", workflow.Change{OrderID: "o-missing", Patch: workflow.Patch{Now: t0, NextAttempt: true}}},
@@ -498,7 +509,7 @@ func listByStateShards(t *testing.T, s statestore.Port) {
 	ids, at := many("o-err", 250, t0.Add(2*time.Second))
 	parallel(t, len(ids), func(i int) {
 		st := add(t, s, plain.Def, ids[i], "owner-a", t0)
-		for _, e := range []timed{{claim, t0.Add(time.Second)}, {rejectPlain, at[i]}} {
+		for _, e := range []timed{{plainClaim, t0.Add(time.Second)}, {rejectPlain, at[i]}} {
 			var err error
 			if st, err = s.Apply(context.Background(), e.event(st, e.at)); err != nil {
 				t.Errorf("order %s: %v", ids[i], err)
@@ -545,7 +556,7 @@ func listFollowsState(t *testing.T, s statestore.Port) {
 	ctx := context.Background()
 	for i, id := range []string{"o-a", "o-b", "o-c"} {
 		createOf(t, s, plain.Def, id, "owner-a", t0)
-		apply(t, s, id, timed{claim, t0.Add(time.Second)}, timed{rejectPlain, t0.Add(time.Duration(2+i) * time.Second)})
+		apply(t, s, id, timed{plainClaim, t0.Add(time.Second)}, timed{rejectPlain, t0.Add(time.Duration(2+i) * time.Second)})
 	}
 	errors := func() []string {
 		return listAll(t, func(cursor string) (statestore.Page, error) {
@@ -563,7 +574,7 @@ func listFollowsState(t *testing.T, s statestore.Port) {
 	check("o-a's alert confirmed later, in Error still", "o-c", "o-b", "o-a")
 	apply(t, s, "o-a", timed{resubmitPlain, t0.Add(2 * time.Minute)})
 	check("o-a retried", "o-c", "o-b")
-	apply(t, s, "o-a", timed{claim, t0.Add(3 * time.Minute)}, timed{rejectPlain, t0.Add(3*time.Minute + time.Second)})
+	apply(t, s, "o-a", timed{plainClaim, t0.Add(3 * time.Minute)}, timed{rejectPlain, t0.Add(3*time.Minute + time.Second)})
 	check("o-a failed again", "o-a", "o-c", "o-b")
 
 	o, st := newOrderOf(plain.Def, "o-born", "owner-a", t0.Add(time.Hour))
