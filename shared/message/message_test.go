@@ -30,6 +30,8 @@ func TestDecodeRejectsPoison(t *testing.T) {
 		"huge":            `{"v":1,"kind":"schedule","orderId":"` + strings.Repeat("a", MaxBodyBytes) + `"}`,
 		"wrong type":      `{"v":1,"kind":"schedule","orderId":7,"stepIndex":0}`,
 		"fractional step": `{"v":1,"kind":"schedule","orderId":"o","stepIndex":0.5}`,
+		"bad workflow":    `{"v":1,"kind":"schedule","orderId":"o","workflow":"order","stepIndex":0}`,
+		"workflow v0":     `{"v":1,"kind":"schedule","orderId":"o","workflow":"order-v0","stepIndex":0}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -37,6 +39,28 @@ func TestDecodeRejectsPoison(t *testing.T) {
 				t.Fatalf("DecodeSchedule(%.60q) error = %v, want ErrPoison", body, err)
 			}
 		})
+	}
+}
+
+// TestWorkflowID: a message names its order's version; one sent before
+// versions existed names none and means order-v1, the only workflow then.
+func TestWorkflowID(t *testing.T) {
+	t.Parallel()
+	pinned, err := DecodeSchedule(`{"v":1,"kind":"schedule","orderId":"o","workflow":"order-v2","stepIndex":0}`)
+	if err != nil || pinned.WorkflowID() != "order-v2" {
+		t.Fatalf("pinned: %q, %v", pinned.WorkflowID(), err)
+	}
+	legacy, err := DecodeSchedule(`{"v":1,"kind":"schedule","orderId":"o","stepIndex":0}`)
+	if err != nil || legacy.WorkflowID() != "order-v1" {
+		t.Fatalf("legacy: %q, %v", legacy.WorkflowID(), err)
+	}
+	req, err := DecodeAgentRequest(strings.Replace(validRequest, `"workflow":"order-v1",`, "", 1))
+	if err != nil || req.Workflow != "" || req.WorkflowID() != "order-v1" {
+		t.Fatalf("legacy request: %q, %v", req.WorkflowID(), err)
+	}
+	// Written back, a message keeps what it carried: none stays none.
+	if got := Encode(legacy); strings.Contains(got, "workflow") {
+		t.Fatalf("re-encoded legacy message %s", got)
 	}
 }
 

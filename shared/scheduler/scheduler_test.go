@@ -973,6 +973,11 @@ func TestPoisonRecordsFailAlone(t *testing.T) {
 		{name: "reply for a step not in the workflow", body: succeededBody(orderA, "gift-wrap", 1, 1)},
 		{name: "failed reply without a fault", body: `{"v":1,"kind":"agent.reply","orderId":"` + orderA + `","step":"charge-payment","stepIndex":1,"attempt":1,"outcome":"failed"}`},
 		{name: "reply with attempt 0", body: succeededBody(orderA, "charge-payment", 1, 0)},
+		// A version this deployment does not run (removed with orders still
+		// on it): to the DLQ with an alert, to redrive once it is back.
+		{name: "schedule of a version not deployed", body: strings.Replace(scheduleBody(orderA, 0), `"order-v1"`, `"order-v7"`, 1)},
+		{name: "reply of a version not deployed", body: strings.Replace(succeededBody(orderC, "reserve-inventory", 0, 1), `"orderId"`, `"workflow":"order-v7","orderId"`, 1)},
+		{name: "schedule with a malformed version", body: strings.Replace(scheduleBody(orderA, 0), `"order-v1"`, `"order 1"`, 1)},
 	}
 	cfg := testConfig()
 	for _, tt := range tests {

@@ -93,6 +93,30 @@ func TestDecodeOrderClientID(t *testing.T) {
 	}
 }
 
+// TestDecodeOrderWorkflow: an order may name its workflow or one of its
+// versions; whether it is deployed is the handler's to say. Absent, the
+// hash is the one the body always had.
+func TestDecodeOrderWorkflow(t *testing.T) {
+	t.Parallel()
+	const hashWithout = "4788c237034e10cb4cbde1e9255590450a185f56d933db3ca9d51e7bcf52050c"
+	if got := mustDecode(t, validBody).Hash(); got != hashWithout {
+		t.Fatalf("hash without a workflow %s, want %s", got, hashWithout)
+	}
+	for _, ref := range []string{"order", "order-v2", "ship-order-v12"} {
+		got := mustDecode(t, strings.Replace(validBody, `"currency"`, `"workflow":"`+ref+`","currency"`, 1))
+		if got.Workflow != ref || got.Hash() == hashWithout {
+			t.Errorf("workflow %q: decoded %q, hash %s", ref, got.Workflow, got.Hash())
+		}
+	}
+	for _, bad := range []string{"Order", "order v2", "", "9order", strings.Repeat("a", 41)} {
+		_, err := DecodeOrder([]byte(strings.Replace(validBody, `"currency"`, `"workflow":"`+bad+`","currency"`, 1)))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Errors[0].Field != "workflow" {
+			t.Errorf("workflow %q: %v, want a validation error on workflow", bad, err)
+		}
+	}
+}
+
 func TestDecodeOrderErrors(t *testing.T) {
 	t.Parallel()
 	item := `{"sku":"S","quantity":1,"unitPriceCents":1}`
