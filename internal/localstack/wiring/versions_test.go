@@ -18,6 +18,7 @@ import (
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -303,4 +304,36 @@ func readOrderID(t *testing.T, body string) string {
 		t.Fatalf("POST body %s: %v", body, err)
 	}
 	return out.OrderID
+}
+
+// TestEveryDeployedVersion runs every version of the deployed catalog
+// (shared/catalog/workflows.json) on the local engines: an order through
+// all its steps, each applied once, and an order refused at its last step,
+// whose steps are undone as its version says. A version added to the file
+// is covered without a test of its own.
+func TestEveryDeployedVersion(t *testing.T) {
+	t.Parallel()
+	cat := catalog.MustDeployed()
+	e := newDeployment(t).deploy(cat)
+	for _, def := range cat.Definitions {
+		done, refused := e.submitTo(def.ID()), e.submitTo(def.ID())
+		last := def.Steps[len(def.Steps)-1]
+		e.sim.Script(workflow.IdempotencyKey(refused, last.Name), remotesim.Permanent)
+		e.settle()
+		if st := e.state(done); st.ProcessState != workflow.Processed || st.Workflow != def.ID() {
+			t.Errorf("%s: %s on %s, want Processed", def.ID(), st.ProcessState, st.Workflow)
+		}
+		e.assertEffectsOnce(done, def.StepNames()...)
+		st := e.state(refused)
+		if st.Workflow != def.ID() || !st.ProcessState.Terminal() {
+			t.Errorf("%s refused at %s: %s on %s", def.ID(), last.Name, st.ProcessState, st.Workflow)
+		}
+		for _, s := range def.Steps[:len(def.Steps)-1] {
+			undone := 0
+			if s.Compensable {
+				undone = 1
+			}
+			e.assertRemote(refused, s.Name, 1, undone)
+		}
+	}
 }
