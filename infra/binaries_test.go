@@ -89,3 +89,43 @@ func TestCheckBinaries(t *testing.T) {
 		t.Error("a missing source passed")
 	}
 }
+
+// TestSourcesNameTheEmbeddedCatalog: the functions embed the workflow
+// catalog, which is no .go file, so a changed catalog must make the
+// binaries stale on its own: else the stack would deploy the Agents of a
+// version the binaries do not run.
+func TestSourcesNameTheEmbeddedCatalog(t *testing.T) {
+	const file = "shared/catalog/workflows.json"
+	found := false
+	for _, s := range Sources {
+		found = found || s == file
+	}
+	if !found {
+		t.Fatalf("Sources %v do not name %s", Sources, file)
+	}
+	if _, err := os.Stat(filepath.Join("..", file)); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	write := func(path string, age time.Duration) {
+		t.Helper()
+		p := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now().Add(-age)
+		if err := os.Chtimes(p, when, when); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("shared/catalog/catalog.go", 2*time.Hour)
+	write("build/agent/bootstrap", time.Hour)
+	write(file, 0)
+	err := checkBinaries(filepath.Join(root, "build"), []string{"agent"}, []string{filepath.Join(root, "shared"), filepath.Join(root, file)})
+	if err == nil || !strings.Contains(err.Error(), file) {
+		t.Errorf("a changed catalog: err = %v, want it named", err)
+	}
+}

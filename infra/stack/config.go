@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -26,8 +27,11 @@ type Config struct {
 	// CodeDir holds one folder per function with its bootstrap binary
 	// (make build writes build/<function>/bootstrap).
 	CodeDir string
-	// Workflow is the definition the functions run; one Agent per step.
-	Workflow workflow.Definition
+	// Workflows is every workflow version the deployment runs (the
+	// functions embed the same file, shared/catalog/workflows.json): one
+	// Agent, queue and alarm set per step name across the live versions
+	// (workflow.Catalog.Agents).
+	Workflows workflow.Catalog
 	// SupervisorSchedule is the EventBridge schedule expression.
 	SupervisorSchedule string
 	// LogRetentionDays must be a value CloudWatch Logs accepts.
@@ -95,12 +99,19 @@ const StackNamePrefix = topology.StackNamePrefix
 // the operators' CLI finds a stage's queues by).
 func StackName(stage string) string { return topology.StackName(stage) }
 
-// DefaultConfig is the configuration cdk.json documents.
+// CatalogFile is the workflow catalog the stack deploys and the functions
+// embed; a workflow change is made there.
+const CatalogFile = "shared/catalog/workflows.json"
+
+// DefaultConfig is the configuration cdk.json documents, with the deployed
+// workflow catalog. An invalid catalog file leaves Workflows empty, which
+// Validate refuses; FromContext reports the file's own problems.
 func DefaultConfig() Config {
+	workflows, _ := catalog.Deployed()
 	return Config{
 		Stage:               DefaultStage,
 		CodeDir:             "build",
-		Workflow:            workflow.Default(),
+		Workflows:           workflows,
 		SupervisorSchedule:  topology.SupervisorSchedule,
 		LogRetentionDays:    30,
 		Capacity:            topology.DefaultCapacity(),
@@ -140,6 +151,12 @@ func FromContext(lookup func(key string) string) (Config, error) {
 			}
 			*dst = d
 		}
+	}
+	// The catalog is a file, not a context value: report why it does not
+	// parse (with any bad context value) rather than Validate's "no
+	// definitions".
+	if _, err := catalog.Deployed(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", CatalogFile, err))
 	}
 	str(ContextStage, &c.Stage)
 	str(ContextCodeDir, &c.CodeDir)
@@ -189,16 +206,11 @@ func (c Config) Validate() error {
 	if c.CodeDir == "" {
 		fail("CodeDir is required")
 	}
-	if err := c.Workflow.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	for _, s := range c.Workflow.Steps {
-		// An Agent must fit its lease (the queue allowance and the budget:
-		// its function timeout) in one Lambda invocation (15 min), with
-		// room for its reply.
-		if s.Lease() > 14*time.Minute {
-			fail("step %q: wait %v plus budget %v exceeds the 14m an Agent Lambda can use", s.Name, s.Wait, s.Budget)
-		}
+	// The catalog's own check covers each version's rules and what the
+	// versions must agree on to share an Agent (its lease, the function
+	// timeout, within the 14m a Lambda can use).
+	if err := c.Workflows.Validate(); err != nil {
+		fail("%s: %w", CatalogFile, err)
 	}
 	if !rateExpr.MatchString(c.SupervisorSchedule) && !cronExpr.MatchString(c.SupervisorSchedule) {
 		fail("%s=%q is not an EventBridge rate(...) or cron(...) expression", ContextSupervisorSchedule, c.SupervisorSchedule)
@@ -213,10 +225,13 @@ func (c Config) Validate() error {
 		fail("%s=%v %s=%d %s=%v: %w", ContextRemoteLatency, c.Capacity.RemoteLatency,
 			ContextRemoteConcurrency, c.Capacity.RemoteConcurrency, ContextAdmitWait, c.Capacity.AdmitWait, err)
 	}
-	// Every step's Wait must absorb the admission's wait; the workflow is
-	// fixed, so sas:admitWait is what to change.
-	if err := c.Capacity.CheckWorkflow(c.Workflow); err != nil {
-		fail("%s=%v does not fit the workflow: %w", ContextAdmitWait, c.Capacity.AdmitWait, err)
+	// Every step's Wait, in every live version, must absorb the
+	// admission's wait; a version that runs orders cannot change, so
+	// sas:admitWait is what to change (or a new version's waits).
+	for _, d := range c.Workflows.Definitions {
+		if err := c.Capacity.CheckWorkflow(d); err != nil {
+			fail("%s=%v does not fit %s of %s: %w", ContextAdmitWait, c.Capacity.AdmitWait, d.ID(), CatalogFile, err)
+		}
 	}
 	if c.MaxReceiveCount < 1 || c.MaxReceiveCount > 1000 {
 		fail("%s=%d must be within 1..1000", ContextMaxReceiveCount, c.MaxReceiveCount)

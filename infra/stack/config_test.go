@@ -7,6 +7,7 @@ import (
 
 	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 func TestFromContextDefaultsMatchCDKJSON(t *testing.T) {
@@ -109,7 +110,7 @@ func TestFromContextReadsAndValidates(t *testing.T) {
 		// The default steps wait 5 s at most: an admit wait of 3 s leaves
 		// them no room for a burst the check sees late.
 		{name: "admit wait the steps' allowance cannot cover", ctx: map[string]string{stack.ContextAdmitWait: "3s"},
-			wantErr: []string{"sas:admitWait=3s does not fit the workflow", `step "reserve-inventory"`, `step "charge-payment"`}},
+			wantErr: []string{"sas:admitWait=3s does not fit order-v1", `step "reserve-inventory"`, `step "charge-payment"`}},
 		{name: "several problems", ctx: map[string]string{
 			stack.ContextMaxReceiveCount: "zero", stack.ContextRemoteLatency: "fast", stack.ContextAdmitWait: "soon", stack.ContextQueueAgeAlarm: "soon",
 		}, wantErr: []string{"sas:maxReceiveCount", "sas:remoteLatency", "sas:admitWait", "sas:queueAgeAlarm"}},
@@ -142,19 +143,74 @@ func TestFromContextReadsAndValidates(t *testing.T) {
 func TestValidateRejectsAStepAnAgentCannotFinish(t *testing.T) {
 	t.Parallel()
 	c := stack.DefaultConfig()
-	c.Workflow.Steps[0].Budget = 20 * time.Minute
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), c.Workflow.Steps[0].Name) {
+	c.Workflows.Definitions[0].Steps[0].Budget = 20 * time.Minute
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), c.Workflows.Definitions[0].Steps[0].Name) ||
+		!strings.Contains(err.Error(), stack.CatalogFile) {
 		t.Fatalf("Validate = %v", err)
 	}
 	// A budget and a wait each within the workflow's bounds, whose lease
-	// (the Agent's whole claim) is not.
+	// (the Agent's whole claim) is not: the version's own rule.
 	c = stack.DefaultConfig()
-	c.Workflow.Steps[1].Budget, c.Workflow.Steps[1].Wait = 12*time.Minute, 3*time.Minute
-	if err := c.Workflow.Validate(); err != nil {
-		t.Fatalf("the workflow alone: %v", err)
-	}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `step "charge-payment": wait 3m0s plus budget 12m0s exceeds the 14m`) {
+	c.Workflows.Definitions[0].Steps[1].Budget, c.Workflows.Definitions[0].Steps[1].Wait = 12*time.Minute, 3*time.Minute
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `step "charge-payment": wait 3m0s plus budget 12m0s exceeds the 14m0s`) {
 		t.Fatalf("Validate = %v", err)
+	}
+}
+
+// TestValidateRefusesAnInvalidCatalog: the catalog's versions share one
+// Agent per step, so a lease that fits in each version alone can still be
+// too long for their shared Agent; and a catalog must declare the version
+// it makes current. Each problem names the file to change.
+func TestValidateRefusesAnInvalidCatalog(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		edit  func(*workflow.Catalog)
+		wants []string
+	}{
+		{"the current version is not declared", func(c *workflow.Catalog) { c.Current["order"] = 3 },
+			[]string{`the current version of "order", 3, is not declared`}},
+		{"a lease too long across versions", func(c *workflow.Catalog) {
+			// v1 waits 5m and runs 8m; v2 waits 1m and runs 10m: each
+			// 13m or less, their Agent's lease 15m.
+			c.Definitions[0].Steps[1].Wait, c.Definitions[0].Steps[1].Budget = 5*time.Minute, 8*time.Minute
+			c.Definitions[1].Steps[1].Wait, c.Definitions[1].Steps[1].Budget = time.Minute, 10*time.Minute
+		}, []string{`step "charge-payment": the longest wait plus budget of its versions, 15m0s, exceeds the 14m0s`}},
+		{"every problem at once", func(c *workflow.Catalog) {
+			c.Current["order"] = 3
+			c.Default = "refund"
+		}, []string{`the current version of "order", 3, is not declared`, `the default workflow "refund" has no versions`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := stack.DefaultConfig()
+			c.Workflows = twoVersions()
+			if err := c.Validate(); err != nil {
+				t.Fatalf("the two-version catalog: %v", err)
+			}
+			tc.edit(&c.Workflows)
+			for _, d := range c.Workflows.Definitions {
+				if err := d.Validate(); err != nil {
+					t.Fatalf("%s alone: %v", d.ID(), err)
+				}
+			}
+			err := c.Validate()
+			for _, w := range append(tc.wants, "stack config: "+stack.CatalogFile+": workflow catalog: ") {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate = %v, does not say %q", err, w)
+				}
+			}
+		})
+	}
+	// An admit wait no version's waits cover names every version.
+	c := stack.DefaultConfig()
+	c.Workflows = twoVersions()
+	c.Capacity.AdmitWait = 4 * time.Second
+	err := c.Validate()
+	for _, w := range []string{"sas:admitWait=4s does not fit order-v1 of " + stack.CatalogFile, "sas:admitWait=4s does not fit order-v2 of", `step "ship-order": wait 5s`} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Validate = %v, does not say %q", err, w)
+		}
 	}
 }
 
@@ -165,7 +221,7 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	c.Capacity.RemoteConcurrency = 1
 	c.Capacity.AdmitWait = 4 * time.Second
 	err := c.Validate()
-	for _, w := range []string{"sas:logRetentionDays=31", "remote concurrency 1 must be within", "sas:admitWait=4s does not fit the workflow"} {
+	for _, w := range []string{"sas:logRetentionDays=31", "remote concurrency 1 must be within", "sas:admitWait=4s does not fit order-v1"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate = %v, does not name %q", err, w)
 		}

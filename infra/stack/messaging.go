@@ -45,7 +45,7 @@ func (q queueSet) all(steps []string) []*workQueue {
 }
 
 // queues declares the scheduler queue, the response queue and one request
-// queue per step. Each visibility timeout is six times the timeout of the
+// queue per step name of the live versions. Each visibility timeout is six times the timeout of the
 // function that consumes it.
 func (b *builder) queues() queueSet {
 	qs := queueSet{
@@ -53,7 +53,9 @@ func (b *builder) queues() queueSet {
 		responses: b.workQueue("ResponseQueue", topology.SchedulerTimeout),
 		agents:    map[string]*workQueue{},
 	}
-	for _, s := range b.cfg.Workflow.Steps {
+	// One per step name across the live versions, visible as long as the
+	// longest version of the step runs (its Agent's timeout).
+	for _, s := range b.cfg.Workflows.Agents() {
 		qs.agents[s.Name] = b.workQueue(pascal(s.Name)+"Queue", topology.AgentTimeout(s))
 	}
 	qs.deadlines = b.workQueue("DeadlineQueue", topology.DeadlineTimeout)

@@ -82,15 +82,18 @@ func (b *builder) queueAges(queues queueSet, agents map[string]*fn) []queueAge {
 		"The oldest message on %s is older than %v (retries wait there up to %v by design): the Scheduler is failing, throttled or disabled, so new steps and retries are not dispatched. "+
 			"Check the Scheduler's errors, throttles and event source mapping and fix the cause; the queue then drains by itself.",
 		sched.id, b.cfg.QueueAgeAlarm, workflow.DefaultPolicy().BackoffMax)}}
-	resp, respAge := queues.responses, topology.ResponseQueueAgeAlarm(b.cfg.Workflow)
+	resp, respAge := queues.responses, topology.ResponseQueueAgeAlarm(b.cfg.Workflows)
 	out = append(out, queueAge{q: resp, age: respAge, runbook: fmt.Sprintf(
-		"The oldest reply on %s is older than %v, the shortest step lease: replies this late reach the Scheduler after their step's CompleteBy, are refused as stale, and the Supervisor retries the step. "+
+		"The oldest reply on %s is older than %v, the shortest lease of any live version's step: replies this late reach the Scheduler after their step's CompleteBy, are refused as stale, and the Supervisor retries the step. "+
 			"The Scheduler is failing or throttled: check its errors, throttles and duration and fix the cause.",
 		resp.id, respAge)})
-	for _, st := range b.cfg.Workflow.Steps {
+	// Each Agent queue alarms at its step's longest lease over the live
+	// versions: a request of any version younger than that may still
+	// complete in time.
+	for _, st := range b.cfg.Workflows.Agents() {
 		q, age := queues.agents[st.Name], topology.AgentQueueAgeAlarm(st)
 		out = append(out, queueAge{q: q, age: age, runbook: fmt.Sprintf(
-			"The oldest request on %s is older than %v, step %s's lease (queue allowance plus budget): requests are outliving their step's budget. "+
+			"The oldest request on %s is older than %v, step %s's longest lease over the live versions (queue allowance plus budget): requests are outliving their step's budget. "+
 				"The remote service is slower than the capacity model's RemoteLatency (%s=%v) or the %s Agent is throttled or failing. "+
 				"Check %s's errors and duration; then raise %s (now %d) if the service takes more calls at once, or set %s to the service's real p90 latency.",
 			q.id, age, st.Name, ContextRemoteLatency, c.RemoteLatency, st.Name,
@@ -109,7 +112,7 @@ func (b *builder) queueAges(queues queueSet, agents map[string]*fn) []queueAge {
 // errors of any function.
 func (b *builder) alarms(alerts *encryptedTopic, queues queueSet, agents map[string]*fn, fns []*fn) {
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
-	for _, q := range queues.all(stepNames(b.cfg.Workflow)) {
+	for _, q := range queues.all(b.cfg.Workflows.AgentNames()) {
 		b.dlqAlarm(alerts, q.id, q.dlq, fmt.Sprintf("a poison message or a failure that outlived %d receives", b.cfg.MaxReceiveCount), true)
 	}
 	for _, a := range b.queueAges(queues, agents) {
@@ -301,7 +304,7 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, shed awslogs
 		Width: jsii.Number(12), Height: jsii.Number(6),
 	})
 	var depth, dlqs, age []awscloudwatch.IMetric
-	for _, q := range queues.all(stepNames(b.cfg.Workflow)) {
+	for _, q := range queues.all(b.cfg.Workflows.AgentNames()) {
 		depth = append(depth, q.main.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id)}))
 		age = append(age, q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id)}))
 		dlqs = append(dlqs, q.dlq.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id + " DLQ")}))
@@ -315,8 +318,8 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, shed awslogs
 		Period: minute, Statistic: jsii.String("Sum"), Label: jsii.String("orders shed"),
 	}))
 	var agentDepth []awscloudwatch.IMetric
-	for _, st := range b.cfg.Workflow.Steps {
-		q := queues.agents[st.Name]
+	for _, name := range b.cfg.Workflows.AgentNames() {
+		q := queues.agents[name]
 		agentDepth = append(agentDepth, q.main.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum"), Label: jsii.String(q.id)}))
 	}
 	backlog := awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{

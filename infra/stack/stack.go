@@ -54,7 +54,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		props = &awscdk.StackProps{}
 	}
 	if props.Description == nil {
-		props.Description = jsii.String("Scheduler Agent Supervisor: orders through " + strings.Join(stepNames(cfg.Workflow), ", ") + " (github.com/sasflow/sas)")
+		props.Description = jsii.String(Description(cfg.Workflows))
 	}
 	s := awscdk.NewStack(scope, jsii.String(id), props)
 	b := &builder{stack: s, cfg: cfg}
@@ -98,15 +98,20 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// state from the ByState index for operators, retries and cancels with
 	// conditional UpdateItem, dispatches a new order's first step (claimed
 	// in its transaction) to that step's Agent, and sends Schedule messages.
-	first := queues.agents[cfg.Workflow.Steps[0].Name].main
+	//
+	// A new order may start on any live version (the current one, or one
+	// its submission names), so it gets the queue of every version's first
+	// step, as step=url pairs like the Scheduler's.
+	agentNames := cfg.Workflows.AgentNames()
+	firstSteps := cfg.Workflows.FirstSteps()
 	subEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "RETENTION")
-	(*subEnv)["FIRST_AGENT_QUEUE_URL"] = first.QueueUrl()
+	(*subEnv)["AGENT_QUEUE_URLS"] = queueURLs(queues, firstSteps)
 	// Its admission check reads the depth of every Agent's request queue
 	// (GetQueueAttributes) and sheds new orders while any holds more than
 	// the capacity model's backlog.
-	admissionURLs := make([]string, 0, len(cfg.Workflow.Steps))
-	for _, st := range cfg.Workflow.Steps {
-		admissionURLs = append(admissionURLs, *queues.agents[st.Name].main.QueueUrl())
+	admissionURLs := make([]string, 0, len(agentNames))
+	for _, name := range agentNames {
+		admissionURLs = append(admissionURLs, *queues.agents[name].main.QueueUrl())
 	}
 	adm := cfg.Capacity.Admission(admissionURLs)
 	// The URLs are tokens until deploy time: CloudFormation joins them.
@@ -124,11 +129,13 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	allow(submission.role, []string{"dynamodb:Query"},
 		jsii.String(*state.TableArn()+"/index/"+statestore.ByStateIndex),
 		jsii.String(*orders.TableArn()+"/index/"+statestore.ByOwnerIndex))
-	allowSend(submission.role, first)
+	for _, name := range firstSteps {
+		allowSend(submission.role, queues.agents[name].main)
+	}
 	allowSend(submission.role, queues.scheduler.main)
-	admissionARNs := make([]*string, 0, len(cfg.Workflow.Steps))
-	for _, st := range cfg.Workflow.Steps {
-		admissionARNs = append(admissionARNs, queues.agents[st.Name].main.QueueArn())
+	admissionARNs := make([]*string, 0, len(agentNames))
+	for _, name := range agentNames {
+		admissionARNs = append(admissionARNs, queues.agents[name].main.QueueArn())
 	}
 	allow(submission.role, []string{"sqs:GetQueueAttributes"}, admissionARNs...)
 
@@ -142,16 +149,13 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// Scheduler: claims, commits and fails state records with conditional
 	// UpdateItem, reads a record (GetItem) before it commits a permanent
 	// failure, dispatches to the agents, alerts on permanent faults.
-	agentQueueURLs := make([]string, 0, len(cfg.Workflow.Steps))
-	for _, st := range cfg.Workflow.Steps {
-		agentQueueURLs = append(agentQueueURLs, st.Name+"="+*queues.agents[st.Name].main.QueueUrl())
-	}
 	// It consumes the scheduler and response queues, so it can bring a
 	// failed message back sooner (the event source mapping's grant already
 	// has sqs:ChangeMessageVisibility), and hands a failed dispatch back to
 	// the first.
 	schedEnv := pick("ORDERS_TABLE", "STATE_TABLE", "ALERT_TOPIC_ARN", "OPERATOR_API_URL", "SCHEDULER_QUEUE_URL", "RESPONSE_QUEUE_URL", "RETENTION")
-	(*schedEnv)["AGENT_QUEUE_URLS"] = jsii.String(strings.Join(agentQueueURLs, ","))
+	// Every Agent: an order's next step is any step of its pinned version.
+	(*schedEnv)["AGENT_QUEUE_URLS"] = queueURLs(queues, agentNames)
 	(*schedEnv)["MAX_RECEIVE_COUNT"] = jsii.String(strconv.Itoa(cfg.MaxReceiveCount))
 	scheduler := b.function(Scheduler, fnSpec{
 		description: "Claims steps, dispatches them to their Agents and commits the replies, from the scheduler and response queues",
@@ -159,19 +163,20 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		timeout:     topology.SchedulerTimeout, memory: topology.SchedulerMemoryMB, env: schedEnv,
 	})
 	allowTable(scheduler.role, state, "dynamodb:UpdateItem", "dynamodb:GetItem")
-	for _, st := range cfg.Workflow.Steps {
-		allowSend(scheduler.role, queues.agents[st.Name].main)
+	for _, name := range agentNames {
+		allowSend(scheduler.role, queues.agents[name].main)
 	}
 	allowSend(scheduler.role, queues.scheduler.main)
 	alerts.allowPublish(scheduler.role)
 	b.consume(scheduler, queues.scheduler, topology.SchedulerBatchSize, 0)
 	b.consume(scheduler, queues.responses, topology.SchedulerBatchSize, 0)
 
-	// One Agent per step, each behind its own queue; the event source's
-	// maximum concurrency, from the capacity model, keeps the calls in
-	// flight to what the remote service takes.
-	agents := make(map[string]*fn, len(cfg.Workflow.Steps))
-	for _, st := range cfg.Workflow.Steps {
+	// One Agent per step name across the live versions, each behind its
+	// own queue, timed out at the step's longest lease (Agents' union); the
+	// event source's maximum concurrency, from the capacity model, keeps
+	// the calls in flight to what the remote service takes.
+	agents := make(map[string]*fn, len(agentNames))
+	for _, st := range cfg.Workflows.Agents() {
 		// https only: the Agent sends the order's step over it.
 		remote := awscdk.NewCfnParameter(s, jsii.String(pascal(st.Name)+"RemoteBaseUrl"), &awscdk.CfnParameterProps{
 			Type:                  jsii.String("String"),
@@ -263,10 +268,19 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	notifierDLQ := b.failureQueue("NotifierDLQ", "Notifier")
 	b.consumeStream(notifier, state, notifierDLQ)
 
-	fns := []*fn{submission, scheduler, supervisor}
-	for _, st := range cfg.Workflow.Steps {
-		fns = append(fns, agents[st.Name])
+	// Deploy order: CloudFormation updates every other actor before the
+	// Submission, so a version made current in this deploy reaches new
+	// orders only once the Scheduler, the Supervisor, its fast path and
+	// every Agent run code that knows it (and the new steps' Agents
+	// exist). The Scheduler, the Supervisor and the Deadline function
+	// depend on the API's URL, but the API resource itself depends on
+	// nothing of theirs, nor of the Submission (its integration and routes
+	// do): no cycle. The Timer and the Notifier read no definition.
+	for _, other := range append([]*fn{scheduler, supervisor, deadline}, agentsOf(agents, agentNames)...) {
+		submission.fn.Node().AddDependency(other.fn)
 	}
+
+	fns := append([]*fn{submission, scheduler, supervisor}, agentsOf(agents, agentNames)...)
 	fns = append(fns, notifier, timerFn, deadline)
 	b.alarms(alerts, queues, agents, fns)
 	shed := b.shedding(alerts, submission)
@@ -276,11 +290,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		b.notifierSkipped(alerts, notifier),
 		b.api5xx(alerts, api.stage, submission),
 	}
-	var agentFns []*fn
-	for _, st := range cfg.Workflow.Steps {
-		agentFns = append(agentFns, agents[st.Name])
-	}
-	b.lambdaThrottles(alerts, fns, agentFns)
+	b.lambdaThrottles(alerts, fns, agentsOf(agents, agentNames))
 	throttled := b.tableThrottles(alerts, orders, state)
 	b.supervisorHeartbeat(alerts, supervisor)
 	b.streamAlarms(alerts, notifier, notifierDLQ, "clients are not being notified meanwhile",
@@ -329,12 +339,61 @@ func (b *builder) codePath(function string) string {
 	return filepath.Join(b.cfg.CodeDir, function)
 }
 
-func stepNames(d workflow.Definition) []string {
-	names := make([]string, len(d.Steps))
-	for i, s := range d.Steps {
-		names[i] = s.Name
+// queueURLs is the step=url list of the named Agents' request queues that
+// the Scheduler and the Submission read (AGENT_QUEUE_URLS); the URLs are
+// tokens, which CloudFormation joins.
+func queueURLs(queues queueSet, steps []string) *string {
+	pairs := make([]string, len(steps))
+	for i, name := range steps {
+		pairs[i] = name + "=" + *queues.agents[name].main.QueueUrl()
 	}
-	return names
+	return jsii.String(strings.Join(pairs, ","))
+}
+
+// agentsOf lists the named Agents' functions, in that order.
+func agentsOf(agents map[string]*fn, names []string) []*fn {
+	out := make([]*fn, len(names))
+	for i, name := range names {
+		out[i] = agents[name]
+	}
+	return out
+}
+
+// maxDescription is CloudFormation's limit on a stack's description.
+const maxDescription = 1024
+
+// Description is the stack's description: the workflow versions it runs,
+// each with its steps, the current ones starred. A catalog too long for
+// CloudFormation's 1024 characters is listed by version IDs only, and cut
+// short if even that is too long.
+func Description(c workflow.Catalog) string {
+	head, tail := "Scheduler Agent Supervisor: orders through ", " (github.com/sasflow/sas)"
+	full := make([]string, len(c.Definitions))
+	ids := make([]string, len(c.Definitions))
+	for i, d := range c.Definitions {
+		ids[i] = d.ID()
+		// With one version, current goes without saying.
+		if c.CurrentID(d.Name) == d.ID() && len(c.Definitions) > 1 {
+			ids[i] += "*"
+		}
+		names := make([]string, len(d.Steps))
+		for j, s := range d.Steps {
+			names[j] = s.Name
+		}
+		full[i] = ids[i] + " (" + strings.Join(names, ", ") + ")"
+	}
+	if len(c.Definitions) > 1 {
+		tail = "; * current" + tail
+	}
+	if s := head + strings.Join(full, ", ") + tail; len(s) <= maxDescription {
+		return s
+	}
+	s := head + strings.Join(ids, ", ") + tail
+	if len(s) <= maxDescription {
+		return s
+	}
+	const cut = "..."
+	return s[:maxDescription-len(tail)-len(cut)] + cut + tail
 }
 
 // pascal turns a step name (reserve-inventory) into a CloudFormation logical

@@ -292,7 +292,7 @@ func TestEveryFunctionFolderIsDeployed(t *testing.T) {
 		t.Fatalf("functions/ has %v, the stack deploys %v", folders, want)
 	}
 	// One function per folder, the Agent once per step.
-	if got, want := len(tmpl.ofType("AWS::Lambda::Function")), len(stack.Functions())-1+len(cfg.Workflow.Steps); got != want {
+	if got, want := len(tmpl.ofType("AWS::Lambda::Function")), len(stack.Functions())-1+len(cfg.Workflows.Agents()); got != want {
 		t.Fatalf("%d functions, want %d", got, want)
 	}
 }
@@ -381,8 +381,8 @@ func TestRemoteURLParametersTakeHTTPSOnly(t *testing.T) {
 			}
 		}
 	}
-	if n != len(cfg.Workflow.Steps) {
-		t.Errorf("%d remote URL parameters for %d steps", n, len(cfg.Workflow.Steps))
+	if n != len(cfg.Workflows.Agents()) {
+		t.Errorf("%d remote URL parameters for %d steps", n, len(cfg.Workflows.Agents()))
 	}
 }
 
@@ -532,7 +532,7 @@ func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 	queues := tmpl.ofType("AWS::SQS::Queue")
 	// Scheduler, responses, one per step and the deadlines, each with a
 	// DLQ; and the Notifier's and the Timer's failure destinations.
-	if want := 2*(3+len(cfg.Workflow.Steps)) + 2; len(queues) != want {
+	if want := 2*(3+len(cfg.Workflows.Agents())) + 2; len(queues) != want {
 		t.Fatalf("%d queues, want %d", len(queues), want)
 	}
 	dlqs := map[string]bool{}
@@ -655,7 +655,7 @@ func TestEventSourcesReportBatchItemFailuresAndFitTheQueues(t *testing.T) {
 		}
 	}
 	// The Scheduler's two, one per Agent, and the fast path's.
-	if want := 3 + len(cfg.Workflow.Steps); len(queueMappings) != want {
+	if want := 3 + len(cfg.Workflows.Agents()); len(queueMappings) != want {
 		t.Fatalf("%d queue event source mappings, want %d", len(queueMappings), want)
 	}
 	for _, tmplAndWant := range []struct {
@@ -1019,9 +1019,9 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 		tmplID(t, "SchedulerQueue"): cfg.QueueAgeAlarm,
 		// Deadlines are sent delayed until their CompleteBy.
 		deadlineQueue:              cfg.QueueAgeAlarm + queue.MaxDelay,
-		tmplID(t, "ResponseQueue"): topology.ResponseQueueAgeAlarm(cfg.Workflow),
+		tmplID(t, "ResponseQueue"): topology.ResponseQueueAgeAlarm(cfg.Workflows),
 	}
-	for _, st := range cfg.Workflow.Steps {
+	for _, st := range cfg.Workflows.Agents() {
 		wantAge[tmplID(t, pascalStep(st.Name)+"Queue")] = topology.AgentQueueAgeAlarm(st)
 	}
 	for _, id := range tmpl.ofType("AWS::SQS::Queue") {
@@ -1055,13 +1055,13 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 	}
 	// The defaults: the Agent and response queues alarm at the default
 	// steps' 35 s lease, far below the retry queues' 10 minutes.
-	for _, st := range cfg.Workflow.Steps {
+	for _, st := range cfg.Workflows.Agents() {
 		if got := topology.AgentQueueAgeAlarm(st); got != workflow.DefaultWait+st.Budget {
 			t.Errorf("step %s alarms at %v, want its lease %v", st.Name, got, workflow.DefaultWait+st.Budget)
 		}
 	}
 	// An Agent queue's runbook says what the age means and what to change.
-	for _, st := range cfg.Workflow.Steps {
+	for _, st := range cfg.Workflows.Agents() {
 		id := tmplID(t, pascalStep(st.Name)+"Queue")
 		desc, _ := alarms[key{"ApproximateAgeOfOldestMessage", id}].Properties["AlarmDescription"].(string)
 		for _, w := range []string{"budget", "RemoteLatency", "sas:remoteConcurrency", "sas:remoteLatency", "Agent" + pascalStep(st.Name) + "'s errors and duration"} {

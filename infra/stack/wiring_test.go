@@ -12,6 +12,7 @@ import (
 
 	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/scheduler"
 	"github.com/sasflow/sas/shared/statestore"
@@ -48,9 +49,10 @@ var loaders = func() []loader {
 		return m
 	}
 	ls := []loader{
-		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue",
-			"FIRST_AGENT_QUEUE_URL": pascalStep(workflow.Default().Steps[0].Name) + "Queue"}),
-			check: func(t *testing.T, cfg any, _ map[string]any) {
+		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue"}),
+			check: func(t *testing.T, cfg any, vars map[string]any) {
+				// New orders go to the live versions' first steps' Agents.
+				checkAgentQueueURLs(t, vars, deployedCatalog().FirstSteps())
 				// The admission check reads every Agent's request queue, in
 				// step order, with the capacity model's figures.
 				got := cfg.(submission.Config).Admission
@@ -58,7 +60,7 @@ var loaders = func() []loader {
 				for _, q := range got.Queues {
 					queues = append(queues, strings.TrimPrefix(q, "https://sqs.eu-west-1.amazonaws.com/111122223333/"))
 				}
-				steps := workflow.Default().Steps
+				steps := deployedCatalog().Agents()
 				if len(queues) != len(steps) {
 					t.Fatalf("ADMISSION_QUEUES %v, want one queue per step", got.Queues)
 				}
@@ -87,8 +89,9 @@ var loaders = func() []loader {
 				if got := cfg.(scheduler.Config).MaxReceiveCount; got != stack.DefaultConfig().MaxReceiveCount {
 					t.Errorf("scheduler MaxReceiveCount %d, the queues redrive after %d", got, stack.DefaultConfig().MaxReceiveCount)
 				}
+				checkAgentQueueURLs(t, vars, deployedCatalog().AgentNames())
 				queues := cfg.(scheduler.Config).AgentQueues
-				for _, s := range workflow.Default().Steps {
+				for _, s := range deployedCatalog().Agents() {
 					id := strings.TrimPrefix(queues[s.Name], "https://sqs.eu-west-1.amazonaws.com/111122223333/")
 					if !strings.HasPrefix(id, pascalStep(s.Name)+"Queue") || strings.Contains(id, "DLQ") {
 						t.Errorf("step %s dispatches to %s", s.Name, queues[s.Name])
@@ -117,7 +120,7 @@ var loaders = func() []loader {
 				}
 			}},
 	}
-	for _, s := range workflow.Default().Steps {
+	for _, s := range deployedCatalog().Agents() {
 		ls = append(ls, loader{
 			path: "Agent" + pascalStep(s.Name), load: adapt(agent.LoadConfig),
 			points: map[string]string{"RESPONSE_QUEUE_URL": "ResponseQueue", "REMOTE_BASE_URL": pascalStep(s.Name) + "RemoteBaseUrl", "ALERT_TOPIC_ARN": "AlertTopic",
@@ -138,6 +141,51 @@ func apiURL(t *testing.T) string {
 	t.Helper()
 	id, _ := tmpl.byPath(t, "AWS::ApiGatewayV2::Api", "OrdersApi/Resource")
 	return "https://" + id + ".execute-api.eu-west-1.amazonaws.com"
+}
+
+// deployedCatalog is the catalog the default stack deploys.
+func deployedCatalog() workflow.Catalog { return catalog.MustDeployed() }
+
+// checkAgentQueueURLs checks a function's AGENT_QUEUE_URLS: step=url pairs
+// naming exactly steps, in order, each with its Agent's request queue.
+func checkAgentQueueURLs(t *testing.T, vars map[string]any, steps []string) {
+	t.Helper()
+	v, ok := vars["AGENT_QUEUE_URLS"]
+	if !ok {
+		t.Errorf("AGENT_QUEUE_URLS is not set, want %v", steps)
+		return
+	}
+	var parts []any
+	if j, ok := get(v, "Fn::Join").([]any); ok && len(j) == 2 && j[0] == "" {
+		parts = list(j[1])
+	} else {
+		parts = []any{v}
+	}
+	// The pairs as written: step names literal, queue URLs referenced.
+	var got []string
+	var text strings.Builder
+	for _, p := range parts {
+		if s, ok := p.(string); ok {
+			text.WriteString(s)
+			continue
+		}
+		text.WriteString("{" + ref(p) + "}")
+	}
+	for pair := range strings.SplitSeq(text.String(), ",") {
+		name, id, ok := strings.Cut(pair, "=")
+		if !ok {
+			t.Errorf("AGENT_QUEUE_URLS %s: %q is not step=url", toJSON(v), pair)
+			continue
+		}
+		got = append(got, name)
+		id = strings.Trim(id, "{}")
+		if !strings.HasPrefix(id, pascalStep(name)+"Queue") || strings.Contains(id, "DLQ") {
+			t.Errorf("AGENT_QUEUE_URLS: step %s names %s, want its request queue", name, id)
+		}
+	}
+	if toJSON(got) != toJSON(steps) {
+		t.Errorf("AGENT_QUEUE_URLS names %v, want %v", got, steps)
+	}
 }
 
 func pascalStep(s string) string {
@@ -261,9 +309,12 @@ var roleActions = func() map[string]map[string][]string {
 	add(sub, []string{"StateTable/index/" + statestore.ByStateIndex, "OrdersTable/index/" + statestore.ByOwnerIndex}, "dynamodb:Query")
 	// A new order's first step goes straight to its Agent; retries and
 	// cancels hand orders to the Scheduler.
-	add(sub, []string{"SchedulerQueue", pascalStep(workflow.Default().Steps[0].Name) + "Queue"}, "sqs:SendMessage")
+	add(sub, []string{"SchedulerQueue"}, "sqs:SendMessage")
+	for _, s := range deployedCatalog().FirstSteps() {
+		add(sub, []string{pascalStep(s) + "Queue"}, "sqs:SendMessage")
+	}
 	// The admission check reads every Agent queue's depth.
-	for _, s := range workflow.Default().Steps {
+	for _, s := range deployedCatalog().Agents() {
 		add(sub, []string{pascalStep(s.Name) + "Queue"}, "sqs:GetQueueAttributes")
 	}
 	out["SubmissionRole"] = sub
@@ -281,7 +332,7 @@ var roleActions = func() map[string]map[string][]string {
 	add(sup, []string{"SchedulerQueue"}, "sqs:SendMessage")
 	out["SupervisorRole"] = sup
 
-	for _, s := range workflow.Default().Steps {
+	for _, s := range deployedCatalog().Agents() {
 		add(sched, []string{pascalStep(s.Name) + "Queue"}, "sqs:SendMessage")
 		a := alerts(logs("Agent" + pascalStep(s.Name)))
 		add(a, []string{"ResponseQueue"}, "sqs:SendMessage")

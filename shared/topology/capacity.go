@@ -137,13 +137,17 @@ func (c Capacity) APIBurstLimit() int { return min(5000, c.Backlog()) }
 // shed-orders metric.
 func AgentQueueAgeAlarm(s workflow.Step) time.Duration { return s.Lease() }
 
-// ResponseQueueAgeAlarm is the same for the Scheduler's response queue: a
-// reply is committed only before its step's CompleteBy, so one older than
-// the shortest lease is certainly refused as stale.
-func ResponseQueueAgeAlarm(d workflow.Definition) time.Duration {
+// ResponseQueueAgeAlarm is the same for the Scheduler's response queue,
+// which every live version's replies share: a reply is committed only
+// before its step's CompleteBy, so one older than the shortest lease of any
+// version's step is certainly refused as stale (the Agents' union would
+// take each step's longest lease, and alarm late).
+func ResponseQueueAgeAlarm(c workflow.Catalog) time.Duration {
 	age := time.Duration(math.MaxInt64)
-	for _, s := range d.Steps {
-		age = min(age, AgentQueueAgeAlarm(s))
+	for _, d := range c.Definitions {
+		for _, s := range d.Steps {
+			age = min(age, AgentQueueAgeAlarm(s))
+		}
 	}
 	return age
 }

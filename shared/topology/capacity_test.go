@@ -84,7 +84,16 @@ func TestQueueAgeAlarmsFollowTheSteps(t *testing.T) {
 	if got := topology.AgentQueueAgeAlarm(d.Steps[1]); got != d.Steps[1].Budget+8*time.Second {
 		t.Errorf("a step alarms at %v, want its lease", got)
 	}
-	if got := topology.ResponseQueueAgeAlarm(d); got != d.Steps[0].Budget {
+	if got := topology.ResponseQueueAgeAlarm(workflow.Single(d)); got != d.Steps[0].Budget {
 		t.Errorf("response queue alarms at %v, want the shortest lease", got)
+	}
+	// Versions share the response queue: the shortest lease of any
+	// version's step, not of the Agents' union (which takes the longest).
+	v2 := workflow.Reference()
+	v2.Version = 2
+	v2.Steps[0].Wait, v2.Steps[0].Budget = 2*time.Second, 3*time.Second
+	c := workflow.Catalog{Definitions: []workflow.Definition{d, v2}, Current: map[string]int{d.Name: 2}, Default: d.Name}
+	if got := topology.ResponseQueueAgeAlarm(c); got != 5*time.Second {
+		t.Errorf("response queue alarms at %v over two versions, want v2's first step's lease 5s", got)
 	}
 }
