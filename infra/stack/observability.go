@@ -231,6 +231,7 @@ var transitionLabels = map[workflow.Transition]string{
 	workflow.TransitionCompensationFailed: "CompensationFailed",
 	workflow.TransitionCancelled:          "cancelled",
 	workflow.TransitionResubmitted:        "resubmitted",
+	workflow.TransitionStranded:           "Error: workflow version not deployed",
 }
 
 // transitionMetrics counts each of ts per minute, labelled from
@@ -284,7 +285,7 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, shed awslogs
 	}
 	flow := graph("Orders through states (per minute)", b.transitionMetrics(
 		workflow.TransitionAccepted, workflow.TransitionClaimed, workflow.TransitionStepCompleted,
-		workflow.TransitionProcessed, workflow.TransitionFailed, workflow.TransitionGaveUp)...)
+		workflow.TransitionProcessed, workflow.TransitionFailed, workflow.TransitionGaveUp, workflow.TransitionStranded)...)
 	recoveries := graph("Supervisor recoveries and stale replies (per minute)", b.transitionMetrics(
 		workflow.TransitionRetried, workflow.TransitionRequeued, workflow.TransitionStaleReply)...)
 	compensation := graph("Compensation, cancellations and resubmissions (per minute)", b.transitionMetrics(
