@@ -3,6 +3,9 @@ package cost
 import (
 	"fmt"
 	"time"
+
+	"github.com/sasflow/sas/shared/catalog"
+	"github.com/sasflow/sas/shared/topology"
 )
 
 // FixedParams are what the deployed stack costs whether or not orders
@@ -30,14 +33,16 @@ type FixedParams struct {
 	// AlarmMetrics, CustomMetrics and Dashboards are what the stack
 	// creates. CloudWatch prices an alarm per metric it evaluates, so a
 	// metric math alarm costs one alarm metric per metric in its
-	// expression: 5 queues × (DLQ not empty + oldest message) + 8
-	// functions' errors + the iterator age and DLQ of the Notifier and of
-	// the Timer + orders shed for 15 minutes + ERROR log lines + batch item
-	// failures + the Notifier's skipped records + API 5xx + the
-	// Supervisor's heartbeat are 28 alarms of one metric; function
-	// throttles sum 8 metrics, the orders table's throttles 4 (reads and
-	// writes of the table and its index), the state table's 6 (and its two
-	// indexes): 46 alarm metrics in 31 alarms. The transition metric
+	// expression. With the two Agents of order-v1: 5 queues × (DLQ not
+	// empty + oldest message) + 8 functions' errors + the iterator age and
+	// DLQ of the Notifier and of the Timer + orders shed for 15 minutes +
+	// ERROR log lines + batch item failures + the Notifier's skipped
+	// records + API 5xx + the Supervisor's heartbeat are 28 alarms of one
+	// metric; function throttles sum 8 metrics, the orders table's
+	// throttles 4 (reads and writes of the table and its index), the state
+	// table's 6 (and its two indexes): 46 alarm metrics in 31 alarms. Each
+	// further Agent (a step of the workflow catalog) adds 4: its queue's
+	// two alarms, its errors, its throttles. The transition metric
 	// filters make about 9 custom metrics (one per transition value the
 	// logs carry), and the shed-orders, ERROR-lines, batch-item-failures
 	// and skipped-records filters one each; one dashboard.
@@ -56,25 +61,29 @@ type FixedParams struct {
 	DataKeyReuse time.Duration
 }
 
-// DefaultFixed are the stack's fixed costs as deployed today.
+// DefaultFixed are the stack's fixed costs as deployed: the stack of the
+// deployed workflow catalog (shared/catalog), whose steps each add an
+// Agent, its queue and its alarms.
 func DefaultFixed() FixedParams {
+	agents := catalog.MustDeployed().AgentNames()
+	pollers := map[string]int{"scheduler queue": 2, "response queue": 2, "deadline queue": 2}
+	for _, step := range agents {
+		// An Agent's mapping idles with its maximum concurrency.
+		pollers[step+" queue"] = topology.DefaultCapacity().AgentMaxConcurrency()
+	}
 	return FixedParams{
 		SupervisorRuns:     SecondsPerMonth / 60,
 		SupervisorDuration: 50 * time.Millisecond,
 		SupervisorRRU:      0.5,
-		IdlePollers: map[string]int{
-			"scheduler queue": 2, "response queue": 2,
-			"reserve-inventory queue": 5, "charge-payment queue": 5,
-			"deadline queue": 2,
-		},
-		LongPollWait:  20 * time.Second,
-		AlarmMetrics:  46,
-		CustomMetrics: 13,
-		Dashboards:    1,
-		KMSKeys:       2,
-		// Order events: the Notifier. Alerts: the Scheduler, the two Agents,
+		IdlePollers:        pollers,
+		LongPollWait:       20 * time.Second,
+		AlarmMetrics:       38 + 4*len(agents),
+		CustomMetrics:      13,
+		Dashboards:         1,
+		KMSKeys:            2,
+		// Order events: the Notifier. Alerts: the Scheduler, the Agents,
 		// the Supervisor, its fast path and CloudWatch alarms.
-		TopicPublishers: map[string]int{"order events": 1, "alerts": 6},
+		TopicPublishers: map[string]int{"order events": 1, "alerts": 4 + len(agents)},
 		DataKeyReuse:    5 * time.Minute,
 	}
 }
