@@ -38,6 +38,7 @@ import (
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -231,9 +232,11 @@ func newSystem(t *testing.T, remoteURL string) *system {
 	s.store = statestore.New(ddb, s.tables)
 	s.refs["OrdersTable"], s.refs["StateTable"] = s.tables.Orders, s.tables.State
 	ids := append([]string(nil), queueIDs...)
-	for _, st := range workflow.Reference().Steps {
-		ids = append(ids, pascal(st.Name)+"Queue")
-		s.refs[pascal(st.Name)+"RemoteBaseUrl"] = remoteURL
+	// The binaries embed the deployed catalog: one Agent queue and remote
+	// per step of its versions, as the stack makes them.
+	for _, step := range catalog.MustDeployed().AgentNames() {
+		ids = append(ids, pascal(step)+"Queue")
+		s.refs[pascal(step)+"RemoteBaseUrl"] = remoteURL
 	}
 	for _, id := range ids {
 		q := enginetest.CreateQueue(t, s.sqs, prefix+"-"+strings.ToLower(id), enginetest.QueueOptions{})
@@ -416,9 +419,9 @@ func TestEnvironmentsNameEveryFunction(t *testing.T) {
 			t.Errorf("%s has no %s among %v", environmentsFile, pascal(folder), ids)
 		}
 	}
-	for _, st := range workflow.Reference().Steps {
-		if _, ok := envs["Agent"+pascal(st.Name)]; !ok {
-			t.Errorf("%s has no Agent%s among %v", environmentsFile, pascal(st.Name), ids)
+	for _, step := range catalog.MustDeployed().AgentNames() {
+		if _, ok := envs["Agent"+pascal(step)]; !ok {
+			t.Errorf("%s has no Agent%s among %v", environmentsFile, pascal(step), ids)
 		}
 	}
 }
@@ -453,7 +456,12 @@ func TestBootstrapSubmission(t *testing.T) {
 	if _, err := s.store.GetState(ctx, accepted.OrderID); err != nil {
 		t.Fatalf("state of %s not in %s: %v", accepted.OrderID, s.tables.State, err)
 	}
-	first := pascal(workflow.Reference().Steps[0].Name) + "Queue"
+	// A new order runs the default workflow's current version.
+	def, err := catalog.MustDeployed().ForNew("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := pascal(def.Steps[0].Name) + "Queue"
 	req, err := message.DecodeAgentRequest(s.receive(t, first, 1)[0])
 	if err != nil || req.OrderID != accepted.OrderID || req.StepIndex != 0 {
 		t.Fatalf("%s got %+v (%v), want the first step of %s", first, req, err, accepted.OrderID)

@@ -64,8 +64,10 @@ type FixedParams struct {
 // DefaultFixed are the stack's fixed costs as deployed: the stack of the
 // deployed workflow catalog (shared/catalog), whose steps each add an
 // Agent, its queue and its alarms.
-func DefaultFixed() FixedParams {
-	agents := catalog.MustDeployed().AgentNames()
+func DefaultFixed() FixedParams { return FixedFor(catalog.MustDeployed().AgentNames()) }
+
+// FixedFor are the fixed costs of the stack whose Agents perform agents.
+func FixedFor(agents []string) FixedParams {
 	pollers := map[string]int{"scheduler queue": 2, "response queue": 2, "deadline queue": 2}
 	for _, step := range agents {
 		// An Agent's mapping idles with its maximum concurrency.

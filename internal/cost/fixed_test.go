@@ -1,12 +1,13 @@
 package cost
 
 import (
+	"github.com/sasflow/sas/shared/workflow"
 	"testing"
 	"time"
 )
 
 func TestFixed(t *testing.T) {
-	lines := Fixed(ListPrices(), DefaultAssumptions(), DefaultFixed())
+	lines := Fixed(ListPrices(), DefaultAssumptions(), referenceFixed())
 	tests := []struct {
 		item        string
 		perMonth    float64
@@ -44,7 +45,7 @@ func TestFixed(t *testing.T) {
 }
 
 func TestFixedParameters(t *testing.T) {
-	f := DefaultFixed()
+	f := referenceFixed()
 	f.IdlePollers = map[string]int{"one queue": 1}
 	f.LongPollWait = 10 * time.Second
 	f.TopicPublishers = map[string]int{"one topic": 1}
@@ -57,3 +58,7 @@ func TestFixedParameters(t *testing.T) {
 		t.Errorf("KMS requests %g, want 2,592,000 / 60 × 2", got)
 	}
 }
+
+// referenceFixed are the fixed costs of the reference workflow's stack,
+// whatever the deployed catalog holds.
+func referenceFixed() FixedParams { return FixedFor(workflow.Reference().StepNames()) }

@@ -32,7 +32,7 @@ func TestRenderEndsWithTheLastLine(t *testing.T) {
 	scenarios := []Usage{retried, happy}
 	var out bytes.Buffer
 	p, a := ListPrices(), DefaultAssumptions()
-	if err := Render(&out, scenarios, p, a, DefaultFixed()); err != nil {
+	if err := Render(&out, scenarios, p, a, referenceFixed()); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -54,11 +54,11 @@ func TestRenderEndsWithTheLastLine(t *testing.T) {
 }
 
 func TestRenderErrors(t *testing.T) {
-	if err := Render(&bytes.Buffer{}, nil, ListPrices(), DefaultAssumptions(), DefaultFixed()); err == nil {
+	if err := Render(&bytes.Buffer{}, nil, ListPrices(), DefaultAssumptions(), referenceFixed()); err == nil {
 		t.Error("no error without scenarios")
 	}
 	boom := errors.New("disk full")
-	err := Render(failingWriter{boom}, []Usage{tenOrders()}, ListPrices(), DefaultAssumptions(), DefaultFixed())
+	err := Render(failingWriter{boom}, []Usage{tenOrders()}, ListPrices(), DefaultAssumptions(), referenceFixed())
 	if !errors.Is(err, boom) {
 		t.Errorf("error %v, want %v", err, boom)
 	}

@@ -103,7 +103,10 @@ var variables = map[string]string{
 // LoadConfig reads the agent's configuration from the environment and
 // reports every problem at once: what does not parse, and what breaks a
 // rule of Check, named by its variable.
-func LoadConfig(getenv func(string) string) (Config, error) {
+func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(getenv, catalog.Read) }
+
+// loadConfig is LoadConfig with the workflow catalog from workflows.
+func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, error) {
 	return config.Load("agent config", getenv, variables, func(r *config.Reader) Config {
 		c := Config{
 			Step:             r.String("AGENT_STEP"),
@@ -128,7 +131,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		// applies the order's own version's limit when it commits). Code
 		// that builds a Config for other workflows sets MaxOutputBytes
 		// itself.
-		if cat := catalog.Read(r); stepPattern.MatchString(c.Step) && len(cat.Definitions) > 0 {
+		if cat := workflows(r); stepPattern.MatchString(c.Step) && len(cat.Definitions) > 0 {
 			if step, ok := cat.Agent(c.Step); !ok {
 				r.Fail("AGENT_STEP", "AGENT_STEP=%q is not a step of any deployed workflow version (%s)", c.Step, strings.Join(cat.AgentNames(), ", "))
 			} else {

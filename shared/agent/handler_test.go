@@ -934,7 +934,7 @@ func sampleConfig(t *testing.T, step string) agent.Config {
 		"REMOTE_BASE_URL":    "https://remote.example.com",
 		"REQUEST_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-" + step,
 	}
-	cfg, err := agent.LoadConfig(func(k string) string { return env[k] })
+	cfg, err := agent.LoadReferenceConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}

@@ -155,6 +155,14 @@ func MustDeployed() workflow.Catalog {
 	return c
 }
 
+// Source gives a configuration its workflow catalog: Read in the
+// functions; a fixed catalog (Fixed) in the tests of a configuration,
+// which then do not change when the deployed file does.
+type Source func(r *config.Reader) workflow.Catalog
+
+// Fixed is a Source of c.
+func Fixed(c workflow.Catalog) Source { return func(*config.Reader) workflow.Catalog { return c } }
+
 // Read is Deployed for a function's configuration: a file that does not
 // parse is reported with the configuration's other problems.
 func Read(r *config.Reader) workflow.Catalog {

@@ -46,14 +46,14 @@ func Variables() map[string]string {
 // the optional OPERATOR_API_URL and the policy variables of
 // workflow.LoadPolicy; it only parses, Check holds the rules. The workflows
 // are the deployed catalog (shared/catalog), the same in every function.
-func Load(r *config.Reader) Config {
+func Load(r *config.Reader, workflows catalog.Source) Config {
 	return Config{
 		OrdersTable:       r.String("ORDERS_TABLE"),
 		StateTable:        r.String("STATE_TABLE"),
 		SchedulerQueueURL: r.String("SCHEDULER_QUEUE_URL"),
 		AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
 		OperatorAPIURL:    r.String("OPERATOR_API_URL"),
-		Workflows:         catalog.Read(r),
+		Workflows:         workflows(r),
 		Policy:            workflow.LoadPolicy(r),
 	}
 }

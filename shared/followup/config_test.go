@@ -1,6 +1,7 @@
 package followup
 
 import (
+	"github.com/sasflow/sas/shared/catalog"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ var deployed = actortest.DeployedEnv()
 // load reads the shared settings as the Scheduler's and the Supervisor's
 // LoadConfig do.
 func load(getenv func(string) string) (Config, error) {
-	return config.Load("test config", getenv, Variables(), Load)
+	return config.Load("test config", getenv, Variables(), func(r *config.Reader) Config { return Load(r, catalog.Fixed(workflow.Single(workflow.Reference()))) })
 }
 
 func TestLoad(t *testing.T) {

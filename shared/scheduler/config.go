@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/topology"
@@ -44,14 +45,17 @@ var variables = func() map[string]string {
 //	RESPONSE_QUEUE_URL   the agents' response queue (it consumes it)
 //	AGENT_QUEUE_URLS     step=url pairs separated by commas, one per step of every live workflow version
 //	MAX_RECEIVE_COUNT    the queues' redrive maxReceiveCount (default 5)
-func LoadConfig(getenv func(string) string) (Config, error) {
+func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(getenv, catalog.Read) }
+
+// loadConfig is LoadConfig with the workflow catalog from workflows.
+func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, error) {
 	return config.Load("scheduler config", getenv, variables, func(r *config.Reader) Config {
 		queues, err := topology.ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
 		if err != nil {
 			r.Fail("AGENT_QUEUE_URLS", "AGENT_QUEUE_URLS: %v", err)
 		}
 		return Config{
-			Config:           followup.Load(r),
+			Config:           followup.Load(r, workflows),
 			ResponseQueueURL: r.String("RESPONSE_QUEUE_URL"),
 			AgentQueues:      queues,
 			MaxReceiveCount:  r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount),

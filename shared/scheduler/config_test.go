@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"github.com/sasflow/sas/shared/catalog"
 	"maps"
 	"strings"
 	"testing"
@@ -45,7 +46,7 @@ func TestLoadConfig(t *testing.T) {
 		change(&c)
 		return c
 	}
-	configtest.Loads(t, LoadConfig, deployed, []configtest.Loaded[Config]{
+	configtest.Loads(t, loadReference, deployed, []configtest.Loaded[Config]{
 		{Name: "required only", Want: loaded},
 		{Name: "the shared settings", Set: []string{"CLAIM_TIMEOUT", "45s"}, Want: with(func(c *Config) { c.Policy.ClaimTimeout = 45 * time.Second })},
 		{Name: "MAX_RECEIVE_COUNT", Set: []string{"MAX_RECEIVE_COUNT", "1000"}, Want: with(func(c *Config) { c.MaxReceiveCount = 1000 })},
@@ -67,7 +68,7 @@ func TestLoadConfig(t *testing.T) {
 
 func TestLoadConfigErrors(t *testing.T) {
 	t.Parallel()
-	configtest.Refuses(t, LoadConfig, deployed, []configtest.Refused{
+	configtest.Refuses(t, loadReference, deployed, []configtest.Refused{
 		{Name: "RESPONSE_QUEUE_URL missing", Set: []string{"RESPONSE_QUEUE_URL", ""}, Want: []string{"RESPONSE_QUEUE_URL is required"}},
 		{Name: "RESPONSE_QUEUE_URL not a URL", Set: []string{"RESPONSE_QUEUE_URL", "sas-responses"}, Want: []string{`RESPONSE_QUEUE_URL="sas-responses" is not an absolute http(s) URL`}},
 		{Name: "AGENT_QUEUE_URLS missing", Set: []string{"AGENT_QUEUE_URLS", ""}, Want: []string{"AGENT_QUEUE_URLS is required"}},
@@ -149,4 +150,10 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadReference is LoadConfig over the reference workflow, whatever the
+// deployed catalog holds, so these tables do not change with it.
+func loadReference(getenv func(string) string) (Config, error) {
+	return loadConfig(getenv, catalog.Fixed(workflow.Single(workflow.Reference())))
 }

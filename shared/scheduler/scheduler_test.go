@@ -1119,7 +1119,7 @@ func queueARN(t *testing.T, url string) string {
 
 func sampleConfig(t *testing.T) Config {
 	t.Helper()
-	cfg, err := LoadConfig(configtest.Env(deployed))
+	cfg, err := loadReference(configtest.Env(deployed))
 	if err != nil {
 		t.Fatalf("LoadConfig of the deployed environment: %v", err)
 	}

@@ -79,7 +79,10 @@ var variables = func() map[string]string {
 //	RETENTION              optional Go duration within 24h..87600h (10 years), default 2160h (90 days)
 //
 // and the admission check's ADMISSION_* variables (admission.Read).
-func LoadConfig(getenv func(string) string) (Config, error) {
+func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(getenv, catalog.Read) }
+
+// loadConfig is LoadConfig with the workflow catalog from workflows.
+func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, error) {
 	// The reader only parses; the bounds are Check's, so a value out of
 	// bounds is reported once.
 	return config.Load("submission config", getenv, variables, func(r *config.Reader) Config {
@@ -92,7 +95,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			SchedulerQueueURL: r.String("SCHEDULER_QUEUE_URL"),
 			OrdersTable:       r.String("ORDERS_TABLE"),
 			StateTable:        r.String("STATE_TABLE"),
-			Workflows:         catalog.Read(r),
+			Workflows:         workflows(r),
 			ClaimTimeout:      r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
 			Retention:         r.Duration("RETENTION", workflow.DefaultRetention),
 			MaxBodyBytes:      DefaultMaxBodyBytes,

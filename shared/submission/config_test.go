@@ -23,13 +23,13 @@ func TestLoadConfig(t *testing.T) {
 		c := Config{
 			AgentQueues:       map[string]string{"reserve-inventory": firstAgentURL},
 			SchedulerQueueURL: deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
-			Workflows: catalog.MustDeployed(), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, Retention: workflow.DefaultRetention, MaxBodyBytes: 64 * 1024,
+			Workflows: workflow.Single(workflow.Reference()), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, Retention: workflow.DefaultRetention, MaxBodyBytes: 64 * 1024,
 			Admission: admission.Config{Refresh: admission.DefaultRefresh},
 		}
 		change(&c)
 		return c
 	}
-	configtest.Loads(t, LoadConfig, deployed, []configtest.Loaded[Config]{
+	configtest.Loads(t, loadReference, deployed, []configtest.Loaded[Config]{
 		{Name: "defaults", Want: with(func(*Config) {})},
 		{Name: "claim timeout set", Set: []string{"CLAIM_TIMEOUT", "45s"}, Want: with(func(c *Config) { c.ClaimTimeout = 45 * time.Second })},
 		{Name: "shortest retention", Set: []string{"RETENTION", "24h"}, Want: with(func(c *Config) { c.Retention = 24 * time.Hour })},
@@ -49,7 +49,7 @@ func TestLoadConfig(t *testing.T) {
 			Want: with(func(c *Config) { c.SchedulerQueueURL = "http://127.0.0.1:4566/000000000000/scheduler" }),
 		},
 	})
-	configtest.Refuses(t, LoadConfig, deployed, []configtest.Refused{
+	configtest.Refuses(t, loadReference, deployed, []configtest.Refused{
 		{
 			Name: "nothing set",
 			Set:  []string{"SCHEDULER_QUEUE_URL", "", "ORDERS_TABLE", "", "STATE_TABLE", ""},
@@ -74,4 +74,10 @@ func TestLoadConfig(t *testing.T) {
 			Want: []string{"SCHEDULER_QUEUE_URL is required", `ORDERS_TABLE="a" is not a DynamoDB table name`, "STATE_TABLE is required", `CLAIM_TIMEOUT="x"`},
 		},
 	})
+}
+
+// loadReference is LoadConfig over the reference workflow, whatever the
+// deployed catalog holds, so these tables do not change with it.
+func loadReference(getenv func(string) string) (Config, error) {
+	return loadConfig(getenv, catalog.Fixed(workflow.Single(workflow.Reference())))
 }

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"maps"
 
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/followup"
 )
@@ -33,13 +34,16 @@ var variables = func() map[string]string {
 // alert topic, operator API, policy), shared with the Scheduler, and the
 // optional BATCH_LIMIT, and reports every problem at once, named by its
 // variable.
-func LoadConfig(getenv func(string) string) (Config, error) {
-	return config.Load("supervisor config", getenv, variables, load)
+func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(getenv, catalog.Read) }
+
+// loadConfig is LoadConfig with the workflow catalog from workflows.
+func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, error) {
+	return config.Load("supervisor config", getenv, variables, func(r *config.Reader) Config { return load(r, workflows) })
 }
 
 // load reads the Supervisor's settings; LoadDeadlineConfig reads them too.
-func load(r *config.Reader) Config {
-	return Config{Config: followup.Load(r), BatchLimit: r.Int("BATCH_LIMIT", DefaultBatchLimit)}
+func load(r *config.Reader, workflows catalog.Source) Config {
+	return Config{Config: followup.Load(r, workflows), BatchLimit: r.Int("BATCH_LIMIT", DefaultBatchLimit)}
 }
 
 // Validate checks every rule of the configuration and reports every
@@ -70,9 +74,15 @@ var deadlineVariables = func() map[string]string {
 // LoadDeadlineConfig reads what LoadConfig reads and DEADLINE_QUEUE_URL,
 // and reports every problem at once, named by its variable.
 func LoadDeadlineConfig(getenv func(string) string) (DeadlineConfig, error) {
+	return loadDeadlineConfig(getenv, catalog.Read)
+}
+
+// loadDeadlineConfig is LoadDeadlineConfig with the workflow catalog from
+// workflows.
+func loadDeadlineConfig(getenv func(string) string, workflows catalog.Source) (DeadlineConfig, error) {
 	return config.Load("deadline config", getenv, deadlineVariables, func(r *config.Reader) DeadlineConfig {
 		return DeadlineConfig{
-			Config:           load(r),
+			Config:           load(r, workflows),
 			DeadlineQueueURL: r.String("DEADLINE_QUEUE_URL"),
 		}
 	})

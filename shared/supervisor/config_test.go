@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"github.com/sasflow/sas/shared/catalog"
 	"testing"
 
 	"github.com/sasflow/sas/internal/testkit/actortest"
@@ -26,7 +27,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	withPolicy := shared
 	withPolicy.Policy.MaxFailures = 5
-	configtest.Loads(t, LoadConfig, deployed, []configtest.Loaded[Config]{
+	configtest.Loads(t, loadReference, deployed, []configtest.Loaded[Config]{
 		{Name: "defaults", Want: Config{Config: shared, BatchLimit: DefaultBatchLimit}},
 		{Name: "lowest BATCH_LIMIT", Set: []string{"BATCH_LIMIT", "1"}, Want: Config{Config: shared, BatchLimit: 1}},
 		{Name: "highest BATCH_LIMIT", Set: []string{"BATCH_LIMIT", "10000"}, Want: Config{Config: shared, BatchLimit: 10000}},
@@ -36,7 +37,7 @@ func TestLoadConfig(t *testing.T) {
 
 func TestLoadConfigErrors(t *testing.T) {
 	t.Parallel()
-	configtest.Refuses(t, LoadConfig, deployed, []configtest.Refused{
+	configtest.Refuses(t, loadReference, deployed, []configtest.Refused{
 		{Name: "BATCH_LIMIT zero", Set: []string{"BATCH_LIMIT", "0"}, Want: []string{"BATCH_LIMIT=0 must be within 1..10000"}},
 		{Name: "BATCH_LIMIT too high", Set: []string{"BATCH_LIMIT", "10001"}, Want: []string{"BATCH_LIMIT=10001 must be within 1..10000"}},
 		{Name: "BATCH_LIMIT not a number", Set: []string{"BATCH_LIMIT", "1e3"}, Want: []string{`BATCH_LIMIT="1e3" is not an integer`}},
@@ -56,10 +57,20 @@ func TestLoadDeadlineConfig(t *testing.T) {
 	}
 	const queueURL = "https://sqs.eu-west-1.amazonaws.com/123456789012/sas-deadlines"
 	env := actortest.DeployedEnv("DEADLINE_QUEUE_URL", queueURL)
-	configtest.Loads(t, LoadDeadlineConfig, env, []configtest.Loaded[DeadlineConfig]{
+	configtest.Loads(t, loadReferenceDeadline, env, []configtest.Loaded[DeadlineConfig]{
 		{Name: "defaults", Want: DeadlineConfig{Config: Config{Config: shared, BatchLimit: DefaultBatchLimit}, DeadlineQueueURL: queueURL}},
 	})
-	configtest.Refuses(t, LoadDeadlineConfig, env, []configtest.Refused{
+	configtest.Refuses(t, loadReferenceDeadline, env, []configtest.Refused{
 		{Name: "no queue", Set: []string{"DEADLINE_QUEUE_URL", ""}, Want: []string{"deadline config: DEADLINE_QUEUE_URL is required"}},
 	})
+}
+
+// loadReference is LoadConfig over the reference workflow, whatever the
+// deployed catalog holds, so these tables do not change with it.
+func loadReference(getenv func(string) string) (Config, error) {
+	return loadConfig(getenv, catalog.Fixed(workflow.Single(workflow.Reference())))
+}
+
+func loadReferenceDeadline(getenv func(string) string) (DeadlineConfig, error) {
+	return loadDeadlineConfig(getenv, catalog.Fixed(workflow.Single(workflow.Reference())))
 }

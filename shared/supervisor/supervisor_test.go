@@ -576,7 +576,7 @@ func TestSampleScheduledEvent(t *testing.T) {
 		t.Errorf("detail = %s, want {}", ev.Detail)
 	}
 
-	cfg, err := LoadConfig(configtest.Env(deployed))
+	cfg, err := loadReference(configtest.Env(deployed))
 	if err != nil {
 		t.Fatalf("LoadConfig of the deployed environment: %v", err)
 	}
