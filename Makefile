@@ -99,14 +99,15 @@ cost: deps
 # switched on, live progress, and a summary; exits non-zero if an order is
 # left in flight or an effect happened twice. DEMO_FLAGS adds flags of
 # `go run ./cmd/local demo -h`, for example -seed, -transient, -crash.
+# VERSIONS=2 runs two workflow versions at once (-versions).
 demo: deps
-	$(ENGINES) run -- $(GO) run ./cmd/local demo -orders $(or $(ORDERS),300) $(DEMO_FLAGS)
+	$(ENGINES) run -- $(GO) run ./cmd/local demo -orders $(or $(ORDERS),300) $(if $(VERSIONS),-versions $(VERSIONS)) $(DEMO_FLAGS)
 
 # The demo with every fault at once (killed invocations between writes,
 # duplicate and late messages, zombies, skewed Schedulers and Supervisors,
 # engine outages), checking the invariants; SEED=n replays a run.
 chaos: deps
-	$(ENGINES) run -- $(GO) run ./cmd/local chaos -orders $(or $(ORDERS),300) $(if $(SEED),-seed $(SEED)) -plain $(CHAOS_FLAGS)
+	$(ENGINES) run -- $(GO) run ./cmd/local chaos -orders $(or $(ORDERS),300) $(if $(SEED),-seed $(SEED)) $(if $(VERSIONS),-versions $(VERSIONS)) -plain $(CHAOS_FLAGS)
 
 # How soon a step whose Agent died is recovered, in the deployed timing (the
 # Supervisor on the stack's schedule), with and without its fast path.

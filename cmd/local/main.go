@@ -3,6 +3,7 @@
 // SAS_TEST_DYNAMODB_ENDPOINT and SAS_TEST_AWS_ENDPOINT):
 //
 //	local demo  [-orders 300] [fault flags]   submit orders with faults on, show progress, summarize
+//	            [-versions 2]                 two workflow versions at once
 //	local chaos [-orders 300] [-seed n]       the demo with every fault at once, checking the invariants
 //	local serve [-api 127.0.0.1:8080]         keep the stack running for curl and the AWS CLI
 //
@@ -65,6 +66,7 @@ func run(args []string, out io.Writer) error {
 	clients := fs.Int("clients", 8, "demo: concurrent clients")
 	rate := fs.Float64("rate", 0, "demo: most orders submitted a second (0: as fast as the clients go)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "demo: give up after this long")
+	versions := fs.Int("versions", 1, "demo: workflow versions run at once, 1 or 2 (2: every other order names the older version; a single deployed version gets a v2 with ship-order added)")
 	plain := fs.Bool("plain", false, "demo: print progress as lines, not a redrawn bar (CI logs)")
 	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
 	api := fs.String("api", "", "loopback address of the HTTP API (serve default 127.0.0.1:8080, demo a free port)")
@@ -81,7 +83,12 @@ func run(args []string, out io.Writer) error {
 	if o.Faults, err = faults(); err != nil {
 		return fmt.Errorf("faults: %w", err)
 	}
-	o.Workflows = localstack.Scaled(o.Workflows, *budget)
+	// Before Scaled, so that a derived step gets the -budget of the others.
+	vers, err := localstack.DemoVersions(o.Workflows, *versions)
+	if err != nil {
+		return err
+	}
+	o.Workflows = localstack.Scaled(vers.Catalog, *budget)
 	o.APIAddr, o.RemoteAddr = pick(*api, mode, "127.0.0.1:8080"), pick(*remote, mode, "127.0.0.1:9090")
 	onEngines(&o)
 	if o.Seed == 0 {
@@ -117,15 +124,20 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	faultsJSON, _ := json.Marshal(o.Faults)
-	fmt.Fprintf(out, "%s: %d orders, %d clients, step budget %v, remote faults %s, agent crash %.3g\n", mode, *orders, *clients, *budget, faultsJSON, o.Crash)
+	fmt.Fprintf(out, "%s: %d orders, %d clients, step budget %v, remote faults %s, agent crash %.3g, %s\n", mode, *orders, *clients, *budget, faultsJSON, o.Crash, vers)
 	if mode == "chaos" {
-		fmt.Fprintf(out, "chaos: seed %d (replay: make chaos SEED=%d ORDERS=%d), %d Schedulers and %d Supervisors %v apart, agents %v behind, engines cut for %v every %v\n",
-			o.Seed, o.Seed, *orders, o.Schedulers, o.Supervisors, o.Skew, o.AgentLag, o.OutageFor, o.OutageEvery)
+		replay := ""
+		if *versions != 1 {
+			replay = fmt.Sprintf(" VERSIONS=%d", *versions)
+		}
+		fmt.Fprintf(out, "chaos: seed %d (replay: make chaos SEED=%d ORDERS=%d%s), %d Schedulers and %d Supervisors %v apart, agents %v behind, engines cut for %v every %v\n",
+			o.Seed, o.Seed, *orders, replay, o.Schedulers, o.Supervisors, o.Skew, o.AgentLag, o.OutageFor, o.OutageEvery)
 	}
 	fmt.Fprintln(out)
 	sum, err := localstack.Demo{
 		Stack: st, Tap: tap, Orders: *orders, Clients: *clients, Rate: *rate, Timeout: *timeout,
 		Progress: out, Live: !*plain && isTerminal(os.Stdout), RunID: strconv.FormatUint(o.Seed, 36),
+		Workflows: vers.Refs,
 	}.Run(ctx)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -46,6 +47,11 @@ type Demo struct {
 	Live     bool
 	// RunID makes this run's Idempotency-Keys unique.
 	RunID string
+	// Workflows is what the orders name in turn, order i the i-th modulo
+	// its length: a workflow's name or a version's ID, "" for none (the
+	// default's current version). Empty: every order names none.
+	// DemoVersions makes it.
+	Workflows []string
 }
 
 // Summary is what a demo did, read back from the state records, the remote
@@ -111,6 +117,23 @@ type Summary struct {
 	// Under chaos: faults injected by kind, engine outages.
 	Injected string
 	Outages  int64
+	// Versions counts the orders per workflow version, the one each record
+	// is pinned to, by ID. VersionErrors lists every order pinned to
+	// another version than the one its submission named, and every effect
+	// or undo of a step its order's version does not have.
+	Versions      []VersionCount
+	VersionErrors []string
+}
+
+// VersionCount is one workflow version's row of Summary.Versions.
+type VersionCount struct {
+	ID string
+	// Steps is how many steps the version has.
+	Steps int
+	// Other counts Error, CompensationFailed and Cancelled.
+	Submitted, Processed, Compensated, Other, InFlight int
+	// Effects counts the remote effects applied for its orders.
+	Effects int
 }
 
 // Err reports why the run failed: an order left in flight or an effect
@@ -147,6 +170,9 @@ func (s Summary) Err() error {
 	if len(s.UndoErrors) > 0 {
 		errs = append(errs, fmt.Errorf("compensation invariant broken: %v", s.UndoErrors))
 	}
+	if len(s.VersionErrors) > 0 {
+		errs = append(errs, fmt.Errorf("workflow versions mixed up: %v", s.VersionErrors))
+	}
 	if s.Alerts != s.Errored+s.CompensationFailed || len(s.MissingAlerts) > 0 {
 		errs = append(errs, fmt.Errorf("%d alerts for %d orders in Error or CompensationFailed; without one: %v",
 			s.Alerts, s.Errored+s.CompensationFailed, s.MissingAlerts))
@@ -163,7 +189,7 @@ func (s Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, `
 summary (%v)
   orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
-  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
+%s  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
   recovery    Supervisor retries %d · requeues %d · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
   events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
@@ -176,6 +202,7 @@ summary (%v)
 `,
 		s.Elapsed.Round(100*time.Millisecond),
 		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected,
+		versionTable(s),
 		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeftApplied),
 		s.SupervisorRetries, s.Requeues, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
@@ -187,6 +214,26 @@ summary (%v)
 		s.Faults.Oversize, s.Faults.Garbage, s.Faults.HangThenApply, s.Faults.Latency,
 		len(s.OverThreshold), len(s.Orphans), len(s.StaleCommits), len(s.Unbounded),
 		chaosLine(s), verdict)
+}
+
+// versionTable is Summary.Versions as lines under the orders line; the
+// error/other column counts Error, CompensationFailed and Cancelled.
+func versionTable(s Summary) string {
+	if len(s.Versions) == 0 {
+		return ""
+	}
+	w := len("version")
+	for _, v := range s.Versions {
+		w = max(w, len(v.ID))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  versions    %-*s  steps  submitted  Processed  Compensated  error/other  in flight  effects\n", w, "version")
+	for _, v := range s.Versions {
+		fmt.Fprintf(&b, "              %-*s  %5d  %9d  %9d  %11d  %11d  %9d  %7d\n",
+			w, v.ID, v.Steps, v.Submitted, v.Processed, v.Compensated, v.Other, v.InFlight, v.Effects)
+	}
+	fmt.Fprintf(&b, "              orders on another version than they named, or effects of another version's steps: %d\n", len(s.VersionErrors))
+	return b.String()
 }
 
 func chaosLine(s Summary) string {
@@ -217,15 +264,17 @@ func (d Demo) Run(ctx context.Context) (Summary, error) {
 	// takes minutes to submit.
 	type submitted struct {
 		ids      []string
+		named    map[string]string
 		rejected int
 		err      error
 	}
 	subc := make(chan submitted, 1)
 	go func() {
-		ids, rejected, err := d.submit(ctx)
-		subc <- submitted{ids, rejected, err}
+		ids, named, rejected, err := d.submit(ctx)
+		subc <- submitted{ids, named, rejected, err}
 	}()
 	var ids []string
+	var named map[string]string
 	all := false
 
 	// Wait until every order's record is terminal, drawing progress. The
@@ -257,12 +306,12 @@ func (d Demo) Run(ctx context.Context) (Summary, error) {
 			if r.err != nil {
 				return sum, r.err
 			}
-			ids, all = r.ids, true
+			ids, named, all = r.ids, r.named, true
 			sum.Submitted, sum.Rejected = len(ids), r.rejected
 		case <-ctx.Done():
 			if !all {
 				r := <-subc // submit stops with ctx
-				ids, sum.Submitted, sum.Rejected = r.ids, len(r.ids), r.rejected
+				ids, named, sum.Submitted, sum.Rejected = r.ids, r.named, len(r.ids), r.rejected
 			}
 			fmt.Fprintln(d.Progress, "\ntimed out waiting for orders to finish")
 			goto summarize
@@ -276,7 +325,7 @@ summarize:
 	d.Stack.StopOutages()
 	sum.Elapsed = time.Since(start)
 	// The outbox may still owe alerts; they are due within AlertTimeout.
-	errored, final, err := d.readStates(context.Background(), ids, &sum)
+	errored, final, err := d.readStates(context.Background(), ids, named, &sum)
 	if err != nil {
 		return sum, err
 	}
@@ -329,8 +378,10 @@ var closedTime = func() <-chan time.Time {
 }()
 
 // submit posts the orders through the HTTP API. A failed request is retried
-// with the same Idempotency-Key, as a careful client would.
-func (d Demo) submit(ctx context.Context) (ids []string, rejected int, err error) {
+// with the same Idempotency-Key, as a careful client would. named maps each
+// accepted order to the workflow its submission named.
+func (d Demo) submit(ctx context.Context) (ids []string, named map[string]string, rejected int, err error) {
+	named = map[string]string{}
 	client := &http.Client{Timeout: 10 * time.Second}
 	jobs := make(chan int)
 	var mu sync.Mutex
@@ -346,6 +397,7 @@ func (d Demo) submit(ctx context.Context) (ids []string, rejected int, err error
 					firstErr = err
 				case err == nil && status == http.StatusAccepted:
 					ids = append(ids, id)
+					named[id] = d.workflowOf(i)
 				case err == nil:
 					rejected++
 				}
@@ -375,18 +427,30 @@ send:
 	}
 	close(jobs)
 	wg.Wait()
-	return ids, rejected, firstErr
+	return ids, named, rejected, firstErr
+}
+
+// workflowOf is what order i names (Demo.Workflows).
+func (d Demo) workflowOf(i int) string {
+	if len(d.Workflows) == 0 {
+		return ""
+	}
+	return d.Workflows[i%len(d.Workflows)]
 }
 
 func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int, error) {
-	body, _ := json.Marshal(map[string]any{
+	order := map[string]any{
 		"clientId":   DemoClientID,
 		"customerId": fmt.Sprintf("c-%03d", i%97),
 		"currency":   "EUR",
 		"items": []map[string]any{
 			{"sku": fmt.Sprintf("BOOK-%d", i%13), "quantity": 1 + i%3, "unitPriceCents": 500 + 25*(i%40)},
 		},
-	})
+	}
+	if ref := d.workflowOf(i); ref != "" {
+		order["workflow"] = ref
+	}
+	body, _ := json.Marshal(order)
 	var last error
 	for try := range 4 {
 		if try > 0 {
@@ -427,7 +491,7 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 // readStates reads every order's state record and checks the remote
 // service's effects against the steps the records say completed.
 // It returns the orders in Error by the ID their alert carries.
-func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[string]workflow.State, []workflow.State, error) {
+func (d Demo) readStates(ctx context.Context, ids []string, named map[string]string, sum *Summary) (map[string]workflow.State, []workflow.State, error) {
 	states := make([]workflow.State, len(ids))
 	errs := make([]error, len(ids))
 	var wg sync.WaitGroup
@@ -496,11 +560,76 @@ func (d Demo) readStates(ctx context.Context, ids []string, sum *Summary) (map[s
 		}
 	}
 	slices.Sort(sum.DuplicateEffects)
+	d.countVersions(states, named, effects, undos, sum)
 	slices.Sort(latencies)
 	if n := len(latencies); n > 0 {
 		sum.P50, sum.P99, sum.Max = latencies[(n-1)*50/100], latencies[(n-1)*99/100], latencies[n-1]
 	}
 	return errored, states, nil
+}
+
+// countVersions fills Summary.Versions and VersionErrors: each order must
+// run the version its submission named (workflow.Catalog.ForNew), and the
+// remote must see effects and undos only of that version's steps (a v1
+// order never ships, a v2 order does).
+func (d Demo) countVersions(states []workflow.State, named map[string]string, effects, undos map[string]int, sum *Summary) {
+	rows := map[string]*VersionCount{}
+	defs := map[string]workflow.Definition{}
+	pinned := map[string]*VersionCount{}
+	for _, st := range states {
+		r := rows[st.Workflow]
+		if r == nil {
+			r = &VersionCount{ID: st.Workflow}
+			if def, err := d.Stack.workflows.Resolve(st.Workflow); err == nil {
+				r.Steps = len(def.Steps)
+			}
+			rows[st.Workflow] = r
+		}
+		r.Submitted++
+		switch {
+		case st.ProcessState == workflow.Processed:
+			r.Processed++
+		case st.ProcessState == workflow.Compensated:
+			r.Compensated++
+		case st.ProcessState.Terminal():
+			r.Other++
+		default:
+			r.InFlight++
+		}
+		if want, err := d.Stack.workflows.ForNew(named[st.OrderID]); err != nil || want.ID() != st.Workflow {
+			sum.VersionErrors = append(sum.VersionErrors, fmt.Sprintf("%s named %q and runs %s (want %s, %v)",
+				st.OrderID, named[st.OrderID], st.Workflow, want.ID(), err))
+		}
+		// A version the catalog lacks is checkUndo's breach already.
+		def, err := d.Stack.workflows.Resolve(st.Workflow)
+		if err == nil && len(st.Steps) != len(def.Steps) {
+			sum.VersionErrors = append(sum.VersionErrors, fmt.Sprintf("%s: %d steps recorded, %s has %d", st.OrderID, len(st.Steps), st.Workflow, len(def.Steps)))
+		}
+		defs[st.OrderID], pinned[st.OrderID] = def, r
+	}
+	for what, counts := range map[string]map[string]int{"effect": effects, "undo": undos} {
+		for key, n := range counts {
+			i := strings.LastIndex(key, "/")
+			if i < 0 {
+				continue
+			}
+			order, step := key[:i], key[i+1:]
+			def, ok := defs[order]
+			if !ok {
+				continue // not an order of this run
+			}
+			if what == "effect" {
+				pinned[order].Effects += n
+			}
+			if !slices.ContainsFunc(def.Steps, func(s workflow.Step) bool { return s.Name == step }) {
+				sum.VersionErrors = append(sum.VersionErrors, fmt.Sprintf("%s: %s of %s, not a step of %s", order, what, step, pinned[order].ID))
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(rows)) {
+		sum.Versions = append(sum.Versions, *rows[id])
+	}
+	slices.Sort(sum.VersionErrors)
 }
 
 // checkEvents drains DemoClientID's queue until every order's last event
