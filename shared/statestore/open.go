@@ -192,6 +192,9 @@ func (s *Store) partEntries(ctx context.Context, p openPart, b *budget) (ids []s
 	}
 }
 
+// minGrant is the smallest grant of a budget with that much left.
+const minGrant = 32
+
 // openPageSize bounds one query's page: keys only, far below DynamoDB's
 // 1 MB, and a share of the budget the other partitions can still use.
 const openPageSize = 1000
@@ -200,7 +203,10 @@ const openPageSize = 1000
 // parallel. A partition takes a grant before each query and gives back
 // what the query did not use; it waits while the budget is spent but
 // grants are out, since what comes back may be enough for it. So take
-// answers 0 only when exactly the whole budget has been read.
+// answers 0 only when exactly the whole budget has been read. A grant is
+// at most a readParallel-th of what is left (but minGrant), so one
+// partition's page does not hold up the others while most of it comes back
+// unused, and a nearly spent budget is not read one entry a query.
 type budget struct {
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -222,7 +228,7 @@ func (b *budget) take(n int) int {
 	for b.left == 0 && b.out > 0 {
 		b.cond.Wait()
 	}
-	n = min(n, b.left)
+	n = min(n, b.left, max(minGrant, b.left/readParallel))
 	b.left -= n
 	b.out += n
 	return n
