@@ -126,8 +126,11 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	})
 	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem")
 	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
+	// GET /ops/workflows counts the open orders from the in-flight index
+	// and ByState (statestore.Store.CountOpen).
 	allow(submission.role, []string{"dynamodb:Query"},
 		jsii.String(*state.TableArn()+"/index/"+statestore.ByStateIndex),
+		jsii.String(*state.TableArn()+"/index/"+statestore.InFlightIndex),
 		jsii.String(*orders.TableArn()+"/index/"+statestore.ByOwnerIndex))
 	for _, name := range firstSteps {
 		allowSend(submission.role, queues.agents[name].main)

@@ -758,7 +758,7 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 		routes[p["RouteKey"].(string)] = fmt.Sprint(p["AuthorizationType"])
 	}
 	want := map[string]string{}
-	for _, r := range []string{"POST /orders", "GET /orders", "GET /orders/{id}", "GET /ops/orders", "GET /ops/orders/{id}", "POST /orders/{id}/retry", "POST /orders/{id}/cancel"} {
+	for _, r := range []string{"POST /orders", "GET /orders", "GET /orders/{id}", "GET /ops/orders", "GET /ops/orders/{id}", "GET /ops/workflows", "POST /orders/{id}/retry", "POST /orders/{id}/cancel"} {
 		want[r] = "AWS_IAM"
 	}
 	if toJSON(routes) != toJSON(want) {
@@ -839,7 +839,7 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 		want         []string
 	}{
 		{"OrderClientPolicy", "ClientPolicyArn", client},
-		{"OrderOperatorPolicy", "OperatorPolicyArn", append(slices.Clone(client), "GET /ops/orders", "GET /ops/orders/*", "POST /orders/*/retry", "POST /orders/*/cancel")},
+		{"OrderOperatorPolicy", "OperatorPolicyArn", append(slices.Clone(client), "GET /ops/orders", "GET /ops/orders/*", "GET /ops/workflows", "POST /orders/*/retry", "POST /orders/*/cancel")},
 	} {
 		id, policy := tmpl.byPath(t, "AWS::IAM::ManagedPolicy", tc.path+"/Resource")
 		stmts := list(get(policy.Properties, "PolicyDocument", "Statement"))

@@ -304,9 +304,12 @@ var roleActions = func() map[string]map[string][]string {
 	add(sub, []string{"OrdersTable", "StateTable"}, "dynamodb:PutItem", "dynamodb:GetItem")
 	// Retry and cancel are conditional updates; GET /ops/orders lists by
 	// state; GET /orders lists the caller's order IDs from the orders
-	// table's ByOwner index, then their state records in one batch.
+	// table's ByOwner index, then their state records in one batch; GET
+	// /ops/workflows counts the open records of the in-flight index and
+	// ByState.
 	add(sub, []string{"StateTable"}, "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
-	add(sub, []string{"StateTable/index/" + statestore.ByStateIndex, "OrdersTable/index/" + statestore.ByOwnerIndex}, "dynamodb:Query")
+	add(sub, []string{"StateTable/index/" + statestore.ByStateIndex, "StateTable/index/" + statestore.InFlightIndex,
+		"OrdersTable/index/" + statestore.ByOwnerIndex}, "dynamodb:Query")
 	// A new order's first step goes straight to its Agent; retries and
 	// cancels hand orders to the Scheduler.
 	add(sub, []string{"SchedulerQueue"}, "sqs:SendMessage")

@@ -3,6 +3,7 @@ package localstack_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/sasflow/sas/internal/localstack"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/opsclient"
+	"github.com/sasflow/sas/shared/api"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -123,5 +126,70 @@ func TestCancelAnInFlightOrderWithTheCLI(t *testing.T) {
 	// Cancelling again is answered as done, not as a conflict.
 	if out, code := sasctl(t, st, "cancel", id); code != 0 {
 		t.Fatalf("second cancel = %d\n%s", code, out)
+	}
+}
+
+// TestOperatorCountsOrdersPerVersionWithTheCLI: after a rollout of v2,
+// orders still open on v1 keep it, the current v2 is kept anyway, and
+// sasctl workflows says so, counting each open order once.
+func TestOperatorCountsOrdersPerVersionWithTheCLI(t *testing.T) {
+	t.Parallel()
+	cat := catalog.MustDeployed()
+	var v1 workflow.Definition
+	for _, d := range cat.Definitions {
+		if d.ID() == "order-v1" {
+			v1 = d
+		}
+	}
+	if v1.Name == "" {
+		t.Fatalf("the deployed catalog has no order-v1: %v", cat.IDs())
+	}
+	v2 := v1
+	v2.Version = 2
+	cat = workflow.Catalog{Definitions: []workflow.Definition{v1, v2}, Current: map[string]int{"order": 2}, Default: "order"}
+	o := localstack.DemoOptionsOf(cat)
+	o.Seed = 7
+	// Every step call hangs, so every order stays open (in flight, or
+	// stopped for an operator once its retries and undo ran out).
+	o.Faults, o.Crash = remotesim.Faults{Hang: 1}, 0
+	st, _ := startWith(t, o)
+
+	pinnedV1 := `{"workflow":"order-v1","customerId":"c-1","currency":"EUR","items":[{"sku":"A-1","quantity":1,"unitPriceCents":100}]}`
+	if r := call(t, "POST", st.APIURL+"/orders", pinnedV1, testClient, nil); r.status != 202 {
+		t.Fatalf("POST on order-v1 = %d %s", r.status, r.body)
+	}
+	for range 2 {
+		submit(t, st, testClient, "")
+	}
+
+	out, code := sasctl(t, st, "--json", "workflows")
+	if code != 0 {
+		t.Fatalf("workflows --json = %d\n%s", code, out)
+	}
+	ws, err := api.DecodeWorkflows([]byte(out))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	open := map[string]int{}
+	for _, v := range ws.Workflows {
+		open[v.ID] = v.InFlight + v.NeedsOperator
+		if !v.Deployed || v.CanRemove || v.Current != (v.ID == "order-v2") {
+			t.Errorf("%+v: want deployed, not removable, current only for order-v2", v)
+		}
+	}
+	if want := map[string]int{"order-v1": 1, "order-v2": 2}; !maps.Equal(open, want) || ws.Truncated || ws.Default != "order" {
+		t.Fatalf("open orders %v, truncated %v, default %q; want %v\n%s", open, ws.Truncated, ws.Default, want, out)
+	}
+
+	out, code = sasctl(t, st, "workflows")
+	if code != 0 || !strings.Contains(out, "keep: 1 open") || !strings.Contains(out, "keep: current, 2 open") {
+		t.Fatalf("workflows = %d\n%s", code, out)
+	}
+	t.Logf("sasctl workflows\n%s", out)
+	// An unsigned request is refused, as on every route. Which callers may
+	// call it is the stack's IAM (OrderOperatorPolicy only), which the
+	// local stack does not emulate.
+	if r := call(t, "GET", st.APIURL+"/ops/workflows", "", "", nil); r.status != 403 {
+		t.Fatalf("an unsigned GET /ops/workflows = %d %s", r.status, r.body)
 	}
 }

@@ -43,6 +43,9 @@ commands:
                       axis, N columns wide (default $COLUMNS, else 80)
   retry ORDER_ID      resubmit an order in Error or CompensationFailed
   cancel ORDER_ID     compensate an order still in flight
+  workflows           the workflow versions, the open orders pinned to each
+                      (in flight, waiting for an operator) and whether a
+                      version can be removed from the catalog
   version             the version this sasctl was built from
 ` + DLQUsage + `
 flags:
@@ -216,7 +219,7 @@ func run(ctx context.Context, args []string, env Env) error {
 		sub.BoolVar(&l.all, "all", false, "")
 	case "show":
 		sub.IntVar(&l.width, "width", 0, "")
-	case "retry", "cancel":
+	case "retry", "cancel", "workflows":
 	default:
 		return usagef("unknown command %q", name)
 	}
@@ -234,7 +237,12 @@ func run(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	var orderID string
-	if name == "list" {
+	switch name {
+	case "workflows":
+		if len(pos) > 0 {
+			return usagef("workflows takes no arguments, got %q", pos)
+		}
+	case "list":
 		if len(pos) > 0 {
 			return usagef("list takes no arguments, got %q", pos)
 		}
@@ -242,7 +250,7 @@ func run(ctx context.Context, args []string, env Env) error {
 		if err := l.check(); err != nil {
 			return err
 		}
-	} else {
+	default:
 		if len(pos) != 1 {
 			return usagef("%s takes one ORDER_ID, got %d arguments", name, len(pos))
 		}
@@ -261,6 +269,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		return cmd.show(ctx, orderID)
 	case "retry":
 		return cmd.retry(ctx, orderID)
+	case "workflows":
+		return cmd.workflows(ctx)
 	default:
 		return cmd.cancel(ctx, orderID)
 	}
@@ -553,6 +563,17 @@ func (c command) show(ctx context.Context, orderID string) error {
 		return writeJSON(c.out, o.Raw)
 	}
 	return writeOrder(c.out, o, c.hint, c.now(), c.width)
+}
+
+func (c command) workflows(ctx context.Context) error {
+	ws, err := c.client.Workflows(ctx)
+	if err != nil {
+		return fmt.Errorf("list workflow versions: %w", err)
+	}
+	if c.json {
+		return writeJSON(c.out, ws.Raw)
+	}
+	return writeWorkflows(c.out, ws.Workflows, c.hint)
 }
 
 func (c command) retry(ctx context.Context, orderID string) error {

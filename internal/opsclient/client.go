@@ -175,6 +175,15 @@ func (c *Client) ListOrders(ctx context.Context, p ListParams) (Page, error) {
 	return decodePage(body)
 }
 
+// Workflows fetches the workflow versions and the open orders of each.
+func (c *Client) Workflows(ctx context.Context) (Workflows, error) {
+	body, err := c.do(ctx, http.MethodGet, []string{"ops", "workflows"}, nil, http.StatusOK)
+	if err != nil {
+		return Workflows{}, err
+	}
+	return decodeWorkflows(body)
+}
+
 // GetOrder fetches any caller's order with its step history and owner.
 func (c *Client) GetOrder(ctx context.Context, orderID string) (Order, error) {
 	o, err := orderCall(ctx, c, orderID, http.MethodGet, []string{"ops", "orders", orderID}, http.StatusOK, decodeOrder)

@@ -37,6 +37,21 @@ type Accepted struct {
 	Raw json.RawMessage `json:"-"`
 }
 
+// Workflows is the answer of GET /ops/workflows.
+type Workflows struct {
+	api.Workflows
+	// Raw is the body as the API sent it, for --json.
+	Raw json.RawMessage `json:"-"`
+}
+
+func decodeWorkflows(body []byte) (Workflows, error) {
+	w, err := api.DecodeWorkflows(body)
+	if err != nil {
+		return Workflows{}, err
+	}
+	return Workflows{Workflows: w, Raw: body}, nil
+}
+
 func decodePage(body []byte) (Page, error) {
 	p, raws, err := api.DecodePage(body)
 	if err != nil {

@@ -45,6 +45,15 @@ func TestReadsTheServersDocuments(t *testing.T) {
 	if a, err := decodeAccepted(body); err != nil || !bytes.Equal(a.Raw, body) || a.State != workflow.CompensationPending {
 		t.Errorf("decodeAccepted(accepted.json) = %+v, %v", a, err)
 	}
+	body = read("workflows.json")
+	ws, err := decodeWorkflows(body)
+	if err != nil || !bytes.Equal(ws.Raw, body) || len(ws.Workflows.Workflows) != 2 || !ws.Truncated {
+		t.Fatalf("decodeWorkflows(workflows.json) = %+v, %v", ws, err)
+	}
+	out.Reset()
+	if err := writeWorkflows(&out, ws.Workflows, "sasctl"); err != nil || !strings.Contains(out.String(), "keep: 4+ open") {
+		t.Errorf("writeWorkflows: %v\n%s", err, out.String())
+	}
 	if p, msg := decodeErrorBody(read("problem.json")); p == nil || msg != "" || len(p.Errors) != 1 || p.RequestID == "" {
 		t.Errorf("decodeErrorBody(problem.json) = %+v, %q", p, msg)
 	}
@@ -122,6 +131,8 @@ func FuzzDecodeResponses(f *testing.F) {
 		`{"message":"Forbidden"}`,
 		`{"orderId":"x","state":"Error","stepIndex":-5,"steps":[]}`,
 		`null`, `[]`, `"x"`, ``, `{"orders":[null]}`,
+		`{"default":"order","workflows":[{"id":"order-v1","name":"order","version":1,"deployed":true,"inFlight":3,"needsOperator":1}],"truncated":true}`,
+		`{"default":"x\u202ey","workflows":[{"id":"gone-v9","name":"\u001b[2J","needsOperator":2}]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -148,6 +159,16 @@ func FuzzDecodeResponses(f *testing.F) {
 			if err := writeJSON(io.Discard, p.Raw); err != nil {
 				t.Fatalf("decoded page does not re-indent: %v", err)
 			}
+		}
+		if ws, err := decodeWorkflows(body); err == nil {
+			if !bytes.Equal(ws.Raw, body) {
+				t.Fatalf("workflows body not kept")
+			}
+			var out bytes.Buffer
+			if err := writeWorkflows(&out, ws.Workflows, "sasctl"); err != nil {
+				t.Fatal(err)
+			}
+			checkPrintable(t, out.String())
 		}
 		if o, err := decodeOrder(body); err == nil {
 			if !bytes.Equal(o.Raw, body) {

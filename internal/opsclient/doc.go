@@ -14,6 +14,12 @@
 //	    CompensationFailed from its failed compensation.
 //	sasctl cancel ORDER_ID
 //	    compensates an order that is still in flight.
+//	sasctl workflows
+//	    every workflow version the deployment runs, and every other one
+//	    open orders are pinned to, with its open orders (in flight, and
+//	    waiting for an operator) and whether it can leave the catalog
+//	    (GET /ops/workflows): "can be removed", "keep: N open", or
+//	    "NOT DEPLOYED: N open orders stranded".
 //	sasctl dlq list|redrive|tasks [--stage S | --prefix P] [--queue Q]
 //	    the dead-letter queues, read and redriven through SQS directly with
 //	    the operator's credentials (package dlq): list peeks without
@@ -27,8 +33,9 @@
 //
 // Every route of the API requires AWS_IAM authorization, so requests are
 // signed with SigV4 for the execute-api service using the standard
-// credential chain. list and show use the operators' routes
-// (GET /ops/orders, GET /ops/orders/{id}), which see every caller's orders;
+// credential chain. list, show and workflows use the operators' routes
+// (GET /ops/orders, GET /ops/orders/{id}, GET /ops/workflows), which see
+// every caller's orders;
 // a client's GET /orders sees only its own. The local stack authorizes the
 // same way but verifies no signature: to a loopback endpoint requests go over
 // plain http, signed with the chain's credentials or, when it has none, as

@@ -27,9 +27,11 @@ import (
 type fakeAPI struct {
 	t *testing.T
 
-	mu       sync.Mutex
-	orders   map[string]*api.Order
-	requests []*http.Request // clones, bodies drained
+	mu     sync.Mutex
+	orders map[string]*api.Order
+	// workflows is the answer of GET /ops/workflows.
+	workflows api.Workflows
+	requests  []*http.Request // clones, bodies drained
 	// intercept, when it returns true, has answered the request itself:
 	// API Gateway's own errors, broken bodies.
 	intercept func(w http.ResponseWriter, r *http.Request) bool
@@ -80,6 +82,12 @@ func newFakeAPI(t *testing.T, errorOrders int) *fakeAPI {
 		Attempt: 2, EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(5),
 		Steps: []api.StepHistory{{Name: "reserve-inventory", State: "succeeded", Attempts: 1}, {Name: "charge-payment", State: "succeeded", Attempts: 1}},
 	}
+	f.workflows = api.Workflows{Default: "order", Workflows: []api.WorkflowVersion{
+		{ID: "order-v1", Name: "order", Version: 1, Deployed: true, InFlight: 3, NeedsOperator: 1},
+		{ID: "order-v2", Name: "order", Version: 2, Deployed: true, Current: true, InFlight: 41},
+		{ID: "order-v3", Name: "order", Version: 3, Deployed: true, CanRemove: true},
+		{ID: "refund-v1", Name: "refund", Version: 1, NeedsOperator: 2},
+	}}
 	return f
 }
 
@@ -98,7 +106,8 @@ func (f *fakeAPI) recorded() []*http.Request {
 }
 
 // The operators' routes: GET /ops/orders/{id}, POST /orders/{id}/retry and
-// POST /orders/{id}/cancel. A client's GET /orders/{id} is not one of them.
+// POST /orders/{id}/cancel (GET /ops/orders and GET /ops/workflows are
+// matched whole). A client's GET /orders/{id} is not one of them.
 var (
 	routeShow   = regexp.MustCompile(`^/ops/orders/([^/]+)$`)
 	routeAction = regexp.MustCompile(`^/orders/([^/]+)/(retry|cancel)$`)
@@ -125,6 +134,13 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == "/ops/orders" && r.Method == http.MethodGet {
 		f.list(w, r)
+		return
+	}
+	if r.URL.Path == "/ops/workflows" && r.Method == http.MethodGet {
+		f.mu.Lock()
+		ws := f.workflows
+		f.mu.Unlock()
+		writeJSONResponse(w, http.StatusOK, "application/json", ws)
 		return
 	}
 	show, act := routeShow.FindStringSubmatch(r.URL.Path), routeAction.FindStringSubmatch(r.URL.Path)

@@ -33,6 +33,61 @@ func writeOrders(w io.Writer, orders []api.OrderSummary) error {
 	return tw.Flush()
 }
 
+// writeWorkflows prints the workflow versions and what each one's open
+// orders mean for removing it from the catalog, then what a truncated
+// count or stranded orders ask of the operator. hint starts the commands
+// it suggests.
+func writeWorkflows(w io.Writer, ws api.Workflows, hint string) error {
+	if len(ws.Workflows) == 0 {
+		_, err := fmt.Fprintln(w, "No workflow versions.")
+		return err
+	}
+	// A truncated count is a lower bound.
+	plus := ""
+	if ws.Truncated {
+		plus = "+"
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tCURRENT\tIN FLIGHT\tWAITING FOR AN OPERATOR\tREMOVAL")
+	stranded := 0
+	for _, v := range ws.Workflows {
+		open := v.InFlight + v.NeedsOperator
+		current := yesNo(v.Current)
+		var removal string
+		switch {
+		case !v.Deployed:
+			current = "-"
+			stranded += open
+			removal = fmt.Sprintf("NOT DEPLOYED: %d%s open orders stranded", open, plus)
+		case v.CanRemove:
+			removal = "can be removed"
+		case v.Current:
+			removal = "keep: current"
+			if open > 0 {
+				removal += fmt.Sprintf(", %d%s open", open, plus)
+			}
+		case open == 0:
+			removal = "keep: count incomplete"
+		default:
+			removal = fmt.Sprintf("keep: %d%s open", open, plus)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d%s\t%d%s\t%s\n", cell(v.ID, cellWidth), current, v.InFlight, plus, v.NeedsOperator, plus, removal)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if ws.Default != "" {
+		fmt.Fprintf(w, "\nNew orders that name no workflow run %s.\n", cell(ws.Default, cellWidth))
+	}
+	if ws.Truncated {
+		fmt.Fprintln(w, "The API stopped counting at its bound: every count is a lower bound, and no version can be removed on it.")
+	}
+	if stranded > 0 {
+		fmt.Fprintf(w, "Stranded orders cannot move on (the Supervisor stops them in Error or CompensationFailed):\ndeploy their version again (shared/catalog/workflows.json), then retry them:\n  %s list --state Error\n  %s list --state CompensationFailed\n", hint, hint)
+	}
+	return nil
+}
+
 // writeOrder prints an order's summary, its step history and every error in
 // full, then the commands that apply to its state.
 func writeOrder(w io.Writer, o Order, cmd string, now time.Time, width int) error {

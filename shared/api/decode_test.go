@@ -75,6 +75,39 @@ func TestDecodeOrderAndAccepted(t *testing.T) {
 	}
 }
 
+func TestDecodeWorkflows(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body, err string
+		n               int
+	}{
+		{"none", `{"default":"order","workflows":[],"truncated":false}`, "", 0},
+		{"unknown fields are tolerated", `{"workflows":[{"id":"order-v1","inFlight":2,"newField":[1]}],"count":1}`, "", 1},
+		{"a version without the shape of one", `{"workflows":[{"id":"legacy","deployed":false,"inFlight":1}]}`, "", 1},
+		{"null workflows", `{"workflows":null}`, "no workflows array", 0},
+		{"no workflows", `{"default":"order"}`, "no workflows array", 0},
+		{"not an object", `[]`, "cannot unmarshal array", 0},
+		{"empty ID", `{"workflows":[{"id":""}]}`, "version 0: id: length 0", 0},
+		{"ID with an escape", `{"workflows":[{"id":"order-v1\u001b[2J"}]}`, "not printable ASCII", 0},
+		{"ID with a space", `{"workflows":[{"id":"order v1"}]}`, "not printable ASCII", 0},
+		{"ID too long", `{"workflows":[{"id":"` + strings.Repeat("a", 65) + `"}]}`, "length 65", 0},
+		{"default with a newline", `{"default":"a\nb","workflows":[]}`, "default", 0},
+		{"negative count", `{"workflows":[{"id":"order-v1","needsOperator":-1}]}`, "negative", 0},
+		{"count not a number", `{"workflows":[{"id":"order-v1","inFlight":"3"}]}`, "cannot unmarshal string", 0},
+		{"too large", `{"workflows":[]}` + strings.Repeat(" ", api.MaxDocumentBytes), "exceeds", 0},
+	} {
+		w, err := api.DecodeWorkflows([]byte(tc.body))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)
+		case tc.err == "" && len(w.Workflows) != tc.n:
+			t.Errorf("%s: %d versions, want %d", tc.name, len(w.Workflows), tc.n)
+		}
+	}
+}
+
 func TestDecodeProblem(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -101,7 +134,7 @@ func TestDecodeProblem(t *testing.T) {
 // decoder may panic; what one accepts holds the invariants it promises, and
 // survives being written and read again unchanged.
 func FuzzDecodeDocuments(f *testing.F) {
-	for _, name := range []string{"order.json", "page.json", "accepted.json", "problem.json", "order-summary.json"} {
+	for _, name := range []string{"order.json", "page.json", "accepted.json", "problem.json", "order-summary.json", "workflows.json"} {
 		f.Add(golden(f, name))
 	}
 	// The goldens are the well-formed cases; these, the edges.
@@ -110,6 +143,7 @@ func FuzzDecodeDocuments(f *testing.F) {
 		`{"orderId":"x","state":"Error","stepIndex":-5,"steps":[{"output":"\xff","startedAt":"0000-01-01T00:00:00+23:59"}]}`,
 		`{"status":403,"message":"Forbidden","errors":[{"field":"f"}]}`,
 		`{"orders":[null]}`, `{"orders":[],"links":null}`, `null`, `[]`, ``,
+		`{"workflows":[{"id":"order-v1","inFlight":-1}]}`, `{"workflows":[{"id":"a b"}],"newField":1}`, `{"workflows":[null]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -134,6 +168,18 @@ func FuzzDecodeDocuments(f *testing.F) {
 			again, _, err := api.DecodePage(kit.Marshal(t, p))
 			if err != nil || !bytes.Equal(kit.Marshal(t, again), kit.Marshal(t, p)) {
 				t.Fatalf("page changed through JSON: %v", err)
+			}
+		}
+		if w, err := api.DecodeWorkflows(body); err == nil {
+			for _, v := range w.Workflows {
+				if v.ID == "" || strings.ContainsFunc(v.ID+v.Name+w.Default, func(r rune) bool { return r <= ' ' || r > '~' }) ||
+					v.InFlight < 0 || v.NeedsOperator < 0 || v.Version < 0 {
+					t.Fatalf("version %+v accepted", v)
+				}
+			}
+			again, err := api.DecodeWorkflows(kit.Marshal(t, w))
+			if err != nil || !bytes.Equal(kit.Marshal(t, again), kit.Marshal(t, w)) {
+				t.Fatalf("workflows changed through JSON: %v", err)
 			}
 		}
 		if a, err := api.DecodeAccepted(body); err == nil {

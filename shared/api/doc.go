@@ -5,7 +5,8 @@
 //
 // The documents: Order (GET /orders/{id}, GET /ops/orders/{id}) with its
 // StepHistory; Page of OrderSummary (GET /orders, GET /ops/orders);
-// Accepted (the 202 of POST /orders and of retry and cancel); Problem (RFC
+// Accepted (the 202 of POST /orders and of retry and cancel); Workflows of
+// WorkflowVersion (GET /ops/workflows); Problem (RFC
 // 9457, every error answer); Event (order.event, one SNS message per change
 // of an order's client status).
 //

@@ -51,6 +51,8 @@ func TestWireTypes(t *testing.T) {
 			}
 			return p, nil
 		}},
+		{"workflows", kit.CheckType[api.Workflows], func(_ *testing.T, b []byte) (any, error) { return api.DecodeWorkflows(b) }},
+		{"workflow-version", kit.CheckType[api.WorkflowVersion], nil},
 		{"event", kit.CheckType[api.Event], func(_ *testing.T, b []byte) (any, error) { return api.DecodeEvent(string(b)) }},
 	}
 	for _, tc := range tests {

@@ -44,6 +44,11 @@ type Port interface {
 	// own wraps ErrBadCursor.
 	ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (Page, error)
 	ListByOwner(ctx context.Context, owner string, limit int, cursor string) (Page, error)
+	// CountOpen counts the open orders of each workflow version, from the
+	// in-flight index and ByState's OpenStates, each order once, none past
+	// its ExpiresAt; it reads at most limit (1..MaxOpenLimit) index
+	// entries, and says Truncated when there were more.
+	CountOpen(ctx context.Context, limit int) (OpenCount, error)
 }
 
 var _ Port = (*Store)(nil)

@@ -128,3 +128,16 @@ func TestProblemGolden(t *testing.T) {
 		FieldError{Field: "items[0].quantity", Detail: "must be 1..1000"})
 	golden.Equal(t, apiTestdata+"/problem.json", []byte((&Handler{}).fail(req, p, nil).Body))
 }
+
+// The operators' GET /ops/workflows after a rollout of order-v2, counted
+// to its bound.
+func TestWorkflowsGolden(t *testing.T) {
+	t.Parallel()
+	v2 := workflow.Reference()
+	v2.Version = 2
+	cat := workflow.Catalog{Definitions: []workflow.Definition{workflow.Reference(), v2}, Current: map[string]int{"order": 2}, Default: "order"}
+	count := statestore.OpenCount{Versions: map[string]statestore.VersionCount{"order-v1": {InFlight: 3, NeedsOperator: 1}}, Truncated: true}
+	body := workflowsBody(cat, count)
+	golden.Equal(t, apiTestdata+"/workflows.json", marshalView(t, body))
+	golden.Equal(t, apiTestdata+"/workflow-version.json", marshalView(t, body.Workflows[0]))
+}

@@ -10,7 +10,9 @@
 // (another caller's order is answered exactly like a missing one). The
 // operators' routes: GET /ops/orders?state=S lists every caller's orders in
 // a state operators act on or review (workflow.ListedStates; any other is a
-// 400), GET /ops/orders/{id} reports any order, POST /orders/{id}/retry
+// 400), GET /ops/orders/{id} reports any order, GET /ops/workflows counts
+// the open orders of each workflow version (whether one can leave the
+// catalog, and which orders are stranded), POST /orders/{id}/retry
 // resubmits an order that stopped in Error or CompensationFailed, and POST
 // /orders/{id}/cancel stops an order still going forward. Every error is an
 // RFC 9457 problem.
@@ -65,6 +67,9 @@ type Store interface {
 	// as ListByState. A cursor it cannot decode, or one of another owner's
 	// listing, is an error wrapping statestore.ErrBadCursor.
 	ListByOwner(ctx context.Context, owner string, limit int, cursor string) (statestore.Page, error)
+	// CountOpen counts the open orders of each workflow version, reading
+	// at most limit index entries (statestore.Port.CountOpen).
+	CountOpen(ctx context.Context, limit int) (statestore.OpenCount, error)
 	// Apply writes a change the workflow's Machine decided (an operator's
 	// cancel or resubmission): conditional on what the change saw, so it
 	// returns the record as written, or an error wrapping workflow.ErrStale
@@ -130,6 +135,7 @@ const (
 	cancelRoute
 	opsOrdersRoute
 	opsOrderRoute
+	opsWorkflowsRoute
 )
 
 // allowed lists each resource's methods, for 405's Allow header.
@@ -141,6 +147,8 @@ var allowed = map[route][]string{
 	// The operators' views of every caller's orders.
 	opsOrdersRoute: {http.MethodGet},
 	opsOrderRoute:  {http.MethodGet},
+	// The workflow versions and their open orders.
+	opsWorkflowsRoute: {http.MethodGet},
 }
 
 // Handle serves one API Gateway request. The error is always nil: failures
@@ -185,6 +193,8 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		return h.createOrder(ctx, log, req, owner), nil
 	case rt == opsOrdersRoute:
 		return h.listOrders(ctx, log, req), nil
+	case rt == opsWorkflowsRoute:
+		return h.listWorkflows(ctx, log, req), nil
 	}
 	// Every other resource is one order's.
 	if !message.ValidOrderID(orderID) {
@@ -639,6 +649,9 @@ func resolve(req events.APIGatewayV2HTTPRequest) (route, string) {
 }
 
 func match(path string) (route, string) {
+	if path == "/ops/workflows" {
+		return opsWorkflowsRoute, ""
+	}
 	if rest, ok := strings.CutPrefix(path, "/ops/orders"); ok {
 		switch id, isOrder := strings.CutPrefix(rest, "/"); {
 		case rest == "":

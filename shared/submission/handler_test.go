@@ -575,6 +575,11 @@ func TestRouting(t *testing.T) {
 		{"POST", "/ops/orders/abc/retry", 404, ""},
 		{"POST", "/ops/orders", 405, "GET"},
 		{"DELETE", "/ops/orders/abc", 405, "GET"},
+		{"GET", "/ops/workflows/", 404, ""},
+		{"GET", "/ops/workflows/order-v1", 404, ""},
+		{"GET", "/ops/workflow", 404, ""},
+		{"POST", "/ops/workflows", 405, "GET"},
+		{"DELETE", "/ops/workflows", 405, "GET"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -649,6 +654,7 @@ func FuzzHandle(f *testing.F) {
 	f.Add("POST", "/orders/abc/retry", "", false, "", []byte(nil), uint8(0), callerA)
 	f.Add("POST", "/orders/abc/cancel", "", false, "", []byte(nil), uint8(0), callerA)
 	f.Add("GET", "/ops/orders/abc", "", false, "", []byte(nil), uint8(0), callerA)
+	f.Add("GET", "/ops/workflows", "", false, "", []byte("x=1"), uint8(0), callerA)
 	f.Add("GET", "/ops/orders", "", false, "", []byte("state=Error&limit=2&cursor=x"), uint8(3), callerB)
 	f.Add("GET", "/ops/orders", "", false, "", []byte("state=Processed&limit=2"), uint8(3), callerB)
 	f.Add("GET", "/orders", "", false, "", []byte("limit=2&cursor=x"), uint8(3), callerB)

@@ -366,8 +366,8 @@ type apiCase struct {
 	contains, header string
 }
 
-// failingLists is a store whose listings fail: memstore's Fault hook does
-// not see them.
+// failingLists is a store whose listings and counts fail: memstore's Fault
+// hook does not see them.
 type failingLists struct{ Store }
 
 var errStoreDown = errors.New("store down")
@@ -378,6 +378,10 @@ func (failingLists) ListByState(context.Context, workflow.ProcessState, int, str
 
 func (failingLists) ListByOwner(context.Context, string, int, string) (statestore.Page, error) {
 	return statestore.Page{}, errStoreDown
+}
+
+func (failingLists) CountOpen(context.Context, int) (statestore.OpenCount, error) {
+	return statestore.OpenCount{}, errStoreDown
 }
 
 func withQuery(req events.APIGatewayV2HTTPRequest, q string) events.APIGatewayV2HTTPRequest {
@@ -455,6 +459,13 @@ func apiCases() []apiCase {
 		{method: "GET", path: "/orders/{id}", status: 404, name: "another caller's", prep: put(processing), req: as(get("/orders/"+orderA), callerB)},
 		{method: "GET", path: "/orders/{id}", status: 500, name: "store down", hook: storeDown("GetState"), req: get("/orders/" + orderA)},
 
+		// GET /ops/workflows
+		{method: "GET", path: "/ops/workflows", status: 200, name: "versions and counts", prep: put(processing, otherError), req: get("/ops/workflows"),
+			contains: `"inFlight":1,"needsOperator":1`},
+		{method: "GET", path: "/ops/workflows", status: 400, name: "a parameter", req: withQuery(get("/ops/workflows"), "state=Error")},
+		{method: "GET", path: "/ops/workflows", status: 403, name: "no identity", req: as(get("/ops/workflows"), "")},
+		{method: "GET", path: "/ops/workflows", status: 500, name: "store down", wrap: func(s Store) Store { return failingLists{s} }, req: get("/ops/workflows")},
+
 		// POST /orders/{id}/retry
 		{method: "POST", path: "/orders/{id}/retry", status: 202, name: "from Error", prep: put(inError), req: post("/orders/" + orderA + "/retry")},
 		{method: "POST", path: "/orders/{id}/retry", status: 400, name: "bad ID", req: post("/orders/not_an_id/retry")},
@@ -489,7 +500,7 @@ func apiCases() []apiCase {
 		{method: "GET", path: "/ops/orders/{id}", status: 500, name: "store down", hook: storeDown("GetState"), req: get("/ops/orders/" + orderA)},
 	}
 	// Any other method, on every path.
-	for _, p := range []string{"/orders", "/orders/{id}", "/orders/{id}/retry", "/orders/{id}/cancel", "/ops/orders", "/ops/orders/{id}"} {
+	for _, p := range []string{"/orders", "/orders/{id}", "/orders/{id}/retry", "/orders/{id}/cancel", "/ops/orders", "/ops/orders/{id}", "/ops/workflows"} {
 		for _, m := range []string{"DELETE", "PUT"} {
 			cases = append(cases, apiCase{method: "*", path: p, status: 405, name: m,
 				req: request(m, strings.ReplaceAll(p, "{id}", orderA), nil, "")})
@@ -499,6 +510,7 @@ func apiCases() []apiCase {
 		apiCase{method: "*", path: "/orders/{id}", status: 405, name: "POST", req: post("/orders/" + orderA)},
 		apiCase{method: "*", path: "/orders/{id}/retry", status: 405, name: "GET", req: request("GET", "/orders/"+orderA+"/retry", nil, "")},
 		apiCase{method: "*", path: "/ops/orders", status: 405, name: "POST", req: post("/ops/orders")},
+		apiCase{method: "*", path: "/ops/workflows", status: 405, name: "POST", req: post("/ops/workflows")},
 	)
 	return cases
 }

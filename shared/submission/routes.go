@@ -19,6 +19,7 @@ func Routes() []Route {
 		{Method: "GET", Path: "/orders/{id}"},
 		{Method: "GET", Path: "/ops/orders", Operator: true},
 		{Method: "GET", Path: "/ops/orders/{id}", Operator: true},
+		{Method: "GET", Path: "/ops/workflows", Operator: true},
 		{Method: "POST", Path: "/orders/{id}/retry", Operator: true},
 		{Method: "POST", Path: "/orders/{id}/cancel", Operator: true},
 	}

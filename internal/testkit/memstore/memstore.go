@@ -200,6 +200,46 @@ func (s *Store) Expired(_ context.Context, now time.Time, limit int) ([]workflow
 	return out, nil
 }
 
+// CountOpen counts the open orders of each version from the entries of the
+// two indexes the real store reads: the in-flight index (every record with
+// InFlight) and ByState's entries under statestore.OpenStates. An order in
+// both is one entry in each: the limit bounds entries, as the real store's
+// does, and the counts take each order once.
+func (s *Store) CountOpen(_ context.Context, limit int) (statestore.OpenCount, error) {
+	if err := s.fault("CountOpen", workflow.Change{}); err != nil {
+		return statestore.OpenCount{}, err
+	}
+	if limit < 1 || limit > statestore.MaxOpenLimit {
+		return statestore.OpenCount{}, fmt.Errorf("count open orders: limit %d outside 1..%d", limit, statestore.MaxOpenLimit)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var entries []string
+	for id, st := range s.states {
+		if st.InFlight {
+			entries = append(entries, id)
+		}
+	}
+	for id, e := range s.listed {
+		for _, st := range statestore.OpenStates() {
+			if e.part == statestore.ByStateKey(st, id) {
+				entries = append(entries, id)
+			}
+		}
+	}
+	out := statestore.OpenCount{Versions: map[string]statestore.VersionCount{}, Truncated: len(entries) > limit}
+	// Which entries a truncated read reaches is DynamoDB's to say; any
+	// limit of them will do.
+	slices.Sort(entries)
+	ids := slices.Compact(entries[:min(len(entries), limit)])
+	for _, id := range ids {
+		if st := s.states[id]; !st.Expired(s.now()) {
+			out.Add(st)
+		}
+	}
+	return out, nil
+}
+
 // ListByState pages through the records in a listed state, newest entry
 // into the state first, with the real store's shards, merge and cursors.
 func (s *Store) ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error) {

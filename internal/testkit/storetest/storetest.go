@@ -56,6 +56,8 @@ func Run(t *testing.T, openAt Open) {
 	t.Run("ListingsPageThroughTies", func(t *testing.T) { t.Parallel(); listingTies(t, open(t)) })
 	t.Run("RetentionIsWrittenWithTheChanges", func(t *testing.T) { t.Parallel(); retentionWritten(t, open(t)) })
 	t.Run("ExpiredItemsReadAsGone", func(t *testing.T) { t.Parallel(); expiredGone(t, openAt) })
+	t.Run("CountOpenPerVersionOncePerOrder", func(t *testing.T) { t.Parallel(); countOpen(t, openAt) })
+	t.Run("CountOpenIsBounded", func(t *testing.T) { t.Parallel(); countOpenBound(t, open(t)) })
 }
 
 // otherVersion is the shipped workflow's next version: the same first
@@ -867,4 +869,107 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
+}
+
+// countOpen: the open orders of each version, from both indexes, each once:
+// in flight (Pending, Processing), waiting for an operator (Error or
+// CompensationFailed, its alert confirmed or not, so in ByState alone or in
+// both indexes); finished ones (Processed, Cancelled) and expired ones do
+// not count.
+func countOpen(t *testing.T, openAt Open) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s := openAt(t, clk)
+	v1, v2, p := machine.Def.ID(), otherVersion.Def.ID(), plain.Def.ID()
+	for i := range 3 {
+		create(t, s, fmt.Sprintf("o-v1-pending-%d", i), "owner-a", t0)
+	}
+	apply(t, s, create(t, s, "o-v1-claimed", "owner-a", t0).OrderID, timed{claim, t0.Add(time.Second)})
+	undo := apply(t, s, create(t, s, "o-v1-undo-failed", "owner-a", t0).OrderID,
+		timed{claim, t0.Add(time.Second)}, timed{reject, t0.Add(2 * time.Second)}, timed{reject, t0.Add(3 * time.Second)})
+	if undo.ProcessState != workflow.CompensationFailed || !undo.InFlight {
+		t.Fatalf("the test is wrong: o-v1-undo-failed is %s, in flight %v; want CompensationFailed owing its alert", undo.ProcessState, undo.InFlight)
+	}
+	done := apply(t, s, create(t, s, "o-v1-done", "owner-a", t0).OrderID,
+		timed{claim, t0.Add(time.Second)}, timed{complete, t0.Add(2 * time.Second)}, timed{complete, t0.Add(3 * time.Second)})
+	createOf(t, s, otherVersion.Def, "o-v2-pending", "owner-a", t0)
+	createOf(t, s, otherVersion.Def, "o-v2-cancelled", "owner-a", t0)
+	apply(t, s, "o-v2-cancelled", timed{func(st workflow.State, now time.Time) workflow.Change {
+		c, err := otherVersion.Cancel(st, now, now.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}, t0.Add(time.Second)})
+	// An hour later, two plain orders stop in Error: one owes its alert
+	// (both indexes), one had it sent (ByState alone).
+	later := t0.Add(time.Hour)
+	for _, id := range []string{"o-plain-alert", "o-plain-quiet"} {
+		createOf(t, s, plain.Def, id, "owner-a", later)
+		apply(t, s, id, timed{plainClaim, later.Add(time.Second)}, timed{rejectPlain, later.Add(2 * time.Second)})
+	}
+	apply(t, s, "o-plain-quiet", timed{alertSent, later.Add(3 * time.Second)})
+	// One stopped at once, so it expires an hour before them.
+	old := apply(t, s, createOf(t, s, plain.Def, "o-plain-old", "owner-a", t0).OrderID,
+		timed{plainClaim, t0.Add(time.Second)}, timed{rejectPlain, t0.Add(2 * time.Second)}, timed{alertSent, t0.Add(3 * time.Second)})
+	if done.ProcessState != workflow.Processed || old.ExpiresAt.IsZero() {
+		t.Fatalf("the test is wrong: o-v1-done is %s, o-plain-old expires at %v", done.ProcessState, old.ExpiresAt)
+	}
+	check := func(what string, want map[string]statestore.VersionCount) {
+		t.Helper()
+		got, err := s.CountOpen(ctx, 1000)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got.Truncated || !reflect.DeepEqual(got.Versions, want) {
+			t.Errorf("%s: counted %+v, truncated %v; want %+v", what, got.Versions, got.Truncated, want)
+		}
+	}
+	check("before any expires", map[string]statestore.VersionCount{
+		v1: {InFlight: 4, NeedsOperator: 1}, v2: {InFlight: 1}, p: {NeedsOperator: 3},
+	})
+	clk.Set(old.ExpiresAt)
+	check("after o-plain-old expired", map[string]statestore.VersionCount{
+		v1: {InFlight: 4, NeedsOperator: 1}, v2: {InFlight: 1}, p: {NeedsOperator: 2},
+	})
+}
+
+// countOpenBound: 130 orders in flight, over every shard and two versions,
+// counted in full with a limit of at least 130 (more than one BatchGetItem
+// of MaxPage keys), and truncated below; a limit out of range is refused.
+func countOpenBound(t *testing.T, s statestore.Port) {
+	ctx := context.Background()
+	const n = 130
+	parallel(t, n, func(i int) {
+		def := machine.Def
+		if i%2 == 1 {
+			def = otherVersion.Def
+		}
+		add(t, s, def, fmt.Sprintf("o-bound-%03d", i), "owner-a", t0)
+	})
+	want := map[string]statestore.VersionCount{machine.Def.ID(): {InFlight: n / 2}, otherVersion.Def.ID(): {InFlight: n / 2}}
+	for _, limit := range []int{n, statestore.MaxOpenLimit} {
+		got, err := s.CountOpen(ctx, limit)
+		if err != nil || got.Truncated || !reflect.DeepEqual(got.Versions, want) {
+			t.Errorf("limit %d: counted %+v, truncated %v, %v; want %+v", limit, got.Versions, got.Truncated, err, want)
+		}
+	}
+	for _, limit := range []int{n - 1, 7, 1} {
+		got, err := s.CountOpen(ctx, limit)
+		if err != nil {
+			t.Fatalf("limit %d: %v", limit, err)
+		}
+		sum := 0
+		for _, v := range got.Versions {
+			sum += v.InFlight + v.NeedsOperator
+		}
+		if !got.Truncated || sum > limit || sum == 0 {
+			t.Errorf("limit %d: counted %d orders (%+v), truncated %v; want at most the limit, truncated", limit, sum, got.Versions, got.Truncated)
+		}
+	}
+	for _, limit := range []int{0, -1, statestore.MaxOpenLimit + 1} {
+		if _, err := s.CountOpen(ctx, limit); err == nil {
+			t.Errorf("limit %d: no error", limit)
+		}
+	}
 }
