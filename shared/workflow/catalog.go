@@ -246,13 +246,3 @@ func (c Catalog) Machine(id string, policy Policy) (Machine, error) {
 	}
 	return Machine{Def: d, Policy: policy}, nil
 }
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
