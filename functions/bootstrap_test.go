@@ -35,10 +35,10 @@ import (
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/internal/testkit/lambdart"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
-	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
