@@ -74,9 +74,6 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes "30s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
 // Parse reads a catalog file strictly (no unknown member, nothing after
 // it) and validates it (workflow.Catalog.Validate), reporting every
 // problem at once.
@@ -118,27 +115,6 @@ func (f File) Catalog() workflow.Catalog {
 		}
 	}
 	return c
-}
-
-// FromCatalog writes c as a file, for tools that derive one (a test's
-// second version, the demo's).
-func FromCatalog(c workflow.Catalog) File {
-	f := File{Default: c.Default}
-	at := map[string]int{}
-	for _, d := range c.Definitions {
-		i, ok := at[d.Name]
-		if !ok {
-			i, at[d.Name] = len(f.Workflows), len(f.Workflows)
-			f.Workflows = append(f.Workflows, Workflow{Name: d.Name, Current: c.Current[d.Name]})
-		}
-		v := Version{Version: d.Version}
-		for _, s := range d.Steps {
-			v.Steps = append(v.Steps, Step{Name: s.Name, Budget: Duration(s.Budget), Wait: Duration(s.Wait),
-				Compensable: s.Compensable, MaxOutputBytes: s.MaxOutputBytes})
-		}
-		f.Workflows[i].Versions = append(f.Workflows[i].Versions, v)
-	}
-	return f
 }
 
 // Deployed is the catalog this build embeds: the one the functions run and

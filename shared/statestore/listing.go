@@ -123,29 +123,42 @@ func (l Listing) start(limit int, cursor string) (string, error) {
 // readShards queries every shard, readParallel at a time; the first failure
 // cancels the others.
 func (l Listing) readShards(ctx context.Context, after string, limit int, read ReadShard) ([]Shard, error) {
+	shards := make([]Shard, ListShards)
+	err := readEach(ctx, len(shards), func(ctx context.Context, i int) (err error) {
+		shards[i], err = read(ctx, l.part(i), after, limit)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return shards, nil
+}
+
+// readEach runs read for 0..n-1, readParallel at a time; the first failure
+// cancels the others and is the one returned.
+func readEach(ctx context.Context, n int, read func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	shards := make([]Shard, ListShards)
-	errs := make([]error, ListShards)
+	errs := make([]error, n)
 	slots := make(chan struct{}, readParallel)
 	var wg sync.WaitGroup
-	for i := range shards {
+	for i := range n {
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			if shards[i], errs[i] = read(ctx, l.part(i), after, limit); errs[i] != nil {
+			if errs[i] = read(ctx, i); errs[i] != nil {
 				cancel()
 			}
 		})
 	}
 	wg.Wait()
-	// The shards cancelled by another's failure say only that.
+	// The reads cancelled by another's failure say only that.
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
+			return err
 		}
 	}
-	return shards, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // merge takes a page of at most limit entries from the shards' answers,

@@ -2,7 +2,6 @@ package statestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -125,30 +124,13 @@ type openPart struct {
 // time, within b. stopped: a partition that may hold more was left unread
 // because b ran out.
 func (s *Store) openEntries(ctx context.Context, parts []openPart, b *budget) (ids []string, stopped bool, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	found := make([][]string, len(parts))
 	more := make([]bool, len(parts))
-	errs := make([]error, len(parts))
-	slots := make(chan struct{}, readParallel)
-	var wg sync.WaitGroup
-	for i, p := range parts {
-		wg.Go(func() {
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			if found[i], more[i], errs[i] = s.partEntries(ctx, p, b); errs[i] != nil {
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	// The partitions cancelled by another's failure say only that.
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, false, err
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	err = readEach(ctx, len(parts), func(ctx context.Context, i int) (err error) {
+		found[i], more[i], err = s.partEntries(ctx, parts[i], b)
+		return err
+	})
+	if err != nil {
 		return nil, false, err
 	}
 	for i := range parts {

@@ -123,7 +123,6 @@ var (
 	idPattern       = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	clientIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 	currencyPattern = regexp.MustCompile(`^[A-Z]{3}$`)
-	workflowPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}(-v[1-9][0-9]{0,3})?$`)
 )
 
 // DecodeOrder parses and validates a POST /orders body. It is strict: exact
@@ -347,7 +346,7 @@ func (w wireOrder) validate() (OrderRequest, error) {
 	}
 	errs.match("currency", w.currency, currencyPattern, "must be an ISO 4217 code of 3 upper-case letters, such as EUR")
 	// workflow is optional; whether it is deployed is the handler's check.
-	if w.workflow.ok && !workflowPattern.MatchString(w.workflow.v) {
+	if w.workflow.ok && !workflow.ValidRef(w.workflow.v) {
 		errs.add("workflow", "must be a workflow's name, such as order, or one of its versions, such as order-v2")
 	}
 	switch {

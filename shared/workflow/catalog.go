@@ -43,6 +43,10 @@ func (d Definition) ID() string { return d.Name + "-v" + strconv.Itoa(d.Version)
 // ValidID reports whether id has the shape of a version's ID.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
+// ValidRef reports whether ref has the shape of what a submission may name
+// (ForNew): a workflow's name or a version's ID.
+func ValidRef(ref string) bool { return workflowName.MatchString(ref) || ValidID(ref) }
+
 // SplitID splits a version's ID into its workflow's name and its version.
 func SplitID(id string) (name string, version int, ok bool) {
 	if !ValidID(id) {
