@@ -66,7 +66,13 @@ func run(args []string, out io.Writer) error {
 	clients := fs.Int("clients", 8, "demo: concurrent clients")
 	rate := fs.Float64("rate", 0, "demo: most orders submitted a second (0: as fast as the clients go)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "demo: give up after this long")
-	versions := fs.Int("versions", 1, "demo: workflow versions run at once, 1 or 2 (2: every other order names the older version; a single deployed version gets a v2 with ship-order added)")
+	// Chaos runs two by default, so its invariants cover a step without
+	// an undo: the derived v2's ship-order.
+	defVersions := 1
+	if mode == "chaos" {
+		defVersions = 2
+	}
+	versions := fs.Int("versions", defVersions, "demo: workflow versions run at once, 1 or 2 (2: every other order names the older version; a single deployed version gets a v2 with ship-order added, which has no undo); chaos runs 2 by default")
 	plain := fs.Bool("plain", false, "demo: print progress as lines, not a redrawn bar (CI logs)")
 	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
 	api := fs.String("api", "", "loopback address of the HTTP API (serve default 127.0.0.1:8080, demo a free port)")
@@ -127,7 +133,7 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "%s: %d orders, %d clients, step budget %v, remote faults %s, agent crash %.3g, %s\n", mode, *orders, *clients, *budget, faultsJSON, o.Crash, vers)
 	if mode == "chaos" {
 		replay := ""
-		if *versions != 1 {
+		if *versions != defVersions {
 			replay = fmt.Sprintf(" VERSIONS=%d", *versions)
 		}
 		fmt.Fprintf(out, "chaos: seed %d (replay: make chaos SEED=%d ORDERS=%d%s), %d Schedulers and %d Supervisors %v apart, agents %v behind, engines cut for %v every %v\n",

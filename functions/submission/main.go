@@ -5,10 +5,12 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/admission"
+	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
@@ -21,7 +23,11 @@ func main() {
 	sqsClient := sqs.NewFromConfig(aws)
 	gate, err := admission.New(cfg.Admission, queue.NewDepths(sqsClient), actor.Deps{Log: log})
 	coldstart.Check(log, "build admission check", err)
-	h, err := submission.New(cfg, store, queue.NewSender(sqsClient), gate, actor.Deps{Log: log})
+	var opts []submission.Option
+	if cfg.AlertTopicARN != "" {
+		opts = append(opts, submission.WithAlerts(alert.NewPublisher(sns.NewFromConfig(aws), cfg.AlertTopicARN)))
+	}
+	h, err := submission.New(cfg, store, queue.NewSender(sqsClient), gate, actor.Deps{Log: log}, opts...)
 	coldstart.Check(log, "build handler", err)
 	lambda.Start(h.Handle)
 }

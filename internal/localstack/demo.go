@@ -74,12 +74,19 @@ type Summary struct {
 	// state, and the last one is the record's committed state.
 	Events, EventDeliveries int
 	EventErrors             []string
-	// LeftApplied lists the effects of stopped orders (Error, Compensated,
+	// LeftApplied lists the effects of ended orders (Compensated,
 	// Cancelled) that the remote applied and nobody undid: a compensable
-	// step of an order that stopped must net nothing, whatever its agent
-	// was told. (CompensationFailed orders are an operator's, with an
-	// alert.)
+	// step of an order that ended must net nothing, whatever its agent was
+	// told. (Orders in Error or CompensationFailed are an operator's, with
+	// an alert, and keep what they did until one decides.)
 	LeftApplied []string
+	// Unreported lists the effects of steps without an undo that the
+	// remote applied in an order that did not complete, and that neither
+	// the order's state nor its LastError owns up to: a Compensated order
+	// with one, or an order in Error or Cancelled whose LastError does not
+	// name it. NotUndoable counts the orders whose LastError does.
+	Unreported  []string
+	NotUndoable int
 	// Unbounded lists orders whose Attempt passed what the policy allows
 	// (every step and every undo claimed at most MaxFailures times): an
 	// order cycling without end.
@@ -158,6 +165,7 @@ func (s Summary) Err() error {
 	}{
 		{"records past MaxFailures", s.OverThreshold}, {"orders and state records without their other half", s.Orphans},
 		{"stale attempts committed", s.StaleCommits}, {"effects of stopped orders left applied", s.LeftApplied},
+		{"effects without an undo neither undone nor reported", s.Unreported},
 		{"orders cycling past their bound", s.Unbounded},
 	} {
 		if len(l.ids) > 0 {
@@ -190,6 +198,7 @@ func (s Summary) Print(w io.Writer) {
 summary (%v)
   orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
 %s  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
+              stopped with an effect that has no undo, told in LastError and an alert %d · not told %d
   recovery    Supervisor retries %d · requeues %d · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
   events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
@@ -204,6 +213,7 @@ summary (%v)
 		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected,
 		versionTable(s),
 		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeftApplied),
+		s.NotUndoable, len(s.Unreported),
 		s.SupervisorRetries, s.Requeues, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
 		s.Events, s.EventDeliveries, len(s.EventErrors),
@@ -722,7 +732,10 @@ func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *S
 	breach := func(format string, args ...any) {
 		sum.UndoErrors = append(sum.UndoErrors, st.OrderID+": "+fmt.Sprintf(format, args...))
 	}
-	stopped := st.ProcessState == workflow.Compensated || st.ProcessState == workflow.Cancelled || st.ProcessState == workflow.Error
+	// An order that ended nets nothing of what it could undo; one in Error
+	// waits for an operator with what it did in place.
+	stopped := st.ProcessState == workflow.Compensated || st.ProcessState == workflow.Cancelled
+	told := false
 	// Compensable by the order's own version.
 	def, err := d.Stack.workflows.Resolve(st.Workflow)
 	if err != nil {
@@ -743,6 +756,15 @@ func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *S
 			sum.LeftApplied = append(sum.LeftApplied, fmt.Sprintf("%s (applied %d, undone %d, order %s)", key, effects[key], undos[key], st.ProcessState))
 		case stopped && compensable && effects[key] < undos[key]:
 			breach("%s applied %d times and undone %d times", step.Name, effects[key], undos[key])
+		case !compensable && effects[key] > 0 && st.ProcessState != workflow.Processed && st.ProcessState != workflow.CompensationFailed:
+			// Applied, with no undo, in an order that did not complete: it
+			// must not be called Compensated, and it must be told.
+			named := strings.HasPrefix(st.LastError, workflow.NotUndoablePrefix) && strings.Contains(st.LastError, "step "+step.Name+" ")
+			if st.ProcessState == workflow.Compensated || !named {
+				sum.Unreported = append(sum.Unreported, fmt.Sprintf("%s (applied %d, no undo, order %s, last error %q)", key, effects[key], st.ProcessState, st.LastError))
+			} else {
+				told = true
+			}
 		}
 		if st.ProcessState == workflow.Compensated || st.ProcessState == workflow.Cancelled {
 			if step.Compensation == workflow.StepSucceeded {
@@ -752,6 +774,9 @@ func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *S
 				breach("completed step %s not undone (%q)", step.Name, step.Compensation)
 			}
 		}
+	}
+	if told {
+		sum.NotUndoable++
 	}
 }
 
@@ -828,11 +853,13 @@ func (d Demo) drain(url, what string, quiet int, enough func() bool, handle func
 // orphans scans both tables: every order has its state record and every
 // state record its order (Submission writes them in one transaction).
 func (d Demo) orphans() ([]string, error) {
-	keys := func(table string) (map[string]bool, error) {
-		out := map[string]bool{}
+	// keys maps each item's key to the order its Idempotency-Key made, for
+	// a key item of the orders table, or to "".
+	keys := func(table string) (map[string]string, error) {
+		out := map[string]string{}
 		p := dynamodb.NewScanPaginator(d.Stack.DynamoDB, &dynamodb.ScanInput{
-			TableName: aws.String(table), ProjectionExpression: aws.String("#k"),
-			ExpressionAttributeNames: map[string]string{"#k": statestore.KeyOrderID},
+			TableName: aws.String(table), ProjectionExpression: aws.String("#k, #o"),
+			ExpressionAttributeNames: map[string]string{"#k": statestore.KeyOrderID, "#o": statestore.KeyOrderAttr},
 		})
 		for p.HasMorePages() {
 			page, err := p.NextPage(context.Background())
@@ -841,7 +868,11 @@ func (d Demo) orphans() ([]string, error) {
 			}
 			for _, item := range page.Items {
 				if v, ok := item[statestore.KeyOrderID].(*ddbtypes.AttributeValueMemberS); ok {
-					out[v.Value] = true
+					o, _ := item[statestore.KeyOrderAttr].(*ddbtypes.AttributeValueMemberS)
+					out[v.Value] = ""
+					if o != nil {
+						out[v.Value] = o.Value
+					}
 				}
 			}
 		}
@@ -856,13 +887,19 @@ func (d Demo) orphans() ([]string, error) {
 		return nil, err
 	}
 	var orphans []string
-	for id := range orders {
-		if !states[id] {
+	for id, made := range orders {
+		_, state := states[id]
+		switch {
+		case made != "":
+			if _, ok := states[made]; !ok {
+				orphans = append(orphans, "key "+id+" of order "+made+", which has no state")
+			}
+		case !state:
 			orphans = append(orphans, "order "+id+" without state")
 		}
 	}
 	for id := range states {
-		if !orders[id] {
+		if _, ok := orders[id]; !ok {
 			orphans = append(orphans, "state "+id+" without order")
 		}
 	}

@@ -117,8 +117,9 @@ func TestCancelAnInFlightOrderWithTheCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The running step's outcome is unknown, so it is undone; whatever the
-	// hung call did, the remote nets nothing.
-	final := await(t, st, id, workflow.Compensated)
+	// hung call did, the remote nets nothing. A compensation a cancel
+	// started ends Cancelled.
+	final := await(t, st, id, workflow.Cancelled)
 	key := workflow.IdempotencyKey(id, "reserve-inventory")
 	if !final.Cancelled || st.Sim.EffectCount(key) != st.Sim.CompensationCount(key) {
 		t.Fatalf("after cancel: %+v; effects %d, undone %d", final, st.Sim.EffectCount(key), st.Sim.CompensationCount(key))

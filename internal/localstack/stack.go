@@ -94,6 +94,9 @@ type Options struct {
 	NoFastPath bool
 	// Log receives the handlers' logs (JSON).
 	Log *slog.Logger
+	// OrderIDs, when set, makes the IDs of new orders instead of random
+	// UUIDs, so a test knows them before it submits.
+	OrderIDs func() string
 
 	// Chaos, when set, wraps every handler's store and queue sender to kill
 	// invocations between writes and to duplicate or delay messages.
@@ -305,7 +308,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		Prefix: o.Prefix, Region: o.Region,
 		Workflows: o.Workflows, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
 		MaxReceiveCount: topology.MaxReceiveCount, VisibilityTimeout: o.Visibility,
-		Clock: clock.System{}, Log: o.Log, Capacity: o.Capacity,
+		Clock: clock.System{}, Log: o.Log, Capacity: o.Capacity, OrderIDs: o.OrderIDs,
 	}
 	if o.AgentLag > 0 {
 		lag := &clock.Offset{}

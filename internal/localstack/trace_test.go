@@ -15,7 +15,6 @@ import (
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/logtest"
-	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/trace"
 )
 
@@ -34,8 +33,10 @@ import (
 func TestOneTracePerOrder(t *testing.T) {
 	t.Parallel()
 	const client = "trace-client"
-	owner := "arn:aws:iam::000000000000:user/" + client
-	recovered, undone := submission.OrderIDForKey(owner, "recovered"), submission.OrderIDForKey(owner, "undone")
+	// The orders are submitted in turn, so their IDs are known before the
+	// remote is scripted for them.
+	recovered, undone := "7a2f6b0e-1c4d-4e8a-9b3f-000000000001", "7a2f6b0e-1c4d-4e8a-9b3f-000000000002"
+	ids := []string{recovered, undone}
 
 	o := localstack.DemoOptions()
 	o.Seed = 7
@@ -44,6 +45,7 @@ func TestOneTracePerOrder(t *testing.T) {
 	o.Agent.RemoteTimeout = time.Minute
 	o.DynamoDBEndpoint, o.AWSEndpoint = enginetest.Endpoints(t)
 	o.Prefix = enginetest.UniqueName(t, "trace")
+	o.OrderIDs = func() string { id := ids[0]; ids = ids[1:]; return id }
 	var logs logtest.Buffer
 	o.Log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	st, err := localstack.Start(context.Background(), o)

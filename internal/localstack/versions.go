@@ -32,8 +32,9 @@ type Versions struct {
 // demo to run at once. One: the current version, orders naming none, as
 // before. Two: the current version and the one before it, or, when the
 // workflow has a single version, a new current one derived from it with
-// DemoStep added (compensable, budgeted like the last step), so that a
-// freshly cloned repository can show two versions side by side. Every other
+// DemoStep added (budgeted like the last step, and without an undo, as a
+// shipment cannot be called back), so that a freshly cloned repository can
+// show two versions side by side, one with a step that cannot be undone. Every other
 // order names the older version; the rest name none and get the current.
 func DemoVersions(cat workflow.Catalog, n int) (Versions, error) {
 	cur, err := cat.ForNew("")
@@ -72,7 +73,7 @@ func DemoVersions(cat workflow.Catalog, n int) (Versions, error) {
 	next := cur
 	next.Version = cur.Version + 1
 	last := cur.Steps[len(cur.Steps)-1]
-	next.Steps = append(slices.Clone(cur.Steps), workflow.Step{Name: DemoStep, Budget: last.Budget, Wait: last.Wait, Compensable: true})
+	next.Steps = append(slices.Clone(cur.Steps), workflow.Step{Name: DemoStep, Budget: last.Budget, Wait: last.Wait})
 	out := cat
 	out.Definitions = append(slices.Clone(cat.Definitions), next)
 	out.Current = maps.Clone(cat.Current)

@@ -41,7 +41,7 @@ func TestDemoVersionsDerivesAV2FromASingleVersion(t *testing.T) {
 		t.Fatalf("current = %v, %v; want the derived order-v2", cur.ID(), err)
 	}
 	last := cur.Steps[len(cur.Steps)-1]
-	if len(cur.Steps) != 3 || last.Name != localstack.DemoStep || !last.Compensable || last.Budget != 7*time.Second || last.Wait != time.Second {
+	if len(cur.Steps) != 3 || last.Name != localstack.DemoStep || last.Compensable || last.Budget != 7*time.Second || last.Wait != time.Second {
 		t.Fatalf("order-v2 steps %+v", cur.Steps)
 	}
 	if old, err := v.Catalog.Resolve("order-v1"); err != nil || len(old.Steps) != 2 {

@@ -42,6 +42,10 @@ const (
 	// KindWorkflowMissing: an order is pinned to a workflow version the
 	// deployment no longer runs; the Supervisor stopped it.
 	KindWorkflowMissing = workflow.AlertWorkflowMissing
+	// KindNotUndoable: an order stopped with a step that was applied, or
+	// may have been, and has no undo: it waits in Error with nothing
+	// undone, or an operator's cancel undid everything else.
+	KindNotUndoable = workflow.AlertNotUndoable
 )
 
 // CLI is the operators' command line as an alert spells it out: the API URL
@@ -118,6 +122,8 @@ func (a Alert) Subject() string {
 		s = fmt.Sprintf("Order %s stopped: %s could not be sent to its agent", order, step)
 	case KindWorkflowMissing:
 		s = fmt.Sprintf("Order %s stopped: workflow %s is not deployed", order, clip(subjectText(a.Workflow), 30))
+	case KindNotUndoable:
+		s = fmt.Sprintf("Order %s stopped at %s: an effect without undo may remain", order, step)
 	case KindPoisonMessage:
 		if a.OrderID == "" {
 			s = "Poison message set aside"
@@ -218,6 +224,9 @@ func (a Alert) writeHeadline(b *strings.Builder, order, step string) {
 	case KindWorkflowMissing:
 		fmt.Fprintf(b, "Order %s stopped at step %s: it is pinned to workflow version %s, which this deployment no longer runs (it was removed from shared/catalog/workflows.json while orders were still open on it).\n",
 			order, step, bodyText(a.Workflow, 64))
+	case KindNotUndoable:
+		fmt.Fprintf(b, "Order %s stopped at step %s, and a step that was applied, or may have been, has no undo (the last error names it): the order cannot be undone whole. If it was cancelled, everything else was undone (state Cancelled); otherwise nothing was undone and it waits in Error for your decision.\n",
+			order, step)
 	default:
 		fmt.Fprintf(b, "Order %s raised a %q alert.\n", order, bodyText(string(a.Kind), 64))
 	}
@@ -250,6 +259,11 @@ func (a Alert) writeNextSteps(b *strings.Builder, order, step string) {
 		fmt.Fprintf(b, "1. See which versions still have open orders:\n     %s workflows\n", cli)
 		fmt.Fprintf(b, "2. Put version %s back into shared/catalog/workflows.json (as it was) and deploy.\n", bodyText(a.Workflow, 64))
 		fmt.Fprintf(b, "3. Resubmit order %s; it carries on from step %s on its own version:\n     %s retry %s\n", order, step, cli, id)
+	case KindNotUndoable:
+		fmt.Fprintf(b, "1. Inspect order %s: its state, its steps and the last error, which names the step without an undo:\n     %s show %s\n", order, cli, id)
+		fmt.Fprintf(b, "2. Check at that step's service whether its effect was applied (look it up under the idempotency key %s/<step>).\n", bodyText(a.OrderID, 256))
+		fmt.Fprintf(b, "3. In Error: fix the cause and finish the order from the failed step %s (its service replays an effect it applied under the same key), or cancel it to undo the rest:\n     %s retry %s\n     %s cancel %s\n", step, cli, id, cli, id)
+		fmt.Fprintf(b, "   Cancelled: undo by hand, at its service, what the step without an undo applied.\n")
 	case KindCompensationFailed:
 		fmt.Fprintf(b, "1. Inspect order %s: which steps were undone and why the undo of %s failed:\n     %s show %s\n", order, step, cli, id)
 		fmt.Fprintf(b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")

@@ -25,9 +25,11 @@ import (
 
 // Store is the part of the state store the Scheduler uses: it applies the
 // changes the workflow's Machine decides, and works from the record each
-// write returns, so it reads nothing else.
+// write returns. It reads a record only to end a compensation, which ends
+// differently when a cancel started it (workflow.Machine.UndoCompleted).
 type Store interface {
 	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
+	GetState(ctx context.Context, orderID string) (workflow.State, error)
 }
 
 // Sender puts a message on an SQS queue.
@@ -290,7 +292,23 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	if m.Outcome == message.Failed {
 		log = log.With("faultCode", m.Fault.Code)
 	}
-	c := decide(mach, m, owner, now)
+	cancelled := false
+	if m.Action.Undo() && m.Outcome == message.Succeeded && mach.LastUndo(m.StepIndex) {
+		// The last undo ends the order; how depends on who stopped it,
+		// which the record says and the reply does not. A compensation's
+		// start is committed before its first undo is dispatched, and
+		// Cancelled never changes back, so the read cannot be too old.
+		seen, err := h.store.GetState(ctx, m.OrderID)
+		if errors.Is(err, workflow.ErrNotFound) {
+			log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome, "reason", "no such order")
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s to end its compensation: %w", m.OrderID, err)
+		}
+		cancelled = seen.Cancelled
+	}
+	c := decide(mach, m, cancelled, owner, now)
 	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
 		log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
@@ -307,15 +325,16 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	return nil
 }
 
-// decide is the change a reply asks for, by its order's version.
-func decide(mach workflow.Machine, m message.AgentReply, owner string, now time.Time) workflow.Change {
+// decide is the change a reply asks for, by its order's version;
+// cancelled is the record's Cancelled, read for the last undo only.
+func decide(mach workflow.Machine, m message.AgentReply, cancelled bool, owner string, now time.Time) workflow.Change {
 	switch {
 	case m.Action.Undo() && m.Outcome == message.Failed:
 		return mach.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, "compensation "+FailureMessage(*m.Fault), now)
 	case m.Action.Undo():
-		return mach.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now)
+		return mach.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, cancelled, owner, now)
 	case m.Outcome == message.Failed:
-		return mach.StepRejected(m.OrderID, m.StepIndex, m.Attempt, FailureMessage(*m.Fault), owner, now)
+		return mach.StepRejected(m.OrderID, m.StepIndex, m.Attempt, FailureMessage(*m.Fault), m.Fault.Uncertain, owner, now)
 	}
 	return mach.StepCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now)
 }

@@ -289,7 +289,7 @@ func TestHandleOutcomes(t *testing.T) {
 	send := func(queue string) string { return "Send " + queue + " " + orderA }
 	claim, retried, completed, processed := apply("claimed"), apply("retried"), apply("step-completed"), apply("processed")
 	failed, confirm := apply("failed"), apply("alert-sent")
-	publish := "Publish permanent-failure " + orderA
+	publish := "Publish not-undoable " + orderA
 	reserve, charge, ship, handBack := send("agent-reserve-inventory"), send("agent-charge-payment"), send("agent-ship-goods"), send("scheduler")
 	storeFails := func(method, label string) func(*fixture) {
 		return func(f *fixture) { f.Store.Fault = actortest.Fault(errStore, method, label) }
@@ -658,10 +658,14 @@ func TestDispatchFailureCountsAFailure(t *testing.T) {
 		f.Send.Fail = failAgentQueues
 		f.handle(t, context.Background(), record("m1", scheduleBody(orderA, 1)))
 		f.Calls.Check(t, "Apply "+orderA+" claimed", "Send agent-charge-payment "+orderA,
-			"Apply "+orderA+" gave-up", "Publish dispatch-failed "+orderA, "Apply "+orderA+" alert-sent")
+			"Apply "+orderA+" gave-up", "Publish dispatch-failed "+orderA, "Publish not-undoable "+orderA, "Apply "+orderA+" alert-sent")
+		// The queue needs fixing (a notice), and the order a decision:
+		// reserve-inventory has no undo, and charge-payment may have been
+		// delivered.
 		published := f.Publish.Published()
-		if len(published) != 1 || published[0].Kind != alert.KindDispatchFailed || !strings.Contains(published[0].LastError, errQueue.Error()) {
-			t.Fatalf("alerts = %+v, want one dispatch-failed alert naming the cause", published)
+		if len(published) != 2 || published[0].Kind != alert.KindDispatchFailed || published[1].Kind != alert.KindNotUndoable ||
+			!strings.Contains(published[0].LastError, errQueue.Error()) || !strings.Contains(published[1].LastError, errQueue.Error()) {
+			t.Fatalf("alerts = %+v, want a dispatch-failed notice and a not-undoable alert, both naming the cause", published)
 		}
 		if got, want := actortest.DigestOf(f.Store.Record(t, orderA)), (actortest.Digest{State: workflow.Error, Step: 1, Attempt: claimedAttempt, Failures: cfg.Policy.MaxFailures}); got != want {
 			t.Errorf("record = %+v, want %+v", got, want)
@@ -714,7 +718,7 @@ func TestReplyWithAnOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
 		Outcome: message.Succeeded, Output: json.RawMessage(`{"receipt":"` + strings.Repeat("x", 100) + `"}`),
 	})
 	f.handle(t, context.Background(), record("m1", body))
-	f.Calls.Check(t, "Apply "+orderA+" failed", "Publish permanent-failure "+orderA, "Apply "+orderA+" alert-sent")
+	f.Calls.Check(t, "Apply "+orderA+" failed", "Publish not-undoable "+orderA, "Apply "+orderA+" alert-sent")
 	st := f.Store.Record(t, orderA)
 	if len(st.Steps[1].Output) != 0 || st.Steps[1].State != workflow.StepFailed {
 		t.Fatalf("step history %+v: the output must not be committed", st.Steps[1])
@@ -823,21 +827,24 @@ func TestReplyFailed(t *testing.T) {
 		t.Fatalf("batch item failures = %v", failed)
 	}
 	// Publish before confirming; nothing advanced or sent.
-	f.Calls.Check(t, "Apply "+orderC+" failed", "Publish permanent-failure "+orderC, "Apply "+orderC+" alert-sent")
-	const lastError = "card-declined: the issuer declined the card"
+	f.Calls.Check(t, "Apply "+orderC+" failed", "Publish not-undoable "+orderC, "Apply "+orderC+" alert-sent")
+	// reserve-inventory has no undo and was applied: the order cannot be
+	// undone whole, so nothing is, and it waits in Error.
+	const fault = "card-declined: the issuer declined the card"
+	const lastError = "not undoable: step reserve-inventory was applied and has no undo; " + fault
 	st := f.Store.Record(t, orderC)
 	if st.ProcessState != workflow.Error || st.StepIndex != 1 || st.Attempt != 3 || st.LastError != lastError ||
 		st.LockedBy != "" || !st.CompleteBy.Equal(testNow.Add(cfg.Policy.AlertTimeout)) {
 		t.Errorf("record %+v, want Error at step 1 with %q, its alert due by %v", st, lastError, testNow.Add(cfg.Policy.AlertTimeout))
 	}
-	if h := st.Steps[1]; h.State != workflow.StepFailed || h.Error != lastError || h.FinishedAt == nil {
-		t.Errorf("step history %+v, want failed with %q", h, lastError)
+	if h := st.Steps[1]; h.State != workflow.StepFailed || h.Error != fault || h.FinishedAt == nil {
+		t.Errorf("step history %+v, want failed with %q", h, fault)
 	}
 	if st.AlertPending || st.InFlight {
 		t.Errorf("alert pending %v, in flight %v: the confirmed alert must take the record out of the Supervisor's index", st.AlertPending, st.InFlight)
 	}
 	wantAlert := alert.Alert{
-		Kind: alert.KindPermanentFailure, OrderID: orderC, Workflow: "order-v1", Step: "charge-payment", StepIndex: 1,
+		Kind: alert.KindNotUndoable, OrderID: orderC, Workflow: "order-v1", Step: "charge-payment", StepIndex: 1,
 		FailureCount: failureCount, MaxFailures: cfg.Policy.MaxFailures, Attempt: 3,
 		LastError: lastError, At: testNow, CLI: alert.CLI(""),
 	}
@@ -888,10 +895,21 @@ func TestUndoReplies(t *testing.T) {
 			want:      actortest.Digest{State: workflow.Compensating, Attempt: 7, Locked: true},
 		},
 		{
+			// The last undo ends the order, as the record says who stopped it.
 			name: "undo of the first step: compensated",
 			seed: undoingAt(cfg, orderA, 0, 6, testNow), body: undoReply("reserve-inventory", 0, message.Succeeded),
-			wantCalls: []string{"Apply " + orderA + " compensated"},
+			wantCalls: []string{"GetState " + orderA, "Apply " + orderA + " compensated"},
 			want:      actortest.Digest{State: workflow.Compensated, Attempt: 6},
+		},
+		{
+			name: "undo of the first step of a cancelled order: cancelled",
+			seed: func() workflow.State {
+				st := undoingAt(cfg, orderA, 0, 6, testNow)
+				st.Cancelled = true
+				return st
+			}(), body: undoReply("reserve-inventory", 0, message.Succeeded),
+			wantCalls: []string{"GetState " + orderA, "Apply " + orderA + " compensated"},
+			want:      actortest.Digest{State: workflow.Cancelled, Attempt: 6},
 		},
 		{
 			name: "undo failed: an operator must act",
@@ -1032,7 +1050,7 @@ func TestBatchProcessesEveryRecord(t *testing.T) {
 		"Apply "+orderB+" claimed",
 		"Apply "+orderC+" claimed",
 		"Apply "+orderD+" step-completed", "Send agent-ship-goods "+orderD,
-		"Apply "+orderB+" failed", "Publish permanent-failure "+orderB, "Apply "+orderB+" alert-sent",
+		"Apply "+orderB+" failed", "Publish not-undoable "+orderB, "Apply "+orderB+" alert-sent",
 		"Apply "+orderE+" claimed", "Send agent-ship-goods "+orderE,
 	)
 	owners := []string{}

@@ -15,8 +15,8 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// indexMeter asks every UpdateItem for the capacity each index consumed,
-// and keeps the last answer's.
+// indexMeter asks every UpdateItem and transaction for the capacity each
+// index consumed, and keeps the last answer's.
 type indexMeter struct {
 	*dynamodb.Client
 	mu   sync.Mutex
@@ -37,7 +37,25 @@ func (m *indexMeter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 	return out, err
 }
 
-// used is what ByState consumed in the last UpdateItem.
+// TransactWriteItems is metered as UpdateItem is: the rare changes that
+// move the orders item's TTL too are transactions.
+func (m *indexMeter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	in.ReturnConsumedCapacity = types.ReturnConsumedCapacityIndexes
+	out, err := m.Client.TransactWriteItems(ctx, in, opts...)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last = map[string]float64{}
+	if err == nil {
+		for _, cc := range out.ConsumedCapacity {
+			for name, c := range cc.GlobalSecondaryIndexes {
+				m.last[name] += aws.ToFloat64(c.CapacityUnits)
+			}
+		}
+	}
+	return out, err
+}
+
+// used is what ByState consumed in the last UpdateItem or transaction.
 func (m *indexMeter) used() float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -72,7 +90,7 @@ func TestOnlyAStateChangeWritesByState(t *testing.T) {
 			return plain.Claim(st.OrderID, 0, false, "s", now)
 		}, false},
 		{"rejected: into Error", func(st workflow.State) workflow.Change {
-			return plain.StepRejected(st.OrderID, 0, st.Attempt, "rejected: no", "s", now)
+			return plain.StepRejected(st.OrderID, 0, st.Attempt, "rejected: no", false, "s", now)
 		}, true},
 		{"its alert owed again: Error still", func(st workflow.State) workflow.Change {
 			c, _ := plain.Expired(st, st.CompleteBy)

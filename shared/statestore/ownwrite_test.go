@@ -1,7 +1,9 @@
 package statestore_test
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -14,15 +16,19 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-const updateItem = "DynamoDB_20120810.UpdateItem"
+const (
+	updateItem         = "DynamoDB_20120810.UpdateItem"
+	transactWriteItems = "DynamoDB_20120810.TransactWriteItems"
+)
 
 // lossyStore is a store on the same tables as s whose client loses the
-// answer of the next UpdateItem it sends (the write itself commits); the
-// SDK's retryer sends it again, which then fails its condition against the
-// write it made itself.
-func lossyStore(t *testing.T, tables statestore.Tables) (*statestore.Store, *lossy.Transport) {
+// answer of the next request of op it sends (the write itself commits);
+// the SDK's retryer sends it again, which then fails its condition against
+// the write it made itself, or for a transaction is answered as the one
+// its idempotency token already committed.
+func lossyStore(t *testing.T, tables statestore.Tables, op string) (*statestore.Store, *lossy.Transport) {
 	t.Helper()
-	lose := &lossy.Transport{Lose: lossy.First(updateItem, 1)}
+	lose := &lossy.Transport{Lose: lossy.First(op, 1)}
 	db := enginetest.DynamoDB(t, func(o *dynamodb.Options) { o.HTTPClient = &http.Client{Transport: lose} })
 	return statestore.New(db, tables), lose
 }
@@ -40,6 +46,8 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 		before func(t *testing.T, s *statestore.Store, id string) workflow.State
 		change func(seen workflow.State) workflow.Change
 		check  func(t *testing.T, got workflow.State)
+		// op is the request whose answer is lost; UpdateItem when empty.
+		op string
 	}{{
 		name: "claim",
 		change: func(seen workflow.State) workflow.Change {
@@ -65,7 +73,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 		name:   "permanent failure that starts the compensation",
 		before: claimed,
 		change: func(seen workflow.State) workflow.Change {
-			return machine.StepRejected(seen.OrderID, 0, seen.Attempt, "rejected", "scheduler/b", now)
+			return machine.StepRejected(seen.OrderID, 0, seen.Attempt, "rejected", false, "scheduler/b", now)
 		},
 		check: func(t *testing.T, got workflow.State) {
 			if got.ProcessState != workflow.Compensating || got.LockedBy != "scheduler/b" {
@@ -98,6 +106,32 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 				t.Fatalf("recovery returned %+v", got)
 			}
 		},
+	}, {
+		name: "operator retry, with the orders item's TTL",
+		before: func(t *testing.T, s *statestore.Store, id string) workflow.State {
+			st := claimed(t, s, id)
+			st, err := s.Apply(context.Background(), machine.StepRejected(id, 0, st.Attempt, "rejected", false, "scheduler/b", now))
+			if err == nil {
+				st, err = s.Apply(context.Background(), machine.UndoRejected(id, 0, st.Attempt, "compensation rejected", now))
+			}
+			if err != nil || st.ProcessState != workflow.CompensationFailed {
+				t.Fatalf("into CompensationFailed: %s, %v", st.ProcessState, err)
+			}
+			return st
+		},
+		change: func(seen workflow.State) workflow.Change {
+			c, err := machine.Resubmit(seen, now.Add(time.Second))
+			if err != nil || !c.MovesOrder() {
+				panic(fmt.Sprintf("resubmit %+v, %v", c, err))
+			}
+			return c
+		},
+		check: func(t *testing.T, got workflow.State) {
+			if got.ProcessState != workflow.CompensationPending || got.Resubmits != 1 {
+				t.Fatalf("retry returned %+v", got)
+			}
+		},
+		op: transactWriteItems,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -106,7 +140,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 			if tc.before != nil {
 				seen = tc.before(t, reliable, "o-lost")
 			}
-			lossy, lose := lossyStore(t, tables)
+			lossy, lose := lossyStore(t, tables, cmp.Or(tc.op, updateItem))
 			got, err := lossy.Apply(context.Background(), tc.change(seen))
 			if lose.Lost() != 1 {
 				t.Fatalf("%d answers lost, want 1", lose.Lost())
@@ -147,8 +181,9 @@ func TestSomebodyElsesWriteIsStillStale(t *testing.T) {
 	if _, err := claim(reliable, "o-other", 0, "scheduler/a", now); err != nil {
 		t.Fatal(err)
 	}
-	lossy, _ := lossyStore(t, tables)
+	lossy, _ := lossyStore(t, tables, updateItem)
 	if _, err := claim(lossy, "o-other", 0, "scheduler/b", now); err == nil {
 		t.Fatal("a second claim won")
 	}
 }
+

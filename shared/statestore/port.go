@@ -18,8 +18,14 @@ import (
 // double cannot drift from DynamoDB.
 type Port interface {
 	// CreateOrder writes the order and its state record in one
-	// transaction; workflow.ErrExists when the ID is taken.
+	// transaction, with the key item of its Idempotency-Key if it has one;
+	// workflow.ErrKeyUsed when the key made an order the store still
+	// remembers, workflow.ErrExists when the ID is taken.
 	CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error
+	// GetKey reads what an owner's Idempotency-Key made;
+	// workflow.ErrNotFound when nothing, or when the key is forgotten (past
+	// its Order.KeyExpiresAt).
+	GetKey(ctx context.Context, owner, key string) (workflow.KeyUse, error)
 	// GetOrder and GetState read one item; workflow.ErrNotFound when it is
 	// missing or past its ExpiresAt (DynamoDB's TTL deletes it later).
 	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
@@ -30,7 +36,9 @@ type Port interface {
 	PeekState(ctx context.Context, orderID string) (workflow.State, error)
 	// Apply writes a change when its fence admits the record, and returns
 	// the record as written, exactly as workflow.Patch.Apply leaves it;
-	// workflow.ErrStale when the fence does not admit it.
+	// workflow.ErrStale when the fence does not admit it. A change that
+	// moves its orders item's TTL (Change.MovesOrder) writes it in the
+	// same transaction, if the orders item exists.
 	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
 	// Expired returns the records the Supervisor watches whose CompleteBy
 	// is at or before now, at most limit per shard, whole.

@@ -67,8 +67,10 @@ func New(db Client, tables Tables, opts ...Option) *Store {
 func (s *Store) expired(at time.Time) bool { return !at.IsZero() && !s.clk.Now().Before(at) }
 
 // CreateOrder writes the order and its initial state record in one
-// transaction: both or neither. It returns workflow.ErrExists when the order
-// ID is taken.
+// transaction: both or neither, and with them the key item of its
+// Idempotency-Key, if it has one (see key.go). It returns
+// workflow.ErrKeyUsed when the key made another order the store still
+// remembers, and workflow.ErrExists when the order ID is taken.
 func (s *Store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error {
 	order, err := encodeOrder(o) // with its ByOwner keys (owner.go)
 	if err != nil {
@@ -83,15 +85,32 @@ func (s *Store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.S
 		state[ByStateSortAttr] = str(SortKey(st.UpdatedAt, st.OrderID))
 	}
 	notExists := aws.String("attribute_not_exists(" + KeyOrderID + ")")
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: []types.TransactWriteItem{
-			{Put: &types.Put{TableName: aws.String(s.tables.Orders), Item: order, ConditionExpression: notExists}},
-			{Put: &types.Put{TableName: aws.String(s.tables.State), Item: state, ConditionExpression: notExists}},
-		},
-	})
+	items := []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(s.tables.Orders), Item: order, ConditionExpression: notExists}},
+		{Put: &types.Put{TableName: aws.String(s.tables.State), Item: state, ConditionExpression: notExists}},
+	}
+	if o.IdempotencyKey != "" {
+		key, err := encodeKey(o)
+		if err != nil {
+			return fmt.Errorf("encode the key item of %s: %w", o.OrderID, err)
+		}
+		// A key past its ExpiresAt is forgotten, whether or not DynamoDB's
+		// TTL has deleted its item yet: it is taken over.
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.tables.Orders), Item: key,
+			ConditionExpression:       aws.String("attribute_not_exists(#id) OR #exp <= :now"),
+			ExpressionAttributeNames:  map[string]string{"#id": KeyOrderID, "#exp": ExpiresAtAttr},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":now": num64(s.clk.Now().Unix())},
+		}})
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var canceled *types.TransactionCanceledException
 	if errors.As(err, &canceled) {
-		for _, r := range canceled.CancellationReasons {
+		// The reasons are in the order of the items.
+		reasons := canceled.CancellationReasons
+		if len(reasons) == 3 && aws.ToString(reasons[2].Code) == "ConditionalCheckFailed" {
+			return fmt.Errorf("create order %s: %w", o.OrderID, workflow.ErrKeyUsed)
+		}
+		for _, r := range reasons {
 			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
 				return fmt.Errorf("create order %s: %w", o.OrderID, workflow.ErrExists)
 			}
@@ -178,7 +197,13 @@ func (s *Store) Apply(ctx context.Context, c workflow.Change) (workflow.State, e
 	if moves {
 		listedOf(e, c.OrderID, c.Patch)
 	}
-	st, err := s.update(ctx, c.OrderID, e)
+	update := s.update
+	if c.MovesOrder() {
+		update = func(ctx context.Context, orderID string, e *expr) (workflow.State, error) {
+			return s.updateWithOrder(ctx, orderID, e, c.Patch)
+		}
+	}
+	st, err := update(ctx, c.OrderID, e)
 	if err != nil {
 		what := string(c.Transition)
 		if what == "" {
@@ -297,7 +322,10 @@ func patchOf(e *expr, orderID string, p workflow.Patch) {
 	case p.Unexpire:
 		e.Remove(ExpiresAtAttr)
 	}
-	if p.Seal {
+	switch {
+	case !p.OpenUntil.IsZero():
+		e.Set("OpenUntil", num64(unixMilli(p.OpenUntil)))
+	case p.Seal:
 		e.Remove("OpenUntil")
 	}
 	for _, sp := range p.Steps {
@@ -384,6 +412,63 @@ func (s *Store) update(ctx context.Context, orderID string, e *expr) (workflow.S
 		return workflow.State{}, fmt.Errorf("update state %s: %w", orderID, err)
 	}
 	return DecodeState(out.Attributes)
+}
+
+// updateWithOrder is update for a change that also moves the TTL of the
+// order's item in the orders table (workflow.Change.MovesOrder): the
+// record's conditional update and the orders item's in one transaction, so
+// the orders item never lives shorter than its record. Such changes are
+// rare (a reopening, an alert confirmed, a change past the record's
+// OpenUntil), which is why the transaction's double write units are
+// acceptable here. An orders item that does not exist (deleted by hand,
+// or by the TTL of an older release) has nothing to keep, and the record
+// is written alone. A transaction returns no item, so the record as
+// written is read back, strongly consistent; the SDK's idempotency token
+// makes a retry of a transaction whose answer was lost succeed again
+// rather than fail its condition.
+func (s *Store) updateWithOrder(ctx context.Context, orderID string, e *expr, p workflow.Patch) (workflow.State, error) {
+	token := newWriteToken()
+	e.Set(WriteTokenAttr, str(token))
+	order := &types.Update{
+		TableName:                aws.String(s.tables.Orders),
+		Key:                      map[string]types.AttributeValue{KeyOrderID: str(orderID)},
+		ConditionExpression:      aws.String("attribute_exists(#id)"),
+		ExpressionAttributeNames: map[string]string{"#id": KeyOrderID, "#exp": ExpiresAtAttr},
+		UpdateExpression:         aws.String("REMOVE #exp"),
+	}
+	if !p.KeepOrder {
+		order.UpdateExpression = aws.String("SET #exp = :exp")
+		order.ExpressionAttributeValues = map[string]types.AttributeValue{":exp": num64(unixSeconds(p.OrderExpiresAt))}
+	}
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Update: &types.Update{
+			TableName:                           aws.String(s.tables.State),
+			Key:                                 map[string]types.AttributeValue{KeyOrderID: str(orderID)},
+			UpdateExpression:                    aws.String(e.update()),
+			ConditionExpression:                 e.condition(),
+			ExpressionAttributeNames:            e.names,
+			ExpressionAttributeValues:           e.values,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}},
+		{Update: order},
+	}})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) && len(canceled.CancellationReasons) == 2 {
+		state, orders := canceled.CancellationReasons[0], canceled.CancellationReasons[1]
+		switch {
+		case aws.ToString(state.Code) == "ConditionalCheckFailed":
+			if v, ok := state.Item[WriteTokenAttr].(*types.AttributeValueMemberS); ok && v.Value == token {
+				return DecodeState(state.Item)
+			}
+			return workflow.State{}, workflow.ErrStale
+		case aws.ToString(orders.Code) == "ConditionalCheckFailed":
+			return s.update(ctx, orderID, e)
+		}
+	}
+	if err != nil {
+		return workflow.State{}, fmt.Errorf("update state %s with its order's TTL: %w", orderID, err)
+	}
+	return s.state(ctx, orderID, true)
 }
 
 // WriteTokenAttr holds the random token of the record's last write, so a

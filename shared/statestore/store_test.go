@@ -155,16 +155,55 @@ func TestTablesExpireOnExpiresAt(t *testing.T) {
 		t.Error("an open record has an ExpiresAt")
 	}
 	ended := t0.Add(10*time.Second + 700*time.Millisecond)
-	written, err := s.Apply(ctx, machine.StepRejected(id, 0, st.Attempt, "no", "scheduler/x", ended))
+	written, err := s.Apply(ctx, machine.StepRejected(id, 0, st.Attempt, "no", false, "scheduler/x", ended))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if written.ProcessState.Terminal() {
 		t.Fatalf("the default workflow's rejection at step 0 left %s, want its compensation", written.ProcessState)
 	}
-	written, err = s.Apply(ctx, machine.UndoCompleted(id, 0, written.Attempt, json.RawMessage(`{}`), "scheduler/x", ended))
+	written, err = s.Apply(ctx, machine.UndoCompleted(id, 0, written.Attempt, json.RawMessage(`{}`), false, "scheduler/x", ended))
 	if err != nil || written.ProcessState != workflow.Compensated {
 		t.Fatalf("undo: %s, %v", written.ProcessState, err)
 	}
 	seconds("the Compensated record", raw(tables.State), t0.Add(10*time.Second+machine.Policy.Retention))
+}
+
+// TestAChangeOfAnOrderWithoutItsOrdersItemIsWrittenAlone: a change that
+// moves the orders item's TTL, of a record whose orders item is gone
+// (deleted by hand, or by an older release's TTL), writes the record alone:
+// there is nothing to keep, and the order can still be resumed.
+func TestAChangeOfAnOrderWithoutItsOrdersItemIsWrittenAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db, tables := openStore(t, nil)
+	seed(t, s, "o-orphan")
+	st := claimed(t, s, "o-orphan")
+	if _, err := db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(tables.Orders),
+		Key: map[string]types.AttributeValue{statestore.KeyOrderID: &types.AttributeValueMemberS{Value: "o-orphan"}}}); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(time.Second)
+	st, err := s.Apply(ctx, machine.StepRejected("o-orphan", 0, st.Attempt, "no", false, "scheduler/x", now))
+	if err == nil {
+		st, err = s.Apply(ctx, machine.UndoRejected("o-orphan", 0, st.Attempt, "compensation no", now))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := workflow.AlertSent("o-orphan", st.Attempt, now.Add(time.Second))
+	got, err := s.Apply(ctx, c)
+	if err != nil || got.AlertPending || got.InFlight {
+		t.Fatalf("alert confirmed without an orders item: %+v, %v", got, err)
+	}
+	if _, err := s.GetOrder(ctx, "o-orphan"); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("the orders item came back: %v", err)
+	}
+	resubmit, err := machine.Resubmit(got, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Apply(ctx, resubmit); err != nil || got.ProcessState != workflow.CompensationPending {
+		t.Fatalf("resumed without an orders item: %s, %v", got.ProcessState, err)
+	}
 }

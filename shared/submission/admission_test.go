@@ -52,3 +52,38 @@ func TestClientMistakesAreAnsweredWhileShedding(t *testing.T) {
 		t.Errorf("GET /orders while shedding: %d", resp.StatusCode)
 	}
 }
+
+// TestARetryOfAnAcceptedOrderIsNeverShed: while the agents' queues are
+// over their backlog, a client retrying a POST whose 202 it lost gets the
+// answer of its order (202, the same ID, marked as a replay), and one that
+// reuses the key with another body gets 422, as without load: only new
+// orders are shed. The key is read only when an order would be shed.
+func TestARetryOfAnAcceptedOrderIsNeverShed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	first := readAccepted(t, f.do(t, postOrder(validBody, IdempotencyKeyHeader, "k-accepted")))
+	if n := f.called("GetKey"); n != 0 {
+		t.Fatalf("an admitted order read its key %d times, want none", n)
+	}
+	f.mu.Lock()
+	f.decision = &admission.Decision{RetryAfter: 3 * time.Second, Queue: "https://sqs.example/q/reserve", Depth: 812}
+	f.mu.Unlock()
+
+	retry := f.do(t, postOrder(validBody, IdempotencyKeyHeader, "k-accepted"))
+	if a := readAccepted(t, retry); a.OrderID != first.OrderID || retry.Headers[ReplayedHeader] != "true" {
+		t.Errorf("the retry while shedding answered %d %s (replayed %q), want its order %s", retry.StatusCode, retry.Body, retry.Headers[ReplayedHeader], first.OrderID)
+	}
+	other := strings.Replace(validBody, `"quantity":2`, `"quantity":3`, 1)
+	if p := readProblem(t, f.do(t, postOrder(other, IdempotencyKeyHeader, "k-accepted")), 422); p.Type != ProblemIdempotencyKey {
+		t.Errorf("the key with another body while shedding: %+v", p)
+	}
+	if p := readProblem(t, f.do(t, postOrder(validBody, IdempotencyKeyHeader, "k-new")), 429); p.Type != ProblemOverloaded {
+		t.Errorf("a new order while shedding: %+v", p)
+	}
+	if p := readProblem(t, f.do(t, postOrder(validBody)), 429); p.Type != ProblemOverloaded {
+		t.Errorf("a new order without a key while shedding: %+v", p)
+	}
+	if creates, orders := f.called("CreateOrder"), f.store.Writes(); creates != 1 || orders != 1 {
+		t.Errorf("creates %d, orders %d; want the first one only", creates, orders)
+	}
+}

@@ -47,6 +47,10 @@ type Config struct {
 	// Admission is the check that sheds new orders while an Agent queue
 	// holds more than its backlog; without queues every order is admitted.
 	Admission admission.Config
+	// AlertTopicARN is the operators' SNS topic, told at once what an
+	// operator's cancel leaves applied (WithAlerts); only main uses it,
+	// and without it the order's LastError alone says so.
+	AlertTopicARN string
 }
 
 // maxBodyBytes bounds MaxBodyBytes: a synchronous Lambda invocation's
@@ -63,6 +67,7 @@ var variables = func() map[string]string {
 		"StateTable":        "STATE_TABLE",
 		"ClaimTimeout":      "CLAIM_TIMEOUT",
 		"Retention":         "RETENTION",
+		"AlertTopicARN":     "ALERT_TOPIC_ARN",
 	}
 	maps.Copy(v, admission.Variables)
 	return v
@@ -77,6 +82,7 @@ var variables = func() map[string]string {
 //	STATE_TABLE            required, DynamoDB table name, not ORDERS_TABLE
 //	CLAIM_TIMEOUT          optional Go duration within 1s..1h, default the policy's
 //	RETENTION              optional Go duration within 24h..87600h (10 years), default 2160h (90 days)
+//	ALERT_TOPIC_ARN        optional SNS topic ARN: the operators' topic, told at once what a cancel leaves applied
 //
 // and the admission check's ADMISSION_* variables (admission.Read).
 func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(getenv, catalog.Read) }
@@ -100,6 +106,7 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 			Retention:         r.Duration("RETENTION", workflow.DefaultRetention),
 			MaxBodyBytes:      DefaultMaxBodyBytes,
 			Admission:         admission.Read(r),
+			AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
 		}
 	})
 }
@@ -125,6 +132,9 @@ func (c Config) Check(r *config.Rules) {
 	r.URL("SchedulerQueueURL", c.SchedulerQueueURL)
 	r.Tables("OrdersTable", c.OrdersTable, "StateTable", c.StateTable)
 	r.Add(c.Workflows.Validate())
+	if c.AlertTopicARN != "" {
+		r.TopicARN("AlertTopicARN", c.AlertTopicARN)
+	}
 	r.Within("ClaimTimeout", c.ClaimTimeout, time.Second, time.Hour)
 	r.Within("Retention", c.Retention, workflow.MinRetention, workflow.MaxRetention)
 	// Zero stands for DefaultMaxBodyBytes.

@@ -22,8 +22,8 @@ func TestSamplePostOrderEvent(t *testing.T) {
 	req := eventsample.Load[events.APIGatewayV2HTTPRequest](t, "submission-post-order.json")
 	f := newFixture(t, nil)
 	a := readAccepted(t, f.do(t, req))
-	if want := OrderIDForKey(sampleCaller, req.Headers["idempotency-key"]); a.OrderID != want {
-		t.Fatalf("orderId %s, want %s derived from the sample's key", a.OrderID, want)
+	if k, err := f.store.GetKey(t.Context(), sampleCaller, req.Headers["idempotency-key"]); err != nil || k.OrderID != a.OrderID {
+		t.Fatalf("the sample's key names %+v, %v; want order %s", k, err, a.OrderID)
 	}
 	if len(f.out.sent()) != 1 {
 		t.Fatalf("sent %d messages, want 1", len(f.out.sent()))

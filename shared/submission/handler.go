@@ -37,6 +37,7 @@ import (
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/admission"
+	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/followup"
@@ -49,11 +50,14 @@ import (
 // Store keeps orders and their state records.
 type Store interface {
 	// CreateOrder writes the order and its initial state record in ONE
-	// DynamoDB transaction. It returns an error wrapping workflow.ErrExists
-	// when an order with that OrderID already exists.
+	// DynamoDB transaction, with its Idempotency-Key's key item. It returns
+	// an error wrapping workflow.ErrKeyUsed when the key made an order the
+	// store still remembers, and workflow.ErrExists when an order with that
+	// OrderID already exists.
 	CreateOrder(ctx context.Context, o workflow.Order, s workflow.State) error
-	// GetOrder returns an error wrapping workflow.ErrNotFound when absent.
-	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
+	// GetKey returns what an owner's Idempotency-Key made, or an error
+	// wrapping workflow.ErrNotFound when nothing or when it is forgotten.
+	GetKey(ctx context.Context, owner, key string) (workflow.KeyUse, error)
 	// GetState returns an error wrapping workflow.ErrNotFound when absent.
 	GetState(ctx context.Context, orderID string) (workflow.State, error)
 	// ListByState lists the records in a listed state, newest entry into
@@ -108,10 +112,24 @@ type Handler struct {
 	clk    clock.Clock
 	log    *slog.Logger
 	newID  func() string
+	alerts alert.Sender
 }
 
+// Option changes a Handler built by New.
+type Option func(*Handler)
+
+// WithOrderIDs makes next the source of new orders' IDs instead of random
+// UUIDs, so a test knows an order's ID before it submits it. Each must be
+// new: an ID that is taken fails the order (500).
+func WithOrderIDs(next func() string) Option { return func(h *Handler) { h.newID = next } }
+
+// WithAlerts tells the operators at once of what an operator's cancel
+// leaves applied (workflow.Change.Notice); without it that is in the
+// order's LastError only.
+func WithAlerts(a alert.Sender) Option { return func(h *Handler) { h.alerts = a } }
+
 // New returns a Handler, or every problem of cfg and the ports at once.
-func New(cfg Config, store Store, sender Sender, admit Admission, deps actor.Deps) (*Handler, error) {
+func New(cfg Config, store Store, sender Sender, admit Admission, deps actor.Deps, opts ...Option) (*Handler, error) {
 	err := actor.Check("submission", cfg.Validate(), actor.Port{Name: "Store", Value: store}, actor.Port{Name: "Sender", Value: sender},
 		actor.Port{Name: "Admission", Value: admit})
 	if err != nil {
@@ -121,7 +139,11 @@ func New(cfg Config, store Store, sender Sender, admit Admission, deps actor.Dep
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	deps = deps.WithDefaults()
-	return &Handler{cfg: cfg, store: store, sender: sender, admit: admit, clk: deps.Clock, log: deps.Log, newID: randomOrderID}, nil
+	h := &Handler{cfg: cfg, store: store, sender: sender, admit: admit, clk: deps.Clock, log: deps.Log, newID: randomOrderID}
+	for _, o := range opts {
+		o(h)
+	}
+	return h, nil
 }
 
 // route is a resource of the API.
@@ -242,14 +264,17 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	}
 	mach := workflow.Machine{Def: def, Policy: h.policy()}
 
+	// Every order gets an ID of its own, never one derived from its key:
+	// a key the store has forgotten makes a new order that shares nothing
+	// with the old one (see statestore's key.go).
 	orderID := h.newID()
-	if hasKey {
-		orderID = OrderIDForKey(owner, key)
-	}
 	tr := h.orderTrace(ctx)
 	ctx, log = trace.Join(ctx, log.With(slog.String("orderId", orderID), slog.String("workflow", def.ID())), tr)
 	o := newOrder(orderID, owner, key, order, h.clk.Now().UTC())
 	o.ExpiresAt = mach.OrderExpiresAt(o.CreatedAt)
+	if hasKey {
+		o.KeyExpiresAt = mach.KeyExpiresAt(o.CreatedAt)
+	}
 	input, err := json.Marshal(inputOf(o))
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
@@ -264,9 +289,18 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	// Shed only now: a malformed request gets its 4xx whatever the load,
 	// and nothing is written for a shed one, so a retry starts afresh.
 	if d := h.admit.Admit(ctx); !d.Admit {
+		// Only new orders are shed: a retry of one already accepted (a
+		// client that lost its 202) is answered as a replay whatever the
+		// load. Its key is read only now, so the lookup costs nothing
+		// while the system keeps up.
+		if hasKey {
+			if resp, used := h.replay(ctx, log, req, o); used {
+				return resp
+			}
+		}
 		return h.shed(ctx, log, req, d)
 	}
-	return h.submit(ctx, log, req, o, initialState(mach, o, input, req.RequestContext.RequestID, tr), hasKey)
+	return h.submit(ctx, log, req, o, initialState(mach, o, input, req.RequestContext.RequestID, tr))
 }
 
 // orderTrace is the trace a new order goes in: the Lambda invocation's,
@@ -326,16 +360,22 @@ func initialState(mach workflow.Machine, o workflow.Order, input []byte, request
 // submit writes a new order with its state record in one transaction and
 // asks the Scheduler to start it. An order its Idempotency-Key already made
 // is answered as a replay.
-func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, o workflow.Order, state workflow.State, hasKey bool) events.APIGatewayV2HTTPResponse {
+func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, o workflow.Order, state workflow.State) events.APIGatewayV2HTTPResponse {
 	err := h.store.CreateOrder(ctx, o, state)
+	if errors.Is(err, workflow.ErrKeyUsed) {
+		if resp, used := h.replay(ctx, log, req, o); used {
+			return resp
+		}
+		// The key was forgotten between the write and the read (its
+		// ExpiresAt came): it is free now.
+		err = h.store.CreateOrder(ctx, o, state)
+	}
 	switch {
 	case err == nil:
-	case errors.Is(err, workflow.ErrExists) && hasKey:
-		return h.replay(ctx, log, req, o)
 	case errors.Is(err, workflow.ErrExists):
 		// A random UUID v4 collided, or the store misreports: either way not
 		// the client's doing, and retrying the request is safe.
-		return h.internal(ctx, log, req, fmt.Errorf("create order %s without idempotency key: %w", o.OrderID, err))
+		return h.internal(ctx, log, req, fmt.Errorf("create order %s: %w", o.OrderID, err))
 	default:
 		return h.internal(ctx, log, req, fmt.Errorf("create order %s: %w", o.OrderID, err))
 	}
@@ -353,34 +393,38 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 	return accepted(o.OrderID, state.ProcessState, false)
 }
 
-// replay answers a request whose Idempotency-Key already made an order.
-func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, o workflow.Order) events.APIGatewayV2HTTPResponse {
-	existing, err := h.store.GetOrder(ctx, o.OrderID)
+// replay answers a request whose Idempotency-Key already made an order: the
+// answer to that order's submission, or 422 for another body. used is
+// false when the store remembers no order made with the key (it never made
+// one, or has forgotten it), and resp is then nothing.
+func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, o workflow.Order) (resp events.APIGatewayV2HTTPResponse, used bool) {
+	k, err := h.store.GetKey(ctx, o.Owner, o.IdempotencyKey)
 	switch {
 	case errors.Is(err, workflow.ErrNotFound):
-		// Its order expired (the store reads an item past its TTL as
-		// gone) and DynamoDB has not deleted it yet, so the ID is still
-		// taken: the key cannot make a new order until it is.
-		return h.reject(ctx, log, req, problem(http.StatusUnprocessableEntity, ProblemIdempotencyKey,
-			"Idempotency-Key was used for an order that has expired; send the order with a new key"), nil)
+		return resp, false
 	case err != nil:
-		return h.internal(ctx, log, req, fmt.Errorf("read order %s for idempotent replay: %w", o.OrderID, err))
+		// Whether this is a replay is unknown, so neither 202 nor 429 (which
+		// says nothing was written) would be true; a retry is safe.
+		return h.internal(ctx, log, req, fmt.Errorf("read the Idempotency-Key of order %s for a replay: %w", o.OrderID, err)), true
 	}
-	if existing.Owner != o.Owner {
-		// The ID hashes the owner with the key, so only a hash collision
+	// The logger names the ID this request would have made; the replay's
+	// order goes under its own key, so no key is on the line twice.
+	log = log.With(slog.String("replayOf", k.OrderID))
+	if k.Owner != o.Owner {
+		// The slot hashes the owner with the key, so only a hash collision
 		// lands here: not the client's doing, and nothing of the other
 		// order may show.
-		return h.internal(ctx, log, req, fmt.Errorf("order %s derived for another caller's Idempotency-Key", o.OrderID))
+		return h.internal(ctx, log, req, fmt.Errorf("the Idempotency-Key's slot holds order %s of another caller", k.OrderID)), true
 	}
-	if existing.RequestHash != o.RequestHash {
+	if k.RequestHash != o.RequestHash {
 		return h.reject(ctx, log, req, problem(http.StatusUnprocessableEntity, ProblemIdempotencyKey,
-			"Idempotency-Key was already used with a different request"), nil)
+			"Idempotency-Key was already used with a different request"), nil), true
 	}
 	// No second dispatch: the first submission sent it, or, if that send
 	// failed, the Supervisor retries the step after its deadline. The answer
 	// is the first one's.
 	log.InfoContext(ctx, "idempotent replay of an accepted order")
-	return accepted(o.OrderID, workflow.Processing, true)
+	return accepted(k.OrderID, workflow.Processing, true), true
 }
 
 // orderInput is the canonical order the workflow's Agents receive.

@@ -264,8 +264,8 @@ func TestIdempotentReplay(t *testing.T) {
 	const key = "checkout-7731"
 	first := f.do(t, postOrder(validBody, "Idempotency-Key", key))
 	a := readAccepted(t, first)
-	if a.OrderID != OrderIDForKey(callerA, key) {
-		t.Fatalf("orderId %q, want the one derived from the caller and the key %q", a.OrderID, OrderIDForKey(callerA, key))
+	if k, err := f.store.GetKey(t.Context(), callerA, key); err != nil || k.OrderID != a.OrderID || a.OrderID[14] != '4' {
+		t.Fatalf("orderId %q, key %+v, %v: want a random ID the key names", a.OrderID, k, err)
 	}
 	if got := f.order(t, a.OrderID).IdempotencyKey; got != key {
 		t.Fatalf("stored IdempotencyKey %q", got)
@@ -321,13 +321,13 @@ func TestCreateOrderClientID(t *testing.T) {
 func TestIdempotencyKeyReuse(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	readAccepted(t, f.do(t, postOrder(validBody, "Idempotency-Key", "k1")))
+	first := readAccepted(t, f.do(t, postOrder(validBody, "Idempotency-Key", "k1")))
 	other := strings.Replace(validBody, `"quantity":2`, `"quantity":3`, 1)
 	p := readProblem(t, f.do(t, postOrder(other, "Idempotency-Key", "k1")), 422)
 	if p.Type != ProblemIdempotencyKey || p.Detail != "Idempotency-Key was already used with a different request" {
 		t.Fatalf("problem %+v", p)
 	}
-	if o := f.order(t, OrderIDForKey(callerA, "k1")); o.Items[0].Quantity != 2 {
+	if o := f.order(t, first.OrderID); o.Items[0].Quantity != 2 {
 		t.Fatalf("the first order was overwritten: %+v", o)
 	}
 	if n := len(f.out.sent()); n != 1 {
@@ -613,29 +613,18 @@ func TestHandleRecoversPanic(t *testing.T) {
 	}
 }
 
-func TestOrderIDForKey(t *testing.T) {
+func TestRandomOrderIDs(t *testing.T) {
 	t.Parallel()
-	a, b := OrderIDForKey(callerA, "k1"), OrderIDForKey(callerA, "k2")
-	if a != OrderIDForKey(callerA, "k1") || a == b {
-		t.Fatalf("derivation not deterministic or not distinct: %s %s", a, b)
-	}
-	// The same key from another caller is another order; the separator
-	// keeps a pair from passing for another whose parts join the same.
-	c, d := OrderIDForKey(ownerB, "k1"), OrderIDForKey(callerA+"k", "1")
-	if c == a || d == a || c == d {
-		t.Fatalf("owners share an ID: %s %s %s", a, c, d)
-	}
-	// Pinned: the mapping of existing orders must never change silently.
-	if got, want := OrderIDForKey(callerA, "checkout-7731"), "fe9bd130-6085-8c92-b7cf-4a3e8a2d27fe"; got != want {
-		t.Fatalf("OrderIDForKey = %s, want %s", got, want)
-	}
-	for _, id := range []string{a, b, c, randomOrderID()} {
-		if !message.ValidOrderID(id) || len(id) != 36 || strings.Count(id, "-") != 4 || !strings.ContainsAny(id[19:20], "89ab") {
-			t.Fatalf("%q is not UUID-shaped", id)
+	seen := map[string]bool{}
+	for range 1000 {
+		id := randomOrderID()
+		if !message.ValidOrderID(id) || len(id) != 36 || strings.Count(id, "-") != 4 || id[14] != '4' || !strings.ContainsAny(id[19:20], "89ab") {
+			t.Fatalf("%q is not a UUID of version 4", id)
 		}
-	}
-	if a[14] != '8' {
-		t.Fatalf("derived ID %s is not version 8", a)
+		if seen[id] {
+			t.Fatalf("%s drawn twice", id)
+		}
+		seen[id] = true
 	}
 }
 
@@ -743,8 +732,10 @@ func FuzzHandle(f *testing.F) {
 			if err != nil {
 				t.Fatalf("202 for a request without an identity: %v", err)
 			}
-			if hasKey && method == "POST" && path == "/orders" && a.OrderID != OrderIDForKey(owner, key) {
-				t.Fatalf("orderId %s not derived from the caller and key %q", a.OrderID, key)
+			if hasKey && method == "POST" && path == "/orders" {
+				if k, err := fx.store.GetKey(t.Context(), owner, key); err != nil || k.OrderID != a.OrderID {
+					t.Fatalf("orderId %s, but the key %q names %+v, %v", a.OrderID, key, k, err)
+				}
 			}
 		}
 	})
@@ -773,8 +764,8 @@ func TestLargestValidOrderFitsTheInputBound(t *testing.T) {
 
 // TestRetention: an order says when it expires once it ended, and from
 // then on it is missing to its owner, to the operators and to their
-// listings, although DynamoDB may not have deleted it yet; its key makes
-// no new order while its orders item still takes the ID.
+// listings, although DynamoDB may not have deleted it yet; its key, which
+// is forgotten by then, makes a new order.
 func TestRetention(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -792,9 +783,9 @@ func TestRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clk.Advance(1500 * time.Millisecond)
-	written, err := f.store.Apply(context.Background(), m.StepRejected(a.OrderID, 0, st.Attempt, "no", "sched", f.clk.Now()))
+	written, err := f.store.Apply(context.Background(), m.StepRejected(a.OrderID, 0, st.Attempt, "no", false, "sched", f.clk.Now()))
 	if err == nil {
-		written, err = f.store.Apply(context.Background(), m.UndoCompleted(a.OrderID, 0, written.Attempt, json.RawMessage(`{}`), "sched", f.clk.Now()))
+		written, err = f.store.Apply(context.Background(), m.UndoCompleted(a.OrderID, 0, written.Attempt, json.RawMessage(`{}`), false, "sched", f.clk.Now()))
 	}
 	if err != nil || written.ProcessState != workflow.Compensated {
 		t.Fatalf("ending the order: %s, %v", written.ProcessState, err)
@@ -836,12 +827,10 @@ func TestRetention(t *testing.T) {
 	if ids := listed(); len(ids) != 0 {
 		t.Errorf("listed %v after it expired, want nothing", ids)
 	}
-	// Within its orders item's life the key is answered as before (the
-	// record is gone, as at Location); once that expires too, with a 422.
-	readAccepted(t, f.do(t, postOrder(validBody, "Idempotency-Key", key)))
-	f.clk.Set(testNow.Add(2 * workflow.DefaultRetention))
-	p := readProblem(t, f.do(t, postOrder(validBody, "Idempotency-Key", key)), 422)
-	if p.Type != ProblemIdempotencyKey || !strings.Contains(p.Detail, "expired") {
-		t.Errorf("the key of an expired order: %+v", p)
+	// The key is forgotten the retention after the order's creation: it
+	// makes a new order, with an ID of its own.
+	again := f.do(t, postOrder(validBody, "Idempotency-Key", key))
+	if b := readAccepted(t, again); b.OrderID == a.OrderID || again.Headers[ReplayedHeader] != "" {
+		t.Errorf("the key of an expired order made %s (replayed %q), want a new order", b.OrderID, again.Headers[ReplayedHeader])
 	}
 }

@@ -2,28 +2,8 @@ package submission
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 )
-
-// idNamespace separates our derivation from any other SHA-256 of the same
-// input; bump the version to change the mapping without colliding with the
-// old. Version 1 hashed the key alone, so two clients sending the same key
-// met on one order; orders made then keep their IDs.
-const idNamespace = "sasflow/submission/order-id/v2\x00"
-
-// OrderIDForKey derives the order ID for an Idempotency-Key sent by owner
-// (see Principal): a retry with the same key by the same caller lands on the
-// same order, so the conditional write in CreateOrder is what detects it,
-// while another caller's same key makes an order of its own. The result is
-// UUID-shaped (version 8, RFC 9562's custom-hash version) so derived and
-// random IDs look alike.
-func OrderIDForKey(owner, key string) string {
-	// An owner is printable ASCII (Principal), so the NUL between the two
-	// keeps (owner, key) pairs apart.
-	sum := sha256.Sum256([]byte(idNamespace + owner + "\x00" + key))
-	return formatUUID(sum[:16], 8)
-}
 
 // randomOrderID returns a random UUID version 4.
 func randomOrderID() string {

@@ -117,7 +117,7 @@ func (f *dynamoFixture) fail(t *testing.T, id string) {
 	for i := range m.Def.Steps {
 		m.Def.Steps[i].Compensable = false
 	}
-	if st = f.apply(t, m.StepRejected(id, 0, st.Attempt, "card declined", "scheduler-1", f.tick())); st.ProcessState != workflow.Error {
+	if st = f.apply(t, m.StepRejected(id, 0, st.Attempt, "card declined", false, "scheduler-1", f.tick())); st.ProcessState != workflow.Error {
 		t.Fatalf("fail %s: %+v", id, st)
 	}
 }
@@ -255,7 +255,7 @@ func TestIntegrationRetry(t *testing.T) {
 	if p.Type != ProblemConflict || !strings.Contains(p.Detail, "is Processing") {
 		t.Fatalf("second retry: %+v", p)
 	}
-	readProblem(t, f.do(t, post("/orders/"+OrderIDForKey(callerA, "nobody")+"/retry")), 404)
+	readProblem(t, f.do(t, post("/orders/"+randomOrderID()+"/retry")), 404)
 }
 
 // barrierAtWrites is the real store whose writes wait at b: every request
@@ -298,7 +298,7 @@ func TestIntegrationCancel(t *testing.T) {
 	// Never claimed: nothing to undo, the order is Cancelled outright. A
 	// new order's first step is claimed at submission, so only a record
 	// written before that has none (seeded as such here).
-	idle := OrderIDForKey(callerA, "written-before-first-claims")
+	idle := randomOrderID()
 	old := workflow.NewState(idle, workflow.Reference(), json.RawMessage(`{}`), f.tick(), f.clk.Now().Add(time.Minute))
 	old.Owner = callerA
 	if err := f.db.CreateOrder(context.Background(), workflow.Order{OrderID: idle, Owner: callerA, CreatedAt: f.clk.Now()}, old); err != nil {
@@ -416,8 +416,9 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 	}
 	foreign := f.do(t, as(request("GET", "/orders/"+aID, nil, ""), callerB))
 	readProblem(t, foreign, 404)
-	missing := f.do(t, as(request("GET", "/orders/"+OrderIDForKey(callerB, "never-used"), nil, ""), callerB))
-	if strings.ReplaceAll(foreign.Body, aID, "ID") != strings.ReplaceAll(missing.Body, OrderIDForKey(callerB, "never-used"), "ID") {
+	neverUsed := randomOrderID()
+	missing := f.do(t, as(request("GET", "/orders/"+neverUsed, nil, ""), callerB))
+	if strings.ReplaceAll(foreign.Body, aID, "ID") != strings.ReplaceAll(missing.Body, neverUsed, "ID") {
 		t.Fatalf("another's order answered %s, a missing one %s", foreign.Body, missing.Body)
 	}
 
@@ -454,7 +455,7 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 		f.tick()
 		readOperatorAccepted(t, f.do(t, request("POST", "/orders/"+id+"/cancel", nil, "")), id, workflow.CompensationPending)
 		undo := f.claim(t, id, 0, true)
-		f.apply(t, machine().UndoCompleted(id, 0, undo.Attempt, nil, "scheduler-1", f.tick()))
+		f.apply(t, machine().UndoCompleted(id, 0, undo.Attempt, nil, false, "scheduler-1", f.tick()))
 	}
 	ids, _ := f.list(t, "state=Compensated&limit=100")
 	if len(ids) != len(aIDs)+len(bIDs) {

@@ -38,9 +38,6 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 	}
 	c, err := mach.Resubmit(st, now)
 	if err != nil {
-		if errors.Is(err, workflow.ErrPastRetention) {
-			return h.reject(ctx, log, req, pastRetentionProblem(orderID, st), nil)
-		}
 		if !errors.Is(err, workflow.ErrConflict) {
 			return h.internal(ctx, log, req, fmt.Errorf("plan resubmission of %s: %w", orderID, err))
 		}
@@ -88,9 +85,6 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 			return h.reject(ctx, log, req, notDeployedProblem(orderID, err), nil)
 		}
 		c, err := mach.Cancel(st, now, now.Add(h.cfg.ClaimTimeout))
-		if errors.Is(err, workflow.ErrPastRetention) {
-			return h.reject(ctx, log, req, pastRetentionProblem(orderID, st), nil)
-		}
 		if err != nil {
 			return h.internal(ctx, log, req, fmt.Errorf("plan the cancel of %s: %w", orderID, err))
 		}
@@ -131,20 +125,11 @@ func notDeployedProblem(orderID string, err error) Problem {
 		"order %s cannot be changed: %v; deploy that version again (shared/catalog/workflows.json), then retry", orderID, err))
 }
 
-// pastRetentionProblem answers a retry or cancel that would reopen an
-// order past its OpenUntil (workflow.ErrPastRetention): its orders item
-// expires the retention after that, and must outlive the reopened order.
-func pastRetentionProblem(orderID string, st workflow.State) Problem {
-	return problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
-		"order %s was created at %s and could be reopened until %s (the retention after its creation); it stays %s until it expires",
-		orderID, st.CreatedAt.UTC().Format(time.RFC3339), st.OpenUntil.UTC().Format(time.RFC3339), st.ProcessState))
-}
-
 // followUp logs a committed change and hands its order to the Scheduler. A
 // failed send is only logged: the record is durable and unclaimed, so the
 // Supervisor re-sends it once its claim deadline passes.
 func (h *Handler) followUp(ctx context.Context, log *slog.Logger, c workflow.Change, st workflow.State, now time.Time) {
-	f := followup.Actions{Send: h.sender, SchedulerQueueURL: h.cfg.SchedulerQueueURL}
+	f := followup.Actions{Send: h.sender, SchedulerQueueURL: h.cfg.SchedulerQueueURL, Alerts: h.alerts}
 	_ = f.After(ctx, c, st, now, log)
 }
 

@@ -181,13 +181,6 @@ func TestRetryRejects(t *testing.T) {
 			failing(failure{method: "Apply", err: fmt.Errorf("resubmit: %w", workflow.ErrNotFound)}),
 			404, ProblemNotFound, "no order with ID " + orderA},
 	}
-	// Its orders item expires the retention after OpenUntil: reopening it
-	// from then on could outlive it.
-	pastOpen := errState
-	pastOpen.OpenUntil, pastOpen.ExpiresAt = testNow.Add(-time.Second), testNow.Add(time.Hour)
-	tests = append(tests, refusal{"past the time it can be reopened", "/orders/" + orderA + "/retry", &pastOpen, nil, 409, ProblemConflict,
-		"order " + orderA + " was created at " + pastOpen.CreatedAt.Format(time.RFC3339) + " and could be reopened until " +
-			pastOpen.OpenUntil.Format(time.RFC3339)})
 	for _, ps := range workflow.ProcessStates() {
 		if ps.NeedsOperator() {
 			continue
@@ -398,12 +391,6 @@ func TestCancelRejects(t *testing.T) {
 			failing(failure{method: "Apply", err: fmt.Errorf("cancel: %w", workflow.ErrNotFound)}),
 			404, ProblemNotFound, "no order with ID " + orderA},
 	}
-	// A cancel of Error at step 1 undoes step 0, which reopens the order:
-	// refused once its OpenUntil has come.
-	pastOpen := at(orderA, workflow.Error, 1, 1)
-	pastOpen.OpenUntil, pastOpen.ExpiresAt = testNow.Add(-time.Second), testNow.Add(time.Hour)
-	tests = append(tests, refusal{"reopening past the time it can be", "/orders/" + orderA + "/cancel", &pastOpen, nil, 409, ProblemConflict,
-		"could be reopened until " + pastOpen.OpenUntil.Format(time.RFC3339)})
 	// Every state an order cannot be cancelled in, other than by a cancel.
 	for _, ps := range workflow.ProcessStates() {
 		if ps == workflow.Pending || ps == workflow.Processing || ps == workflow.Error {

@@ -163,8 +163,10 @@ func TestTenantIsolation(t *testing.T) {
 	if aID == bID || a1.Headers[ReplayedHeader] != "" || b1.Headers[ReplayedHeader] != "" {
 		t.Fatalf("A's %s and B's %s with one key; replayed %q %q", aID, bID, a1.Headers[ReplayedHeader], b1.Headers[ReplayedHeader])
 	}
-	if aID != OrderIDForKey(callerA, "checkout-1") || bID != OrderIDForKey(ownerB, "checkout-1") {
-		t.Fatalf("IDs %s, %s not derived from owner and key", aID, bID)
+	for owner, id := range map[string]string{callerA: aID, ownerB: bID} {
+		if k, err := f.store.GetKey(t.Context(), owner, "checkout-1"); err != nil || k.OrderID != id {
+			t.Fatalf("%s's key names %+v, %v; want %s", owner, k, err, id)
+		}
 	}
 	// Another session of B's role is B: its retry replays B's order.
 	again := f.do(t, as(postOrder(validBody, "Idempotency-Key", "checkout-1"), ownerB+"/another-session"))

@@ -194,7 +194,7 @@ func TestRunRecoveryKinds(t *testing.T) {
 	giveUp := func(name string, seen workflow.State, failures int) row {
 		return row{name: name, seen: seen, wantApply: "gave-up",
 			want:           actortest.Digest{State: workflow.Error, Step: seen.StepIndex, Attempt: seen.Attempt, Failures: failures, AlertOwed: true},
-			wantCompleteBy: testNow.Add(p.AlertTimeout), wantAlert: alert.KindRetriesExhausted,
+			wantCompleteBy: testNow.Add(p.AlertTimeout), wantAlert: alert.KindNotUndoable,
 			wantReport: Report{Expired: 1, GaveUp: 1}}
 	}
 	resend := func(name string, seen workflow.State, kind alert.Kind) row {
@@ -271,6 +271,11 @@ func TestRunRecoveryKinds(t *testing.T) {
 			wantLastError := tt.seen.LastError
 			if tt.seen.ProcessState == workflow.Processing {
 				wantLastError = workflow.TimeoutMessage(tt.seen)
+			}
+			if tt.wantApply == "gave-up" {
+				// No step has an undo: the ones before were applied, and
+				// this one may have been.
+				wantLastError = workflow.NotUndoablePrefix + "step reserve-inventory was applied, step charge-payment may have been applied and have no undo; " + wantLastError
 			}
 			if st.LastError != wantLastError || st.Requeues != tt.seen.Requeues+btoi(tt.wantApply == "requeued") {
 				t.Errorf("written LastError %q, requeues %d; want %q, %d", st.LastError, st.Requeues, wantLastError, tt.seen.Requeues+btoi(tt.wantApply == "requeued"))
@@ -388,7 +393,7 @@ func TestRunFailures(t *testing.T) {
 			name:       "give-up alert not published: not confirmed",
 			seen:       processing(orderA, 2, past),
 			setup:      failPublish,
-			wantCalls:  []string{"Expired", gaveUp, "Publish retries-exhausted " + orderA},
+			wantCalls:  []string{"Expired", gaveUp, "Publish not-undoable " + orderA},
 			wantReport: Report{Expired: 1, GaveUp: 1}, wantAlertOwed: true,
 		},
 		{
@@ -402,7 +407,7 @@ func TestRunFailures(t *testing.T) {
 			name:       "alert published, confirmation fails",
 			seen:       processing(orderA, 2, past),
 			setup:      func(f *fixture) { f.Store.Fault = actortest.Fault(errStore, "Apply", "alert-sent") },
-			wantCalls:  []string{"Expired", gaveUp, "Publish retries-exhausted " + orderA, confirmed},
+			wantCalls:  []string{"Expired", gaveUp, "Publish not-undoable " + orderA, confirmed},
 			wantReport: Report{Expired: 1, GaveUp: 1}, wantAlertOwed: true,
 		},
 		{
@@ -504,7 +509,7 @@ func TestRunMixedBatch(t *testing.T) {
 		"Expired",
 		"Apply "+broken+" retried",
 		"Apply "+orderA+" retried", "Send scheduler "+orderA,
-		"Apply "+orderB+" gave-up", "Publish retries-exhausted "+orderB, "Apply "+orderB+" alert-sent",
+		"Apply "+orderB+" gave-up", "Publish not-undoable "+orderB, "Apply "+orderB+" alert-sent",
 		"Apply "+orderC+" requeued", "Send scheduler "+orderC,
 		"Apply "+orderD+" alert-resent", "Publish permanent-failure "+orderD, "Apply "+orderD+" alert-sent",
 		"Apply "+orderE+" alert-resent", "Publish retries-exhausted "+orderE, "Apply "+orderE+" alert-sent",

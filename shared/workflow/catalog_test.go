@@ -128,7 +128,7 @@ func TestChangesArePinnedToTheirVersion(t *testing.T) {
 	now := mt0.Add(time.Second)
 	for name, ch := range map[string]Change{
 		"completed": v2.StepCompleted("o-1", 0, st.Attempt, nil, "s", now),
-		"rejected":  v2.StepRejected("o-1", 0, st.Attempt, "no", "s", now),
+		"rejected":  v2.StepRejected("o-1", 0, st.Attempt, "no", false, "s", now),
 	} {
 		if ch.Fence.Workflow != "order-v2" || ch.Fence.Admits(st) {
 			t.Errorf("%s by v2: fence %+v admits the v1 record", name, ch.Fence)
@@ -156,7 +156,7 @@ func TestStranded(t *testing.T) {
 	}
 	stopped := apply(t, running, c)
 	if stopped.ProcessState != Error || !stopped.AlertPending || !stopped.InFlight || stopped.LockedBy != "" ||
-		!strings.HasPrefix(stopped.LastError, StrandedPrefix+"order-v1") || stopped.Steps[0].State != StepFailed || stopped.ExpiresAt.IsZero() {
+		!strings.HasPrefix(stopped.LastError, StrandedPrefix+"order-v1") || stopped.Steps[0].State != StepFailed || !stopped.ExpiresAt.IsZero() {
 		t.Fatalf("stranded record %+v", stopped)
 	}
 	// Its alert, unconfirmed, is owed again after the alert timeout, as

@@ -50,6 +50,11 @@ type Handback struct {
 // on the step, its Attempt and a CompleteBy still ahead.
 func (c Change) CommitsReply() bool { return !c.Fence.LiveAt.IsZero() }
 
+// MovesOrder reports whether the change also writes the order's item in
+// the orders table (its TTL): a store carries such a change out as one
+// transaction of both items.
+func (c Change) MovesOrder() bool { return c.Patch.KeepOrder || !c.Patch.OrderExpiresAt.IsZero() }
+
 // AlertKind names what an operator is alerted about.
 type AlertKind string
 
@@ -69,6 +74,10 @@ const (
 	// AlertWorkflowMissing: an order is pinned to a workflow version the
 	// deployment no longer runs (see Stranded).
 	AlertWorkflowMissing AlertKind = "workflow-missing"
+	// AlertNotUndoable: an order stopped with a step that may have been
+	// applied and has no undo: it waits in Error with nothing undone, or
+	// an operator's cancel undid the rest (see Definition.StopAt).
+	AlertNotUndoable AlertKind = "not-undoable"
 )
 
 // Fence is what a record must hold for a change to apply: what the decision
@@ -139,10 +148,21 @@ type Patch struct {
 	// (Machine.retain). Unexpire removes it: the change reopens the order.
 	ExpiresAt time.Time
 	Unexpire  bool
-	// Seal removes OpenUntil: the change ends the order in a state no
-	// operator can reopen (Machine.retain), so the bound is moot, and its
-	// bytes would count toward the write unit of every later write.
-	Seal bool
+	// Seal removes OpenUntil: the change ends the order for good, or its
+	// orders item is kept for an operator (KeepOrder), so the bound is
+	// moot, and its bytes would count toward the write unit of every later
+	// write. OpenUntil, when set, is the record's new bound instead (a
+	// reopening, or a change past the old bound; see retention.go).
+	Seal      bool
+	OpenUntil time.Time
+	// OrderExpiresAt, when set, is the new TTL of the order's item in the
+	// orders table, and KeepOrder removes that TTL: the store writes it in
+	// the same transaction as the record, so the orders item outlives its
+	// record (see retention.go). Rare: a reopening, a change past
+	// OpenUntil, an alert confirmed. Apply leaves the record alone for
+	// them; the orders item is not part of State.
+	OrderExpiresAt time.Time
+	KeepOrder      bool
 	// Cancel records that a cancel stopped the order; Requeue and
 	// Resubmit count a requeue and an operator's resubmission.
 	Cancel, Requeue, Resubmit bool
@@ -202,6 +222,9 @@ func (p Patch) Apply(s State) State {
 	}
 	if p.Seal {
 		s.OpenUntil = time.Time{}
+	}
+	if !p.OpenUntil.IsZero() {
+		s.OpenUntil = p.OpenUntil
 	}
 	if !p.ExpiresAt.IsZero() {
 		s.ExpiresAt = p.ExpiresAt

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -49,32 +50,38 @@ func TestCompensationPlan(t *testing.T) {
 
 func TestStopAt(t *testing.T) {
 	t.Parallel()
-	d := threeSteps()
-	at := func(k, attempts, failures int) State {
-		s := State{StepIndex: k, Steps: make([]StepRecord, 3)}
-		s.Steps[k].Attempts, s.Steps[k].Failures = attempts, failures
-		return s
-	}
+	d := threeSteps() // a and c have an undo, b has none
 	for _, tc := range []struct {
-		name   string
-		s      State
-		reason StopReason
-		want   Stop
+		name     string
+		k        int
+		mayApply bool
+		reason   StopReason
+		want     Stop
 	}{
 		// A claimed step is never proof of nothing applied: a copy of its
 		// request may still reach the remote after a rejection.
-		{"permanent fault at step 0 undoes the step itself", at(0, 1, 0), StopPermanent, Stop{UndoFrom: 0}},
-		{"permanent fault after a timeout of the same step", at(0, 2, 1), StopPermanent, Stop{UndoFrom: 0}},
-		{"timeouts make the step uncertain", at(2, 3, 2), StopTimeouts, Stop{UndoFrom: 2}},
-		{"permanent fault at the last step undoes it first", at(2, 1, 0), StopPermanent, Stop{UndoFrom: 2}},
-		{"a step that cannot be undone is left, the ones before are not", at(1, 1, 0), StopPermanent, Stop{UndoFrom: 0}},
-		{"failed dispatches: the request may have been delivered", at(0, 3, 3), StopDispatch, Stop{UndoFrom: 0}},
-		{"cancel before any claim", at(0, 0, 0), StopCancel, Stop{UndoFrom: -1, Terminal: Cancelled}},
-		{"cancel while the first step runs", at(0, 1, 0), StopCancel, Stop{UndoFrom: 0}},
+		{"permanent fault at step 0 undoes the step itself", 0, false, StopPermanent, Stop{UndoFrom: 0}},
+		{"timeouts at the first step undo it", 0, true, StopTimeouts, Stop{UndoFrom: 0}},
+		{"a clean rejection of a step without an undo applied nothing", 1, false, StopPermanent, Stop{UndoFrom: 0}},
+		{"failed dispatches: the request may have been delivered", 0, true, StopDispatch, Stop{UndoFrom: 0}},
+		{"cancel before any claim", 0, false, StopCancel, Stop{UndoFrom: -1, Terminal: Cancelled}},
+		{"cancel while the first step runs", 0, true, StopCancel, Stop{UndoFrom: 0}},
+		// A step without an undo that may have been applied: the order
+		// cannot be undone whole, so nothing is undone and it waits in
+		// Error for an operator.
+		{"an uncertain rejection of a step without an undo", 1, true, StopPermanent, Stop{UndoFrom: -1, Terminal: Error, Residue: []string{"b"}}},
+		{"timeouts of a step without an undo", 1, true, StopTimeouts, Stop{UndoFrom: -1, Terminal: Error, Residue: []string{"b"}}},
+		{"failed dispatches of a step without an undo", 1, true, StopDispatch, Stop{UndoFrom: -1, Terminal: Error, Residue: []string{"b"}}},
+		{"a rejection after a step without an undo succeeded", 2, false, StopPermanent, Stop{UndoFrom: -1, Terminal: Error, Residue: []string{"b"}}},
+		{"timeouts after a step without an undo succeeded", 2, true, StopTimeouts, Stop{UndoFrom: -1, Terminal: Error, Residue: []string{"b"}}},
+		// A cancel is the operator's decision: what can be undone is.
+		{"cancel while a step without an undo runs", 1, true, StopCancel, Stop{UndoFrom: 0, Residue: []string{"b"}}},
+		{"cancel after a step without an undo succeeded", 2, true, StopCancel, Stop{UndoFrom: 2, Residue: []string{"b"}}},
+		{"cancel before a step without an undo was claimed", 1, false, StopCancel, Stop{UndoFrom: 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := d.StopAt(tc.s, tc.reason); got != tc.want {
+			if got := d.StopAt(tc.k, tc.mayApply, tc.reason); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("StopAt = %+v, want %+v", got, tc.want)
 			}
 		})

@@ -9,6 +9,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrExists: an order with this ID already exists.
 	ErrExists = errors.New("already exists")
+	// ErrKeyUsed: the order's Idempotency-Key already made an order, which
+	// the store still remembers (Order.KeyExpiresAt); the caller reads it
+	// with the store's GetKey.
+	ErrKeyUsed = errors.New("idempotency key already used")
 	// ErrStale: the record moved on since the caller read it (another
 	// Scheduler claimed it, another Attempt, state or CompleteBy), so the
 	// caller's write was fenced off. Normal and quiet for a lost claim.

@@ -20,7 +20,7 @@ type Machine struct {
 // compensation, while it waits unclaimed; the written record is dispatched.
 // A failed fence means another Scheduler has it, or the message is stale.
 func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.Time) (c Change) {
-	defer m.retain(&c)
+	defer m.retain(&c, State{})
 	want := Pending
 	if undo {
 		want = CompensationPending
@@ -42,11 +42,11 @@ func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.
 // the order's own transaction and dispatches the step itself, so the first
 // step needs no Schedule message and no claim write. Its EventSeq is 1, so
 // the client is told "accepted" (StatusOf) until the step completes. Its
-// OpenUntil bounds its reopening (see retention.go).
+// OpenUntil is the bound of its orders item's TTL (see retention.go).
 func (m Machine) Accept(orderID string, input json.RawMessage, owner string, now time.Time) State {
 	c := m.Claim(orderID, 0, false, owner, now)
 	st := c.Patch.Apply(NewState(orderID, m.Def, input, now, now))
-	st.OpenUntil = m.openUntil(now)
+	st.OpenUntil = m.Policy.openUntil(now)
 	return st
 }
 
@@ -54,7 +54,7 @@ func (m Machine) Accept(orderID string, input json.RawMessage, owner string, now
 // output is kept and the next step claimed in the same write (then
 // dispatched), or, after the last step, the order is Processed.
 func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) (c Change) {
-	defer m.retain(&c)
+	defer m.retain(&c, State{})
 	c = reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
 	sp := p.step(k)
@@ -72,34 +72,45 @@ func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMe
 }
 
 // StepRejected commits a permanent fault of attempt of step k with the
-// message msg: the order's compensation starts, claimed in the same write
-// and dispatched, when anything may need undoing, else the order is in
-// Error and owes an alert. Step k itself is undone too: the fence admits
-// only the record whose claim of step k this attempt was, so the step was
-// dispatched and its effect may have been applied (Uncertain), and the plan
-// needs no read of the record.
-func (m Machine) StepRejected(orderID string, k, attempt int, msg, owner string, now time.Time) (c Change) {
-	defer m.retain(&c)
+// message msg; uncertain says the fault does not prove that nothing was
+// applied (the agent's Fault.Uncertain). The order stops as
+// Definition.StopAt decides: its compensation starts, claimed in the same
+// write and dispatched, when anything needs undoing and all of it can be;
+// else the order is in Error and owes an alert. Step k itself is undone too
+// when it can be: the fence admits only the record whose claim of step k
+// this attempt was, so the step was dispatched, and the plan needs no read
+// of the record.
+func (m Machine) StepRejected(orderID string, k, attempt int, msg string, uncertain bool, owner string, now time.Time) (c Change) {
+	defer m.retain(&c, State{})
 	c = reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
-	if undo := m.Def.FirstCompensation(k, true); undo >= 0 {
+	stop := m.Def.StopAt(k, uncertain, StopPermanent)
+	if stop.UndoFrom >= 0 {
 		stopStep(p, k, StepFailed, msg)
-		startUndo(p, undo, m.Def.Steps[undo].Name)
-		m.claimUndo(p, undo, owner, now)
+		startUndo(p, stop.UndoFrom, m.Def.Steps[stop.UndoFrom].Name)
+		m.claimUndo(p, stop.UndoFrom, owner, now)
 		c.Transition, c.Dispatch = TransitionCompensating, true
 		return c
 	}
 	failStep(p, k, msg)
 	p.CompleteBy = now.Add(m.Policy.AlertTimeout)
 	c.Transition, c.Alert = TransitionFailed, AlertPermanentFailure
+	if len(stop.Residue) > 0 {
+		p.LastError = ptr(m.Def.notUndoable(k, stop.Residue, msg))
+		c.Alert = AlertNotUndoable
+	}
 	return c
 }
 
 // UndoCompleted commits the successful reply of attempt of the undo of step
 // k: the next undo (last step first) is claimed in the same write and
-// dispatched, or, after the last, the order is Compensated.
-func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) (c Change) {
-	defer m.retain(&c)
+// dispatched, or, after the last (LastUndo), the order is Compensated, or
+// Cancelled when a cancel started its compensation. cancelled is the
+// record's Cancelled, which only the last undo needs (the Scheduler reads
+// the record for it then): a cancelled order may have left a step without
+// an undo applied (Machine.Cancel), so it is never called Compensated.
+func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMessage, cancelled bool, owner string, now time.Time) (c Change) {
+	defer m.retain(&c, State{})
 	c = reply(orderID, Compensating, k, attempt, now)
 	p := &c.Patch
 	sp := p.step(k)
@@ -111,15 +122,22 @@ func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMe
 		return c
 	}
 	p.State, p.InFlight = Compensated, ptr(false)
+	if cancelled {
+		p.State = Cancelled
+	}
 	p.unlock()
 	c.Transition = TransitionCompensated
 	return c
 }
 
+// LastUndo reports whether the undo of step k is the last of its
+// compensation: its success ends the order.
+func (m Machine) LastUndo(k int) bool { return m.Def.NextCompensation(k) < 0 }
+
 // UndoRejected commits a permanent fault of attempt of the undo of step k:
 // the order is CompensationFailed and owes an alert; a person must act.
 func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now time.Time) (c Change) {
-	defer m.retain(&c)
+	defer m.retain(&c, State{})
 	c = reply(orderID, Compensating, k, attempt, now)
 	c.Transition, c.Alert = TransitionCompensationFailed, AlertCompensationFailed
 	p := &c.Patch
@@ -132,12 +150,14 @@ func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now ti
 }
 
 // AlertSent confirms that the alert of attempt went out, which takes the
-// record out of the Supervisor's index. A failed fence means another actor
-// confirmed it first.
+// record out of the Supervisor's index. The record now waits for a person,
+// who may take any time: its orders item is kept for good with it
+// (KeepOrder; see retention.go). A failed fence means another actor
+// confirmed it first, or an operator acted already.
 func AlertSent(orderID string, attempt int, now time.Time) Change {
 	c := Change{OrderID: orderID,
 		Fence: Fence{In: []ProcessState{Error, CompensationFailed}, AlertPending: true, Attempt: ptr(attempt)}}
-	c.Patch = Patch{Now: now, AlertPending: ptr(false), InFlight: ptr(false)}
+	c.Patch = Patch{Now: now, AlertPending: ptr(false), InFlight: ptr(false), KeepOrder: true, Seal: true}
 	return c
 }
 
@@ -150,7 +170,7 @@ func AlertSent(orderID string, attempt int, now time.Time) Change {
 // so of two Supervisors, or a Supervisor and a Scheduler committing just in
 // time, exactly one write wins.
 func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
-	defer m.retain(&c)
+	defer m.retain(&c, seen)
 	if now.Before(seen.CompleteBy) {
 		return Change{}, false
 	}
@@ -185,7 +205,7 @@ func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
 // after the same backoff and recovers. cause is the send's error, which the
 // record keeps as LastError.
 func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) (c Change) {
-	defer m.retain(&c)
+	defer m.retain(&c, claimed)
 	what := "step " + claimed.Step
 	if claimed.ProcessState == Compensating {
 		what = "compensation of step " + claimed.Step
@@ -195,13 +215,16 @@ func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) (c C
 }
 
 // Cancel stops an order still going forward, or closes one in Error,
-// undoing whatever may have been applied (Definition.StopAt with
+// undoing whatever may have been applied and can be (Definition.StopAt with
 // StopCancel): its compensation waits for a claim until claimBy, or it is
-// Cancelled outright. It takes a new Attempt, so the reply of an agent still
-// working on the step is refused as stale. An order in Error keeps its
-// failed step's history and LastError; its alert is no longer owed.
+// Cancelled outright; a compensation a cancel started ends Cancelled too
+// (UndoCompleted). A step that may have been applied and has no undo is
+// named in LastError and told to the operators at once (Notice). It takes
+// a new Attempt, so the reply of an agent still working on the step is
+// refused as stale. An order in Error keeps its failed step's history and
+// LastError, which named such a step already; its alert is no longer owed.
 func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error) {
-	defer m.retain(&c)
+	defer m.retain(&c, seen)
 	if !CanCancel(seen) {
 		return Change{}, fmt.Errorf("cancel %s: %w", seen.OrderID, ErrNotCancellable)
 	}
@@ -209,23 +232,25 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error
 		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
 	p := &c.Patch
 	p.Now, p.Notify, p.Cancel, p.NextAttempt = now, true, true, true
+	stop := m.Def.StopAt(seen.StepIndex, Uncertain(seen), StopCancel)
 	if seen.ProcessState == Error {
 		p.AlertPending = ptr(false)
 	} else {
-		stopStep(p, seen.StepIndex, StepCancelled, "cancelled at step "+seen.Step)
+		msg := "cancelled at step " + seen.Step
+		stopStep(p, seen.StepIndex, StepCancelled, msg)
+		if len(stop.Residue) > 0 {
+			p.LastError = ptr(m.Def.notUndoable(seen.StepIndex, stop.Residue, msg))
+		}
 	}
-	stop := m.Def.StopAt(seen, StopCancel)
+	if len(stop.Residue) > 0 {
+		c.Notice = AlertNotUndoable
+	}
 	if stop.UndoFrom < 0 {
 		p.State, p.InFlight = stop.Terminal, ptr(false)
 		return c, nil
 	}
 	if stop.UndoFrom >= len(seen.Steps) {
 		return Change{}, fmt.Errorf("cancel %s: step %d to undo is not in its history", seen.OrderID, stop.UndoFrom)
-	}
-	if seen.ProcessState.Terminal() {
-		if err := reopenable(seen, now); err != nil {
-			return Change{}, fmt.Errorf("cancel: %w", err)
-		}
 	}
 	startUndo(p, stop.UndoFrom, m.Def.Steps[stop.UndoFrom].Name)
 	// An Error record whose alert went out has left the Supervisor's
@@ -240,7 +265,7 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error
 // FailureCount. The fence is the state and Attempt seen, so of two operators
 // resubmitting at once exactly one wins.
 func (m Machine) Resubmit(seen State, now time.Time) (c Change, err error) {
-	defer m.retain(&c)
+	defer m.retain(&c, seen)
 	c = Change{OrderID: seen.OrderID, Transition: TransitionResubmitted,
 		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
 	p := &c.Patch
@@ -252,9 +277,6 @@ func (m Machine) Resubmit(seen State, now time.Time) (c Change, err error) {
 		p.State, sp.Compensation = CompensationPending, StepPending
 	default:
 		return Change{}, fmt.Errorf("order %s is %s: %w", seen.OrderID, seen.ProcessState, ErrNotResubmittable)
-	}
-	if err := reopenable(seen, now); err != nil {
-		return Change{}, fmt.Errorf("resubmit: %w", err)
 	}
 	p.Now, p.Notify, p.Resubmit = now, true, true
 	p.FailureCount, p.AlertPending, p.InFlight = ptr(0), ptr(false), ptr(true)
@@ -304,7 +326,8 @@ func (m Machine) failed(seen State, now time.Time, cause Cause, reason string) C
 		reasonStop, kind = StopDispatch, AlertDispatchFailed
 	}
 	sp.Failed = true
-	if undo := m.Def.StopAt(seen, reasonStop).UndoFrom; undo >= 0 {
+	stop := m.Def.StopAt(k, Uncertain(seen), reasonStop)
+	if undo := stop.UndoFrom; undo >= 0 {
 		stopStep(p, k, StepFailed, reason)
 		startUndo(p, undo, m.Def.Steps[undo].Name)
 		p.CompleteBy = now.Add(m.Policy.ClaimTimeout)
@@ -318,6 +341,14 @@ func (m Machine) failed(seen State, now time.Time, cause Cause, reason string) C
 	failStep(p, k, reason)
 	p.FailureCount = ptr(failures)
 	c.Transition, c.Alert = TransitionGaveUp, kind
+	if len(stop.Residue) > 0 {
+		p.LastError = ptr(m.Def.notUndoable(k, stop.Residue, reason))
+		c.Alert = AlertNotUndoable
+		if cause == CauseDispatch {
+			// The queue still needs fixing, whatever the order needs.
+			c.Notice = AlertDispatchFailed
+		}
+	}
 	return c
 }
 
@@ -335,6 +366,8 @@ func (p Policy) alertOf(s State) AlertKind {
 	switch {
 	case strings.HasPrefix(s.LastError, StrandedPrefix):
 		return AlertWorkflowMissing
+	case strings.HasPrefix(s.LastError, NotUndoablePrefix):
+		return AlertNotUndoable
 	case s.ProcessState == CompensationFailed:
 		return AlertCompensationFailed
 	case strings.HasPrefix(s.LastError, DispatchFailurePrefix):

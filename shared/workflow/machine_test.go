@@ -59,10 +59,16 @@ func done(s State) Change {
 	return machineOf().StepCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"ok":1}`), "sched", s.UpdatedAt.Add(time.Second))
 }
 func rejected(s State) Change {
-	return machineOf().StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", "sched", s.UpdatedAt.Add(time.Second))
+	return machineOf().StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", false, "sched", s.UpdatedAt.Add(time.Second))
+}
+func uncertainlyRejected(s State) Change {
+	return machineOf().StepRejected(s.OrderID, s.StepIndex, s.Attempt, "timeout: no answer (outcome uncertain)", true, "sched", s.UpdatedAt.Add(time.Second))
 }
 func undone(s State) Change {
-	return machineOf().UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), "sched", s.UpdatedAt.Add(time.Second))
+	return machineOf().UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), s.Cancelled, "sched", s.UpdatedAt.Add(time.Second))
+}
+func cancelled(s State) Change {
+	return mustChange(machineOf().Cancel(s, s.UpdatedAt.Add(time.Second), s.UpdatedAt.Add(time.Minute)))
 }
 func expired(s State) Change {
 	c, ok := machineOf().Expired(s, s.CompleteBy)
@@ -145,8 +151,33 @@ func TestMachine(t *testing.T) {
 			}
 		},
 	}, {
-		name: "an undo goes on to the one before", before: []func(State) Change{claim, done, done, rejected}, event: undone,
-		want: want{state: Compensating, step: 0, attempt: 5, seqDelta: 1, inFlight: true, locked: true, transition: TransitionUndone, dispatch: true},
+		name: "an undo goes on to the one before, past a step without one", before: []func(State) Change{claim, done, done, cancelled, claim}, event: undone,
+		want: want{state: Compensating, step: 0, attempt: 6, seqDelta: 1, lastError: "not undoable: step b was applied", inFlight: true, locked: true,
+			transition: TransitionUndone, dispatch: true},
+	}, {
+		name: "a rejection past a step without an undo stops in Error with nothing undone", before: []func(State) Change{claim, done, done}, event: rejected,
+		want: want{state: Error, step: 2, attempt: 3, seqDelta: 1, lastError: "not undoable: step b was applied and has no undo; rejected: no",
+			inFlight: true, alertPending: true, transition: TransitionFailed, alert: AlertNotUndoable},
+		steps: func(t *testing.T, s State) {
+			if s.Steps[0].Compensation != "" || s.Steps[2].State != StepFailed || s.Steps[2].Error != "rejected: no" {
+				t.Errorf("steps %+v", s.Steps)
+			}
+		},
+	}, {
+		name: "an uncertain rejection of a step without an undo stops in Error", before: []func(State) Change{claim, done}, event: uncertainlyRejected,
+		want: want{state: Error, step: 1, attempt: 2, seqDelta: 1, lastError: "not undoable: step b may have been applied and has no undo; timeout",
+			inFlight: true, alertPending: true, transition: TransitionFailed, alert: AlertNotUndoable},
+	}, {
+		name: "the last timeout of a step without an undo stops in Error", before: []func(State) Change{claim, done, expired, claim, expired, claim}, event: expired,
+		want: want{state: Error, step: 1, attempt: 4, failures: 3, seqDelta: 1, lastError: "not undoable: step b may have been applied",
+			inFlight: true, alertPending: true, transition: TransitionGaveUp, alert: AlertNotUndoable},
+	}, {
+		name: "a cancel while a step without an undo runs undoes the ones before and tells it", before: []func(State) Change{claim, done}, event: cancelled,
+		want: want{state: CompensationPending, step: 0, attempt: 3, seqDelta: 1, lastError: "not undoable: step b may have been applied and has no undo; cancelled at step b",
+			inFlight: true, transition: TransitionCancelled, handback: &Handback{Undo: true, Reason: "cancelled"}, notice: AlertNotUndoable},
+	}, {
+		name: "the last undo of a cancelled order ends Cancelled", before: []func(State) Change{claim, cancelled, claim}, event: undone,
+		want: want{state: Cancelled, attempt: 3, seqDelta: 1, lastError: "cancelled at step a", transition: TransitionCompensated},
 	}, {
 		name: "an undo rejected waits for an operator", before: []func(State) Change{claim, rejected},
 		event: func(s State) Change {
@@ -273,7 +304,7 @@ func TestFencesRefuseWhatTheDecisionDidNotSee(t *testing.T) {
 		{"a reply after CompleteBy", m.StepCompleted("o-1", 0, running.Attempt, nil, "s", running.CompleteBy)},
 		{"a reply for another step", m.StepCompleted("o-1", 1, running.Attempt, nil, "s", running.UpdatedAt)},
 		{"a claim of a claimed step", m.Claim("o-1", 0, false, "other", running.UpdatedAt)},
-		{"an undo's reply while the step runs", m.UndoCompleted("o-1", 0, running.Attempt, nil, "s", running.UpdatedAt)},
+		{"an undo's reply while the step runs", m.UndoCompleted("o-1", 0, running.Attempt, nil, false, "s", running.UpdatedAt)},
 		{"a recovery of an older deadline", func() Change {
 			old := running
 			old.CompleteBy = running.CompleteBy.Add(-time.Second)

@@ -1,30 +1,41 @@
 package workflow
 
 import (
-	"fmt"
 	"slices"
 	"time"
 )
 
-// Retention: a terminal order is deleted Retention after it ended, by
+// Retention: an order that ended for good (ProcessState.Ended: Processed,
+// Compensated, Cancelled) is deleted Retention after it ended, by
 // DynamoDB's TTL on both tables, set inside writes that happen anyway (an
-// extra write per order would cost more than the storage it saves).
+// extra write per order would cost more than the storage it saves). An
+// order that is open, or waits for an operator (Error,
+// CompensationFailed), never expires: it can always be resumed or
+// cancelled.
 //
 // The state record's ExpiresAt is set by the write that ends the order
-// and removed by one that reopens it (retain). The orders item is written
-// once, at submission, so its TTL is fixed then: OrderExpiresAt, twice
-// Retention after its creation. It must outlive every open state record,
-// so the record carries OpenUntil, Retention after its creation, and a
-// change that would reopen the order (Resubmit, a Cancel of Error that
-// starts a compensation) is refused from then on. An order then ends at
-// most its run's length after OpenUntil, and its record expires Retention
-// later, before its orders item: the Supervisor gives a step up after
-// MaxFailures timeouts, so only an order left open for more than Retention
-// (at least a day) after its last reopening could outlive its orders item.
-
-// ErrPastRetention is returned for an operator's change that would reopen
-// an order past its OpenUntil; the API answers it with 409.
-var ErrPastRetention = fmt.Errorf("order is past the time it can be reopened: %w", ErrConflict)
+// for good (retain). The orders item must live as long as its record (the
+// owner's listing reads it), but it is written once, at submission, with a
+// TTL fixed then: OrderExpiresAt, twice Retention after the creation. So
+// the record carries OpenUntil, Retention after the creation: an order
+// that ends by then expires by OrderExpiresAt. The rare changes that keep
+// an order open longer move the orders item's TTL in the same transaction
+// as the record (Patch.OrderExpiresAt, Patch.KeepOrder):
+//
+//   - confirming the alert of an order that waits for an operator keeps
+//     its orders item for good (AlertSent): neither expires while a person
+//     has to decide;
+//   - an operator's reopening (Resubmit, a Cancel of Error) gives the order
+//     a new OpenUntil, Retention from then, and its orders item a TTL
+//     Retention after that, as a new order gets;
+//   - a change the Supervisor or an operator decides past OpenUntil (an
+//     order stuck in flight, or whose alert is still unsent, for longer
+//     than Retention) moves both on the same way.
+//
+// Between two such changes an order moves only by the Scheduler's commits,
+// which the workflow's leases bound far below the shortest Retention (a
+// day), so it ends, or stops and waits for one of them, before its orders
+// item expires.
 
 // expiry is the ExpiresAt of a record that ends at now: Retention later,
 // in whole seconds (a TTL attribute holds Unix seconds, so the store keeps
@@ -33,59 +44,72 @@ func (p Policy) expiry(now time.Time) time.Time {
 	return now.Add(p.Retention).Truncate(time.Second)
 }
 
-// OrderExpiresAt is the TTL of the orders item of an order created at
-// createdAt: twice Retention later, Retention after its record's OpenUntil
-// (see the top of this file for why it outlives every open record).
+// OrderExpiresAt is the TTL of the orders item of an order created (or
+// reopened) at createdAt: twice Retention later, Retention after its
+// record's OpenUntil (see the top of this file).
 func (m Machine) OrderExpiresAt(createdAt time.Time) time.Time {
-	return m.Policy.expiry(m.openUntil(createdAt))
+	return m.Policy.orderExpiry(createdAt)
 }
 
-// openUntil is the OpenUntil of a record created at createdAt.
-func (m Machine) openUntil(createdAt time.Time) time.Time {
-	return m.Policy.expiry(createdAt)
-}
+func (p Policy) orderExpiry(at time.Time) time.Time { return p.expiry(p.openUntil(at)) }
 
-// retain adds to c what the change does to the record's TTL: a change
-// into a terminal state from one that is not sets ExpiresAt; a change out
-// of a terminal state removes it. A change from one terminal state to
-// another (a Cancel of Error) keeps it: the order's retention runs from
-// when it first stopped. A change into a state no operator can reopen
-// also removes OpenUntil (Seal). Every public method of the Machine that returns
-// a Change runs it last.
-func (m Machine) retain(c *Change) {
+// openUntil is the OpenUntil of a record created or reopened at at.
+func (p Policy) openUntil(at time.Time) time.Time { return p.expiry(at) }
+
+// KeyExpiresAt is when the store forgets the Idempotency-Key of an order
+// created at createdAt: Retention later. Until then a request with the key
+// lands on that order; from then on the key makes a new order, with a new
+// ID, so no two orders share an ID, a remote idempotency key or an event
+// stream, whatever the retention.
+func (m Machine) KeyExpiresAt(createdAt time.Time) time.Time { return m.Policy.expiry(createdAt) }
+
+// retain adds to c what the change does to the record's and the orders
+// item's TTLs, and pins it to the version that decided it. Every public
+// method of the Machine that returns a Change runs it last; seen is the
+// record the change was decided on, when there was one (zero for an
+// agent's reply, which the Scheduler commits without reading).
+func (m Machine) retain(c *Change, seen State) {
 	if c.OrderID != "" {
 		// Run last in every public method, it also pins the change to the
 		// version that decided it (Fence.Workflow).
 		c.Fence.Workflow = m.Def.ID()
 	}
-	m.Policy.retain(c)
+	m.Policy.retain(c, seen)
 }
 
 // retain is Machine.retain's part that needs no definition.
-func (p Policy) retain(c *Change) {
-	to := c.Patch.State
-	if to == "" {
+func (p Policy) retain(c *Change, seen State) {
+	if c.OrderID == "" {
 		return
 	}
-	from := slices.ContainsFunc(c.Fence.In, ProcessState.Terminal)
+	to, now := c.Patch.State, c.Patch.Now
+	fromEnded := slices.ContainsFunc(c.Fence.In, ProcessState.Ended)
+	fromOperator := slices.ContainsFunc(c.Fence.In, ProcessState.NeedsOperator)
 	switch {
-	case to.Terminal() && !from:
-		c.Patch.ExpiresAt = p.expiry(c.Patch.Now)
-	case !to.Terminal() && from:
+	case to.Ended() && !fromEnded:
+		c.Patch.ExpiresAt = p.expiry(now)
+	case to != "" && !to.Terminal() && fromOperator:
+		// A record stored by an older release may carry one.
 		c.Patch.Unexpire = true
 	}
-	// Processed, Compensated and Cancelled are never reopened: the
-	// bound on reopening goes.
-	c.Patch.Seal = to.Terminal() && !to.NeedsOperator()
-}
-
-// reopenable refuses a change that would reopen seen at now once its
-// OpenUntil has come. A record without OpenUntil (written before
-// retention) has an orders item that never expires, so nothing bounds it.
-func reopenable(seen State, now time.Time) error {
-	if seen.OpenUntil.IsZero() || now.Before(seen.OpenUntil) {
-		return nil
+	switch {
+	case fromOperator && to != "":
+		// An operator moves an order that waits for one: its orders item
+		// may have been kept for good (AlertSent), and gets the TTL of a
+		// new order's; the record's bound starts anew unless it ends.
+		c.Patch.OrderExpiresAt = p.orderExpiry(now)
+		if !to.Ended() {
+			c.Patch.OpenUntil = p.openUntil(now)
+		}
+	case !seen.OpenUntil.IsZero() && !now.Before(seen.OpenUntil):
+		// Open past its bound: both move on.
+		c.Patch.OrderExpiresAt = p.orderExpiry(now)
+		if !to.Ended() {
+			c.Patch.OpenUntil = p.openUntil(now)
+		}
 	}
-	return fmt.Errorf("order %s was created at %s and could be reopened until %s: %w", seen.OrderID,
-		seen.CreatedAt.UTC().Format(time.RFC3339), seen.OpenUntil.UTC().Format(time.RFC3339), ErrPastRetention)
+	// An order that ended for good is never reopened: the bound goes.
+	if to.Ended() {
+		c.Patch.Seal, c.Patch.OpenUntil = true, time.Time{}
+	}
 }

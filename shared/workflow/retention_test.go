@@ -2,15 +2,15 @@ package workflow
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 	"time"
 )
 
-// TestRetention: the write that ends an order sets its record's ExpiresAt
-// Retention later, in whole seconds; a write that reopens it removes it;
-// one between two terminal states keeps it; and every other write leaves
-// it alone.
+// TestRetention: the write that ends an order for good sets its record's
+// ExpiresAt Retention later, in whole seconds; nothing that waits for an
+// operator expires; an operator's move of such an order gives its orders
+// item a new TTL and the record a new OpenUntil; a confirmed alert keeps the
+// orders item for good; and every other write leaves the TTLs alone.
 func TestRetention(t *testing.T) {
 	t.Parallel()
 	// oneStep has no undo: a rejection ends it in Error.
@@ -28,16 +28,19 @@ func TestRetention(t *testing.T) {
 		}
 	}
 	rejectOf := func(m Machine) func(State) Change {
-		return func(s State) Change { return m.StepRejected(s.OrderID, s.StepIndex, s.Attempt, "no", "sched", at(s)) }
+		return func(s State) Change {
+			return m.StepRejected(s.OrderID, s.StepIndex, s.Attempt, "no", false, "sched", at(s))
+		}
 	}
 	undoRejectOf := func(m Machine) func(State) Change {
 		return func(s State) Change { return m.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "no", at(s)) }
 	}
 	undoneOf := func(m Machine) func(State) Change {
 		return func(s State) Change {
-			return m.UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{}`), "sched", at(s))
+			return m.UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{}`), s.Cancelled, "sched", at(s))
 		}
 	}
+	alertSent := func(s State) Change { return AlertSent(s.OrderID, s.Attempt, at(s)) }
 	resubmitOf := func(m Machine) func(State) Change {
 		return func(s State) Change {
 			c, err := m.Resubmit(s, at(s))
@@ -56,40 +59,64 @@ func TestRetention(t *testing.T) {
 			return c
 		}
 	}
+	// late moves the record's last write past its OpenUntil, as an order
+	// that waited that long would have it.
+	late := func(s State) Change {
+		c := Change{OrderID: s.OrderID, Patch: Patch{Now: s.OpenUntil.Add(time.Hour)}}
+		return c
+	}
+	expiredOf := func(m Machine) func(State) Change {
+		return func(s State) Change {
+			c, ok := m.Expired(s, latest(at(s), s.CompleteBy))
+			if !ok {
+				panic("not due")
+			}
+			return c
+		}
+	}
 	const (
-		unchanged = iota // the write keeps the ExpiresAt before it
-		set              // Retention after the write, in whole seconds
+		kept = iota // the TTL or bound before the write stays
+		set         // a new one
 		removed
 	)
 	for _, tc := range []struct {
-		name   string
-		m      Machine
-		before []func(State) Change
-		event  func(State) Change
-		want   int
-		state  ProcessState
+		name      string
+		m         Machine
+		before    []func(State) Change
+		event     func(State) Change
+		state     ProcessState
+		expires   int // the record's ExpiresAt: Retention after the write when set
+		openUntil int // Retention after the write when set
+		order     int // the orders item's TTL: twice Retention after the write when set
 	}{
-		{"a claim", oneStep, nil, claimOf(oneStep), unchanged, Processing},
-		{"the last reply ends Processed", oneStep, []func(State) Change{claimOf(oneStep)}, doneOf(oneStep), set, Processed},
-		{"a rejection ends in Error", oneStep, []func(State) Change{claimOf(oneStep)}, rejectOf(oneStep), set, Error},
-		{"a rejection that starts the compensation", undoable, []func(State) Change{claimOf(undoable)}, rejectOf(undoable), unchanged, Compensating},
-		{"the last undo ends Compensated", undoable, []func(State) Change{claimOf(undoable), rejectOf(undoable)}, undoneOf(undoable), set, Compensated},
-		{"a failed undo ends CompensationFailed", undoable, []func(State) Change{claimOf(undoable), rejectOf(undoable)}, undoRejectOf(undoable), set, CompensationFailed},
+		{"a claim", oneStep, nil, claimOf(oneStep), Processing, kept, kept, kept},
+		{"the last reply ends Processed", oneStep, []func(State) Change{claimOf(oneStep)}, doneOf(oneStep), Processed, set, removed, kept},
+		{"a rejection ends in Error, which never expires", oneStep, []func(State) Change{claimOf(oneStep)}, rejectOf(oneStep), Error, kept, kept, kept},
+		{"a rejection that starts the compensation", undoable, []func(State) Change{claimOf(undoable)}, rejectOf(undoable), Compensating, kept, kept, kept},
+		{"the last undo ends Compensated", undoable, []func(State) Change{claimOf(undoable), rejectOf(undoable)}, undoneOf(undoable), Compensated, set, removed, kept},
+		{"a failed undo ends CompensationFailed, which never expires", undoable, []func(State) Change{claimOf(undoable), rejectOf(undoable)}, undoRejectOf(undoable), CompensationFailed, kept, kept, kept},
 		{"a timeout at the threshold ends in Error", oneStep, []func(State) Change{claimOf(oneStep)},
 			func(s State) Change {
 				s.FailureCount = testPol.MaxFailures - 1
 				c, _ := oneStep.Expired(s, s.CompleteBy)
 				return c
-			}, set, Error},
-		{"the alert of an Error confirmed", oneStep, []func(State) Change{claimOf(oneStep), rejectOf(oneStep)},
-			func(s State) Change { return AlertSent(s.OrderID, s.Attempt, at(s)) }, unchanged, Error},
-		{"a resubmission of Error reopens it", oneStep, []func(State) Change{claimOf(oneStep), rejectOf(oneStep)}, resubmitOf(oneStep), removed, Pending},
-		{"a resubmission of CompensationFailed reopens it", undoable,
-			[]func(State) Change{claimOf(undoable), rejectOf(undoable), undoRejectOf(undoable)}, resubmitOf(undoable), removed, CompensationPending},
+			}, Error, kept, kept, kept},
+		{"the alert of an Error confirmed keeps the orders item for good", oneStep, []func(State) Change{claimOf(oneStep), rejectOf(oneStep)},
+			alertSent, Error, kept, removed, removed},
+		{"the alert of a CompensationFailed confirmed too", undoable, []func(State) Change{claimOf(undoable), rejectOf(undoable), undoRejectOf(undoable)},
+			alertSent, CompensationFailed, kept, removed, removed},
+		{"a resubmission of Error reopens it as a new order", oneStep, []func(State) Change{claimOf(oneStep), rejectOf(oneStep), alertSent}, resubmitOf(oneStep), Pending, kept, set, set},
+		{"a resubmission of CompensationFailed too", undoable,
+			[]func(State) Change{claimOf(undoable), rejectOf(undoable), undoRejectOf(undoable), alertSent}, resubmitOf(undoable), CompensationPending, kept, set, set},
+		{"a resubmission long after the creation", undoable,
+			[]func(State) Change{claimOf(undoable), rejectOf(undoable), undoRejectOf(undoable), alertSent, late}, resubmitOf(undoable), CompensationPending, kept, set, set},
 		{"the reopened order ends again", oneStep,
-			[]func(State) Change{claimOf(oneStep), rejectOf(oneStep), resubmitOf(oneStep), claimOf(oneStep)}, doneOf(oneStep), set, Processed},
-		{"a cancel of Error with nothing to undo keeps it", oneStep, []func(State) Change{claimOf(oneStep), rejectOf(oneStep)}, cancelOf(oneStep), unchanged, Cancelled},
-		{"a cancel of a step in flight with nothing to undo ends Cancelled", oneStep, nil, cancelOf(oneStep), set, Cancelled},
+			[]func(State) Change{claimOf(oneStep), rejectOf(oneStep), alertSent, resubmitOf(oneStep), claimOf(oneStep)}, doneOf(oneStep), Processed, set, removed, kept},
+		{"a cancel of Error with nothing to undo ends it", oneStep, []func(State) Change{claimOf(oneStep), rejectOf(oneStep), alertSent}, cancelOf(oneStep), Cancelled, set, kept, set},
+		{"a cancel of a step in flight with nothing to undo ends Cancelled", oneStep, nil, cancelOf(oneStep), Cancelled, set, removed, kept},
+		{"a step still in flight past OpenUntil moves both bounds on", oneStep, []func(State) Change{claimOf(oneStep), late}, expiredOf(oneStep), Pending, kept, set, set},
+		{"an alert still unsent past OpenUntil too", oneStep, []func(State) Change{claimOf(oneStep), rejectOf(oneStep), late}, expiredOf(oneStep), Error, kept, set, set},
+		{"a cancel past OpenUntil gives the orders item the retention", oneStep, []func(State) Change{claimOf(oneStep), late}, cancelOf(oneStep), Cancelled, set, removed, set},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -99,46 +126,66 @@ func TestRetention(t *testing.T) {
 			for _, e := range tc.before {
 				s = apply(t, s, e(s))
 			}
-			before := s.ExpiresAt
 			c := tc.event(s)
 			after := apply(t, s, c)
+			now := c.Patch.Now
 			if after.ProcessState != tc.state {
 				t.Fatalf("state %s, want %s", after.ProcessState, tc.state)
 			}
-			switch tc.want {
-			case unchanged:
-				if !after.ExpiresAt.Equal(before) || c.Patch.Unexpire || !c.Patch.ExpiresAt.IsZero() {
-					t.Errorf("ExpiresAt %v -> %v (patch %v, unexpire %v), want it kept", before, after.ExpiresAt, c.Patch.ExpiresAt, c.Patch.Unexpire)
-				}
-			case set:
-				want := c.Patch.Now.Add(testPol.Retention).Truncate(time.Second)
-				if !after.ExpiresAt.Equal(want) || after.ExpiresAt.Nanosecond() != 0 {
-					t.Errorf("ExpiresAt %v, want %v", after.ExpiresAt, want)
-				}
-				if after.Expired(want.Add(-time.Second)) || !after.Expired(want) {
-					t.Errorf("Expired around %v is wrong", want)
-				}
-			case removed:
-				if before.IsZero() || !after.ExpiresAt.IsZero() || !c.Patch.Unexpire {
-					t.Errorf("ExpiresAt %v -> %v, want it removed", before, after.ExpiresAt)
+			check := func(what string, how int, before, got, want time.Time) {
+				t.Helper()
+				switch how {
+				case kept:
+					if !got.Equal(before) {
+						t.Errorf("%s %v -> %v, want it kept", what, before, got)
+					}
+				case set:
+					if !got.Equal(want) {
+						t.Errorf("%s %v, want %v", what, got, want)
+					}
+				case removed:
+					if !got.IsZero() {
+						t.Errorf("%s %v, want none", what, got)
+					}
 				}
 			}
-			// Only a state no operator reopens drops the bound on
-			// reopening; every other keeps the one set at creation.
-			sealed := tc.state.Terminal() && !tc.state.NeedsOperator()
-			if c.Patch.Seal != sealed || after.OpenUntil.IsZero() != sealed || (!sealed && !after.OpenUntil.Equal(s.OpenUntil)) {
-				t.Errorf("into %s: seal %v, OpenUntil %v -> %v, want sealed %v", tc.state, c.Patch.Seal, s.OpenUntil, after.OpenUntil, sealed)
+			check("ExpiresAt", tc.expires, s.ExpiresAt, after.ExpiresAt, now.Add(testPol.Retention).Truncate(time.Second))
+			check("OpenUntil", tc.openUntil, s.OpenUntil, after.OpenUntil, now.Add(testPol.Retention).Truncate(time.Second))
+			if tc.expires == set && (after.Expired(after.ExpiresAt.Add(-time.Second)) || !after.Expired(after.ExpiresAt)) {
+				t.Errorf("Expired around %v is wrong", after.ExpiresAt)
+			}
+			switch tc.order {
+			case kept:
+				if c.MovesOrder() {
+					t.Errorf("the orders item's TTL moves (%v, keep %v), want it kept", c.Patch.OrderExpiresAt, c.Patch.KeepOrder)
+				}
+			case set:
+				if want := now.Add(2 * testPol.Retention).Truncate(time.Second); c.Patch.KeepOrder || !c.Patch.OrderExpiresAt.Equal(want) {
+					t.Errorf("the orders item's TTL %v (keep %v), want %v", c.Patch.OrderExpiresAt, c.Patch.KeepOrder, want)
+				}
+			case removed:
+				if !c.Patch.KeepOrder || !c.Patch.OrderExpiresAt.IsZero() {
+					t.Errorf("the orders item's TTL %v (keep %v), want it kept for good", c.Patch.OrderExpiresAt, c.Patch.KeepOrder)
+				}
+			}
+			// Whatever the path, the orders item outlives the record: it
+			// expires no earlier than Retention after the record's bound,
+			// or after its own ExpiresAt.
+			if !after.OpenUntil.IsZero() && !after.ExpiresAt.IsZero() {
+				t.Errorf("a record with both OpenUntil %v and ExpiresAt %v", after.OpenUntil, after.ExpiresAt)
 			}
 		})
 	}
 }
 
-// TestReopenBound: an order is created with OpenUntil Retention later and
-// its orders item expires Retention after that; a change that would reopen
-// it is refused from OpenUntil on, and one that does not reopen it is not.
-func TestReopenBound(t *testing.T) {
+// TestNothingThatWaitsForAnOperatorExpires: an order whose undo failed
+// can be resumed, and one in Error resubmitted or cancelled, however long
+// after its creation, and an order stopped for good long after its
+// creation gets an orders item that outlives its record.
+func TestNothingThatWaitsForAnOperatorExpires(t *testing.T) {
 	t.Parallel()
-	m := Machine{Def: Definition{Name: "one", Steps: []Step{{Name: "a", Budget: 30 * time.Second}}}, Policy: testPol}
+	m := Machine{Def: Definition{Name: "two", Steps: []Step{
+		{Name: "a", Budget: 30 * time.Second, Compensable: true}, {Name: "b", Budget: 30 * time.Second, Compensable: true}}}, Policy: testPol}
 	created := mt0.Add(250 * time.Millisecond)
 	s := m.Accept("o-1", json.RawMessage(`{}`), "sub", created)
 	if want := mt0.Add(testPol.Retention); !s.OpenUntil.Equal(want) {
@@ -147,37 +194,52 @@ func TestReopenBound(t *testing.T) {
 	if got, want := m.OrderExpiresAt(created), mt0.Add(2*testPol.Retention); !got.Equal(want) {
 		t.Fatalf("OrderExpiresAt %v, want %v", got, want)
 	}
-	s = apply(t, s, m.StepRejected(s.OrderID, 0, s.Attempt, "no", "sched", created.Add(time.Second)))
-	if s.ProcessState != Error {
-		t.Fatalf("state %s", s.ProcessState)
+	if got, want := m.KeyExpiresAt(created), mt0.Add(testPol.Retention); !got.Equal(want) {
+		t.Fatalf("KeyExpiresAt %v, want %v", got, want)
 	}
-	last := s.OpenUntil.Add(-time.Millisecond)
-	if _, err := m.Resubmit(s, last); err != nil {
-		t.Errorf("resubmit just before OpenUntil: %v", err)
+	// The undo of step a is retried 10 s before OpenUntil and fails for
+	// good: the order is CompensationFailed, its alert is confirmed.
+	s = apply(t, s, m.StepRejected(s.OrderID, 0, s.Attempt, "no", false, "sched", created.Add(time.Second)))
+	s = apply(t, s, m.UndoRejected(s.OrderID, 0, s.Attempt, "undo: down", created.Add(2*time.Second)))
+	s = apply(t, s, AlertSent(s.OrderID, s.Attempt, s.UpdatedAt.Add(time.Second)))
+	if s.ProcessState != CompensationFailed || !s.ExpiresAt.IsZero() {
+		t.Fatalf("%s, ExpiresAt %v: want CompensationFailed, never expiring", s.ProcessState, s.ExpiresAt)
 	}
-	if _, err := m.Resubmit(s, s.OpenUntil); !errors.Is(err, ErrPastRetention) || !errors.Is(err, ErrConflict) {
-		t.Errorf("resubmit at OpenUntil: %v, want ErrPastRetention", err)
+	// A week past the retention, an operator resumes it.
+	resumedAt := created.Add(testPol.Retention + 7*24*time.Hour)
+	c, err := m.Resubmit(s, resumedAt)
+	if err != nil {
+		t.Fatalf("resume a week past the retention: %v", err)
 	}
-	// Closing the Error needs no reopening: allowed whenever it is read.
-	if c, err := m.Cancel(s, s.OpenUntil.Add(time.Hour), s.OpenUntil.Add(2*time.Hour)); err != nil || c.Patch.State != Cancelled {
-		t.Errorf("cancel of Error past OpenUntil: %v, %v", c.Patch.State, err)
+	s = apply(t, s, c)
+	s = apply(t, s, m.Claim(s.OrderID, 0, true, "sched", resumedAt.Add(time.Second)))
+	c = m.UndoCompleted(s.OrderID, 0, s.Attempt, nil, s.Cancelled, "sched", resumedAt.Add(2*time.Second))
+	s = apply(t, s, c)
+	if s.ProcessState != Compensated {
+		t.Fatalf("state %s, want Compensated", s.ProcessState)
 	}
-	// A record from before retention has no bound.
-	old := s
-	old.OpenUntil = time.Time{}
-	if _, err := m.Resubmit(old, s.OpenUntil.Add(time.Hour)); err != nil {
-		t.Errorf("resubmit of a record without OpenUntil: %v", err)
+	// The orders item got, at the resumption, a TTL past the record's.
+	orderTTL := m.OrderExpiresAt(resumedAt)
+	if !orderTTL.After(s.ExpiresAt) {
+		t.Errorf("the orders item expires at %v, before its record at %v", orderTTL, s.ExpiresAt)
 	}
 
-	// A cancel of Error that starts a compensation reopens the order.
-	undo := Machine{Def: Definition{Name: "two", Steps: []Step{{Name: "a", Budget: 30 * time.Second, Compensable: true}, {Name: "b", Budget: 30 * time.Second}}}, Policy: testPol}
-	e := undo.Accept("o-2", json.RawMessage(`{}`), "sub", created)
+	// An order in Error can be cancelled into its compensation and
+	// resubmitted any time too.
+	e := m.Accept("o-2", json.RawMessage(`{}`), "sub", created)
 	e.ProcessState, e.StepIndex, e.Step, e.Steps[0].State = Error, 1, "b", StepSucceeded
-	e.ExpiresAt = mt0.Add(time.Hour)
-	if c, err := undo.Cancel(e, last, last.Add(time.Minute)); err != nil || c.Patch.State != CompensationPending || !c.Patch.Unexpire {
-		t.Errorf("cancel of Error into its compensation before OpenUntil: %s, unexpire %v, %v", c.Patch.State, c.Patch.Unexpire, err)
+	long := created.Add(3 * testPol.Retention)
+	if c, err := m.Cancel(e, long, long.Add(time.Minute)); err != nil || c.Patch.State != CompensationPending || !c.Patch.OrderExpiresAt.Equal(m.OrderExpiresAt(long)) {
+		t.Errorf("cancel of Error into its compensation long after: %s, orders item %v, %v", c.Patch.State, c.Patch.OrderExpiresAt, err)
 	}
-	if _, err := undo.Cancel(e, e.OpenUntil, e.OpenUntil.Add(time.Minute)); !errors.Is(err, ErrPastRetention) {
-		t.Errorf("cancel of Error into its compensation at OpenUntil: %v, want ErrPastRetention", err)
+	if c, err := m.Resubmit(e, long); err != nil || c.Patch.State != Pending {
+		t.Errorf("resubmit of Error long after: %s, %v", c.Patch.State, err)
 	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

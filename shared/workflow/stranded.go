@@ -50,6 +50,6 @@ func Stranded(seen State, p Policy, now time.Time) (c Change, ok bool) {
 	default:
 		return Change{}, false
 	}
-	p.retain(&c)
+	p.retain(&c, seen)
 	return c, true
 }

@@ -23,8 +23,11 @@ const (
 	Processing ProcessState = "Processing"
 	// Processed: every step completed. Terminal.
 	Processed ProcessState = "Processed"
-	// Error: a step failed permanently or too often and no completed step
-	// had anything to undo. Terminal until an operator resubmits it.
+	// Error: a step failed permanently or too often, and the order cannot
+	// be undone whole by itself: nothing it did has an undo, or a step that
+	// may have been applied has none (see Definition.StopAt). It waits for
+	// an operator, who resubmits the failed step or cancels the order; it
+	// never expires meanwhile.
 	Error ProcessState = "Error"
 
 	// CompensationPending: the order stopped (failed or cancelled) and the
@@ -33,14 +36,17 @@ const (
 	// Compensating: a Scheduler claimed the compensation of step StepIndex
 	// and its Agent undoes the step's effect until CompleteBy.
 	Compensating ProcessState = "Compensating"
-	// Compensated: every step whose effect may have been applied was undone,
-	// last step first. Terminal.
+	// Compensated: the order stopped by itself and every step whose effect
+	// may have been applied was undone, last step first. Ended for good.
 	Compensated ProcessState = "Compensated"
 	// CompensationFailed: a compensation failed permanently or too often; a
-	// person must act (fix the cause, then resubmit the compensation).
-	// Terminal until an operator acts.
+	// person must act (fix the cause, then resubmit the compensation). It
+	// waits for an operator and never expires meanwhile.
 	CompensationFailed ProcessState = "CompensationFailed"
-	// Cancelled: cancelled before any effect needed undoing. Terminal.
+	// Cancelled: an operator's cancel stopped the order, and every step
+	// whose effect may have been applied and has an undo was undone; one
+	// that may have been applied and has none is named in LastError and
+	// was reported to the operator (see Machine.Cancel). Ended for good.
 	Cancelled ProcessState = "Cancelled"
 )
 
@@ -65,9 +71,11 @@ func (s ProcessState) InFlight() bool {
 }
 
 // Terminal reports whether no actor moves the record on by itself.
-func (s ProcessState) Terminal() bool {
-	return s == Processed || s == Error || s == Compensated || s == CompensationFailed || s == Cancelled
-}
+func (s ProcessState) Terminal() bool { return s.Ended() || s.NeedsOperator() }
+
+// Ended reports whether the order ended for good: nothing reopens it, so
+// it expires the retention later (see retention.go).
+func (s ProcessState) Ended() bool { return s == Processed || s == Compensated || s == Cancelled }
 
 // Claimed reports whether a Scheduler holds the record and an Agent works on
 // it until CompleteBy.
@@ -256,8 +264,20 @@ type Order struct {
 	CreatedAt   time.Time `json:"createdAt" dynamodbav:"CreatedAt"`
 	// ExpiresAt is when the order is deleted (Machine.OrderExpiresAt): the
 	// orders table's TTL, in whole seconds; zero for an order written
-	// before retention existed, which never expires. The store writes it.
+	// before retention existed, which never expires. The store writes it,
+	// and moves it with the rare changes that keep the order open longer
+	// (Patch.OrderExpiresAt, Patch.KeepOrder), so it outlives its record.
 	ExpiresAt time.Time `json:"-" dynamodbav:"-"`
+	// KeyExpiresAt is when the store forgets IdempotencyKey
+	// (Machine.KeyExpiresAt): until then a request with the key is
+	// answered with this order; from then on it makes a new one.
+	KeyExpiresAt time.Time `json:"-" dynamodbav:"-"`
+}
+
+// KeyUse is what the store remembers of an Idempotency-Key: the order it
+// made, and the fingerprint of the request that made it.
+type KeyUse struct {
+	OrderID, Owner, RequestHash string
 }
 
 // Expired reports whether the order is past its ExpiresAt at now: gone,
@@ -344,15 +364,17 @@ type State struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	// ExpiresAt is when the record is deleted (the state table's TTL, in
-	// whole seconds): set by the write that moves it into a terminal
-	// state, Retention after it, and removed by one that moves it out (an
-	// operator's resubmission); zero while the order is open.
+	// whole seconds): set by the write that ends the order for good
+	// (ProcessState.Ended), Retention after it; zero while the order is
+	// open or waits for an operator.
 	ExpiresAt time.Time
-	// OpenUntil bounds the order's operator actions: a change that takes
-	// it out of a terminal state is refused from then on
-	// (ErrPastRetention), so the orders item, which expires Retention
-	// after it, outlives every open record (Machine.OrderExpiresAt). Set
-	// at creation; zero for a record written before retention existed.
+	// OpenUntil is how long the order may stay open before its orders
+	// item needs a later TTL: that item expires Retention after it, and an
+	// order that ends by then expires before it. A change past it that
+	// keeps the order open moves both on (see retention.go). Set at
+	// creation and at every reopening; removed when the order ends for
+	// good or waits for an operator (whose orders item then never
+	// expires); zero for a record written before retention existed.
 	OpenUntil time.Time
 }
 

@@ -204,7 +204,7 @@ func TestUncertainOutcomeOperatorCancelsAnOrderInError(t *testing.T) {
 	// nothing undone. A workflow whose steps have no undo rejects the step
 	// so; the order itself runs the default workflow, whose steps do.
 	noUndo := workflow.Machine{Def: forwardOnly(), Policy: e.policy}
-	if failed, err := e.sys.Store.Apply(e.ctx, noUndo.StepRejected(id, 1, st.Attempt, "rejected", "scheduler-test", e.clk.Now())); err != nil ||
+	if failed, err := e.sys.Store.Apply(e.ctx, noUndo.StepRejected(id, 1, st.Attempt, "rejected", false, "scheduler-test", e.clk.Now())); err != nil ||
 		failed.ProcessState != workflow.Error || !failed.AlertPending {
 		t.Fatalf("rejecting step 1: %s, %v", brief(failed), err)
 	}
@@ -214,7 +214,8 @@ func TestUncertainOutcomeOperatorCancelsAnOrderInError(t *testing.T) {
 		t.Fatalf("cancel of an order in Error = %d %s", resp.StatusCode, resp.Body)
 	}
 	final := e.runToTerminal(id, 5)
-	if final.ProcessState != workflow.Compensated || !final.Cancelled || final.AlertPending {
+	// A compensation a cancel started ends Cancelled.
+	if final.ProcessState != workflow.Cancelled || !final.Cancelled || final.AlertPending {
 		t.Fatalf("final %s", brief(final))
 	}
 	e.assertNetZero(id, "reserve-inventory", "charge-payment")

@@ -160,7 +160,9 @@ func TestVersionSwitch(t *testing.T) {
 		name string
 		v2   workflow.Definition
 		// undone reports whether a v2 order stopped at charge-payment
-		// undoes reserve-inventory.
+		// undoes reserve-inventory: it ends Compensated; else, with
+		// reserve-inventory applied and no undo of it, it waits in Error,
+		// nothing undone, with an alert.
 		undoesReserve bool
 	}{
 		{"a step inserted", v2(func(d *workflow.Definition) {
@@ -226,8 +228,16 @@ func TestVersionSwitch(t *testing.T) {
 			}
 			after.assertEffectsOnce(done2, tc.v2.StepNames()...)
 			st = after.state(undone2)
-			if st.Workflow != tc.v2.ID() || st.ProcessState != workflow.Compensated {
-				t.Errorf("refused v2 order: %s %s, want Compensated on %s", st.Workflow, st.ProcessState, tc.v2.ID())
+			wantRefused := workflow.Compensated
+			if !tc.undoesReserve {
+				wantRefused = workflow.Error
+				a := after.alertsReceived(1)[0]
+				if a.MessageAttributes["kind"].Value != "not-undoable" || !strings.Contains(a.Message, "step reserve-inventory was applied and has no undo") {
+					t.Errorf("alert %+v, want one naming reserve-inventory as applied without an undo", a)
+				}
+			}
+			if st.Workflow != tc.v2.ID() || st.ProcessState != wantRefused {
+				t.Errorf("refused v2 order: %s %s, want %s on %s", st.Workflow, st.ProcessState, wantRefused, tc.v2.ID())
 			}
 			undone := 0
 			if tc.undoesReserve {

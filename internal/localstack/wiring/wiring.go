@@ -88,6 +88,9 @@ type Options struct {
 	WrapSender func(role string, s Sender) Sender
 	// OperatorAPIURL is the API the alerts' CLI commands name.
 	OperatorAPIURL string
+	// OrderIDs, when set, makes the IDs of new orders instead of random
+	// UUIDs (submission.WithOrderIDs), so a test knows them beforehand.
+	OrderIDs func() string
 	// WrapEvents wraps what the Notifier publishes order events with.
 	WrapEvents func(s notifier.Sender) notifier.Sender
 	// WrapDeadlines wraps what the Timer sends Deadlines with.
@@ -280,11 +283,15 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	for _, step := range o.Workflows.FirstSteps() {
 		firstQueues[step] = agentQueues[step]
 	}
+	subOpts := []submission.Option{submission.WithAlerts(alerts)}
+	if o.OrderIDs != nil {
+		subOpts = append(subOpts, submission.WithOrderIDs(o.OrderIDs))
+	}
 	s.Submission, err = submission.New(submission.Config{
 		AgentQueues: firstQueues, SchedulerQueueURL: s.SchedulerQueue.URL,
 		Workflows: o.Workflows, ClaimTimeout: o.Policy.ClaimTimeout, Retention: o.Policy.Retention, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
-		Admission: admit,
-	}, o.store("submission", s.Store), o.sender("submission", send), gate, subDeps)
+		Admission: admit, AlertTopicARN: s.AlertTopicARN,
+	}, o.store("submission", s.Store), o.sender("submission", send), gate, subDeps, subOpts...)
 	if err != nil {
 		return nil, err
 	}

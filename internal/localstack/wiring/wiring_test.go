@@ -387,7 +387,10 @@ func TestRepeatedTimeoutsEndInErrorWithOneAlert(t *testing.T) {
 	})
 	got := e.alertsReceived(1)
 	a := got[0]
-	if !strings.Contains(a.Subject, "timed out") || !strings.Contains(a.Message, id) || a.MessageAttributes["kind"].Value != "retries-exhausted" {
+	// Its step has no undo and may have been applied: nothing is undone,
+	// and the alert says so.
+	if !strings.Contains(a.Subject, "without undo") || !strings.Contains(a.Message, "reserve-inventory may have been applied") ||
+		!strings.Contains(a.Message, "did not complete by") || !strings.Contains(a.Message, id) || a.MessageAttributes["kind"].Value != "not-undoable" {
 		t.Fatalf("alert %+v", a)
 	}
 	// Later runs neither count further nor alert again.
@@ -417,7 +420,9 @@ func TestPermanentFailureStopsTheOrder(t *testing.T) {
 		workflow.TransitionStepCompleted: 1, workflow.TransitionFailed: 1,
 	})
 	a := e.alertsReceived(1)[0]
-	if a.MessageAttributes["kind"].Value != "permanent-failure" || !strings.Contains(a.Message, "charge-payment") {
+	// reserve-inventory has no undo and was applied: the order cannot be
+	// undone whole, so nothing is, and the alert names it.
+	if a.MessageAttributes["kind"].Value != "not-undoable" || !strings.Contains(a.Message, "step reserve-inventory was applied and has no undo; rejected") {
 		t.Fatalf("alert %+v", a)
 	}
 }

@@ -38,10 +38,18 @@ type Store struct {
 	mu     sync.Mutex
 	orders map[string]workflow.Order
 	states map[string]workflow.State
+	// keys are the key items, by statestore.KeySlot.
+	keys map[string]keyItem
 	// listed is the ByState index: the entry of each record in a listed
 	// state, keyed by when it entered the state.
 	listed map[string]entry
 	writes int
+}
+
+// keyItem is what the store keeps of an Idempotency-Key.
+type keyItem struct {
+	use       workflow.KeyUse
+	expiresAt time.Time
 }
 
 // entry is a record's entry in a listing's index: its partition and its
@@ -55,7 +63,7 @@ var _ statestore.Port = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{orders: map[string]workflow.Order{}, states: map[string]workflow.State{}, listed: map[string]entry{}}
+	return &Store{orders: map[string]workflow.Order{}, states: map[string]workflow.State{}, listed: map[string]entry{}, keys: map[string]keyItem{}}
 }
 
 func (s *Store) fault(method string, c workflow.Change) error {
@@ -65,19 +73,31 @@ func (s *Store) fault(method string, c workflow.Change) error {
 	return s.Fault(method, c)
 }
 
-// CreateOrder writes both or neither.
+// CreateOrder writes all or nothing: the order, its record and its key.
 func (s *Store) CreateOrder(_ context.Context, o workflow.Order, st workflow.State) error {
 	if err := s.fault("CreateOrder", workflow.Change{OrderID: o.OrderID}); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	slot := ""
+	if o.IdempotencyKey != "" {
+		slot = statestore.KeySlot(o.Owner, o.IdempotencyKey)
+		if _, ok := s.key(slot); ok {
+			return fmt.Errorf("create order %s: %w", o.OrderID, workflow.ErrKeyUsed)
+		}
+	}
 	_, order := s.orders[o.OrderID]
 	_, state := s.states[st.OrderID]
 	if order || state {
 		return fmt.Errorf("create order %s: %w", o.OrderID, workflow.ErrExists)
 	}
+	if slot != "" {
+		s.keys[slot] = keyItem{workflow.KeyUse{OrderID: o.OrderID, Owner: o.Owner, RequestHash: o.RequestHash},
+			o.KeyExpiresAt.Truncate(time.Second)}
+	}
 	o.ExpiresAt = o.ExpiresAt.Truncate(time.Second) // as a TTL is stored
+	o.KeyExpiresAt = time.Time{}                    // kept in the key item only
 	s.orders[o.OrderID] = o
 	s.states[st.OrderID] = normalize(st)
 	s.list(st, st.UpdatedAt)
@@ -103,6 +123,35 @@ func (s *Store) now() time.Time {
 		return time.Now().UTC()
 	}
 	return s.Clock.Now()
+}
+
+// pastTTL reports whether a TTL (zero: none) has come at now.
+func pastTTL(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
+
+// GetKey reads what an owner's key made; a forgotten key made nothing.
+func (s *Store) GetKey(_ context.Context, owner, key string) (workflow.KeyUse, error) {
+	slot := statestore.KeySlot(owner, key)
+	if err := s.fault("GetKey", workflow.Change{OrderID: slot}); err != nil {
+		return workflow.KeyUse{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, ok := s.key(slot)
+	if !ok {
+		return workflow.KeyUse{}, fmt.Errorf("get key %s: %w", slot, workflow.ErrNotFound)
+	}
+	return k.use, nil
+}
+
+// key is what the orders table holds at a key's slot and still remembers:
+// its key item, or the orders item an older release keyed by the slot
+// (statestore's key.go). The caller holds mu.
+func (s *Store) key(slot string) (keyItem, bool) {
+	k, ok := s.keys[slot]
+	if o, legacy := s.orders[slot]; !ok && legacy {
+		k, ok = keyItem{workflow.KeyUse{OrderID: o.OrderID, Owner: o.Owner, RequestHash: o.RequestHash}, o.ExpiresAt}, true
+	}
+	return k, ok && !pastTTL(k.expiresAt, s.now())
 }
 
 // GetOrder reads an order; one past its ExpiresAt is gone.
@@ -170,6 +219,14 @@ func (s *Store) Apply(_ context.Context, c workflow.Change) (workflow.State, err
 	}
 	st := normalize(c.Patch.Apply(before))
 	s.states[c.OrderID] = st
+	// The orders item's TTL moves with the record, if it has one.
+	if o, ok := s.orders[c.OrderID]; ok && c.MovesOrder() {
+		o.ExpiresAt = c.Patch.OrderExpiresAt.Truncate(time.Second)
+		if c.Patch.KeepOrder {
+			o.ExpiresAt = time.Time{}
+		}
+		s.orders[c.OrderID] = o
+	}
 	if st.ProcessState != before.ProcessState {
 		s.list(st, c.Patch.Now)
 	}

@@ -55,6 +55,8 @@ func Run(t *testing.T, openAt Open) {
 	t.Run("ListByOwnerPagesEveryShardExactly", func(t *testing.T) { t.Parallel(); listByOwnerShards(t, open(t)) })
 	t.Run("ListingsPageThroughTies", func(t *testing.T) { t.Parallel(); listingTies(t, open(t)) })
 	t.Run("RetentionIsWrittenWithTheChanges", func(t *testing.T) { t.Parallel(); retentionWritten(t, open(t)) })
+	t.Run("OrdersItemMovesWithTheRecord", func(t *testing.T) { t.Parallel(); ordersItemMovesWithTheRecord(t, open(t)) })
+	t.Run("KeysNameTheirOrderUntilForgotten", func(t *testing.T) { t.Parallel(); keys(t, openAt) })
 	t.Run("ExpiredItemsReadAsGone", func(t *testing.T) { t.Parallel(); expiredGone(t, openAt) })
 	t.Run("CountOpenPerVersionOncePerOrder", func(t *testing.T) { t.Parallel(); countOpen(t, openAt) })
 	t.Run("CountOpenIsBounded", func(t *testing.T) { t.Parallel(); countOpenBound(t, open(t)) })
@@ -213,7 +215,7 @@ func claim(s workflow.State, now time.Time) workflow.Change {
 
 func complete(s workflow.State, now time.Time) workflow.Change {
 	if s.ProcessState == workflow.Compensating {
-		return machine.UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), "scheduler/y", now)
+		return machine.UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), false, "scheduler/y", now)
 	}
 	return machine.StepCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"step":"`+s.Step+`"}`), "scheduler/y", now)
 }
@@ -222,7 +224,7 @@ func reject(s workflow.State, now time.Time) workflow.Change {
 	if s.ProcessState == workflow.Compensating {
 		return machine.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", now)
 	}
-	return machine.StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", "scheduler/z", now)
+	return machine.StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", false, "scheduler/z", now)
 }
 
 func expire(s workflow.State, _ time.Time) workflow.Change {
@@ -324,7 +326,7 @@ func fences(t *testing.T, s statestore.Port) {
 		{"a reply after CompleteBy", machine.StepCompleted("o-fence", 0, running.Attempt, nil, "s", running.CompleteBy)},
 		{"a reply for another step", machine.StepCompleted("o-fence", 1, running.Attempt, nil, "s", t0.Add(2*time.Second))},
 		{"a claim of a claimed step", machine.Claim("o-fence", 0, false, "other", t0.Add(2*time.Second))},
-		{"an undo reply while the step runs", machine.UndoCompleted("o-fence", 0, running.Attempt, nil, "s", t0.Add(2*time.Second))},
+		{"an undo reply while the step runs", machine.UndoCompleted("o-fence", 0, running.Attempt, nil, false, "s", t0.Add(2*time.Second))},
 		{"a recovery of a deadline that moved", recovery},
 		{"an alert confirmation of a record that owes none", workflow.AlertSent("o-fence", running.Attempt, t0.Add(2*time.Second))},
 		{"a change of a missing order", machine.Claim("o-missing", 0, false, "s", t0)},
@@ -539,7 +541,7 @@ func listByStateShards(t *testing.T, s statestore.Port) {
 }
 
 func rejectPlain(s workflow.State, now time.Time) workflow.Change {
-	return plain.StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", "scheduler/z", now)
+	return plain.StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", false, "scheduler/z", now)
 }
 
 func resubmitPlain(s workflow.State, now time.Time) workflow.Change {
@@ -738,16 +740,23 @@ func accept(t *testing.T, s statestore.Port, m workflow.Machine, id, owner strin
 }
 
 // retentionWritten: the order keeps its ExpiresAt and the record its
-// OpenUntil from the creation; the write that ends an order sets the
-// record's ExpiresAt (its answer shows it, so it is that one write), a
-// resubmission removes it, and ending again sets it anew.
+// OpenUntil from the creation; an order in Error does not expire; its
+// alert confirmed keeps its orders item for good; a resubmission long after
+// gives the record a new OpenUntil and the orders item a new TTL in the
+// same write; and the write that ends the order for good sets the record's
+// ExpiresAt (its answer shows it, so it is that one write), before the
+// orders item's.
 func retentionWritten(t *testing.T, s statestore.Port) {
 	ctx := context.Background()
 	st := accept(t, s, plain, "o-ttl", "owner-a", t0.Add(123*time.Millisecond))
-	o, err := s.GetOrder(ctx, "o-ttl")
-	if want := plain.OrderExpiresAt(t0); err != nil || !o.ExpiresAt.Equal(want) {
-		t.Fatalf("order ExpiresAt %v, %v; want %v", o.ExpiresAt, err, want)
+	orderTTL := func(want time.Time) {
+		t.Helper()
+		o, err := s.GetOrder(ctx, "o-ttl")
+		if err != nil || !o.ExpiresAt.Equal(want) {
+			t.Fatalf("order ExpiresAt %v, %v; want %v", o.ExpiresAt, err, want)
+		}
 	}
+	orderTTL(plain.OrderExpiresAt(t0))
 	if want := t0.Add(plain.Policy.Retention); !st.OpenUntil.Equal(want) || !st.ExpiresAt.IsZero() {
 		t.Fatalf("record OpenUntil %v, ExpiresAt %v; want %v and none", st.OpenUntil, st.ExpiresAt, want)
 	}
@@ -765,11 +774,118 @@ func retentionWritten(t *testing.T, s statestore.Port) {
 		return written
 	}
 	failedAt := t0.Add(1500 * time.Millisecond)
-	st = check("into Error", rejectPlain(st, failedAt), t0.Add(plain.Policy.Retention+time.Second))
-	st = check("alert confirmed", alertSent(st, failedAt.Add(time.Second)), st.ExpiresAt)
-	st = check("resubmitted", resubmitPlain(st, t0.Add(time.Hour)), time.Time{})
-	st = check("claimed", plainClaim(st, t0.Add(time.Hour+time.Second)), time.Time{})
-	check("processed", plainDone(st, t0.Add(time.Hour+2*time.Second)), t0.Add(time.Hour+2*time.Second+plain.Policy.Retention))
+	st = check("into Error", rejectPlain(st, failedAt), time.Time{})
+	orderTTL(plain.OrderExpiresAt(t0))
+	st = check("alert confirmed", alertSent(st, failedAt.Add(time.Second)), time.Time{})
+	orderTTL(time.Time{})
+	if !st.OpenUntil.IsZero() {
+		t.Fatalf("alert confirmed: OpenUntil %v, want none", st.OpenUntil)
+	}
+	resumed := t0.Add(3 * plain.Policy.Retention)
+	st = check("resubmitted long after", resubmitPlain(st, resumed), time.Time{})
+	orderTTL(plain.OrderExpiresAt(resumed))
+	if want := milli(resumed.Add(plain.Policy.Retention).Truncate(time.Second)); !st.OpenUntil.Equal(want) {
+		t.Fatalf("resubmitted: OpenUntil %v, want %v", st.OpenUntil, want)
+	}
+	st = check("claimed", plainClaim(st, resumed.Add(time.Second)), time.Time{})
+	ended := check("processed", plainDone(st, resumed.Add(2*time.Second)), resumed.Add(2*time.Second+plain.Policy.Retention).Truncate(time.Second))
+	orderTTL(plain.OrderExpiresAt(resumed))
+	if !plain.OrderExpiresAt(resumed).After(ended.ExpiresAt) {
+		t.Fatalf("the orders item expires at %v, before its record at %v", plain.OrderExpiresAt(resumed), ended.ExpiresAt)
+	}
+}
+
+// ordersItemMovesWithTheRecord: a change that moves the orders item's TTL
+// writes both or neither: a stale one changes neither.
+func ordersItemMovesWithTheRecord(t *testing.T, s statestore.Port) {
+	ctx := context.Background()
+	st := accept(t, s, plain, "o-both", "owner-a", t0)
+	st = apply(t, s, st.OrderID, timed{rejectPlain, t0.Add(time.Second)})
+	stale := workflow.AlertSent(st.OrderID, st.Attempt+1, t0.Add(2*time.Second))
+	if _, err := s.Apply(ctx, stale); !errors.Is(err, workflow.ErrStale) {
+		t.Fatalf("a stale alert confirmed: %v, want ErrStale", err)
+	}
+	if o, err := s.GetOrder(ctx, "o-both"); err != nil || !o.ExpiresAt.Equal(plain.OrderExpiresAt(t0)) {
+		t.Fatalf("after a stale change the order expires at %v, %v; want %v", o.ExpiresAt, err, plain.OrderExpiresAt(t0))
+	}
+	same(t, "after a stale change", get(t, s, "o-both"), st)
+	written, err := s.Apply(ctx, workflow.AlertSent(st.OrderID, st.Attempt, t0.Add(3*time.Second)))
+	if err != nil || written.AlertPending || !written.OpenUntil.IsZero() {
+		t.Fatalf("alert confirmed: %+v, %v", written, err)
+	}
+	if o, err := s.GetOrder(ctx, "o-both"); err != nil || !o.ExpiresAt.IsZero() {
+		t.Fatalf("the order of a record waiting for an operator expires at %v, %v; want never", o.ExpiresAt, err)
+	}
+}
+
+// keys: an Idempotency-Key's key item names the order it made until its
+// ExpiresAt, and a second order with the key is refused meanwhile (ErrKeyUsed,
+// nothing written); another owner's same key is its own; once forgotten, the
+// key makes a new order, while the old one stays; an orders item an older
+// release keyed by the key's slot counts as the key's.
+func keys(t *testing.T, open Open) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	s := open(t, clk)
+	keyed := func(id, owner, key, hash string, at time.Time) error {
+		o, st := newOrder(id, owner, at)
+		o.IdempotencyKey, o.RequestHash, o.KeyExpiresAt = key, hash, at.Add(machine.Policy.Retention)
+		return s.CreateOrder(ctx, o, st)
+	}
+	if _, err := s.GetKey(ctx, "owner-a", "k1"); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("an unused key: %v, want ErrNotFound", err)
+	}
+	if err := keyed("o-k-a", "owner-a", "k1", "h1", t0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetKey(ctx, "owner-a", "k1"); err != nil || got != (workflow.KeyUse{OrderID: "o-k-a", Owner: "owner-a", RequestHash: "h1"}) {
+		t.Fatalf("GetKey = %+v, %v", got, err)
+	}
+	if err := keyed("o-k-b", "owner-a", "k1", "h2", t0.Add(time.Second)); !errors.Is(err, workflow.ErrKeyUsed) {
+		t.Fatalf("a second order with the key: %v, want ErrKeyUsed", err)
+	}
+	if _, err := s.GetState(ctx, "o-k-b"); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("the refused order was written: %v", err)
+	}
+	if err := keyed("o-k-other", "owner-b", "k1", "h1", t0); err != nil {
+		t.Fatalf("another owner's same key: %v", err)
+	}
+	if got, _ := s.GetKey(ctx, "owner-b", "k1"); got.OrderID != "o-k-other" {
+		t.Fatalf("owner-b's key names %q", got.OrderID)
+	}
+	// Forgotten at its ExpiresAt, whether or not the TTL deleted it yet.
+	clk.Set(t0.Add(machine.Policy.Retention))
+	if _, err := s.GetKey(ctx, "owner-a", "k1"); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("a forgotten key: %v, want ErrNotFound", err)
+	}
+	if err := keyed("o-k-c", "owner-a", "k1", "h1", clk.Now()); err != nil {
+		t.Fatalf("a new order with a forgotten key: %v", err)
+	}
+	if got, _ := s.GetKey(ctx, "owner-a", "k1"); got.OrderID != "o-k-c" {
+		t.Fatalf("the key names %q, want the new order", got.OrderID)
+	}
+	if _, err := s.GetState(ctx, "o-k-a"); err != nil {
+		t.Fatalf("the key's old order: %v", err)
+	}
+	// An order an older release made with a key has the slot for its ID.
+	slot := statestore.KeySlot("owner-a", "old-key")
+	o, st := newOrder(slot, "owner-a", t0)
+	o.IdempotencyKey = ""
+	if err := s.CreateOrder(ctx, o, st); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetKey(ctx, "owner-a", "old-key"); err != nil || got != (workflow.KeyUse{OrderID: slot, Owner: "owner-a", RequestHash: o.RequestHash}) {
+		t.Fatalf("the key of an order an older release made: %+v, %v", got, err)
+	}
+	if err := keyed("o-k-d", "owner-a", "old-key", o.RequestHash, clk.Now()); !errors.Is(err, workflow.ErrKeyUsed) {
+		t.Fatalf("a new order with the key of an order an older release made: %v, want ErrKeyUsed", err)
+	}
+}
+
+// olderRelease is the change an older release made of an order it stopped
+// in Error: it set ExpiresAt, the retention after.
+func olderRelease(id string, now time.Time) workflow.Change {
+	return workflow.Change{OrderID: id, Patch: workflow.Patch{Now: now, ExpiresAt: now.Add(plain.Policy.Retention).Truncate(time.Second)}}
 }
 
 func plainClaim(s workflow.State, now time.Time) workflow.Change {
@@ -789,14 +905,20 @@ func expiredGone(t *testing.T, open Open) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	s := open(t, clk)
-	// Seven orders of one owner end in Error a second apart; o-exp-0
+	// Seven orders of one owner end in Error a second apart, each with an
+	// ExpiresAt as an older release wrote on entering Error (an order in
+	// Error no longer expires, but records stored then do); o-exp-0
 	// first, so it expires first.
 	var ids []string
 	for i := range 7 {
 		id := fmt.Sprintf("o-exp-%d", i)
 		ids = append(ids, id)
 		st := accept(t, s, plain, id, "owner-x", t0.Add(time.Duration(i)*time.Second))
-		if _, err := s.Apply(ctx, rejectPlain(st, t0.Add(time.Duration(i)*time.Second+10*time.Second))); err != nil {
+		failedAt := t0.Add(time.Duration(i)*time.Second + 10*time.Second)
+		if _, err := s.Apply(ctx, rejectPlain(st, failedAt)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(ctx, olderRelease(id, failedAt)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -909,9 +1031,11 @@ func countOpen(t *testing.T, openAt Open) {
 		apply(t, s, id, timed{plainClaim, later.Add(time.Second)}, timed{rejectPlain, later.Add(2 * time.Second)})
 	}
 	apply(t, s, "o-plain-quiet", timed{alertSent, later.Add(3 * time.Second)})
-	// One stopped at once, so it expires an hour before them.
+	// One stopped at once, and expires as an older release had it (an
+	// order in Error no longer expires, but records stored then do).
 	old := apply(t, s, createOf(t, s, plain.Def, "o-plain-old", "owner-a", t0).OrderID,
-		timed{plainClaim, t0.Add(time.Second)}, timed{rejectPlain, t0.Add(2 * time.Second)}, timed{alertSent, t0.Add(3 * time.Second)})
+		timed{plainClaim, t0.Add(time.Second)}, timed{rejectPlain, t0.Add(2 * time.Second)}, timed{alertSent, t0.Add(3 * time.Second)},
+		timed{func(st workflow.State, now time.Time) workflow.Change { return olderRelease(st.OrderID, now) }, t0.Add(4 * time.Second)})
 	if done.ProcessState != workflow.Processed || old.ExpiresAt.IsZero() {
 		t.Fatalf("the test is wrong: o-v1-done is %s, o-plain-old expires at %v", done.ProcessState, old.ExpiresAt)
 	}
