@@ -98,13 +98,22 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// state from the ByState index for operators, retries and cancels with
 	// conditional UpdateItem, dispatches a new order's first step (claimed
 	// in its transaction) to that step's Agent, and sends Schedule messages.
+	// An Idempotency-Key is an item of the orders table of its own, written
+	// in the order's transaction and read (GetItem) for a replay. An
+	// operator's retry or cancel moves the orders item's TTL in the same
+	// transaction as the record (UpdateItem on both tables: a transaction
+	// needs the permission of each action in it, "Using IAM with DynamoDB
+	// transactions",
+	// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html),
+	// and a cancel that leaves a step without an undo applied tells the
+	// operators' topic at once.
 	//
 	// A new order may start on any live version (the current one, or one
 	// its submission names), so it gets the queue of every version's first
 	// step, as step=url pairs like the Scheduler's.
 	agentNames := cfg.Workflows.AgentNames()
 	firstSteps := cfg.Workflows.FirstSteps()
-	subEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "RETENTION")
+	subEnv := pick("ORDERS_TABLE", "STATE_TABLE", "SCHEDULER_QUEUE_URL", "RETENTION", "ALERT_TOPIC_ARN")
 	(*subEnv)["AGENT_QUEUE_URLS"] = queueURLs(queues, firstSteps)
 	// Its admission check reads the depth of every Agent's request queue
 	// (GetQueueAttributes) and sheds new orders while any holds more than
@@ -124,7 +133,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		trigger:     byAPI,
 		timeout:     topology.SubmissionTimeout, memory: topology.SubmissionMemoryMB, env: subEnv,
 	})
-	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem")
+	allowTable(submission.role, orders, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem")
 	allowTable(submission.role, state, "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
 	// GET /ops/workflows counts the open orders from the in-flight index
 	// and ByState (statestore.Store.CountOpen).
@@ -136,6 +145,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		allowSend(submission.role, queues.agents[name].main)
 	}
 	allowSend(submission.role, queues.scheduler.main)
+	alerts.allowPublish(submission.role)
 	admissionARNs := make([]*string, 0, len(agentNames))
 	for _, name := range agentNames {
 		admissionARNs = append(admissionARNs, queues.agents[name].main.QueueArn())
@@ -166,6 +176,9 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		timeout:     topology.SchedulerTimeout, memory: topology.SchedulerMemoryMB, env: schedEnv,
 	})
 	allowTable(scheduler.role, state, "dynamodb:UpdateItem", "dynamodb:GetItem")
+	// Confirming an alert keeps the order's orders item for good, in the
+	// same transaction (workflow.AlertSent).
+	allowTable(scheduler.role, orders, "dynamodb:UpdateItem")
 	for _, name := range agentNames {
 		allowSend(scheduler.role, queues.agents[name].main)
 	}
@@ -220,6 +233,9 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	})
 	allow(supervisor.role, []string{"dynamodb:Query"}, jsii.String(*state.TableArn()+"/index/"+statestore.InFlightIndex))
 	allowTable(supervisor.role, state, "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
+	// An alert confirmed, or a record open past its OpenUntil, moves its
+	// orders item's TTL in the same transaction.
+	allowTable(supervisor.role, orders, "dynamodb:UpdateItem")
 	allowSend(supervisor.role, queues.scheduler.main)
 	alerts.allowPublish(supervisor.role)
 	rule := awsevents.NewRule(s, jsii.String("SupervisorSchedule"), &awsevents.RuleProps{
@@ -255,6 +271,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 		timeout:     topology.DeadlineTimeout, memory: topology.DeadlineMemoryMB, env: deadlineEnv,
 	})
 	allowTable(deadline.role, state, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	allowTable(deadline.role, orders, "dynamodb:UpdateItem")
 	allowSend(deadline.role, queues.scheduler.main)
 	alerts.allowPublish(deadline.role)
 	b.consume(deadline, queues.deadlines, topology.DeadlineBatchSize, 0)

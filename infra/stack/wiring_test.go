@@ -49,7 +49,7 @@ var loaders = func() []loader {
 		return m
 	}
 	ls := []loader{
-		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue"}),
+		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue", "ALERT_TOPIC_ARN": "AlertTopic"}),
 			check: func(t *testing.T, cfg any, vars map[string]any) {
 				// New orders go to the live versions' first steps' Agents.
 				checkAgentQueueURLs(t, vars, deployedCatalog().FirstSteps())
@@ -300,8 +300,13 @@ var roleActions = func() map[string]map[string][]string {
 	}
 	out := map[string]map[string][]string{}
 
-	sub := logs("Submission")
+	// An operator's cancel that leaves a step without an undo applied tells
+	// the operators at once.
+	sub := alerts(logs("Submission"))
 	add(sub, []string{"OrdersTable", "StateTable"}, "dynamodb:PutItem", "dynamodb:GetItem")
+	// A retry or cancel moves the orders item's TTL with the record, in one
+	// transaction.
+	add(sub, []string{"OrdersTable"}, "dynamodb:UpdateItem")
 	// Retry and cancel are conditional updates; GET /ops/orders lists by
 	// state; GET /orders lists the caller's order IDs from the orders
 	// table's ByOwner index, then their state records in one batch; GET
@@ -325,6 +330,9 @@ var roleActions = func() map[string]map[string][]string {
 	sched := alerts(logs("Scheduler"))
 	// GetItem: the record is read before a permanent failure is committed.
 	add(sched, []string{"StateTable"}, "dynamodb:UpdateItem", "dynamodb:GetItem")
+	// Confirming an alert keeps the orders item for good, in one
+	// transaction with the record.
+	add(sched, []string{"OrdersTable"}, "dynamodb:UpdateItem")
 	add(sched, []string{"ResponseQueue", "SchedulerQueue"}, consume...)
 	// A step whose dispatch failed is handed back after its backoff.
 	add(sched, []string{"SchedulerQueue"}, "sqs:SendMessage")
@@ -332,6 +340,7 @@ var roleActions = func() map[string]map[string][]string {
 	add(sup, []string{"StateTable/index/" + statestore.InFlightIndex}, "dynamodb:Query")
 	// The index holds keys only: the sweep reads the records in one batch.
 	add(sup, []string{"StateTable"}, "dynamodb:UpdateItem", "dynamodb:BatchGetItem")
+	add(sup, []string{"OrdersTable"}, "dynamodb:UpdateItem")
 	add(sup, []string{"SchedulerQueue"}, "sqs:SendMessage")
 	out["SupervisorRole"] = sup
 
@@ -362,6 +371,7 @@ var roleActions = func() map[string]map[string][]string {
 	out["TimerRole"] = tmr
 	dl := alerts(logs("Deadline"))
 	add(dl, []string{"StateTable"}, "dynamodb:GetItem", "dynamodb:UpdateItem")
+	add(dl, []string{"OrdersTable"}, "dynamodb:UpdateItem")
 	add(dl, []string{"DeadlineQueue"}, consume...)
 	add(dl, []string{"SchedulerQueue"}, "sqs:SendMessage")
 	out["DeadlineRole"] = dl
