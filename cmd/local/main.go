@@ -105,6 +105,10 @@ func run(args []string, out io.Writer) error {
 			return err
 		}
 	}
+	if mode != "serve" {
+		// The seed replays the same orders, and so their faults.
+		o.OrderIDs = localstack.SeededOrderIDs(o.Seed)
+	}
 
 	logFile, err := os.Create(*logPath)
 	if err != nil {

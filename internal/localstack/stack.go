@@ -95,8 +95,9 @@ type Options struct {
 	// Log receives the handlers' logs (JSON).
 	Log *slog.Logger
 	// OrderIDs, when set, makes the IDs of new orders instead of random
-	// UUIDs, so a test knows them before it submits.
-	OrderIDs func() string
+	// UUIDs (submission.WithOrderIDs): SeededOrderIDs for a demo whose
+	// seed replays it, or a test's own.
+	OrderIDs func(owner, key string) string
 
 	// Chaos, when set, wraps every handler's store and queue sender to kill
 	// invocations between writes and to duplicate or delay messages.

@@ -45,7 +45,7 @@ func TestOneTracePerOrder(t *testing.T) {
 	o.Agent.RemoteTimeout = time.Minute
 	o.DynamoDBEndpoint, o.AWSEndpoint = enginetest.Endpoints(t)
 	o.Prefix = enginetest.UniqueName(t, "trace")
-	o.OrderIDs = func() string { id := ids[0]; ids = ids[1:]; return id }
+	o.OrderIDs = func(string, string) string { id := ids[0]; ids = ids[1:]; return id }
 	var logs logtest.Buffer
 	o.Log = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	st, err := localstack.Start(context.Background(), o)

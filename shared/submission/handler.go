@@ -111,7 +111,7 @@ type Handler struct {
 	admit  Admission
 	clk    clock.Clock
 	log    *slog.Logger
-	newID  func() string
+	newID  func(owner, key string) string
 	alerts alert.Sender
 }
 
@@ -119,9 +119,13 @@ type Handler struct {
 type Option func(*Handler)
 
 // WithOrderIDs makes next the source of new orders' IDs instead of random
-// UUIDs, so a test knows an order's ID before it submits it. Each must be
-// new: an ID that is taken fails the order (500).
-func WithOrderIDs(next func() string) Option { return func(h *Handler) { h.newID = next } }
+// UUIDs, from the caller and the order's Idempotency-Key ("" for none), so
+// a test knows an order's ID before it submits it, and a demo's seed
+// replays the same orders. Each must be new: an ID that is taken fails the
+// order (500).
+func WithOrderIDs(next func(owner, key string) string) Option {
+	return func(h *Handler) { h.newID = next }
+}
 
 // WithAlerts tells the operators at once of what an operator's cancel
 // leaves applied (workflow.Change.Notice); without it that is in the
@@ -139,7 +143,7 @@ func New(cfg Config, store Store, sender Sender, admit Admission, deps actor.Dep
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	deps = deps.WithDefaults()
-	h := &Handler{cfg: cfg, store: store, sender: sender, admit: admit, clk: deps.Clock, log: deps.Log, newID: randomOrderID}
+	h := &Handler{cfg: cfg, store: store, sender: sender, admit: admit, clk: deps.Clock, log: deps.Log, newID: func(string, string) string { return randomOrderID() }}
 	for _, o := range opts {
 		o(h)
 	}
@@ -267,7 +271,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	// Every order gets an ID of its own, never one derived from its key:
 	// a key the store has forgotten makes a new order that shares nothing
 	// with the old one (see statestore's key.go).
-	orderID := h.newID()
+	orderID := h.newID(owner, key)
 	tr := h.orderTrace(ctx)
 	ctx, log = trace.Join(ctx, log.With(slog.String("orderId", orderID), slog.String("workflow", def.ID())), tr)
 	o := newOrder(orderID, owner, key, order, h.clk.Now().UTC())

@@ -405,7 +405,7 @@ func apiCases() []apiCase {
 	submitted := func(n int) func(*testing.T, *fixture) {
 		return func(t *testing.T, f *fixture) {
 			next := 0
-			f.h.newID = func() string { next++; return submittedID(next - 1) }
+			f.h.newID = func(string, string) string { next++; return submittedID(next - 1) }
 			for i := range n {
 				if resp := f.do(t, postOrder(validBody, IdempotencyKeyHeader, "k-"+strconv.Itoa(i))); resp.StatusCode != 202 {
 					t.Fatalf("submit: %d %s", resp.StatusCode, resp.Body)

@@ -90,7 +90,7 @@ type Options struct {
 	OperatorAPIURL string
 	// OrderIDs, when set, makes the IDs of new orders instead of random
 	// UUIDs (submission.WithOrderIDs), so a test knows them beforehand.
-	OrderIDs func() string
+	OrderIDs func(owner, key string) string
 	// WrapEvents wraps what the Notifier publishes order events with.
 	WrapEvents func(s notifier.Sender) notifier.Sender
 	// WrapDeadlines wraps what the Timer sends Deadlines with.

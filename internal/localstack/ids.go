@@ -1,0 +1,34 @@
+package localstack
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+)
+
+// SeededOrderIDs makes a demo's order IDs from its seed, the caller and
+// the order's Idempotency-Key (Options.OrderIDs), so a seed replays the
+// same orders: the remote simulator and the chaos injector draw their
+// faults from the orders' idempotency keys, which name the orders. The
+// deployed Submission gives every order a random ID instead, so that a key
+// reused once forgotten never makes an order that shares anything with an
+// earlier one; a demo never reuses a key. An order without a key gets a
+// random ID here too.
+func SeededOrderIDs(seed uint64) func(owner, key string) string {
+	return func(owner, key string) string {
+		var b [16]byte
+		if key == "" {
+			_, _ = rand.Read(b[:])
+		} else {
+			var s [8]byte
+			binary.BigEndian.PutUint64(s[:], seed)
+			sum := sha256.Sum256([]byte("sasflow/localstack/order-id\x00" + string(s[:]) + owner + "\x00" + key))
+			copy(b[:], sum[:16])
+		}
+		b[6] = b[6]&0x0f | 0x40 // version 4: as the deployed IDs look
+		b[8] = b[8]&0x3f | 0x80
+		h := hex.EncodeToString(b[:])
+		return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	}
+}
