@@ -186,4 +186,3 @@ func TestSomebodyElsesWriteIsStillStale(t *testing.T) {
 		t.Fatal("a second claim won")
 	}
 }
-
