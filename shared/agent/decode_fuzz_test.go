@@ -2,13 +2,14 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"unicode/utf8"
 )
 
 // FuzzDecodeResponse feeds arbitrary remote answers to the decoder: it must
-// never panic, return only JSON as output, classify by status, and produce a
-// fault that fits a reply.
+// never panic, return only JSON as output, classify by status and code, and
+// produce a fault that fits a reply.
 func FuzzDecodeResponse(f *testing.F) {
 	f.Add(200, "", []byte(`{"confirmation":"x"}`), false)
 	f.Add(204, "", []byte(``), false)
@@ -17,6 +18,9 @@ func FuzzDecodeResponse(f *testing.F) {
 	f.Add(422, "", []byte(`{"code":"rejected","message":"no"}`), false)
 	f.Add(400, "", []byte(`{"type":"about:blank","title":"Bad","detail":"d"}`), false)
 	f.Add(409, "", []byte(`{"code":409,"message":["x"]}`), false)
+	f.Add(409, "2", []byte(`{"code":"in_progress","message":"busy"}`), false)
+	f.Add(409, "", []byte(`{"type":"in_progress","title":"Conflict"}`), false)
+	f.Add(409, "", []byte(`{"code":"compensated","message":"undone"}`), false)
 	f.Add(503, "120", []byte(`{"code":"unavailable"}`), false)
 	f.Add(429, "Wed, 21 Oct 2015 07:28:00 GMT", []byte(`slow down`), false)
 	f.Add(500, "-5", []byte("\xff\xfe"), false)
@@ -35,8 +39,14 @@ func FuzzDecodeResponse(f *testing.F) {
 		if out != nil {
 			t.Errorf("output %q alongside error %v", out, err)
 		}
-		if !ok2xx && IsPermanent(err) == Transient(status) {
-			t.Errorf("status %d: permanent=%v", status, IsPermanent(err))
+		if !ok2xx {
+			var re *RemoteError
+			if !errors.As(err, &re) {
+				t.Fatalf("status %d: %v is not a RemoteError", status, err)
+			}
+			if IsPermanent(err) == Transient(status, re.Code) {
+				t.Errorf("status %d code %q: permanent=%v", status, re.Code, IsPermanent(err))
+			}
 		}
 		if d, _ := RetryAfter(err); d < 0 || d > maxWait {
 			t.Errorf("RetryAfter %v out of range", d)

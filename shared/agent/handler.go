@@ -318,8 +318,9 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 	br := h.breakers.For(endpoint)
 
 	// ambiguous records a try that failed without proving nothing was
-	// applied (a timeout, a reset connection, a 5xx): a permanent fault
-	// after it, such as a 409 for a key still in progress, is no proof
+	// applied (a timeout, a reset connection, a 5xx, a 409 in_progress,
+	// whose other call may apply it): a permanent fault after it, such as
+	// a 422 for a request the remote may have applied before, is no proof
 	// either.
 	ambiguous := false
 	for n := 0; ; n++ {
@@ -369,7 +370,9 @@ func (h *Handler) try(ctx context.Context, br *Breaker, req Request, timeout tim
 		out, err = h.svc.Do(tctx, req)
 	}
 	switch {
-	case err == nil || IsPermanent(err):
+	case err == nil || IsPermanent(err) || inProgress(err):
+		// A key in progress is an answer of a working remote, however
+		// often a retry gets it.
 		result = Success
 	case ctx.Err() != nil:
 		// Our own deadline ended the call; that says nothing of the remote.

@@ -79,7 +79,8 @@ func (s *HTTPService) Endpoint(req Request) string {
 }
 
 // Do posts the step and classifies the answer: 2xx is the output; 408, 429,
-// 5xx and network errors are transient; any other status is permanent.
+// 5xx, a 409 in_progress and network errors are transient; any other status
+// is permanent (see Transient).
 func (s *HTTPService) Do(ctx context.Context, req Request) (json.RawMessage, error) {
 	body, err := json.Marshal(remote.StepRequest{OrderID: req.OrderID, Step: req.Step, Input: req.Input, Previous: req.Previous})
 	if err != nil {
@@ -174,9 +175,27 @@ func (e *RemoteError) Fault() message.Fault { return message.Fault{Code: e.Code,
 // RetryAfter is the remote's Retry-After.
 func (e *RemoteError) RetryAfter() time.Duration { return e.Wait }
 
-// Transient reports whether a status is worth retrying.
-func Transient(status int) bool {
-	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
+// Transient reports whether an answer with status and problem code is worth
+// retrying: 408, 429, 5xx, and a 409 whose code is remote.CodeInProgress
+// (another call with the key is still at work, so the effect may yet be
+// applied: asking again gets its result). Any other 409, such as
+// remote.CodeCompensated (the key was undone) or idempotency_conflict (the
+// key with another body), is as permanent as any other 4xx.
+func Transient(status int, code string) bool {
+	switch {
+	case status == http.StatusConflict:
+		return code == remote.CodeInProgress
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests:
+		return true
+	}
+	return status >= 500
+}
+
+// inProgress reports whether err is the remote's answer that another call
+// with the key is still at work.
+func inProgress(err error) bool {
+	var re *RemoteError
+	return errors.As(err, &re) && re.Status == http.StatusConflict && re.Code == remote.CodeInProgress
 }
 
 // decodeResponse turns a remote answer into the step's output or a
@@ -210,7 +229,7 @@ func decodeResponse(status int, retryAfter string, body []byte, truncated bool) 
 		msg = http.StatusText(status)
 	}
 	e := &RemoteError{Status: status, Code: truncate(code, maxCodeBytes), Message: truncate(msg, maxMessageBytes)}
-	if Transient(status) {
+	if Transient(status, code) {
 		e.Wait = parseRetryAfter(retryAfter)
 		return nil, e
 	}
