@@ -12,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
 	"github.com/sasflow/sas/shared/trace"
@@ -82,7 +84,7 @@ func (s *HTTPService) Endpoint(req Request) string {
 // 5xx, a 409 in_progress and network errors are transient; any other status
 // is permanent (see Transient).
 func (s *HTTPService) Do(ctx context.Context, req Request) (json.RawMessage, error) {
-	body, err := json.Marshal(remote.StepRequest{OrderID: req.OrderID, Step: req.Step, Input: req.Input, Previous: req.Previous})
+	body, err := jsonwire.Marshal(remote.StepRequest{OrderID: req.OrderID, Step: req.Step, Input: req.Input, Previous: req.Previous})
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("encode step request: %w", err))
 	}
@@ -100,7 +102,7 @@ func (s *HTTPService) Compensate(ctx context.Context, req Request) (json.RawMess
 		// The remote would refuse it with a 400 on every try.
 		return nil, Permanent(fmt.Errorf("compensation of step %s: no effect key to undo", req.Step))
 	}
-	body, err := json.Marshal(remote.CompensateRequest{OrderID: req.OrderID, Step: req.Step, EffectKey: req.EffectKey,
+	body, err := jsonwire.Marshal(remote.CompensateRequest{OrderID: req.OrderID, Step: req.Step, EffectKey: req.EffectKey,
 		Input: req.Input, Previous: req.Previous})
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("encode compensation request: %w", err))
@@ -214,12 +216,18 @@ func decodeResponse(status int, retryAfter string, body []byte, truncated bool) 
 			return nil, nil
 		case !json.Valid(body):
 			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not JSON"}))
+		case !utf8.Valid(body):
+			// JSON exchanged between systems is UTF-8 (RFC 8259, section
+			// 8.1), and a message that is not would be refused downstream.
+			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not UTF-8"}))
 		}
-		var out bytes.Buffer
-		if err := json.Compact(&out, body); err != nil {
+		// Compacted as it will travel (jsonwire), so the output's size is
+		// the same number in every message and in the record.
+		out, err := jsonwire.Compact(body)
+		if err != nil {
 			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: err.Error()}))
 		}
-		return out.Bytes(), nil
+		return out, nil
 	}
 	code, msg := remote.ParseProblem(body)
 	if code == "" {

@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	"github.com/sasflow/sas/shared/jsonstrict"
+	"github.com/sasflow/sas/shared/jsonwire"
 )
 
 // Read returns the JSON document at path compacted; an unreadable or
@@ -120,10 +121,11 @@ func memberNames(typ reflect.Type) []string {
 	return names
 }
 
-// Marshal is json.Marshal for a test: the bytes, or the test fails.
+// Marshal is jsonwire.Marshal, as the system writes every wire format, for
+// a test: the bytes, or the test fails.
 func Marshal(tb testing.TB, v any) []byte {
 	tb.Helper()
-	b, err := json.Marshal(v)
+	b, err := jsonwire.Marshal(v)
 	if err != nil {
 		tb.Fatal(err)
 	}
