@@ -40,6 +40,7 @@ import (
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/followup"
+	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/trace"
@@ -250,7 +251,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	ctx, log = trace.Join(ctx, log.With(slog.String("orderId", orderID), slog.String("workflow", def.ID())), tr)
 	o := newOrder(orderID, owner, key, order, h.clk.Now().UTC())
 	o.ExpiresAt = mach.OrderExpiresAt(o.CreatedAt)
-	input, err := json.Marshal(inputOf(o))
+	input, err := jsonwire.Marshal(inputOf(o))
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
 	}
