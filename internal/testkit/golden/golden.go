@@ -10,7 +10,8 @@
 // changes only by hand, as a change of the contract that clients see.
 //
 // The documents are kept indented for reading; Read compacts them to the
-// bytes json.Marshal writes.
+// bytes the system writes (shared/jsonwire: encoding/json without HTML
+// escaping).
 package golden
 
 import (
