@@ -3,7 +3,6 @@ package opsclient
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sasflow/sas/internal/dlq"
+	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/topology"
 )
 
@@ -283,7 +283,7 @@ func (d dlqCommand) list(ctx context.Context, pairs []dlq.Pair, max int) error {
 			Depth: p.Depth, InFlight: p.InFlight, Messages: msgs}
 	}
 	if d.json {
-		b, err := json.Marshal(struct {
+		b, err := jsonwire.Marshal(struct {
 			Queues []queueReport `json:"queues"`
 		}{reports})
 		if err != nil {

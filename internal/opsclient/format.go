@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sasflow/sas/shared/api"
+	"github.com/sasflow/sas/shared/jsonwire"
 )
 
 // Widths of free text in tables; `show` and --json give it in full.
@@ -189,7 +190,7 @@ func ordersJSON(raws []json.RawMessage) ([]byte, error) {
 	if raws == nil {
 		raws = []json.RawMessage{}
 	}
-	b, err := json.Marshal(struct {
+	b, err := jsonwire.Marshal(struct {
 		Orders []json.RawMessage `json:"orders"`
 	}{raws})
 	if err != nil {

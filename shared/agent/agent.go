@@ -133,7 +133,9 @@ func IsUncertain(err error) bool { return errors.Is(err, uncertain) }
 // mayHaveApplied reports whether a try that failed with err may have
 // reached the remote and applied the step: anything but a call that was
 // never made (an open breaker, a connection refused or never dialled) or one
-// the remote turned away before doing anything (429 Too Many Requests).
+// the remote turned away before doing anything (429 Too Many Requests). A
+// 409 in_progress did not apply it, but the other call holding the key may
+// have, and that call is this step's effect too.
 func mayHaveApplied(err error) bool {
 	var re *RemoteError
 	var op *net.OpError

@@ -9,12 +9,14 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/trace"
@@ -228,17 +230,23 @@ func (h *Handler) sendReply(ctx context.Context, log *slog.Logger, rec events.SQ
 }
 
 // succeeded is the reply of a step or undo the service completed. Its
-// output enters the system here, so it is checked here: one that is not JSON,
-// or over the step's limit (it would overflow the later requests that carry
-// it, or the state record), fails the step uncertainly, since the remote did
-// apply it. An undo that happened is reported as done whatever its output;
-// an output it cannot carry is dropped.
+// output enters the system here, so it is checked here: one that is not JSON
+// in UTF-8, or over the step's limit (it would overflow the later requests
+// that carry it, or the state record), fails the step uncertainly, since the
+// remote did apply it. The limit applies to the output as every message and
+// the record will hold it (compacted, see jsonwire), which is what the
+// Scheduler measures again. An undo that happened is reported as done
+// whatever its output; an output it cannot carry is dropped.
 func (h *Handler) succeeded(log *slog.Logger, m message.AgentRequest, out json.RawMessage) message.AgentReply {
 	var fault *message.Fault
-	switch {
-	case len(out) > 0 && !json.Valid(out):
-		fault = &message.Fault{Code: CodeInvalidOutput, Message: "the step's output is not JSON"}
-	case len(out) > h.cfg.MaxOutputBytes:
+	if len(out) > 0 {
+		if compact, err := jsonwire.Compact(out); err == nil && utf8.Valid(compact) {
+			out = compact
+		} else {
+			fault = &message.Fault{Code: CodeInvalidOutput, Message: "the step's output is not JSON in UTF-8"}
+		}
+	}
+	if fault == nil && len(out) > h.cfg.MaxOutputBytes {
 		fault = &message.Fault{Code: CodeOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(out), h.cfg.MaxOutputBytes)}
 	}
 	if fault != nil && m.Action.Undo() {
@@ -318,8 +326,9 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 	br := h.breakers.For(endpoint)
 
 	// ambiguous records a try that failed without proving nothing was
-	// applied (a timeout, a reset connection, a 5xx): a permanent fault
-	// after it, such as a 409 for a key still in progress, is no proof
+	// applied (a timeout, a reset connection, a 5xx, a 409 in_progress,
+	// whose other call may apply it): a permanent fault after it, such as
+	// a 422 for a request the remote may have applied before, is no proof
 	// either.
 	ambiguous := false
 	for n := 0; ; n++ {
@@ -369,7 +378,9 @@ func (h *Handler) try(ctx context.Context, br *Breaker, req Request, timeout tim
 		out, err = h.svc.Do(tctx, req)
 	}
 	switch {
-	case err == nil || IsPermanent(err):
+	case err == nil || IsPermanent(err) || inProgress(err):
+		// A key in progress is an answer of a working remote, however
+		// often a retry gets it.
 		result = Success
 	case ctx.Err() != nil:
 		// Our own deadline ended the call; that says nothing of the remote.

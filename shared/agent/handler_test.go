@@ -276,18 +276,19 @@ func TestHandlerOutcomes(t *testing.T) {
 			wantLog:   "step failed permanently",
 		},
 		{
-			// A try that timed out may have been applied; the 409 of the
-			// next (the key is still in progress) proves nothing.
+			// A try that timed out may have been applied; the rejection of
+			// the next (a service that does not replay under its key)
+			// proves nothing.
 			name: "permanent failure after an ambiguous try is uncertain",
 			service: func(*clock.Fake) func(context.Context, agent.Request, int) (json.RawMessage, error) {
 				return func(_ context.Context, _ agent.Request, n int) (json.RawMessage, error) {
 					if n == 1 {
 						return nil, context.DeadlineExceeded
 					}
-					return nil, agent.Permanent(&agent.RemoteError{Status: 409, Code: "in_progress", Message: "a request with this key is in progress"})
+					return nil, agent.Permanent(&agent.RemoteError{Status: 422, Code: "rejected", Message: "out of stock"})
 				}
 			},
-			wantReply: &want{outcome: message.Failed, code: "in_progress", uncertain: true},
+			wantReply: &want{outcome: message.Failed, code: "rejected", uncertain: true},
 			wantCalls: 2,
 		},
 		{

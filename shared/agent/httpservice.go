@@ -12,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
 	"github.com/sasflow/sas/shared/trace"
@@ -79,9 +81,10 @@ func (s *HTTPService) Endpoint(req Request) string {
 }
 
 // Do posts the step and classifies the answer: 2xx is the output; 408, 429,
-// 5xx and network errors are transient; any other status is permanent.
+// 5xx, a 409 in_progress and network errors are transient; any other status
+// is permanent (see Transient).
 func (s *HTTPService) Do(ctx context.Context, req Request) (json.RawMessage, error) {
-	body, err := json.Marshal(remote.StepRequest{OrderID: req.OrderID, Step: req.Step, Input: req.Input, Previous: req.Previous})
+	body, err := jsonwire.Marshal(remote.StepRequest{OrderID: req.OrderID, Step: req.Step, Input: req.Input, Previous: req.Previous})
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("encode step request: %w", err))
 	}
@@ -99,7 +102,7 @@ func (s *HTTPService) Compensate(ctx context.Context, req Request) (json.RawMess
 		// The remote would refuse it with a 400 on every try.
 		return nil, Permanent(fmt.Errorf("compensation of step %s: no effect key to undo", req.Step))
 	}
-	body, err := json.Marshal(remote.CompensateRequest{OrderID: req.OrderID, Step: req.Step, EffectKey: req.EffectKey,
+	body, err := jsonwire.Marshal(remote.CompensateRequest{OrderID: req.OrderID, Step: req.Step, EffectKey: req.EffectKey,
 		Input: req.Input, Previous: req.Previous})
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("encode compensation request: %w", err))
@@ -174,9 +177,27 @@ func (e *RemoteError) Fault() message.Fault { return message.Fault{Code: e.Code,
 // RetryAfter is the remote's Retry-After.
 func (e *RemoteError) RetryAfter() time.Duration { return e.Wait }
 
-// Transient reports whether a status is worth retrying.
-func Transient(status int) bool {
-	return status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500
+// Transient reports whether an answer with status and problem code is worth
+// retrying: 408, 429, 5xx, and a 409 whose code is remote.CodeInProgress
+// (another call with the key is still at work, so the effect may yet be
+// applied: asking again gets its result). Any other 409, such as
+// remote.CodeCompensated (the key was undone) or idempotency_conflict (the
+// key with another body), is as permanent as any other 4xx.
+func Transient(status int, code string) bool {
+	switch {
+	case status == http.StatusConflict:
+		return code == remote.CodeInProgress
+	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests:
+		return true
+	}
+	return status >= 500
+}
+
+// inProgress reports whether err is the remote's answer that another call
+// with the key is still at work.
+func inProgress(err error) bool {
+	var re *RemoteError
+	return errors.As(err, &re) && re.Status == http.StatusConflict && re.Code == remote.CodeInProgress
 }
 
 // decodeResponse turns a remote answer into the step's output or a
@@ -195,12 +216,18 @@ func decodeResponse(status int, retryAfter string, body []byte, truncated bool) 
 			return nil, nil
 		case !json.Valid(body):
 			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not JSON"}))
+		case !utf8.Valid(body):
+			// JSON exchanged between systems is UTF-8 (RFC 8259, section
+			// 8.1), and a message that is not would be refused downstream.
+			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not UTF-8"}))
 		}
-		var out bytes.Buffer
-		if err := json.Compact(&out, body); err != nil {
+		// Compacted as it will travel (jsonwire), so the output's size is
+		// the same number in every message and in the record.
+		out, err := jsonwire.Compact(body)
+		if err != nil {
 			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: err.Error()}))
 		}
-		return out.Bytes(), nil
+		return out, nil
 	}
 	code, msg := remote.ParseProblem(body)
 	if code == "" {
@@ -210,7 +237,7 @@ func decodeResponse(status int, retryAfter string, body []byte, truncated bool) 
 		msg = http.StatusText(status)
 	}
 	e := &RemoteError{Status: status, Code: truncate(code, maxCodeBytes), Message: truncate(msg, maxMessageBytes)}
-	if Transient(status) {
+	if Transient(status, code) {
 		e.Wait = parseRetryAfter(retryAfter)
 		return nil, e
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/remote"
 )
 
 func stepRequest() agent.Request {
@@ -116,6 +117,55 @@ func TestHTTPServiceSendsTheStep(t *testing.T) {
 	}
 }
 
+// TestHTTPServiceSendsOutputsAsTheyCame: the outputs a request carries
+// reach the remote as the bytes the system stored, not HTML-escaped.
+func TestHTTPServiceSendsOutputsAsTheyCame(t *testing.T) {
+	t.Parallel()
+	const out = "{\"h\":\"<b>&amp;</b> é😀\u2028\"}"
+	for _, tc := range []struct {
+		name string
+		call func(*agent.HTTPService, agent.Request) error
+		req  agent.Request
+	}{
+		{"step", func(s *agent.HTTPService, r agent.Request) error { _, err := s.Do(context.Background(), r); return err }, stepRequest()},
+		{"undo", func(s *agent.HTTPService, r agent.Request) error {
+			_, err := s.Compensate(context.Background(), r)
+			return err
+		}, undoRequest()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url, got := recordingServer(t, `{}`)
+			tc.req.Previous = map[string]json.RawMessage{"validate": json.RawMessage(out)}
+			if err := tc.call(agent.NewHTTPService(url, agent.NewHTTPClient(5*time.Second)), tc.req); err != nil {
+				t.Fatal(err)
+			}
+			if s := <-got; !strings.Contains(string(s.raw), `"previous":{"validate":`+out+`}`) {
+				t.Errorf("sent %s, want the output %s as it is", s.raw, out)
+			}
+		})
+	}
+}
+
+// TestConflictGoldensClassify: the contract's 409 in_progress is retried,
+// its 409 compensated is final.
+func TestConflictGoldensClassify(t *testing.T) {
+	t.Parallel()
+	for file, permanent := range map[string]bool{"problem-in-progress.json": false, "problem-compensated.json": true} {
+		doc := golden.Read(t, filepath.Join("..", "remote", "testdata", file))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write(doc)
+		}))
+		_, err := agent.NewHTTPService(srv.URL, agent.NewHTTPClient(5*time.Second)).Do(context.Background(), stepRequest())
+		srv.Close()
+		var re *agent.RemoteError
+		if !errors.As(err, &re) || agent.IsPermanent(err) != permanent {
+			t.Errorf("%s: %v, permanent %v; want permanent %v", file, err, agent.IsPermanent(err), permanent)
+		}
+	}
+}
+
 func TestHTTPServiceClassifies(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -152,6 +202,19 @@ func TestHTTPServiceClassifies(t *testing.T) {
 			wantErr: true, permanent: true, wantCode: "http_400", wantMsg: "sku missing"},
 		{name: "409 typed problem", status: 409, body: `{"type":"https://errors.example.com/conflict","title":"Conflict"}`,
 			wantErr: true, permanent: true, wantCode: "https://errors.example.com/conflict", wantMsg: "Conflict"},
+		// Another call with the key is at work: ask again.
+		{name: "409 in_progress is transient with Retry-After", status: 409, header: map[string]string{"Retry-After": "2"},
+			body: `{"code":"in_progress","message":"busy"}`, wantErr: true, wantCode: remote.CodeInProgress, wantMsg: "busy", retryAfter: 2 * time.Second},
+		{name: "409 compensated is permanent", status: 409, body: `{"code":"compensated","message":"undone"}`,
+			wantErr: true, permanent: true, wantCode: remote.CodeCompensated, wantMsg: "undone"},
+		{name: "409 idempotency_conflict is permanent", status: 409, header: map[string]string{"Retry-After": "2"},
+			body: `{"code":"idempotency_conflict","message":"another body"}`, wantErr: true, permanent: true, wantCode: "idempotency_conflict"},
+		{name: "200 markup and multi-byte UTF-8 as they came", status: 200, body: "{\"h\": \"<b>&amp;</b> é😀\u2028\"}",
+			wantOut: "{\"h\":\"<b>&amp;</b> é😀\u2028\"}"},
+		// SQS does not carry it; the escape means the same.
+		{name: "200 U+FFFF escaped", status: 200, body: "\"a\uFFFFb\"", wantOut: `"a\uffffb"`},
+		{name: "200 not UTF-8 is permanent and uncertain", status: 200, body: "{\"a\":\"\xff\"}", wantErr: true, permanent: true, uncertain: true,
+			wantCode: agent.CodeBadResponse},
 		{name: "404 plain text", status: 404, body: "not here", wantErr: true, permanent: true, wantCode: "http_404", wantMsg: "Not Found"},
 		{name: "redirect not followed", status: 302, header: map[string]string{"Location": "/elsewhere"},
 			wantErr: true, permanent: true, wantCode: "http_302"},
@@ -362,7 +425,7 @@ func TestHTTPServiceCompensateBeforeTheStep(t *testing.T) {
 	if !errors.As(err, &re) || re.Status != http.StatusConflict {
 		t.Errorf("Do after the undo = %v, want a 409 RemoteError", err)
 	}
-	if f := agent.FaultOf(err); f.Code != "compensated" {
+	if f := agent.FaultOf(err); f.Code != remote.CodeCompensated {
 		t.Errorf("FaultOf = %+v, want code compensated", f)
 	}
 	if n := sim.EffectCount(undoRequest().EffectKey); n != 0 {

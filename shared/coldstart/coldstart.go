@@ -8,7 +8,6 @@ package coldstart
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/sasflow/sas/shared/jsonwire"
 )
 
 // Load builds the logger, reads the configuration with load, and loads the
@@ -52,7 +53,7 @@ const InitErrorType = "Runtime.InitError"
 // reportInitError posts message to the Runtime API at api (host:port), in
 // the shape Lambda documents for POST /runtime/init/error.
 func reportInitError(api, message string) error {
-	body, err := json.Marshal(map[string]string{"errorMessage": message, "errorType": InitErrorType})
+	body, err := jsonwire.Marshal(map[string]string{"errorMessage": message, "errorType": InitErrorType})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sasflow/sas/shared/jsonstrict"
+	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -326,8 +327,10 @@ func (m AgentReply) validate() error {
 }
 
 // Encode marshals a message; messages always marshal, so a failure is a bug.
+// It does not escape HTML (see shared/jsonwire): an output travels as the
+// bytes its size was checked at.
 func Encode(m any) string {
-	b, err := json.Marshal(m)
+	b, err := jsonwire.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("messages: encode %T: %v", m, err))
 	}

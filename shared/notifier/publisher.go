@@ -2,9 +2,9 @@ package notifier
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
+	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/topic"
 )
 
@@ -69,7 +69,7 @@ func message(ev Event) (topic.Message, error) {
 	if err := ev.Validate(); err != nil {
 		return topic.Message{}, fmt.Errorf("publish event %d of order %q: %w", ev.Seq, ev.OrderID, err)
 	}
-	body, err := json.Marshal(ev)
+	body, err := jsonwire.Marshal(ev)
 	if err != nil {
 		return topic.Message{}, fmt.Errorf("publish event %d of order %s: encode: %w", ev.Seq, ev.OrderID, err)
 	}

@@ -7,10 +7,20 @@
 //	POST {base}/v1/steps/{step}             StepRequest, Idempotency-Key: the effect's key
 //	POST {base}/v1/steps/{step}/compensate  CompensateRequest, Idempotency-Key: the undo's own key
 //
-// A 2xx answer's body is the step's output, any JSON the service likes:
-// the system stores it and hands it to later steps without reading it, so
-// no output shape belongs to the contract. Any other answer may carry a
-// Problem, or an RFC 9457 problem document (see ParseProblem).
+// A 2xx answer's body is the step's output, any JSON in UTF-8 the service
+// likes: the system stores it and hands it to later steps byte for byte
+// (compacted) without reading it, so no output shape belongs to the
+// contract. Any other answer may carry a Problem, or an RFC 9457 problem
+// document (see ParseProblem). 408, 429 and 5xx are transient; so is a 409
+// whose code is CodeInProgress:
+//
+//	409 in_progress   another call with the key is still at work: the caller asks again,
+//	                  after Retry-After if the service sends one, until it gets the stored result
+//	409 compensated   the key's effect was undone (or its undo came first): refused for good
+//
+// Any other 409 (idempotency_conflict, the key used with another body, say),
+// and any other 4xx, is a permanent rejection. An undo of a key in progress
+// is answered transiently (5xx) until the effect is settled.
 //
 // How strictly a service reads the requests, and how large it lets them
 // be, is the service's own affair: the simulator's strict decoders live in
@@ -105,3 +115,16 @@ func ParseProblem(body []byte) (code, message string) {
 	}
 	return strings.TrimSpace(code), message
 }
+
+// Problem codes of a 409 Conflict whose meaning the Agent relies on (see
+// the package doc).
+const (
+	// CodeInProgress: another call with the key is still being processed.
+	// Nothing was refused: the effect may be applied any moment, so the
+	// caller asks again, honouring a Retry-After, until the service answers
+	// the stored result.
+	CodeInProgress = "in_progress"
+	// CodeCompensated: the key's effect was undone (or its undo came first),
+	// and the service refuses the key for good.
+	CodeCompensated = "compensated"
+)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sasflow/sas/internal/testkit/golden"
+	"github.com/sasflow/sas/shared/jsonstrict"
 	"github.com/sasflow/sas/shared/remote"
 )
 
@@ -41,6 +42,26 @@ func TestParseProblemReadsTheGolden(t *testing.T) {
 	}
 	if code, msg := remote.ParseProblem(doc); code != p.Code || msg != p.Message || code == "" || msg == "" {
 		t.Errorf("ParseProblem(problem.json) = %q, %q; want %q, %q", code, msg, p.Code, p.Message)
+	}
+}
+
+// TestConflictGoldensNameTheCodes: the two 409s whose code the Agent acts
+// on have golden documents, which the simulator serves and the agent's
+// tests classify.
+func TestConflictGoldensNameTheCodes(t *testing.T) {
+	t.Parallel()
+	for file, code := range map[string]string{
+		"testdata/problem-in-progress.json": remote.CodeInProgress,
+		"testdata/problem-compensated.json": remote.CodeCompensated,
+	} {
+		doc := golden.Read(t, file)
+		var p remote.Problem
+		if err := jsonstrict.Decode(doc, &p); err != nil {
+			t.Fatalf("%s does not decode strictly into a Problem: %v", file, err)
+		}
+		if got, msg := remote.ParseProblem(doc); got != code || p.Code != code || msg == "" {
+			t.Errorf("%s: code %q (parsed %q), message %q; want %q", file, p.Code, got, msg, code)
+		}
 	}
 }
 

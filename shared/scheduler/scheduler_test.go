@@ -728,6 +728,61 @@ func TestReplyWithAnOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
 	}
 }
 
+// TestTheCommitMeasuresTheOutputAsTheAgentSentIt: the Scheduler checks a
+// reply's output against its step's limit at the bytes the agent measured
+// and sent, markup and multi-byte UTF-8 included, keeps those bytes, and
+// hands them on in the next step's request as they are.
+func TestTheCommitMeasuresTheOutputAsTheAgentSentIt(t *testing.T) {
+	t.Parallel()
+	const limit = 6 << 10
+	sized := func(text string, size int) string {
+		const open, closing = `{"receipt":"`, `"}`
+		n := size - len(open) - len(closing)
+		fill := strings.Repeat(text, n/len(text))
+		return open + fill + strings.Repeat("x", n-len(fill)) + closing
+	}
+	for _, tc := range []struct {
+		name string
+		out  string
+	}{
+		{"markup at the limit", sized(`<b>&amp;</b>`, limit)},
+		{"markup one byte over", sized(`<b>&amp;</b>`, limit+1)},
+		{"multi-byte UTF-8 at the limit", sized("😀é\u2028\u2029", limit)},
+		{"multi-byte UTF-8 one byte over", sized("😀é\u2028\u2029", limit+1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig()
+			cfg.Workflows.Definitions[0].Steps[0].MaxOutputBytes = limit
+			f := newFixture(t, cfg, testNow, processingAt(cfg, orderA, 0, 1, testNow))
+			body := message.Encode(message.AgentReply{
+				V: message.Version, Kind: message.KindAgentReply, OrderID: orderA, Step: "reserve-inventory", StepIndex: 0, Attempt: 1,
+				Outcome: message.Succeeded, Output: json.RawMessage(tc.out),
+			})
+			f.handle(t, context.Background(), record("m1", body))
+			st := f.Store.Record(t, orderA)
+			if len(tc.out) > limit {
+				want := fmt.Sprintf("has %d bytes, over its limit of %d bytes", len(tc.out), limit)
+				if len(st.Steps[0].Output) != 0 || st.Steps[0].State != workflow.StepFailed || !strings.Contains(st.LastError, want) {
+					t.Fatalf("step %+v, last error %q; want it failed with %q and no output kept", st.Steps[0], st.LastError, want)
+				}
+				return
+			}
+			if got := string(st.Steps[0].Output); st.Steps[0].State != workflow.StepSucceeded || got != tc.out {
+				t.Fatalf("step %s with %d bytes of output (last error %q), want succeeded with the %d the agent sent",
+					st.Steps[0].State, len(got), st.LastError, len(tc.out))
+			}
+			sent := f.Send.Sent()
+			if len(sent) != 1 {
+				t.Fatalf("sent %d messages, want the next step's request", len(sent))
+			}
+			if !strings.Contains(sent[0].Body, `"previous":{"reserve-inventory":`+tc.out+`}`) {
+				t.Errorf("the next request does not carry the output as it came: %.200s…", sent[0].Body)
+			}
+		})
+	}
+}
+
 // ---------------------------------------------------------------------------
 // Agent replies.
 

@@ -80,11 +80,8 @@ const apiTestdata = "../api/testdata"
 
 func marshalView(t *testing.T, v any) []byte {
 	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	// As respond writes it: jsonwire, without HTML escaping.
+	return golden.Marshal(t, v)
 }
 
 var discardLog = slog.New(slog.DiscardHandler)

@@ -41,6 +41,7 @@ import (
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/followup"
+	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/trace"
@@ -279,7 +280,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	if hasKey {
 		o.KeyExpiresAt = mach.KeyExpiresAt(o.CreatedAt)
 	}
-	input, err := json.Marshal(inputOf(o))
+	input, err := jsonwire.Marshal(inputOf(o))
 	if err != nil {
 		return h.internal(ctx, log, req, fmt.Errorf("marshal order input: %w", err))
 	}

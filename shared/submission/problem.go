@@ -1,12 +1,12 @@
 package submission
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/shared/api"
+	"github.com/sasflow/sas/shared/jsonwire"
 )
 
 // Problem types: stable URIs clients may switch on.
@@ -60,7 +60,9 @@ func respond(status int, contentType string, body any, headers map[string]string
 	for k, v := range headers {
 		h[k] = v
 	}
-	b, err := json.Marshal(body)
+	// Not HTML-escaped (jsonwire): nosniff above keeps a browser from
+	// reading markup in an output as a page.
+	b, err := jsonwire.Marshal(body)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{
 			StatusCode: http.StatusInternalServerError,

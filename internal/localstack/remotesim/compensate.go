@@ -55,7 +55,7 @@ func (s *Sim) undo(key string, req remote.CompensateRequest) outcome {
 		if s.inProgress[req.EffectKey] > 0 {
 			// The effect may be applied any moment: undoing it now could miss
 			// it, so the undo is retried until it settles.
-			return outcome{status: http.StatusServiceUnavailable, code: "in_progress",
+			return outcome{status: http.StatusServiceUnavailable, code: remote.CodeInProgress,
 				msg: fmt.Sprintf("the effect %s is still in progress; try again", req.EffectKey)}
 		}
 		u := Undo{

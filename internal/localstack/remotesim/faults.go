@@ -39,8 +39,9 @@ const (
 	// HangThenApply holds the key in progress past the caller's timeout and
 	// applies the effect only afterwards, as a slow service still working
 	// on a request its caller gave up on. Meanwhile a call with the key is
-	// refused with 409 in_progress (a permanent 4xx that proves nothing),
-	// and an undo of it with 503 in_progress until the effect is settled.
+	// answered 409 in_progress (which the agent retries, and which proves
+	// nothing either way), and an undo of it 503 in_progress until the
+	// effect is settled.
 	HangThenApply
 )
 

@@ -32,14 +32,21 @@ func TestUndoGolden(t *testing.T) {
 }
 
 // TestServesTheContractGolden: the contract's golden requests get the
-// simulator's golden answers, and a request without a key remote's golden
-// problem.
+// simulator's golden answers, a request without a key remote's golden
+// problem, and one whose key is in progress or was undone remote's golden
+// conflicts.
 func TestServesTheContractGolden(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 22, 9, 41, 5, 120_000_000, time.UTC)
 	sim := New(WithClock(clock.NewFake(at)))
 	t.Cleanup(sim.Close)
 	const key = "9b2f0c1e-5d7a-4c3b-8e6f-0a1b2c3d4e5f/charge-payment"
+	// Keys another call holds, and keys an undo closed before their step.
+	const held, closed = "other-order/charge-payment", "undone-order/charge-payment"
+	sim.mu.Lock()
+	sim.inProgress[held]++
+	sim.tombstones[closed] = true
+	sim.mu.Unlock()
 	for _, tc := range []struct {
 		path, key, request string
 		status             int
@@ -48,6 +55,8 @@ func TestServesTheContractGolden(t *testing.T) {
 		{remote.StepPath("charge-payment"), key, "step-request.json", http.StatusOK, golden.Read(t, "testdata/output.json")},
 		{remote.CompensatePath("charge-payment"), key + "/undo", "compensate-request.json", http.StatusOK, golden.Read(t, "testdata/undo.json")},
 		{remote.StepPath("charge-payment"), "", "step-request.json", http.StatusBadRequest, golden.Read(t, remoteTestdata+"/problem.json")},
+		{remote.StepPath("charge-payment"), held, "step-request.json", http.StatusConflict, golden.Read(t, remoteTestdata+"/problem-in-progress.json")},
+		{remote.StepPath("charge-payment"), closed, "step-request.json", http.StatusConflict, golden.Read(t, remoteTestdata+"/problem-compensated.json")},
 	} {
 		r := httptest.NewRequest(http.MethodPost, tc.path, bytes.NewReader(golden.Read(t, remoteTestdata+"/"+tc.request)))
 		if tc.key != "" {

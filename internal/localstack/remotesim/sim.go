@@ -349,7 +349,7 @@ func (s *Sim) restore(key string, fault Fault) []byte {
 // hangThenApply holds key in progress until the caller has given up and
 // InProgressFor more, then applies the effect, while the call itself answers
 // its gone caller: the caller's retries meanwhile get 409 in_progress (see
-// apply), undos 503 (see undo).
+// apply), which they retry, undos 503 (see undo).
 func (s *Sim) hangThenApply(r *http.Request, key string, apply func() outcome) {
 	s.mu.Lock()
 	s.inProgress[key]++
@@ -522,10 +522,10 @@ func (s *Sim) draw(key string, rejected func(Faults) bool) (Fault, time.Duration
 func (s *Sim) apply(key string, req remote.StepRequest) outcome {
 	return s.once(routeStep, key, req, func(hash string) outcome {
 		if s.tombstones[key] {
-			return conflict("compensated", fmt.Sprintf("step %s of order %s was compensated before it was applied", req.Step, req.OrderID))
+			return conflict(remote.CodeCompensated, fmt.Sprintf("step %s of order %s was compensated before it was applied", req.Step, req.OrderID))
 		}
 		if s.inProgress[key] > 0 {
-			return conflict("in_progress", fmt.Sprintf("a request with the key of step %s of order %s is still in progress", req.Step, req.OrderID))
+			return conflict(remote.CodeInProgress, fmt.Sprintf("a request with the key of step %s of order %s is still in progress", req.Step, req.OrderID))
 		}
 		s.effects[key]++
 		return s.store(key, hash, req.OrderID, req.Step, Output{

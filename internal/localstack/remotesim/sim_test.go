@@ -683,7 +683,7 @@ func TestHangThenApplyAppliesAfterTheCallerGaveUp(t *testing.T) {
 			t.Fatal("the key was never in progress")
 		}
 	}
-	if a := callStep(t, sim, "o1/"+step, "o1"); a.status != 409 || code(t, a.body) != "in_progress" {
+	if a := callStep(t, sim, "o1/"+step, "o1"); a.status != 409 || code(t, a.body) != remote.CodeInProgress {
 		t.Fatalf("a retry while in progress answered %+v", a)
 	}
 	cancel()
@@ -691,7 +691,7 @@ func TestHangThenApplyAppliesAfterTheCallerGaveUp(t *testing.T) {
 		t.Fatalf("the abandoned call answered %+v", a)
 	}
 	// The caller gave up; the service is still at it.
-	if a := callUndo(t, sim, "o1/"+step+"/undo", "o1", "o1/"+step); a.status != 503 || code(t, a.body) != "in_progress" {
+	if a := callUndo(t, sim, "o1/"+step+"/undo", "o1", "o1/"+step); a.status != 503 || code(t, a.body) != remote.CodeInProgress {
 		t.Fatalf("undo while in progress answered %+v", a)
 	}
 	if got := sim.EffectCount("o1/" + step); got != 0 {
@@ -820,7 +820,7 @@ func TestCompensateBeforeTheStep(t *testing.T) {
 	}
 	for i := range 2 {
 		s := callStep(t, sim, effectKey, "o1")
-		if s.status != 409 || code(t, s.body) != "compensated" {
+		if s.status != 409 || code(t, s.body) != remote.CodeCompensated {
 			t.Errorf("step try %d after the tombstone: %+v", i, s)
 		}
 	}
@@ -867,7 +867,7 @@ func TestCompensateRacesTheStep(t *testing.T) {
 		for i, s := range steps {
 			switch {
 			case s.status == 200 && applied == 1:
-			case s.status == 409 && code(t, s.body) == "compensated" && applied == 0:
+			case s.status == 409 && code(t, s.body) == remote.CodeCompensated && applied == 0:
 			default:
 				t.Errorf("round %d: step try %d answered %+v with %d effects", round, i, s, applied)
 			}

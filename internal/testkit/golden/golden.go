@@ -10,7 +10,8 @@
 // changes only by hand, as a change of the contract that clients see.
 //
 // The documents are kept indented for reading; Read compacts them to the
-// bytes json.Marshal writes.
+// bytes the system writes (shared/jsonwire: encoding/json without HTML
+// escaping).
 package golden
 
 import (
@@ -23,6 +24,7 @@ import (
 	"testing"
 
 	"github.com/sasflow/sas/shared/jsonstrict"
+	"github.com/sasflow/sas/shared/jsonwire"
 )
 
 // Read returns the JSON document at path compacted; an unreadable or
@@ -120,10 +122,11 @@ func memberNames(typ reflect.Type) []string {
 	return names
 }
 
-// Marshal is json.Marshal for a test: the bytes, or the test fails.
+// Marshal is jsonwire.Marshal, as the system writes every wire format, for
+// a test: the bytes, or the test fails.
 func Marshal(tb testing.TB, v any) []byte {
 	tb.Helper()
-	b, err := json.Marshal(v)
+	b, err := jsonwire.Marshal(v)
 	if err != nil {
 		tb.Fatal(err)
 	}
