@@ -173,8 +173,11 @@ func (c ReasonCode) About() string {
 // ReasonOf is what a client is told of the record's LastError; the zero
 // Reason when it has none. The step, and whether its undo failed, are read
 // from the step history when a step's Error or CompensationError is the
-// same text (a stop writes both); else, for a failure being retried, from
-// the text itself, or from the record's step and phase.
+// same text (every stop writes both). Else the failure is one being retried,
+// or the record is a listing's, read without its history: the step is the
+// one the text names, or the record's own where that is still the failed
+// one, or none ("a step"); an undo is what the text says, or else the
+// record's phase.
 func ReasonOf(s State) Reason {
 	if s.LastError == "" {
 		return Reason{}
@@ -188,12 +191,15 @@ func ReasonOf(s State) Reason {
 		}
 	}
 	k, step, _ := classify(s.LastError)
-	if step == "" || !slices.ContainsFunc(s.Steps, func(r StepRecord) bool { return r.Name == step }) {
-		step = s.Step
+	known := len(s.Steps) == 0 || slices.ContainsFunc(s.Steps, func(r StepRecord) bool { return r.Name == step })
+	if step == "" || !known {
+		// A record stays at the step it stopped on until an operator
+		// acts; one in flight or ended may have moved past it since.
+		step = ""
+		if len(s.Steps) > 0 || s.ProcessState == Error || s.ProcessState == CompensationFailed || s.ProcessState == Cancelled {
+			step = s.Step
+		}
 	}
-	// A retried failure is the current phase's; once the order moves on,
-	// only an undo's can be left in LastError after the undos began, since
-	// every stop writes its own.
 	var undo bool
 	switch k {
 	case kindDispatch:
@@ -202,6 +208,8 @@ func ReasonOf(s State) Reason {
 		undo = strings.HasPrefix(s.LastError, UndoRejectedPrefix)
 	case kindCancelled:
 	default:
+		// Once the undos began every stop writes its own text, so a
+		// retried failure left in LastError is an undo's.
 		undo = s.ProcessState.Undoing() || s.ProcessState == Compensated || s.ProcessState == CompensationFailed
 	}
 	return ReasonFor(s.LastError, step, undo)

@@ -149,6 +149,35 @@ func TestReasonOfEveryProducer(t *testing.T) {
 	}
 }
 
+// TestReasonOfAListedRecord: a listing reads records without their step
+// history. The step is named only where the text names it, or where the
+// record still stands on the step it stopped on.
+func TestReasonOfAListedRecord(t *testing.T) {
+	t.Parallel()
+	refused := RejectionMessage("card-declined", leak, false)
+	for _, tc := range []struct {
+		state     ProcessState
+		step, msg string
+		code      ReasonCode
+		text      string
+	}{
+		{Error, "b", refused, ReasonRejected, "step b was refused by its service (card-declined)"},
+		{Cancelled, "b", refused, ReasonRejected, "step b was refused by its service (card-declined)"},
+		{Compensating, "a", refused, ReasonRejected, "a step was refused by its service (card-declined)"},
+		{Compensated, "a", refused, ReasonRejected, "a step was refused by its service (card-declined)"},
+		{CompensationFailed, "a", UndoRejectedPrefix + refused, ReasonUndoRejected, "the undo of step a was refused by its service (card-declined)"},
+		{Compensated, "a", "dispatch of step b attempt 3 failed: " + leak, ReasonDispatchFailed, "step b could not be sent for processing"},
+		{Compensated, "a", "step a attempt 5 did not complete by 2026-11-22T12:00:00Z", ReasonUndoTimedOut, "the undo of step a did not complete in time"},
+		{Processed, "c", "step a attempt 1 did not complete by 2026-11-22T12:00:00Z", ReasonTimedOut, "step a did not complete in time"},
+		{Cancelled, "a", "cancelled at step b", ReasonCancelled, "the order was cancelled at step b"},
+	} {
+		got := ReasonOf(State{ProcessState: tc.state, Step: tc.step, LastError: tc.msg})
+		if got.Code != tc.code || got.Text != tc.text {
+			t.Errorf("ReasonOf(%s at %s, %q) = %+v, want %s %q", tc.state, tc.step, tc.msg, got, tc.code, tc.text)
+		}
+	}
+}
+
 func TestReasonOfNoFailure(t *testing.T) {
 	t.Parallel()
 	if r := ReasonOf(record(t, claim, done)); r != (Reason{}) {
