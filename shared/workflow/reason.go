@@ -41,8 +41,10 @@ type Reason struct {
 	Text string
 }
 
-// The texts the producers write and the classifier reads. DispatchFailurePrefix
-// (policy.go) and StrandedPrefix (stranded.go) are the others.
+// The texts the producers write and the classifier reads, with
+// DispatchFailurePrefix (policy.go) and StrandedPrefix (stranded.go).
+// TestReasonOfEveryProducer holds the producers that spell them out
+// (Machine.Cancel, Machine.DispatchFailed) to them.
 const (
 	// UndoRejectedPrefix starts the LastError of an undo its service
 	// refused, before RejectionMessage's text.
@@ -71,7 +73,8 @@ const (
 // outputFaults are the fault codes of a step whose result could not be
 // used: the agent's and the Scheduler's own (shared/agent CodeInvalidOutput,
 // CodeOutputTooLarge, CodeResponseTooLarge, CodeBadResponse;
-// message.FaultOutputTooLarge). The producers' test checks they are these.
+// message.FaultOutputTooLarge), which import this package; the Scheduler's
+// TestRefusalsGiveClientsAReason feeds each of them here.
 var outputFaults = []string{"invalid_output", "output_too_large", "response_too_large", "bad_response"}
 
 // RejectionMessage is the LastError of a step whose agent reported a
