@@ -33,7 +33,7 @@ func TestReadsTheServersDocuments(t *testing.T) {
 	if err != nil || !bytes.Equal(o.Raw, body) || len(o.Steps) != 2 || o.Owner == "" {
 		t.Fatalf("decodeOrder(order.json) = %+v, %v", o, err)
 	}
-	if err := writeOrder(&out, o, "sasctl", o.UpdatedAt, DefaultTimelineWidth); err != nil || !strings.Contains(out.String(), "payment: 500 Internal Server Error") {
+	if err := writeOrder(&out, o, "sasctl", o.UpdatedAt, DefaultTimelineWidth); err != nil || !strings.Contains(out.String(), "the refund window has closed") {
 		t.Errorf("writeOrder: %v\n%s", err, out.String())
 	}
 	body = read("page.json")

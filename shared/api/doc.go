@@ -17,6 +17,9 @@
 // what a client relies on. The golden documents in testdata pin every
 // member's name, order and omission rule; the servers' tests check that
 // what they write for a fixed record is those documents byte for byte.
+// client-order.json and client-order-summary.json are what the client
+// routes write of the same record (without the owner and the failures'
+// texts), event.v1.json the version 1 event DecodeEvent still reads.
 //
 // OpenAPI is the API's OpenAPI 3.1 document; shared/submission's
 // conformance test holds the handler to it.

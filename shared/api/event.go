@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -15,10 +16,36 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// EventVersion is the Event format this package writes and reads. A change
-// that a strict reader would reject (a new member, a new meaning) gets a new
-// one.
-const EventVersion = 1
+// EventVersion is the Event format this package writes. A change that a
+// strict reader would reject (a new member, a new meaning) gets a new one.
+// Version 2 replaced version 1's lastError, the whole text of a failure,
+// with reason and reasonText; DecodeEvent still reads version 1.
+const EventVersion = 2
+
+// eventV1 is the version 1 Event, which DecodeEvent still reads, so a
+// client can take up this package before the Notifier writes version 2.
+type eventV1 struct {
+	V         int                   `json:"v"`
+	Kind      string                `json:"kind"`
+	OrderID   string                `json:"orderId"`
+	ClientID  string                `json:"clientId"`
+	Seq       int                   `json:"seq"`
+	Status    workflow.Status       `json:"status"`
+	State     workflow.ProcessState `json:"state"`
+	Step      string                `json:"step"`
+	StepIndex int                   `json:"stepIndex"`
+	LastError string                `json:"lastError,omitempty"`
+	Cancelled bool                  `json:"cancelled,omitempty"`
+	At        time.Time             `json:"at"`
+}
+
+// current is e as a version 2 Event: its lastError read as ReasonOf reads a
+// record's, the step and phase taken from the event.
+func (e eventV1) current() Event {
+	r := workflow.ReasonOf(workflow.State{LastError: e.LastError, Step: e.Step, ProcessState: e.State})
+	return Event{V: EventVersion, Kind: e.Kind, OrderID: e.OrderID, ClientID: e.ClientID, Seq: e.Seq, Status: e.Status,
+		State: e.State, Step: e.Step, StepIndex: e.StepIndex, Reason: r.Code, ReasonText: r.Text, Cancelled: e.Cancelled, At: e.At}
+}
 
 // KindOrderEvent is the Kind of every Event.
 const KindOrderEvent = "order.event"
@@ -37,11 +64,23 @@ type Event struct {
 	State     workflow.ProcessState `json:"state"`
 	Step      string                `json:"step"`
 	StepIndex int                   `json:"stepIndex"`
-	LastError string                `json:"lastError,omitempty"`
-	Cancelled bool                  `json:"cancelled,omitempty"`
+	// Reason and ReasonText are the order's last failure as a client is
+	// told it (workflow.ReasonOf); absent when it met none. A client
+	// treats a code it does not know as "failed".
+	Reason     workflow.ReasonCode `json:"reason,omitempty"`
+	ReasonText string              `json:"reasonText,omitempty"`
+	Cancelled  bool                `json:"cancelled,omitempty"`
 	// At is when the record was written (its UpdatedAt).
 	At time.Time `json:"at"`
 }
+
+// MaxReasonTextBytes bounds an Event's ReasonText: the texts
+// workflow.ReasonOf makes are far shorter.
+const MaxReasonTextBytes = 512
+
+// reasonCode is the shape of a reason code: a lower-case word with
+// hyphens, of the set workflow.ReasonCodes or one added later.
+var reasonCode = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
 // statuses lists every Status a valid Event can carry.
 var statuses = []workflow.Status{
@@ -91,6 +130,18 @@ func (e Event) Validate() error {
 	if e.StepIndex < 0 {
 		errs = append(errs, fmt.Errorf("stepIndex %d is negative", e.StepIndex))
 	}
+	switch {
+	case (e.Reason == "") != (e.ReasonText == ""):
+		errs = append(errs, errors.New("reason and reasonText come together"))
+	case e.Reason != "" && !reasonCode.MatchString(string(e.Reason)):
+		errs = append(errs, fmt.Errorf("reason %q is not a reason code", clip(string(e.Reason), 40)))
+	case len(e.ReasonText) > MaxReasonTextBytes:
+		errs = append(errs, fmt.Errorf("reasonText of %d bytes exceeds %d", len(e.ReasonText), MaxReasonTextBytes))
+	case e.ReasonText != "":
+		if err := attrText(e.ReasonText); err != nil {
+			errs = append(errs, fmt.Errorf("reasonText: %w", err))
+		}
+	}
 	// JSON (RFC 3339) has no way to write other years.
 	if y := e.At.Year(); y < 0 || y > 9999 {
 		errs = append(errs, fmt.Errorf("at %v: year outside 0..9999", e.At))
@@ -118,8 +169,10 @@ func attrText(s string) error {
 // DecodeEvent reads an Event from the body of a message on a client's
 // queue, with or without raw message delivery: a body that is an SNS
 // envelope ({"Type":"Notification","Message":"..."}) is unwrapped first.
-// It is strict: a body over MaxDocumentBytes, an unknown member, data after
-// the event, a wrong version or an event that fails Validate is an error.
+// It is strict: a body over MaxDocumentBytes, an unknown member of the
+// event's version, data after the event, a version other than 1 and 2 or
+// an event that fails Validate is an error. A version 1 event is returned
+// as version 2 (eventV1.current).
 func DecodeEvent(body string) (Event, error) {
 	if len(body) > MaxDocumentBytes {
 		return Event{}, fmt.Errorf("decode order event: body of %d bytes exceeds %d", len(body), MaxDocumentBytes)
@@ -128,17 +181,33 @@ func DecodeEvent(body string) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("decode order event: %w", err)
 	}
+	var version struct {
+		V int `json:"v"`
+	}
 	var ev Event
-	switch err := jsonstrict.Decode(raw, &ev); {
-	case errors.Is(err, jsonstrict.ErrTrailing):
-		return Event{}, errors.New("decode order event: data after the event")
-	case err != nil:
+	if json.Unmarshal(raw, &version) == nil && version.V == 1 {
+		var old eventV1
+		err = decodeStrict(raw, &old)
+		ev = old.current()
+	} else {
+		err = decodeStrict(raw, &ev)
+	}
+	if err != nil {
 		return Event{}, fmt.Errorf("decode order event: %w", err)
 	}
 	if err := ev.Validate(); err != nil {
 		return Event{}, fmt.Errorf("decode order event: %w", err)
 	}
 	return ev, nil
+}
+
+// decodeStrict is jsonstrict.Decode, saying which data trails.
+func decodeStrict(raw []byte, into any) error {
+	err := jsonstrict.Decode(raw, into)
+	if errors.Is(err, jsonstrict.ErrTrailing) {
+		return errors.New("data after the event")
+	}
+	return err
 }
 
 // unwrap returns the Message of an SNS envelope, or the body itself when it

@@ -15,7 +15,7 @@ var at = time.Date(2026, 11, 22, 9, 41, 5, 120_000_000, time.UTC)
 
 func event(status workflow.Status, ps workflow.ProcessState, seq int) api.Event {
 	return api.Event{
-		V: 1, Kind: "order.event", OrderID: "o-1", ClientID: "client-a", Seq: seq, Status: status, State: ps,
+		V: api.EventVersion, Kind: "order.event", OrderID: "o-1", ClientID: "client-a", Seq: seq, Status: status, State: ps,
 		Step: "charge-payment", StepIndex: 1, At: at,
 	}
 }
@@ -28,7 +28,7 @@ func TestEventValidate(t *testing.T) {
 		wantErr string // "" for a valid event
 	}{
 		{"valid", func(*api.Event) {}, ""},
-		{"version", func(e *api.Event) { e.V = 2 }, "version 2"},
+		{"version", func(e *api.Event) { e.V = 1 }, "version 1, want 2"},
 		{"kind", func(e *api.Event) { e.Kind = "order.alert" }, `kind "order.alert"`},
 		{"no order", func(e *api.Event) { e.OrderID = "" }, "orderId: empty"},
 		{"no client", func(e *api.Event) { e.ClientID = "" }, "clientId: empty"},
@@ -40,6 +40,13 @@ func TestEventValidate(t *testing.T) {
 		{"status not the state's", func(e *api.Event) { e.Status = workflow.StatusProcessed }, `status "processed" does not match state "Processing" at seq 2`},
 		{"negative step", func(e *api.Event) { e.StepIndex = -1 }, "stepIndex -1"},
 		{"year JSON cannot write", func(e *api.Event) { e.At = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "year outside"},
+		{"a reason", func(e *api.Event) { e.Reason, e.ReasonText = "dispatch-failed", "step b could not be sent" }, ""},
+		{"a reason this build does not know", func(e *api.Event) { e.Reason, e.ReasonText = "no-undo", "step x may have been applied" }, ""},
+		{"a reason without its text", func(e *api.Event) { e.Reason = "failed" }, "come together"},
+		{"a text without its reason", func(e *api.Event) { e.ReasonText = "failed" }, "come together"},
+		{"a reason that is not a code", func(e *api.Event) { e.Reason, e.ReasonText = "Access Denied", "x" }, `reason "Access Denied" is not a reason code`},
+		{"a reason text too long", func(e *api.Event) { e.Reason, e.ReasonText = "failed", strings.Repeat("x", 513) }, "reasonText of 513 bytes exceeds 512"},
+		{"a reason text with a newline", func(e *api.Event) { e.Reason, e.ReasonText = "failed", "a\nb" }, "reasonText: holds a control character"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +84,7 @@ func envelope(t testing.TB, msg string) string {
 func TestDecodeEvent(t *testing.T) {
 	t.Parallel()
 	want := event(workflow.StatusError, workflow.Error, 3)
-	want.LastError, want.Cancelled = "declined", true
+	want.Reason, want.ReasonText, want.Cancelled = workflow.ReasonRejected, "step charge-payment was refused by its service (card-declined)", true
 	b, err := json.Marshal(want)
 	if err != nil {
 		t.Fatal(err)
@@ -91,12 +98,14 @@ func TestDecodeEvent(t *testing.T) {
 		{"raw delivery", raw, ""},
 		{"SNS envelope", envelope(t, raw), ""},
 		{"surrounding space", "\n " + raw + "\n", ""},
-		{"unknown field", strings.Replace(raw, `"v":1`, `"v":1,"extra":true`, 1), `unknown field "extra"`},
+		{"unknown field", strings.Replace(raw, `"v":2`, `"v":2,"extra":true`, 1), `unknown field "extra"`},
+		{"version 2 with version 1's lastError", strings.Replace(raw, `"v":2`, `"v":2,"lastError":"x"`, 1), `unknown field "lastError"`},
 		{"data after", raw + "{}", "data after the event"},
 		{"not an object", `[1,2]`, "not a JSON object"},
 		{"empty", ``, "not a JSON object"},
 		{"null", `null`, "invalid order event"},
-		{"wrong version", strings.Replace(raw, `"v":1`, `"v":2`, 1), "version 2"},
+		{"wrong version", strings.Replace(raw, `"v":2`, `"v":3`, 1), "version 3"},
+		{"version 1 with version 2's reason", strings.Replace(raw, `"v":2`, `"v":1`, 1), `unknown field "reason"`},
 		{"wrong status", strings.Replace(raw, `"status":"error"`, `"status":"processed"`, 1), "does not match"},
 		{"missing client", strings.Replace(raw, `"clientId":"client-a"`, `"clientId":""`, 1), "clientId: empty"},
 		{"envelope of another type", strings.Replace(envelope(t, raw), `"Type":"Notification"`, `"Type":"SubscriptionConfirmation"`, 1), `Type "SubscriptionConfirmation"`},
@@ -127,6 +136,31 @@ func TestDecodeEvent(t *testing.T) {
 	}
 }
 
+// TestDecodeEventVersion1: a client that takes up this package before the
+// Notifier writes version 2 still reads version 1, the golden
+// event.v1.json, as version 2: its lastError, the failure's whole text,
+// becomes the reason a record's LastError gives (workflow.ReasonOf); as an
+// event has no step history, a refusal names no step.
+func TestDecodeEventVersion1(t *testing.T) {
+	t.Parallel()
+	v1 := string(golden(t, "event.v1.json"))
+	want := api.Event{V: 2, Kind: "order.event", OrderID: "9b2f0c1e-5d7a-4c3b-8e6f-0a1b2c3d4e5f", ClientID: "shop-web", Seq: 3,
+		Status: workflow.StatusCompensating, State: workflow.CompensationPending, Step: "charge-payment", StepIndex: 1,
+		Reason: workflow.ReasonRejected, ReasonText: "a step was refused by its service (payment)", Cancelled: true, At: at}
+	for _, body := range []string{v1, envelope(t, v1)} {
+		got, err := api.DecodeEvent(body)
+		if err != nil || !sameEvent(got, want) {
+			t.Fatalf("DecodeEvent(version 1) = %+v, %v; want %+v", got, err, want)
+		}
+	}
+	leaky := strings.Replace(v1, `"payment: 422 card declined"`,
+		`"dispatch of step charge-payment attempt 4 failed: send to https://sqs.eu-west-1.amazonaws.com/444455556666/q: AccessDenied: User: arn:aws:sts::444455556666:assumed-role/r/s"`, 1)
+	got, err := api.DecodeEvent(leaky)
+	if err != nil || got.Reason != workflow.ReasonDispatchFailed || got.ReasonText != "step charge-payment could not be sent for processing" {
+		t.Fatalf("DecodeEvent(version 1 with a dispatch failure) = %+v, %v", got, err)
+	}
+}
+
 // FuzzDecodeEvent: a client's queue body is outside input. DecodeEvent must
 // not panic, and what it accepts must be a valid event that survives being
 // written and read again, raw or in an envelope.
@@ -139,6 +173,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	for _, s := range []string{
 		string(b),
 		string(golden(f, "event.json")),
+		string(golden(f, "event.v1.json")),
 		envelope(f, string(b)),
 		`{"Type":"Notification","Message":"{\"v\":1}"}`,
 		`{"v":1,"kind":"order.event","orderId":"o","clientId":"c","seq":1,"status":"accepted","state":"Pending","step":"","stepIndex":0,"at":"0001-01-01T00:00:00Z"}`,

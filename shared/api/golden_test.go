@@ -101,3 +101,46 @@ func TestGoldensAgree(t *testing.T) {
 		t.Errorf("order.json's summary is\n%s\nnot order-summary.json", got)
 	}
 }
+
+// TestClientDocuments: a client's GET /orders/{id} and its listing are the
+// operators' documents without the owner and the failure texts (lastError,
+// a step's error and compensationError), which may quote what AWS or a
+// remote service answered; the reasons stay. The client's decoders read
+// them.
+func TestClientDocuments(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ operators, client string }{
+		{"order.json", "client-order.json"},
+		{"order-summary.json", "client-order-summary.json"},
+	} {
+		var doc map[string]any
+		if err := json.Unmarshal(golden(t, tc.operators), &doc); err != nil {
+			t.Fatal(err)
+		}
+		delete(doc, "owner")
+		delete(doc, "lastError")
+		steps, _ := doc["steps"].([]any)
+		for _, s := range steps {
+			delete(s.(map[string]any), "error")
+			delete(s.(map[string]any), "compensationError")
+		}
+		want, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(golden(t, tc.client), &got); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := json.Marshal(got); !bytes.Equal(b, want) {
+			t.Errorf("%s is not %s without the owner and the failure texts:\n%s\nwant\n%s", tc.client, tc.operators, b, want)
+		}
+		if got["reason"] == nil || got["reasonText"] == nil {
+			t.Errorf("%s shows no reason", tc.client)
+		}
+	}
+	o, err := api.DecodeOrder(golden(t, "client-order.json"))
+	if err != nil || o.LastError != "" || o.Owner != "" || o.Reason == "" || o.Steps[1].CompensationReason == "" {
+		t.Fatalf("DecodeOrder(client-order.json) = %+v, %v", o, err)
+	}
+}

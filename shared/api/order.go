@@ -23,7 +23,10 @@ const maxCursorBytes = 2048
 // Order is an order's state record as GET /orders/{id} and GET
 // /ops/orders/{id} show it. It leaves out what is internal (the Scheduler
 // invocation holding the claim, the alert outbox, requeue counts) and the
-// input, which the client sent. Owner is shown on the operators' route only.
+// input, which the client sent. Owner and the failure texts (LastError, a
+// step's Error and CompensationError), which may quote what AWS or a remote
+// service answered, are shown on the operators' route only; both routes
+// show the failure's Reason and ReasonText (workflow.ReasonOf).
 type Order struct {
 	OrderID      string                `json:"orderId"`
 	Workflow     string                `json:"workflow"`
@@ -35,6 +38,8 @@ type Order struct {
 	Attempt      int                   `json:"attempt"`
 	CompleteBy   time.Time             `json:"completeBy,omitzero"`
 	LastError    string                `json:"lastError,omitempty"`
+	Reason       workflow.ReasonCode   `json:"reason,omitempty"`
+	ReasonText   string                `json:"reasonText,omitempty"`
 	ClientID     string                `json:"clientId,omitempty"`
 	Owner        string                `json:"owner,omitempty"`
 	EventSeq     int                   `json:"eventSeq"`
@@ -50,26 +55,32 @@ type Order struct {
 }
 
 // StepHistory is one step of an order's history. The compensation members
-// appear only once the step's undo was asked for.
+// appear only once the step's undo was asked for. Error and
+// CompensationError are the operators' (see Order); the reasons are
+// everyone's.
 type StepHistory struct {
-	Name                 string             `json:"name"`
-	State                workflow.StepState `json:"state"`
-	Attempts             int                `json:"attempts"`
-	Failures             int                `json:"failures"`
-	StartedAt            *time.Time         `json:"startedAt,omitempty"`
-	FinishedAt           *time.Time         `json:"finishedAt,omitempty"`
-	Error                string             `json:"error,omitempty"`
-	Output               json.RawMessage    `json:"output,omitempty"`
-	Compensation         workflow.StepState `json:"compensation,omitempty"`
-	CompensationAttempts int                `json:"compensationAttempts,omitempty"`
-	CompensationFailures int                `json:"compensationFailures,omitempty"`
-	CompensatedAt        *time.Time         `json:"compensatedAt,omitempty"`
-	CompensationOutput   json.RawMessage    `json:"compensationOutput,omitempty"`
-	CompensationError    string             `json:"compensationError,omitempty"`
+	Name                   string              `json:"name"`
+	State                  workflow.StepState  `json:"state"`
+	Attempts               int                 `json:"attempts"`
+	Failures               int                 `json:"failures"`
+	StartedAt              *time.Time          `json:"startedAt,omitempty"`
+	FinishedAt             *time.Time          `json:"finishedAt,omitempty"`
+	Error                  string              `json:"error,omitempty"`
+	Reason                 workflow.ReasonCode `json:"reason,omitempty"`
+	ReasonText             string              `json:"reasonText,omitempty"`
+	Output                 json.RawMessage     `json:"output,omitempty"`
+	Compensation           workflow.StepState  `json:"compensation,omitempty"`
+	CompensationAttempts   int                 `json:"compensationAttempts,omitempty"`
+	CompensationFailures   int                 `json:"compensationFailures,omitempty"`
+	CompensatedAt          *time.Time          `json:"compensatedAt,omitempty"`
+	CompensationOutput     json.RawMessage     `json:"compensationOutput,omitempty"`
+	CompensationError      string              `json:"compensationError,omitempty"`
+	CompensationReason     workflow.ReasonCode `json:"compensationReason,omitempty"`
+	CompensationReasonText string              `json:"compensationReasonText,omitempty"`
 }
 
 // OrderSummary is one order of a listing: what the store's index projects,
-// without the step history.
+// without the step history. LastError is in the operators' listing only.
 type OrderSummary struct {
 	OrderID      string                `json:"orderId"`
 	State        workflow.ProcessState `json:"state"`
@@ -79,6 +90,8 @@ type OrderSummary struct {
 	FailureCount int                   `json:"failureCount"`
 	Attempt      int                   `json:"attempt"`
 	LastError    string                `json:"lastError,omitempty"`
+	Reason       workflow.ReasonCode   `json:"reason,omitempty"`
+	ReasonText   string                `json:"reasonText,omitempty"`
 	ClientID     string                `json:"clientId,omitempty"`
 	CreatedAt    time.Time             `json:"createdAt"`
 	UpdatedAt    time.Time             `json:"updatedAt"`
@@ -96,6 +109,8 @@ func (o Order) Summary() OrderSummary {
 		FailureCount: o.FailureCount,
 		Attempt:      o.Attempt,
 		LastError:    o.LastError,
+		Reason:       o.Reason,
+		ReasonText:   o.ReasonText,
 		ClientID:     o.ClientID,
 		CreatedAt:    o.CreatedAt,
 		UpdatedAt:    o.UpdatedAt,

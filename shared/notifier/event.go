@@ -1,8 +1,6 @@
 package notifier
 
 import (
-	"unicode/utf8"
-
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -22,39 +20,27 @@ const (
 // queue, raw or in an SNS envelope; see api.DecodeEvent.
 func DecodeEvent(body string) (Event, error) { return api.DecodeEvent(body) }
 
-// maxLastError caps LastError: a client needs the gist, and SNS messages
-// stop at 256 KiB.
-const maxLastError = 1024
-
 // EventOf returns the event a committed state record means. It lives here,
-// not in api, because what a record tells a client (which status, how much
-// of the error) is the notifier's decision.
+// not in api, because what a record tells a client is the notifier's
+// decision: its status, and of a failure only its workflow.Reason, since
+// LastError may quote what AWS answered (a queue URL, an account ID, a
+// role's ARN) or what a remote service wrote; operators read that on GET
+// /ops/orders/{id} and in their alerts.
 func EventOf(st workflow.State) Event {
+	r := workflow.ReasonOf(st)
 	return Event{
-		V:         Version,
-		Kind:      KindOrderEvent,
-		OrderID:   st.OrderID,
-		ClientID:  st.ClientID,
-		Seq:       st.EventSeq,
-		Status:    workflow.StatusOf(st),
-		State:     st.ProcessState,
-		Step:      st.Step,
-		StepIndex: st.StepIndex,
-		LastError: clip(st.LastError, maxLastError),
-		Cancelled: st.Cancelled,
-		At:        st.UpdatedAt,
+		V:          Version,
+		Kind:       KindOrderEvent,
+		OrderID:    st.OrderID,
+		ClientID:   st.ClientID,
+		Seq:        st.EventSeq,
+		Status:     workflow.StatusOf(st),
+		State:      st.ProcessState,
+		Step:       st.Step,
+		StepIndex:  st.StepIndex,
+		Reason:     r.Code,
+		ReasonText: r.Text,
+		Cancelled:  st.Cancelled,
+		At:         st.UpdatedAt,
 	}
-}
-
-// clip shortens s to at most n bytes on a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = " [truncated]"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sasflow/sas/internal/testkit/golden"
 	"github.com/sasflow/sas/shared/notifier"
@@ -25,14 +24,23 @@ func state(ps workflow.ProcessState, seq int) workflow.State {
 
 func event(status workflow.Status, ps workflow.ProcessState, seq int) notifier.Event {
 	return notifier.Event{
-		V: 1, Kind: "order.event", OrderID: "o-1", ClientID: "client-a", Seq: seq, Status: status, State: ps,
+		V: notifier.Version, Kind: "order.event", OrderID: "o-1", ClientID: "client-a", Seq: seq, Status: status, State: ps,
 		Step: "charge-payment", StepIndex: 1, At: at,
 	}
 }
 
+// leak is what SQS answers a role that lost its permission, with the
+// queue's URL around it: a failed dispatch's cause.
+const leak = "send to https://sqs.eu-west-1.amazonaws.com/444455556666/agent-charge-payment: api error AccessDenied: " +
+	"User: arn:aws:sts::444455556666:assumed-role/scheduler/s is not authorized to perform: sqs:sendmessage"
+
 func TestEventOf(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", 1000)
+	withReason := func(e notifier.Event, code workflow.ReasonCode, text string) notifier.Event {
+		e.Reason, e.ReasonText = code, text
+		return e
+	}
 	tests := []struct {
 		name   string
 		change func(*workflow.State)
@@ -43,13 +51,18 @@ func TestEventOf(t *testing.T) {
 		{"next step", func(s *workflow.State) { s.ProcessState, s.EventSeq = workflow.Processing, 2 }, event(workflow.StatusProcessing, workflow.Processing, 2)},
 		{"processed", func(s *workflow.State) { s.ProcessState, s.EventSeq = workflow.Processed, 3 }, event(workflow.StatusProcessed, workflow.Processed, 3)},
 		{
-			"error with its cause",
-			func(s *workflow.State) { s.ProcessState, s.EventSeq, s.LastError = workflow.Error, 3, "card declined" },
-			func() notifier.Event {
-				e := event(workflow.StatusError, workflow.Error, 3)
-				e.LastError = "card declined"
-				return e
-			}(),
+			"error with its reason",
+			func(s *workflow.State) {
+				s.ProcessState, s.EventSeq, s.LastError = workflow.Error, 3, workflow.RejectionMessage("card-declined", leak, false)
+			},
+			withReason(event(workflow.StatusError, workflow.Error, 3), workflow.ReasonRejected, "step charge-payment was refused by its service (card-declined)"),
+		},
+		{
+			"a failed dispatch without its cause",
+			func(s *workflow.State) {
+				s.ProcessState, s.EventSeq, s.LastError = workflow.CompensationPending, 4, workflow.DispatchFailurePrefix+"step charge-payment attempt 3 failed: "+leak
+			},
+			withReason(event(workflow.StatusCompensating, workflow.CompensationPending, 4), workflow.ReasonDispatchFailed, "step charge-payment could not be sent for processing"),
 		},
 		{"compensating unclaimed", func(s *workflow.State) { s.ProcessState, s.EventSeq = workflow.CompensationPending, 4 }, event(workflow.StatusCompensating, workflow.CompensationPending, 4)},
 		{"compensated", func(s *workflow.State) { s.ProcessState, s.EventSeq = workflow.Compensated, 5 }, event(workflow.StatusCompensated, workflow.Compensated, 5)},
@@ -64,13 +77,9 @@ func TestEventOf(t *testing.T) {
 			}(),
 		},
 		{
-			"long error clipped",
+			"an error of a text no producer writes",
 			func(s *workflow.State) { s.ProcessState, s.EventSeq, s.LastError = workflow.Error, 3, long },
-			func() notifier.Event {
-				e := event(workflow.StatusError, workflow.Error, 3)
-				e.LastError = strings.Repeat("é", 506) + " [truncated]"
-				return e
-			}(),
+			withReason(event(workflow.StatusError, workflow.Error, 3), workflow.ReasonFailed, "step charge-payment failed"),
 		},
 	}
 	for _, tc := range tests {
@@ -85,8 +94,14 @@ func TestEventOf(t *testing.T) {
 			if err := got.Validate(); err != nil {
 				t.Errorf("EventOf made an invalid event: %v", err)
 			}
-			if len(got.LastError) > 1024 || !utf8.ValidString(got.LastError) {
-				t.Errorf("LastError has %d bytes (valid UTF-8: %v), want at most 1024 valid", len(got.LastError), utf8.ValidString(got.LastError))
+			body, err := json.Marshal(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []string{"444455556666", "arn:", "https://sqs", "AccessDenied", "é"} {
+				if strings.Contains(string(body), l) {
+					t.Errorf("the event quotes the cause (%q): %s", l, body)
+				}
 			}
 		})
 	}
@@ -98,10 +113,12 @@ func TestEventGolden(t *testing.T) {
 	t.Parallel()
 	st := workflow.State{
 		OrderID: "9b2f0c1e-5d7a-4c3b-8e6f-0a1b2c3d4e5f", Workflow: "order-v1", StepIndex: 1, Step: "charge-payment",
-		ProcessState: workflow.CompensationPending, Attempt: 4, LastError: "payment: 422 card declined",
+		ProcessState: workflow.CompensationPending, Attempt: 4, LastError: workflow.RejectionMessage("card-declined", "the issuer declined the card", false),
 		ClientID: "shop-web", EventSeq: 3, Cancelled: true, CreatedAt: at.Add(-10 * time.Minute), UpdatedAt: at,
+		Steps: []workflow.StepRecord{{Name: "reserve-inventory", State: workflow.StepSucceeded}, {Name: "charge-payment", State: workflow.StepFailed}},
 		Owner: "arn:aws:sts::111122223333:assumed-role/shop-checkout/session-1", // never in an event
 	}
+	st.Steps[1].Error = st.LastError
 	got, err := json.Marshal(notifier.EventOf(st))
 	if err != nil {
 		t.Fatal(err)

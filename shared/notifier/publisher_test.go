@@ -63,7 +63,7 @@ func TestPublishBatchSendsEachEventWithItsAttributes(t *testing.T) {
 		event(workflow.StatusCompensating, workflow.Compensating, 4),
 		event(workflow.StatusCompensated, workflow.Compensated, 5),
 	}
-	evs[1].LastError = "charge failed: <declined> & \"blocked\"\n"
+	evs[1].Reason, evs[1].ReasonText = workflow.ReasonRejected, "step charge-payment was refused by its service (<declined>&\"blocked\")"
 	var got []*sns.PublishBatchInput
 	p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {
 		got = append(got, in)
@@ -153,13 +153,14 @@ func TestPublishBatchErrors(t *testing.T) {
 }
 
 // Events that SNS's 256 KiB per request bound splits before its ten
-// entries: each carries a 40 KiB error, so six fit in a request.
+// entries: each carries a 40 KiB step name (no workflow's is that long),
+// so six fit in a request.
 func TestPublishBatchSplitsAtTheSizeBound(t *testing.T) {
 	t.Parallel()
 	evs := make([]notifier.Event, 10)
 	for i := range evs {
 		evs[i] = event(workflow.StatusProcessing, workflow.Processing, i+2)
-		evs[i].LastError = strings.Repeat("x", 40<<10)
+		evs[i].Step = strings.Repeat("x", 40<<10)
 	}
 	var calls [][]types.PublishBatchRequestEntry
 	p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {

@@ -12,12 +12,12 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// TestEventsCarryErrorTextAsItIs: a status event writes the remote's error
-// text as the record keeps it, not HTML-escaped.
+// TestEventsCarryErrorTextAsItIs: a status event writes its text as it is,
+// not HTML-escaped (a reason's text names a step and a fault code).
 func TestEventsCarryErrorTextAsItIs(t *testing.T) {
 	t.Parallel()
 	ev := event(workflow.StatusCompensating, workflow.Compensating, 4)
-	ev.LastError = "rejected: <b>sold out</b> & gone é😀"
+	ev.Reason, ev.ReasonText = workflow.ReasonRejected, "step <b>charge</b> & gone é😀 was refused"
 	var body string
 	p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {
 		body = aws.ToString(in.PublishBatchRequestEntries[0].Message)
@@ -26,7 +26,7 @@ func TestEventsCarryErrorTextAsItIs(t *testing.T) {
 	if n, err := p.PublishBatch(context.Background(), []notifier.Event{ev}); n != 1 || err != nil {
 		t.Fatalf("PublishBatch = %d, %v", n, err)
 	}
-	if want := `"lastError":"` + ev.LastError + `"`; !strings.Contains(body, want) {
+	if want := `"reasonText":"` + ev.ReasonText + `"`; !strings.Contains(body, want) {
 		t.Errorf("published %s, want %s in it as it is", body, want)
 	}
 }

@@ -330,7 +330,7 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 func decide(mach workflow.Machine, m message.AgentReply, cancelled bool, owner string, now time.Time) workflow.Change {
 	switch {
 	case m.Action.Undo() && m.Outcome == message.Failed:
-		return mach.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, "compensation "+FailureMessage(*m.Fault), now)
+		return mach.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, workflow.UndoRejectedPrefix+FailureMessage(*m.Fault), now)
 	case m.Action.Undo():
 		return mach.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, cancelled, owner, now)
 	case m.Outcome == message.Failed:
@@ -339,11 +339,8 @@ func decide(mach workflow.Machine, m message.AgentReply, cancelled bool, owner s
 	return mach.StepCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, owner, now)
 }
 
-// FailureMessage is the LastError of a step an agent reported failed.
+// FailureMessage is the LastError of a step an agent reported failed
+// (workflow.RejectionMessage, which workflow.ReasonOf reads back).
 func FailureMessage(f message.Fault) string {
-	msg := f.Code + ": " + f.Message
-	if f.Uncertain {
-		msg += " (outcome uncertain: the remote may have applied it)"
-	}
-	return msg
+	return workflow.RejectionMessage(f.Code, f.Message, f.Uncertain)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/shared/actor"
+	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/followup"
@@ -1375,6 +1376,54 @@ func TestPoisonAlertsOnItsLastReceiveOnly(t *testing.T) {
 		}
 		if tc.alerts == 1 && (published[0].Kind != alert.KindPoisonMessage || published[0].ID() != "poison/m-poison") {
 			t.Fatalf("alert %+v", published[0])
+		}
+	}
+}
+
+// TestRefusalsGiveClientsAReason feeds the texts the Scheduler writes for a
+// reply that failed (FailureMessage, with UndoRejectedPrefix for an undo),
+// under every fault code the agent runtime and the Scheduler use, to
+// workflow.ReasonOf: a client reads the reason's code and our own words,
+// never the fault's message.
+func TestRefusalsGiveClientsAReason(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	// Steps with an undo: each refusal stops the order into its
+	// compensation with the refusal's own text.
+	cfg.Workflows.Definitions[0].Steps[0].Compensable, cfg.Workflows.Definitions[0].Steps[1].Compensable = true, true
+	mach := workflow.Machine{Def: cfg.Workflows.Definitions[0], Policy: cfg.Policy}
+	const secret = "arn:aws:iam::444455556666:role/payments at https://10.0.3.7/charge"
+	for _, tc := range []struct {
+		code      string
+		undo      bool
+		uncertain bool
+		want      workflow.ReasonCode
+		text      string
+	}{
+		{agent.CodePermanent, false, false, workflow.ReasonRejected, "step charge-payment was refused by its service (permanent)"},
+		{"http_422", false, true, workflow.ReasonRejected, "step charge-payment was refused by its service (http_422)"},
+		{"https://example.com/probs/out-of-credit", false, false, workflow.ReasonRejected, "step charge-payment was refused by its service"},
+		{agent.CodeNotCompensable, true, false, workflow.ReasonUndoRejected, "the undo of step charge-payment was refused by its service (not_compensable)"},
+		{agent.CodeInvalidOutput, false, true, workflow.ReasonOutputInvalid, "the result of step charge-payment could not be used"},
+		{agent.CodeOutputTooLarge, false, true, workflow.ReasonOutputInvalid, "the result of step charge-payment could not be used"},
+		{agent.CodeResponseTooLarge, false, true, workflow.ReasonOutputInvalid, "the result of step charge-payment could not be used"},
+		{agent.CodeBadResponse, false, true, workflow.ReasonOutputInvalid, "the result of step charge-payment could not be used"},
+		{message.FaultOutputTooLarge, false, true, workflow.ReasonOutputInvalid, "the result of step charge-payment could not be used"},
+	} {
+		st := processingAt(cfg, orderC, 1, 3, testNow)
+		action := message.Perform
+		if tc.undo {
+			st.ProcessState, action = workflow.Compensating, message.Compensate
+		}
+		reply := message.AgentReply{V: message.Version, Kind: message.KindAgentReply, OrderID: orderC, Step: "charge-payment",
+			StepIndex: 1, Attempt: 3, Action: action, Outcome: message.Failed,
+			Fault: &message.Fault{Code: tc.code, Message: secret, Uncertain: tc.uncertain}}
+		after := decide(mach, reply, false, "scheduler/now/msg-1", testNow).Patch.Apply(st)
+		if !strings.Contains(after.LastError, secret) {
+			t.Errorf("%s: LastError %q lost the cause", tc.code, after.LastError)
+		}
+		if got := workflow.ReasonOf(after); got.Code != tc.want || got.Text != tc.text {
+			t.Errorf("%s (undo %v): reason %+v, want %s %q", tc.code, tc.undo, got, tc.want, tc.text)
 		}
 	}
 }

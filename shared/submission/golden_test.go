@@ -40,7 +40,7 @@ func goldenState() workflow.State {
 		CompleteBy:   *goldenTime(2),
 		FailureCount: 2,
 		Attempt:      7,
-		LastError:    "undo of charge-payment failed: payment: 500 Internal Server Error",
+		LastError:    goldenUndoRefusal,
 		AlertPending: true, // never shown
 		Requeues:     1,    // never shown
 		ClientID:     "shop-web",
@@ -63,15 +63,23 @@ func goldenState() workflow.State {
 	}
 }
 
+// The texts the Scheduler writes for a refused step and a refused undo
+// (scheduler.FailureMessage): the operators' documents show them, the
+// clients' the reasons workflow.ReasonOf reads from them.
+var (
+	goldenRefusal     = workflow.RejectionMessage("card-declined", "the issuer declined the card", true)
+	goldenUndoRefusal = workflow.UndoRejectedPrefix + workflow.RejectionMessage("refund-window-closed", "the refund window has closed", false)
+)
+
 // goldenStep is a step record with every member set: api's
 // step-history.json.
 func goldenStep() workflow.StepRecord {
 	return workflow.StepRecord{
 		Name: "charge-payment", State: workflow.StepFailed, Attempts: 3, Failures: 2,
-		StartedAt: goldenTime(-8), FinishedAt: goldenTime(-5), Error: "payment: 422 card declined",
+		StartedAt: goldenTime(-8), FinishedAt: goldenTime(-5), Error: goldenRefusal,
 		Output: json.RawMessage(`{"authorization":"a-1"}`), Compensation: workflow.StepFailed,
 		CompensationAttempts: 4, CompensationFailures: 3, CompensatedAt: goldenTime(-2),
-		CompensationOutput: json.RawMessage(`{"refund":"pending"}`), CompensationError: "payment: 500 Internal Server Error",
+		CompensationOutput: json.RawMessage(`{"refund":"pending"}`), CompensationError: goldenUndoRefusal,
 	}
 }
 
@@ -86,31 +94,42 @@ func marshalView(t *testing.T, v any) []byte {
 
 var discardLog = slog.New(slog.DiscardHandler)
 
-// The operators' GET /ops/orders/{id}, which shows the owner.
+// The operators' GET /ops/orders/{id}, which shows the owner and the
+// failure texts.
 func TestOrderGolden(t *testing.T) {
 	t.Parallel()
 	golden.Equal(t, apiTestdata+"/order.json", marshalView(t, newStatus(goldenState(), true, discardLog)))
 }
 
+// A client's GET /orders/{id}: the reasons, without the owner and the
+// failure texts.
+func TestClientOrderGolden(t *testing.T) {
+	t.Parallel()
+	golden.Equal(t, apiTestdata+"/client-order.json", marshalView(t, newStatus(goldenState(), false, discardLog)))
+}
+
 func TestStepHistoryGolden(t *testing.T) {
 	t.Parallel()
 	st := workflow.State{Steps: []workflow.StepRecord{goldenStep()}}
-	golden.Equal(t, apiTestdata+"/step-history.json", marshalView(t, newStatus(st, false, discardLog).Steps[0]))
+	golden.Equal(t, apiTestdata+"/step-history.json", marshalView(t, newStatus(st, true, discardLog).Steps[0]))
 }
 
 func goldenPage() statestore.Page {
 	return statestore.Page{States: []workflow.State{goldenState()}, Next: "eyJrIjoiOWIyZjBjMWUifQ"}
 }
 
+// An order of the operators' listing, and of a client's.
 func TestOrderSummaryGolden(t *testing.T) {
 	t.Parallel()
-	golden.Equal(t, apiTestdata+"/order-summary.json", marshalView(t, listBody(goldenPage(), ListQuery{}, "/orders", discardLog).Orders[0]))
+	q := ListQuery{State: workflow.CompensationFailed, Limit: 1}
+	golden.Equal(t, apiTestdata+"/order-summary.json", marshalView(t, listBody(goldenPage(), q, "/ops/orders", true, discardLog).Orders[0]))
+	golden.Equal(t, apiTestdata+"/client-order-summary.json", marshalView(t, listBody(goldenPage(), ListQuery{Limit: 1}, "/orders", false, discardLog).Orders[0]))
 }
 
 func TestPageGolden(t *testing.T) {
 	t.Parallel()
 	q := ListQuery{State: workflow.CompensationFailed, Limit: 1}
-	golden.Equal(t, apiTestdata+"/page.json", marshalView(t, listBody(goldenPage(), q, "/ops/orders", discardLog)))
+	golden.Equal(t, apiTestdata+"/page.json", marshalView(t, listBody(goldenPage(), q, "/ops/orders", true, discardLog)))
 }
 
 func TestAcceptedGolden(t *testing.T) {

@@ -479,11 +479,16 @@ func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.API
 }
 
 // newStatus is what GET /orders/{id} shows of a state record (api.Order),
-// and GET /ops/orders/{id} with showOwner. It leaves out LockedBy (an
+// and GET /ops/orders/{id} with operator. It leaves out LockedBy (an
 // internal Scheduler invocation ID, meaningless to clients), AlertPending,
 // Requeues and Input (the order as submitted, which the client has and the
-// status view need not echo).
-func newStatus(st workflow.State, showOwner bool, log *slog.Logger) api.Order {
+// status view need not echo). A failure is shown to everyone as its
+// workflow.Reason, a code and our own words; its whole cause (LastError and
+// the steps' errors), which may quote what AWS answered (a queue URL, an
+// account ID, a role's ARN) or what a remote service wrote, and the owner
+// only to operators.
+func newStatus(st workflow.State, operator bool, log *slog.Logger) api.Order {
+	reason := workflow.ReasonOf(st)
 	s := api.Order{
 		OrderID:      st.OrderID,
 		Workflow:     st.Workflow,
@@ -494,7 +499,8 @@ func newStatus(st workflow.State, showOwner bool, log *slog.Logger) api.Order {
 		FailureCount: st.FailureCount,
 		Attempt:      st.Attempt,
 		CompleteBy:   st.CompleteBy.UTC(),
-		LastError:    st.LastError,
+		Reason:       reason.Code,
+		ReasonText:   reason.Text,
 		ClientID:     st.ClientID,
 		EventSeq:     st.EventSeq,
 		Cancelled:    st.Cancelled,
@@ -504,26 +510,33 @@ func newStatus(st workflow.State, showOwner bool, log *slog.Logger) api.Order {
 		ExpiresAt:    utcPtr(&st.ExpiresAt),
 		Steps:        make([]api.StepHistory, len(st.Steps)),
 	}
-	if showOwner {
-		s.Owner = st.Owner
+	if operator {
+		s.Owner, s.LastError = st.Owner, st.LastError
 	}
 	for i, r := range st.Steps {
-		s.Steps[i] = api.StepHistory{
-			Name:                 r.Name,
-			State:                r.State,
-			Attempts:             r.Attempts,
-			Failures:             r.Failures,
-			StartedAt:            utcPtr(r.StartedAt),
-			FinishedAt:           utcPtr(r.FinishedAt),
-			Error:                r.Error,
-			Output:               validJSON(r.Output, r.Name, "output", log),
-			Compensation:         r.Compensation,
-			CompensationAttempts: r.CompensationAttempts,
-			CompensationFailures: r.CompensationFailures,
-			CompensatedAt:        utcPtr(r.CompensatedAt),
-			CompensationOutput:   validJSON(r.CompensationOutput, r.Name, "compensationOutput", log),
-			CompensationError:    r.CompensationError,
+		step, undo := workflow.StepReasons(r)
+		h := api.StepHistory{
+			Name:                   r.Name,
+			State:                  r.State,
+			Attempts:               r.Attempts,
+			Failures:               r.Failures,
+			StartedAt:              utcPtr(r.StartedAt),
+			FinishedAt:             utcPtr(r.FinishedAt),
+			Reason:                 step.Code,
+			ReasonText:             step.Text,
+			Output:                 validJSON(r.Output, r.Name, "output", log),
+			Compensation:           r.Compensation,
+			CompensationAttempts:   r.CompensationAttempts,
+			CompensationFailures:   r.CompensationFailures,
+			CompensatedAt:          utcPtr(r.CompensatedAt),
+			CompensationOutput:     validJSON(r.CompensationOutput, r.Name, "compensationOutput", log),
+			CompensationReason:     undo.Code,
+			CompensationReasonText: undo.Text,
 		}
+		if operator {
+			h.Error, h.CompensationError = r.Error, r.CompensationError
+		}
+		s.Steps[i] = h
 	}
 	return s
 }

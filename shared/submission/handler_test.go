@@ -420,7 +420,8 @@ func TestGetOrder(t *testing.T) {
 	st.ProcessState, st.StepIndex, st.Step = workflow.Processing, 1, "charge-payment"
 	st.LockedBy, st.Attempt, st.FailureCount = "scheduler-invocation-9", 3, 1
 	st.ClientID, st.EventSeq, st.Resubmits = "shop.web-1", 2, 1
-	st.CompleteBy, st.UpdatedAt, st.LastError = testNow.Add(time.Minute), finished, "payment gateway timed out"
+	// A timeout being retried: the client is told its reason, not the text.
+	st.CompleteBy, st.UpdatedAt, st.LastError = testNow.Add(time.Minute), finished, "step charge-payment attempt 2 did not complete by 2025-02-04T10:15:32Z"
 	st.Owner = callerA
 	st.Steps[0] = workflow.StepRecord{Name: "reserve-inventory", State: workflow.StepSucceeded, Attempts: 1,
 		StartedAt: &started, FinishedAt: &finished, Output: json.RawMessage(`{"reservationId":"r-1"}`)}
@@ -434,7 +435,7 @@ func TestGetOrder(t *testing.T) {
 		t.Fatalf("status %d, headers %v, body %s", resp.StatusCode, resp.Headers, resp.Body)
 	}
 	want := `{"orderId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","workflow":"order-v1","state":"Processing","status":"processing","step":"charge-payment","stepIndex":1,` +
-		`"failureCount":1,"attempt":3,"completeBy":"2025-02-04T10:16:30Z","lastError":"payment gateway timed out",` +
+		`"failureCount":1,"attempt":3,"completeBy":"2025-02-04T10:16:30Z","reason":"timed-out","reasonText":"step charge-payment did not complete in time",` +
 		`"clientId":"shop.web-1","eventSeq":2,"cancelled":false,"resubmits":1,` +
 		`"createdAt":"2025-02-04T10:15:30Z","updatedAt":"2025-02-04T10:15:33Z","steps":[` +
 		`{"name":"reserve-inventory","state":"succeeded","attempts":1,"failures":0,"startedAt":"2025-02-04T10:15:31Z","finishedAt":"2025-02-04T10:15:33Z","output":{"reservationId":"r-1"}},` +
@@ -442,10 +443,14 @@ func TestGetOrder(t *testing.T) {
 	if resp.Body != want {
 		t.Fatalf("body\n%s\nwant\n%s", resp.Body, want)
 	}
-	for _, leak := range []string{"scheduler-invocation-9", "lockedBy", "secret-customer", "owner"} {
+	for _, leak := range []string{"scheduler-invocation-9", "lockedBy", "secret-customer", "owner", "lastError", "did not complete by"} {
 		if strings.Contains(resp.Body, leak) {
 			t.Fatalf("status exposes %q", leak)
 		}
+	}
+	ops := f.do(t, request("GET", "/ops/orders/"+id, nil, ""))
+	if want := `"lastError":"` + st.LastError + `","reason":"timed-out"`; ops.StatusCode != 200 || !strings.Contains(ops.Body, want) {
+		t.Fatalf("GET /ops/orders/{id} = %d %s, want %s", ops.StatusCode, ops.Body, want)
 	}
 }
 

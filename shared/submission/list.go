@@ -231,7 +231,7 @@ func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.A
 		return h.internal(ctx, log, req, fmt.Errorf("list orders in %s (limit %d): %w", q.State, q.Limit, err))
 	}
 	log.DebugContext(ctx, "orders listed", slog.String("state", string(q.State)), slog.Int("count", len(page.States)), slog.Bool("more", page.Next != ""))
-	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/ops/orders", log), nil)
+	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/ops/orders", true, log), nil)
 }
 
 // listOwnOrders answers a client's GET /orders: the caller's own orders,
@@ -250,7 +250,7 @@ func (h *Handler) listOwnOrders(ctx context.Context, log *slog.Logger, req event
 		return h.internal(ctx, log, req, fmt.Errorf("list the caller's orders (limit %d): %w", q.Limit, err))
 	}
 	log.DebugContext(ctx, "own orders listed", slog.Int("count", len(page.States)), slog.Bool("more", page.Next != ""))
-	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/orders", log), nil)
+	return respond(http.StatusOK, contentTypeJSON, listBody(page, q, "/orders", false, log), nil)
 }
 
 func badCursorProblem() Problem {
@@ -261,11 +261,11 @@ func badCursorProblem() Problem {
 // listBody is a page of summaries, with the link to the next page of the
 // same listing at path. A summary is what the store's index projects: the
 // order's status view without the step history or the input (a listed
-// record has neither).
-func listBody(page statestore.Page, q ListQuery, path string, log *slog.Logger) api.Page {
+// record has neither), with its LastError for operators only (newStatus).
+func listBody(page statestore.Page, q ListQuery, path string, operator bool, log *slog.Logger) api.Page {
 	body := api.Page{Orders: make([]api.OrderSummary, len(page.States))}
 	for i, st := range page.States {
-		body.Orders[i] = newStatus(st, false, log).Summary()
+		body.Orders[i] = newStatus(st, operator, log).Summary()
 	}
 	if page.Next != "" {
 		next := ListQuery{State: q.State, Limit: q.Limit, Cursor: page.Next}

@@ -413,6 +413,16 @@ func apiCases() []apiCase {
 			}
 		}
 	}
+	// undeliverable submits an order whose first step's queue refuses it,
+	// with what SQS answers a role that lost its permission.
+	undeliverable := func(t *testing.T, f *fixture) {
+		id := readAccepted(t, f.do(t, postOrder(validBody))).OrderID
+		m := workflow.Machine{Def: workflow.Reference(), Policy: workflow.DefaultPolicy()}
+		c := m.DispatchFailed(f.state(t, id), testNow, "AccessDenied: User: arn:aws:sts::444455556666:assumed-role/s/x is not authorized")
+		if _, err := f.store.Apply(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	processing := at(orderA, workflow.Processing, 1, 1)
 	inError := at(orderA, workflow.Error, 1, 2)
 	otherError := at(orderB, workflow.Error, 0, 1)
@@ -449,6 +459,7 @@ func apiCases() []apiCase {
 		// GET /orders
 		{method: "GET", path: "/orders", status: 200, name: "a page and a next", prep: submitted(2), req: withQuery(get("/orders"), "limit=1"), contains: `"nextCursor"`},
 		{method: "GET", path: "/orders", status: 200, name: "no orders", req: get("/orders")},
+		{method: "GET", path: "/orders", status: 200, name: "a failure's reason", prep: undeliverable, req: get("/orders"), contains: `"reason":"dispatch-failed"`},
 		{method: "GET", path: "/orders", status: 400, name: "state", req: withQuery(get("/orders"), "state=Error")},
 		{method: "GET", path: "/orders", status: 400, name: "bad cursor", req: withQuery(get("/orders"), "cursor=forged")},
 		{method: "GET", path: "/orders", status: 403, name: "no identity", req: as(get("/orders"), "")},
@@ -456,6 +467,7 @@ func apiCases() []apiCase {
 
 		// GET /orders/{id}
 		{method: "GET", path: "/orders/{id}", status: 200, name: "own order", prep: put(processing), req: get("/orders/" + orderA)},
+		{method: "GET", path: "/orders/{id}", status: 200, name: "own order in Error", prep: put(inError), req: get("/orders/" + orderA), contains: `"reason":"rejected"`},
 		{method: "GET", path: "/orders/{id}", status: 200, name: "submitted order", prep: submitted(1), req: get("/orders/" + submittedID(0))},
 		{method: "GET", path: "/orders/{id}", status: 400, name: "bad ID", req: get("/orders/not_an_id")},
 		{method: "GET", path: "/orders/{id}", status: 403, name: "no identity", req: as(get("/orders/"+orderA), "")},
@@ -994,3 +1006,23 @@ func TestOpenAPIConstants(t *testing.T) {
 
 // submittedID is the ID of the i-th order a test submits with known IDs.
 func submittedID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+
+// TestOpenAPIReasons checks the document's reason codes are exactly
+// workflow.ReasonCodes, in order, each described as workflow documents it.
+func TestOpenAPIReasons(t *testing.T) {
+	t.Parallel()
+	d := loadOpenAPI(t)
+	oneOf, _ := jsonAt(d.root, "/components/schemas/Reason/oneOf").([]any)
+	codes := workflow.ReasonCodes()
+	if len(oneOf) != len(codes) {
+		t.Fatalf("the document has %d reason codes, workflow %d (%v)", len(oneOf), len(codes), codes)
+	}
+	for i, c := range codes {
+		if got, _ := jsonAt(oneOf[i], "/const").(string); got != string(c) {
+			t.Errorf("Reason/oneOf/%d is %q, want %q", i, got, c)
+		}
+		if got, _ := jsonAt(oneOf[i], "/description").(string); got != c.About() {
+			t.Errorf("reason %s is described as %q, want %q", c, got, c.About())
+		}
+	}
+}

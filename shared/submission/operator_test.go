@@ -37,7 +37,8 @@ func at(id string, ps workflow.ProcessState, i, attempts int) workflow.State {
 	case workflow.Processing:
 		st.Steps[i].State = workflow.StepProcessing
 	case workflow.Error:
-		st.Steps[i].State, st.LastError = workflow.StepFailed, "card declined"
+		st.Steps[i].State, st.LastError = workflow.StepFailed, workflow.RejectionMessage("card-declined", "the issuer declined the card", false)
+		st.Steps[i].Error = st.LastError
 	case workflow.CompensationFailed, workflow.Compensating, workflow.CompensationPending:
 		st.Steps[i].Compensation = workflow.StepFailed
 	}
@@ -487,7 +488,7 @@ func TestGetOrderCompensation(t *testing.T) {
 	st.Cancelled, st.EventSeq, st.Attempt, st.Resubmits = true, 4, 3, 0
 	st.Steps[0] = workflow.StepRecord{Name: "reserve-inventory", State: workflow.StepCancelled, Attempts: 1,
 		Compensation: workflow.StepProcessing, CompensationAttempts: 2, CompensationFailures: 1,
-		CompensationOutput: json.RawMessage(`{not json`), CompensationError: "warehouse timed out"}
+		CompensationOutput: json.RawMessage(`{not json`), CompensationError: "step reserve-inventory attempt 2 did not complete by 2025-02-04T10:15:31Z"}
 	st.Steps[1] = workflow.StepRecord{Name: "charge-payment", State: workflow.StepSucceeded, Attempts: 1,
 		Compensation: workflow.StepSucceeded, CompensationAttempts: 1, CompensatedAt: &done,
 		CompensationOutput: json.RawMessage(`{"refundId":"rf-1"}`)}
@@ -507,7 +508,7 @@ func TestGetOrderCompensation(t *testing.T) {
 		t.Fatalf("body %s", resp.Body)
 	}
 	want0 := `{"name":"reserve-inventory","state":"cancelled","attempts":1,"failures":0,"compensation":"processing",` +
-		`"compensationAttempts":2,"compensationFailures":1,"compensationError":"warehouse timed out"}`
+		`"compensationAttempts":2,"compensationFailures":1,"compensationReason":"undo-timed-out","compensationReasonText":"the undo of step reserve-inventory did not complete in time"}`
 	want1 := `{"name":"charge-payment","state":"succeeded","attempts":1,"failures":0,"compensation":"succeeded",` +
 		`"compensationAttempts":1,"compensatedAt":"2025-02-04T10:15:32Z","compensationOutput":{"refundId":"rf-1"}}`
 	if string(got.Steps[0]) != want0 || string(got.Steps[1]) != want1 {

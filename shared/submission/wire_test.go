@@ -10,8 +10,9 @@ import (
 )
 
 // TestAnswersCarryOutputsAsTheyCame: the API's JSON answers write a step's
-// output and the text of remote errors as the system stores them, not
-// HTML-escaped; nosniff keeps a browser from reading the markup as a page.
+// output and, to operators, the text of remote errors as the system stores
+// them, not HTML-escaped; nosniff keeps a browser from reading the markup
+// as a page.
 func TestAnswersCarryOutputsAsTheyCame(t *testing.T) {
 	t.Parallel()
 	const (
@@ -24,7 +25,7 @@ func TestAnswersCarryOutputsAsTheyCame(t *testing.T) {
 	st.Steps[0] = workflow.StepRecord{Name: "reserve-inventory", State: workflow.StepSucceeded, Attempts: 1, Output: json.RawMessage(output)}
 	f := newFixture(t, nil)
 	f.put(st)
-	resp := f.do(t, request("GET", "/orders/"+id, nil, ""))
+	resp := f.do(t, request("GET", "/ops/orders/"+id, nil, ""))
 	if resp.StatusCode != 200 || resp.Headers["X-Content-Type-Options"] != "nosniff" {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Headers)
 	}

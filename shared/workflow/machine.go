@@ -208,7 +208,7 @@ func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) (c C
 	defer m.retain(&c, claimed)
 	what := "step " + claimed.Step
 	if claimed.ProcessState == Compensating {
-		what = "compensation of step " + claimed.Step
+		what = undoDispatch + "step " + claimed.Step
 	}
 	reason := Clip(fmt.Sprintf("%s%s attempt %d failed: %s", DispatchFailurePrefix, what, claimed.Attempt, cause), MaxErrorBytes)
 	return m.failed(claimed, now, CauseDispatch, reason)
@@ -236,7 +236,7 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error
 	if seen.ProcessState == Error {
 		p.AlertPending = ptr(false)
 	} else {
-		msg := "cancelled at step " + seen.Step
+		msg := CancelledPrefix + seen.Step
 		stopStep(p, seen.StepIndex, StepCancelled, msg)
 		if len(stop.Residue) > 0 {
 			p.LastError = ptr(m.Def.notUndoable(seen.StepIndex, stop.Residue, msg))

@@ -142,5 +142,5 @@ const DispatchFailurePrefix = "dispatch of "
 
 // TimeoutMessage is the LastError of a claim whose CompleteBy passed.
 func TimeoutMessage(s State) string {
-	return fmt.Sprintf("step %s attempt %d did not complete by %s", s.Step, s.Attempt, s.CompleteBy.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%s%s attempt %d%s%s", timeoutPrefix, s.Step, s.Attempt, timeoutMarker, s.CompleteBy.UTC().Format(time.RFC3339))
 }

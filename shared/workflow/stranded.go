@@ -30,8 +30,8 @@ func Stranded(seen State, p Policy, now time.Time) (c Change, ok bool) {
 	c.Patch.CompleteBy = now.Add(p.AlertTimeout)
 	switch {
 	case seen.ProcessState.InFlight():
-		msg := Clip(fmt.Sprintf("%s%s: the order stopped at step %s; deploy %s again (shared/catalog/workflows.json), then resubmit it",
-			StrandedPrefix, seen.Workflow, seen.Step, seen.Workflow), MaxErrorBytes)
+		msg := Clip(fmt.Sprintf("%s%s: %s%s%s deploy %s again (shared/catalog/workflows.json), then resubmit it",
+			StrandedPrefix, seen.Workflow, strandedAt, seen.Step, strandedEnd, seen.Workflow), MaxErrorBytes)
 		pt := &c.Patch
 		pt.unlock()
 		pt.Notify, pt.AlertPending, pt.LastError = true, ptr(true), ptr(msg)

@@ -282,6 +282,8 @@ func TestStepOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
 type failingSender struct {
 	next wiring.Sender
 	fail func(queueURL, body string) bool
+	// err is what a failed send returns; errSendRevoked when nil.
+	err error
 
 	mu    sync.Mutex
 	calls int
@@ -294,6 +296,9 @@ func (s *failingSender) Send(ctx context.Context, queueURL, body string, delay t
 		s.mu.Lock()
 		s.calls++
 		s.mu.Unlock()
+		if s.err != nil {
+			return s.err
+		}
 		return errSendRevoked
 	}
 	return s.next.Send(ctx, queueURL, body, delay)
