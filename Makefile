@@ -105,7 +105,8 @@ demo: deps
 
 # The demo with every fault at once (killed invocations between writes,
 # duplicate and late messages, zombies, skewed Schedulers and Supervisors,
-# engine outages), checking the invariants; SEED=n replays a run.
+# engine outages), checking the invariants, on two workflow versions (the
+# second with a step that has no undo; VERSIONS=1 for one); SEED=n replays a run.
 chaos: deps
 	$(ENGINES) run -- $(GO) run ./cmd/local chaos -orders $(or $(ORDERS),300) $(if $(SEED),-seed $(SEED)) $(if $(VERSIONS),-versions $(VERSIONS)) -plain $(CHAOS_FLAGS)
 

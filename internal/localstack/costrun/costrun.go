@@ -75,6 +75,8 @@ type Options struct {
 	DynamoDBURL, AWSURL string
 	Orders              int
 	Scenario            Scenario
+	// Keyed sends every order with an Idempotency-Key of its own.
+	Keyed bool
 	// Timeout bounds the run; zero means five minutes plus a second per order.
 	Timeout time.Duration
 }
@@ -194,6 +196,9 @@ func (r *rig) submit(ctx context.Context) error {
 	for i := range r.o.Orders {
 		req := events.APIGatewayV2HTTPRequest{RawPath: "/orders", RouteKey: "POST /orders",
 			Headers: map[string]string{"content-type": "application/json"}, Body: Body}
+		if r.o.Keyed {
+			req.Headers["idempotency-key"] = "cost-key-" + strconv.Itoa(i)
+		}
 		req.RequestContext.HTTP.Method = "POST"
 		req.RequestContext.RequestID = "cost-" + strconv.Itoa(i)
 		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{

@@ -52,6 +52,29 @@ func TestWriteUnitsPerOrder(t *testing.T) {
 	}
 }
 
+// TestWriteUnitsPerKeyedOrder: an order with an Idempotency-Key writes its
+// key item in the creating transaction too, a small item at twice the
+// units, and nothing else.
+func TestWriteUnitsPerKeyedOrder(t *testing.T) {
+	t.Parallel()
+	ddb, aws := enginetest.Endpoints(t)
+	const orders = 5
+	u, err := costrun.Run(context.Background(), costrun.Options{DynamoDBURL: ddb, AWSURL: aws, Orders: orders, Scenario: costrun.Happy, Keyed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"orders": 4, "orders/ByOwner": 2, "state": 4, "state/InFlightByDeadline": 3}
+	got := map[string]float64{}
+	for k, v := range u.WRU {
+		if v != 0 {
+			got[k] = v / orders
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("WRU per keyed order = %v, want %v", got, want)
+	}
+}
+
 // TestSweepReadsOnlyInFlightRecords: one sweep's read units do not grow
 // with the finished records in the table (make cost -sweep measures it at
 // 100,000).
