@@ -42,7 +42,23 @@ type orderAPI struct {
 	stage          awsapigatewayv2.HttpStage
 	clientPolicy   awsiam.ManagedPolicy
 	operatorPolicy awsiam.ManagedPolicy
+	// operatorRole is the role operators assume, with operatorPolicy.
+	operatorRole awsiam.Role
 }
+
+// OperatorPrincipalsParameter is the CloudFormation parameter that lists,
+// at deploy time, the IAM roles and users who operate besides those who
+// assume the stack's operator role.
+const OperatorPrincipalsParameter = "OperatorPrincipalArns"
+
+// OperatorPrincipalsPattern is that parameter's AllowedPattern: empty, or
+// IAM role and user ARNs separated by commas (a path and a name of IAM's
+// characters; no name with a comma, which the list could not tell from
+// the separator), so CloudFormation refuses a mistyped entry at deploy
+// time rather than the Submission at its cold start.
+const OperatorPrincipalsPattern = `^$|^` + operatorARNPattern + `(,` + operatorARNPattern + `)*$`
+
+const operatorARNPattern = `arn:aws[a-z0-9-]*:iam::[0-9]{12}:(role|user)/([\x21-\x2B\x2D-\x7E]*/)?[A-Za-z0-9_+=.@-]{1,64}`
 
 // AccessLogGroupName is the HTTP API stage's access log group of the stack
 // named stackName.
@@ -156,7 +172,31 @@ func (b *builder) api(submission *fn) *orderAPI {
 	}
 	client := b.routePolicy(api, "OrderClientPolicy", "Lets a client submit orders, and list and read its own, through the orders API", clientRoutes)
 	operator := b.routePolicy(api, "OrderOperatorPolicy", "Lets an operator do what a client does, list and read every client's orders, and retry or cancel them through the orders API", Routes())
-	return &orderAPI{api: api, stage: stage, clientPolicy: client, operatorPolicy: operator}
+	// The operators: whoever assumes this role. Its trust names the
+	// deploying account, so IAM lets a principal of the account assume it
+	// only if that principal's own policies allow sts:AssumeRole on it: an
+	// account admin grants that to whoever operates.
+	role := awsiam.NewRole(b.stack, jsii.String("OrderOperatorRole"), &awsiam.RoleProps{
+		AssumedBy:       awsiam.NewAccountRootPrincipal(),
+		Description:     jsii.String("Operators assume it to list, read, retry and cancel every client's orders through the orders API (sasctl)"),
+		ManagedPolicies: &[]awsiam.IManagedPolicy{operator},
+	})
+	return &orderAPI{api: api, stage: stage, clientPolicy: client, operatorPolicy: operator, operatorRole: role}
+}
+
+// operatorPrincipals is the Submission's OPERATOR_PRINCIPALS: the operator
+// role's ARN, and those the OperatorPrincipalArns parameter lists (an empty
+// parameter leaves an empty entry, which the Submission ignores).
+func (b *builder) operatorPrincipals(role awsiam.Role) *string {
+	param := awscdk.NewCfnParameter(b.stack, jsii.String(OperatorPrincipalsParameter), &awscdk.CfnParameterProps{
+		Type:                  jsii.String("String"),
+		Default:               jsii.String(""),
+		AllowedPattern:        jsii.String(OperatorPrincipalsPattern),
+		ConstraintDescription: jsii.String("empty, or IAM role and user ARNs (arn:aws:iam::111122223333:role/NAME or user/NAME) separated by commas, without spaces"),
+		Description: jsii.String("IAM roles and users who operate besides the sessions of OrderOperatorRole, comma-separated ARNs; " +
+			"each also needs OrderOperatorPolicy attached. Empty: only OrderOperatorRole."),
+	})
+	return awscdk.Fn_Join(jsii.String(","), &[]*string{role.RoleArn(), param.ValueAsString()})
 }
 
 // routePolicy is a managed policy that allows execute-api:Invoke on exactly

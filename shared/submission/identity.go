@@ -87,6 +87,138 @@ func accountID(s string) bool {
 	return true
 }
 
+// Operators is who may call the operator routes (Route.Operator): every
+// session of a listed IAM role, and a listed IAM user. It is matched on the
+// caller's IAM identity, requestContext.authorizer.iam.userArn, which API
+// Gateway's IAM authorization verified.
+type Operators struct {
+	// roles holds "partition:account:name" of each role: a session's ARN,
+	// arn:aws:sts::111122223333:assumed-role/NAME/SESSION, carries neither
+	// the role's path nor anything but its name, and a role's name is
+	// unique in its account.
+	roles map[string]bool
+	// users holds each user's ARN, path included, as API Gateway passes it.
+	users map[string]bool
+}
+
+// The shapes of IAM names and paths, as IAM's API reference gives them
+// (EntityInfo, https://docs.aws.amazon.com/IAM/latest/APIReference/API_EntityInfo.html):
+// a name is 1..64 of [\w+=,.@-], a path "/" or "/.../" of 1..512 characters
+// within U+0021..U+007E. The ARN forms are IAM's (IAM identifiers, IAM
+// ARNs: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html).
+const (
+	maxIAMName = 64
+	maxIAMPath = 512
+)
+
+// NewOperators reads the ARNs of the operators: each an IAM role,
+// arn:PARTITION:iam::ACCOUNT:role/PATH/NAME, or an IAM user,
+// arn:PARTITION:iam::ACCOUNT:user/PATH/NAME. None is no operator at all.
+// Every ARN that is neither is reported.
+func NewOperators(arns []string) (Operators, error) {
+	o := Operators{roles: map[string]bool{}, users: map[string]bool{}}
+	var errs []error
+	for _, arn := range arns {
+		kind, key, err := operatorARN(arn)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case kind == "role":
+			o.roles[key] = true
+		default:
+			o.users[key] = true
+		}
+	}
+	return o, errors.Join(errs...)
+}
+
+// operatorARN checks an operator's ARN and returns its kind, "role" or
+// "user", and its key in Operators.
+func operatorARN(arn string) (kind, key string, err error) {
+	fail := func(why string) (string, string, error) {
+		return "", "", fmt.Errorf("%q is not an IAM role or user ARN (arn:partition:iam::account:role/name or user/name): %s", truncated(arn), why)
+	}
+	if len(arn) > maxPrincipalLen {
+		return fail(fmt.Sprintf("longer than %d bytes", maxPrincipalLen))
+	}
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || !partitionName(parts[1]) || parts[2] != "iam" || parts[3] != "" || !accountID(parts[4]) {
+		return fail("not arn:partition:iam::account:...")
+	}
+	kind, rest, ok := strings.Cut(parts[5], "/")
+	if !ok || (kind != "role" && kind != "user") {
+		return fail("its resource is neither role/... nor user/...")
+	}
+	i := strings.LastIndexByte(rest, '/')
+	path, name := "/"+rest[:i+1], rest[i+1:]
+	if !iamName(name) {
+		return fail(fmt.Sprintf("the name is not 1..%d of A-Z a-z 0-9 _+=,.@-", maxIAMName))
+	}
+	if len(path) > maxIAMPath || strings.ContainsFunc(path, func(r rune) bool { return r < '!' || r > '~' }) {
+		return fail(fmt.Sprintf("the path is not /.../ of up to %d printable characters", maxIAMPath))
+	}
+	if kind == "role" {
+		return kind, parts[1] + ":" + parts[4] + ":" + name, nil
+	}
+	return kind, arn, nil
+}
+
+// iamName is IAM's rule for a role or user name.
+func iamName(s string) bool {
+	if s == "" || len(s) > maxIAMName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && !strings.ContainsRune("_+=,.@-", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func truncated(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:80] + "..."
+}
+
+// Is reports whether the caller API Gateway authenticated is an operator:
+// a session of a listed role, or a listed user. Anything else, including
+// an identity that is not a well-formed principal ARN, is not.
+func (o Operators) Is(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) bool {
+	if iam == nil {
+		return false
+	}
+	arn := iam.UserARN
+	if o.users[arn] {
+		return true
+	}
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sts" || parts[3] != "" {
+		return false
+	}
+	segs := strings.Split(parts[5], "/")
+	if len(segs) != 3 || segs[0] != "assumed-role" || segs[1] == "" || segs[2] == "" {
+		return false
+	}
+	return o.roles[parts[1]+":"+parts[4]+":"+segs[1]]
+}
+
+// ParseOperatorPrincipals splits OPERATOR_PRINCIPALS, a comma-separated
+// list of ARNs; an empty entry (the stack joins its role with a parameter
+// that may be empty) is no entry.
+func ParseOperatorPrincipals(s string) []string {
+	var out []string
+	for arn := range strings.SplitSeq(s, ",") {
+		if arn != "" {
+			out = append(out, arn)
+		}
+	}
+	return out
+}
+
 // caller reads the owner of a request.
 func caller(req events.APIGatewayV2HTTPRequest) (string, error) {
 	if req.RequestContext.Authorizer == nil {

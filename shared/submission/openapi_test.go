@@ -464,12 +464,14 @@ func apiCases() []apiCase {
 			contains: `"inFlight":1,"needsOperator":1`},
 		{method: "GET", path: "/ops/workflows", status: 400, name: "a parameter", req: withQuery(get("/ops/workflows"), "state=Error")},
 		{method: "GET", path: "/ops/workflows", status: 403, name: "no identity", req: as(get("/ops/workflows"), "")},
+		{method: "GET", path: "/ops/workflows", status: 403, name: "a client", req: as(get("/ops/workflows"), callerA), contains: ProblemNotOperator},
 		{method: "GET", path: "/ops/workflows", status: 500, name: "store down", wrap: func(s Store) Store { return failingLists{s} }, req: get("/ops/workflows")},
 
 		// POST /orders/{id}/retry
 		{method: "POST", path: "/orders/{id}/retry", status: 202, name: "from Error", prep: put(inError), req: post("/orders/" + orderA + "/retry")},
 		{method: "POST", path: "/orders/{id}/retry", status: 400, name: "bad ID", req: post("/orders/not_an_id/retry")},
 		{method: "POST", path: "/orders/{id}/retry", status: 403, name: "no identity", req: as(post("/orders/"+orderA+"/retry"), "")},
+		{method: "POST", path: "/orders/{id}/retry", status: 403, name: "a client", req: as(post("/orders/"+orderA+"/retry"), callerA), contains: ProblemNotOperator},
 		{method: "POST", path: "/orders/{id}/retry", status: 404, name: "missing", req: post("/orders/" + orderA + "/retry")},
 		{method: "POST", path: "/orders/{id}/retry", status: 409, name: "still processing", prep: put(processing), req: post("/orders/" + orderA + "/retry")},
 		{method: "POST", path: "/orders/{id}/retry", status: 500, name: "store down", hook: storeDown("GetState"), req: post("/orders/" + orderA + "/retry")},
@@ -479,6 +481,7 @@ func apiCases() []apiCase {
 		{method: "POST", path: "/orders/{id}/cancel", status: 202, name: "in Error", prep: put(inError), req: post("/orders/" + orderA + "/cancel")},
 		{method: "POST", path: "/orders/{id}/cancel", status: 400, name: "bad ID", req: post("/orders/not_an_id/cancel")},
 		{method: "POST", path: "/orders/{id}/cancel", status: 403, name: "no identity", req: as(post("/orders/"+orderA+"/cancel"), "")},
+		{method: "POST", path: "/orders/{id}/cancel", status: 403, name: "a client", req: as(post("/orders/"+orderA+"/cancel"), callerB), contains: ProblemNotOperator},
 		{method: "POST", path: "/orders/{id}/cancel", status: 404, name: "missing", req: post("/orders/" + orderA + "/cancel")},
 		{method: "POST", path: "/orders/{id}/cancel", status: 409, name: "processed", prep: put(processed), req: post("/orders/" + orderA + "/cancel")},
 		{method: "POST", path: "/orders/{id}/cancel", status: 500, name: "store down", hook: storeDown("GetState"), req: post("/orders/" + orderA + "/cancel")},
@@ -489,13 +492,15 @@ func apiCases() []apiCase {
 		{method: "GET", path: "/ops/orders", status: 400, name: "no state", req: get("/ops/orders")},
 		{method: "GET", path: "/ops/orders", status: 400, name: "unlisted state, bad limit, unknown", req: withQuery(get("/ops/orders"), "state=Processing&limit=0&limt=5")},
 		{method: "GET", path: "/ops/orders", status: 403, name: "no identity", req: as(withQuery(get("/ops/orders"), "state=Error"), "")},
+		{method: "GET", path: "/ops/orders", status: 403, name: "a client", req: as(withQuery(get("/ops/orders"), "state=Error"), callerA), contains: ProblemNotOperator},
 		{method: "GET", path: "/ops/orders", status: 500, name: "store down", wrap: func(s Store) Store { return failingLists{s} }, req: withQuery(get("/ops/orders"), "state=Error")},
 
 		// GET /ops/orders/{id}
-		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "with owner", prep: put(inError), req: as(get("/ops/orders/"+orderA), callerB), contains: `"owner":"` + callerA + `"`},
+		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "with owner", prep: put(inError), req: get("/ops/orders/" + orderA), contains: `"owner":"` + callerA + `"`},
 		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "compensation", prep: put(at(orderA, workflow.CompensationFailed, 1, 3)), req: get("/ops/orders/" + orderA)},
 		{method: "GET", path: "/ops/orders/{id}", status: 400, name: "bad ID", req: get("/ops/orders/not_an_id")},
 		{method: "GET", path: "/ops/orders/{id}", status: 403, name: "no identity", req: as(get("/ops/orders/"+orderA), "")},
+		{method: "GET", path: "/ops/orders/{id}", status: 403, name: "a client", req: as(get("/ops/orders/"+orderA), callerB), contains: ProblemNotOperator},
 		{method: "GET", path: "/ops/orders/{id}", status: 404, name: "missing", req: get("/ops/orders/" + orderA)},
 		{method: "GET", path: "/ops/orders/{id}", status: 500, name: "store down", hook: storeDown("GetState"), req: get("/ops/orders/" + orderA)},
 	}

@@ -1,11 +1,14 @@
 package submission
 
+import "strings"
+
 // Route is one route the Submission handler serves behind API Gateway.
 type Route struct {
 	Method, Path string
-	// Operator routes see or change every caller's orders: the stack lets
-	// only its operator policy call them. The others are the clients',
-	// which see only the caller's own orders.
+	// Operator routes see or change every caller's orders: the stack's
+	// operator policy allows them and its client policy does not, and the
+	// handler serves them to operators only (Config.OperatorPrincipals).
+	// The others are the clients', which see only the caller's own orders.
 	Operator bool
 }
 
@@ -23,4 +26,48 @@ func Routes() []Route {
 		{Method: "POST", Path: "/orders/{id}/retry", Operator: true},
 		{Method: "POST", Path: "/orders/{id}/cancel", Operator: true},
 	}
+}
+
+// Resource is the route's execute-api resource relative to the stage,
+// METHOD/PATH as IAM authorizes a request (arn:...:API/STAGE/METHOD/PATH):
+// a path parameter matches any one value, which IAM can only express as *.
+func (r Route) Resource() string {
+	var b strings.Builder
+	b.WriteString(r.Method)
+	for i := 0; i < len(r.Path); i++ {
+		if r.Path[i] == '{' {
+			for i < len(r.Path) && r.Path[i] != '}' {
+				i++
+			}
+			b.WriteByte('*')
+			continue
+		}
+		b.WriteByte(r.Path[i])
+	}
+	return b.String()
+}
+
+// Policy is an identity policy on execute-api:Invoke over the API's stage:
+// resources relative to it, METHOD/PATH with IAM's wildcards (* any run of
+// characters, ? one), an explicit deny winning over any allow.
+type Policy struct {
+	Allow, Deny []string
+}
+
+// ClientPolicy is what the stack's OrderClientPolicy allows: the clients'
+// routes.
+func ClientPolicy() Policy { return routePolicy(false) }
+
+// OperatorPolicy is what the stack's OrderOperatorPolicy allows: every
+// route.
+func OperatorPolicy() Policy { return routePolicy(true) }
+
+func routePolicy(operator bool) Policy {
+	var p Policy
+	for _, r := range Routes() {
+		if operator || !r.Operator {
+			p.Allow = append(p.Allow, r.Resource())
+		}
+	}
+	return p
 }

@@ -88,6 +88,10 @@ type Options struct {
 	WrapSender func(role string, s Sender) Sender
 	// OperatorAPIURL is the API the alerts' CLI commands name.
 	OperatorAPIURL string
+	// OperatorPrincipals are the IAM roles and users the Submission lets
+	// call the operator routes, as the stack's OPERATOR_PRINCIPALS; none
+	// lets nobody.
+	OperatorPrincipals []string
 	// WrapEvents wraps what the Notifier publishes order events with.
 	WrapEvents func(s notifier.Sender) notifier.Sender
 	// WrapDeadlines wraps what the Timer sends Deadlines with.
@@ -283,7 +287,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	s.Submission, err = submission.New(submission.Config{
 		AgentQueues: firstQueues, SchedulerQueueURL: s.SchedulerQueue.URL,
 		Workflows: o.Workflows, ClaimTimeout: o.Policy.ClaimTimeout, Retention: o.Policy.Retention, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
-		Admission: admit,
+		Admission: admit, OperatorPrincipals: o.OperatorPrincipals,
 	}, o.store("submission", s.Store), o.sender("submission", send), gate, subDeps)
 	if err != nil {
 		return nil, err
