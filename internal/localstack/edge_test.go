@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -99,5 +100,61 @@ func TestOperatorRoutesAreRefusedByTheHandlerTooEndToEnd(t *testing.T) {
 	a = callSignedAt(t, "GET", st.APIURL+"/orders/"+id, testClient, time.Now(), map[string]string{"X-Padding": strings.Repeat("p", apigw.MaxHeaderBytes)})
 	if a.status != http.StatusRequestHeaderFieldsTooLarge || a.body != `{"message":"Request Header Fields Too Large"}` {
 		t.Fatalf("a request with %d bytes of headers: %d %s", apigw.MaxHeaderBytes, a.status, a.body)
+	}
+}
+
+// TestEachCognitoUserIsAClientOfTheirOwn: two users of one Cognito identity
+// pool call the local API with the pool's credentials, which API Gateway
+// passes as the same role session for both, beside each one's Cognito
+// identity. Each is a client of their own: each reads and lists only their
+// own orders, the other's is 404 as a missing one, and the same
+// Idempotency-Key makes an order for each. A guest (unauthenticated)
+// identity of the pool is a client of its own too; none is an operator.
+func TestEachCognitoUserIsAClientOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	st, _ := start(t, nil)
+	const (
+		ana   = "cognito-1f6b2c3d-0000-4000-8000-00000000a0a0"
+		ben   = "cognito-2e7c3d4e-0000-4000-8000-00000000b0b0"
+		guest = "cognito-guest-3d8d4e5f-0000-4000-8000-00000000c0c0"
+	)
+	anaOrder, benOrder, guestOrder := submit(t, st, ana, "cart-1"), submit(t, st, ben, "cart-1"), submit(t, st, guest, "")
+	if anaOrder == benOrder {
+		t.Fatalf("one Idempotency-Key from two users of the pool made one order %s", anaOrder)
+	}
+	for _, tc := range []struct {
+		caller, own string
+		others      []string
+	}{
+		{ana, anaOrder, []string{benOrder, guestOrder}},
+		{ben, benOrder, []string{anaOrder, guestOrder}},
+		{guest, guestOrder, []string{anaOrder, benOrder}},
+	} {
+		if a := call(t, "GET", st.APIURL+"/orders/"+tc.own, "", tc.caller, nil); a.status != 200 || !strings.Contains(a.body, tc.own) {
+			t.Errorf("%s reading their order: %d %s", tc.caller, a.status, a.body)
+		}
+		for _, other := range tc.others {
+			if a := call(t, "GET", st.APIURL+"/orders/"+other, "", tc.caller, nil); a.status != 404 {
+				t.Errorf("%s reading another user's order %s: %d %s", tc.caller, other, a.status, a.body)
+			}
+		}
+		var page struct {
+			Orders []struct {
+				OrderID string `json:"orderId"`
+			} `json:"orders"`
+		}
+		a := call(t, "GET", st.APIURL+"/orders", "", tc.caller, nil)
+		if err := json.Unmarshal([]byte(a.body), &page); a.status != 200 || err != nil || len(page.Orders) != 1 || page.Orders[0].OrderID != tc.own {
+			t.Errorf("%s's listing: %d %s; want only %s", tc.caller, a.status, a.body, tc.own)
+		}
+		// The pool's role has the client policy: no operator route.
+		if a := call(t, "GET", st.APIURL+"/ops/orders/"+tc.own, "", tc.caller, nil); a.status != 403 {
+			t.Errorf("%s on an operator route: %d %s", tc.caller, a.status, a.body)
+		}
+	}
+	// The operators see who owns each: the pool and the identity.
+	out, code := sasctl(t, st, "show", anaOrder)
+	if code != 0 || !strings.Contains(out, "cognito-identity:us-east-1:"+apigw.LocalIdentityPoolGUID+"/us-east-1:"+strings.TrimPrefix(ana, "cognito-")) {
+		t.Fatalf("sasctl show = %d\n%s", code, out)
 	}
 }

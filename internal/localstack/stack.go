@@ -448,16 +448,18 @@ func (s *Stack) Outages() int64 { return s.outageCount.Load() }
 
 // caller is who signs with a credential locally, and what the stack's
 // policies let it invoke: OperatorAccessKey is a session of OperatorRole
-// with the operator policy; an access key of InvokeAll is a user allowed
-// every route; any other is a client, an IAM user with the client policy.
+// with the operator policy; an access key of InvokeAll is allowed every
+// route; any other is a client with the client policy, an IAM user or, by
+// the Cognito convention (apigw.LocalCognitoIdentity), a user of the local
+// identity pool, whose roles have the client policy.
 func (o Options) caller(c apigw.Credential) apigw.Caller {
 	switch {
 	case c.AccessKeyID == OperatorAccessKey:
 		return apigw.Caller{IAM: apigw.LocalRoleSession(OperatorRole, c), Policy: apigw.Policy(submission.OperatorPolicy())}
 	case slices.Contains(o.InvokeAll, c.AccessKeyID):
-		return apigw.Caller{IAM: apigw.LocalUser(c), Policy: apigw.AllowAll}
+		return apigw.Caller{IAM: apigw.LocalCaller(c), Policy: apigw.AllowAll}
 	}
-	return apigw.Caller{IAM: apigw.LocalUser(c), Policy: apigw.Policy(submission.ClientPolicy())}
+	return apigw.Caller{IAM: apigw.LocalCaller(c), Policy: apigw.Policy(submission.ClientPolicy())}
 }
 
 // routes are the API's routes, as the stack declares them, clients' and

@@ -18,9 +18,21 @@ var ErrNoIdentity = errors.New("no IAM identity")
 // far below DynamoDB's 2048-byte limit for an index's partition key.
 const maxPrincipalLen = 1024
 
-// Principal returns the owner of what the caller submits: the IAM principal
-// API Gateway authenticated (requestContext.authorizer.iam.userArn), with
-// every session of one role made one client. For an assumed role,
+// Principal returns the owner of what the caller submits. For a caller with
+// Cognito identity pool credentials, API Gateway passes the Cognito
+// identity (requestContext.authorizer.iam.cognitoIdentity) beside a session
+// of the pool's role that every user of the pool shares, so the owner is
+// the identity, in the pool:
+//
+//	cognito-identity:POOL/IDENTITY     (cognito-identity:us-east-1:4f29.../us-east-1:3f29...)
+//
+// which names both, is printable ASCII of at most 128 bytes, and, not
+// starting with "arn:", is never an IAM principal's owner. Authenticated
+// and unauthenticated (guest) identities alike: each is its own client.
+//
+// Otherwise the owner is the IAM principal API Gateway authenticated
+// (requestContext.authorizer.iam.userArn), with every session of one role
+// made one client. For an assumed role,
 //
 //	arn:aws:sts::111122223333:assumed-role/ROLE/SESSION
 //
@@ -28,10 +40,17 @@ const maxPrincipalLen = 1024
 // is chosen by whoever assumes the role, so it names nobody. Any other ARN
 // (an IAM user, the root user, a federated user) is the owner as it is.
 //
-// The ARN is outside input as far as this code knows: anything that is not
-// a well-formed IAM or STS principal ARN wraps ErrNoIdentity.
+// Both are outside input as far as this code knows: anything that is not a
+// well-formed Cognito identity, or with none a well-formed IAM or STS
+// principal ARN, wraps ErrNoIdentity.
 func Principal(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) (string, error) {
-	if iam == nil || iam.UserARN == "" {
+	if iam == nil {
+		return "", ErrNoIdentity
+	}
+	if hasCognitoIdentity(iam) {
+		return cognitoOwner(iam.CognitoIdentity)
+	}
+	if iam.UserARN == "" {
 		return "", ErrNoIdentity
 	}
 	arn := iam.UserARN
@@ -60,6 +79,66 @@ func Principal(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescriptio
 		return arn, nil
 	}
 	return "", fmt.Errorf("%w: userArn of service %q is not an IAM or STS principal", ErrNoIdentity, service)
+}
+
+// CognitoOwnerPrefix starts the owner of a Cognito identity.
+const CognitoOwnerPrefix = "cognito-identity:"
+
+// Cognito's bounds on an identity's and a pool's IDs, REGION:GUID: 1..55 of
+// [\w-]+:[0-9a-f-]+ (Amazon Cognito Federated Identities API reference,
+// IdentityDescription and IdentityPoolShortDescription:
+// https://docs.aws.amazon.com/cognitoidentity/latest/APIReference/API_IdentityDescription.html,
+// https://docs.aws.amazon.com/cognitoidentity/latest/APIReference/API_IdentityPoolShortDescription.html).
+// amr is not part of the owner; it is bounded all the same.
+const (
+	maxCognitoID      = 55
+	maxAMREntries     = 16
+	maxAMREntryLength = 1024
+)
+
+// hasCognitoIdentity reports whether API Gateway passed any of a Cognito
+// identity.
+func hasCognitoIdentity(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) bool {
+	c := iam.CognitoIdentity
+	return c.IdentityID != "" || c.IdentityPoolID != "" || len(c.AMR) > 0
+}
+
+// cognitoOwner is the owner of a Cognito identity: both IDs well-formed,
+// and amr, if any, a few printable entries.
+func cognitoOwner(c events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity) (string, error) {
+	if !cognitoID(c.IdentityID) || !cognitoID(c.IdentityPoolID) {
+		return "", fmt.Errorf("%w: cognitoIdentity needs an identityId and an identityPoolId of the form REGION:GUID", ErrNoIdentity)
+	}
+	if len(c.AMR) > maxAMREntries {
+		return "", fmt.Errorf("%w: cognitoIdentity.amr has more than %d entries", ErrNoIdentity, maxAMREntries)
+	}
+	for _, a := range c.AMR {
+		if a == "" || len(a) > maxAMREntryLength || strings.ContainsFunc(a, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			return "", fmt.Errorf("%w: a cognitoIdentity.amr entry is not 1..%d printable characters", ErrNoIdentity, maxAMREntryLength)
+		}
+	}
+	return CognitoOwnerPrefix + c.IdentityPoolID + "/" + c.IdentityID, nil
+}
+
+// cognitoID is Cognito's rule for an identity or pool ID: [\w-]+:[0-9a-f-]+.
+func cognitoID(s string) bool {
+	region, guid, ok := strings.Cut(s, ":")
+	if !ok || region == "" || guid == "" || len(s) > maxCognitoID {
+		return false
+	}
+	for i := 0; i < len(region); i++ {
+		c := region[i]
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' {
+			return false
+		}
+	}
+	for i := 0; i < len(guid); i++ {
+		c := guid[i]
+		if (c < 'a' || c > 'f') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // partitionName accepts aws, aws-cn, aws-us-gov and any later partition.
@@ -186,9 +265,11 @@ func truncated(s string) string {
 
 // Is reports whether the caller API Gateway authenticated is an operator:
 // a session of a listed role, or a listed user. Anything else, including
-// an identity that is not a well-formed principal ARN, is not.
+// an identity that is not a well-formed principal ARN, is not; nor is a
+// caller with a Cognito identity, even if its pool's role is listed: that
+// role is every user's of the pool, and an operator is one principal.
 func (o Operators) Is(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) bool {
-	if iam == nil {
+	if iam == nil || hasCognitoIdentity(iam) {
 		return false
 	}
 	arn := iam.UserARN

@@ -114,6 +114,69 @@ func LocalUser(c Credential) *events.APIGatewayV2HTTPRequestContextAuthorizerIAM
 	}
 }
 
+// LocalCaller is who signs with a credential locally: a Cognito identity
+// for an access key of the Cognito convention (LocalCognitoIdentity), else
+// the IAM user LocalUser.
+func LocalCaller(c Credential) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription {
+	if iam, ok := LocalCognitoIdentity(c); ok {
+		return iam
+	}
+	return LocalUser(c)
+}
+
+// The local Cognito identity pool and its roles. A pool's users all get
+// credentials of its role, in sessions named CognitoIdentityCredentials,
+// and API Gateway passes the identity beside them
+// (requestContext.authorizer.iam.cognitoIdentity).
+const (
+	// LocalIdentityPoolGUID is the local pool's ID after its region.
+	LocalIdentityPoolGUID = "00000000-0000-4000-8000-00000000c091"
+	// LocalCognitoAuthRole and LocalCognitoUnauthRole are the pool's roles
+	// for signed-in users and for guests.
+	LocalCognitoAuthRole   = "LocalCognitoAuthRole"
+	LocalCognitoUnauthRole = "LocalCognitoUnauthRole"
+	cognitoSession         = "CognitoIdentityCredentials"
+	// cognitoPrefix and cognitoGuestPrefix start the access keys of the
+	// Cognito convention; the rest is the identity's GUID.
+	cognitoPrefix      = "cognito-"
+	cognitoGuestPrefix = "cognito-guest-"
+	// maxCognitoID is Cognito's bound on an identity or pool ID, REGION:GUID.
+	maxCognitoID = 55
+)
+
+// LocalCognitoIdentity is the identity API Gateway passes for Cognito
+// identity pool credentials, for an access key of the local convention:
+// cognito-GUID is the signed-in user REGION:GUID of the local pool
+// REGION:LocalIdentityPoolGUID, cognito-guest-GUID an unauthenticated
+// (guest) identity of it, REGION being the credential scope's and GUID
+// lowercase hex digits and dashes (Cognito's [0-9a-f-]+). Their IAM
+// identity is the session CognitoIdentityCredentials of the pool's
+// authenticated or unauthenticated role, the same for every user of the
+// pool. Any other access key is not of the convention.
+func LocalCognitoIdentity(c Credential) (*events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription, bool) {
+	guid, guest := strings.CutPrefix(c.AccessKeyID, cognitoGuestPrefix)
+	if !guest {
+		var ok bool
+		if guid, ok = strings.CutPrefix(c.AccessKeyID, cognitoPrefix); !ok {
+			return nil, false
+		}
+	}
+	if guid == "" || len(c.Region)+1+len(guid) > maxCognitoID || strings.IndexFunc(guid, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') && r != '-' }) >= 0 {
+		return nil, false
+	}
+	role, amr := LocalCognitoAuthRole, []string{"authenticated", "cognito-idp." + c.Region + ".amazonaws.com/" + c.Region + "_local",
+		"cognito-idp." + c.Region + ".amazonaws.com/" + c.Region + "_local:CognitoSignIn:" + guid}
+	if guest {
+		role, amr = LocalCognitoUnauthRole, []string{"unauthenticated"}
+	}
+	iam := LocalRoleSession(role, Credential{AccessKeyID: cognitoSession})
+	iam.AccessKey = c.AccessKeyID
+	iam.CognitoIdentity = events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity{
+		AMR: amr, IdentityID: c.Region + ":" + guid, IdentityPoolID: c.Region + ":" + LocalIdentityPoolGUID,
+	}
+	return iam, true
+}
+
 // LocalRoleARN is the ARN of the local account's role named role.
 func LocalRoleARN(role string) string { return "arn:aws:iam::" + accountID + ":role/" + role }
 
@@ -352,4 +415,4 @@ func credentialOf(r *http.Request, now time.Time) (Credential, error) {
 }
 
 // defaultCaller is every caller's identity and policy without WithCallers.
-func defaultCaller(c Credential) Caller { return Caller{IAM: LocalUser(c), Policy: AllowAll} }
+func defaultCaller(c Credential) Caller { return Caller{IAM: LocalCaller(c), Policy: AllowAll} }

@@ -272,7 +272,7 @@ func FuzzIAMAuthorization(f *testing.F) {
 			t.Fatalf("the handler got a request with Authorization %q, X-Amz-Date %q, twice %v", auth, date, twice)
 		}
 		iam := evs[0].RequestContext.Authorizer.IAM
-		if iam.AccessKey != c.AccessKeyID || iam.UserARN != apigw.LocalUserARN(c.AccessKeyID) || iam.AccountID != "000000000000" {
+		if iam.AccessKey != c.AccessKeyID || iam.UserARN != apigw.LocalCaller(c).UserARN || iam.AccountID != "000000000000" {
 			t.Fatalf("identity %+v for %q", iam, auth)
 		}
 	})
@@ -458,4 +458,39 @@ func FuzzPolicy(f *testing.F) {
 			t.Fatalf("%q matches %q: %v, want %v", pattern, resource, got, want)
 		}
 	})
+}
+
+// TestLocalCognitoIdentity: an access key cognito-GUID signs as a user of
+// the local identity pool, cognito-guest-GUID as a guest of it, with the
+// pool role's session every user shares and the Cognito identity beside
+// it, as API Gateway passes Cognito credentials; any other key is a user.
+func TestLocalCognitoIdentity(t *testing.T) {
+	t.Parallel()
+	f := &fake{}
+	g := newGateway(t, f, apigw.WithIAMAuthorization())
+	for _, key := range []string{"cognito-0a1b-2c3d", "cognito-guest-0a1b-2c3d", "cognito-0A1B", "cognito-", "cognito-guest-", "cognito-x1", "alice"} {
+		serve(g, signedAt(t, "GET", "/orders/o-1", key, testTime))
+	}
+	evs := f.events()
+	if len(evs) != 7 {
+		t.Fatalf("%d events", len(evs))
+	}
+	user := evs[0].RequestContext.Authorizer.IAM
+	if user.UserARN != "arn:aws:sts::000000000000:assumed-role/LocalCognitoAuthRole/CognitoIdentityCredentials" || user.AccessKey != "cognito-0a1b-2c3d" ||
+		user.CognitoIdentity.IdentityID != "eu-west-1:0a1b-2c3d" || user.CognitoIdentity.IdentityPoolID != "eu-west-1:"+apigw.LocalIdentityPoolGUID ||
+		len(user.CognitoIdentity.AMR) != 3 || user.CognitoIdentity.AMR[0] != "authenticated" {
+		t.Errorf("a pool user: %+v", user)
+	}
+	guest := evs[1].RequestContext.Authorizer.IAM
+	if guest.UserARN != "arn:aws:sts::000000000000:assumed-role/LocalCognitoUnauthRole/CognitoIdentityCredentials" ||
+		guest.CognitoIdentity.IdentityID != "eu-west-1:0a1b-2c3d" || !slices.Equal(guest.CognitoIdentity.AMR, []string{"unauthenticated"}) {
+		t.Errorf("a guest: %+v", guest)
+	}
+	// Not of the convention: IAM users, without a Cognito identity.
+	for i, key := range []string{"cognito-0A1B", "cognito-", "cognito-guest-", "cognito-x1", "alice"} {
+		iam := evs[2+i].RequestContext.Authorizer.IAM
+		if iam.UserARN != apigw.LocalUserARN(key) || iam.CognitoIdentity.IdentityID != "" || iam.CognitoIdentity.AMR != nil {
+			t.Errorf("%s: %+v", key, iam)
+		}
+	}
 }
