@@ -56,7 +56,8 @@ npm_stale() {
 	local record="$ROOT/node_modules/.package-lock.json"
 	[[ ! -f $record ]] || [[ "$ROOT/package-lock.json" -nt $record ]] ||
 		[[ -z $(dynamodb_dir) ]] || [[ ! -f "$ROOT/node_modules/fauxqs/dist/app.js" ]] ||
-		[[ ! -x "$ROOT/node_modules/.bin/cdk" ]]
+		[[ ! -x "$ROOT/node_modules/.bin/cdk" ]] || [[ ! -x "$ROOT/node_modules/.bin/redocly" ]] ||
+		[[ ! -x "$ROOT/node_modules/.bin/spectral" ]]
 }
 
 cmd_install() {

@@ -761,7 +761,7 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 		routes[p["RouteKey"].(string)] = fmt.Sprint(p["AuthorizationType"])
 	}
 	want := map[string]string{}
-	for _, r := range []string{"POST /orders", "GET /orders", "GET /orders/{id}", "GET /ops/orders", "GET /ops/orders/{id}", "GET /ops/workflows", "POST /orders/{id}/retry", "POST /orders/{id}/cancel"} {
+	for _, r := range []string{"POST /orders", "GET /orders", "GET /orders/{id}", "GET /ops/orders", "GET /ops/orders/{id}", "GET /ops/workflows", "POST /orders/{id}/retry", "POST /orders/{id}/cancel", "$default"} {
 		want[r] = "AWS_IAM"
 	}
 	if toJSON(routes) != toJSON(want) {
@@ -833,44 +833,49 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 	if err := json.Unmarshal([]byte(get(p, "AccessLogSettings", "Format").(string)), &format); err != nil || format["requestId"] != "$context.requestId" {
 		t.Errorf("access log format %v: %v", get(p, "AccessLogSettings", "Format"), err)
 	}
-	// Clients and operators get a policy for exactly their routes, and
-	// both policies are outputs.
+	// The client policy allows every method and path of the stage (the
+	// catch-all's requests) and denies the operator routes; the operator
+	// policy allows everything. Both are outputs.
 	apiID, _ := tmpl.byPath(t, "AWS::ApiGatewayV2::Api", "OrdersApi/Resource")
-	client := []string{"POST /orders", "GET /orders", "GET /orders/*"}
+	everything := []string{"* /*"}
 	for _, tc := range []struct {
 		path, output string
-		want         []string
+		allow, deny  []string
 	}{
-		{"OrderClientPolicy", "ClientPolicyArn", client},
-		{"OrderOperatorPolicy", "OperatorPolicyArn", append(slices.Clone(client), "GET /ops/orders", "GET /ops/orders/*", "GET /ops/workflows", "POST /orders/*/retry", "POST /orders/*/cancel")},
+		{"OrderClientPolicy", "ClientPolicyArn", everything, []string{"GET /ops/orders", "GET /ops/orders/*", "GET /ops/workflows", "POST /orders/*/retry", "POST /orders/*/cancel"}},
+		{"OrderOperatorPolicy", "OperatorPolicyArn", everything, nil},
 	} {
 		id, policy := tmpl.byPath(t, "AWS::IAM::ManagedPolicy", tc.path+"/Resource")
-		stmts := list(get(policy.Properties, "PolicyDocument", "Statement"))
-		if len(stmts) != 1 || toJSON(get(stmts[0], "Action")) != `"execute-api:Invoke"` || get(stmts[0], "Effect") != "Allow" {
-			t.Errorf("%s: %s", tc.path, toJSON(stmts))
-			continue
-		}
-		var got []string
-		for _, res := range list(get(stmts[0], "Resource")) {
-			// arn:<partition>:execute-api:<region>:<account>:<api>/$default/METHOD/path
-			parts, _ := get(res, "Fn::Join").([]any)
-			if len(parts) != 2 {
-				t.Errorf("%s: resource %s", tc.path, toJSON(res))
+		got := map[string][]string{}
+		for _, stmt := range list(get(policy.Properties, "PolicyDocument", "Statement")) {
+			effect, _ := get(stmt, "Effect").(string)
+			if toJSON(get(stmt, "Action")) != `"execute-api:Invoke"` || len(got[effect]) > 0 {
+				t.Errorf("%s: statement %s", tc.path, toJSON(stmt))
 				continue
 			}
-			elems := list(parts[1])
-			tail, _ := elems[len(elems)-1].(string)
-			method, route, ok := strings.Cut(strings.TrimPrefix(tail, "/$default/"), "/")
-			if !ok || ref(elems[len(elems)-2]) != apiID || !strings.HasPrefix(tail, "/$default/") {
-				t.Errorf("%s: resource %s", tc.path, toJSON(res))
-				continue
+			for _, res := range list(get(stmt, "Resource")) {
+				// arn:<partition>:execute-api:<region>:<account>:<api>/$default/METHOD/path
+				parts, _ := get(res, "Fn::Join").([]any)
+				if len(parts) != 2 {
+					t.Errorf("%s: resource %s", tc.path, toJSON(res))
+					continue
+				}
+				elems := list(parts[1])
+				tail, _ := elems[len(elems)-1].(string)
+				method, route, ok := strings.Cut(strings.TrimPrefix(tail, "/$default/"), "/")
+				if !ok || ref(elems[len(elems)-2]) != apiID || !strings.HasPrefix(tail, "/$default/") {
+					t.Errorf("%s: resource %s", tc.path, toJSON(res))
+					continue
+				}
+				got[effect] = append(got[effect], method+" /"+route)
 			}
-			got = append(got, method+" /"+route)
+			slices.Sort(got[effect])
 		}
-		slices.Sort(got)
-		want := slices.Sorted(slices.Values(tc.want))
-		if !slices.Equal(got, want) {
-			t.Errorf("%s allows %v, want %v", tc.path, got, want)
+		if want := slices.Sorted(slices.Values(tc.allow)); !slices.Equal(got["Allow"], want) {
+			t.Errorf("%s allows %v, want %v", tc.path, got["Allow"], want)
+		}
+		if want := slices.Sorted(slices.Values(tc.deny)); !slices.Equal(got["Deny"], want) {
+			t.Errorf("%s denies %v, want %v", tc.path, got["Deny"], want)
 		}
 		if out := ref(tmpl.Outputs[tc.output]["Value"]); out != id {
 			t.Errorf("output %s is %q, want %s", tc.output, out, id)
@@ -1227,15 +1232,9 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 		for _, id := range tmpl.ofType(typ) {
 			allowed := none
 			if typ == "AWS::IAM::ManagedPolicy" {
-				// The routes with an {id} path parameter.
-				allowed = func(s string) bool {
-					for _, route := range []string{"GET/orders/*", "GET/ops/orders/*", "POST/orders/*/retry", "POST/orders/*/cancel"} {
-						if strings.HasSuffix(s, `/$default/`+route+`"]]}`) {
-							return true
-						}
-					}
-					return false
-				}
+				// The API's $default stage, every method and path of it:
+				// the catch-all route's requests.
+				allowed = func(s string) bool { return strings.HasSuffix(s, `/$default/*/*"]]}`) }
 			}
 			check(id, tmpl.Resources[id].Properties["PolicyDocument"], allowed)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack"
 	"github.com/sasflow/sas/internal/localstack/apigw"
 	"github.com/sasflow/sas/internal/opsclient"
+	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/submission"
 )
 
@@ -157,4 +159,89 @@ func TestEachCognitoUserIsAClientOfTheirOwn(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cognito-identity:us-east-1:"+apigw.LocalIdentityPoolGUID+"/us-east-1:"+strings.TrimPrefix(ana, "cognito-")) {
 		t.Fatalf("sasctl show = %d\n%s", code, out)
 	}
+}
+
+// TestTheAPIDocumentSaysOnlyWhatIsTrue: through the local API over HTTP,
+// which like the stack sends every request no route matches to the
+// handler through its catch-all route, every method a path of the API
+// document does not take gets the document's 405 problem with Allow naming
+// the path's methods, for a client and for the operator alike, and a path
+// the document does not have gets its 404 problem.
+func TestTheAPIDocumentSaysOnlyWhatIsTrue(t *testing.T) {
+	t.Parallel()
+	st, _ := start(t, nil)
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	id := submit(t, st, testClient, "")
+	methods := []string{"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"}
+	n := 0
+	for path, item := range doc.Paths {
+		var takes []string
+		for _, m := range methods {
+			if _, ok := item[strings.ToLower(m)]; ok {
+				takes = append(takes, m)
+			}
+		}
+		if len(takes) == 0 || item["x-sasflow-other-methods"] == nil {
+			t.Fatalf("path %s: methods %v, other methods %s", path, takes, item["x-sasflow-other-methods"])
+		}
+		url := st.APIURL + strings.ReplaceAll(path, "{id}", id)
+		for _, m := range methods {
+			if slices.Contains(takes, m) {
+				continue
+			}
+			for _, caller := range []string{testClient, localstack.OperatorAccessKey} {
+				n++
+				resp := callFull(t, m, url, caller)
+				allow := strings.Split(resp.Header.Get("Allow"), ", ")
+				slices.Sort(allow)
+				if resp.StatusCode != 405 || !slices.Equal(allow, takes) || resp.Header.Get("Content-Type") != "application/problem+json" {
+					t.Errorf("%s %s as %s: %d, Allow %v, %s; want 405 with Allow %v", m, path, caller, resp.StatusCode, allow, resp.Header.Get("Content-Type"), takes)
+				}
+				if m != "HEAD" && !strings.Contains(resp.body, `"type":"https://sasflow.dev/problems/method-not-allowed"`) {
+					t.Errorf("%s %s as %s: %s", m, path, caller, resp.body)
+				}
+			}
+		}
+	}
+	if n < 2*5*len(doc.Paths) {
+		t.Fatalf("only %d requests for %d paths", n, len(doc.Paths))
+	}
+	for _, p := range []string{"/", "/nowhere", "/orders/" + id + "/items", "/ops"} {
+		for _, m := range []string{"GET", "POST", "DELETE"} {
+			resp := callFull(t, m, st.APIURL+p, testClient)
+			if resp.StatusCode != 404 || !strings.Contains(resp.body, `"type":"https://sasflow.dev/problems/not-found"`) {
+				t.Errorf("%s %s: %d %s; want the handler's 404 problem", m, p, resp.StatusCode, resp.body)
+			}
+		}
+	}
+}
+
+// fullAnswer is an answer with its headers.
+type fullAnswer struct {
+	*http.Response
+	body string
+}
+
+// callFull sends an unbodied request signed as accessKey now.
+func callFull(t *testing.T, method, url, accessKey string) fullAnswer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := localstack.SignRequest(context.Background(), req, nil, accessKey); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return fullAnswer{resp, string(b)}
 }

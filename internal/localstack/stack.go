@@ -463,10 +463,10 @@ func (o Options) caller(c apigw.Credential) apigw.Caller {
 }
 
 // routes are the API's routes, as the stack declares them, clients' and
-// operators' alike: which caller may invoke which is the policies' business
-// (Options.caller).
+// operators' alike, and its catch-all: which caller may invoke which is the
+// policies' business (Options.caller).
 func routes() []apigw.Route {
-	var out []apigw.Route
+	out := []apigw.Route{apigw.DefaultRoute}
 	for _, r := range submission.Routes() {
 		out = append(out, apigw.Route{Method: r.Method, Path: r.Path})
 	}

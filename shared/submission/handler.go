@@ -198,9 +198,10 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 			"the request carries no IAM identity: every route of this API needs a SigV4-signed request"), nil), nil
 	}
 	if operatorRoutes[rt] && !h.operators.Is(req.RequestContext.Authorizer.IAM) {
-		// The stack's client policy does not reach these routes, so only an
-		// IAM grant beyond it (execute-api:Invoke on the whole API) lets a
-		// client here: refused before anything is read, and worth a look.
+		// The stack's client policy denies these routes, so only an IAM
+		// grant of its own (execute-api:Invoke on the whole API, without
+		// the client policy) lets a client here: refused before anything
+		// is read, and worth a look.
 		log.WarnContext(ctx, "operator route refused to a caller who is not an operator", slog.String("caller", req.RequestContext.Authorizer.IAM.UserARN))
 		return h.fail(req, problem(http.StatusForbidden, ProblemNotOperator,
 			"this route is for operators: the caller is not one of the deployment's operator roles or users"), nil), nil

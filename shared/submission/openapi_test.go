@@ -41,8 +41,13 @@ import (
 const openAPIURL = "https://sasflow.dev/openapi.json"
 
 // otherMethods is the path item's extension documenting what any method
-// the resource does not take gets.
-const otherMethods = "x-sasflow-other-methods"
+// the resource does not take gets, and otherPaths the document's
+// documenting what any path it does not have gets: both through the
+// catch-all route (DefaultRoute).
+const (
+	otherMethods = "x-sasflow-other-methods"
+	otherPaths   = "x-sasflow-other-paths"
+)
 
 var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
@@ -251,7 +256,8 @@ func (d *openAPIDoc) pathMethods(path string) []string {
 }
 
 // pairKey names a (route, status) pair; method "*" is any method the path
-// does not take (its x-sasflow-other-methods).
+// does not take (its x-sasflow-other-methods), and path "*" any path the
+// document does not have (x-sasflow-other-paths).
 func pairKey(method, path string, status int) string {
 	return fmt.Sprintf("%s %s %d", method, path, status)
 }
@@ -282,6 +288,9 @@ func (d *openAPIDoc) documentedPairs(t *testing.T) map[string]string {
 		if _, ok := item.(map[string]any)[otherMethods]; ok {
 			add("*", path, "/paths/"+escape(path)+"/"+otherMethods+"/responses")
 		}
+	}
+	if _, ok := d.root[otherPaths]; ok {
+		add("*", "*", "/"+otherPaths+"/responses")
 	}
 	return pairs
 }
@@ -316,6 +325,12 @@ func TestOpenAPIRoutes(t *testing.T) {
 		if _, ok := ops[op]; !ok {
 			t.Errorf("the handler serves %s (routes.go), which the document lacks", op)
 		}
+	}
+	// The catch-all route: the document says what a path it does not have
+	// gets, and names the route.
+	if _, ok := d.root[otherPaths]; !ok || DefaultRoute != "$default" ||
+		!strings.Contains(jsonAt(d.root, "/info/description").(string), "catch-all route ("+DefaultRoute+")") {
+		t.Errorf("the document does not document the catch-all route %s (%s, info.description)", DefaultRoute, otherPaths)
 	}
 	// Every path of the document documents what other methods get, and
 	// every path with {id} takes the order ID parameter.
@@ -511,6 +526,12 @@ func apiCases() []apiCase {
 				req: request(m, strings.ReplaceAll(p, "{id}", orderA), nil, "")})
 		}
 	}
+	// Any other path, through the catch-all route.
+	for _, m := range []string{"GET", "POST", "DELETE"} {
+		for _, p := range []string{"/", "/nowhere", "/orders/" + orderA + "/items", "/ops", "/ops/orders/" + orderA + "/x"} {
+			cases = append(cases, apiCase{method: "*", path: "*", status: 404, name: m + " " + p, req: request(m, p, nil, "")})
+		}
+	}
 	cases = append(cases,
 		apiCase{method: "*", path: "/orders/{id}", status: 405, name: "POST", req: post("/orders/" + orderA)},
 		apiCase{method: "*", path: "/orders/{id}/retry", status: 405, name: "GET", req: request("GET", "/orders/"+orderA+"/retry", nil, "")},
@@ -562,7 +583,7 @@ func TestOpenAPIConformance(t *testing.T) {
 			if _, ok := resp.Headers[c.header]; c.header != "" && !ok {
 				t.Errorf("header %s missing: %v", c.header, resp.Headers)
 			}
-			if c.method == "*" {
+			if c.method == "*" && c.path != "*" {
 				allow := strings.Split(resp.Headers["Allow"], ", ")
 				sort.Strings(allow)
 				if want := d.pathMethods(c.path); !slices.Equal(allow, want) {

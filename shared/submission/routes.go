@@ -14,7 +14,7 @@ type Route struct {
 
 // Routes lists the API's routes. The CDK stack declares exactly these, and
 // the local stack serves exactly these, so neither can drift from the
-// handler.
+// handler; both add the catch-all DefaultRoute.
 func Routes() []Route {
 	return []Route{
 		{Method: "POST", Path: "/orders"},
@@ -27,6 +27,16 @@ func Routes() []Route {
 		{Method: "POST", Path: "/orders/{id}/cancel", Operator: true},
 	}
 }
+
+// DefaultRoute is the route key of the API's catch-all route, which both
+// stacks send to the handler with IAM authorization like every route: a
+// request no route of Routes matches (another method, another path) gets
+// the handler's 405 with Allow, or its 404, rather than API Gateway's bare
+// 404. API Gateway selects it only when no route matches ("The $default
+// route catches requests that don't explicitly match other routes in your
+// API", Create routes for HTTP APIs in API Gateway,
+// https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-routes.html).
+const DefaultRoute = "$default"
 
 // Resource is the route's execute-api resource relative to the stage,
 // METHOD/PATH as IAM authorizes a request (arn:...:API/STAGE/METHOD/PATH):
@@ -54,20 +64,31 @@ type Policy struct {
 	Allow, Deny []string
 }
 
-// ClientPolicy is what the stack's OrderClientPolicy allows: the clients'
-// routes.
-func ClientPolicy() Policy { return routePolicy(false) }
+// everything is every method and path of the stage.
+const everything = "*/*"
 
-// OperatorPolicy is what the stack's OrderOperatorPolicy allows: every
-// route.
-func OperatorPolicy() Policy { return routePolicy(true) }
-
-func routePolicy(operator bool) Policy {
-	var p Policy
+// ClientPolicy is what the stack's OrderClientPolicy allows: everything but
+// the operator routes, which it denies. IAM authorizes a request that only
+// the catch-all route matches against its own method and path, like any
+// other ("Control access for invoking an API",
+// https://docs.aws.amazon.com/apigateway/latest/developerguide/api-gateway-control-access-using-iam-policies-to-invoke-api.html),
+// so a client reaches the handler's 404 and 405 only through a policy that
+// allows every method and path; IAM's wildcards cannot say "all but these",
+// so the operator routes are denied explicitly, and an explicit deny wins
+// over any allow ("The difference between explicit and implicit denies",
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic_AccessPolicyLanguage_Interplay.html).
+// That reveals nothing: the handler answers a request of no route with 404
+// or 405, and refuses the operator routes to anyone but an operator.
+func ClientPolicy() Policy {
+	p := Policy{Allow: []string{everything}}
 	for _, r := range Routes() {
-		if operator || !r.Operator {
-			p.Allow = append(p.Allow, r.Resource())
+		if r.Operator {
+			p.Deny = append(p.Deny, r.Resource())
 		}
 	}
 	return p
 }
+
+// OperatorPolicy is what the stack's OrderOperatorPolicy allows: every
+// route, the catch-all's requests included.
+func OperatorPolicy() Policy { return Policy{Allow: []string{everything}} }

@@ -7,8 +7,9 @@
 // deployed; in AWS, API Gateway itself does this job.
 //
 // It copies the behaviour a handler or a client can observe: routes match on
-// method and path segments, most specific first; an unmatched request gets
-// API Gateway's own 404 without invoking the handler; header names are
+// method and path segments, most specific first, then the catch-all
+// DefaultRoute if there is one; a request no route matches gets API
+// Gateway's own 404 without invoking the handler; header names are
 // lowercased and repeated headers and query parameters are joined with
 // commas; cookies move to the cookies field; a body that is not UTF-8 text
 // arrives base64-encoded; a body over the payload limit gets 413; a failed
@@ -81,14 +82,30 @@ const requestIDHeader = "Apigw-Requestid"
 // Route is a route of the API as API Gateway defines one: an HTTP method (or
 // ANY) and a path whose segments are literals, {name} parameters or, as the
 // last segment only, a greedy {name+} parameter that matches the rest of the
-// path.
+// path; or the catch-all DefaultRoute.
 type Route struct {
 	Method string
 	Path   string
 }
 
-// Key is the route key API Gateway puts in the event, "GET /orders/{id}".
-func (r Route) Key() string { return r.Method + " " + r.Path }
+// DefaultRouteKey is the route key of an HTTP API's catch-all route.
+const DefaultRouteKey = "$default"
+
+// DefaultRoute is the catch-all route, $default: it takes every request no
+// other route matches, whatever its method and path ("The $default route
+// catches requests that don't explicitly match other routes in your API",
+// Create routes for HTTP APIs in API Gateway,
+// https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-routes.html).
+var DefaultRoute = Route{Path: DefaultRouteKey}
+
+// Key is the route key API Gateway puts in the event, "GET /orders/{id}",
+// or "$default".
+func (r Route) Key() string {
+	if r == DefaultRoute {
+		return DefaultRouteKey
+	}
+	return r.Method + " " + r.Path
+}
 
 // Handler is a Lambda function handler for API Gateway HTTP API events.
 type Handler func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
@@ -126,6 +143,8 @@ type Gateway struct {
 	// who signs with a credential and what it may invoke.
 	iam     bool
 	callers func(Credential) Caller
+	// catchAll is the $default route, if the API has one.
+	catchAll *route
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -150,6 +169,13 @@ func New(routes []Route, h Handler, opts ...Option) (*Gateway, error) {
 	}
 	seen := map[string]string{}
 	for _, r := range routes {
+		if r == DefaultRoute {
+			if g.catchAll != nil {
+				errs = append(errs, errors.New("apigw: route $default given twice"))
+			}
+			g.catchAll = &route{key: DefaultRouteKey}
+			continue
+		}
 		rt, err := compile(r)
 		if err != nil {
 			errs = append(errs, err)
@@ -343,7 +369,9 @@ func (g *Gateway) find(method, rawPath string) (*route, map[string]string) {
 			return &g.routes[i], params
 		}
 	}
-	return nil, nil
+	// Only when no route matches: the catch-all comes last in API
+	// Gateway's order (a full match, a greedy one, then $default).
+	return g.catchAll, nil
 }
 
 // ServeHTTP answers one request the way API Gateway would.
