@@ -12,6 +12,12 @@ ENGINES := scripts/engines.sh
 CDK := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 CDK_DISABLE_CLI_TELEMETRY=true npx --no-install cdk
 INFRA_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 
+# The API document's linters (make vet), without their telemetry and update
+# notices.
+API_DOC := shared/api/openapi.json
+REDOCLY := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly
+SPECTRAL := npx --no-install spectral
+
 .PHONY: deps test test-app test-infra bench build synth deploy fmt vet engines-up engines-down clean run cost demo chaos recovery load local
 
 deps:
@@ -63,13 +69,18 @@ fmt:
 # the tool directive in go.mod: `go tool` builds that version once and
 # caches it, so no separate install. The infra module runs the same binary
 # (its go.mod has no tool of its own). Checks: staticcheck's defaults.
-vet:
+# Then the API document through two linters pinned in package.json (hence
+# deps): Redocly CLI (redocly.yaml, .redocly.lint-ignore.yaml) and
+# Spectral's OpenAPI ruleset (.spectral.yaml), each failing on a warning.
+vet: deps
 	@unformatted=$$(gofmt -l cmd functions shared internal infra); \
 		if [[ -n $$unformatted ]]; then echo "not gofmt-ed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
 	cd infra && $(GO) vet ./...
 	staticcheck=$$($(GO) tool -n staticcheck) && cd infra && "$$staticcheck" ./...
+	$(REDOCLY) lint --format stylish $(API_DOC)
+	$(SPECTRAL) lint --fail-severity warn $(API_DOC)
 
 engines-up: deps
 	$(ENGINES) start

@@ -255,6 +255,10 @@ func newSystem(t *testing.T, remoteURL string) *system {
 	s.refs["OrderEventsTopic"], s.events = enginetest.CreateTopicToQueue(t, snsc, s.sqs, prefix+"-order-events")
 	// Only the alerts' CLI commands name the API; nothing calls it.
 	s.refs["OrdersApi.ApiEndpoint"] = "https://ordersapi.execute-api.us-east-1.amazonaws.com"
+	// The Submission's operators: the stack's role, and the deploy-time
+	// parameter's principals (none by default).
+	s.refs["OrderOperatorRole.Arn"] = "arn:aws:iam::000000000000:role/OrderOperatorRole"
+	s.refs["OperatorPrincipalArns"] = ""
 	return s
 }
 

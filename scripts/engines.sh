@@ -56,7 +56,8 @@ npm_stale() {
 	local record="$ROOT/node_modules/.package-lock.json"
 	[[ ! -f $record ]] || [[ "$ROOT/package-lock.json" -nt $record ]] ||
 		[[ -z $(dynamodb_dir) ]] || [[ ! -f "$ROOT/node_modules/fauxqs/dist/app.js" ]] ||
-		[[ ! -x "$ROOT/node_modules/.bin/cdk" ]]
+		[[ ! -x "$ROOT/node_modules/.bin/cdk" ]] || [[ ! -x "$ROOT/node_modules/.bin/redocly" ]] ||
+		[[ ! -x "$ROOT/node_modules/.bin/spectral" ]]
 }
 
 cmd_install() {
@@ -70,7 +71,9 @@ cmd_install() {
 	command -v npm >/dev/null || die "npm is missing"
 	if npm_stale; then
 		log "npm ci"
-		(cd "$ROOT" && timeout 600 npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed"
+		# Spectral's dependency @scarf/scarf reports installs from a
+		# postinstall script unless told not to.
+		(cd "$ROOT" && SCARF_ANALYTICS=false timeout 600 npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed"
 		touch "$ROOT/node_modules/.package-lock.json"
 	fi
 	log "java $(java_major), node $(node --version), node_modules up to date"

@@ -191,7 +191,10 @@ arn:aws:iam::000000000000:user/local). A client sees only its own orders:
   curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local %[1]s/orders/<orderId>
   curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local %[1]s/orders
   curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user other:other %[1]s/orders/<orderId>     (another client: 404)
-  curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local:local '%[1]s/ops/orders?state=Compensated'   (the operators' view)
+  curl -s --aws-sigv4 "aws:amz:us-east-1:execute-api" --user local-operator:x '%[1]s/ops/orders?state=Compensated'   (the operators' view)
+
+The operator routes are for local-operator, a session of the local operator
+role; any other access key is a client, refused there with 403.
 
 Change the remote service's faults while it runs:
 
@@ -199,8 +202,9 @@ Change the remote service's faults while it runs:
   curl -s -X POST %[2]s/v1/faults -d '{"transient":0.5}'
 
 Operate it: make orders fail and their undo fail too, look, fix, resubmit
-(the alerts on the alert topic print the same commands; sasctl signs with
-your AWS credentials, or as local-operator without any):
+(the alerts on the alert topic print the same commands; sasctl signs as
+local-operator when your credential chain has no keys, else run it with
+AWS_ACCESS_KEY_ID=local-operator AWS_SECRET_ACCESS_KEY=x):
 
   curl -s -X POST %[2]s/v1/faults -d '{"rejectSteps":["charge-payment"],"rejectUndo":["reserve-inventory"]}'
   go run ./cmd/sasctl --endpoint-url %[1]s list --state CompensationFailed

@@ -42,7 +42,23 @@ type orderAPI struct {
 	stage          awsapigatewayv2.HttpStage
 	clientPolicy   awsiam.ManagedPolicy
 	operatorPolicy awsiam.ManagedPolicy
+	// operatorRole is the role operators assume, with operatorPolicy.
+	operatorRole awsiam.Role
 }
+
+// OperatorPrincipalsParameter is the CloudFormation parameter that lists,
+// at deploy time, the IAM roles and users who operate besides those who
+// assume the stack's operator role.
+const OperatorPrincipalsParameter = "OperatorPrincipalArns"
+
+// OperatorPrincipalsPattern is that parameter's AllowedPattern: empty, or
+// IAM role and user ARNs separated by commas (a path and a name of IAM's
+// characters; no name with a comma, which the list could not tell from
+// the separator), so CloudFormation refuses a mistyped entry at deploy
+// time rather than the Submission at its cold start.
+const OperatorPrincipalsPattern = `^$|^` + operatorARNPattern + `(,` + operatorARNPattern + `)*$`
+
+const operatorARNPattern = `arn:aws[a-z0-9-]*:iam::[0-9]{12}:(role|user)/([\x21-\x2B\x2D-\x7E]*/)?[A-Za-z0-9_+=.@-]{1,64}`
 
 // AccessLogGroupName is the HTTP API stage's access log group of the stack
 // named stackName.
@@ -71,7 +87,7 @@ func accessLogFormat() string {
 	return string(b)
 }
 
-func (b *builder) api(submission *fn) *orderAPI {
+func (b *builder) api(handler *fn) *orderAPI {
 	api := awsapigatewayv2.NewHttpApi(b.stack, jsii.String("OrdersApi"), &awsapigatewayv2.HttpApiProps{
 		// Named after its stack, so each stage's API is told apart in the
 		// console.
@@ -81,7 +97,7 @@ func (b *builder) api(submission *fn) *orderAPI {
 		CreateDefaultStage: jsii.Bool(false),
 		DefaultAuthorizer:  awsapigatewayv2authorizers.NewHttpIamAuthorizer(),
 	})
-	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("SubmissionIntegration"), submission.fn, nil)
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("SubmissionIntegration"), handler.fn, nil)
 	var submit awsapigatewayv2.HttpRoute
 	for _, r := range Routes() {
 		added := api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
@@ -145,74 +161,109 @@ func (b *builder) api(submission *fn) *orderAPI {
 		Format:         jsii.String(accessLogFormat()),
 	})
 
+	// The catch-all: a request no route matches (another method, another
+	// path) reaches the handler, IAM-authorized like every route, for its
+	// 404 or its 405 with Allow instead of API Gateway's bare 404. API
+	// Gateway selects it only when no route matches ("The $default route
+	// catches requests that don't explicitly match other routes in your
+	// API", Create routes for HTTP APIs in API Gateway,
+	// https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-routes.html).
+	awsapigatewayv2.NewHttpRoute(b.stack, jsii.String("OrdersApiDefaultRoute"), &awsapigatewayv2.HttpRouteProps{
+		HttpApi:     api,
+		RouteKey:    awsapigatewayv2.HttpRouteKey_DEFAULT(),
+		Integration: integration,
+		Authorizer:  awsapigatewayv2authorizers.NewHttpIamAuthorizer(),
+	})
+
 	// Clients and operators are IAM principals: attaching a policy is all
 	// they need. A client's routes see only the caller's own orders (the
-	// handler checks the owner); the operator routes see every caller's.
-	var clientRoutes []Route
-	for _, r := range Routes() {
-		if !r.Operator {
-			clientRoutes = append(clientRoutes, r)
-		}
-	}
-	client := b.routePolicy(api, "OrderClientPolicy", "Lets a client submit orders, and list and read its own, through the orders API", clientRoutes)
-	operator := b.routePolicy(api, "OrderOperatorPolicy", "Lets an operator do what a client does, list and read every client's orders, and retry or cancel them through the orders API", Routes())
-	return &orderAPI{api: api, stage: stage, clientPolicy: client, operatorPolicy: operator}
+	// handler checks the owner); the operator routes see every caller's,
+	// and the handler serves them to operators only.
+	client := b.routePolicy(api, "OrderClientPolicy", "Lets a client submit orders, and list and read its own, through the orders API; denies the operator routes", submission.ClientPolicy())
+	operator := b.routePolicy(api, "OrderOperatorPolicy", "Lets an operator do what a client does, list and read every client's orders, and retry or cancel them through the orders API", submission.OperatorPolicy())
+	// The operators: whoever assumes this role. Its trust names the
+	// deploying account, so IAM lets a principal of the account assume it
+	// only if that principal's own policies allow sts:AssumeRole on it: an
+	// account admin grants that to whoever operates.
+	role := awsiam.NewRole(b.stack, jsii.String("OrderOperatorRole"), &awsiam.RoleProps{
+		AssumedBy:       awsiam.NewAccountRootPrincipal(),
+		Description:     jsii.String("Operators assume it to list, read, retry and cancel every client's orders through the orders API (sasctl)"),
+		ManagedPolicies: &[]awsiam.IManagedPolicy{operator},
+	})
+	return &orderAPI{api: api, stage: stage, clientPolicy: client, operatorPolicy: operator, operatorRole: role}
 }
 
-// routePolicy is a managed policy that allows execute-api:Invoke on exactly
-// routes of the $default stage.
-func (b *builder) routePolicy(api awsapigatewayv2.HttpApi, id, description string, routes []Route) awsiam.ManagedPolicy {
-	resources := make([]*string, 0, len(routes))
+// operatorPrincipals is the Submission's OPERATOR_PRINCIPALS: the operator
+// role's ARN, and those the OperatorPrincipalArns parameter lists (an empty
+// parameter leaves an empty entry, which the Submission ignores).
+func (b *builder) operatorPrincipals(role awsiam.Role) *string {
+	param := awscdk.NewCfnParameter(b.stack, jsii.String(OperatorPrincipalsParameter), &awscdk.CfnParameterProps{
+		Type:                  jsii.String("String"),
+		Default:               jsii.String(""),
+		AllowedPattern:        jsii.String(OperatorPrincipalsPattern),
+		ConstraintDescription: jsii.String("empty, or IAM role and user ARNs (arn:aws:iam::111122223333:role/NAME or user/NAME) separated by commas, without spaces"),
+		Description: jsii.String("IAM roles and users who operate besides the sessions of OrderOperatorRole, comma-separated ARNs; " +
+			"each also needs OrderOperatorPolicy attached. Empty: only OrderOperatorRole."),
+	})
+	return awscdk.Fn_Join(jsii.String(","), &[]*string{role.RoleArn(), param.ValueAsString()})
+}
+
+// routePolicy is a managed policy on execute-api:Invoke over the $default
+// stage: policy's Allow, and its Deny, which wins over any allow.
+func (b *builder) routePolicy(api awsapigatewayv2.HttpApi, id, description string, policy submission.Policy) awsiam.ManagedPolicy {
+	arns := func(patterns []string) *[]*string {
+		out := make([]*string, 0, len(patterns))
+		for _, p := range patterns {
+			method, path, _ := strings.Cut(p, "/")
+			out = append(out, api.ArnForExecuteApi(jsii.String(method), jsii.String("/"+path), jsii.String("$default")))
+		}
+		return &out
+	}
+	statements := []awsiam.PolicyStatement{awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("execute-api:Invoke"),
+		Resources: arns(policy.Allow),
+	})}
+	if len(policy.Deny) > 0 {
+		statements = append(statements, awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Effect:    awsiam.Effect_DENY,
+			Actions:   jsii.Strings("execute-api:Invoke"),
+			Resources: arns(policy.Deny),
+		}))
+	}
+	managed := awsiam.NewManagedPolicy(b.stack, jsii.String(id), &awsiam.ManagedPolicyProps{
+		Description: jsii.String(description),
+		Statements:  &statements,
+	})
+	// One suppression per wildcard resource allowed, naming that resource
+	// only (a denied one widens nothing).
 	var suppressions []*cdknag.NagPackSuppression
-	for _, r := range routes {
-		path := executePath(r.Path)
-		resources = append(resources, api.ArnForExecuteApi(jsii.String(r.Method), jsii.String(path), jsii.String("$default")))
-		if path == r.Path {
+	for _, p := range policy.Allow {
+		if !strings.Contains(p, "*") {
 			continue
 		}
-		// One suppression per route with a path parameter, naming that
-		// route's resource only.
+		reason := p + " is a route that takes any order ID, and execute-api can express a path parameter only as a wildcard; " +
+			"the statement still names the one API, stage, method and route."
+		if p == "*/*" {
+			reason = "The catch-all ($default) route: IAM authorizes a request only it matches against the request's own method and path, " +
+				"so the handler's 404 and 405 are reached only with every method and path of the stage allowed. The operator routes are " +
+				"denied in the client policy and served by the handler to operators only; the statement names the one API and stage."
+		}
 		suppressions = append(suppressions, &cdknag.NagPackSuppression{
-			Id: jsii.String("AwsSolutions-IAM5"),
-			Reason: jsii.String(r.Method + " " + r.Path + " takes any order ID, and execute-api can express a path parameter only as a wildcard; " +
-				"the statement still names the one API, stage, method and route."),
+			Id:     jsii.String("AwsSolutions-IAM5"),
+			Reason: jsii.String(reason),
 			AppliesTo: &[]any{cdknag.RegexAppliesTo{Regex: jsii.String(
 				`/^Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<OrdersApi[0-9A-F]{8}>` +
-					jsRegexQuote("/$default/"+r.Method+path) + `$/g`)}},
+					jsRegexQuote("/$default/"+p) + `$/g`)}},
 		})
 	}
-	policy := awsiam.NewManagedPolicy(b.stack, jsii.String(id), &awsiam.ManagedPolicyProps{
-		Description: jsii.String(description),
-		Statements: &[]awsiam.PolicyStatement{awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Actions:   jsii.Strings("execute-api:Invoke"),
-			Resources: &resources,
-		})},
-	})
 	if len(suppressions) > 0 {
-		cdknag.NagSuppressions_AddResourceSuppressions(policy, &suppressions, jsii.Bool(false))
+		cdknag.NagSuppressions_AddResourceSuppressions(managed, &suppressions, jsii.Bool(false))
 	}
-	return policy
+	return managed
 }
 
 // jsRegexQuote escapes s for a JavaScript regular expression literal, where
 // "/" ends the literal.
 func jsRegexQuote(s string) string {
 	return strings.ReplaceAll(regexp.QuoteMeta(s), "/", `\/`)
-}
-
-// executePath turns a route path into its execute-api resource path: a path
-// parameter matches any single value, which IAM can only express as "*".
-func executePath(p string) string {
-	out := []byte{}
-	for i := 0; i < len(p); i++ {
-		if p[i] == '{' {
-			for i < len(p) && p[i] != '}' {
-				i++
-			}
-			out = append(out, '*')
-			continue
-		}
-		out = append(out, p[i])
-	}
-	return string(out)
 }

@@ -128,6 +128,9 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	(*subEnv)[admission.Variables["Backlog"]] = jsii.String(strconv.Itoa(adm.Backlog))
 	(*subEnv)[admission.Variables["Rate"]] = jsii.String(strconv.Itoa(adm.Rate))
 	(*subEnv)[admission.Variables["Refresh"]] = jsii.String(adm.Refresh.String())
+	// It refuses the operator routes to anyone but the operators, whom the
+	// API's operator role and a deploy-time parameter name (b.api below);
+	// the variable is set once the role exists.
 	submission := b.function(Submission, fnSpec{
 		description: "The orders API: validates and writes new orders and dispatches their first step, reads and lists them, retries and cancels them",
 		trigger:     byAPI,
@@ -158,6 +161,9 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	// which backs the API, does not read the URL and does not get it.
 	api := b.api(submission)
 	env["OPERATOR_API_URL"] = api.api.ApiEndpoint()
+	// The role depends on the API (its policy names the API's routes), not
+	// on the function: no cycle.
+	submission.fn.AddEnvironment(jsii.String("OPERATOR_PRINCIPALS"), b.operatorPrincipals(api.operatorRole), nil)
 
 	// Scheduler: claims, commits and fails state records with conditional
 	// UpdateItem, reads a record (GetItem) before it commits a permanent
@@ -339,7 +345,8 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	}
 	out("ApiUrl", *api.api.ApiEndpoint(), "Base URL of the orders API (IAM-authorized: sign requests with SigV4, service execute-api)")
 	out("ClientPolicyArn", *api.clientPolicy.ManagedPolicyArn(), "Attach to the IAM users or roles that may submit, list and read orders")
-	out("OperatorPolicyArn", *api.operatorPolicy.ManagedPolicyArn(), "Attach to the IAM users or roles that may also retry and cancel orders")
+	out("OperatorPolicyArn", *api.operatorPolicy.ManagedPolicyArn(), "Attached to OrderOperatorRole; attach it to each principal listed in OperatorPrincipalArns")
+	out("OperatorRoleArn", *api.operatorRole.RoleArn(), "Operators assume this role (sasctl with a profile whose role_arn is it) to list, read, retry and cancel every client's orders")
 	out("AlertTopicArn", *alerts.topic.TopicArn(), "Operator alerts: permanent failures, exhausted retries, alarms")
 	out("OrderEventsTopicArn", *events.topic.TopicArn(), "Order status events: clients subscribe their SQS queue with a filter policy on the clientId message attribute")
 	out("OrdersTableName", *orders.TableName(), "Orders, one item per order")

@@ -23,6 +23,7 @@ import (
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -261,6 +262,8 @@ func (r resolver) resolve(tb testing.TB, v any) string {
 			return id
 		case res.Type == "AWS::ApiGatewayV2::Api" && get(v, "Fn::GetAtt").([]any)[1] == "ApiEndpoint":
 			return "https://" + id + ".execute-api.eu-west-1.amazonaws.com"
+		case res.Type == "AWS::IAM::Role" && get(v, "Fn::GetAtt").([]any)[1] == "Arn":
+			return "arn:aws:iam::111122223333:role/" + id
 		case isAtt:
 			return "arn:aws:x:eu-west-1:111122223333:" + id
 		}
@@ -758,7 +761,7 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 		routes[p["RouteKey"].(string)] = fmt.Sprint(p["AuthorizationType"])
 	}
 	want := map[string]string{}
-	for _, r := range []string{"POST /orders", "GET /orders", "GET /orders/{id}", "GET /ops/orders", "GET /ops/orders/{id}", "GET /ops/workflows", "POST /orders/{id}/retry", "POST /orders/{id}/cancel"} {
+	for _, r := range []string{"POST /orders", "GET /orders", "GET /orders/{id}", "GET /ops/orders", "GET /ops/orders/{id}", "GET /ops/workflows", "POST /orders/{id}/retry", "POST /orders/{id}/cancel", "$default"} {
 		want[r] = "AWS_IAM"
 	}
 	if toJSON(routes) != toJSON(want) {
@@ -830,44 +833,49 @@ func TestAPIRoutesNeedIAMAndTheStageThrottlesAndLogs(t *testing.T) {
 	if err := json.Unmarshal([]byte(get(p, "AccessLogSettings", "Format").(string)), &format); err != nil || format["requestId"] != "$context.requestId" {
 		t.Errorf("access log format %v: %v", get(p, "AccessLogSettings", "Format"), err)
 	}
-	// Clients and operators get a policy for exactly their routes, and
-	// both policies are outputs.
+	// The client policy allows every method and path of the stage (the
+	// catch-all's requests) and denies the operator routes; the operator
+	// policy allows everything. Both are outputs.
 	apiID, _ := tmpl.byPath(t, "AWS::ApiGatewayV2::Api", "OrdersApi/Resource")
-	client := []string{"POST /orders", "GET /orders", "GET /orders/*"}
+	everything := []string{"* /*"}
 	for _, tc := range []struct {
 		path, output string
-		want         []string
+		allow, deny  []string
 	}{
-		{"OrderClientPolicy", "ClientPolicyArn", client},
-		{"OrderOperatorPolicy", "OperatorPolicyArn", append(slices.Clone(client), "GET /ops/orders", "GET /ops/orders/*", "GET /ops/workflows", "POST /orders/*/retry", "POST /orders/*/cancel")},
+		{"OrderClientPolicy", "ClientPolicyArn", everything, []string{"GET /ops/orders", "GET /ops/orders/*", "GET /ops/workflows", "POST /orders/*/retry", "POST /orders/*/cancel"}},
+		{"OrderOperatorPolicy", "OperatorPolicyArn", everything, nil},
 	} {
 		id, policy := tmpl.byPath(t, "AWS::IAM::ManagedPolicy", tc.path+"/Resource")
-		stmts := list(get(policy.Properties, "PolicyDocument", "Statement"))
-		if len(stmts) != 1 || toJSON(get(stmts[0], "Action")) != `"execute-api:Invoke"` || get(stmts[0], "Effect") != "Allow" {
-			t.Errorf("%s: %s", tc.path, toJSON(stmts))
-			continue
-		}
-		var got []string
-		for _, res := range list(get(stmts[0], "Resource")) {
-			// arn:<partition>:execute-api:<region>:<account>:<api>/$default/METHOD/path
-			parts, _ := get(res, "Fn::Join").([]any)
-			if len(parts) != 2 {
-				t.Errorf("%s: resource %s", tc.path, toJSON(res))
+		got := map[string][]string{}
+		for _, stmt := range list(get(policy.Properties, "PolicyDocument", "Statement")) {
+			effect, _ := get(stmt, "Effect").(string)
+			if toJSON(get(stmt, "Action")) != `"execute-api:Invoke"` || len(got[effect]) > 0 {
+				t.Errorf("%s: statement %s", tc.path, toJSON(stmt))
 				continue
 			}
-			elems := list(parts[1])
-			tail, _ := elems[len(elems)-1].(string)
-			method, route, ok := strings.Cut(strings.TrimPrefix(tail, "/$default/"), "/")
-			if !ok || ref(elems[len(elems)-2]) != apiID || !strings.HasPrefix(tail, "/$default/") {
-				t.Errorf("%s: resource %s", tc.path, toJSON(res))
-				continue
+			for _, res := range list(get(stmt, "Resource")) {
+				// arn:<partition>:execute-api:<region>:<account>:<api>/$default/METHOD/path
+				parts, _ := get(res, "Fn::Join").([]any)
+				if len(parts) != 2 {
+					t.Errorf("%s: resource %s", tc.path, toJSON(res))
+					continue
+				}
+				elems := list(parts[1])
+				tail, _ := elems[len(elems)-1].(string)
+				method, route, ok := strings.Cut(strings.TrimPrefix(tail, "/$default/"), "/")
+				if !ok || ref(elems[len(elems)-2]) != apiID || !strings.HasPrefix(tail, "/$default/") {
+					t.Errorf("%s: resource %s", tc.path, toJSON(res))
+					continue
+				}
+				got[effect] = append(got[effect], method+" /"+route)
 			}
-			got = append(got, method+" /"+route)
+			slices.Sort(got[effect])
 		}
-		slices.Sort(got)
-		want := slices.Sorted(slices.Values(tc.want))
-		if !slices.Equal(got, want) {
-			t.Errorf("%s allows %v, want %v", tc.path, got, want)
+		if want := slices.Sorted(slices.Values(tc.allow)); !slices.Equal(got["Allow"], want) {
+			t.Errorf("%s allows %v, want %v", tc.path, got["Allow"], want)
+		}
+		if want := slices.Sorted(slices.Values(tc.deny)); !slices.Equal(got["Deny"], want) {
+			t.Errorf("%s denies %v, want %v", tc.path, got["Deny"], want)
 		}
 		if out := ref(tmpl.Outputs[tc.output]["Value"]); out != id {
 			t.Errorf("output %s is %q, want %s", tc.output, out, id)
@@ -1224,21 +1232,23 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 		for _, id := range tmpl.ofType(typ) {
 			allowed := none
 			if typ == "AWS::IAM::ManagedPolicy" {
-				// The routes with an {id} path parameter.
-				allowed = func(s string) bool {
-					for _, route := range []string{"GET/orders/*", "GET/ops/orders/*", "POST/orders/*/retry", "POST/orders/*/cancel"} {
-						if strings.HasSuffix(s, `/$default/`+route+`"]]}`) {
-							return true
-						}
-					}
-					return false
-				}
+				// The API's $default stage, every method and path of it:
+				// the catch-all route's requests.
+				allowed = func(s string) bool { return strings.HasSuffix(s, `/$default/*/*"]]}`) }
 			}
 			check(id, tmpl.Resources[id].Properties["PolicyDocument"], allowed)
 		}
 	}
+	// The functions' roles have no managed or inline policies; the
+	// operators' role has the operator policy and nothing else.
+	operatorRole, _ := tmpl.byPath(t, "AWS::IAM::Role", "OrderOperatorRole/Resource")
+	operatorPolicy, _ := tmpl.byPath(t, "AWS::IAM::ManagedPolicy", "OrderOperatorPolicy/Resource")
 	for _, id := range tmpl.ofType("AWS::IAM::Role") {
 		p := tmpl.Resources[id].Properties
+		managed := list(p["ManagedPolicyArns"])
+		if id == operatorRole && len(managed) == 1 && ref(managed[0]) == operatorPolicy && p["Policies"] == nil {
+			continue
+		}
 		if p["ManagedPolicyArns"] != nil || p["Policies"] != nil {
 			t.Errorf("%s: managed or inline policies %s", id, toJSON(p))
 		}
@@ -1884,6 +1894,76 @@ func TestRetentionReachesEveryFunctionThatEndsOrCreatesOrders(t *testing.T) {
 		}
 		if seen != len(want) {
 			t.Errorf("%s: RETENTION in %d functions, want %d", name, seen, len(want))
+		}
+	}
+}
+
+// TestOperatorRoutesAreRefusedByTheHandlerToo (the stack's part): the stack
+// names who operates. Its OrderOperatorRole, which principals of the
+// deploying account may assume when their own policies let them, carries
+// the operator policy and is an output; the OperatorPrincipalArns parameter
+// (empty by default, IAM role and user ARNs only) lists more; and the
+// Submission gets both in OPERATOR_PRINCIPALS, which its LoadConfig takes.
+func TestOperatorRoutesAreRefusedByTheHandlerToo(t *testing.T) {
+	roleID, role := tmpl.byPath(t, "AWS::IAM::Role", "OrderOperatorRole/Resource")
+	policyID, _ := tmpl.byPath(t, "AWS::IAM::ManagedPolicy", "OrderOperatorPolicy/Resource")
+	stmts := list(get(role.Properties, "AssumeRolePolicyDocument", "Statement"))
+	trusted := toJSON(get(stmts[0], "Principal", "AWS"))
+	if len(stmts) != 1 || get(stmts[0], "Effect") != "Allow" || toJSON(get(stmts[0], "Action")) != `"sts:AssumeRole"` ||
+		trusted != `{"Fn::Join":["",["arn:",{"Ref":"AWS::Partition"},":iam::",{"Ref":"AWS::AccountId"},":root"]]}` {
+		t.Errorf("the operator role's trust: %s", toJSON(stmts))
+	}
+	if managed := list(role.Properties["ManagedPolicyArns"]); len(managed) != 1 || ref(managed[0]) != policyID {
+		t.Errorf("the operator role's policies: %s", toJSON(role.Properties["ManagedPolicyArns"]))
+	}
+	if out := get(tmpl.Outputs["OperatorRoleArn"], "Value", "Fn::GetAtt"); toJSON(out) != `["`+roleID+`","Arn"]` {
+		t.Errorf("output OperatorRoleArn %s", toJSON(tmpl.Outputs["OperatorRoleArn"]))
+	}
+
+	param := tmpl.Parameters[stack.OperatorPrincipalsParameter]
+	if param["Type"] != "String" || param["Default"] != "" || param["AllowedPattern"] != stack.OperatorPrincipalsPattern {
+		t.Errorf("parameter %s: %s", stack.OperatorPrincipalsParameter, toJSON(param))
+	}
+	// CloudFormation's patterns are Java's; these constructs mean the same
+	// in Go's.
+	re := regexp.MustCompile(stack.OperatorPrincipalsPattern)
+	for value, ok := range map[string]bool{
+		"":                                      true,
+		"arn:aws:iam::111122223333:role/oncall": true,
+		"arn:aws:iam::111122223333:role/team/ops/oncall,arn:aws:iam::111122223333:user/bob": true,
+		"arn:aws-us-gov:iam::111122223333:user/a.b@c+d=e_f-g":                               true,
+		"arn:aws:iam::111122223333:role/oncall,":                                            false,
+		"arn:aws:iam::111122223333:role/oncall, arn:aws:iam::111122223333:user/bob":         false,
+		"arn:aws:sts::111122223333:assumed-role/oncall/alice":                               false,
+		"arn:aws:iam::111122223333:root":                                                    false,
+		"arn:aws:iam::111122223333:group/ops":                                               false,
+		"arn:aws:iam::11112222333:role/oncall":                                              false,
+		"arn:aws:iam::111122223333:role/" + strings.Repeat("n", 65):                         false,
+		"oncall": false,
+	} {
+		if re.MatchString(value) != ok {
+			t.Errorf("%s %q: accepted %v, want %v", stack.OperatorPrincipalsParameter, value, !ok, ok)
+		}
+	}
+
+	_, fn := tmpl.byPath(t, "AWS::Lambda::Function", "Submission/Resource")
+	v := get(fn.Properties, "Environment", "Variables", "OPERATOR_PRINCIPALS")
+	if toJSON(v) != `{"Fn::Join":[",",[{"Fn::GetAtt":["`+roleID+`","Arn"]},{"Ref":"`+stack.OperatorPrincipalsParameter+`"}]]}` {
+		t.Fatalf("OPERATOR_PRINCIPALS = %s", toJSON(v))
+	}
+	for listed, want := range map[string]int{"": 1, "arn:aws:iam::111122223333:role/team/oncall,arn:aws:iam::111122223333:user/bob": 3} {
+		params := deployParams(tmpl)
+		params[stack.OperatorPrincipalsParameter] = listed
+		r := resolver{t: tmpl, params: params}
+		vars := get(fn.Properties, "Environment", "Variables").(map[string]any)
+		cfg, err := submission.LoadConfig(func(k string) string {
+			if x, ok := vars[k]; ok {
+				return r.resolve(t, x)
+			}
+			return ""
+		})
+		if err != nil || len(cfg.OperatorPrincipals) != want || cfg.OperatorPrincipals[0] != "arn:aws:iam::111122223333:role/"+roleID {
+			t.Errorf("with %q listed, the Submission's operators are %q, %v", listed, cfg.OperatorPrincipals, err)
 		}
 	}
 }

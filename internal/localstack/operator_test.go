@@ -187,9 +187,8 @@ func TestOperatorCountsOrdersPerVersionWithTheCLI(t *testing.T) {
 		t.Fatalf("workflows = %d\n%s", code, out)
 	}
 	t.Logf("sasctl workflows\n%s", out)
-	// An unsigned request is refused, as on every route. Which callers may
-	// call it is the stack's IAM (OrderOperatorPolicy only), which the
-	// local stack does not emulate.
+	// An unsigned request is refused, as on every route; a client, by the
+	// emulated client policy (TestOperatorRoutesAreRefusedByTheHandlerTooEndToEnd).
 	if r := call(t, "GET", st.APIURL+"/ops/workflows", "", "", nil); r.status != 403 {
 		t.Fatalf("an unsigned GET /ops/workflows = %d %s", r.status, r.body)
 	}

@@ -19,6 +19,17 @@ import (
 // every demo order.
 const DemoAccessKey = "demo-client"
 
+// OperatorAccessKey is the local operator, the access key the operators'
+// CLI signs with against the local stack (opsclient.LocalAccessKey): the
+// local API names it a session of OperatorRole, the one operator role the
+// local Submission lists, allowed every route as the stack's operator
+// policy allows.
+const OperatorAccessKey = "local-operator"
+
+// OperatorRole is the local stack's operator role, as the stack's
+// OrderOperatorRole: arn:aws:iam::000000000000:role/OrderOperatorRole.
+const OperatorRole = "OrderOperatorRole"
+
 // localSecret signs every local request. The local API checks a
 // signature's shape, not its value, because no secret exists locally; the
 // access key alone names the caller.

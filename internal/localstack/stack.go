@@ -112,6 +112,12 @@ type Options struct {
 	// Every OutageEvery, DynamoDB or else SQS and SNS (in turn) become
 	// unreachable for OutageFor.
 	OutageEvery, OutageFor time.Duration
+
+	// InvokeAll are access keys of clients whose IAM policy allows
+	// execute-api:Invoke on the whole API, as a mistaken grant would: the
+	// local API lets them call the operator routes too, where the
+	// Submission refuses them itself.
+	InvokeAll []string
 }
 
 // DemoOptions are the settings of `make demo`: the deployed workflow and
@@ -310,6 +316,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		Workflows: o.Workflows, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
 		MaxReceiveCount: topology.MaxReceiveCount, VisibilityTimeout: o.Visibility,
 		Clock: clock.System{}, Log: o.Log, Capacity: o.Capacity, OrderIDs: o.OrderIDs,
+		// The stack's operators are its role's sessions (and whoever the
+		// deployment lists); here, the role's one local session.
+		OperatorPrincipals: []string{apigw.LocalRoleARN(OperatorRole)},
 	}
 	if o.AgentLag > 0 {
 		lag := &clock.Offset{}
@@ -335,8 +344,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 
 	// Every route is IAM-authorized, as in the stack: a caller signs with
-	// SigV4, and its access key names it (see apigw.WithIAMAuthorization).
-	gw, err := apigw.New(routes(), s.Sys.Submission.Handle, apigw.WithLogger(o.Log), apigw.WithIAMAuthorization())
+	// SigV4, its access key names it (see apigw.WithIAMAuthorization), and
+	// the stack's client or operator policy says what it may invoke.
+	gw, err := apigw.New(routes(), s.Sys.Submission.Handle, apigw.WithLogger(o.Log), apigw.WithIAMAuthorization(),
+		apigw.WithCallers(o.caller))
 	if err != nil {
 		return fail(err)
 	}
@@ -439,11 +450,27 @@ func (s *Stack) StopOutages() {
 // Outages counts the engine outages so far.
 func (s *Stack) Outages() int64 { return s.outageCount.Load() }
 
+// caller is who signs with a credential locally, and what the stack's
+// policies let it invoke: OperatorAccessKey is a session of OperatorRole
+// with the operator policy; an access key of InvokeAll is allowed every
+// route; any other is a client with the client policy, an IAM user or, by
+// the Cognito convention (apigw.LocalCognitoIdentity), a user of the local
+// identity pool, whose roles have the client policy.
+func (o Options) caller(c apigw.Credential) apigw.Caller {
+	switch {
+	case c.AccessKeyID == OperatorAccessKey:
+		return apigw.Caller{IAM: apigw.LocalRoleSession(OperatorRole, c), Policy: apigw.Policy(submission.OperatorPolicy())}
+	case slices.Contains(o.InvokeAll, c.AccessKeyID):
+		return apigw.Caller{IAM: apigw.LocalCaller(c), Policy: apigw.AllowAll}
+	}
+	return apigw.Caller{IAM: apigw.LocalCaller(c), Policy: apigw.Policy(submission.ClientPolicy())}
+}
+
 // routes are the API's routes, as the stack declares them, clients' and
-// operators' alike: which caller may call which is the stack's IAM policies'
-// business, which the local API does not emulate.
+// operators' alike, and its catch-all: which caller may invoke which is the
+// policies' business (Options.caller).
 func routes() []apigw.Route {
-	var out []apigw.Route
+	out := []apigw.Route{apigw.DefaultRoute}
 	for _, r := range submission.Routes() {
 		out = append(out, apigw.Route{Method: r.Method, Path: r.Path})
 	}

@@ -60,7 +60,8 @@ states listed: ` + statesList() + `
 Requests are signed with SigV4 from the AWS credential chain. To a loopback
 endpoint (the local stack, which checks no signature) they go over plain
 http, signed with the chain's credentials or, if it has none, as the access
-key ` + LocalAccessKey + `.
+key ` + LocalAccessKey + `, the local stack's operator (any other key is a
+client there: AWS_ACCESS_KEY_ID=` + LocalAccessKey + ` signs as it anyway).
 
 exit codes: 0 ok, 1 API, SQS or network error, 2 usage error, 3 conflict,
 4 not found (an order, or the queue of dlq --queue)
@@ -390,8 +391,8 @@ func loadLocalConfig(ctx context.Context, region string) (aws.Config, error) {
 }
 
 // LocalAccessKey is the access key sasctl signs with for a loopback
-// endpoint when the credential chain has none: the local stack then names
-// the operator arn:aws:iam::000000000000:user/local-operator.
+// endpoint when the credential chain has none: the local stack's operator,
+// a session of its operator role (any other key is a client there).
 const LocalAccessKey = "local-operator"
 
 // localSecret goes with LocalAccessKey; the local stack checks no

@@ -39,7 +39,7 @@
 // a client's GET /orders sees only its own. The local stack authorizes the
 // same way but verifies no signature: to a loopback endpoint requests go over
 // plain http, signed with the chain's credentials or, when it has none, as
-// the access key local-operator.
+// the access key local-operator, the local stack's one operator.
 //
 // Exit codes: 0 success, 1 API or network error, 2 usage error, 3 conflict
 // (409: the order's state does not allow the action, or another operator got

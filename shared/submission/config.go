@@ -46,7 +46,8 @@ type Config struct {
 	MaxBodyBytes int64
 	// Admission is the check that sheds new orders while an Agent queue
 	// holds more than its backlog; without queues every order is admitted.
-	Admission admission.Config
+	Admission          admission.Config
+	OperatorPrincipals []string
 	// AlertTopicARN is the operators' SNS topic, told at once what an
 	// operator's cancel leaves applied (WithAlerts); only main uses it,
 	// and without it the order's LastError alone says so.
@@ -61,13 +62,14 @@ const maxBodyBytes = 6 << 20
 // reports a problem under the name the operator sets.
 var variables = func() map[string]string {
 	v := map[string]string{
-		"AgentQueues":       "AGENT_QUEUE_URLS",
-		"SchedulerQueueURL": "SCHEDULER_QUEUE_URL",
-		"OrdersTable":       "ORDERS_TABLE",
-		"StateTable":        "STATE_TABLE",
-		"ClaimTimeout":      "CLAIM_TIMEOUT",
-		"Retention":         "RETENTION",
-		"AlertTopicARN":     "ALERT_TOPIC_ARN",
+		"AgentQueues":        "AGENT_QUEUE_URLS",
+		"SchedulerQueueURL":  "SCHEDULER_QUEUE_URL",
+		"OrdersTable":        "ORDERS_TABLE",
+		"StateTable":         "STATE_TABLE",
+		"ClaimTimeout":       "CLAIM_TIMEOUT",
+		"Retention":          "RETENTION",
+		"OperatorPrincipals": "OPERATOR_PRINCIPALS",
+		"AlertTopicARN":      "ALERT_TOPIC_ARN",
 	}
 	maps.Copy(v, admission.Variables)
 	return v
@@ -83,6 +85,7 @@ var variables = func() map[string]string {
 //	CLAIM_TIMEOUT          optional Go duration within 1s..1h, default the policy's
 //	RETENTION              optional Go duration within 24h..87600h (10 years), default 2160h (90 days)
 //	ALERT_TOPIC_ARN        optional SNS topic ARN: the operators' topic, told at once what a cancel leaves applied
+//	OPERATOR_PRINCIPALS    optional comma-separated ARNs of the IAM roles and users who operate (empty entries ignored); unset: nobody
 //
 // and the admission check's ADMISSION_* variables (admission.Read).
 func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(getenv, catalog.Read) }
@@ -97,16 +100,17 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 			r.Fail("AGENT_QUEUE_URLS", "AGENT_QUEUE_URLS: %v", err)
 		}
 		return Config{
-			AgentQueues:       queues,
-			SchedulerQueueURL: r.String("SCHEDULER_QUEUE_URL"),
-			OrdersTable:       r.String("ORDERS_TABLE"),
-			StateTable:        r.String("STATE_TABLE"),
-			Workflows:         workflows(r),
-			ClaimTimeout:      r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
-			Retention:         r.Duration("RETENTION", workflow.DefaultRetention),
-			MaxBodyBytes:      DefaultMaxBodyBytes,
-			Admission:         admission.Read(r),
-			AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
+			AgentQueues:        queues,
+			SchedulerQueueURL:  r.String("SCHEDULER_QUEUE_URL"),
+			OrdersTable:        r.String("ORDERS_TABLE"),
+			StateTable:         r.String("STATE_TABLE"),
+			Workflows:          workflows(r),
+			ClaimTimeout:       r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
+			Retention:          r.Duration("RETENTION", workflow.DefaultRetention),
+			MaxBodyBytes:       DefaultMaxBodyBytes,
+			Admission:          admission.Read(r),
+			OperatorPrincipals: ParseOperatorPrincipals(r.String("OPERATOR_PRINCIPALS")),
+			AlertTopicARN:      r.String("ALERT_TOPIC_ARN"),
 		}
 	})
 }
@@ -140,4 +144,12 @@ func (c Config) Check(r *config.Rules) {
 	// Zero stands for DefaultMaxBodyBytes.
 	r.Count("MaxBodyBytes", int(c.MaxBodyBytes), 0, maxBodyBytes)
 	c.Admission.Check(r)
+	// An empty list is allowed: it fails closed (every operator route is
+	// refused), and a Config built for a system without operators (a
+	// test, a local run) needs no made-up one.
+	for _, arn := range c.OperatorPrincipals {
+		if _, _, err := operatorARN(arn); err != nil {
+			r.Problem("OperatorPrincipals", "%v", err)
+		}
+	}
 }

@@ -44,6 +44,18 @@ func TestLoadConfig(t *testing.T) {
 			}),
 		},
 		{
+			Name: "operators, the stack's role and an empty parameter",
+			Set:  []string{"OPERATOR_PRINCIPALS", "arn:aws:iam::123456789012:role/OrderOperatorRole,"},
+			Want: with(func(c *Config) { c.OperatorPrincipals = []string{"arn:aws:iam::123456789012:role/OrderOperatorRole"} }),
+		},
+		{
+			Name: "operators listed at deploy time",
+			Set:  []string{"OPERATOR_PRINCIPALS", "arn:aws:iam::123456789012:role/OrderOperatorRole,arn:aws:iam::123456789012:role/team/oncall,arn:aws:iam::123456789012:user/bob"},
+			Want: with(func(c *Config) {
+				c.OperatorPrincipals = []string{"arn:aws:iam::123456789012:role/OrderOperatorRole", "arn:aws:iam::123456789012:role/team/oncall", "arn:aws:iam::123456789012:user/bob"}
+			}),
+		},
+		{
 			Name: "local emulator URL",
 			Set:  []string{"SCHEDULER_QUEUE_URL", "http://127.0.0.1:4566/000000000000/scheduler"},
 			Want: with(func(c *Config) { c.SchedulerQueueURL = "http://127.0.0.1:4566/000000000000/scheduler" }),
@@ -62,6 +74,10 @@ func TestLoadConfig(t *testing.T) {
 		{Name: "same table", Set: []string{"STATE_TABLE", "sas-orders"}, Want: []string{`ORDERS_TABLE and STATE_TABLE must differ, both are "sas-orders"`}},
 		{Name: "admission without its model", Set: []string{"ADMISSION_QUEUES", "https://sqs.example/q", "ADMISSION_BACKLOG", "0"},
 			Want: []string{"ADMISSION_BACKLOG=0 must be within 1..1000000", "ADMISSION_RATE=0 must be within 1..1000000"}},
+		{Name: "operator not an IAM role or user", Set: []string{"OPERATOR_PRINCIPALS", "arn:aws:iam::123456789012:role/ops,arn:aws:sts::123456789012:assumed-role/ops/alice"},
+			Want: []string{`OPERATOR_PRINCIPALS: "arn:aws:sts::123456789012:assumed-role/ops/alice" is not an IAM role or user ARN`}},
+		{Name: "operator with a space", Set: []string{"OPERATOR_PRINCIPALS", "arn:aws:iam::123456789012:role/ops, arn:aws:iam::123456789012:user/bob"},
+			Want: []string{`OPERATOR_PRINCIPALS: " arn:aws:iam::123456789012:user/bob" is not an IAM role or user ARN`}},
 		{Name: "claim timeout garbage", Set: []string{"CLAIM_TIMEOUT", "soon"}, Want: []string{`CLAIM_TIMEOUT="soon" is not a duration`}},
 		{Name: "claim timeout too short", Set: []string{"CLAIM_TIMEOUT", "500ms"}, Want: []string{"CLAIM_TIMEOUT=500ms must be within 1s..1h0m0s"}},
 		{Name: "claim timeout too long", Set: []string{"CLAIM_TIMEOUT", "2h"}, Want: []string{"CLAIM_TIMEOUT=2h0m0s must be within 1s..1h0m0s"}},

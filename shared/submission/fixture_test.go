@@ -75,14 +75,15 @@ const (
 
 func testConfig() Config {
 	return Config{
-		AgentQueues:       map[string]string{"reserve-inventory": testFirstAgentURL},
-		SchedulerQueueURL: testQueueURL,
-		OrdersTable:       "orders",
-		StateTable:        "state",
-		Workflows:         workflow.Single(workflow.Reference()),
-		ClaimTimeout:      2 * time.Minute,
-		Retention:         workflow.DefaultRetention,
-		MaxBodyBytes:      DefaultMaxBodyBytes,
+		AgentQueues:        map[string]string{"reserve-inventory": testFirstAgentURL},
+		SchedulerQueueURL:  testQueueURL,
+		OrdersTable:        "orders",
+		StateTable:         "state",
+		Workflows:          workflow.Single(workflow.Reference()),
+		ClaimTimeout:       2 * time.Minute,
+		Retention:          workflow.DefaultRetention,
+		MaxBodyBytes:       DefaultMaxBodyBytes,
+		OperatorPrincipals: []string{operatorRole, operatorUser},
 	}
 }
 
@@ -256,10 +257,16 @@ func (f *fixture) do(t *testing.T, req events.APIGatewayV2HTTPRequest) events.AP
 
 // The callers of the tests. callerA is the default: an IAM user, its own
 // owner. callerB is a session of an assumed role, whose owner is the role.
+// callerOp, the default on the operator routes, is a session of the
+// operators' role operatorRole (which has a path, as a session's ARN does
+// not); operatorUser is an operator too.
 const (
-	callerA = "arn:aws:iam::123456789012:user/client-a"
-	callerB = "arn:aws:sts::210987654321:assumed-role/client-b/session-1"
-	ownerB  = "arn:aws:sts::210987654321:assumed-role/client-b"
+	callerA      = "arn:aws:iam::123456789012:user/client-a"
+	callerB      = "arn:aws:sts::210987654321:assumed-role/client-b/session-1"
+	ownerB       = "arn:aws:sts::210987654321:assumed-role/client-b"
+	operatorRole = "arn:aws:iam::123456789012:role/ops/OrderOperatorRole"
+	callerOp     = "arn:aws:sts::123456789012:assumed-role/OrderOperatorRole/alice"
+	operatorUser = "arn:aws:iam::123456789012:user/ops/bob"
 )
 
 // as makes req come from the principal userArn, as API Gateway's IAM
@@ -283,8 +290,12 @@ func as(req events.APIGatewayV2HTTPRequest, userArn string) events.APIGatewayV2H
 }
 
 // request builds a $default-route request as API Gateway sends it, from
-// callerA.
+// callerA, or on an operator route from callerOp.
 func request(method, path string, headers map[string]string, body string) events.APIGatewayV2HTTPRequest {
+	caller := callerA
+	if onOperatorRoute(method, path) {
+		caller = callerOp
+	}
 	return as(events.APIGatewayV2HTTPRequest{
 		Version:  "2.0",
 		RouteKey: "$default",
@@ -297,7 +308,27 @@ func request(method, path string, headers map[string]string, body string) events
 			RequestID: "req-1",
 			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
 		},
-	}, callerA)
+	}, caller)
+}
+
+// onOperatorRoute tells whether method and path are one of the operator
+// routes of Routes.
+func onOperatorRoute(method, path string) bool {
+	segs := strings.Split(path, "/")
+	for _, r := range Routes() {
+		tmpl := strings.Split(r.Path, "/")
+		if !r.Operator || r.Method != method || len(tmpl) != len(segs) {
+			continue
+		}
+		same := true
+		for i, s := range tmpl {
+			same = same && (s == segs[i] || (strings.HasPrefix(s, "{") && segs[i] != ""))
+		}
+		if same {
+			return true
+		}
+	}
+	return false
 }
 
 func postOrder(body string, headers ...string) events.APIGatewayV2HTTPRequest {

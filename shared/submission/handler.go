@@ -106,14 +106,15 @@ const maxIdempotencyKeyLen = 255
 
 // Handler serves the Submission API. It is safe for concurrent use.
 type Handler struct {
-	cfg    Config
-	store  Store
-	sender Sender
-	admit  Admission
-	clk    clock.Clock
-	log    *slog.Logger
-	newID  func(owner, key string) string
-	alerts alert.Sender
+	cfg       Config
+	operators Operators
+	store     Store
+	sender    Sender
+	admit     Admission
+	clk       clock.Clock
+	log       *slog.Logger
+	newID     func(owner, key string) string
+	alerts    alert.Sender
 }
 
 // Option changes a Handler built by New.
@@ -143,8 +144,13 @@ func New(cfg Config, store Store, sender Sender, admit Admission, deps actor.Dep
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	operators, err := NewOperators(cfg.OperatorPrincipals)
+	if err != nil {
+		return nil, fmt.Errorf("submission: %w", err) // Validate already refused it
+	}
 	deps = deps.WithDefaults()
-	h := &Handler{cfg: cfg, store: store, sender: sender, admit: admit, clk: deps.Clock, log: deps.Log, newID: func(string, string) string { return randomOrderID() }}
+	h := &Handler{cfg: cfg, operators: operators, store: store, sender: sender, admit: admit, clk: deps.Clock, log: deps.Log,
+		newID: func(string, string) string { return randomOrderID() }}
 	for _, o := range opts {
 		o(h)
 	}
@@ -176,6 +182,12 @@ var allowed = map[route][]string{
 	opsOrderRoute:  {http.MethodGet},
 	// The workflow versions and their open orders.
 	opsWorkflowsRoute: {http.MethodGet},
+}
+
+// operatorRoutes are the resources whose every method is an operator
+// route (Route.Operator).
+var operatorRoutes = map[route]bool{
+	retryRoute: true, cancelRoute: true, opsOrdersRoute: true, opsOrderRoute: true, opsWorkflowsRoute: true,
 }
 
 // Handle serves one API Gateway request. The error is always nil: failures
@@ -212,6 +224,15 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		log.WarnContext(ctx, "request without an IAM identity refused", slog.Any("error", err))
 		return h.fail(req, problem(http.StatusForbidden, ProblemForbidden,
 			"the request carries no IAM identity: every route of this API needs a SigV4-signed request"), nil), nil
+	}
+	if operatorRoutes[rt] && !h.operators.Is(req.RequestContext.Authorizer.IAM) {
+		// The stack's client policy denies these routes, so only an IAM
+		// grant of its own (execute-api:Invoke on the whole API, without
+		// the client policy) lets a client here: refused before anything
+		// is read, and worth a look.
+		log.WarnContext(ctx, "operator route refused to a caller who is not an operator", slog.String("caller", req.RequestContext.Authorizer.IAM.UserARN))
+		return h.fail(req, problem(http.StatusForbidden, ProblemNotOperator,
+			"this route is for operators: the caller is not one of the deployment's operator roles or users"), nil), nil
 	}
 	switch {
 	case rt == ordersRoute && method == http.MethodGet:

@@ -522,8 +522,8 @@ func TestOrderRoutes(t *testing.T) {
 		{"GET named stage", onStage(request("GET", "/v1/orders/"+orderA, nil, ""), "v1"), 200},
 		{"GET route key and parameters only", byRouteKey(request("", "", nil, ""), "GET /orders/{id}"), 200},
 		{"cancel $default", post("/orders/" + orderA + "/cancel"), 202},
-		{"cancel named stage", onStage(post("/ops/orders/"+orderA+"/cancel"), "ops"), 202},
-		{"cancel route key and parameters only", byRouteKey(request("", "", nil, ""), "POST /orders/{id}/cancel"), 202},
+		{"cancel named stage", as(onStage(post("/ops/orders/"+orderA+"/cancel"), "ops"), callerOp), 202},
+		{"cancel route key and parameters only", as(byRouteKey(request("", "", nil, ""), "POST /orders/{id}/cancel"), callerOp), 202},
 		{"cancel with a body", request("POST", "/orders/"+orderA+"/cancel", map[string]string{"content-type": "text/plain"}, "please"), 202},
 	}
 	for _, tt := range tests {

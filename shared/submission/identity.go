@@ -18,9 +18,21 @@ var ErrNoIdentity = errors.New("no IAM identity")
 // far below DynamoDB's 2048-byte limit for an index's partition key.
 const maxPrincipalLen = 1024
 
-// Principal returns the owner of what the caller submits: the IAM principal
-// API Gateway authenticated (requestContext.authorizer.iam.userArn), with
-// every session of one role made one client. For an assumed role,
+// Principal returns the owner of what the caller submits. For a caller with
+// Cognito identity pool credentials, API Gateway passes the Cognito
+// identity (requestContext.authorizer.iam.cognitoIdentity) beside a session
+// of the pool's role that every user of the pool shares, so the owner is
+// the identity, in the pool:
+//
+//	cognito-identity:POOL/IDENTITY     (cognito-identity:us-east-1:4f29.../us-east-1:3f29...)
+//
+// which names both, is printable ASCII of at most 128 bytes, and, not
+// starting with "arn:", is never an IAM principal's owner. Authenticated
+// and unauthenticated (guest) identities alike: each is its own client.
+//
+// Otherwise the owner is the IAM principal API Gateway authenticated
+// (requestContext.authorizer.iam.userArn), with every session of one role
+// made one client. For an assumed role,
 //
 //	arn:aws:sts::111122223333:assumed-role/ROLE/SESSION
 //
@@ -28,10 +40,17 @@ const maxPrincipalLen = 1024
 // is chosen by whoever assumes the role, so it names nobody. Any other ARN
 // (an IAM user, the root user, a federated user) is the owner as it is.
 //
-// The ARN is outside input as far as this code knows: anything that is not
-// a well-formed IAM or STS principal ARN wraps ErrNoIdentity.
+// Both are outside input as far as this code knows: anything that is not a
+// well-formed Cognito identity, or with none a well-formed IAM or STS
+// principal ARN, wraps ErrNoIdentity.
 func Principal(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) (string, error) {
-	if iam == nil || iam.UserARN == "" {
+	if iam == nil {
+		return "", ErrNoIdentity
+	}
+	if hasCognitoIdentity(iam) {
+		return cognitoOwner(iam.CognitoIdentity)
+	}
+	if iam.UserARN == "" {
 		return "", ErrNoIdentity
 	}
 	arn := iam.UserARN
@@ -62,6 +81,66 @@ func Principal(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescriptio
 	return "", fmt.Errorf("%w: userArn of service %q is not an IAM or STS principal", ErrNoIdentity, service)
 }
 
+// CognitoOwnerPrefix starts the owner of a Cognito identity.
+const CognitoOwnerPrefix = "cognito-identity:"
+
+// Cognito's bounds on an identity's and a pool's IDs, REGION:GUID: 1..55 of
+// [\w-]+:[0-9a-f-]+ (Amazon Cognito Federated Identities API reference,
+// IdentityDescription and IdentityPoolShortDescription:
+// https://docs.aws.amazon.com/cognitoidentity/latest/APIReference/API_IdentityDescription.html,
+// https://docs.aws.amazon.com/cognitoidentity/latest/APIReference/API_IdentityPoolShortDescription.html).
+// amr is not part of the owner; it is bounded all the same.
+const (
+	maxCognitoID      = 55
+	maxAMREntries     = 16
+	maxAMREntryLength = 1024
+)
+
+// hasCognitoIdentity reports whether API Gateway passed any of a Cognito
+// identity.
+func hasCognitoIdentity(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) bool {
+	c := iam.CognitoIdentity
+	return c.IdentityID != "" || c.IdentityPoolID != "" || len(c.AMR) > 0
+}
+
+// cognitoOwner is the owner of a Cognito identity: both IDs well-formed,
+// and amr, if any, a few printable entries.
+func cognitoOwner(c events.APIGatewayV2HTTPRequestContextAuthorizerCognitoIdentity) (string, error) {
+	if !cognitoID(c.IdentityID) || !cognitoID(c.IdentityPoolID) {
+		return "", fmt.Errorf("%w: cognitoIdentity needs an identityId and an identityPoolId of the form REGION:GUID", ErrNoIdentity)
+	}
+	if len(c.AMR) > maxAMREntries {
+		return "", fmt.Errorf("%w: cognitoIdentity.amr has more than %d entries", ErrNoIdentity, maxAMREntries)
+	}
+	for _, a := range c.AMR {
+		if a == "" || len(a) > maxAMREntryLength || strings.ContainsFunc(a, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			return "", fmt.Errorf("%w: a cognitoIdentity.amr entry is not 1..%d printable characters", ErrNoIdentity, maxAMREntryLength)
+		}
+	}
+	return CognitoOwnerPrefix + c.IdentityPoolID + "/" + c.IdentityID, nil
+}
+
+// cognitoID is Cognito's rule for an identity or pool ID: [\w-]+:[0-9a-f-]+.
+func cognitoID(s string) bool {
+	region, guid, ok := strings.Cut(s, ":")
+	if !ok || region == "" || guid == "" || len(s) > maxCognitoID {
+		return false
+	}
+	for i := 0; i < len(region); i++ {
+		c := region[i]
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' {
+			return false
+		}
+	}
+	for i := 0; i < len(guid); i++ {
+		c := guid[i]
+		if (c < 'a' || c > 'f') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
 // partitionName accepts aws, aws-cn, aws-us-gov and any later partition.
 func partitionName(s string) bool {
 	if s == "" || len(s) > 32 {
@@ -85,6 +164,140 @@ func accountID(s string) bool {
 		}
 	}
 	return true
+}
+
+// Operators is who may call the operator routes (Route.Operator): every
+// session of a listed IAM role, and a listed IAM user. It is matched on the
+// caller's IAM identity, requestContext.authorizer.iam.userArn, which API
+// Gateway's IAM authorization verified.
+type Operators struct {
+	// roles holds "partition:account:name" of each role: a session's ARN,
+	// arn:aws:sts::111122223333:assumed-role/NAME/SESSION, carries neither
+	// the role's path nor anything but its name, and a role's name is
+	// unique in its account.
+	roles map[string]bool
+	// users holds each user's ARN, path included, as API Gateway passes it.
+	users map[string]bool
+}
+
+// The shapes of IAM names and paths, as IAM's API reference gives them
+// (EntityInfo, https://docs.aws.amazon.com/IAM/latest/APIReference/API_EntityInfo.html):
+// a name is 1..64 of [\w+=,.@-], a path "/" or "/.../" of 1..512 characters
+// within U+0021..U+007E. The ARN forms are IAM's (IAM identifiers, IAM
+// ARNs: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html).
+const (
+	maxIAMName = 64
+	maxIAMPath = 512
+)
+
+// NewOperators reads the ARNs of the operators: each an IAM role,
+// arn:PARTITION:iam::ACCOUNT:role/PATH/NAME, or an IAM user,
+// arn:PARTITION:iam::ACCOUNT:user/PATH/NAME. None is no operator at all.
+// Every ARN that is neither is reported.
+func NewOperators(arns []string) (Operators, error) {
+	o := Operators{roles: map[string]bool{}, users: map[string]bool{}}
+	var errs []error
+	for _, arn := range arns {
+		kind, key, err := operatorARN(arn)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case kind == "role":
+			o.roles[key] = true
+		default:
+			o.users[key] = true
+		}
+	}
+	return o, errors.Join(errs...)
+}
+
+// operatorARN checks an operator's ARN and returns its kind, "role" or
+// "user", and its key in Operators.
+func operatorARN(arn string) (kind, key string, err error) {
+	fail := func(why string) (string, string, error) {
+		return "", "", fmt.Errorf("%q is not an IAM role or user ARN (arn:partition:iam::account:role/name or user/name): %s", truncated(arn), why)
+	}
+	if len(arn) > maxPrincipalLen {
+		return fail(fmt.Sprintf("longer than %d bytes", maxPrincipalLen))
+	}
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || !partitionName(parts[1]) || parts[2] != "iam" || parts[3] != "" || !accountID(parts[4]) {
+		return fail("not arn:partition:iam::account:...")
+	}
+	kind, rest, ok := strings.Cut(parts[5], "/")
+	if !ok || (kind != "role" && kind != "user") {
+		return fail("its resource is neither role/... nor user/...")
+	}
+	i := strings.LastIndexByte(rest, '/')
+	path, name := "/"+rest[:i+1], rest[i+1:]
+	if !iamName(name) {
+		return fail(fmt.Sprintf("the name is not 1..%d of A-Z a-z 0-9 _+=,.@-", maxIAMName))
+	}
+	if len(path) > maxIAMPath || strings.ContainsFunc(path, func(r rune) bool { return r < '!' || r > '~' }) {
+		return fail(fmt.Sprintf("the path is not /.../ of up to %d printable characters", maxIAMPath))
+	}
+	if kind == "role" {
+		return kind, parts[1] + ":" + parts[4] + ":" + name, nil
+	}
+	return kind, arn, nil
+}
+
+// iamName is IAM's rule for a role or user name.
+func iamName(s string) bool {
+	if s == "" || len(s) > maxIAMName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && !strings.ContainsRune("_+=,.@-", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func truncated(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:80] + "..."
+}
+
+// Is reports whether the caller API Gateway authenticated is an operator:
+// a session of a listed role, or a listed user. Anything else, including
+// an identity that is not a well-formed principal ARN, is not; nor is a
+// caller with a Cognito identity, even if its pool's role is listed: that
+// role is every user's of the pool, and an operator is one principal.
+func (o Operators) Is(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) bool {
+	if iam == nil || hasCognitoIdentity(iam) {
+		return false
+	}
+	arn := iam.UserARN
+	if o.users[arn] {
+		return true
+	}
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sts" || parts[3] != "" {
+		return false
+	}
+	segs := strings.Split(parts[5], "/")
+	if len(segs) != 3 || segs[0] != "assumed-role" || segs[1] == "" || segs[2] == "" {
+		return false
+	}
+	return o.roles[parts[1]+":"+parts[4]+":"+segs[1]]
+}
+
+// ParseOperatorPrincipals splits OPERATOR_PRINCIPALS, a comma-separated
+// list of ARNs; an empty entry (the stack joins its role with a parameter
+// that may be empty) is no entry.
+func ParseOperatorPrincipals(s string) []string {
+	var out []string
+	for arn := range strings.SplitSeq(s, ",") {
+		if arn != "" {
+			out = append(out, arn)
+		}
+	}
+	return out
 }
 
 // caller reads the owner of a request.

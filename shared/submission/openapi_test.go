@@ -41,8 +41,13 @@ import (
 const openAPIURL = "https://sasflow.dev/openapi.json"
 
 // otherMethods is the path item's extension documenting what any method
-// the resource does not take gets.
-const otherMethods = "x-sasflow-other-methods"
+// the resource does not take gets, and otherPaths the document's
+// documenting what any path it does not have gets: both through the
+// catch-all route (DefaultRoute).
+const (
+	otherMethods = "x-sasflow-other-methods"
+	otherPaths   = "x-sasflow-other-paths"
+)
 
 var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
@@ -251,7 +256,8 @@ func (d *openAPIDoc) pathMethods(path string) []string {
 }
 
 // pairKey names a (route, status) pair; method "*" is any method the path
-// does not take (its x-sasflow-other-methods).
+// does not take (its x-sasflow-other-methods), and path "*" any path the
+// document does not have (x-sasflow-other-paths).
 func pairKey(method, path string, status int) string {
 	return fmt.Sprintf("%s %s %d", method, path, status)
 }
@@ -282,6 +288,9 @@ func (d *openAPIDoc) documentedPairs(t *testing.T) map[string]string {
 		if _, ok := item.(map[string]any)[otherMethods]; ok {
 			add("*", path, "/paths/"+escape(path)+"/"+otherMethods+"/responses")
 		}
+	}
+	if _, ok := d.root[otherPaths]; ok {
+		add("*", "*", "/"+otherPaths+"/responses")
 	}
 	return pairs
 }
@@ -316,6 +325,12 @@ func TestOpenAPIRoutes(t *testing.T) {
 		if _, ok := ops[op]; !ok {
 			t.Errorf("the handler serves %s (routes.go), which the document lacks", op)
 		}
+	}
+	// The catch-all route: the document says what a path it does not have
+	// gets, and names the route.
+	if _, ok := d.root[otherPaths]; !ok || DefaultRoute != "$default" ||
+		!strings.Contains(jsonAt(d.root, "/info/description").(string), "catch-all route ("+DefaultRoute+")") {
+		t.Errorf("the document does not document the catch-all route %s (%s, info.description)", DefaultRoute, otherPaths)
 	}
 	// Every path of the document documents what other methods get, and
 	// every path with {id} takes the order ID parameter.
@@ -480,12 +495,14 @@ func apiCases() []apiCase {
 			contains: `"inFlight":1,"needsOperator":1`},
 		{method: "GET", path: "/ops/workflows", status: 400, name: "a parameter", req: withQuery(get("/ops/workflows"), "state=Error")},
 		{method: "GET", path: "/ops/workflows", status: 403, name: "no identity", req: as(get("/ops/workflows"), "")},
+		{method: "GET", path: "/ops/workflows", status: 403, name: "a client", req: as(get("/ops/workflows"), callerA), contains: ProblemNotOperator},
 		{method: "GET", path: "/ops/workflows", status: 500, name: "store down", wrap: func(s Store) Store { return failingLists{s} }, req: get("/ops/workflows")},
 
 		// POST /orders/{id}/retry
 		{method: "POST", path: "/orders/{id}/retry", status: 202, name: "from Error", prep: put(inError), req: post("/orders/" + orderA + "/retry")},
 		{method: "POST", path: "/orders/{id}/retry", status: 400, name: "bad ID", req: post("/orders/not_an_id/retry")},
 		{method: "POST", path: "/orders/{id}/retry", status: 403, name: "no identity", req: as(post("/orders/"+orderA+"/retry"), "")},
+		{method: "POST", path: "/orders/{id}/retry", status: 403, name: "a client", req: as(post("/orders/"+orderA+"/retry"), callerA), contains: ProblemNotOperator},
 		{method: "POST", path: "/orders/{id}/retry", status: 404, name: "missing", req: post("/orders/" + orderA + "/retry")},
 		{method: "POST", path: "/orders/{id}/retry", status: 409, name: "still processing", prep: put(processing), req: post("/orders/" + orderA + "/retry")},
 		{method: "POST", path: "/orders/{id}/retry", status: 500, name: "store down", hook: storeDown("GetState"), req: post("/orders/" + orderA + "/retry")},
@@ -495,6 +512,7 @@ func apiCases() []apiCase {
 		{method: "POST", path: "/orders/{id}/cancel", status: 202, name: "in Error", prep: put(inError), req: post("/orders/" + orderA + "/cancel")},
 		{method: "POST", path: "/orders/{id}/cancel", status: 400, name: "bad ID", req: post("/orders/not_an_id/cancel")},
 		{method: "POST", path: "/orders/{id}/cancel", status: 403, name: "no identity", req: as(post("/orders/"+orderA+"/cancel"), "")},
+		{method: "POST", path: "/orders/{id}/cancel", status: 403, name: "a client", req: as(post("/orders/"+orderA+"/cancel"), callerB), contains: ProblemNotOperator},
 		{method: "POST", path: "/orders/{id}/cancel", status: 404, name: "missing", req: post("/orders/" + orderA + "/cancel")},
 		{method: "POST", path: "/orders/{id}/cancel", status: 409, name: "processed", prep: put(processed), req: post("/orders/" + orderA + "/cancel")},
 		{method: "POST", path: "/orders/{id}/cancel", status: 500, name: "store down", hook: storeDown("GetState"), req: post("/orders/" + orderA + "/cancel")},
@@ -505,13 +523,15 @@ func apiCases() []apiCase {
 		{method: "GET", path: "/ops/orders", status: 400, name: "no state", req: get("/ops/orders")},
 		{method: "GET", path: "/ops/orders", status: 400, name: "unlisted state, bad limit, unknown", req: withQuery(get("/ops/orders"), "state=Processing&limit=0&limt=5")},
 		{method: "GET", path: "/ops/orders", status: 403, name: "no identity", req: as(withQuery(get("/ops/orders"), "state=Error"), "")},
+		{method: "GET", path: "/ops/orders", status: 403, name: "a client", req: as(withQuery(get("/ops/orders"), "state=Error"), callerA), contains: ProblemNotOperator},
 		{method: "GET", path: "/ops/orders", status: 500, name: "store down", wrap: func(s Store) Store { return failingLists{s} }, req: withQuery(get("/ops/orders"), "state=Error")},
 
 		// GET /ops/orders/{id}
-		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "with owner", prep: put(inError), req: as(get("/ops/orders/"+orderA), callerB), contains: `"owner":"` + callerA + `"`},
+		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "with owner", prep: put(inError), req: get("/ops/orders/" + orderA), contains: `"owner":"` + callerA + `"`},
 		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "compensation", prep: put(at(orderA, workflow.CompensationFailed, 1, 3)), req: get("/ops/orders/" + orderA)},
 		{method: "GET", path: "/ops/orders/{id}", status: 400, name: "bad ID", req: get("/ops/orders/not_an_id")},
 		{method: "GET", path: "/ops/orders/{id}", status: 403, name: "no identity", req: as(get("/ops/orders/"+orderA), "")},
+		{method: "GET", path: "/ops/orders/{id}", status: 403, name: "a client", req: as(get("/ops/orders/"+orderA), callerB), contains: ProblemNotOperator},
 		{method: "GET", path: "/ops/orders/{id}", status: 404, name: "missing", req: get("/ops/orders/" + orderA)},
 		{method: "GET", path: "/ops/orders/{id}", status: 500, name: "store down", hook: storeDown("GetState"), req: get("/ops/orders/" + orderA)},
 	}
@@ -520,6 +540,12 @@ func apiCases() []apiCase {
 		for _, m := range []string{"DELETE", "PUT"} {
 			cases = append(cases, apiCase{method: "*", path: p, status: 405, name: m,
 				req: request(m, strings.ReplaceAll(p, "{id}", orderA), nil, "")})
+		}
+	}
+	// Any other path, through the catch-all route.
+	for _, m := range []string{"GET", "POST", "DELETE"} {
+		for _, p := range []string{"/", "/nowhere", "/orders/" + orderA + "/items", "/ops", "/ops/orders/" + orderA + "/x"} {
+			cases = append(cases, apiCase{method: "*", path: "*", status: 404, name: m + " " + p, req: request(m, p, nil, "")})
 		}
 	}
 	cases = append(cases,
@@ -573,7 +599,7 @@ func TestOpenAPIConformance(t *testing.T) {
 			if _, ok := resp.Headers[c.header]; c.header != "" && !ok {
 				t.Errorf("header %s missing: %v", c.header, resp.Headers)
 			}
-			if c.method == "*" {
+			if c.method == "*" && c.path != "*" {
 				allow := strings.Split(resp.Headers["Allow"], ", ")
 				sort.Strings(allow)
 				if want := d.pathMethods(c.path); !slices.Equal(allow, want) {

@@ -135,7 +135,7 @@ func TestRetry(t *testing.T) {
 			f.put(tt.seen)
 			req := post("/orders/" + orderA + "/retry")
 			req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::123456789012:user/ops"}}
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: operatorUser}}
 			readOperatorAccepted(t, f.do(t, req), orderA, tt.wantState)
 
 			st := f.state(t, orderA)
@@ -147,7 +147,7 @@ func TestRetry(t *testing.T) {
 				t.Fatalf("sent %+v, want %+v", ms, tt.wantMsg)
 			}
 			l := logged(t, f, "order resubmitted")
-			if l[workflow.TransitionKey] != "resubmitted" || l["orderId"] != orderA || l["caller"] != "arn:aws:iam::123456789012:user/ops" ||
+			if l[workflow.TransitionKey] != "resubmitted" || l["orderId"] != orderA || l["caller"] != operatorUser ||
 				l["from"] != string(tt.seen.ProcessState) || l["state"] != string(tt.wantState) {
 				t.Fatalf("log %v", l)
 			}

@@ -22,6 +22,10 @@ const (
 	// ProblemForbidden: the request carries no IAM identity. API Gateway
 	// authorizes every route with IAM, so only a misconfigured route gets it.
 	ProblemForbidden = problemBase + "forbidden"
+	// ProblemNotOperator: an operator route called by someone who is not an
+	// operator (Config.OperatorPrincipals), which only an IAM policy that
+	// lets a client invoke the operator routes by mistake lets through.
+	ProblemNotOperator = problemBase + "not-an-operator"
 	// ProblemConflict: the order's state does not allow the request now
 	// (retry of an order that is not stopped, cancel of a finished one), or
 	// it changed while the request was being applied.

@@ -256,7 +256,7 @@ func TestTenantIsolation(t *testing.T) {
 			t.Fatalf("the operators' listing %v lacks %s", ops, id)
 		}
 	}
-	r := f.do(t, as(request("GET", "/ops/orders/"+aID, nil, ""), callerB))
+	r := f.do(t, as(request("GET", "/ops/orders/"+aID, nil, ""), callerOp))
 	var st struct{ OrderID, Owner string }
 	if err := json.Unmarshal([]byte(r.Body), &st); r.StatusCode != 200 || err != nil || st.OrderID != aID || st.Owner != callerA {
 		t.Fatalf("the operators' view of A's order: %d %s", r.StatusCode, r.Body)

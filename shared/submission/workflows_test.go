@@ -111,8 +111,8 @@ func TestListWorkflowsRefuses(t *testing.T) {
 		status int
 		detail string
 	}{
-		{"a parameter", callerA, "limit=5", 400, "limit: is not a parameter of this resource, which takes none"},
-		{"a malformed query", callerA, "a=%zz", 400, "not well-formed"},
+		{"a parameter", callerOp, "limit=5", 400, "limit: is not a parameter of this resource, which takes none"},
+		{"a malformed query", callerOp, "a=%zz", 400, "not well-formed"},
 		// API Gateway lets only the operators' policy call the route; a
 		// request that reaches the handler without any identity is refused
 		// as on every other route.

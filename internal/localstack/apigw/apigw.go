@@ -7,16 +7,20 @@
 // deployed; in AWS, API Gateway itself does this job.
 //
 // It copies the behaviour a handler or a client can observe: routes match on
-// method and path segments, most specific first; an unmatched request gets
-// API Gateway's own 404 without invoking the handler; header names are
+// method and path segments, most specific first, then the catch-all
+// DefaultRoute if there is one; a request no route matches gets API
+// Gateway's own 404 without invoking the handler; header names are
 // lowercased and repeated headers and query parameters are joined with
 // commas; cookies move to the cookies field; a body that is not UTF-8 text
 // arrives base64-encoded; a body over the payload limit gets 413; a failed
-// or panicking handler gets API Gateway's opaque 500; and every response
-// carries an apigw-requestid header naming the event's request ID. With
-// WithIAMAuthorization every route needs a SigV4-signed request, as behind
-// the IAM authorizer; the access key it is signed with names the caller in
-// requestContext.authorizer.iam (signatures are not verified locally).
+// or panicking handler gets API Gateway's opaque 500; a request line and
+// headers over the HTTP API's quota get 431; and every response carries an
+// apigw-requestid header naming the event's request ID. With
+// WithIAMAuthorization every route needs a SigV4-signed request signed
+// within MaxClockSkew of the gateway's clock, as behind the IAM authorizer;
+// the access key it is signed with names the caller in
+// requestContext.authorizer.iam, and WithCallers says what each caller's
+// IAM policy lets it invoke (signatures are not verified locally).
 //
 // Unlike API Gateway, it also writes a response's multiValueHeaders, which
 // format 2.0 does not define; it logs a warning when a handler uses them.
@@ -27,6 +31,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +52,14 @@ import (
 
 	"github.com/sasflow/sas/shared/clock"
 )
+
+// MaxHeaderBytes is the HTTP API quota "Total combined size of request line
+// and header values", 10240 bytes, which cannot be increased (Quotas for
+// configuring and running an HTTP API in API Gateway,
+// https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-quotas.html).
+// AWS does not document its answer past it; callers report 431, Request
+// Header Fields Too Large (RFC 6585), which the gateway answers.
+const MaxHeaderBytes = 10240
 
 // DefaultMaxBodyBytes is API Gateway's payload limit, 10 MB. (A Lambda
 // function invoked synchronously accepts at most 6 MB, so in AWS a request
@@ -69,14 +82,30 @@ const requestIDHeader = "Apigw-Requestid"
 // Route is a route of the API as API Gateway defines one: an HTTP method (or
 // ANY) and a path whose segments are literals, {name} parameters or, as the
 // last segment only, a greedy {name+} parameter that matches the rest of the
-// path.
+// path; or the catch-all DefaultRoute.
 type Route struct {
 	Method string
 	Path   string
 }
 
-// Key is the route key API Gateway puts in the event, "GET /orders/{id}".
-func (r Route) Key() string { return r.Method + " " + r.Path }
+// DefaultRouteKey is the route key of an HTTP API's catch-all route.
+const DefaultRouteKey = "$default"
+
+// DefaultRoute is the catch-all route, $default: it takes every request no
+// other route matches, whatever its method and path ("The $default route
+// catches requests that don't explicitly match other routes in your API",
+// Create routes for HTTP APIs in API Gateway,
+// https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-routes.html).
+var DefaultRoute = Route{Path: DefaultRouteKey}
+
+// Key is the route key API Gateway puts in the event, "GET /orders/{id}",
+// or "$default".
+func (r Route) Key() string {
+	if r == DefaultRoute {
+		return DefaultRouteKey
+	}
+	return r.Method + " " + r.Path
+}
 
 // Handler is a Lambda function handler for API Gateway HTTP API events.
 type Handler func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
@@ -110,8 +139,12 @@ type Gateway struct {
 	clk     clock.Clock
 	newID   func() string
 	maxBody int64
-	// iam: every route requires AWS_IAM authorization.
-	iam bool
+	// iam: every route requires AWS_IAM authorization, and callers says
+	// who signs with a credential and what it may invoke.
+	iam     bool
+	callers func(Credential) Caller
+	// catchAll is the $default route, if the API has one.
+	catchAll *route
 }
 
 var _ http.Handler = (*Gateway)(nil)
@@ -136,6 +169,13 @@ func New(routes []Route, h Handler, opts ...Option) (*Gateway, error) {
 	}
 	seen := map[string]string{}
 	for _, r := range routes {
+		if r == DefaultRoute {
+			if g.catchAll != nil {
+				errs = append(errs, errors.New("apigw: route $default given twice"))
+			}
+			g.catchAll = &route{key: DefaultRouteKey}
+			continue
+		}
 		rt, err := compile(r)
 		if err != nil {
 			errs = append(errs, err)
@@ -160,6 +200,9 @@ func New(routes []Route, h Handler, opts ...Option) (*Gateway, error) {
 	}
 	if g.newID == nil {
 		g.newID = randomRequestID
+	}
+	if g.callers == nil {
+		g.callers = defaultCaller
 	}
 	return g, nil
 }
@@ -326,7 +369,9 @@ func (g *Gateway) find(method, rawPath string) (*route, map[string]string) {
 			return &g.routes[i], params
 		}
 	}
-	return nil, nil
+	// Only when no route matches: the catch-all comes last in API
+	// Gateway's order (a full match, a greedy one, then $default).
+	return g.catchAll, nil
 }
 
 // ServeHTTP answers one request the way API Gateway would.
@@ -351,6 +396,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve answers the request and returns the status and the route key, if
 // a route matched.
 func (g *Gateway) serve(ctx context.Context, log *slog.Logger, w http.ResponseWriter, r *http.Request, id string, now time.Time) (int, string) {
+	if n := headerBytes(r); n > MaxHeaderBytes {
+		log.InfoContext(ctx, "request refused: request line and header values over the quota", slog.Int("bytes", n))
+		return message(w, http.StatusRequestHeaderFieldsTooLarge), ""
+	}
 	rt, params := g.find(r.Method, r.URL.EscapedPath())
 	if rt == nil {
 		return message(w, http.StatusNotFound), ""
@@ -359,11 +408,22 @@ func (g *Gateway) serve(ctx context.Context, log *slog.Logger, w http.ResponseWr
 	if g.iam {
 		// Authorization comes before the body is read: an unsigned caller
 		// learns nothing, not even the payload limit.
-		var err error
-		if caller, err = callerOf(r); err != nil {
+		cred, err := credentialOf(r, now)
+		if skew, ok := errors.AsType[*skewError](err); ok {
+			log.InfoContext(ctx, "request refused by IAM authorization", slog.String("routeKey", rt.key), slog.Any("error", err))
+			return messageText(w, http.StatusForbidden, skew.message), rt.key
+		}
+		if err != nil {
 			log.InfoContext(ctx, "request refused by IAM authorization", slog.String("routeKey", rt.key), slog.Any("error", err))
 			return message(w, http.StatusForbidden), rt.key
 		}
+		who := g.callers(cred)
+		if !who.Policy.Allows(r.Method, r.URL.EscapedPath()) {
+			log.InfoContext(ctx, "request refused: the caller's IAM policy does not allow it", slog.String("routeKey", rt.key),
+				slog.String("caller", who.IAM.UserARN))
+			return message(w, http.StatusForbidden), rt.key
+		}
+		caller = who.IAM
 	}
 	body, err := g.readBody(w, r)
 	var tooLarge *http.MaxBytesError
@@ -589,9 +649,31 @@ func respond(ctx context.Context, log *slog.Logger, w http.ResponseWriter, resp 
 	return status
 }
 
+// headerBytes is the size API Gateway's quota counts: the request line and
+// the header values.
+func headerBytes(r *http.Request) int {
+	uri := r.RequestURI
+	if uri == "" {
+		uri = r.URL.RequestURI()
+	}
+	n := len(r.Method) + 1 + len(uri) + 1 + len(r.Proto) + len(r.Host)
+	for _, values := range r.Header {
+		for _, v := range values {
+			n += len(v)
+		}
+	}
+	return n
+}
+
 // message writes one of API Gateway's own answers, {"message":"Not Found"}.
 func message(w http.ResponseWriter, status int) int {
-	body := `{"message":"` + http.StatusText(status) + `"}`
+	return messageText(w, status, http.StatusText(status))
+}
+
+// messageText writes an answer of API Gateway's with its own message.
+func messageText(w http.ResponseWriter, status int, text string) int {
+	b, _ := json.Marshal(map[string]string{"message": text}) // a map of strings always marshals
+	body := string(b)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))

@@ -194,6 +194,51 @@ func TestRouting(t *testing.T) {
 	}
 }
 
+// TestDefaultRoute: with the catch-all route, every request no route
+// matches reaches the handler as $default, without path parameters; a
+// route that matches still wins, and $default is given once.
+func TestDefaultRoute(t *testing.T) {
+	t.Parallel()
+	f := &fake{resp: events.APIGatewayV2HTTPResponse{StatusCode: http.StatusTeapot}}
+	g, err := apigw.New(append([]apigw.Route{apigw.DefaultRoute}, testRoutes...), f.handle, apigw.WithClock(clock.NewFake(testTime)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ method, target, key string }{
+		{"GET", "/orders/o-1", "GET /orders/{id}"},
+		{"POST", "/files/special", "ANY /files/{path+}"},
+		{"GET", "/nope", "$default"},
+		{"DELETE", "/orders/o-1", "$default"},
+		{"GET", "/orders", "$default"},
+		{"PUT", "/", "$default"},
+		{"GET", "/orders/o-1/", "$default"},
+	} {
+		if w := serve(g, httptest.NewRequest(tc.method, tc.target, nil)); w.Code != http.StatusTeapot {
+			t.Fatalf("%s %s: status %d", tc.method, tc.target, w.Code)
+		}
+		evs := f.events()
+		ev := evs[len(evs)-1]
+		if ev.RouteKey != tc.key || ev.RequestContext.RouteKey != tc.key || (tc.key == "$default" && ev.PathParameters != nil) ||
+			ev.RawPath != tc.target || ev.RequestContext.HTTP.Method != tc.method {
+			t.Errorf("%s %s: route key %q, parameters %v, path %q; want %q", tc.method, tc.target, ev.RouteKey, ev.PathParameters, ev.RawPath, tc.key)
+		}
+	}
+	if apigw.DefaultRoute.Key() != "$default" {
+		t.Errorf("DefaultRoute.Key() = %q", apigw.DefaultRoute.Key())
+	}
+	if _, err := apigw.New([]apigw.Route{apigw.DefaultRoute, apigw.DefaultRoute}, f.handle); err == nil {
+		t.Error("two $default routes accepted")
+	}
+	// Alone, it takes everything.
+	only, err := apigw.New([]apigw.Route{apigw.DefaultRoute}, f.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := serve(only, httptest.NewRequest("PATCH", "/a/b", nil)); w.Code != http.StatusTeapot {
+		t.Errorf("the catch-all alone: %d", w.Code)
+	}
+}
+
 // baseEvent is the event for a request built by httptest.NewRequest.
 func baseEvent(method, key, path string) events.APIGatewayV2HTTPRequest {
 	return events.APIGatewayV2HTTPRequest{

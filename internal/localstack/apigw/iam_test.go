@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/sasflow/sas/internal/localstack/apigw"
+	"github.com/sasflow/sas/shared/clock"
 )
 
 const (
@@ -220,17 +223,21 @@ func FuzzParseAuthorization(f *testing.F) {
 
 // FuzzIAMAuthorization serves requests with arbitrary Authorization and
 // X-Amz-Date headers through a gateway with IAM authorization: it never
-// panics, the handler sees exactly the requests the parser accepts, and
-// each with the identity its access key names.
+// panics, the handler sees exactly the requests the parser accepts that
+// are signed within MaxClockSkew of the gateway's clock, and each with the
+// identity its access key names; one signed too far off gets API
+// Gateway's "Signature expired" or "not yet current" answer.
 func FuzzIAMAuthorization(f *testing.F) {
 	f.Add(testAuth, testDate, false)
 	f.Add(testAuth, "20260313T000000Z", false)
 	f.Add(testAuth, testDate, true)
 	f.Add("", "", false)
 	f.Add("AWS4-HMAC-SHA256 Credential=x", testDate, false)
+	f.Add(testAuth, "20260312T185858Z", false)
+	f.Add(testAuth, "20260312T190859Z", false)
 	f.Fuzz(func(t *testing.T, auth, date string, twice bool) {
 		h := &fake{}
-		g, err := apigw.New(testRoutes, h.handle, apigw.WithIAMAuthorization())
+		g, err := apigw.New(testRoutes, h.handle, apigw.WithIAMAuthorization(), apigw.WithClock(clock.NewFake(testTime)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,22 +249,30 @@ func FuzzIAMAuthorization(f *testing.F) {
 		r.Header["X-Amz-Date"] = []string{date}
 		w := serve(g, r)
 		c, perr := apigw.ParseAuthorization(auth)
-		ok := perr == nil && !twice && len(date) == 16 && strings.HasPrefix(date, c.Date)
+		ok := perr == nil && !twice && len(date) == 16 && strings.HasPrefix(date, c.Date) && validAmzDate(date)
+		skewed := false
+		if d, err := time.Parse("20060102T150405Z", date); ok && err == nil {
+			now := testTime.Truncate(time.Second)
+			skewed = d.Before(now.Add(-apigw.MaxClockSkew)) || d.After(now.Add(apigw.MaxClockSkew))
+		}
 		evs := h.events()
 		if len(evs) == 0 {
-			if w.Code != http.StatusForbidden || w.Body.String() != `{"message":"Forbidden"}` {
+			if w.Code != http.StatusForbidden {
 				t.Fatalf("refused with %d %s", w.Code, w.Body)
 			}
-			if ok && validAmzDate(date) {
+			if skewed != strings.HasPrefix(w.Body.String(), `{"message":"Signature `) || (!skewed && w.Body.String() != `{"message":"Forbidden"}`) {
+				t.Fatalf("refused (%q, %q, skewed %v) with %s", auth, date, skewed, w.Body)
+			}
+			if ok && !skewed {
 				t.Fatalf("a well-signed request (%q, %q) was refused", auth, date)
 			}
 			return
 		}
-		if !ok {
+		if !ok || skewed {
 			t.Fatalf("the handler got a request with Authorization %q, X-Amz-Date %q, twice %v", auth, date, twice)
 		}
 		iam := evs[0].RequestContext.Authorizer.IAM
-		if iam.AccessKey != c.AccessKeyID || iam.UserARN != apigw.LocalUserARN(c.AccessKeyID) || iam.AccountID != "000000000000" {
+		if iam.AccessKey != c.AccessKeyID || iam.UserARN != apigw.LocalCaller(c).UserARN || iam.AccountID != "000000000000" {
 			t.Fatalf("identity %+v for %q", iam, auth)
 		}
 	})
@@ -266,4 +281,216 @@ func FuzzIAMAuthorization(f *testing.F) {
 func validAmzDate(s string) bool {
 	_, err := time.Parse("20060102T150405Z", s)
 	return err == nil
+}
+
+// signedAt is a request signed at the given time, by accessKey.
+func signedAt(t *testing.T, method, target, accessKey string, at time.Time) *http.Request {
+	t.Helper()
+	r := httptest.NewRequest(method, target, nil)
+	sum := sha256.Sum256(nil)
+	creds := aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: "any secret will do"}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, r, hex.EncodeToString(sum[:]), "execute-api", "eu-west-1", at); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestClockSkew: a request signed more than five minutes before or after
+// the gateway's clock is refused with API Gateway's own message, as AWS
+// refuses one; within five minutes either way it passes.
+func TestClockSkew(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		off     time.Duration
+		message string // "" passes
+	}{
+		{"on time", 0, ""},
+		{"five minutes behind", -5 * time.Minute, ""},
+		{"five minutes ahead", 5 * time.Minute, ""},
+		{"five minutes and a second behind", -5*time.Minute - time.Second,
+			"Signature expired: 20260312T185857Z is now earlier than 20260312T185858Z (20260312T190358Z - 5 min.)"},
+		{"sixteen minutes behind", -16 * time.Minute,
+			"Signature expired: 20260312T184758Z is now earlier than 20260312T185858Z (20260312T190358Z - 5 min.)"},
+		{"five minutes and a second ahead", 5*time.Minute + time.Second,
+			"Signature not yet current: 20260312T190859Z is still later than 20260312T190858Z (20260312T190358Z + 5 min.)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fake{}
+			w := serve(newGateway(t, f, apigw.WithIAMAuthorization()), signedAt(t, "GET", "/orders/o-1", "client-a", testTime.Truncate(time.Second).Add(tt.off)))
+			if tt.message == "" {
+				f.only(t)
+				return
+			}
+			wantRefused(t, w, f, http.StatusForbidden, tt.message)
+		})
+	}
+}
+
+// TestHeaderQuota: a request whose request line and header values add up
+// to more than the HTTP API's 10240 bytes is refused with 431 before
+// anything else is looked at; one at the quota passes.
+func TestHeaderQuota(t *testing.T) {
+	t.Parallel()
+	at := func(n int) *http.Request {
+		r := httptest.NewRequest("GET", "/orders/o-1", nil)
+		// "GET /orders/o-1 HTTP/1.1" and the host example.com.
+		r.Header.Set("X-Filler", strings.Repeat("x", n-len("GET /orders/o-1 HTTP/1.1")-len("example.com")))
+		return r
+	}
+	f := &fake{}
+	serve(newGateway(t, f), at(apigw.MaxHeaderBytes))
+	f.only(t)
+
+	f = &fake{}
+	wantRefused(t, serve(newGateway(t, f, apigw.WithIAMAuthorization()), at(apigw.MaxHeaderBytes+1)), f,
+		http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large")
+	// Many small headers count alike, and so does an unknown route.
+	r := httptest.NewRequest("GET", "/nowhere", nil)
+	for i := range 1100 {
+		r.Header.Add("X-Many", strconv.Itoa(i%10)+"123456789")
+	}
+	wantGatewayAnswer(t, serve(newGateway(t, f), r), http.StatusRequestHeaderFieldsTooLarge, "Request Header Fields Too Large")
+}
+
+// TestCallers: WithCallers names who signs with a credential and what its
+// policy allows: a request the policy does not allow gets API Gateway's
+// 403, one it allows reaches the handler with the caller's identity.
+func TestCallers(t *testing.T) {
+	t.Parallel()
+	callers := apigw.WithCallers(func(c apigw.Credential) apigw.Caller {
+		if c.AccessKeyID == "ops" {
+			return apigw.Caller{IAM: apigw.LocalRoleSession("OrderOperatorRole", c), Policy: apigw.AllowAll}
+		}
+		return apigw.Caller{IAM: apigw.LocalUser(c), Policy: apigw.Policy{Allow: []string{"POST/orders", "GET/orders/*"}}}
+	})
+	for _, tc := range []struct {
+		name, method, path, key string
+		userArn                 string // "" refused
+	}{
+		{"a client on its route", "GET", "/orders/o-1", "client-a", "arn:aws:iam::000000000000:user/client-a"},
+		{"a client on another route", "GET", "/files/special", "client-a", ""},
+		{"a client with another method", "POST", "/files/x", "client-a", ""},
+		{"the operator", "GET", "/files/special", "ops", "arn:aws:sts::000000000000:assumed-role/OrderOperatorRole/ops"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fake{}
+			w := serve(newGateway(t, f, apigw.WithIAMAuthorization(), callers), signedAt(t, tc.method, tc.path, tc.key, testTime))
+			if tc.userArn == "" {
+				wantRefused(t, w, f, http.StatusForbidden, "Forbidden")
+				return
+			}
+			if got := f.only(t).RequestContext.Authorizer.IAM; got.UserARN != tc.userArn || got.AccessKey != tc.key || got.AccountID != apigw.LocalAccount {
+				t.Fatalf("identity %+v, want userArn %s", got, tc.userArn)
+			}
+		})
+	}
+	if got := apigw.LocalRoleARN("OrderOperatorRole"); got != "arn:aws:iam::000000000000:role/OrderOperatorRole" {
+		t.Fatalf("LocalRoleARN = %s", got)
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	t.Parallel()
+	p := apigw.Policy{Allow: []string{"*"}, Deny: []string{"GET/ops/orders", "GET/ops/orders/*", "POST/orders/*/retry", "GET/a?c"}}
+	for _, tc := range []struct {
+		method, path string
+		allowed      bool
+	}{
+		{"GET", "/orders", true},
+		{"DELETE", "/ops/orders", true},
+		{"GET", "/ops/orders", false},
+		{"GET", "/ops/orders/x", false},
+		{"GET", "/ops/orders/", false},
+		{"GET", "/ops/ordersx", true},
+		{"POST", "/orders/x/retry", false},
+		{"POST", "/orders/x/y/retry", false},
+		{"POST", "/orders/x/retryx", true},
+		{"GET", "/abc", false},
+		{"GET", "/ac", true},
+		{"GET", "/abbc", true},
+	} {
+		if got := p.Allows(tc.method, tc.path); got != tc.allowed {
+			t.Errorf("Allows(%s %s) = %v, want %v", tc.method, tc.path, got, tc.allowed)
+		}
+	}
+	if (apigw.Policy{}).Allows("GET", "/") || (apigw.Policy{Allow: []string{"GET/x"}}).Allows("GET", "/xy") {
+		t.Error("a policy allows what no statement names")
+	}
+}
+
+// FuzzPolicy holds the wildcard match to a regular expression of the same
+// pattern.
+func FuzzPolicy(f *testing.F) {
+	for _, s := range [][2]string{{"*", "GET/x"}, {"GET/*/retry", "GET/a/b/retry"}, {"a?c*", "abc"}, {"**?", ""}, {"*a*a", "aaa"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, resource string) {
+		if len(pattern) > 64 || len(resource) > 256 {
+			return
+		}
+		var re strings.Builder
+		re.WriteString(`\A(?s:`)
+		for _, r := range pattern {
+			switch r {
+			case '*':
+				re.WriteString(".*")
+			case '?':
+				re.WriteString(".")
+			default:
+				re.WriteString(regexp.QuoteMeta(string(r)))
+			}
+		}
+		re.WriteString(`)\z`)
+		// The matcher works on bytes; keep to ASCII, as paths are escaped.
+		for _, s := range []string{pattern, resource} {
+			for i := 0; i < len(s); i++ {
+				if s[i] >= 0x80 {
+					return
+				}
+			}
+		}
+		want := regexp.MustCompile(re.String()).MatchString(resource)
+		if got := (apigw.Policy{Allow: []string{pattern}}).Allows("", resource); got != want {
+			t.Fatalf("%q matches %q: %v, want %v", pattern, resource, got, want)
+		}
+	})
+}
+
+// TestLocalCognitoIdentity: an access key cognito-GUID signs as a user of
+// the local identity pool, cognito-guest-GUID as a guest of it, with the
+// pool role's session every user shares and the Cognito identity beside
+// it, as API Gateway passes Cognito credentials; any other key is a user.
+func TestLocalCognitoIdentity(t *testing.T) {
+	t.Parallel()
+	f := &fake{}
+	g := newGateway(t, f, apigw.WithIAMAuthorization())
+	for _, key := range []string{"cognito-0a1b-2c3d", "cognito-guest-0a1b-2c3d", "cognito-0A1B", "cognito-", "cognito-guest-", "cognito-x1", "alice"} {
+		serve(g, signedAt(t, "GET", "/orders/o-1", key, testTime))
+	}
+	evs := f.events()
+	if len(evs) != 7 {
+		t.Fatalf("%d events", len(evs))
+	}
+	user := evs[0].RequestContext.Authorizer.IAM
+	if user.UserARN != "arn:aws:sts::000000000000:assumed-role/LocalCognitoAuthRole/CognitoIdentityCredentials" || user.AccessKey != "cognito-0a1b-2c3d" ||
+		user.CognitoIdentity.IdentityID != "eu-west-1:0a1b-2c3d" || user.CognitoIdentity.IdentityPoolID != "eu-west-1:"+apigw.LocalIdentityPoolGUID ||
+		len(user.CognitoIdentity.AMR) != 3 || user.CognitoIdentity.AMR[0] != "authenticated" {
+		t.Errorf("a pool user: %+v", user)
+	}
+	guest := evs[1].RequestContext.Authorizer.IAM
+	if guest.UserARN != "arn:aws:sts::000000000000:assumed-role/LocalCognitoUnauthRole/CognitoIdentityCredentials" ||
+		guest.CognitoIdentity.IdentityID != "eu-west-1:0a1b-2c3d" || !slices.Equal(guest.CognitoIdentity.AMR, []string{"unauthenticated"}) {
+		t.Errorf("a guest: %+v", guest)
+	}
+	// Not of the convention: IAM users, without a Cognito identity.
+	for i, key := range []string{"cognito-0A1B", "cognito-", "cognito-guest-", "cognito-x1", "alice"} {
+		iam := evs[2+i].RequestContext.Authorizer.IAM
+		if iam.UserARN != apigw.LocalUserARN(key) || iam.CognitoIdentity.IdentityID != "" || iam.CognitoIdentity.AMR != nil {
+			t.Errorf("%s: %+v", key, iam)
+		}
+	}
 }

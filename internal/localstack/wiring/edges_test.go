@@ -224,6 +224,10 @@ func TestUncertainOutcomeOperatorCancelsAnOrderInError(t *testing.T) {
 	}
 }
 
+// testOperator is the operator the tests' operator requests come from: an
+// IAM user the wired Submission lists as an operator.
+const testOperator = "arn:aws:iam::111122223333:user/operator"
+
 // operator calls an operator route as API Gateway would, as an IAM
 // principal with the operator policy.
 func (e *env) operator(method, path, id string) events.APIGatewayV2HTTPResponse {
@@ -236,7 +240,7 @@ func (e *env) operator(method, path, id string) events.APIGatewayV2HTTPResponse 
 	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
 			AccessKey: "AKIAOPERATOR", AccountID: "111122223333", CallerID: "AIDAOPERATOR",
-			UserARN: "arn:aws:iam::111122223333:user/operator", UserID: "AIDAOPERATOR",
+			UserARN: testOperator, UserID: "AIDAOPERATOR",
 		},
 	}
 	resp, err := e.sys.Submission.Handle(e.ctx, req)

@@ -62,7 +62,7 @@ func (d *deployment) deploy(cat workflow.Catalog) *env {
 		Prefix: d.prefix, Region: enginetest.Region,
 		Workflows: cat, Policy: d.policy, RemoteBaseURL: d.remote, Agent: agentCfg,
 		MaxReceiveCount: 2, VisibilityTimeout: time.Second,
-		Clock: d.clk, Log: slog.New(slog.NewJSONHandler(d.logs, nil)),
+		Clock: d.clk, Log: slog.New(slog.NewJSONHandler(d.logs, nil)), OperatorPrincipals: []string{testOperator},
 	})
 	if err != nil {
 		d.t.Fatal(err)

@@ -91,6 +91,10 @@ type Options struct {
 	// OrderIDs, when set, makes the IDs of new orders instead of random
 	// UUIDs (submission.WithOrderIDs), so a test knows them beforehand.
 	OrderIDs func(owner, key string) string
+	// OperatorPrincipals are the IAM roles and users the Submission lets
+	// call the operator routes, as the stack's OPERATOR_PRINCIPALS; none
+	// lets nobody.
+	OperatorPrincipals []string
 	// WrapEvents wraps what the Notifier publishes order events with.
 	WrapEvents func(s notifier.Sender) notifier.Sender
 	// WrapDeadlines wraps what the Timer sends Deadlines with.
@@ -290,7 +294,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	s.Submission, err = submission.New(submission.Config{
 		AgentQueues: firstQueues, SchedulerQueueURL: s.SchedulerQueue.URL,
 		Workflows: o.Workflows, ClaimTimeout: o.Policy.ClaimTimeout, Retention: o.Policy.Retention, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
-		Admission: admit, AlertTopicARN: s.AlertTopicARN,
+		Admission: admit, AlertTopicARN: s.AlertTopicARN, OperatorPrincipals: o.OperatorPrincipals,
 	}, o.store("submission", s.Store), o.sender("submission", send), gate, subDeps, subOpts...)
 	if err != nil {
 		return nil, err

@@ -160,7 +160,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		Workflows: workflow.Single(o.workflow), Policy: policy, RemoteBaseURL: srv.URL, Agent: agentCfg,
 		MaxReceiveCount: 2, VisibilityTimeout: visibility,
 		Clock: clk, Log: slog.New(slog.NewJSONHandler(logs, nil)),
-		WrapStore: o.wrapStore, WrapSender: o.wrapSender,
+		WrapStore: o.wrapStore, WrapSender: o.wrapSender, OperatorPrincipals: []string{testOperator},
 	})
 	if err != nil {
 		t.Fatal(err)
