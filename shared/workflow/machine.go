@@ -46,7 +46,7 @@ func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.
 func (m Machine) Accept(orderID string, input json.RawMessage, owner string, now time.Time) State {
 	c := m.Claim(orderID, 0, false, owner, now)
 	st := c.Patch.Apply(NewState(orderID, m.Def, input, now, now))
-	st.OpenUntil = m.Policy.openUntil(now)
+	st.OpenUntil = m.Policy.openUntil(now, m.Def.LongestRun())
 	return st
 }
 

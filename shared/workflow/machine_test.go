@@ -431,8 +431,9 @@ func TestAcceptClaimsTheFirstStep(t *testing.T) {
 		t.Fatal("a Pending new record does not admit the claim")
 	}
 	want := claim.Patch.Apply(pending)
-	// And the bound on its reopening, Retention after its creation.
-	want.OpenUntil = now.Add(m.Policy.Retention)
+	// And the bound of its orders item's TTL: Retention after its
+	// creation, less the longest its workflow runs by the Scheduler alone.
+	want.OpenUntil = now.Add(m.Policy.Retention - m.Def.LongestRun())
 	if got.ProcessState != Processing || got.Attempt != 1 || got.LockedBy != "submission/r-1" ||
 		!got.CompleteBy.Equal(now.Add(m.Def.Steps[0].Lease())) || !got.InFlight || got.EventSeq != 1 {
 		t.Fatalf("accepted record %+v", got)

@@ -17,8 +17,11 @@ import (
 // for good (retain). The orders item must live as long as its record (the
 // owner's listing reads it), but it is written once, at submission, with a
 // TTL fixed then: OrderExpiresAt, twice Retention after the creation. So
-// the record carries OpenUntil, Retention after the creation: an order
-// that ends by then expires by OrderExpiresAt. The rare changes that keep
+// the record carries OpenUntil, Retention after the creation less the
+// workflow's LongestRun: an order still moving on by the Scheduler's
+// commits then ends by Retention after its creation, so it expires by
+// OrderExpiresAt (Definition.Validate keeps LongestRun within the shortest
+// Retention). The rare changes that keep
 // an order open longer move the orders item's TTL in the same transaction
 // as the record (Patch.OrderExpiresAt, Patch.KeepOrder):
 //
@@ -26,16 +29,14 @@ import (
 //     its orders item for good (AlertSent): neither expires while a person
 //     has to decide;
 //   - an operator's reopening (Resubmit, a Cancel of Error) gives the order
-//     a new OpenUntil, Retention from then, and its orders item a TTL
-//     Retention after that, as a new order gets;
+//     a new OpenUntil and its orders item a new TTL, as a new order gets;
 //   - a change the Supervisor or an operator decides past OpenUntil (an
 //     order stuck in flight, or whose alert is still unsent, for longer
 //     than Retention) moves both on the same way.
 //
 // Between two such changes an order moves only by the Scheduler's commits,
-// which the workflow's leases bound far below the shortest Retention (a
-// day), so it ends, or stops and waits for one of them, before its orders
-// item expires.
+// which LongestRun bounds, so it ends, or stops and waits for one of them,
+// before its orders item expires.
 
 // expiry is the ExpiresAt of a record that ends at now: Retention later,
 // in whole seconds (a TTL attribute holds Unix seconds, so the store keeps
@@ -51,10 +52,11 @@ func (m Machine) OrderExpiresAt(createdAt time.Time) time.Time {
 	return m.Policy.orderExpiry(createdAt)
 }
 
-func (p Policy) orderExpiry(at time.Time) time.Time { return p.expiry(p.openUntil(at)) }
+func (p Policy) orderExpiry(at time.Time) time.Time { return p.expiry(p.expiry(at)) }
 
-// openUntil is the OpenUntil of a record created or reopened at at.
-func (p Policy) openUntil(at time.Time) time.Time { return p.expiry(at) }
+// openUntil is the OpenUntil of a record created or reopened at at, whose
+// workflow runs at most run by the Scheduler alone (LongestRun).
+func (p Policy) openUntil(at time.Time, run time.Duration) time.Time { return p.expiry(at).Add(-run) }
 
 // KeyExpiresAt is when the store forgets the Idempotency-Key of an order
 // created at createdAt: Retention later. Until then a request with the key
@@ -74,11 +76,12 @@ func (m Machine) retain(c *Change, seen State) {
 		// version that decided it (Fence.Workflow).
 		c.Fence.Workflow = m.Def.ID()
 	}
-	m.Policy.retain(c, seen)
+	m.Policy.retain(c, seen, m.Def.LongestRun())
 }
 
-// retain is Machine.retain's part that needs no definition.
-func (p Policy) retain(c *Change, seen State) {
+// retain is Machine.retain's part that needs no definition but the
+// longest run of its workflow's orders (Definition.LongestRun).
+func (p Policy) retain(c *Change, seen State, run time.Duration) {
 	if c.OrderID == "" {
 		return
 	}
@@ -99,13 +102,13 @@ func (p Policy) retain(c *Change, seen State) {
 		// new order's; the record's bound starts anew unless it ends.
 		c.Patch.OrderExpiresAt = p.orderExpiry(now)
 		if !to.Ended() {
-			c.Patch.OpenUntil = p.openUntil(now)
+			c.Patch.OpenUntil = p.openUntil(now, run)
 		}
 	case !seen.OpenUntil.IsZero() && !now.Before(seen.OpenUntil):
 		// Open past its bound: both move on.
 		c.Patch.OrderExpiresAt = p.orderExpiry(now)
 		if !to.Ended() {
-			c.Patch.OpenUntil = p.openUntil(now)
+			c.Patch.OpenUntil = p.openUntil(now, run)
 		}
 	}
 	// An order that ended for good is never reopened: the bound goes.

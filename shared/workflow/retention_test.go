@@ -2,6 +2,8 @@ package workflow
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,7 +64,7 @@ func TestRetention(t *testing.T) {
 	// late moves the record's last write past its OpenUntil, as an order
 	// that waited that long would have it.
 	late := func(s State) Change {
-		c := Change{OrderID: s.OrderID, Patch: Patch{Now: s.OpenUntil.Add(time.Hour)}}
+		c := Change{OrderID: s.OrderID, Patch: Patch{Now: s.CreatedAt.Add(3 * testPol.Retention)}}
 		return c
 	}
 	expiredOf := func(m Machine) func(State) Change {
@@ -150,7 +152,7 @@ func TestRetention(t *testing.T) {
 				}
 			}
 			check("ExpiresAt", tc.expires, s.ExpiresAt, after.ExpiresAt, now.Add(testPol.Retention).Truncate(time.Second))
-			check("OpenUntil", tc.openUntil, s.OpenUntil, after.OpenUntil, now.Add(testPol.Retention).Truncate(time.Second))
+			check("OpenUntil", tc.openUntil, s.OpenUntil, after.OpenUntil, now.Add(testPol.Retention).Truncate(time.Second).Add(-tc.m.Def.LongestRun()))
 			if tc.expires == set && (after.Expired(after.ExpiresAt.Add(-time.Second)) || !after.Expired(after.ExpiresAt)) {
 				t.Errorf("Expired around %v is wrong", after.ExpiresAt)
 			}
@@ -188,7 +190,7 @@ func TestNothingThatWaitsForAnOperatorExpires(t *testing.T) {
 		{Name: "a", Budget: 30 * time.Second, Compensable: true}, {Name: "b", Budget: 30 * time.Second, Compensable: true}}}, Policy: testPol}
 	created := mt0.Add(250 * time.Millisecond)
 	s := m.Accept("o-1", json.RawMessage(`{}`), "sub", created)
-	if want := mt0.Add(testPol.Retention); !s.OpenUntil.Equal(want) {
+	if want := mt0.Add(testPol.Retention - m.Def.LongestRun()); !s.OpenUntil.Equal(want) {
 		t.Fatalf("OpenUntil %v, want %v", s.OpenUntil, want)
 	}
 	if got, want := m.OrderExpiresAt(created), mt0.Add(2*testPol.Retention); !got.Equal(want) {
@@ -242,4 +244,45 @@ func latest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// TestTheOrdersItemOutlivesAnOrderTheSchedulerAloneEnds: an order retried
+// until just before its OpenUntil, then moved on by the Scheduler alone,
+// every step and every undo taking its whole lease, still ends for good
+// early enough to expire no later than its orders item; and a workflow
+// that could run longer than the shortest retention is refused.
+func TestTheOrdersItemOutlivesAnOrderTheSchedulerAloneEnds(t *testing.T) {
+	t.Parallel()
+	m := Machine{Def: Definition{Name: "two", Steps: []Step{
+		{Name: "a", Budget: 30 * time.Second, Wait: 5 * time.Second, Compensable: true},
+		{Name: "b", Budget: 14 * time.Minute, Compensable: true}}}, Policy: testPol}
+	if got, want := m.Def.LongestRun(), 2*(35*time.Second+14*time.Minute); got != want {
+		t.Fatalf("LongestRun %v, want %v", got, want)
+	}
+	created := mt0.Add(250 * time.Millisecond)
+	s := m.Accept("o-1", json.RawMessage(`{}`), "sub", created)
+	// The Supervisor retried step a until just before OpenUntil.
+	s.ProcessState, s.LockedBy, s.CompleteBy = Pending, "", s.OpenUntil.Add(-time.Millisecond)
+	s.Steps[0].State = StepPending
+	last := func(st State) time.Time { return st.CompleteBy.Add(-time.Millisecond) }
+	s = apply(t, s, m.Claim("o-1", 0, false, "sched", s.OpenUntil.Add(-time.Millisecond)))
+	s = apply(t, s, m.StepCompleted("o-1", 0, s.Attempt, nil, "sched", last(s)))
+	s = apply(t, s, m.StepRejected("o-1", 1, s.Attempt, "no", false, "sched", last(s)))
+	s = apply(t, s, m.UndoCompleted("o-1", 1, s.Attempt, nil, false, "sched", last(s)))
+	c := m.UndoCompleted("o-1", 0, s.Attempt, nil, false, "sched", last(s))
+	s = apply(t, s, c)
+	if c.MovesOrder() || s.ProcessState != Compensated {
+		t.Fatalf("%s, the orders item moved: %v", s.ProcessState, c.MovesOrder())
+	}
+	if orders := m.OrderExpiresAt(created); s.ExpiresAt.After(orders) {
+		t.Errorf("the record expires at %v, after its orders item at %v", s.ExpiresAt, orders)
+	}
+
+	long := Definition{Name: "long", Version: 1}
+	for i := range 60 {
+		long.Steps = append(long.Steps, Step{Name: fmt.Sprintf("s%d", i), Budget: 13 * time.Minute, Compensable: true})
+	}
+	if err := long.Validate(); err == nil || !strings.Contains(err.Error(), "shortest retention") {
+		t.Errorf("a workflow that can run %v: %v", long.LongestRun(), err)
+	}
 }

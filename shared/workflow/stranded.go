@@ -50,6 +50,8 @@ func Stranded(seen State, p Policy, now time.Time) (c Change, ok bool) {
 	default:
 		return Change{}, false
 	}
-	p.retain(&c, seen)
+	// Stranded orders stop where they are: nothing moves them on but an
+	// operator, whose change bounds them anew.
+	p.retain(&c, seen, 0)
 	return c, true
 }

@@ -194,7 +194,27 @@ func (d Definition) Validate() error {
 		}
 	}
 	errs = append(errs, d.validateSizes()...)
+	if run := d.LongestRun(); run > MinRetention {
+		// The orders item's TTL counts on an order ending, without a
+		// Supervisor's change, within the retention (see retention.go).
+		errs = append(errs, fmt.Errorf("workflow %q: a run can take %v, every step and every undo at its whole lease, over the %v of the shortest retention: fewer steps or shorter leases",
+			d.ID(), run, MinRetention))
+	}
 	return errors.Join(errs...)
+}
+
+// LongestRun is the longest an order of d can go on by the Scheduler's
+// commits alone: every step and every undo taking its whole lease. Anything
+// longer is the Supervisor's doing (a retry, a requeue) or an operator's.
+func (d Definition) LongestRun() time.Duration {
+	var run time.Duration
+	for _, s := range d.Steps {
+		run += s.Lease()
+		if s.Compensable {
+			run += s.Lease()
+		}
+	}
+	return run
 }
 
 // MaxWait bounds a step's Wait: a request that may sit in its queue longer
