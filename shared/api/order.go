@@ -47,9 +47,10 @@ type Order struct {
 	Resubmits    int                   `json:"resubmits"`
 	CreatedAt    time.Time             `json:"createdAt"`
 	UpdatedAt    time.Time             `json:"updatedAt"`
-	// ExpiresAt is when a terminal order is deleted, the retention after
-	// it ended; absent while it is open. From then on it is answered as
-	// missing (404).
+	// ExpiresAt is when an order that ended for good (Processed,
+	// Compensated, Cancelled) is deleted, the retention after it ended;
+	// absent while it is open or waits for an operator. From then on it is
+	// answered as missing (404).
 	ExpiresAt *time.Time    `json:"expiresAt,omitempty"`
 	Steps     []StepHistory `json:"steps"`
 }
