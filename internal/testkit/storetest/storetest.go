@@ -757,7 +757,7 @@ func retentionWritten(t *testing.T, s statestore.Port) {
 		}
 	}
 	orderTTL(plain.OrderExpiresAt(t0))
-	if want := t0.Add(plain.Policy.Retention); !st.OpenUntil.Equal(want) || !st.ExpiresAt.IsZero() {
+	if want := t0.Add(plain.Policy.Retention - plain.Def.LongestRun()); !st.OpenUntil.Equal(want) || !st.ExpiresAt.IsZero() {
 		t.Fatalf("record OpenUntil %v, ExpiresAt %v; want %v and none", st.OpenUntil, st.ExpiresAt, want)
 	}
 	check := func(what string, c workflow.Change, want time.Time) workflow.State {
@@ -784,7 +784,7 @@ func retentionWritten(t *testing.T, s statestore.Port) {
 	resumed := t0.Add(3 * plain.Policy.Retention)
 	st = check("resubmitted long after", resubmitPlain(st, resumed), time.Time{})
 	orderTTL(plain.OrderExpiresAt(resumed))
-	if want := milli(resumed.Add(plain.Policy.Retention).Truncate(time.Second)); !st.OpenUntil.Equal(want) {
+	if want := milli(resumed.Add(plain.Policy.Retention).Truncate(time.Second).Add(-plain.Def.LongestRun())); !st.OpenUntil.Equal(want) {
 		t.Fatalf("resubmitted: OpenUntil %v, want %v", st.OpenUntil, want)
 	}
 	st = check("claimed", plainClaim(st, resumed.Add(time.Second)), time.Time{})
