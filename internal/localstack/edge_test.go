@@ -2,8 +2,6 @@ package localstack_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,9 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/sasflow/sas/internal/localstack"
 	"github.com/sasflow/sas/internal/localstack/apigw"
@@ -25,31 +20,6 @@ import (
 // mistakenClient is a client whose IAM policy lets it invoke the whole API
 // (execute-api:Invoke on *) instead of the client policy.
 const mistakenClient = "mistaken-client"
-
-// callSignedAt sends a request signed as accessKey at the given time, with
-// the extra headers given.
-func callSignedAt(t *testing.T, method, url, accessKey string, at time.Time, headers map[string]string) answer {
-	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	sum := sha256.Sum256(nil)
-	creds := aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: "not checked"}
-	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), apigw.SigningService, "us-east-1", at); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, string(b)}
-}
 
 // TestOperatorRoutesAreRefusedByTheHandlerTooEndToEnd runs the operator
 // routes through the local API over HTTP, which emulates the stack's
@@ -94,12 +64,12 @@ func TestOperatorRoutesAreRefusedByTheHandlerTooEndToEnd(t *testing.T) {
 	}
 
 	// Signed sixteen minutes ago: the signature has expired.
-	a := callSignedAt(t, "GET", st.APIURL+"/orders/"+id, testClient, time.Now().Add(-16*time.Minute), nil)
+	a := callAt(t, "GET", st.APIURL+"/orders/"+id, "", testClient, time.Now().Add(-16*time.Minute), nil)
 	if a.status != 403 || !strings.HasPrefix(a.body, `{"message":"Signature expired: `) || !strings.HasSuffix(a.body, ` - 5 min.)"}`) {
 		t.Fatalf("a request signed 16 minutes ago: %d %s", a.status, a.body)
 	}
 	// Headers over the quota: refused before anything else.
-	a = callSignedAt(t, "GET", st.APIURL+"/orders/"+id, testClient, time.Now(), map[string]string{"X-Padding": strings.Repeat("p", apigw.MaxHeaderBytes)})
+	a = callAt(t, "GET", st.APIURL+"/orders/"+id, "", testClient, time.Now(), map[string]string{"X-Padding": strings.Repeat("p", apigw.MaxHeaderBytes)})
 	if a.status != http.StatusRequestHeaderFieldsTooLarge || a.body != `{"message":"Request Header Fields Too Large"}` {
 		t.Fatalf("a request with %d bytes of headers: %d %s", apigw.MaxHeaderBytes, a.status, a.body)
 	}

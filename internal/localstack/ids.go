@@ -4,7 +4,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
+
+	"github.com/sasflow/sas/shared/message"
 )
 
 // SeededOrderIDs makes a demo's order IDs from its seed, the caller and
@@ -26,9 +27,6 @@ func SeededOrderIDs(seed uint64) func(owner, key string) string {
 			sum := sha256.Sum256([]byte("sasflow/localstack/order-id\x00" + string(s[:]) + owner + "\x00" + key))
 			copy(b[:], sum[:16])
 		}
-		b[6] = b[6]&0x0f | 0x40 // version 4: as the deployed IDs look
-		b[8] = b[8]&0x3f | 0x80
-		h := hex.EncodeToString(b[:])
-		return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+		return message.UUID(b, 4) // version 4: as the deployed IDs look
 	}
 }

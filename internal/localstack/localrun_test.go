@@ -208,6 +208,12 @@ func get(t *testing.T, url string) answer {
 // unsigned when accessKey is "", with the extra headers given.
 func call(t *testing.T, method, url, body, accessKey string, headers map[string]string) answer {
 	t.Helper()
+	return callAt(t, method, url, body, accessKey, time.Now(), headers)
+}
+
+// callAt is call with the signature made at at.
+func callAt(t *testing.T, method, url, body, accessKey string, at time.Time, headers map[string]string) answer {
+	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +225,7 @@ func call(t *testing.T, method, url, body, accessKey string, headers map[string]
 		req.Header.Set(k, v)
 	}
 	if accessKey != "" {
-		if err := localstack.SignRequest(context.Background(), req, []byte(body), accessKey); err != nil {
+		if err := localstack.SignRequestAt(context.Background(), req, []byte(body), accessKey, at); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ package message
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,6 +171,24 @@ var (
 
 // ValidOrderID reports whether id has the shape of an order ID.
 func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
+
+// UUID writes 16 bytes as an RFC 9562 UUID of version (4 random, 8 a hash
+// of one's own), the shape order IDs and Idempotency-Key slots take.
+func UUID(b [16]byte, version byte) string {
+	b[6] = b[6]&0x0f | version<<4
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:16])
+	return string(s[:])
+}
 
 const maxStepIndex = 100
 

@@ -3,13 +3,13 @@ package statestore
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -42,11 +42,7 @@ func KeySlot(owner, key string) string {
 	// An owner is printable ASCII, so the NUL between the two keeps
 	// (owner, key) pairs apart.
 	sum := sha256.Sum256([]byte(keyNamespace + owner + "\x00" + key))
-	b := sum[:16]
-	b[6] = b[6]&0x0f | 8<<4
-	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
-	h := hex.EncodeToString(b)
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	return message.UUID([16]byte(sum[:16]), 8)
 }
 
 // keyItem is a key item as stored.

@@ -197,13 +197,12 @@ func (s *Store) Apply(ctx context.Context, c workflow.Change) (workflow.State, e
 	if moves {
 		listedOf(e, c.OrderID, c.Patch)
 	}
-	update := s.update
+	var st workflow.State
 	if c.MovesOrder() {
-		update = func(ctx context.Context, orderID string, e *expr) (workflow.State, error) {
-			return s.updateWithOrder(ctx, orderID, e, c.Patch)
-		}
+		st, err = s.updateWithOrder(ctx, c.OrderID, e, c.Patch)
+	} else {
+		st, err = s.update(ctx, c.OrderID, e)
 	}
-	st, err := update(ctx, c.OrderID, e)
 	if err != nil {
 		what := string(c.Transition)
 		if what == "" {

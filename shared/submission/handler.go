@@ -396,13 +396,9 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 		// ExpiresAt came): it is free now.
 		err = h.store.CreateOrder(ctx, o, state)
 	}
-	switch {
-	case err == nil:
-	case errors.Is(err, workflow.ErrExists):
-		// A random UUID v4 collided, or the store misreports: either way not
-		// the client's doing, and retrying the request is safe.
-		return h.internal(ctx, log, req, fmt.Errorf("create order %s: %w", o.OrderID, err))
-	default:
+	if err != nil {
+		// Also ErrExists: a random UUID v4 collided, or the store
+		// misreports. Never the client's doing, and a retry is safe.
 		return h.internal(ctx, log, req, fmt.Errorf("create order %s: %w", o.OrderID, err))
 	}
 
