@@ -3,12 +3,12 @@ package reqcount
 import (
 	"context"
 	"maps"
+	"reflect"
 	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
@@ -149,62 +149,37 @@ func (m *Meter) Reset() {
 }
 
 // askCapacity asks DynamoDB to report the capacity a request consumes,
-// indexes included.
+// indexes included. Every DynamoDB input that can report capacity has the
+// same ReturnConsumedCapacity field, but no interface names it.
 func askCapacity(in any) {
-	const all = ddbtypes.ReturnConsumedCapacityIndexes
-	switch v := in.(type) {
-	case *dynamodb.PutItemInput:
-		v.ReturnConsumedCapacity = all
-	case *dynamodb.UpdateItemInput:
-		v.ReturnConsumedCapacity = all
-	case *dynamodb.DeleteItemInput:
-		v.ReturnConsumedCapacity = all
-	case *dynamodb.GetItemInput:
-		v.ReturnConsumedCapacity = all
-	case *dynamodb.QueryInput:
-		v.ReturnConsumedCapacity = all
-	case *dynamodb.ScanInput:
-		v.ReturnConsumedCapacity = all
-	case *dynamodb.BatchGetItemInput:
-		v.ReturnConsumedCapacity = all
-	case *dynamodb.BatchWriteItemInput:
-		v.ReturnConsumedCapacity = all
-	case *dynamodb.TransactWriteItemsInput:
-		v.ReturnConsumedCapacity = all
-	case *dynamodb.TransactGetItemsInput:
-		v.ReturnConsumedCapacity = all
+	v := reflect.ValueOf(in)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return
+	}
+	if f := v.Elem().FieldByName("ReturnConsumedCapacity"); f.IsValid() && f.CanSet() &&
+		f.Type() == reflect.TypeOf(ddbtypes.ReturnConsumedCapacityIndexes) {
+		f.Set(reflect.ValueOf(ddbtypes.ReturnConsumedCapacityIndexes))
 	}
 }
 
-// capacityOf reads the consumed capacity of a DynamoDB response.
+// capacityOf reads the consumed capacity of a DynamoDB response: one
+// ConsumedCapacity for a single-item or query request, a list for batches
+// and transactions.
 func capacityOf(out any) []ddbtypes.ConsumedCapacity {
-	one := func(c *ddbtypes.ConsumedCapacity) []ddbtypes.ConsumedCapacity {
-		if c == nil {
+	v := reflect.ValueOf(out)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	switch c := v.Elem().FieldByName("ConsumedCapacity"); {
+	case !c.IsValid():
+		return nil
+	case c.Type() == reflect.TypeOf(&ddbtypes.ConsumedCapacity{}):
+		if c.IsNil() {
 			return nil
 		}
-		return []ddbtypes.ConsumedCapacity{*c}
-	}
-	switch v := out.(type) {
-	case *dynamodb.PutItemOutput:
-		return one(v.ConsumedCapacity)
-	case *dynamodb.UpdateItemOutput:
-		return one(v.ConsumedCapacity)
-	case *dynamodb.DeleteItemOutput:
-		return one(v.ConsumedCapacity)
-	case *dynamodb.GetItemOutput:
-		return one(v.ConsumedCapacity)
-	case *dynamodb.QueryOutput:
-		return one(v.ConsumedCapacity)
-	case *dynamodb.ScanOutput:
-		return one(v.ConsumedCapacity)
-	case *dynamodb.BatchGetItemOutput:
-		return v.ConsumedCapacity
-	case *dynamodb.BatchWriteItemOutput:
-		return v.ConsumedCapacity
-	case *dynamodb.TransactWriteItemsOutput:
-		return v.ConsumedCapacity
-	case *dynamodb.TransactGetItemsOutput:
-		return v.ConsumedCapacity
+		return []ddbtypes.ConsumedCapacity{*c.Interface().(*ddbtypes.ConsumedCapacity)}
+	case c.Type() == reflect.TypeOf([]ddbtypes.ConsumedCapacity(nil)):
+		return c.Interface().([]ddbtypes.ConsumedCapacity)
 	}
 	return nil
 }
