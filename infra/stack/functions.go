@@ -103,7 +103,7 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 		// platform.report events (about 140 and 240 bytes an invocation;
 		// platform.runtimeDone, the old END line, is DEBUG), whose
 		// maxMemoryUsedMB and billedDurationMs are what memory sizes are
-		// tuned from (README, Operating it). WARN dropped them.
+		// tuned from (docs/operating.md). WARN dropped them.
 		LoggingFormat:         awslambda.LoggingFormat_JSON,
 		SystemLogLevelV2:      awslambda.SystemLogLevel_INFO,
 		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,

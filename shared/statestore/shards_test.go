@@ -9,7 +9,8 @@ import (
 // TestShardsSpreadOrders measures how evenly order IDs (random UUIDs, as
 // the Submission makes them) spread over the in-flight index's shards and
 // the listings' shards: the busiest shard's share bounds the write rate a
-// partition of the index takes (the README's scaling table uses it).
+// partition of the index takes (docs/cost-and-limits.md's table of limits
+// uses it).
 func TestShardsSpreadOrders(t *testing.T) {
 	t.Parallel()
 	const n = 100_000

@@ -654,7 +654,7 @@ func TestPoisonMessageGoesToDLQWithoutBlockingTheBatch(t *testing.T) {
 }
 
 // TestRequestsPerOrder pins the AWS requests the handlers make for a
-// two-step order on the happy path (the README quotes these numbers).
+// two-step order on the happy path (docs/cost-and-limits.md quotes these numbers).
 func TestRequestsPerOrder(t *testing.T) {
 	t.Parallel()
 	var counter reqcount.Counter
