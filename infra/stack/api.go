@@ -26,8 +26,8 @@ type Route = submission.Route
 func Routes() []Route { return submission.Routes() }
 
 // SubmitRoute is the route that takes new orders: the only one whose
-// requests become work for the Agents.
-var SubmitRoute = Route{Method: "POST", Path: "/orders"}
+// requests become work for the Agents (the handler's Route.Submit).
+var SubmitRoute = submission.SubmitRoute()
 
 // apiThrottle is the capacity model's API throttle.
 func apiThrottle(c topology.Capacity) *awsapigatewayv2.ThrottleSettings {

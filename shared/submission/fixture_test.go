@@ -314,21 +314,8 @@ func request(method, path string, headers map[string]string, body string) events
 // onOperatorRoute tells whether method and path are one of the operator
 // routes of Routes.
 func onOperatorRoute(method, path string) bool {
-	segs := strings.Split(path, "/")
-	for _, r := range Routes() {
-		tmpl := strings.Split(r.Path, "/")
-		if !r.Operator || r.Method != method || len(tmpl) != len(segs) {
-			continue
-		}
-		same := true
-		for i, s := range tmpl {
-			same = same && (s == segs[i] || (strings.HasPrefix(s, "{") && segs[i] != ""))
-		}
-		if same {
-			return true
-		}
-	}
-	return false
+	m, ok := matchPath(method, path)
+	return ok && m.endpoint != nil && m.endpoint.Operator
 }
 
 func postOrder(body string, headers ...string) events.APIGatewayV2HTTPRequest {

@@ -215,7 +215,7 @@ func (q ListQuery) Encode() string {
 
 // listOrders answers the operators' GET /ops/orders?state=S: every
 // caller's orders in a state.
-func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, _ args) events.APIGatewayV2HTTPResponse {
 	q, err := DecodeListQuery(req.RawQueryString, req.QueryStringParameters)
 	if err != nil {
 		return h.reject(ctx, log, req, queryProblem(err), nil)
@@ -237,12 +237,12 @@ func (h *Handler) listOrders(ctx context.Context, log *slog.Logger, req events.A
 // listOwnOrders answers a client's GET /orders: the caller's own orders,
 // newest first. A cursor of another caller's listing is refused like a
 // forged one.
-func (h *Handler) listOwnOrders(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, owner string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) listOwnOrders(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, a args) events.APIGatewayV2HTTPResponse {
 	q, err := DecodeOwnListQuery(req.RawQueryString, req.QueryStringParameters)
 	if err != nil {
 		return h.reject(ctx, log, req, queryProblem(err), nil)
 	}
-	page, err := h.store.ListByOwner(ctx, owner, q.Limit, q.Cursor)
+	page, err := h.store.ListByOwner(ctx, a.owner, q.Limit, q.Cursor)
 	if errors.Is(err, statestore.ErrBadCursor) {
 		return h.reject(ctx, log, req, badCursorProblem(), nil)
 	}

@@ -24,7 +24,8 @@ const cancelTries = 3
 // retryOrder resubmits an order an operator fixed the cause of. It tries
 // once: of two operators retrying the same order exactly one must win, so a
 // record that changed since it was read is a 409, not a reason to try again.
-func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, a args) events.APIGatewayV2HTTPResponse {
+	orderID := a.orderID
 	log = log.With(callerAttr(req))
 	st, resp, ok := h.readState(ctx, log, req, orderID)
 	if !ok {
@@ -60,7 +61,8 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 // cancelOrder stops an order still going forward, or closes one in Error,
 // undoing whatever may have been applied. Repeating a cancel that already
 // took effect answers 202 again, so a client may retry it safely.
-func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string) events.APIGatewayV2HTTPResponse {
+func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, a args) events.APIGatewayV2HTTPResponse {
+	orderID := a.orderID
 	log = log.With(callerAttr(req))
 	for try := 1; ; try++ {
 		st, resp, ok := h.readState(ctx, log, req, orderID)

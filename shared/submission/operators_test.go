@@ -122,15 +122,15 @@ func TestOperatorRoutesAreRefusedByTheHandlerToo(t *testing.T) {
 	}
 }
 
-// TestOperatorRoutesAreTheRoutesOfOperators: the resources the handler
-// keeps for operators are exactly those of the operator routes in Routes,
-// which the stack's policies split by.
+// TestOperatorRoutesAreTheRoutesOfOperators: the route the handler matches
+// a request of each route to, whose Operator it checks the caller against,
+// is that route of Routes, which the stack's policies split by.
 func TestOperatorRoutesAreTheRoutesOfOperators(t *testing.T) {
 	t.Parallel()
 	for _, r := range Routes() {
-		rt, _ := match(strings.ReplaceAll(r.Path, "{id}", orderA))
-		if rt == noRoute || operatorRoutes[rt] != r.Operator {
-			t.Errorf("%s %s: resource %d, operator %v; the route says %v", r.Method, r.Path, rt, operatorRoutes[rt], r.Operator)
+		m, ok := matchPath(r.Method, strings.ReplaceAll(r.Path, "{id}", orderA))
+		if !ok || m.endpoint == nil || m.endpoint.Route != r {
+			t.Errorf("%s %s: matched %+v (found %v); want the route itself, operator %v", r.Method, r.Path, m.endpoint, ok, r.Operator)
 		}
 	}
 }

@@ -25,7 +25,7 @@ const MaxOpenScan = 10_000
 // workflow version and every version open orders are pinned to, with how
 // many open orders each has. It takes no parameters; any is refused, as
 // the listings refuse unknown ones.
-func (h *Handler) listWorkflows(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+func (h *Handler) listWorkflows(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, _ args) events.APIGatewayV2HTTPResponse {
 	values, err := queryValues(req.RawQueryString, req.QueryStringParameters)
 	if err != nil {
 		return h.reject(ctx, log, req, queryProblem(&QueryError{Errors: []FieldError{{Detail: "the query string is not well-formed: " + err.Error()}}}), nil)
