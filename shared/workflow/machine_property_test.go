@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,11 +70,12 @@ const (
 const paramEarly = paramOtherStep
 
 // propertyDefinitions are the definitions a script runs on: the deployed
-// catalog's, and the tests' own with every mix of undoable steps.
-func propertyDefinitions() []workflow.Definition {
+// catalog's, and the tests' own with every mix of undoable steps. Read
+// once: a fuzzing run plays thousands of scripts a second.
+var propertyDefinitions = sync.OnceValue(func() []workflow.Definition {
 	defs := slices.Clone(catalog.MustDeployed().Definitions)
 	defs = append(defs,
-		workflow.ThreeSteps(),                  // a undoable, b not, c undoable; one-second leases
+		workflow.ThreeSteps(),                 // a undoable, b not, c undoable; one-second leases
 		workflow.TwoVersions().Definitions[1], // the first step has no undo
 		workflow.Reference(),
 		workflow.Definition{Name: "no-undo", Version: 1, Steps: []workflow.Step{
@@ -82,7 +84,7 @@ func propertyDefinitions() []workflow.Definition {
 			{Name: "x", Budget: 10 * time.Second, Compensable: true}, {Name: "y", Budget: 10 * time.Second}}},
 	)
 	return defs
-}
+})
 
 // coverage counts what the scripts reached, so the deterministic test can
 // check that its scripts exercise every transition.
@@ -114,7 +116,7 @@ type sim struct {
 }
 
 const (
-	owner     = "scheduler/a"
+	owner      = "scheduler/a"
 	otherOwner = "scheduler/b"
 )
 
