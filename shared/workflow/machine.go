@@ -11,16 +11,55 @@ import (
 // policy that times it. Every event that changes a state record is one of
 // its methods, which returns the whole Change, decided: nothing else in the
 // system decides a transition.
+//
+// Each method names the actor that raises its event:
+//
+//   - Submission: Accept (the new record, not a Change).
+//   - Scheduler: Claim, StepCompleted, StepRejected, UndoCompleted,
+//     UndoRejected, DispatchFailed.
+//   - Supervisor: Expired; Stranded for a record pinned to a version the
+//     deployment does not run.
+//   - the alert deliverer (Scheduler, Supervisor, operators' API):
+//     AlertSent.
+//   - operators: Cancel, Resubmit.
+//
+// A Machine resolved for the record's version (Catalog.Machine) decides
+// all of them. Two need less, for callers that have no Definition: Stranded
+// reads only the Policy, since the record's version is not deployed
+// (Machine{Policy: p}.Stranded), and AlertSent reads neither, since the
+// deliverer confirms the alerts of every version (Machine{}.AlertSent).
 type Machine struct {
 	Def    Definition
 	Policy Policy
+}
+
+// decided is the last step of every method above that returns a Change
+// (deferred, so it sees the Change returned): the change is pinned to the
+// version that decided it (pin), and carries what it does to the TTLs
+// (Policy.retain). seen is the record the change was decided on, when
+// there was one (zero for an agent's reply, which the Scheduler commits
+// without reading).
+func (m Machine) decided(c *Change, seen State) {
+	pin(c, m.Def.ID())
+	m.Policy.retain(c, seen, m.Def.LongestRun())
+}
+
+// pin fences c on the workflow version id, so a record pinned to another
+// version refuses it (Fence.Workflow): a message naming another version
+// than its order's is never carried out by the wrong definition. It is the
+// one place that sets Fence.Workflow. A zero Change (nothing to do) stays
+// zero.
+func pin(c *Change, id string) {
+	if c.OrderID != "" {
+		c.Fence.Workflow = id
+	}
 }
 
 // Claim is a Scheduler taking step k of an order, or with undo its
 // compensation, while it waits unclaimed; the written record is dispatched.
 // A failed fence means another Scheduler has it, or the message is stale.
 func (m Machine) Claim(orderID string, k int, undo bool, owner string, now time.Time) (c Change) {
-	defer m.retain(&c, State{})
+	defer m.decided(&c, State{})
 	want := Pending
 	if undo {
 		want = CompensationPending
@@ -54,7 +93,7 @@ func (m Machine) Accept(orderID string, input json.RawMessage, owner string, now
 // output is kept and the next step claimed in the same write (then
 // dispatched), or, after the last step, the order is Processed.
 func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMessage, owner string, now time.Time) (c Change) {
-	defer m.retain(&c, State{})
+	defer m.decided(&c, State{})
 	c = reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
 	sp := p.step(k)
@@ -81,7 +120,7 @@ func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMe
 // this attempt was, so the step was dispatched, and the plan needs no read
 // of the record.
 func (m Machine) StepRejected(orderID string, k, attempt int, msg string, uncertain bool, owner string, now time.Time) (c Change) {
-	defer m.retain(&c, State{})
+	defer m.decided(&c, State{})
 	c = reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
 	stop := m.Def.StopAt(k, uncertain, StopPermanent)
@@ -110,7 +149,7 @@ func (m Machine) StepRejected(orderID string, k, attempt int, msg string, uncert
 // the record for it then): a cancelled order may have left a step without
 // an undo applied (Machine.Cancel), so it is never called Compensated.
 func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMessage, cancelled bool, owner string, now time.Time) (c Change) {
-	defer m.retain(&c, State{})
+	defer m.decided(&c, State{})
 	c = reply(orderID, Compensating, k, attempt, now)
 	p := &c.Patch
 	sp := p.step(k)
@@ -137,7 +176,7 @@ func (m Machine) LastUndo(k int) bool { return m.Def.NextCompensation(k) < 0 }
 // UndoRejected commits a permanent fault of attempt of the undo of step k:
 // the order is CompensationFailed and owes an alert; a person must act.
 func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now time.Time) (c Change) {
-	defer m.retain(&c, State{})
+	defer m.decided(&c, State{})
 	c = reply(orderID, Compensating, k, attempt, now)
 	c.Transition, c.Alert = TransitionCompensationFailed, AlertCompensationFailed
 	p := &c.Patch
@@ -153,8 +192,11 @@ func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now ti
 // record out of the Supervisor's index. The record now waits for a person,
 // who may take any time: its orders item is kept for good with it
 // (KeepOrder; see retention.go). A failed fence means another actor
-// confirmed it first, or an operator acted already.
-func AlertSent(orderID string, attempt int, now time.Time) Change {
+// confirmed it first, or an operator acted already. It reads neither Def
+// nor Policy, and is not pinned to a version (no Fence.Workflow): the
+// deliverer confirms the alerts of every version, and the Attempt fence
+// already names the one record state that owes this alert.
+func (Machine) AlertSent(orderID string, attempt int, now time.Time) Change {
 	c := Change{OrderID: orderID,
 		Fence: Fence{In: []ProcessState{Error, CompensationFailed}, AlertPending: true, Attempt: ptr(attempt)}}
 	c.Patch = Patch{Now: now, AlertPending: ptr(false), InFlight: ptr(false), KeepOrder: true, Seal: true}
@@ -170,7 +212,7 @@ func AlertSent(orderID string, attempt int, now time.Time) Change {
 // so of two Supervisors, or a Supervisor and a Scheduler committing just in
 // time, exactly one write wins.
 func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
-	defer m.retain(&c, seen)
+	defer m.decided(&c, seen)
 	if now.Before(seen.CompleteBy) {
 		return Change{}, false
 	}
@@ -205,7 +247,7 @@ func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
 // after the same backoff and recovers. cause is the send's error, which the
 // record keeps as LastError.
 func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) (c Change) {
-	defer m.retain(&c, claimed)
+	defer m.decided(&c, claimed)
 	what := "step " + claimed.Step
 	if claimed.ProcessState == Compensating {
 		what = undoDispatch + "step " + claimed.Step
@@ -224,7 +266,7 @@ func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) (c C
 // refused as stale. An order in Error keeps its failed step's history and
 // LastError, which named such a step already; its alert is no longer owed.
 func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error) {
-	defer m.retain(&c, seen)
+	defer m.decided(&c, seen)
 	if !CanCancel(seen) {
 		return Change{}, fmt.Errorf("cancel %s: %w", seen.OrderID, ErrNotCancellable)
 	}
@@ -265,7 +307,7 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error
 // FailureCount. The fence is the state and Attempt seen, so of two operators
 // resubmitting at once exactly one wins.
 func (m Machine) Resubmit(seen State, now time.Time) (c Change, err error) {
-	defer m.retain(&c, seen)
+	defer m.decided(&c, seen)
 	c = Change{OrderID: seen.OrderID, Transition: TransitionResubmitted,
 		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
 	p := &c.Patch

@@ -239,10 +239,10 @@ var kindNames = [eventKinds]string{"claim", "step-completed", "step-rejected", "
 // The two events the Machine decides without a definition of the order's
 // version, spelled once.
 func alertSent(orderID string, attempt int, now time.Time) workflow.Change {
-	return workflow.AlertSent(orderID, attempt, now)
+	return workflow.Machine{}.AlertSent(orderID, attempt, now)
 }
 func stranded(p workflow.Policy, seen workflow.State, now time.Time) (workflow.Change, bool) {
-	return workflow.Stranded(seen, p, now)
+	return workflow.Machine{Policy: p}.Stranded(seen, now)
 }
 
 // takesReply reports whether the record takes a reply of attempt of step

@@ -11,8 +11,10 @@ const StrandedPrefix = "workflow version not deployed: "
 
 // Stranded decides what the Supervisor does with a due record pinned to a
 // workflow version the deployment does not run: a version removed from the
-// catalog while orders were still open on it. No Machine can move such an
-// order on, so instead of leaving it in flight for every sweep to trip
+// catalog while orders were still open on it. It reads only m.Policy (the
+// record's Definition is not deployed: Machine{Policy: p}.Stranded) and
+// pins the change to the record's own version. No definition can move such
+// an order on, so instead of leaving it in flight for every sweep to trip
 // over, it stops where it is, in Error (or CompensationFailed when it was
 // undoing), and owes an operator an alert (AlertWorkflowMissing): deploy
 // the version again, then resubmit the order, which carries on from its
@@ -20,11 +22,12 @@ const StrandedPrefix = "workflow version not deployed: "
 // Machine.Expired. The fence is the state, Attempt, CompleteBy and version
 // seen, so of two Supervisors exactly one write wins; false means nothing
 // is due.
-func Stranded(seen State, p Policy, now time.Time) (c Change, ok bool) {
+func (m Machine) Stranded(seen State, now time.Time) (c Change, ok bool) {
+	p := m.Policy
 	if now.Before(seen.CompleteBy) {
 		return Change{}, false
 	}
-	c = Change{OrderID: seen.OrderID, Fence: Fence{Workflow: seen.Workflow, In: []ProcessState{seen.ProcessState},
+	c = Change{OrderID: seen.OrderID, Fence: Fence{In: []ProcessState{seen.ProcessState},
 		Attempt: ptr(seen.Attempt), CompleteBy: seen.CompleteBy}}
 	c.Patch.Now = now
 	c.Patch.CompleteBy = now.Add(p.AlertTimeout)
@@ -50,6 +53,7 @@ func Stranded(seen State, p Policy, now time.Time) (c Change, ok bool) {
 	default:
 		return Change{}, false
 	}
+	pin(&c, seen.Workflow)
 	// Stranded orders stop where they are: nothing moves them on but an
 	// operator, whose change bounds them anew.
 	p.retain(&c, seen, 0)
