@@ -183,7 +183,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	})
 	allowTable(scheduler.role, state, "dynamodb:UpdateItem", "dynamodb:GetItem")
 	// Confirming an alert keeps the order's orders item for good, in the
-	// same transaction (workflow.AlertSent).
+	// same transaction (workflow.Machine.AlertSent).
 	allowTable(scheduler.role, orders, "dynamodb:UpdateItem")
 	for _, name := range agentNames {
 		allowSend(scheduler.role, queues.agents[name].main)

@@ -17,7 +17,7 @@ type Sender interface {
 var _ Sender = (*Publisher)(nil)
 
 // Confirmer records in the state store that an order's alert went out, by
-// applying workflow.AlertSent.
+// applying workflow.Machine.AlertSent.
 type Confirmer interface {
 	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
 }
@@ -32,7 +32,7 @@ func Deliver(ctx context.Context, s Sender, c Confirmer, a Alert, now time.Time,
 		log.Warn("alert not published; the Supervisor will retry", "error", err)
 		return
 	}
-	if _, err := c.Apply(ctx, workflow.AlertSent(a.OrderID, a.Attempt, now)); err != nil && !errors.Is(err, workflow.ErrStale) {
+	if _, err := c.Apply(ctx, workflow.Machine{}.AlertSent(a.OrderID, a.Attempt, now)); err != nil && !errors.Is(err, workflow.ErrStale) {
 		log.Warn("alert published but not confirmed; it may be sent again", "error", err)
 	}
 }

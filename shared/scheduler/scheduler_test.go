@@ -907,7 +907,7 @@ func TestReplyFailed(t *testing.T) {
 	if published := f.Publish.Published(); len(published) != 1 || !reflect.DeepEqual(published[0], wantAlert) {
 		t.Fatalf("published = %+v, want [%+v]", published, wantAlert)
 	}
-	if got, want := f.Store.Changes("alert-sent"), workflow.AlertSent(orderC, 3, testNow); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+	if got, want := f.Store.Changes("alert-sent"), (workflow.Machine{}).AlertSent(orderC, 3, testNow); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Fatalf("confirmations = %+v, want [%+v]", got, want)
 	}
 }

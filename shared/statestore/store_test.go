@@ -191,7 +191,7 @@ func TestAChangeOfAnOrderWithoutItsOrdersItemIsWrittenAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := workflow.AlertSent("o-orphan", st.Attempt, now.Add(time.Second))
+	c := workflow.Machine{}.AlertSent("o-orphan", st.Attempt, now.Add(time.Second))
 	got, err := s.Apply(ctx, c)
 	if err != nil || got.AlertPending || got.InFlight {
 		t.Fatalf("alert confirmed without an orders item: %+v, %v", got, err)

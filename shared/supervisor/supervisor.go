@@ -108,12 +108,12 @@ func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 
 // decide is what recovering seen takes, by the workflow version it is
 // pinned to; one the deployment does not run stops the order with an
-// alert (workflow.Stranded) rather than leave it for every run to find.
+// alert (workflow.Machine.Stranded) rather than leave it for every run to find.
 func (h *Handler) decide(seen workflow.State, now time.Time, log *slog.Logger) (workflow.Change, bool) {
 	mach, err := h.cfg.Machine(seen.Workflow)
 	if err != nil {
 		log.Error("the order's workflow version is not deployed", "error", err)
-		return workflow.Stranded(seen, h.cfg.Policy, now)
+		return workflow.Machine{Policy: h.cfg.Policy}.Stranded(seen, now)
 	}
 	return mach.Expired(seen, now)
 }

@@ -299,7 +299,7 @@ func TestRunRecoveryKinds(t *testing.T) {
 				if got := f.Publish.Published()[0]; !reflect.DeepEqual(got, wantAlert) {
 					t.Errorf("published\n%+v\nwant\n%+v", got, wantAlert)
 				}
-				if got, want := f.Store.Changes("alert-sent"), workflow.AlertSent(orderA, st.Attempt, testNow); !reflect.DeepEqual(got, []workflow.Change{want}) {
+				if got, want := f.Store.Changes("alert-sent"), (workflow.Machine{}).AlertSent(orderA, st.Attempt, testNow); !reflect.DeepEqual(got, []workflow.Change{want}) {
 					t.Errorf("confirmations %+v, want [%+v]", got, want)
 				}
 				if after := f.Store.Record(t, orderA); after.AlertPending || after.InFlight {

@@ -145,12 +145,14 @@ func TestChangesArePinnedToTheirVersion(t *testing.T) {
 func TestStranded(t *testing.T) {
 	t.Parallel()
 	m := Machine{Def: twoVersions().Definitions[0], Policy: testPol}
+	// lost decides for a record whose version is not deployed: no Def.
+	lost := Machine{Policy: testPol}
 	running := m.Accept("o-1", []byte(`{}`), "submission/1", mt0)
-	if _, ok := Stranded(running, testPol, running.CompleteBy.Add(-time.Second)); ok {
+	if _, ok := lost.Stranded(running, running.CompleteBy.Add(-time.Second)); ok {
 		t.Fatal("stranded before its CompleteBy")
 	}
 	now := running.CompleteBy
-	c, ok := Stranded(running, testPol, now)
+	c, ok := lost.Stranded(running, now)
 	if !ok || c.Alert != AlertWorkflowMissing || c.Transition != TransitionStranded || c.Fence.Workflow != "order-v1" {
 		t.Fatalf("change %+v", c)
 	}
@@ -161,17 +163,17 @@ func TestStranded(t *testing.T) {
 	}
 	// Its alert, unconfirmed, is owed again after the alert timeout, as
 	// the same kind.
-	again, ok := Stranded(stopped, testPol, stopped.CompleteBy)
+	again, ok := lost.Stranded(stopped, stopped.CompleteBy)
 	if !ok || again.Alert != AlertWorkflowMissing || !again.Fence.AlertPending || again.Patch.State != "" {
 		t.Fatalf("resend %+v", again)
 	}
-	if _, ok := Stranded(apply(t, stopped, AlertSent("o-1", stopped.Attempt, now)), testPol, now.Add(time.Hour)); ok {
+	if _, ok := lost.Stranded(apply(t, stopped, Machine{}.AlertSent("o-1", stopped.Attempt, now)), now.Add(time.Hour)); ok {
 		t.Fatal("a confirmed alert owed again")
 	}
 
 	undoing := running
 	undoing.ProcessState = Compensating
-	c, _ = Stranded(undoing, testPol, now)
+	c, _ = lost.Stranded(undoing, now)
 	if got := apply(t, undoing, c); got.ProcessState != CompensationFailed || got.Steps[0].Compensation != StepFailed {
 		t.Fatalf("stranded undo: %s, step %+v", got.ProcessState, got.Steps[0])
 	}

@@ -145,7 +145,7 @@ type Patch struct {
 	// takes it out.
 	InFlight *bool
 	// ExpiresAt, when set, is the record's TTL: the change ends the order
-	// (Machine.retain). Unexpire removes it: the change reopens the order.
+	// (Policy.retain). Unexpire removes it: the change reopens the order.
 	ExpiresAt time.Time
 	Unexpire  bool
 	// Seal removes OpenUntil: the change ends the order for good, or its

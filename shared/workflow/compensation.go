@@ -1,9 +1,6 @@
 package workflow
 
-import (
-	"fmt"
-	"strings"
-)
+import "strings"
 
 // The compensation plan is pure: steps run in order, so when an order stops
 // at step k every step before k has succeeded, and what must be undone
@@ -68,56 +65,6 @@ const (
 	StopCancel StopReason = "cancel"
 	// StopDispatch: the step's request could not be sent MaxFailures times.
 	StopDispatch StopReason = "dispatch"
-)
-
-// Status is what a client is told of an order: the event a change of the
-// record means. It depends only on the committed record, so the event
-// publisher derives it from each stored image.
-type Status string
-
-const (
-	StatusAccepted           Status = "accepted"
-	StatusProcessing         Status = "processing"
-	StatusProcessed          Status = "processed"
-	StatusError              Status = "error"
-	StatusCompensating       Status = "compensating"
-	StatusCompensated        Status = "compensated"
-	StatusCompensationFailed Status = "compensation-failed"
-	StatusCancelled          Status = "cancelled"
-)
-
-// StatusOf returns the client status of a record. A record goes from
-// accepted to processing when it moves past its first step, and it is
-// compensating step N while step N is undone, whether or not a Scheduler has
-// claimed it.
-func StatusOf(s State) Status {
-	switch s.ProcessState {
-	case Pending, Processing:
-		if s.EventSeq <= 1 {
-			return StatusAccepted
-		}
-		return StatusProcessing
-	case Processed:
-		return StatusProcessed
-	case Error:
-		return StatusError
-	case CompensationPending, Compensating:
-		return StatusCompensating
-	case Compensated:
-		return StatusCompensated
-	case CompensationFailed:
-		return StatusCompensationFailed
-	case Cancelled:
-		return StatusCancelled
-	}
-	return Status("unknown")
-}
-
-// ErrNotCancellable and ErrNotResubmittable are returned for a request the
-// record's state does not allow.
-var (
-	ErrNotCancellable   = fmt.Errorf("order cannot be cancelled in its state: %w", ErrConflict)
-	ErrNotResubmittable = fmt.Errorf("order can only be resubmitted from Error or CompensationFailed: %w", ErrConflict)
 )
 
 // Stop is how a record leaves the forward path: where its compensation
@@ -202,12 +149,4 @@ func (d Definition) notUndoable(k int, residue []string, reason string) string {
 		has = " and have no undo; "
 	}
 	return Clip(NotUndoablePrefix+strings.Join(parts, ", ")+has+reason, MaxErrorBytes)
-}
-
-// CanCancel reports whether a cancel request applies to a record: an order
-// still going forward, or one in Error, which may hold applied effects (a
-// step that cannot be undone, or a record stopped by an older release) that
-// a cancel undoes.
-func CanCancel(s State) bool {
-	return s.ProcessState == Pending || s.ProcessState == Processing || s.ProcessState == Error
 }

@@ -232,7 +232,7 @@ func TestMachine(t *testing.T) {
 			transition: TransitionResubmitted, handback: &Handback{Undo: true, Reason: "resubmitted"}},
 	}, {
 		name: "an alert confirmed takes the record out of the index", before: []func(State) Change{claim, rejected, undoRejected},
-		event: func(s State) Change { return AlertSent(s.OrderID, s.Attempt, s.UpdatedAt.Add(time.Second)) },
+		event: func(s State) Change { return Machine{}.AlertSent(s.OrderID, s.Attempt, s.UpdatedAt.Add(time.Second)) },
 		want:  want{state: CompensationFailed, attempt: 2, lastError: "compensation"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -311,7 +311,7 @@ func TestFencesRefuseWhatTheDecisionDidNotSee(t *testing.T) {
 			c, _ := m.Expired(old, running.CompleteBy)
 			return c
 		}()},
-		{"an alert confirmation of a record that owes none", AlertSent("o-1", running.Attempt, running.UpdatedAt)},
+		{"an alert confirmation of a record that owes none", Machine{}.AlertSent("o-1", running.Attempt, running.UpdatedAt)},
 	} {
 		if tc.c.Fence.Admits(running) {
 			t.Errorf("%s: admitted", tc.name)

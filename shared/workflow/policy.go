@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/sasflow/sas/shared/config"
@@ -115,16 +114,6 @@ func (p Policy) Backoff(failures int) time.Duration {
 	return min(d, p.BackoffMax)
 }
 
-// Cause says why a claimed step or undo failed to run.
-type Cause string
-
-const (
-	// CauseTimeout: CompleteBy passed without a committed reply.
-	CauseTimeout Cause = "timeout"
-	// CauseDispatch: the request could not be sent to its agent's queue.
-	CauseDispatch Cause = "dispatch"
-)
-
 // requeueWait is how long a requeued record waits for a claim: ClaimTimeout,
 // doubled for each earlier requeue (up to 16 times, and no more than 15
 // minutes unless ClaimTimeout itself is longer). A record stays unclaimed
@@ -134,13 +123,4 @@ const (
 func (p Policy) requeueWait(requeues int) time.Duration {
 	wait := p.ClaimTimeout << min(max(requeues, 0), 4)
 	return min(wait, max(p.ClaimTimeout, 15*time.Minute))
-}
-
-// DispatchFailurePrefix starts the LastError of a failed dispatch, so an
-// alert re-sent later still says what failed.
-const DispatchFailurePrefix = "dispatch of "
-
-// TimeoutMessage is the LastError of a claim whose CompleteBy passed.
-func TimeoutMessage(s State) string {
-	return fmt.Sprintf("%s%s attempt %d%s%s", timeoutPrefix, s.Step, s.Attempt, timeoutMarker, s.CompleteBy.UTC().Format(time.RFC3339))
 }

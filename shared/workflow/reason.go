@@ -1,9 +1,11 @@
 package workflow
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // A record keeps the whole cause of a failure, for operators: LastError and
@@ -43,10 +45,13 @@ type Reason struct {
 }
 
 // The texts the producers write and the classifier reads, with
-// DispatchFailurePrefix (policy.go) and StrandedPrefix (stranded.go).
+// StrandedPrefix (recovery.go) and NotUndoablePrefix (compensation.go).
 // TestReasonOfEveryProducer holds the producers that spell them out
 // (Machine.Cancel, Machine.DispatchFailed) to them.
 const (
+	// DispatchFailurePrefix starts the LastError of a failed dispatch, so
+	// an alert re-sent later still says what failed.
+	DispatchFailurePrefix = "dispatch of "
 	// UndoRejectedPrefix starts the LastError of an undo its service
 	// refused, before RejectionMessage's text.
 	UndoRejectedPrefix = "compensation "
@@ -70,6 +75,11 @@ const (
 	strandedAt  = "the order stopped at step "
 	strandedEnd = ";"
 )
+
+// TimeoutMessage is the LastError of a claim whose CompleteBy passed.
+func TimeoutMessage(s State) string {
+	return fmt.Sprintf("%s%s attempt %d%s%s", timeoutPrefix, s.Step, s.Attempt, timeoutMarker, s.CompleteBy.UTC().Format(time.RFC3339))
+}
 
 // outputFaults are the fault codes of a step whose result could not be
 // used: the agent's and the Scheduler's own (shared/agent CodeInvalidOutput,

@@ -62,7 +62,7 @@ func dispatchRefused(s State) Change {
 	return machineOf().DispatchFailed(s, s.UpdatedAt.Add(time.Second), leak)
 }
 func stranded(s State) Change {
-	c, ok := Stranded(s, testPol, s.CompleteBy)
+	c, ok := Machine{Policy: testPol}.Stranded(s, s.CompleteBy)
 	if !ok {
 		panic("not stranded")
 	}

@@ -14,7 +14,7 @@ import (
 // cancelled.
 //
 // The state record's ExpiresAt is set by the write that ends the order
-// for good (retain). The orders item must live as long as its record (the
+// for good (Policy.retain). The orders item must live as long as its record (the
 // owner's listing reads it), but it is written once, at submission, with a
 // TTL fixed then: OrderExpiresAt, twice Retention after the creation. So
 // the record carries OpenUntil, Retention after the creation less the
@@ -66,21 +66,10 @@ func (p Policy) openUntil(at time.Time, run time.Duration) time.Time { return p.
 func (m Machine) KeyExpiresAt(createdAt time.Time) time.Time { return m.Policy.expiry(createdAt) }
 
 // retain adds to c what the change does to the record's and the orders
-// item's TTLs, and pins it to the version that decided it. Every public
-// method of the Machine that returns a Change runs it last; seen is the
-// record the change was decided on, when there was one (zero for an
-// agent's reply, which the Scheduler commits without reading).
-func (m Machine) retain(c *Change, seen State) {
-	if c.OrderID != "" {
-		// Run last in every public method, it also pins the change to the
-		// version that decided it (Fence.Workflow).
-		c.Fence.Workflow = m.Def.ID()
-	}
-	m.Policy.retain(c, seen, m.Def.LongestRun())
-}
-
-// retain is Machine.retain's part that needs no definition but the
-// longest run of its workflow's orders (Definition.LongestRun).
+// item's TTLs. Every Machine method that returns a Change runs it last
+// (Machine.decided; Stranded directly); seen is the record the change was
+// decided on, when there was one, and run the longest run of its
+// workflow's orders (Definition.LongestRun).
 func (p Policy) retain(c *Change, seen State, run time.Duration) {
 	if c.OrderID == "" {
 		return

@@ -42,7 +42,7 @@ func TestRetention(t *testing.T) {
 			return m.UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{}`), s.Cancelled, "sched", at(s))
 		}
 	}
-	alertSent := func(s State) Change { return AlertSent(s.OrderID, s.Attempt, at(s)) }
+	alertSent := func(s State) Change { return Machine{}.AlertSent(s.OrderID, s.Attempt, at(s)) }
 	resubmitOf := func(m Machine) func(State) Change {
 		return func(s State) Change {
 			c, err := m.Resubmit(s, at(s))
@@ -203,7 +203,7 @@ func TestNothingThatWaitsForAnOperatorExpires(t *testing.T) {
 	// good: the order is CompensationFailed, its alert is confirmed.
 	s = apply(t, s, m.StepRejected(s.OrderID, 0, s.Attempt, "no", false, "sched", created.Add(time.Second)))
 	s = apply(t, s, m.UndoRejected(s.OrderID, 0, s.Attempt, "undo: down", created.Add(2*time.Second)))
-	s = apply(t, s, AlertSent(s.OrderID, s.Attempt, s.UpdatedAt.Add(time.Second)))
+	s = apply(t, s, Machine{}.AlertSent(s.OrderID, s.Attempt, s.UpdatedAt.Add(time.Second)))
 	if s.ProcessState != CompensationFailed || !s.ExpiresAt.IsZero() {
 		t.Fatalf("%s, ExpiresAt %v: want CompensationFailed, never expiring", s.ProcessState, s.ExpiresAt)
 	}

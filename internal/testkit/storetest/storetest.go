@@ -240,7 +240,7 @@ func refuseDispatch(s workflow.State, now time.Time) workflow.Change {
 }
 
 func alertSent(s workflow.State, now time.Time) workflow.Change {
-	return workflow.AlertSent(s.OrderID, s.Attempt, now)
+	return workflow.Machine{}.AlertSent(s.OrderID, s.Attempt, now)
 }
 
 func cancel(s workflow.State, now time.Time) workflow.Change {
@@ -328,7 +328,7 @@ func fences(t *testing.T, s statestore.Port) {
 		{"a claim of a claimed step", machine.Claim("o-fence", 0, false, "other", t0.Add(2*time.Second))},
 		{"an undo reply while the step runs", machine.UndoCompleted("o-fence", 0, running.Attempt, nil, false, "s", t0.Add(2*time.Second))},
 		{"a recovery of a deadline that moved", recovery},
-		{"an alert confirmation of a record that owes none", workflow.AlertSent("o-fence", running.Attempt, t0.Add(2*time.Second))},
+		{"an alert confirmation of a record that owes none", workflow.Machine{}.AlertSent("o-fence", running.Attempt, t0.Add(2*time.Second))},
 		{"a change of a missing order", machine.Claim("o-missing", 0, false, "s", t0)},
 		// A message naming another version than the order's: its decision
 		// was made by the wrong definition.
@@ -801,7 +801,7 @@ func ordersItemMovesWithTheRecord(t *testing.T, s statestore.Port) {
 	ctx := context.Background()
 	st := accept(t, s, plain, "o-both", "owner-a", t0)
 	st = apply(t, s, st.OrderID, timed{rejectPlain, t0.Add(time.Second)})
-	stale := workflow.AlertSent(st.OrderID, st.Attempt+1, t0.Add(2*time.Second))
+	stale := workflow.Machine{}.AlertSent(st.OrderID, st.Attempt+1, t0.Add(2*time.Second))
 	if _, err := s.Apply(ctx, stale); !errors.Is(err, workflow.ErrStale) {
 		t.Fatalf("a stale alert confirmed: %v, want ErrStale", err)
 	}
@@ -809,7 +809,7 @@ func ordersItemMovesWithTheRecord(t *testing.T, s statestore.Port) {
 		t.Fatalf("after a stale change the order expires at %v, %v; want %v", o.ExpiresAt, err, plain.OrderExpiresAt(t0))
 	}
 	same(t, "after a stale change", get(t, s, "o-both"), st)
-	written, err := s.Apply(ctx, workflow.AlertSent(st.OrderID, st.Attempt, t0.Add(3*time.Second)))
+	written, err := s.Apply(ctx, workflow.Machine{}.AlertSent(st.OrderID, st.Attempt, t0.Add(3*time.Second)))
 	if err != nil || written.AlertPending || !written.OpenUntil.IsZero() {
 		t.Fatalf("alert confirmed: %+v, %v", written, err)
 	}

@@ -1,0 +1,94 @@
+package workflow
+
+import (
+	"fmt"
+	"time"
+)
+
+// The operators' decisions: cancel an order, resubmit a stopped one.
+
+// ErrNotCancellable and ErrNotResubmittable are returned for a request the
+// record's state does not allow.
+var (
+	ErrNotCancellable   = fmt.Errorf("order cannot be cancelled in its state: %w", ErrConflict)
+	ErrNotResubmittable = fmt.Errorf("order can only be resubmitted from Error or CompensationFailed: %w", ErrConflict)
+)
+
+// CanCancel reports whether a cancel request applies to a record: an order
+// still going forward, or one in Error, which may hold applied effects (a
+// step that cannot be undone, or a record stopped by an older release) that
+// a cancel undoes.
+func CanCancel(s State) bool {
+	return s.ProcessState == Pending || s.ProcessState == Processing || s.ProcessState == Error
+}
+
+// Cancel stops an order still going forward, or closes one in Error,
+// undoing whatever may have been applied and can be (Definition.StopAt with
+// StopCancel): its compensation waits for a claim until claimBy, or it is
+// Cancelled outright; a compensation a cancel started ends Cancelled too
+// (UndoCompleted). A step that may have been applied and has no undo is
+// named in LastError and told to the operators at once (Notice). It takes
+// a new Attempt, so the reply of an agent still working on the step is
+// refused as stale. An order in Error keeps its failed step's history and
+// LastError, which named such a step already; its alert is no longer owed.
+func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error) {
+	defer m.decided(&c, seen)
+	if !CanCancel(seen) {
+		return Change{}, fmt.Errorf("cancel %s: %w", seen.OrderID, ErrNotCancellable)
+	}
+	c = Change{OrderID: seen.OrderID, Transition: TransitionCancelled,
+		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
+	p := &c.Patch
+	p.Now, p.Notify, p.Cancel, p.NextAttempt = now, true, true, true
+	stop := m.Def.StopAt(seen.StepIndex, Uncertain(seen), StopCancel)
+	if seen.ProcessState == Error {
+		p.AlertPending = ptr(false)
+	} else {
+		msg := CancelledPrefix + seen.Step
+		stopStep(p, seen.StepIndex, StepCancelled, msg)
+		if len(stop.Residue) > 0 {
+			p.LastError = ptr(m.Def.notUndoable(seen.StepIndex, stop.Residue, msg))
+		}
+	}
+	if len(stop.Residue) > 0 {
+		c.Notice = AlertNotUndoable
+	}
+	if stop.UndoFrom < 0 {
+		p.State, p.InFlight = stop.Terminal, ptr(false)
+		return c, nil
+	}
+	if stop.UndoFrom >= len(seen.Steps) {
+		return Change{}, fmt.Errorf("cancel %s: step %d to undo is not in its history", seen.OrderID, stop.UndoFrom)
+	}
+	startUndo(p, stop.UndoFrom, m.Def.Steps[stop.UndoFrom].Name)
+	// An Error record whose alert went out has left the Supervisor's
+	// index; its compensation must be watched again.
+	p.CompleteBy, p.InFlight = claimBy, ptr(true)
+	c.Handback = &Handback{StepIndex: stop.UndoFrom, Undo: true, Reason: "cancelled"}
+	return c, nil
+}
+
+// Resubmit is an operator's restart of a stopped order: from its failed step
+// for Error, from its failed undo for CompensationFailed, with a fresh
+// FailureCount. The fence is the state and Attempt seen, so of two operators
+// resubmitting at once exactly one wins.
+func (m Machine) Resubmit(seen State, now time.Time) (c Change, err error) {
+	defer m.decided(&c, seen)
+	c = Change{OrderID: seen.OrderID, Transition: TransitionResubmitted,
+		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
+	p := &c.Patch
+	sp := p.step(seen.StepIndex)
+	switch seen.ProcessState {
+	case Error:
+		p.State, sp.State = Pending, StepPending
+	case CompensationFailed:
+		p.State, sp.Compensation = CompensationPending, StepPending
+	default:
+		return Change{}, fmt.Errorf("order %s is %s: %w", seen.OrderID, seen.ProcessState, ErrNotResubmittable)
+	}
+	p.Now, p.Notify, p.Resubmit = now, true, true
+	p.FailureCount, p.AlertPending, p.InFlight = ptr(0), ptr(false), ptr(true)
+	p.CompleteBy = now.Add(m.Policy.ClaimTimeout)
+	c.Handback = &Handback{StepIndex: seen.StepIndex, Undo: p.State == CompensationPending, Reason: "resubmitted"}
+	return c, nil
+}

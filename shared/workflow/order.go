@@ -1,0 +1,65 @@
+package workflow
+
+import (
+	"time"
+)
+
+// Item is one order line.
+type Item struct {
+	SKU            string `json:"sku" dynamodbav:"sku"`
+	Quantity       int    `json:"quantity" dynamodbav:"quantity"`
+	UnitPriceCents int64  `json:"unitPriceCents" dynamodbav:"unitPriceCents"`
+}
+
+// Order is the business record kept in the orders table.
+type Order struct {
+	OrderID    string `json:"orderId" dynamodbav:"OrderID"`
+	CustomerID string `json:"customerId" dynamodbav:"CustomerID"`
+	// ClientID, when set, names the client application to notify of the
+	// order's progress on the order-events topic.
+	ClientID string `json:"clientId,omitempty" dynamodbav:"ClientID,omitempty"`
+	// Owner is the caller who submitted the order: the IAM principal API
+	// Gateway authenticated. Only its owner reads or lists an order.
+	Owner      string `json:"-" dynamodbav:"Owner,omitempty"`
+	Currency   string `json:"currency" dynamodbav:"Currency"`
+	Items      []Item `json:"items" dynamodbav:"Items"`
+	TotalCents int64  `json:"totalCents" dynamodbav:"TotalCents"`
+	// IdempotencyKey is the client's Idempotency-Key header, if it sent one.
+	IdempotencyKey string `json:"-" dynamodbav:"IdempotencyKey,omitempty"`
+	// RequestHash fingerprints the request body so a replay with the same key
+	// but another body is told apart from a true retry.
+	RequestHash string    `json:"-" dynamodbav:"RequestHash"`
+	CreatedAt   time.Time `json:"createdAt" dynamodbav:"CreatedAt"`
+	// ExpiresAt is when the order is deleted (Machine.OrderExpiresAt): the
+	// orders table's TTL, in whole seconds; zero for an order written
+	// before retention existed, which never expires. The store writes it,
+	// and moves it with the rare changes that keep the order open longer
+	// (Patch.OrderExpiresAt, Patch.KeepOrder), so it outlives its record.
+	ExpiresAt time.Time `json:"-" dynamodbav:"-"`
+	// KeyExpiresAt is when the store forgets IdempotencyKey
+	// (Machine.KeyExpiresAt): until then a request with the key is
+	// answered with this order; from then on it makes a new one.
+	KeyExpiresAt time.Time `json:"-" dynamodbav:"-"`
+}
+
+// KeyUse is what the store remembers of an Idempotency-Key: the order it
+// made, and the fingerprint of the request that made it.
+type KeyUse struct {
+	OrderID, Owner, RequestHash string
+}
+
+// Expired reports whether the order is past its ExpiresAt at now: gone,
+// whether or not DynamoDB's TTL has deleted it yet.
+func (o Order) Expired(now time.Time) bool { return pastTTL(o.ExpiresAt, now) }
+
+// pastTTL reports whether at, a TTL (zero: none), has come at now.
+func pastTTL(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
+
+// IdempotencyKey is the key an Agent passes to the remote service for a step:
+// the same for every retry of that step of that order, so the remote service
+// applies the effect at most once.
+func IdempotencyKey(orderID, step string) string { return orderID + "/" + step }
+
+// CompensationKey is the key of the compensation of a step: its own, stable
+// for every retry of the compensation, so the remote undoes at most once.
+func CompensationKey(orderID, step string) string { return orderID + "/" + step + "/undo" }
