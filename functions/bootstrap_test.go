@@ -40,6 +40,7 @@ import (
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -727,12 +728,12 @@ func TestBootstrapTimerAndDeadline(t *testing.T) {
 // requiredVariables are, per function, a variable its configuration cannot
 // do without.
 var requiredVariables = map[string]string{
-	"Submission": "ORDERS_TABLE",
-	"Scheduler":  "AGENT_QUEUE_URLS",
-	"Supervisor": "STATE_TABLE",
-	"Notifier":   "ORDER_EVENTS_TOPIC_ARN",
-	"Timer":      "DEADLINE_QUEUE_URL",
-	"Deadline":   "DEADLINE_QUEUE_URL",
+	"Submission": topology.EnvOrdersTable,
+	"Scheduler":  topology.EnvAgentQueueURLs,
+	"Supervisor": topology.EnvStateTable,
+	"Notifier":   topology.EnvOrderEventsTopicARN,
+	"Timer":      topology.EnvDeadlineQueueURL,
+	"Deadline":   topology.EnvDeadlineQueueURL,
 }
 
 // A function whose environment lacks a required variable does not start:
@@ -746,7 +747,7 @@ func TestBootstrapMissingVariableIsAnInitError(t *testing.T) {
 		cases[k] = v
 	}
 	for _, st := range workflow.Reference().Steps {
-		cases["Agent"+pascal(st.Name)] = "RESPONSE_QUEUE_URL"
+		cases["Agent"+pascal(st.Name)] = topology.EnvResponseQueueURL
 	}
 	for id, variable := range cases {
 		t.Run(id, func(t *testing.T) {
