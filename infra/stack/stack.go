@@ -1,7 +1,15 @@
 // Package stack is the AWS CDK definition of the whole system: the tables,
-// queues, topics and functions of shared/, wired the way internal/localstack/wiring wires
-// them to the local engines, plus the API, the Supervisor's schedule, alarms
-// and a dashboard.
+// queues, topics and functions of shared/, wired the way
+// internal/localstack/wiring wires them to the local engines, plus the API,
+// the Supervisor's schedule, alarms and a dashboard.
+//
+// One file per actor holds everything of it: submission.go (with api.go),
+// scheduler.go, agent.go, supervisor.go (with its fast path's Deadline
+// function), timer.go and notifier.go. Each actor's environment and grants
+// come from its descriptor in shared/topology (actors.go). New composes
+// them with what they share: data.go (tables), messaging.go (queues,
+// topics), functions.go (functions, event sources, environments, grants),
+// observability.go and opsalarms.go (alarms, the dashboard).
 package stack
 
 import (
