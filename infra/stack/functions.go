@@ -222,11 +222,6 @@ func allow(role awsiam.IRole, actions []string, resources ...*string) {
 	}))
 }
 
-// allowTable grants actions on the table itself, not on its indexes.
-func allowTable(role awsiam.IRole, t awsdynamodb.Table, actions ...string) {
-	allow(role, actions, t.TableArn())
-}
-
 // allowSend lets role send to q; SendMessageBatch needs the same action.
 func allowSend(role awsiam.IRole, q awssqs.Queue) {
 	allow(role, []string{"sqs:SendMessage"}, q.QueueArn())
