@@ -40,6 +40,7 @@ import (
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -326,6 +327,17 @@ func (s *system) env(t *testing.T, function string) map[string]string {
 	env := map[string]string{}
 	for k, v := range vars {
 		env[k] = s.resolve(t, v)
+	}
+	// Every variable the descriptor says the stack sets for the actor is
+	// there, and names something this test created locally.
+	want := topology.Describe(folderOf(function)).DeployedEnv()
+	for _, name := range want {
+		if env[name] == "" {
+			t.Fatalf("%s: %s, which the stack sets for the %s, resolves to nothing locally", function, name, folderOf(function))
+		}
+	}
+	if len(env) != len(want) {
+		t.Fatalf("%s sets %d variables for %s, the descriptor %d (%v)", environmentsFile, len(env), function, len(want), want)
 	}
 	none := filepath.Join(t.TempDir(), "none")
 	for k, v := range map[string]string{
@@ -724,15 +736,23 @@ func TestBootstrapTimerAndDeadline(t *testing.T) {
 	}
 }
 
+// folderOf is the functions/ folder (the actor) of the stack's function id.
+func folderOf(id string) string {
+	if strings.HasPrefix(id, "Agent") {
+		return topology.Agent
+	}
+	return strings.ToLower(id)
+}
+
 // requiredVariables are, per function, a variable its configuration cannot
 // do without.
 var requiredVariables = map[string]string{
-	"Submission": "ORDERS_TABLE",
-	"Scheduler":  "AGENT_QUEUE_URLS",
-	"Supervisor": "STATE_TABLE",
-	"Notifier":   "ORDER_EVENTS_TOPIC_ARN",
-	"Timer":      "DEADLINE_QUEUE_URL",
-	"Deadline":   "DEADLINE_QUEUE_URL",
+	"Submission": topology.EnvOrdersTable,
+	"Scheduler":  topology.EnvAgentQueueURLs,
+	"Supervisor": topology.EnvStateTable,
+	"Notifier":   topology.EnvOrderEventsTopicARN,
+	"Timer":      topology.EnvDeadlineQueueURL,
+	"Deadline":   topology.EnvDeadlineQueueURL,
 }
 
 // A function whose environment lacks a required variable does not start:
@@ -746,7 +766,7 @@ func TestBootstrapMissingVariableIsAnInitError(t *testing.T) {
 		cases[k] = v
 	}
 	for _, st := range workflow.Reference().Steps {
-		cases["Agent"+pascal(st.Name)] = "RESPONSE_QUEUE_URL"
+		cases["Agent"+pascal(st.Name)] = topology.EnvResponseQueueURL
 	}
 	for id, variable := range cases {
 		t.Run(id, func(t *testing.T) {
@@ -756,11 +776,7 @@ func TestBootstrapMissingVariableIsAnInitError(t *testing.T) {
 				t.Fatalf("the stack does not set %s for %s", variable, id)
 			}
 			delete(env, variable)
-			folder := strings.ToLower(id)
-			if strings.HasPrefix(id, "Agent") {
-				folder = "agent"
-			}
-			f := s.start(t, folder, id, env)
+			f := s.start(t, folderOf(id), id, env)
 			_, err := f.Invoke(context.Background(), []byte(`{}`))
 			var ie *lambdart.InitError
 			if !errors.As(err, &ie) {

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sasflow/sas/shared/topology"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/environments.json from the synthesized template")
@@ -112,5 +116,31 @@ func TestEnvironmentsFileMatchesTheTemplate(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from the synthesized environments (%v): regenerate it with `cd infra && go test ./stack -run TestEnvironmentsFileMatchesTheTemplate -update`, then run the bootstrap test (go test ./functions) on the local engines\ngot\n%s", environmentsFile, names, got)
+	}
+}
+
+// Each function's environment is exactly what shared/topology's descriptor
+// says the stack sets for its actor: no variable its config reads is left
+// out, and none is set that it does not read.
+func TestEnvironmentsAreTheDescriptors(t *testing.T) {
+	t.Parallel()
+	envs := synthesizedEnvironments(t)
+	seen := map[string]bool{}
+	for path, env := range envs {
+		actor := strings.ToLower(path)
+		if strings.HasPrefix(path, "Agent") {
+			actor = topology.Agent
+		}
+		seen[actor] = true
+		want := slices.Sorted(slices.Values(topology.Describe(actor).DeployedEnv()))
+		got := slices.Sorted(maps.Keys(env))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s's environment is %v; the descriptor of %s says %v", path, got, actor, want)
+		}
+	}
+	for _, a := range topology.Actors() {
+		if !seen[a.Name] {
+			t.Errorf("the stack deploys no function for the %s", a.Name)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package stack
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -219,12 +222,105 @@ func allow(role awsiam.IRole, actions []string, resources ...*string) {
 	}))
 }
 
-// allowTable grants actions on the table itself, not on its indexes.
-func allowTable(role awsiam.IRole, t awsdynamodb.Table, actions ...string) {
-	allow(role, actions, t.TableArn())
-}
-
 // allowSend lets role send to q; SendMessageBatch needs the same action.
 func allowSend(role awsiam.IRole, q awssqs.Queue) {
 	allow(role, []string{"sqs:SendMessage"}, q.QueueArn())
+}
+
+// environment is actor's environment as the stack sets it: each variable of
+// its DeployedEnv (shared/topology's descriptor) with its value from own,
+// or else from common. Those named in late are set once their value
+// exists (AddEnvironment). A variable without a value, or a value of own
+// the actor does not read, stops the synth: the descriptor and the stack
+// disagree.
+func environment(actor topology.Actor, common, own map[string]*string, late ...string) *map[string]*string {
+	env := map[string]*string{}
+	for _, name := range actor.DeployedEnv() {
+		if slices.Contains(late, name) {
+			continue
+		}
+		v, ok := own[name]
+		if !ok {
+			v, ok = common[name]
+		}
+		if !ok {
+			panic(fmt.Sprintf("stack: the %s reads %s, which the stack has no value for", actor.Name, name))
+		}
+		env[name] = v
+	}
+	for name := range own {
+		if _, ok := env[name]; !ok {
+			panic(fmt.Sprintf("stack: the %s does not read %s (topology.Actors)", actor.Name, name))
+		}
+	}
+	return &env
+}
+
+// grant gives f's role the statements of actor.Access (shared/topology's
+// descriptor), in their order: a publish to a topic with its key's grant
+// through SNS (allowPublish), a send queue by queue (allowSend), anything
+// else as one statement on its resources.
+func (b *builder) grant(f *fn, actor topology.Actor, sh *sharedResources) {
+	for _, a := range actor.Access {
+		var arns []*string
+		for _, r := range a.On {
+			arns = append(arns, b.arns(sh, r)...)
+		}
+		switch {
+		case slices.Equal(a.Actions, []string{topology.Publish}):
+			for _, r := range a.On {
+				b.topicOf(sh, r).allowPublish(f.role)
+			}
+		case slices.Equal(a.Actions, []string{topology.SendMessage}):
+			for _, arn := range arns {
+				allow(f.role, a.Actions, arn)
+			}
+		default:
+			allow(f.role, a.Actions, arns...)
+		}
+	}
+}
+
+// arns are the ARNs of the descriptor's resource r.
+func (b *builder) arns(sh *sharedResources, r topology.Resource) []*string {
+	queueARNs := func(steps []string) []*string {
+		out := make([]*string, len(steps))
+		for i, s := range steps {
+			out[i] = sh.queues.agents[s].main.QueueArn()
+		}
+		return out
+	}
+	if table, index, ok := strings.Cut(string(r), "/index/"); ok {
+		return []*string{jsii.String(*b.arns(sh, topology.Resource(table))[0] + "/index/" + index)}
+	}
+	switch r {
+	case topology.OrdersTable:
+		return []*string{sh.orders.TableArn()}
+	case topology.StateTable:
+		return []*string{sh.state.TableArn()}
+	case topology.SchedulerQueue:
+		return []*string{sh.queues.scheduler.main.QueueArn()}
+	case topology.ResponseQueue:
+		return []*string{sh.queues.responses.main.QueueArn()}
+	case topology.DeadlineQueue:
+		return []*string{sh.queues.deadlines.main.QueueArn()}
+	case topology.AgentQueues:
+		return queueARNs(b.cfg.Workflows.AgentNames())
+	case topology.FirstStepQueues:
+		return queueARNs(b.cfg.Workflows.FirstSteps())
+	case topology.AlertTopic, topology.OrderEventsTopic:
+		return []*string{b.topicOf(sh, r).topic.TopicArn()}
+	}
+	panic(fmt.Sprintf("stack: no resource %s to grant on", r))
+}
+
+// topicOf is the descriptor's topic r.
+func (b *builder) topicOf(sh *sharedResources, r topology.Resource) *encryptedTopic {
+	switch r {
+	case topology.AlertTopic:
+		return sh.alerts
+	case topology.OrderEventsTopic:
+		return sh.events
+	}
+	panic(fmt.Sprintf("stack: %s is no topic", r))
 }

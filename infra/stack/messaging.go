@@ -11,7 +11,6 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/topology"
 )
 
@@ -44,22 +43,18 @@ func (q queueSet) all(steps []string) []*workQueue {
 	return append(out, q.deadlines)
 }
 
-// queues declares the scheduler queue, the response queue and one request
-// queue per step name of the live versions. Each visibility timeout is six times the timeout of the
+// queues declares every work queue, each by its owner (scheduler.go,
+// agent.go, supervisor.go), before any function: the actors send to each
+// other's. Each visibility timeout is six times the timeout of the
 // function that consumes it.
 func (b *builder) queues() queueSet {
-	qs := queueSet{
-		scheduler: b.workQueue("SchedulerQueue", topology.SchedulerTimeout),
-		responses: b.workQueue("ResponseQueue", topology.SchedulerTimeout),
-		agents:    map[string]*workQueue{},
-	}
-	// One per step name across the live versions, visible as long as the
-	// longest version of the step runs (its Agent's timeout).
+	qs := queueSet{agents: map[string]*workQueue{}}
+	qs.scheduler, qs.responses = b.schedulerQueues()
+	// One per step name across the live versions.
 	for _, s := range b.cfg.Workflows.Agents() {
-		qs.agents[s.Name] = b.workQueue(pascal(s.Name)+"Queue", topology.AgentTimeout(s))
+		qs.agents[s.Name] = b.agentQueue(s)
 	}
-	qs.deadlines = b.workQueue("DeadlineQueue", topology.DeadlineTimeout)
-	qs.deadlines.delayed = queue.MaxDelay
+	qs.deadlines = b.deadlineQueue()
 	return qs
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sasflow/sas/shared/submission"
-	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -58,77 +57,6 @@ func (b *builder) alarm(alerts *encryptedTopic, id string, props *awscloudwatch.
 	a := awscloudwatch.NewAlarm(b.stack, jsii.String(id), props)
 	a.AddAlarmAction(action)
 	a.AddOkAction(action)
-}
-
-// queueAge is a queue's age alarm: the age of its oldest message that
-// raises it, and the runbook line it carries.
-type queueAge struct {
-	q       *workQueue
-	age     time.Duration
-	runbook string
-}
-
-// queueAges gives every queue its own age alarm. The Agents' request queues
-// and the response queue follow the capacity model: a request is meant to
-// wait in them at most its step's Wait allowance, the admission check
-// shedding new orders long before. The schedule queue holds retries
-// delayed by their backoff, so it alarms at sas:queueAgeAlarm (which must
-// exceed the longest backoff); the deadline queue holds Deadlines delayed
-// until CompleteBy, so it alarms that much past the longest delay.
-func (b *builder) queueAges(queues queueSet, agents map[string]*fn) []queueAge {
-	c := b.cfg.Capacity
-	sched := queues.scheduler
-	out := []queueAge{{q: sched, age: b.cfg.QueueAgeAlarm, runbook: fmt.Sprintf(
-		"The oldest message on %s is older than %v (retries wait there up to %v by design): the Scheduler is failing, throttled or disabled, so new steps and retries are not dispatched. "+
-			"Check the Scheduler's errors, throttles and event source mapping and fix the cause; the queue then drains by itself.",
-		sched.id, b.cfg.QueueAgeAlarm, workflow.DefaultPolicy().BackoffMax)}}
-	resp, respAge := queues.responses, topology.ResponseQueueAgeAlarm(b.cfg.Workflows)
-	out = append(out, queueAge{q: resp, age: respAge, runbook: fmt.Sprintf(
-		"The oldest reply on %s is older than %v, the shortest lease of any live version's step: replies this late reach the Scheduler after their step's CompleteBy, are refused as stale, and the Supervisor retries the step. "+
-			"The Scheduler is failing or throttled: check its errors, throttles and duration and fix the cause.",
-		resp.id, respAge)})
-	// Each Agent queue alarms at its step's longest lease over the live
-	// versions: a request of any version younger than that may still
-	// complete in time.
-	for _, st := range b.cfg.Workflows.Agents() {
-		q, age := queues.agents[st.Name], topology.AgentQueueAgeAlarm(st)
-		out = append(out, queueAge{q: q, age: age, runbook: fmt.Sprintf(
-			"The oldest request on %s is older than %v, step %s's longest lease over the live versions (queue allowance plus budget): requests are outliving their step's budget. "+
-				"The remote service is slower than the capacity model's RemoteLatency (%s=%v) or the %s Agent is throttled or failing. "+
-				"Check %s's errors and duration; then raise %s (now %d) if the service takes more calls at once, or set %s to the service's real p90 latency.",
-			q.id, age, st.Name, ContextRemoteLatency, c.RemoteLatency, st.Name,
-			agents[st.Name].id, ContextRemoteConcurrency, c.RemoteConcurrency, ContextRemoteLatency)})
-	}
-	dl, dlAge := queues.deadlines, b.cfg.QueueAgeAlarm+queues.deadlines.delayed
-	out = append(out, queueAge{q: dl, age: dlAge, runbook: fmt.Sprintf(
-		"The oldest Deadline on %s is older than %v (Deadlines wait there up to %v, until their CompleteBy, by design): the Deadline function is failing, throttled or disabled, "+
-			"so the Supervisor's fast path recovers nothing; the sweep still does, on its schedule. Check the Deadline function's errors and throttles and fix the cause.",
-		dl.id, dlAge, dl.delayed)})
-	return out
-}
-
-// alarms sends every alarm to the operators' topic: a message in any
-// dead-letter queue, an old message on any queue (each at its own age),
-// errors of any function.
-func (b *builder) alarms(alerts *encryptedTopic, queues queueSet, agents map[string]*fn, fns []*fn) {
-	minute := awscdk.Duration_Minutes(jsii.Number(1))
-	for _, q := range queues.all(b.cfg.Workflows.AgentNames()) {
-		b.dlqAlarm(alerts, q.id, q.dlq, fmt.Sprintf("a poison message or a failure that outlived %d receives", b.cfg.MaxReceiveCount), true)
-	}
-	for _, a := range b.queueAges(queues, agents) {
-		b.alarm(alerts, a.q.id+"OldestMessage", &awscloudwatch.AlarmProps{
-			AlarmDescription: jsii.String(a.runbook),
-			Metric:           a.q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: minute, Statistic: jsii.String("Maximum")}),
-			Threshold:        jsii.Number(a.age.Seconds()),
-		})
-	}
-	for _, f := range fns {
-		b.alarm(alerts, f.id+"Errors", &awscloudwatch.AlarmProps{
-			AlarmDescription: jsii.String(fmt.Sprintf("The %s function failed invocations: read its log group for the error.", f.id)),
-			Metric:           f.fn.MetricErrors(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}),
-			Threshold:        jsii.Number(1),
-		})
-	}
 }
 
 // dlqAlarm raises an alarm on the first message in dlq; queueID names what
@@ -181,36 +109,6 @@ func (b *builder) transitionFilters(f *fn) {
 		MetricValue:     jsii.String("1"),
 		Dimensions:      &map[string]*string{TransitionDimension: jsii.String("$." + workflow.TransitionKey)},
 	})
-}
-
-// shedding counts the "order shed" lines of the Submission's log group into
-// ShedMetric, and raises an alarm while orders keep being shed. It returns
-// the metric, for the dashboard.
-func (b *builder) shedding(alerts *encryptedTopic, sub *fn) awslogs.MetricFilter {
-	filter := b.countLines(sub, "OrdersShed", "$.msg", ShedMessage, ShedMetric)
-	c := b.cfg.Capacity
-	// Shedding a burst for a while is the admission check at work, not an
-	// incident. Shedding is bursty under overload, too: clients wait out
-	// Retry-After (1..60 s) and come back together, so a quiet minute does
-	// not mean the overload is over. Orders shed in each of three
-	// consecutive five-minute periods is demand above the model's
-	// capacity for a quarter of an hour; no data (nothing shed) is no
-	// problem.
-	b.alarm(alerts, "OrdersShedSustained", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String(fmt.Sprintf(
-			"New orders have been shed for %v (some in each of %d consecutive %v periods): clients get 429 with Retry-After and nothing is written for them. "+
-				"The Agents are at the capacity model's limit (%.0f orders a second: %s=%d calls at once, %s=%v each): an Agent queue holds more than %s=%v of work (%d requests). "+
-				"Raise %s if the remote service takes more calls at once, or investigate its latency (the Agents' duration, the Agent queues' age alarms). The Submission's \"%s\" log lines name the fullest queue.",
-			ShedAlarmPeriods*ShedAlarmPeriod, ShedAlarmPeriods, ShedAlarmPeriod, c.OrdersPerSecond(),
-			ContextRemoteConcurrency, c.RemoteConcurrency, ContextRemoteLatency, c.RemoteLatency, ContextAdmitWait, c.AdmitWait, c.Backlog(),
-			ContextRemoteConcurrency, ShedMessage)),
-		Metric:             filter.Metric(&awscloudwatch.MetricOptions{Period: duration(ShedAlarmPeriod), Statistic: jsii.String("Sum")}),
-		Threshold:          jsii.Number(0),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-		EvaluationPeriods:  jsii.Number(ShedAlarmPeriods),
-		DatapointsToAlarm:  jsii.Number(ShedAlarmPeriods),
-	})
-	return filter
 }
 
 // transitionLabels name the transitions on the dashboard, with the state an

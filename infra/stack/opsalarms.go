@@ -2,13 +2,11 @@ package stack
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -21,14 +19,6 @@ import (
 // ErrorLinesMetric counts the ERROR lines of every function's log group,
 // without a dimension, so that all functions add up in one metric.
 const ErrorLinesMetric = "ErrorLines"
-
-// NotifierSkippedMetric counts the stream records the Notifier skipped as
-// poison: each is an event no client received.
-const NotifierSkippedMetric = "NotifierSkippedRecords"
-
-// NotifierSkippedMessage begins the msg of the Notifier's log line for a
-// stream record it skipped as poison.
-const NotifierSkippedMessage = actor.RecordSkipped
 
 // BatchItemFailuresMetric counts the records the SQS and stream handlers
 // reported as batch item failures, from their actor.BatchItemFailed lines.
@@ -48,10 +38,6 @@ const (
 	API5xxPeriod    = 5 * time.Minute
 	API5xxThreshold = 5
 )
-
-// SupervisorHeartbeatPeriods is how many periods without a Supervisor
-// invocation raise the heartbeat alarm.
-const SupervisorHeartbeatPeriods = 2
 
 // maxAlarmMetrics is the most metrics a CloudWatch metric math alarm may use.
 const maxAlarmMetrics = 10
@@ -86,42 +72,6 @@ func (b *builder) countMetric(name, label string) awscloudwatch.Metric {
 		props.Label = jsii.String(label)
 	}
 	return awscloudwatch.NewMetric(props)
-}
-
-// notifierSkipped counts the stream records the Notifier skipped as poison
-// and raises an alarm on the first: a client missed an event.
-func (b *builder) notifierSkipped(alerts *encryptedTopic, notifier *fn) awscloudwatch.IMetric {
-	filter := b.countLines(notifier, "SkippedRecords", "$.msg", NotifierSkippedMessage+"*", NotifierSkippedMetric)
-	metric := func(label *string) awscloudwatch.Metric {
-		return filter.Metric(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Sum"), Label: label})
-	}
-	b.alarm(alerts, "NotifierSkippedRecordsAlarm", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String(fmt.Sprintf(
-			"The %s skipped a state table stream record it could not read or turn into an event (\"%s\" in its log group, with the sequenceNumber): that order's client missed an event. "+
-				"Read the line's error; the order's current status is still right (`sasctl show`), so tell the client or have it re-read the order, and fix the writer or the Notifier.",
-			notifier.id, NotifierSkippedMessage)),
-		Metric:    metric(nil),
-		Threshold: jsii.Number(1),
-	})
-	return metric(jsii.String("Notifier skipped records"))
-}
-
-// api5xx raises an alarm on the HTTP API's server errors. A count, not a
-// rate: at a trickle one failed request of two is a 50% rate, and at full
-// load a rate hides hundreds of failed submissions. API5xxThreshold in
-// API5xxPeriod lets an isolated 5xx (a cold start past the integration
-// timeout, one Lambda throttle), which SDK clients retry, pass, and fires on
-// anything that keeps failing.
-func (b *builder) api5xx(alerts *encryptedTopic, stage awsapigatewayv2.HttpStage, submission *fn) awscloudwatch.IMetric {
-	b.alarm(alerts, "Api5xx", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String(fmt.Sprintf(
-			"The orders API answered %d or more 5xx within %v: clients' requests failed. The %s function's ERROR lines carry the requestId (and its errors alarm may be up too); "+
-				"a 5xx without one is the integration: the function throttled (see FunctionThrottles) or timed out. The API's access log group has each request's status and integration error.",
-			API5xxThreshold, API5xxPeriod, submission.id)),
-		Metric:    stage.MetricServerError(&awscloudwatch.MetricOptions{Period: duration(API5xxPeriod), Statistic: jsii.String("Sum")}),
-		Threshold: jsii.Number(API5xxThreshold),
-	})
-	return stage.MetricServerError(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Sum"), Label: jsii.String("API 5xx")})
 }
 
 // countLines counts the JSON log lines of f whose field equals value (a
@@ -238,43 +188,6 @@ func (b *builder) tableThrottles(alerts *encryptedTopic, tables ...awsdynamodb.T
 	return sums
 }
 
-// scheduleInterval is the interval of an EventBridge rate(...) expression;
-// false for a cron(...) expression.
-func scheduleInterval(expr string) (time.Duration, bool) {
-	m := regexp.MustCompile(`^rate\((\d+) (minute|hour|day)s?\)$`).FindStringSubmatch(expr)
-	if m == nil {
-		return 0, false
-	}
-	n, _ := strconv.Atoi(m[1])
-	unit := map[string]time.Duration{"minute": time.Minute, "hour": time.Hour, "day": 24 * time.Hour}[m[2]]
-	return time.Duration(n) * unit, true
-}
-
-// supervisorHeartbeat raises an alarm when the Supervisor has not run for
-// SupervisorHeartbeatPeriods periods of five minutes (or of its schedule's
-// interval, when that is longer). Missing data is breaching: a disabled
-// rule, a deleted invoke permission or a deleted function emit nothing at
-// all. A cron(...) schedule has no fixed interval and gets no heartbeat.
-func (b *builder) supervisorHeartbeat(alerts *encryptedTopic, supervisor *fn) {
-	every, ok := scheduleInterval(b.cfg.SupervisorSchedule)
-	if !ok {
-		return
-	}
-	period := max(5*time.Minute, every)
-	b.alarm(alerts, "SupervisorHeartbeat", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String(fmt.Sprintf(
-			"The %s function was not invoked for %v (%s): orders whose step lease expired are not recovered except by the fast path. "+
-				"Check its EventBridge rule is enabled with the function as target, the function's resource policy lets events.amazonaws.com invoke it, and its throttles; redeploy the stack to restore them.",
-			supervisor.id, SupervisorHeartbeatPeriods*period, b.cfg.SupervisorSchedule)),
-		Metric:             supervisor.fn.MetricInvocations(&awscloudwatch.MetricOptions{Period: duration(period), Statistic: jsii.String("Sum")}),
-		Threshold:          jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
-		EvaluationPeriods:  jsii.Number(SupervisorHeartbeatPeriods),
-		DatapointsToAlarm:  jsii.Number(SupervisorHeartbeatPeriods),
-		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
-	})
-}
-
 // batchItemFailures counts every function's actor.BatchItemFailed lines
 // (only the SQS and stream handlers log them) into BatchItemFailuresMetric,
 // and raises an alarm when records fail in each of
@@ -300,4 +213,25 @@ func (b *builder) batchItemFailures(alerts *encryptedTopic, fns []*fn) awscloudw
 		DatapointsToAlarm: jsii.Number(BatchItemFailuresPeriods),
 	})
 	return b.countMetric(BatchItemFailuresMetric, "batch item failures")
+}
+
+// queueAlarms watches a work queue: a message in its dead-letter queue, and
+// its oldest message older than age, with runbook as that alarm's
+// description. Each queue's owner says how old is too old.
+func (b *builder) queueAlarms(alerts *encryptedTopic, q *workQueue, age time.Duration, runbook string) {
+	b.dlqAlarm(alerts, q.id, q.dlq, fmt.Sprintf("a poison message or a failure that outlived %d receives", b.cfg.MaxReceiveCount), true)
+	b.alarm(alerts, q.id+"OldestMessage", &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String(runbook),
+		Metric:           q.main.MetricApproximateAgeOfOldestMessage(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(1)), Statistic: jsii.String("Maximum")}),
+		Threshold:        jsii.Number(age.Seconds()),
+	})
+}
+
+// functionErrors raises an alarm on any failed invocation of f.
+func (b *builder) functionErrors(alerts *encryptedTopic, f *fn) {
+	b.alarm(alerts, f.id+"Errors", &awscloudwatch.AlarmProps{
+		AlarmDescription: jsii.String(fmt.Sprintf("The %s function failed invocations: read its log group for the error.", f.id)),
+		Metric:           f.fn.MetricErrors(&awscloudwatch.MetricOptions{Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Sum")}),
+		Threshold:        jsii.Number(1),
+	})
 }

@@ -684,7 +684,7 @@ func TestEventSourcesReportBatchItemFailuresAndFitTheQueues(t *testing.T) {
 			if visibility < 6*timeout {
 				t.Errorf("%s: visibility timeout %vs under six times the function timeout %vs", id, visibility, timeout)
 			}
-			isAgent := fn.Properties["Environment"] != nil && get(fn.Properties, "Environment", "Variables", "AGENT_STEP") != nil
+			isAgent := fn.Properties["Environment"] != nil && get(fn.Properties, "Environment", "Variables", topology.EnvAgentStep) != nil
 			mc := get(p, "ScalingConfig", "MaximumConcurrency")
 			switch {
 			case isAgent && mc != tmplAndWant.maxConcurrency:
@@ -1496,7 +1496,7 @@ func TestOperatorAPIURLReachesTheAlertersWithoutACycle(t *testing.T) {
 	var got []string
 	for _, id := range tmpl.ofType("AWS::Lambda::Function") {
 		p := tmpl.Resources[id].Properties
-		v := get(p, "Environment", "Variables", "OPERATOR_API_URL")
+		v := get(p, "Environment", "Variables", topology.EnvOperatorAPIURL)
 		if v == nil {
 			continue
 		}
@@ -1876,7 +1876,7 @@ func TestRetentionReachesEveryFunctionThatEndsOrCreatesOrders(t *testing.T) {
 	}{"main": {tmpl, "2160h0m0s"}, "variant": {variant, "720h0m0s"}} {
 		seen := 0
 		for _, id := range tm.t.ofType("AWS::Lambda::Function") {
-			got := get(tm.t.Resources[id].Properties, "Environment", "Variables", "RETENTION")
+			got := get(tm.t.Resources[id].Properties, "Environment", "Variables", topology.EnvRetention)
 			base := ""
 			for fn := range want {
 				if strings.HasPrefix(id, fn) {
@@ -1947,7 +1947,7 @@ func TestOperatorRoutesAreRefusedByTheHandlerToo(t *testing.T) {
 	}
 
 	_, fn := tmpl.byPath(t, "AWS::Lambda::Function", "Submission/Resource")
-	v := get(fn.Properties, "Environment", "Variables", "OPERATOR_PRINCIPALS")
+	v := get(fn.Properties, "Environment", "Variables", topology.EnvOperatorPrincipals)
 	if toJSON(v) != `{"Fn::Join":[",",[{"Fn::GetAtt":["`+roleID+`","Arn"]},{"Ref":"`+stack.OperatorPrincipalsParameter+`"}]]}` {
 		t.Fatalf("OPERATOR_PRINCIPALS = %s", toJSON(v))
 	}

@@ -117,7 +117,7 @@ func TestTwoVersionsDeployTheUnionOfTheirSteps(t *testing.T) {
 		}
 		// Admission watches every Agent's queue.
 		r := resolver{t: vt, params: deployParams(vt)}
-		queues := strings.Split(r.resolve(t, sub["ADMISSION_QUEUES"]), ",")
+		queues := strings.Split(r.resolve(t, sub[topology.EnvAdmissionQueues]), ",")
 		if len(queues) != len(union) {
 			t.Fatalf("ADMISSION_QUEUES %v, want the %d Agents' queues", queues, len(union))
 		}

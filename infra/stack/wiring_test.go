@@ -19,6 +19,7 @@ import (
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
 	"github.com/sasflow/sas/shared/timer"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -37,7 +38,7 @@ func adapt[C any](f func(func(string) string) (C, error)) func(func(string) stri
 }
 
 var loaders = func() []loader {
-	tables := map[string]string{"ORDERS_TABLE": "OrdersTable", "STATE_TABLE": "StateTable"}
+	tables := map[string]string{topology.EnvOrdersTable: "OrdersTable", topology.EnvStateTable: "StateTable"}
 	with := func(extra map[string]string) map[string]string {
 		m := map[string]string{}
 		for k, v := range tables {
@@ -49,7 +50,7 @@ var loaders = func() []loader {
 		return m
 	}
 	ls := []loader{
-		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue", "ALERT_TOPIC_ARN": "AlertTopic"}),
+		{path: "Submission", load: adapt(submission.LoadConfig), points: with(map[string]string{topology.EnvSchedulerQueueURL: "SchedulerQueue", topology.EnvAlertTopicARN: "AlertTopic"}),
 			check: func(t *testing.T, cfg any, vars map[string]any) {
 				// New orders go to the live versions' first steps' Agents.
 				checkAgentQueueURLs(t, vars, deployedCatalog().FirstSteps())
@@ -80,8 +81,8 @@ var loaders = func() []loader {
 					t.Errorf("admission %+v, want backlog 500, rate 500, refresh 250ms", got)
 				}
 			}},
-		{path: "Scheduler", load: adapt(scheduler.LoadConfig), points: with(map[string]string{"ALERT_TOPIC_ARN": "AlertTopic",
-			"SCHEDULER_QUEUE_URL": "SchedulerQueue", "RESPONSE_QUEUE_URL": "ResponseQueue"}),
+		{path: "Scheduler", load: adapt(scheduler.LoadConfig), points: with(map[string]string{topology.EnvAlertTopicARN: "AlertTopic",
+			topology.EnvSchedulerQueueURL: "SchedulerQueue", topology.EnvResponseQueueURL: "ResponseQueue"}),
 			check: func(t *testing.T, cfg any, vars map[string]any) {
 				if got, want := cfg.(scheduler.Config).OperatorAPIURL, apiURL(t); got != want {
 					t.Errorf("scheduler OperatorAPIURL %q, want %q", got, want)
@@ -98,22 +99,22 @@ var loaders = func() []loader {
 					}
 				}
 			}},
-		{path: "Supervisor", load: adapt(supervisor.LoadConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue", "ALERT_TOPIC_ARN": "AlertTopic"}),
+		{path: "Supervisor", load: adapt(supervisor.LoadConfig), points: with(map[string]string{topology.EnvSchedulerQueueURL: "SchedulerQueue", topology.EnvAlertTopicARN: "AlertTopic"}),
 			check: func(t *testing.T, cfg any, _ map[string]any) {
 				if got, want := cfg.(supervisor.Config).OperatorAPIURL, apiURL(t); got != want {
 					t.Errorf("supervisor OperatorAPIURL %q, want %q", got, want)
 				}
 			}},
-		{path: "Notifier", load: adapt(notifier.LoadConfig), points: map[string]string{"ORDER_EVENTS_TOPIC_ARN": "OrderEventsTopic"},
+		{path: "Notifier", load: adapt(notifier.LoadConfig), points: map[string]string{topology.EnvOrderEventsTopicARN: "OrderEventsTopic"},
 			check: func(t *testing.T, cfg any, _ map[string]any) {
 				id, _ := tmpl.byPath(t, "AWS::SNS::Topic", "OrderEventsTopic/Resource")
 				if got := cfg.(notifier.Config).OrderEventsTopicARN; !strings.HasSuffix(got, ":"+id) {
 					t.Errorf("notifier publishes to %q, want the topic %s", got, id)
 				}
 			}},
-		{path: "Timer", load: adapt(timer.LoadConfig), points: map[string]string{"DEADLINE_QUEUE_URL": "DeadlineQueue"}},
-		{path: "Deadline", load: adapt(supervisor.LoadDeadlineConfig), points: with(map[string]string{"SCHEDULER_QUEUE_URL": "SchedulerQueue",
-			"ALERT_TOPIC_ARN": "AlertTopic", "DEADLINE_QUEUE_URL": "DeadlineQueue"}),
+		{path: "Timer", load: adapt(timer.LoadConfig), points: map[string]string{topology.EnvDeadlineQueueURL: "DeadlineQueue"}},
+		{path: "Deadline", load: adapt(supervisor.LoadDeadlineConfig), points: with(map[string]string{topology.EnvSchedulerQueueURL: "SchedulerQueue",
+			topology.EnvAlertTopicARN: "AlertTopic", topology.EnvDeadlineQueueURL: "DeadlineQueue"}),
 			check: func(t *testing.T, cfg any, _ map[string]any) {
 				if got, want := cfg.(supervisor.DeadlineConfig).OperatorAPIURL, apiURL(t); got != want {
 					t.Errorf("deadline OperatorAPIURL %q, want %q", got, want)
@@ -123,8 +124,8 @@ var loaders = func() []loader {
 	for _, s := range deployedCatalog().Agents() {
 		ls = append(ls, loader{
 			path: "Agent" + pascalStep(s.Name), load: adapt(agent.LoadConfig),
-			points: map[string]string{"RESPONSE_QUEUE_URL": "ResponseQueue", "REMOTE_BASE_URL": pascalStep(s.Name) + "RemoteBaseUrl", "ALERT_TOPIC_ARN": "AlertTopic",
-				"REQUEST_QUEUE_URL": pascalStep(s.Name) + "Queue"},
+			points: map[string]string{topology.EnvResponseQueueURL: "ResponseQueue", topology.EnvRemoteBaseURL: pascalStep(s.Name) + "RemoteBaseUrl", topology.EnvAlertTopicARN: "AlertTopic",
+				topology.EnvRequestQueueURL: pascalStep(s.Name) + "Queue"},
 			check: func(t *testing.T, cfg any, _ map[string]any) {
 				c := cfg.(agent.Config)
 				if c.Step != s.Name || c.MaxReceiveCount != stack.DefaultConfig().MaxReceiveCount {
@@ -150,7 +151,7 @@ func deployedCatalog() workflow.Catalog { return catalog.MustDeployed() }
 // naming exactly steps, in order, each with its Agent's request queue.
 func checkAgentQueueURLs(t *testing.T, vars map[string]any, steps []string) {
 	t.Helper()
-	v, ok := vars["AGENT_QUEUE_URLS"]
+	v, ok := vars[topology.EnvAgentQueueURLs]
 	if !ok {
 		t.Errorf("AGENT_QUEUE_URLS is not set, want %v", steps)
 		return

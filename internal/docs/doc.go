@@ -7,5 +7,7 @@
 //
 // The pages link into each other by anchor, and a heading renamed or moved
 // to another page breaks those links silently on GitHub, so they are checked
-// here, without engines, like any other test. The package ships nothing.
+// here, without engines, like any other test. A page that names what the
+// code defines (docs/configuration.md) is checked against the code. The
+// package ships nothing.
 package docs

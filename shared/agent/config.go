@@ -85,19 +85,19 @@ func DefaultConfig() Config {
 // variables names the fields read from the environment, so LoadConfig
 // reports a problem under the name the operator sets.
 var variables = map[string]string{
-	"Step":             "AGENT_STEP",
-	"ResponseQueueURL": "RESPONSE_QUEUE_URL",
-	"RemoteBaseURL":    "REMOTE_BASE_URL",
-	"RemoteTimeout":    "REMOTE_TIMEOUT",
-	"RetryBase":        "RETRY_BASE",
-	"RetryMax":         "RETRY_MAX",
-	"BreakerFailures":  "BREAKER_FAILURES",
-	"BreakerCooldown":  "BREAKER_COOLDOWN",
-	"Concurrency":      "AGENT_CONCURRENCY",
-	"SafetyMargin":     "SAFETY_MARGIN",
-	"AlertTopicARN":    "ALERT_TOPIC_ARN",
-	"MaxReceiveCount":  "MAX_RECEIVE_COUNT",
-	"RequestQueueURL":  "REQUEST_QUEUE_URL",
+	"Step":             topology.EnvAgentStep,
+	"ResponseQueueURL": topology.EnvResponseQueueURL,
+	"RemoteBaseURL":    topology.EnvRemoteBaseURL,
+	"RemoteTimeout":    topology.EnvRemoteTimeout,
+	"RetryBase":        topology.EnvRetryBase,
+	"RetryMax":         topology.EnvRetryMax,
+	"BreakerFailures":  topology.EnvBreakerFailures,
+	"BreakerCooldown":  topology.EnvBreakerCooldown,
+	"Concurrency":      topology.EnvAgentConcurrency,
+	"SafetyMargin":     topology.EnvSafetyMargin,
+	"AlertTopicARN":    topology.EnvAlertTopicARN,
+	"MaxReceiveCount":  topology.EnvMaxReceiveCount,
+	"RequestQueueURL":  topology.EnvRequestQueueURL,
 }
 
 // LoadConfig reads the agent's configuration from the environment and
@@ -109,19 +109,19 @@ func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(
 func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, error) {
 	return config.Load("agent config", getenv, variables, func(r *config.Reader) Config {
 		c := Config{
-			Step:             r.String("AGENT_STEP"),
-			ResponseQueueURL: r.String("RESPONSE_QUEUE_URL"),
-			RemoteBaseURL:    strings.TrimRight(r.String("REMOTE_BASE_URL"), "/"),
-			RemoteTimeout:    r.Duration("REMOTE_TIMEOUT", DefaultRemoteTimeout),
-			RetryBase:        r.Duration("RETRY_BASE", DefaultRetryBase),
-			RetryMax:         r.Duration("RETRY_MAX", DefaultRetryMax),
-			BreakerFailures:  r.Int("BREAKER_FAILURES", DefaultBreakerFailures),
-			BreakerCooldown:  r.Duration("BREAKER_COOLDOWN", DefaultBreakerCooldown),
-			Concurrency:      r.Int("AGENT_CONCURRENCY", DefaultConcurrency),
-			SafetyMargin:     r.Duration("SAFETY_MARGIN", DefaultSafetyMargin),
-			AlertTopicARN:    r.String("ALERT_TOPIC_ARN"),
-			MaxReceiveCount:  r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount),
-			RequestQueueURL:  r.String("REQUEST_QUEUE_URL"),
+			Step:             r.String(topology.EnvAgentStep),
+			ResponseQueueURL: r.String(topology.EnvResponseQueueURL),
+			RemoteBaseURL:    strings.TrimRight(r.String(topology.EnvRemoteBaseURL), "/"),
+			RemoteTimeout:    r.Duration(topology.EnvRemoteTimeout, DefaultRemoteTimeout),
+			RetryBase:        r.Duration(topology.EnvRetryBase, DefaultRetryBase),
+			RetryMax:         r.Duration(topology.EnvRetryMax, DefaultRetryMax),
+			BreakerFailures:  r.Int(topology.EnvBreakerFailures, DefaultBreakerFailures),
+			BreakerCooldown:  r.Duration(topology.EnvBreakerCooldown, DefaultBreakerCooldown),
+			Concurrency:      r.Int(topology.EnvAgentConcurrency, DefaultConcurrency),
+			SafetyMargin:     r.Duration(topology.EnvSafetyMargin, DefaultSafetyMargin),
+			AlertTopicARN:    r.String(topology.EnvAlertTopicARN),
+			MaxReceiveCount:  r.Int(topology.EnvMaxReceiveCount, topology.MaxReceiveCount),
+			RequestQueueURL:  r.String(topology.EnvRequestQueueURL),
 			MaxOutputBytes:   workflow.DefaultMaxOutputBytes,
 		}
 		// One Agent serves its step in every live workflow version of the
@@ -133,7 +133,7 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 		// itself.
 		if cat := workflows(r); stepPattern.MatchString(c.Step) && len(cat.Definitions) > 0 {
 			if step, ok := cat.Agent(c.Step); !ok {
-				r.Fail("AGENT_STEP", "AGENT_STEP=%q is not a step of any deployed workflow version (%s)", c.Step, strings.Join(cat.AgentNames(), ", "))
+				r.Fail(topology.EnvAgentStep, "AGENT_STEP=%q is not a step of any deployed workflow version (%s)", c.Step, strings.Join(cat.AgentNames(), ", "))
 			} else {
 				c.MaxOutputBytes = step.OutputLimit()
 			}

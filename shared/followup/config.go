@@ -6,6 +6,7 @@ import (
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -32,11 +33,11 @@ type Config struct {
 // variables Load reads them from.
 func Variables() map[string]string {
 	names := map[string]string{
-		"OrdersTable":       "ORDERS_TABLE",
-		"StateTable":        "STATE_TABLE",
-		"SchedulerQueueURL": "SCHEDULER_QUEUE_URL",
-		"AlertTopicARN":     "ALERT_TOPIC_ARN",
-		"OperatorAPIURL":    "OPERATOR_API_URL",
+		"OrdersTable":       topology.EnvOrdersTable,
+		"StateTable":        topology.EnvStateTable,
+		"SchedulerQueueURL": topology.EnvSchedulerQueueURL,
+		"AlertTopicARN":     topology.EnvAlertTopicARN,
+		"OperatorAPIURL":    topology.EnvOperatorAPIURL,
 	}
 	maps.Copy(names, workflow.PolicyVariables)
 	return names
@@ -48,11 +49,11 @@ func Variables() map[string]string {
 // are the deployed catalog (shared/catalog), the same in every function.
 func Load(r *config.Reader, workflows catalog.Source) Config {
 	return Config{
-		OrdersTable:       r.String("ORDERS_TABLE"),
-		StateTable:        r.String("STATE_TABLE"),
-		SchedulerQueueURL: r.String("SCHEDULER_QUEUE_URL"),
-		AlertTopicARN:     r.String("ALERT_TOPIC_ARN"),
-		OperatorAPIURL:    r.String("OPERATOR_API_URL"),
+		OrdersTable:       r.String(topology.EnvOrdersTable),
+		StateTable:        r.String(topology.EnvStateTable),
+		SchedulerQueueURL: r.String(topology.EnvSchedulerQueueURL),
+		AlertTopicARN:     r.String(topology.EnvAlertTopicARN),
+		OperatorAPIURL:    r.String(topology.EnvOperatorAPIURL),
 		Workflows:         workflows(r),
 		Policy:            workflow.LoadPolicy(r),
 	}

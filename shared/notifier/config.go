@@ -1,6 +1,9 @@
 package notifier
 
-import "github.com/sasflow/sas/shared/config"
+import (
+	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/topology"
+)
 
 // Config is the event publisher's configuration. Validate holds every rule;
 // LoadConfig reads it from the environment and applies the same rules.
@@ -9,12 +12,15 @@ type Config struct {
 	OrderEventsTopicARN string
 }
 
+// variables names the fields read from the environment, so LoadConfig
+// reports a problem under the name the operator sets.
+var variables = map[string]string{"OrderEventsTopicARN": topology.EnvOrderEventsTopicARN}
+
 // LoadConfig reads ORDER_EVENTS_TOPIC_ARN and reports every problem at
 // once, named by its variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	names := map[string]string{"OrderEventsTopicARN": "ORDER_EVENTS_TOPIC_ARN"}
-	return config.Load("notifier config", getenv, names, func(r *config.Reader) Config {
-		return Config{OrderEventsTopicARN: r.String("ORDER_EVENTS_TOPIC_ARN")}
+	return config.Load("notifier config", getenv, variables, func(r *config.Reader) Config {
+		return Config{OrderEventsTopicARN: r.String(topology.EnvOrderEventsTopicARN)}
 	})
 }
 

@@ -31,9 +31,9 @@ type Config struct {
 // reports a problem under the name the operator sets.
 var variables = func() map[string]string {
 	names := followup.Variables()
-	names["ResponseQueueURL"] = "RESPONSE_QUEUE_URL"
-	names["AgentQueues"] = "AGENT_QUEUE_URLS"
-	names["MaxReceiveCount"] = "MAX_RECEIVE_COUNT"
+	names["ResponseQueueURL"] = topology.EnvResponseQueueURL
+	names["AgentQueues"] = topology.EnvAgentQueueURLs
+	names["MaxReceiveCount"] = topology.EnvMaxReceiveCount
 	return names
 }()
 
@@ -50,15 +50,15 @@ func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(
 // loadConfig is LoadConfig with the workflow catalog from workflows.
 func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, error) {
 	return config.Load("scheduler config", getenv, variables, func(r *config.Reader) Config {
-		queues, err := topology.ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
+		queues, err := topology.ParseAgentQueues(r.String(topology.EnvAgentQueueURLs))
 		if err != nil {
-			r.Fail("AGENT_QUEUE_URLS", "AGENT_QUEUE_URLS: %v", err)
+			r.Fail(topology.EnvAgentQueueURLs, "AGENT_QUEUE_URLS: %v", err)
 		}
 		return Config{
 			Config:           followup.Load(r, workflows),
-			ResponseQueueURL: r.String("RESPONSE_QUEUE_URL"),
+			ResponseQueueURL: r.String(topology.EnvResponseQueueURL),
 			AgentQueues:      queues,
-			MaxReceiveCount:  r.Int("MAX_RECEIVE_COUNT", topology.MaxReceiveCount),
+			MaxReceiveCount:  r.Int(topology.EnvMaxReceiveCount, topology.MaxReceiveCount),
 		}
 	})
 }

@@ -62,14 +62,14 @@ const maxBodyBytes = 6 << 20
 // reports a problem under the name the operator sets.
 var variables = func() map[string]string {
 	v := map[string]string{
-		"AgentQueues":        "AGENT_QUEUE_URLS",
-		"SchedulerQueueURL":  "SCHEDULER_QUEUE_URL",
-		"OrdersTable":        "ORDERS_TABLE",
-		"StateTable":         "STATE_TABLE",
-		"ClaimTimeout":       "CLAIM_TIMEOUT",
-		"Retention":          "RETENTION",
-		"OperatorPrincipals": "OPERATOR_PRINCIPALS",
-		"AlertTopicARN":      "ALERT_TOPIC_ARN",
+		"AgentQueues":        topology.EnvAgentQueueURLs,
+		"SchedulerQueueURL":  topology.EnvSchedulerQueueURL,
+		"OrdersTable":        topology.EnvOrdersTable,
+		"StateTable":         topology.EnvStateTable,
+		"ClaimTimeout":       topology.EnvClaimTimeout,
+		"Retention":          topology.EnvRetention,
+		"OperatorPrincipals": topology.EnvOperatorPrincipals,
+		"AlertTopicARN":      topology.EnvAlertTopicARN,
 	}
 	maps.Copy(v, admission.Variables)
 	return v
@@ -95,22 +95,22 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 	// The reader only parses; the bounds are Check's, so a value out of
 	// bounds is reported once.
 	return config.Load("submission config", getenv, variables, func(r *config.Reader) Config {
-		queues, err := topology.ParseAgentQueues(r.String("AGENT_QUEUE_URLS"))
+		queues, err := topology.ParseAgentQueues(r.String(topology.EnvAgentQueueURLs))
 		if err != nil {
-			r.Fail("AGENT_QUEUE_URLS", "AGENT_QUEUE_URLS: %v", err)
+			r.Fail(topology.EnvAgentQueueURLs, "AGENT_QUEUE_URLS: %v", err)
 		}
 		return Config{
 			AgentQueues:        queues,
-			SchedulerQueueURL:  r.String("SCHEDULER_QUEUE_URL"),
-			OrdersTable:        r.String("ORDERS_TABLE"),
-			StateTable:         r.String("STATE_TABLE"),
+			SchedulerQueueURL:  r.String(topology.EnvSchedulerQueueURL),
+			OrdersTable:        r.String(topology.EnvOrdersTable),
+			StateTable:         r.String(topology.EnvStateTable),
 			Workflows:          workflows(r),
-			ClaimTimeout:       r.Duration("CLAIM_TIMEOUT", workflow.DefaultPolicy().ClaimTimeout),
-			Retention:          r.Duration("RETENTION", workflow.DefaultRetention),
+			ClaimTimeout:       r.Duration(topology.EnvClaimTimeout, workflow.DefaultPolicy().ClaimTimeout),
+			Retention:          r.Duration(topology.EnvRetention, workflow.DefaultRetention),
 			MaxBodyBytes:       DefaultMaxBodyBytes,
 			Admission:          admission.Read(r),
-			OperatorPrincipals: ParseOperatorPrincipals(r.String("OPERATOR_PRINCIPALS")),
-			AlertTopicARN:      r.String("ALERT_TOPIC_ARN"),
+			OperatorPrincipals: ParseOperatorPrincipals(r.String(topology.EnvOperatorPrincipals)),
+			AlertTopicARN:      r.String(topology.EnvAlertTopicARN),
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/followup"
+	"github.com/sasflow/sas/shared/topology"
 )
 
 // Config is the Supervisor's configuration. The settings it shares with the
@@ -26,7 +27,7 @@ const DefaultBatchLimit = 25
 // reports a problem under the name the operator sets.
 var variables = func() map[string]string {
 	names := followup.Variables()
-	names["BatchLimit"] = "BATCH_LIMIT"
+	names["BatchLimit"] = topology.EnvBatchLimit
 	return names
 }()
 
@@ -43,7 +44,7 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 
 // load reads the Supervisor's settings; LoadDeadlineConfig reads them too.
 func load(r *config.Reader, workflows catalog.Source) Config {
-	return Config{Config: followup.Load(r, workflows), BatchLimit: r.Int("BATCH_LIMIT", DefaultBatchLimit)}
+	return Config{Config: followup.Load(r, workflows), BatchLimit: r.Int(topology.EnvBatchLimit, DefaultBatchLimit)}
 }
 
 // Validate checks every rule of the configuration and reports every
@@ -67,7 +68,7 @@ type DeadlineConfig struct {
 // deadlineVariables are variables and DEADLINE_QUEUE_URL.
 var deadlineVariables = func() map[string]string {
 	names := maps.Clone(variables)
-	names["DeadlineQueueURL"] = "DEADLINE_QUEUE_URL"
+	names["DeadlineQueueURL"] = topology.EnvDeadlineQueueURL
 	return names
 }()
 
@@ -83,7 +84,7 @@ func loadDeadlineConfig(getenv func(string) string, workflows catalog.Source) (D
 	return config.Load("deadline config", getenv, deadlineVariables, func(r *config.Reader) DeadlineConfig {
 		return DeadlineConfig{
 			Config:           load(r, workflows),
-			DeadlineQueueURL: r.String("DEADLINE_QUEUE_URL"),
+			DeadlineQueueURL: r.String(topology.EnvDeadlineQueueURL),
 		}
 	})
 }

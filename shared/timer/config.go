@@ -1,6 +1,9 @@
 package timer
 
-import "github.com/sasflow/sas/shared/config"
+import (
+	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/topology"
+)
 
 // Config is the timer's configuration. Validate holds every rule;
 // LoadConfig reads it from the environment and applies the same rules.
@@ -9,12 +12,15 @@ type Config struct {
 	DeadlineQueueURL string
 }
 
+// variables names the fields read from the environment, so LoadConfig
+// reports a problem under the name the operator sets.
+var variables = map[string]string{"DeadlineQueueURL": topology.EnvDeadlineQueueURL}
+
 // LoadConfig reads DEADLINE_QUEUE_URL and reports every problem at once,
 // named by its variable.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	names := map[string]string{"DeadlineQueueURL": "DEADLINE_QUEUE_URL"}
-	return config.Load("timer config", getenv, names, func(r *config.Reader) Config {
-		return Config{DeadlineQueueURL: r.String("DEADLINE_QUEUE_URL")}
+	return config.Load("timer config", getenv, variables, func(r *config.Reader) Config {
+		return Config{DeadlineQueueURL: r.String(topology.EnvDeadlineQueueURL)}
 	})
 }
 

@@ -83,7 +83,8 @@ type Options struct {
 	Capacity *topology.Capacity
 
 	// Fault-injection hooks: each wraps what one role's handler is given.
-	// Roles are "submission", "scheduler", "supervisor" and "agent".
+	// Roles are the actors' names (topology.Submission, Scheduler,
+	// Supervisor, Agent); the Deadline function shares the Supervisor's.
 	WrapStore  func(role string, s Store) Store
 	WrapSender func(role string, s Sender) Sender
 	// OperatorAPIURL is the API the alerts' CLI commands name.
@@ -229,7 +230,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		publisher = o.WrapEvents(publisher)
 	}
 	if s.Notifier, err = notifier.New(notifier.Config{OrderEventsTopicARN: s.OrderEventsTopicARN}, publisher,
-		actor.Deps{Log: o.Log.With("function", "notifier")}); err != nil {
+		actor.Deps{Log: o.Log.With("function", topology.Notifier)}); err != nil {
 		return nil, err
 	}
 	if s.DeadlineQueue, err = createQueue(ctx, o, o.Prefix+"-deadlines"); err != nil {
@@ -240,7 +241,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		deadlines = o.WrapDeadlines(deadlines)
 	}
 	if s.Timer, err = timer.New(timer.Config{DeadlineQueueURL: s.DeadlineQueue.URL}, deadlines,
-		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "timer")}); err != nil {
+		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", topology.Timer)}); err != nil {
 		return nil, err
 	}
 	if o.Streams != nil {
@@ -276,7 +277,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		}
 		admit = o.Capacity.Admission(urls)
 	}
-	subDeps := actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "submission")}
+	subDeps := actor.Deps{Clock: o.Clock, Log: o.Log.With("function", topology.Submission)}
 	gate, err := admission.New(admit, queue.NewDepths(o.SQS), subDeps)
 	if err != nil {
 		return nil, err
@@ -295,7 +296,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		AgentQueues: firstQueues, SchedulerQueueURL: s.SchedulerQueue.URL,
 		Workflows: o.Workflows, ClaimTimeout: o.Policy.ClaimTimeout, Retention: o.Policy.Retention, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
 		Admission: admit, AlertTopicARN: s.AlertTopicARN, OperatorPrincipals: o.OperatorPrincipals,
-	}, o.store("submission", s.Store), o.sender("submission", send), gate, subDeps, subOpts...)
+	}, o.store(topology.Submission, s.Store), o.sender(topology.Submission, send), gate, subDeps, subOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -311,8 +312,8 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	// deployed ones do with the event source mapping's messages.
 	schedRedeliver := scheduler.WithRedelivery(queue.NewRedeliverer(o.SQS, s.SchedulerQueue.URL, s.ResponseQueue.URL))
 	newScheduler := func(clk clock.Clock) (*scheduler.Handler, error) {
-		return scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts,
-			actor.Deps{Clock: clk, Log: o.Log.With("function", "scheduler")}, schedRedeliver)
+		return scheduler.New(schedCfg, o.store(topology.Scheduler, s.Store), o.sender(topology.Scheduler, send), alerts,
+			actor.Deps{Clock: clk, Log: o.Log.With("function", topology.Scheduler)}, schedRedeliver)
 	}
 	if s.Scheduler, err = newScheduler(o.Clock); err != nil {
 		return nil, err
@@ -320,14 +321,14 @@ func Build(ctx context.Context, o Options) (*System, error) {
 
 	supCfg := supervisor.Config{Config: shared, BatchLimit: supervisor.DefaultBatchLimit}
 	newSupervisor := func(clk clock.Clock) (*supervisor.Handler, error) {
-		return supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts,
-			actor.Deps{Clock: clk, Log: o.Log.With("function", "supervisor")})
+		return supervisor.New(supCfg, o.store(topology.Supervisor, s.Store), o.sender(topology.Supervisor, send), alerts,
+			actor.Deps{Clock: clk, Log: o.Log.With("function", topology.Supervisor)})
 	}
 	if s.Supervisor, err = newSupervisor(o.Clock); err != nil {
 		return nil, err
 	}
-	if s.Deadline, err = supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts,
-		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "deadline")},
+	if s.Deadline, err = supervisor.New(supCfg, o.store(topology.Supervisor, s.Store), o.sender(topology.Supervisor, send), alerts,
+		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", topology.Deadline)},
 		supervisor.WithRedelivery(queue.NewRedeliverer(o.SQS, s.DeadlineQueue.URL))); err != nil {
 		return nil, err
 	}
@@ -372,7 +373,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		if agentClock == nil {
 			agentClock = o.Clock
 		}
-		a, err := agent.New(cfg, svc, o.sender("agent", send), actor.Deps{Clock: agentClock, Log: o.Log.With("function", "agent")},
+		a, err := agent.New(cfg, svc, o.sender(topology.Agent, send), actor.Deps{Clock: agentClock, Log: o.Log.With("function", topology.Agent)},
 			append([]agent.Option{agent.WithAlerts(alerts), agent.WithRedelivery(queue.NewRedeliverer(o.SQS, cfg.RequestQueueURL))}, o.AgentOptions...)...)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", step.Name, err)

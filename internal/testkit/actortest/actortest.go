@@ -22,6 +22,7 @@ import (
 
 	"github.com/sasflow/sas/internal/testkit/memstore"
 	"github.com/sasflow/sas/shared/alert"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -47,10 +48,10 @@ const (
 // pairs.
 func DeployedEnv(kv ...string) map[string]string {
 	env := map[string]string{
-		"ORDERS_TABLE":        "sas-orders",
-		"STATE_TABLE":         "sas-state",
-		"SCHEDULER_QUEUE_URL": SampleSchedulerQueue,
-		"ALERT_TOPIC_ARN":     SampleTopicARN,
+		topology.EnvOrdersTable:       "sas-orders",
+		topology.EnvStateTable:        "sas-state",
+		topology.EnvSchedulerQueueURL: SampleSchedulerQueue,
+		topology.EnvAlertTopicARN:     SampleTopicARN,
 	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		env[kv[i]] = kv[i+1]
