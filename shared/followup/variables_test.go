@@ -1,20 +1,15 @@
 package followup
 
 import (
-	"maps"
-	"slices"
 	"testing"
 
+	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/topology"
 )
 
-// What Load reads is the descriptor's FollowupEnv, which the Scheduler's and
-// the Supervisor's descriptors include.
+// The variables LoadConfig reads are the ones shared/topology's descriptor
+// lists for the actor.
 func TestVariablesAreTheDescriptors(t *testing.T) {
 	t.Parallel()
-	got := slices.Compact(slices.Sorted(maps.Values(Variables())))
-	want := slices.Sorted(slices.Values(topology.FollowupEnv))
-	if !slices.Equal(got, want) {
-		t.Errorf("followup reads %v, topology.FollowupEnv lists %v", got, want)
-	}
+	configtest.ReadsExactly(t, "followup", Variables(), topology.FollowupEnv)
 }

@@ -1,20 +1,15 @@
 package notifier
 
 import (
-	"maps"
-	"slices"
 	"testing"
 
+	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/topology"
 )
 
 // The variables LoadConfig reads are the ones shared/topology's descriptor
-// lists for the actor, so the stack, the docs and the code cannot drift.
+// lists for the actor.
 func TestVariablesAreTheDescriptors(t *testing.T) {
 	t.Parallel()
-	got := slices.Compact(slices.Sorted(maps.Values(variables)))
-	want := slices.Sorted(slices.Values(topology.Describe(topology.Notifier).Env))
-	if !slices.Equal(got, want) {
-		t.Errorf("notifier reads %v, the descriptor of %s lists %v", got, topology.Notifier, want)
-	}
+	configtest.ReadsExactly(t, "notifier", variables, topology.Describe(topology.Notifier).Env)
 }

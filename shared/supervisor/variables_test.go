@@ -1,29 +1,16 @@
 package supervisor
 
 import (
-	"maps"
-	"slices"
 	"testing"
 
+	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/topology"
 )
 
-// The variables LoadConfig reads are the ones shared/topology's descriptor
-// lists for the actor, so the stack, the docs and the code cannot drift.
+// The variables each of the Supervisor's configs reads are the ones
+// shared/topology's descriptor lists for its actor.
 func TestVariablesAreTheDescriptors(t *testing.T) {
 	t.Parallel()
-	got := slices.Compact(slices.Sorted(maps.Values(variables)))
-	want := slices.Sorted(slices.Values(topology.Describe(topology.Supervisor).Env))
-	if !slices.Equal(got, want) {
-		t.Errorf("supervisor reads %v, the descriptor of %s lists %v", got, topology.Supervisor, want)
-	}
-}
-
-func TestDeadlineVariablesAreTheDescriptors(t *testing.T) {
-	t.Parallel()
-	got := slices.Compact(slices.Sorted(maps.Values(deadlineVariables)))
-	want := slices.Sorted(slices.Values(topology.Describe(topology.Deadline).Env))
-	if !slices.Equal(got, want) {
-		t.Errorf("the deadline config reads %v, the descriptor of %s lists %v", got, topology.Deadline, want)
-	}
+	configtest.ReadsExactly(t, "supervisor", variables, topology.Describe(topology.Supervisor).Env)
+	configtest.ReadsExactly(t, "deadline", deadlineVariables, topology.Describe(topology.Deadline).Env)
 }

@@ -1,20 +1,15 @@
 package timer
 
 import (
-	"maps"
-	"slices"
 	"testing"
 
+	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/topology"
 )
 
 // The variables LoadConfig reads are the ones shared/topology's descriptor
-// lists for the actor, so the stack, the docs and the code cannot drift.
+// lists for the actor.
 func TestVariablesAreTheDescriptors(t *testing.T) {
 	t.Parallel()
-	got := slices.Compact(slices.Sorted(maps.Values(variables)))
-	want := slices.Sorted(slices.Values(topology.Describe(topology.Timer).Env))
-	if !slices.Equal(got, want) {
-		t.Errorf("timer reads %v, the descriptor of %s lists %v", got, topology.Timer, want)
-	}
+	configtest.ReadsExactly(t, "timer", variables, topology.Describe(topology.Timer).Env)
 }

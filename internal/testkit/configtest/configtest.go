@@ -6,6 +6,7 @@ package configtest
 import (
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,5 +95,17 @@ func Refuses[C any](t *testing.T, load Loader[C], base map[string]string, cases 
 			_, err := load(Env(base, tc.Set...))
 			Problems(t, "LoadConfig", err, tc.Want...)
 		})
+	}
+}
+
+// ReadsExactly fails unless the variables a config reads (its map of field
+// to variable, as config.Load takes it) are exactly want: the list
+// shared/topology's descriptor gives for the actor, so the stack, the docs
+// and the code cannot drift.
+func ReadsExactly(t testing.TB, who string, variables map[string]string, want []string) {
+	t.Helper()
+	got := slices.Compact(slices.Sorted(maps.Values(variables)))
+	if w := slices.Sorted(slices.Values(want)); !slices.Equal(got, w) {
+		t.Errorf("%s reads %v, its descriptor lists %v", who, got, w)
 	}
 }

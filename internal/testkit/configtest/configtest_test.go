@@ -53,3 +53,23 @@ func TestProblems(t *testing.T) {
 		})
 	}
 }
+
+func TestReadsExactly(t *testing.T) {
+	t.Parallel()
+	// Two fields may read one variable; the descriptor lists it once.
+	vars := map[string]string{"Orders": "ORDERS_TABLE", "State": "STATE_TABLE", "Tables": "ORDERS_TABLE"}
+	for _, tc := range []struct {
+		name string
+		want []string
+		fail bool
+	}{
+		{"the same, in another order", []string{"STATE_TABLE", "ORDERS_TABLE"}, false},
+		{"one the descriptor lacks", []string{"ORDERS_TABLE"}, true},
+		{"one the config does not read", []string{"ORDERS_TABLE", "STATE_TABLE", "RETENTION"}, true},
+	} {
+		got := tbrecord.Run(func(tb testing.TB) { configtest.ReadsExactly(tb, "actor", vars, tc.want) })
+		if (len(got) > 0) != tc.fail {
+			t.Errorf("%s: failures %q, want failing %v", tc.name, got, tc.fail)
+		}
+	}
+}
