@@ -134,15 +134,21 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.json, "json", g.json, "")
 }
 
+// given names the flags set on the command line, of any of fs.
+func given(fs ...*flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	for _, f := range fs {
+		f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	}
+	return set
+}
+
 // hintPrefix is the start of the commands the CLI suggests: the program and
 // the global flags given on the command line (not the environment's), so a
 // hint runs as-is in the same shell.
 func (g *globals) hintPrefix(program string, fs ...*flag.FlagSet) string {
 	parts := []string{cmp.Or(program, "sasctl")}
-	set := map[string]bool{}
-	for _, f := range fs {
-		f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	}
+	set := given(fs...)
 	if set["endpoint-url"] {
 		parts = append(parts, "--endpoint-url", shellQuote(g.endpoint))
 	}

@@ -170,10 +170,7 @@ type dlqHint struct{ prefix, flags string }
 
 func newDLQHint(program string, g globals, f dlqFlags, fs ...*flag.FlagSet) dlqHint {
 	parts := []string{cmp.Or(program, "sasctl")}
-	set := map[string]bool{}
-	for _, s := range fs {
-		s.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	}
+	set := given(fs...)
 	if set["region"] {
 		parts = append(parts, "--region", shellQuote(g.region))
 	}
