@@ -229,7 +229,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		publisher = o.WrapEvents(publisher)
 	}
 	if s.Notifier, err = notifier.New(notifier.Config{OrderEventsTopicARN: s.OrderEventsTopicARN}, publisher,
-		actor.Deps{Log: o.Log.With("function", "notifier")}); err != nil {
+		actor.Deps{Log: o.Log.With(slog.String("function", "notifier"))}); err != nil {
 		return nil, err
 	}
 	if s.DeadlineQueue, err = createQueue(ctx, o, o.Prefix+"-deadlines"); err != nil {
@@ -240,7 +240,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		deadlines = o.WrapDeadlines(deadlines)
 	}
 	if s.Timer, err = timer.New(timer.Config{DeadlineQueueURL: s.DeadlineQueue.URL}, deadlines,
-		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "timer")}); err != nil {
+		actor.Deps{Clock: o.Clock, Log: o.Log.With(slog.String("function", "timer"))}); err != nil {
 		return nil, err
 	}
 	if o.Streams != nil {
@@ -276,7 +276,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		}
 		admit = o.Capacity.Admission(urls)
 	}
-	subDeps := actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "submission")}
+	subDeps := actor.Deps{Clock: o.Clock, Log: o.Log.With(slog.String("function", "submission"))}
 	gate, err := admission.New(admit, queue.NewDepths(o.SQS), subDeps)
 	if err != nil {
 		return nil, err
@@ -312,7 +312,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	schedRedeliver := scheduler.WithRedelivery(queue.NewRedeliverer(o.SQS, s.SchedulerQueue.URL, s.ResponseQueue.URL))
 	newScheduler := func(clk clock.Clock) (*scheduler.Handler, error) {
 		return scheduler.New(schedCfg, o.store("scheduler", s.Store), o.sender("scheduler", send), alerts,
-			actor.Deps{Clock: clk, Log: o.Log.With("function", "scheduler")}, schedRedeliver)
+			actor.Deps{Clock: clk, Log: o.Log.With(slog.String("function", "scheduler"))}, schedRedeliver)
 	}
 	if s.Scheduler, err = newScheduler(o.Clock); err != nil {
 		return nil, err
@@ -321,13 +321,13 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	supCfg := supervisor.Config{Config: shared, BatchLimit: supervisor.DefaultBatchLimit}
 	newSupervisor := func(clk clock.Clock) (*supervisor.Handler, error) {
 		return supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts,
-			actor.Deps{Clock: clk, Log: o.Log.With("function", "supervisor")})
+			actor.Deps{Clock: clk, Log: o.Log.With(slog.String("function", "supervisor"))})
 	}
 	if s.Supervisor, err = newSupervisor(o.Clock); err != nil {
 		return nil, err
 	}
 	if s.Deadline, err = supervisor.New(supCfg, o.store("supervisor", s.Store), o.sender("supervisor", send), alerts,
-		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", "deadline")},
+		actor.Deps{Clock: o.Clock, Log: o.Log.With(slog.String("function", "deadline"))},
 		supervisor.WithRedelivery(queue.NewRedeliverer(o.SQS, s.DeadlineQueue.URL))); err != nil {
 		return nil, err
 	}
@@ -372,7 +372,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		if agentClock == nil {
 			agentClock = o.Clock
 		}
-		a, err := agent.New(cfg, svc, o.sender("agent", send), actor.Deps{Clock: agentClock, Log: o.Log.With("function", "agent")},
+		a, err := agent.New(cfg, svc, o.sender("agent", send), actor.Deps{Clock: agentClock, Log: o.Log.With(slog.String("function", "agent"))},
 			append([]agent.Option{agent.WithAlerts(alerts), agent.WithRedelivery(queue.NewRedeliverer(o.SQS, cfg.RequestQueueURL))}, o.AgentOptions...)...)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", step.Name, err)
