@@ -168,8 +168,10 @@ func TestADuplicateRequestWhileTheFirstCallRunsDoesNotStopTheOrder(t *testing.T)
 	sim.Script(key, remotesim.HangThenApply)
 	cfg := testConfig()
 	cfg.RemoteBaseURL = serveSim(t, sim)
-	// The first try ends on its own timeout; the remote keeps the key.
-	cfg.RemoteTimeout = 50 * time.Millisecond
+	// The first try ends on its own timeout; the remote keeps the key. The
+	// timeout leaves the copy time to reach the remote while the key is
+	// held, under the race detector too.
+	cfg.RemoteTimeout = 500 * time.Millisecond
 	// Waits of a millisecond on the fake clock: a budget of 30 s allows
 	// thousands of tries, far more than the first call's work outlasts.
 	cfg.RetryBase, cfg.RetryMax = time.Millisecond, time.Millisecond
