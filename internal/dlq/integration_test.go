@@ -2,6 +2,7 @@ package dlq
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/topology"
 )
@@ -27,8 +29,10 @@ func deadLetter(t *testing.T, c *sqs.Client, q enginetest.Queue, n int) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for depth(t, c, q.DLQURL) < n {
+	await.Until(t, 20*time.Second, fmt.Sprintf("%d messages dead-lettered", n), func() (bool, error) {
+		if d := depth(t, c, q.DLQURL); d >= n {
+			return true, nil
+		}
 		// Each receive counts; making the message visible again at once
 		// lets the next one move it.
 		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q.URL), MaxNumberOfMessages: 10})
@@ -40,10 +44,9 @@ func deadLetter(t *testing.T, c *sqs.Client, q enginetest.Queue, n int) {
 				t.Fatal(err)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d messages dead-lettered", depth(t, c, q.DLQURL), n)
-		}
-	}
+		d := depth(t, c, q.DLQURL)
+		return d >= n, fmt.Errorf("%d of %d messages dead-lettered", d, n)
+	})
 }
 
 func depth(t *testing.T, c *sqs.Client, url string) int {

@@ -14,6 +14,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/opsclient"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/workflow"
@@ -39,20 +40,12 @@ func sasctl(t *testing.T, st *localstack.Stack, args ...string) (string, int) {
 	return out.String() + errOut.String(), code
 }
 
-// await polls the order's record until it is in want.
-func await(t *testing.T, st *localstack.Stack, id string, want workflow.ProcessState) workflow.State {
+// awaitState polls the order's record until it is in want.
+func awaitState(t *testing.T, st *localstack.Stack, id string, want workflow.ProcessState) workflow.State {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s, err := st.Direct.GetState(context.Background(), id)
-		if err == nil && s.ProcessState == want {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order %s is %s, not %s", id, s.ProcessState, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return await.Value(t, 30*time.Second, "order "+id+" "+string(want),
+		func() (workflow.State, error) { return st.Direct.GetState(context.Background(), id) },
+		func(s workflow.State) bool { return s.ProcessState == want })
 }
 
 func TestOperatorFixesAFailedCompensationWithTheCLI(t *testing.T) {
@@ -62,7 +55,7 @@ func TestOperatorFixesAFailedCompensationWithTheCLI(t *testing.T) {
 		o.Crash = 0
 	})
 	id := submit(t, st, testClient, "")
-	await(t, st, id, workflow.CompensationFailed)
+	awaitState(t, st, id, workflow.CompensationFailed)
 
 	out, code := sasctl(t, st, "list", "--state", "CompensationFailed")
 	if code != 0 || !strings.Contains(out, id) {
@@ -88,7 +81,7 @@ func TestOperatorFixesAFailedCompensationWithTheCLI(t *testing.T) {
 	if out, code = sasctl(t, st, "retry", id); code != 0 {
 		t.Fatalf("retry = %d\n%s", code, out)
 	}
-	final := await(t, st, id, workflow.Compensated)
+	final := awaitState(t, st, id, workflow.Compensated)
 	if final.Resubmits != 1 || st.Sim.CompensationCount(workflow.IdempotencyKey(id, "reserve-inventory")) != 1 {
 		t.Fatalf("after the retry: %+v", final)
 	}
@@ -106,7 +99,7 @@ func TestCancelAnInFlightOrderWithTheCLI(t *testing.T) {
 		o.Crash = 0
 	})
 	id := submit(t, st, testClient, "")
-	await(t, st, id, workflow.Processing)
+	awaitState(t, st, id, workflow.Processing)
 	if out, code := sasctl(t, st, "cancel", id); code != 0 {
 		t.Fatalf("cancel = %d\n%s", code, out)
 	}
@@ -119,7 +112,7 @@ func TestCancelAnInFlightOrderWithTheCLI(t *testing.T) {
 	// The running step's outcome is unknown, so it is undone; whatever the
 	// hung call did, the remote nets nothing. A compensation a cancel
 	// started ends Cancelled.
-	final := await(t, st, id, workflow.Cancelled)
+	final := awaitState(t, st, id, workflow.Cancelled)
 	key := workflow.IdempotencyKey(id, "reserve-inventory")
 	if !final.Cancelled || st.Sim.EffectCount(key) != st.Sim.CompensationCount(key) {
 		t.Fatalf("after cancel: %+v; effects %d, undone %d", final, st.Sim.EffectCount(key), st.Sim.CompensationCount(key))

@@ -367,7 +367,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		for j := range pollers {
 			p := *b
 			p.WaitTime = time.Second
-			p.OnError = func(err error) { o.Log.Debug("event source mapping", "queue", p.QueueURL, "error", err) }
+			p.OnError = func(err error) {
+				o.Log.Debug("event source mapping", slog.String("queue", p.QueueURL), slog.Any("error", err))
+			}
 			if i < 2 {
 				p.Handler = schedulers[j%len(schedulers)]
 			}
@@ -379,16 +381,18 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	}
 	// The stream's event source mapping: one poller, as Lambda reads a shard
 	// with one invocation at a time.
-	s.Sys.Stream.OnError = func(err error) { o.Log.Debug("stream event source mapping", "error", err) }
+	s.Sys.Stream.OnError = func(err error) { o.Log.Debug("stream event source mapping", slog.Any("error", err)) }
 	s.wg.Go(func() { _ = s.Sys.Stream.Run(runCtx) })
 	// The Supervisor's fast path: the Timer on the same stream, and the
 	// deadline queue's event source mapping.
 	if !o.NoFastPath {
-		s.Sys.TimerStream.OnError = func(err error) { o.Log.Debug("timer stream event source mapping", "error", err) }
+		s.Sys.TimerStream.OnError = func(err error) { o.Log.Debug("timer stream event source mapping", slog.Any("error", err)) }
 		s.wg.Go(func() { _ = s.Sys.TimerStream.Run(runCtx) })
 		p := *s.Sys.DeadlineBridge
 		p.WaitTime = time.Second
-		p.OnError = func(err error) { o.Log.Debug("event source mapping", "queue", p.QueueURL, "error", err) }
+		p.OnError = func(err error) {
+			o.Log.Debug("event source mapping", slog.String("queue", p.QueueURL), slog.Any("error", err))
+		}
 		s.wg.Go(func() { _ = p.Run(runCtx) })
 	}
 	for i := range max(o.Supervisors, 1) {
@@ -433,7 +437,7 @@ func (s *Stack) outages(ctx context.Context, every, length time.Duration) {
 			p, name = s.awsProxy, "sqs+sns"
 		}
 		s.outageCount.Add(1)
-		s.log.Warn("chaos: engine unreachable", "engine", name, "for", length)
+		s.log.Warn("chaos: engine unreachable", slog.String("engine", name), slog.Duration("for", length))
 		p.outage(length)
 	}
 }
@@ -515,7 +519,7 @@ func (s *Stack) supervise(ctx context.Context, h *supervisor.Handler, every time
 func (s *Stack) superviseOnce(ctx context.Context, h *supervisor.Handler, now time.Time) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Warn("supervisor run died", "panic", fmt.Sprint(p))
+			s.log.Warn("supervisor run died", slog.String("panic", fmt.Sprint(p)))
 		}
 	}()
 	ev := events.EventBridgeEvent{
@@ -524,7 +528,7 @@ func (s *Stack) superviseOnce(ctx context.Context, h *supervisor.Handler, now ti
 		Resources: []string{"arn:aws:events:us-east-1:000000000000:rule/local-supervisor"}, Detail: []byte("{}"),
 	}
 	if err := h.Handle(ctx, ev); err != nil && ctx.Err() == nil {
-		s.log.Warn("supervisor run failed", "error", err)
+		s.log.Warn("supervisor run failed", slog.Any("error", err))
 	}
 }
 

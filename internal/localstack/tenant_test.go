@@ -117,7 +117,7 @@ func TestTenantIsolationEndToEnd(t *testing.T) {
 	// The operators see both clients' orders, by state and one by one.
 	all := append(slices.Clone(aOrders), bOrders...)
 	for _, id := range all {
-		await(t, st, id, workflow.Compensated)
+		awaitState(t, st, id, workflow.Compensated)
 	}
 	out, code := sasctl(t, st, "list", "--state", "Compensated", "--all")
 	if code != 0 {

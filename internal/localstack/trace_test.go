@@ -13,6 +13,7 @@ import (
 
 	"github.com/sasflow/sas/internal/localstack"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/trace"
@@ -68,17 +69,10 @@ func TestOneTracePerOrder(t *testing.T) {
 	// actor has logged by then.
 	final := map[string]string{recovered: "Processed", undone: "Compensated"}
 	var recs []map[string]any
-	deadline := time.Now().Add(time.Minute)
-	for {
+	await.Until(t, time.Minute, fmt.Sprintf("orders notified in their final state %v", final), func() (bool, error) {
 		recs = logs.Records(t)
-		if notified(recs, final) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("orders not notified in their final state %v within a minute; logs:\n%s", final, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond) // polling the captured logs, not waiting for time
-	}
+		return notified(recs, final), fmt.Errorf("logs:\n%s", logs.String())
+	})
 
 	traces := map[string]map[string]bool{} // orderId: traceIds
 	actors := map[string]map[string]bool{} // orderId: functions

@@ -66,7 +66,7 @@ func RequestID(ctx context.Context) string {
 // carries one, so every line of one invocation can be found together.
 func InvocationLog(ctx context.Context, log *slog.Logger) *slog.Logger {
 	if id := RequestID(ctx); id != "" {
-		return log.With("requestId", id)
+		return log.With(slog.String("requestId", id))
 	}
 	return log
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ import (
 func TestWithDefaults(t *testing.T) {
 	t.Parallel()
 	fake := clock.NewFake(time.Date(2026, 11, 22, 9, 41, 0, 0, time.UTC))
-	own := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	own := slog.New(slog.DiscardHandler)
 	tests := []struct {
 		name      string
 		deps      actor.Deps
@@ -53,7 +52,7 @@ func TestWithDefaults(t *testing.T) {
 				t.Errorf("the default logger is enabled, want one that discards")
 			}
 			// The default logger must be safe to use.
-			got.Log.With("orderId", "o-1").Error("ignored")
+			got.Log.With(slog.String("orderId", "o-1")).Error("ignored")
 		})
 	}
 }

@@ -129,7 +129,9 @@ func TestEndToEndTryTimeout(t *testing.T) {
 	sim := remotesim.New()
 	sim.Script("order-1/"+testStep, remotesim.ApplyThenHang, remotesim.Hang)
 	cfg := testConfig()
-	cfg.RemoteTimeout = 20 * time.Millisecond
+	// Long enough for a call that does not hang, under the race detector
+	// too; each hanging call costs one.
+	cfg.RemoteTimeout = 250 * time.Millisecond
 	hs := simHarness(t, sim, cfg)
 	if resp := hs.handle(t, record("m1", message.Encode(agentRequest("order-1", t0)))); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("failures %v", failedIDs(resp))

@@ -95,7 +95,7 @@ func New(cfg Config, svc Service, replies ReplySender, deps actor.Deps, opts ...
 		svc:     svc,
 		replies: replies,
 		clk:     deps.Clock,
-		log:     deps.Log.With("agentStep", cfg.Step),
+		log:     deps.Log.With(slog.String("agentStep", cfg.Step)),
 		sleep:   clock.Sleep,
 		backoff: Backoff{Base: cfg.RetryBase, Max: cfg.RetryMax, Rand: rand.Float64},
 	}
@@ -146,12 +146,12 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 }
 
 func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events.SQSMessage) (d disposition) {
-	ctx, log = trace.JoinSQS(ctx, log.With("messageId", rec.MessageId), rec)
+	ctx, log = trace.JoinSQS(ctx, log.With(slog.String("messageId", rec.MessageId)), rec)
 	// A bug must not take the rest of the batch down; the message goes back
 	// to the queue and, if it keeps failing, to the dead-letter queue.
 	defer func() {
 		if p := recover(); p != nil {
-			log.Error(actor.BatchItemFailed, "reason", "panic while handling a record", "panic", fmt.Sprint(p))
+			log.Error(actor.BatchItemFailed, slog.String("reason", "panic while handling a record"), slog.String("panic", fmt.Sprint(p)))
 			d = redeliver
 		}
 	}()
@@ -160,18 +160,18 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	if err != nil {
 		return h.poison(ctx, log, rec, "poison agent request", err, "receiveCount", rec.Attributes["ApproximateReceiveCount"])
 	}
-	log = log.With("orderId", m.OrderID, "step", m.Step, "stepIndex", m.StepIndex, "attempt", m.Attempt)
+	log = log.With(slog.String("orderId", m.OrderID), slog.String("step", m.Step), slog.Int("stepIndex", m.StepIndex), slog.Int("attempt", m.Attempt))
 	if m.Step != h.cfg.Step {
 		err := fmt.Errorf("%w: a request for step %q reached the %q agent", message.ErrPoison, m.Step, h.cfg.Step)
 		return h.poison(ctx, log, rec, "poison agent request: the request is for another step", err)
 	}
 	if !h.clk.Now().Before(m.CompleteBy) {
-		log.Info("deadline passed, sending nothing", "completeBy", m.CompleteBy)
+		log.Info("deadline passed, sending nothing", slog.Time("completeBy", m.CompleteBy))
 		return done
 	}
 
 	if m.Action.Undo() {
-		log = log.With("compensate", true)
+		log = log.With(slog.Bool("compensate", true))
 	}
 	var out json.RawMessage
 	if _, ok := h.svc.(Compensator); m.Action.Undo() && !ok {
@@ -183,7 +183,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	// A late agent stays silent: the Supervisor has taken over the step, and
 	// a reply now would race its recovery.
 	if !h.clk.Now().Before(m.CompleteBy) {
-		log.Warn("deadline passed, sending nothing", "completeBy", m.CompleteBy, "error", err)
+		log.Warn("deadline passed, sending nothing", slog.Time("completeBy", m.CompleteBy), slog.Any("error", err))
 		return done
 	}
 	var reply message.AgentReply
@@ -192,10 +192,10 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		reply = h.succeeded(log, m, out)
 	case IsPermanent(err):
 		reply = failed(m, FaultOf(err))
-		log.Warn("step failed permanently", "error", err, "faultCode", reply.Fault.Code)
+		log.Warn("step failed permanently", slog.Any("error", err), slog.String("faultCode", reply.Fault.Code))
 	default:
 		// Nothing to say before the deadline; the Supervisor recovers the step.
-		log.Warn("step failed transiently until the deadline, sending nothing", "error", err)
+		log.Warn("step failed transiently until the deadline, sending nothing", slog.Any("error", err))
 		return done
 	}
 	return h.sendReply(ctx, log, rec, m, reply)
@@ -215,17 +215,17 @@ func (h *Handler) poison(ctx context.Context, log *slog.Logger, rec events.SQSMe
 func (h *Handler) sendReply(ctx context.Context, log *slog.Logger, rec events.SQSMessage, m message.AgentRequest, reply message.AgentReply) disposition {
 	if err := h.replies.Send(ctx, h.cfg.ResponseQueueURL, encodeReply(m, reply), 0); err != nil {
 		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
-		log.Warn(actor.BatchItemFailed, "reason", "sending the reply failed; the request comes back soon", "error", err, "outcome", reply.Outcome, "in", wait)
+		log.Warn(actor.BatchItemFailed, slog.String("reason", "sending the reply failed; the request comes back soon"), slog.Any("error", err), slog.Any("outcome", reply.Outcome), slog.Duration("in", wait))
 		if h.redeliver != nil {
 			if rerr := h.redeliver.After(ctx, rec, wait); rerr != nil {
-				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", "error", rerr)
+				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", slog.Any("error", rerr))
 			}
 		}
 		return redeliver
 	}
 	// Debug: the Scheduler logs the transition the reply makes, and a line
 	// per reply here would double what every order writes to CloudWatch.
-	log.Debug("reply sent", "outcome", reply.Outcome)
+	log.Debug("reply sent", slog.Any("outcome", reply.Outcome))
 	return done
 }
 
@@ -250,11 +250,11 @@ func (h *Handler) succeeded(log *slog.Logger, m message.AgentRequest, out json.R
 		fault = &message.Fault{Code: CodeOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(out), h.cfg.MaxOutputBytes)}
 	}
 	if fault != nil && m.Action.Undo() {
-		log.Warn("undo output dropped", "reason", fault.Message)
+		log.Warn("undo output dropped", slog.String("reason", fault.Message))
 		out, fault = nil, nil
 	}
 	if fault != nil {
-		log.Error("the step's output is refused", "faultCode", fault.Code, "bytes", len(out))
+		log.Error("the step's output is refused", slog.String("faultCode", fault.Code), slog.Int("bytes", len(out)))
 		fault.Uncertain = true
 		return failed(m, *fault)
 	}
@@ -352,7 +352,7 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 		if !h.clk.Now().Add(delay).Before(deadline) {
 			return nil, fmt.Errorf("try %d: %w (no time for another)", n+1, err)
 		}
-		log.Warn("try failed, retrying", "try", n+1, "error", err, "retryIn", delay)
+		log.Warn("try failed, retrying", slog.Int("try", n+1), slog.Any("error", err), slog.Duration("retryIn", delay))
 		if serr := h.sleep(ctx, delay); serr != nil {
 			return nil, fmt.Errorf("try %d: %w (no time for another)", n+1, err)
 		}

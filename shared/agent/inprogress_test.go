@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
@@ -167,8 +168,10 @@ func TestADuplicateRequestWhileTheFirstCallRunsDoesNotStopTheOrder(t *testing.T)
 	sim.Script(key, remotesim.HangThenApply)
 	cfg := testConfig()
 	cfg.RemoteBaseURL = serveSim(t, sim)
-	// The first try ends on its own timeout; the remote keeps the key.
-	cfg.RemoteTimeout = 50 * time.Millisecond
+	// The first try ends on its own timeout; the remote keeps the key. The
+	// timeout leaves the copy time to reach the remote while the key is
+	// held, under the race detector too.
+	cfg.RemoteTimeout = 500 * time.Millisecond
 	// Waits of a millisecond on the fake clock: a budget of 30 s allows
 	// thousands of tries, far more than the first call's work outlasts.
 	cfg.RetryBase, cfg.RetryMax = time.Millisecond, time.Millisecond
@@ -200,11 +203,7 @@ func TestADuplicateRequestWhileTheFirstCallRunsDoesNotStopTheOrder(t *testing.T)
 		errs <- err
 	}()
 	// Only the remote knows when the first call holds the key.
-	for deadline := time.Now().Add(10 * time.Second); !sim.InProgress(key); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first call never held the key")
-		}
-	}
+	await.Until(t, 10*time.Second, "the first call holding the key", func() (bool, error) { return sim.InProgress(key), nil })
 	if resp := second.handle(t, record("m1-copy", body)); len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("the copy: failures %v", failedIDs(resp))
 	}

@@ -29,10 +29,10 @@ type Confirmer interface {
 // alertId attribute lets subscribers de-duplicate.
 func Deliver(ctx context.Context, s Sender, c Confirmer, a Alert, now time.Time, log *slog.Logger) {
 	if err := s.Publish(ctx, a); err != nil {
-		log.Warn("alert not published; the Supervisor will retry", "error", err)
+		log.Warn("alert not published; the Supervisor will retry", slog.Any("error", err))
 		return
 	}
 	if _, err := c.Apply(ctx, workflow.Machine{}.AlertSent(a.OrderID, a.Attempt, now)); err != nil && !errors.Is(err, workflow.ErrStale) {
-		log.Warn("alert published but not confirmed; it may be sent again", "error", err)
+		log.Warn("alert published but not confirmed; it may be sent again", slog.Any("error", err))
 	}
 }

@@ -36,9 +36,9 @@ func PoisonOnLastReceive(ctx context.Context, s Sender, rec events.SQSMessage, c
 		a.OrderID = ref.OrderID
 	}
 	if err := s.Publish(ctx, a); err != nil {
-		log.Error("poison alert not published; the DLQ alarm remains", "error", err)
+		log.Error("poison alert not published; the DLQ alarm remains", slog.Any("error", err))
 		return false
 	}
-	log.Error("poison message set aside; operators alerted", "alertId", a.ID())
+	log.Error("poison message set aside; operators alerted", slog.String("alertId", a.ID()))
 	return true
 }

@@ -3,7 +3,6 @@ package alert_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -48,7 +47,7 @@ func TestPoisonOnLastReceive(t *testing.T) {
 			var got []alert.Alert
 			pub := publishFunc(func(_ context.Context, a alert.Alert) error { got = append(got, a); return tc.publishErr })
 			now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-			ok := alert.PoisonOnLastReceive(context.Background(), pub, tc.rec, errors.New("poison: unknown version 99"), tc.max, now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			ok := alert.PoisonOnLastReceive(context.Background(), pub, tc.rec, errors.New("poison: unknown version 99"), tc.max, now, slog.New(slog.DiscardHandler))
 			if ok != tc.want {
 				t.Fatalf("published = %v, want %v (calls %d)", ok, tc.want, len(got))
 			}

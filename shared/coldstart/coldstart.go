@@ -23,7 +23,7 @@ import (
 // Load builds the logger, reads the configuration with load, and loads the
 // AWS configuration; it exits the process on any failure.
 func Load[C any](function string, load func(getenv func(string) string) (C, error)) (C, aws.Config, *slog.Logger) {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With("function", function)
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil)).With(slog.String("function", function))
 	cfg, err := load(os.Getenv)
 	Check(log, "bad configuration", err)
 	awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
@@ -37,10 +37,10 @@ func Load[C any](function string, load func(getenv func(string) string) (C, erro
 // that found the function broken names the reason, not only the exit.
 func Check(log *slog.Logger, what string, err error) {
 	if err != nil {
-		log.Error(what, "error", err)
+		log.Error(what, slog.Any("error", err))
 		if api := os.Getenv("AWS_LAMBDA_RUNTIME_API"); api != "" {
 			if rerr := reportInitError(api, what+": "+err.Error()); rerr != nil {
-				log.Error("report init error", "error", rerr)
+				log.Error("report init error", slog.Any("error", rerr))
 			}
 		}
 		os.Exit(1)

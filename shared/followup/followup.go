@@ -46,9 +46,9 @@ func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State
 		// about; where the write left the record goes under its own key,
 		// so no key is on the line twice.
 		attrs := []any{c.Transition.Attr(), "state", st.ProcessState, "failureCount", st.FailureCount,
-			slog.Group("written", "step", st.Step, "stepIndex", st.StepIndex, "attempt", st.Attempt)}
+			slog.Group("written", slog.String("step", st.Step), slog.Int("stepIndex", st.StepIndex), slog.Int("attempt", st.Attempt))}
 		if h := c.Handback; h != nil {
-			attrs = append(attrs, slog.Group("handback", "reason", h.Reason, "compensate", h.Undo, "delay", h.Delay))
+			attrs = append(attrs, slog.Group("handback", slog.String("reason", h.Reason), slog.Bool("compensate", h.Undo), slog.Duration("delay", h.Delay)))
 		}
 		log.Log(ctx, c.Transition.Level(), c.Transition.Message(), attrs...)
 	}
@@ -56,7 +56,7 @@ func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State
 		// Not through the outbox: the record goes on by itself, and if it
 		// stops again it owes an alert of its own.
 		if err := a.Alerts.Publish(ctx, a.alert(c.Notice, st, now)); err != nil {
-			log.Warn("alert not published", "kind", c.Notice, "error", err)
+			log.Warn("alert not published", slog.Any("kind", c.Notice), slog.Any("error", err))
 		}
 	}
 	if c.Alert != "" && a.Alerts != nil {
@@ -66,7 +66,7 @@ func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State
 		msg := message.NewSchedule(st.OrderID, st.Workflow, h.StepIndex, h.Reason)
 		msg.Compensate = h.Undo
 		if err := a.Send.Send(ctx, a.SchedulerQueueURL, message.Encode(msg), h.Delay); err != nil {
-			log.Warn("not handed back to the Scheduler; the Supervisor re-sends it", "error", err)
+			log.Warn("not handed back to the Scheduler; the Supervisor re-sends it", slog.Any("error", err))
 			return fmt.Errorf("hand %s back to the Scheduler: %w", st.OrderID, err)
 		}
 	}

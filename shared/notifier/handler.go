@@ -30,7 +30,7 @@ func New(cfg Config, pub Sender, deps actor.Deps) (*Handler, error) {
 		return nil, err
 	}
 	deps = deps.WithDefaults()
-	return &Handler{cfg: cfg, pub: pub, log: deps.Log.With("topic", cfg.OrderEventsTopicARN)}, nil
+	return &Handler{cfg: cfg, pub: pub, log: deps.Log.With(slog.String("topic", cfg.OrderEventsTopicARN))}, nil
 }
 
 // Handle publishes the status changes in a batch of stream records, in
@@ -54,7 +54,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		q.log.Debug("notified")
 	}
 	if n > 0 {
-		log.Info("events published", "events", n, "records", len(ev.Records))
+		log.Info("events published", slog.Int("events", n), slog.Int("records", len(ev.Records)))
 	}
 	switch {
 	case n < len(queue):
@@ -63,8 +63,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	case stuck.err == nil:
 		return events.DynamoDBEventResponse{}, nil
 	}
-	stuck.log.Warn(actor.BatchItemFailed, "reason", "event not published; the stream retries from this record", "error", stuck.err,
-		"redelivered", len(ev.Records)-stuck.at)
+	stuck.log.Warn(actor.BatchItemFailed, slog.String("reason", "event not published; the stream retries from this record"), slog.Any("error", stuck.err),
+		slog.Int("redelivered", len(ev.Records)-stuck.at))
 	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{
 		{ItemIdentifier: ev.Records[stuck.at].Change.SequenceNumber},
 	}}, nil
@@ -85,7 +85,7 @@ type queued struct {
 // is returned as stuck, with its error (nil when there is none).
 func (h *Handler) collect(log *slog.Logger, records []events.DynamoDBEventRecord) (queue []queued, stuck queued) {
 	for i, rec := range records {
-		q := queued{at: i, log: log.With("sequenceNumber", rec.Change.SequenceNumber, "eventName", rec.EventName)}
+		q := queued{at: i, log: log.With(slog.String("sequenceNumber", rec.Change.SequenceNumber), slog.String("eventName", rec.EventName))}
 		ok := h.eventOf(rec, &q)
 		if q.err != nil {
 			return queue, q
@@ -155,14 +155,14 @@ func (h *Handler) eventOf(rec events.DynamoDBEventRecord, q *queued) (ok bool) {
 	// no terminal status in time, read the order's status from the API.
 	st, err := statestore.DecodeImage(rec.Change.NewImage)
 	if err != nil {
-		q.log.Error(actor.RecordSkipped+": new image unreadable", "error", err)
+		q.log.Error(actor.RecordSkipped+": new image unreadable", slog.Any("error", err))
 		return false
 	}
 	if st.ClientID == "" {
 		return false // nobody asked to be told
 	}
 	q.trace = trace.Stored(st.Trace)
-	q.log = trace.Log(q.log.With("orderId", st.OrderID, "seq", st.EventSeq), q.trace)
+	q.log = trace.Log(q.log.With(slog.String("orderId", st.OrderID), slog.Int("seq", st.EventSeq)), q.trace)
 
 	oldSeq := oldSeqOf(q.log, rec)
 	if st.EventSeq <= oldSeq {
@@ -171,13 +171,13 @@ func (h *Handler) eventOf(rec events.DynamoDBEventRecord, q *queued) (ok bool) {
 	if oldSeq > 0 && st.EventSeq > oldSeq+1 {
 		// Writers add exactly one per change; more is a writer's bug that
 		// clients will see as a gap.
-		q.log.Warn("event sequence skipped numbers", "oldSeq", oldSeq)
+		q.log.Warn("event sequence skipped numbers", slog.Int("oldSeq", oldSeq))
 	}
 
 	q.ev = EventOf(st)
-	q.log = q.log.With("clientId", q.ev.ClientID, "status", q.ev.Status, "state", q.ev.State)
+	q.log = q.log.With(slog.String("clientId", q.ev.ClientID), slog.Any("status", q.ev.Status), slog.Any("state", q.ev.State))
 	if err := q.ev.Validate(); err != nil {
-		q.log.Error(actor.RecordSkipped+": no valid event", "error", err)
+		q.log.Error(actor.RecordSkipped+": no valid event", slog.Any("error", err))
 		return false
 	}
 	return true
@@ -193,7 +193,7 @@ func oldSeqOf(log *slog.Logger, rec events.DynamoDBEventRecord) int {
 	}
 	old, err := statestore.DecodeImage(rec.Change.OldImage)
 	if err != nil {
-		log.Warn("old image unreadable; publishing the new state as a change", "error", err)
+		log.Warn("old image unreadable; publishing the new state as a change", slog.Any("error", err))
 		return 0
 	}
 	return old.EventSeq

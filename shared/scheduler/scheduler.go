@@ -94,14 +94,14 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	var resp events.SQSEventResponse
 	requestID := actor.RequestID(ctx)
 	for _, rec := range ev.Records {
-		ctx, log := trace.JoinSQS(ctx, h.log.With("requestId", requestID, "messageId", rec.MessageId), rec)
+		ctx, log := trace.JoinSQS(ctx, h.log.With(slog.String("requestId", requestID), slog.String("messageId", rec.MessageId)), rec)
 		err := h.handleRecord(ctx, rec, requestID, log)
 		if err == nil {
 			continue
 		}
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
 		if errors.Is(err, message.ErrPoison) {
-			log.Error(actor.BatchItemFailed, "reason", "poison; left for redelivery towards the dead-letter queue", "error", err)
+			log.Error(actor.BatchItemFailed, slog.String("reason", "poison; left for redelivery towards the dead-letter queue"), slog.Any("error", err))
 			alert.PoisonOnLastReceive(ctx, h.alerts, rec, err, h.cfg.MaxReceiveCount, h.clk.Now(), log)
 			continue
 		}
@@ -110,10 +110,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 		if errors.As(err, &ra) {
 			wait = ra.wait
 		}
-		log.Warn(actor.BatchItemFailed, "reason", "record failed; redelivered soon", "error", err, "in", wait)
+		log.Warn(actor.BatchItemFailed, slog.String("reason", "record failed; redelivered soon"), slog.Any("error", err), slog.Duration("in", wait))
 		if h.redeliver != nil {
 			if rerr := h.redeliver.After(ctx, rec, wait); rerr != nil {
-				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", "error", rerr)
+				log.Warn("redelivery not brought forward; the queue's visibility timeout applies", slog.Any("error", rerr))
 			}
 		}
 	}
@@ -175,7 +175,7 @@ func (h *Handler) machine(id string) (workflow.Machine, error) {
 }
 
 func (h *Handler) schedule(ctx context.Context, m message.Schedule, owner string, log *slog.Logger) error {
-	log = log.With("orderId", m.OrderID, "workflow", m.WorkflowID(), "stepIndex", m.StepIndex, "reason", m.Reason, "compensate", m.Compensate)
+	log = log.With(slog.String("orderId", m.OrderID), slog.String("workflow", m.WorkflowID()), slog.Int("stepIndex", m.StepIndex), slog.String("reason", m.Reason), slog.Bool("compensate", m.Compensate))
 	mach, err := h.machine(m.WorkflowID())
 	if err != nil {
 		return err
@@ -231,7 +231,7 @@ func (h *Handler) followUp(ctx context.Context, mach workflow.Machine, c workflo
 func (h *Handler) dispatchFailed(ctx context.Context, mach workflow.Machine, claimed workflow.State, cause error, log *slog.Logger) error {
 	now := h.clk.Now()
 	c := mach.DispatchFailed(claimed, now, cause.Error())
-	log.Warn("dispatch failed", "error", cause, "decision", c.Transition)
+	log.Warn("dispatch failed", slog.Any("error", cause), slog.Any("decision", c.Transition))
 	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
 		log.Info("record moved on; left alone")
@@ -264,7 +264,7 @@ func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 // agent, a duplicate, a reply after the Supervisor stepped in) fails its
 // fence and is dropped.
 func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string, log *slog.Logger) error {
-	log = log.With("orderId", m.OrderID, "workflow", m.WorkflowID(), "step", m.Step, "attempt", m.Attempt, "compensate", m.Action.Undo())
+	log = log.With(slog.String("orderId", m.OrderID), slog.String("workflow", m.WorkflowID()), slog.String("step", m.Step), slog.Int("attempt", m.Attempt), slog.Bool("compensate", m.Action.Undo()))
 	mach, err := h.machine(m.WorkflowID())
 	if err != nil {
 		return err
@@ -282,7 +282,7 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 		// checked. An undo happened all the same, so it still commits,
 		// without its output; a step's remote applied it, so its failure is
 		// uncertain and it is undone with the others.
-		log.Warn("output over the step's limit", "bytes", len(m.Output), "limit", limit)
+		log.Warn("output over the step's limit", slog.Int("bytes", len(m.Output)), slog.Int("limit", limit))
 		if !m.Action.Undo() {
 			m.Outcome = message.Failed
 			m.Fault = &message.Fault{Code: message.FaultOutputTooLarge, Message: workflow.OutputTooLarge(m.Step, len(m.Output), limit), Uncertain: true}
@@ -290,7 +290,7 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 		m.Output = nil
 	}
 	if m.Outcome == message.Failed {
-		log = log.With("faultCode", m.Fault.Code)
+		log = log.With(slog.String("faultCode", m.Fault.Code))
 	}
 	cancelled := false
 	if m.Action.Undo() && m.Outcome == message.Succeeded && mach.LastUndo(m.StepIndex) {
@@ -300,7 +300,7 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 		// Cancelled never changes back, so the read cannot be too old.
 		seen, err := h.store.GetState(ctx, m.OrderID)
 		if errors.Is(err, workflow.ErrNotFound) {
-			log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome, "reason", "no such order")
+			log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), slog.Any("outcome", m.Outcome), slog.String("reason", "no such order"))
 			return nil
 		}
 		if err != nil {
@@ -311,7 +311,7 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	c := decide(mach, m, cancelled, owner, now)
 	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
-		log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), "outcome", m.Outcome)
+		log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), slog.Any("outcome", m.Outcome))
 		return nil
 	}
 	if err != nil {
@@ -320,7 +320,7 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	if err := h.followUp(ctx, mach, c, st, now, log); err != nil {
 		// The reply is committed: the claim it made is the Supervisor's
 		// to recover now.
-		log.Warn("the Supervisor will recover the step", "error", err)
+		log.Warn("the Supervisor will recover the step", slog.Any("error", err))
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func (h *Handler) HandleDeadlines(ctx context.Context, ev events.SQSEvent) (even
 	var resp events.SQSEventResponse
 	var rep Report
 	for _, rec := range ev.Records {
-		wait, err := h.deadline(ctx, rec, &rep, log.With("messageId", rec.MessageId))
+		wait, err := h.deadline(ctx, rec, &rep, log.With(slog.String("messageId", rec.MessageId)))
 		if err == nil {
 			continue
 		}
@@ -51,12 +51,12 @@ func (h *Handler) HandleDeadlines(ctx context.Context, ev events.SQSEvent) (even
 			continue
 		}
 		if rerr := h.redeliver.After(ctx, rec, wait); rerr != nil {
-			log.Warn("deadline not brought back early; it waits out the visibility timeout", "messageId", rec.MessageId, "error", rerr)
+			log.Warn("deadline not brought back early; it waits out the visibility timeout", slog.String("messageId", rec.MessageId), slog.Any("error", rerr))
 		}
 	}
 	if rep.Expired > 0 {
-		log.Debug("deadlines handled", "deadlines", len(ev.Records), "expired", rep.Expired, "retried", rep.Retried,
-			"gaveUp", rep.GaveUp, "requeued", rep.Requeued, "alertsResent", rep.AlertsResent, "lostRace", rep.Lost, "failed", rep.Failed)
+		log.Debug("deadlines handled", slog.Int("deadlines", len(ev.Records)), slog.Int("expired", rep.Expired), slog.Int("retried", rep.Retried),
+			slog.Int("gaveUp", rep.GaveUp), slog.Int("requeued", rep.Requeued), slog.Int("alertsResent", rep.AlertsResent), slog.Int("lostRace", rep.Lost), slog.Int("failed", rep.Failed))
 	}
 	return resp, nil
 }
@@ -68,10 +68,10 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 	ctx, log = trace.JoinSQS(ctx, log, rec)
 	d, err := message.DecodeDeadline(rec.Body)
 	if err != nil {
-		log.Error(actor.BatchItemFailed, "reason", "poison deadline; it goes to the dead-letter queue after its receives", "error", err)
+		log.Error(actor.BatchItemFailed, slog.String("reason", "poison deadline; it goes to the dead-letter queue after its receives"), slog.Any("error", err))
 		return 0, err
 	}
-	log = log.With("orderId", d.OrderID, "stepIndex", d.StepIndex, "attempt", d.Attempt)
+	log = log.With(slog.String("orderId", d.OrderID), slog.Int("stepIndex", d.StepIndex), slog.Int("attempt", d.Attempt))
 	st, err := h.store.PeekState(ctx, d.OrderID)
 	if errors.Is(err, workflow.ErrNotFound) {
 		log.Warn("deadline of an order that does not exist; dropped")
@@ -79,7 +79,7 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 	}
 	if err != nil {
 		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
-		log.Warn(actor.BatchItemFailed, "reason", "deadline not checked; it comes back", "error", err, "in", wait)
+		log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline not checked; it comes back"), slog.Any("error", err), slog.Duration("in", wait))
 		return wait, err
 	}
 	if _, ok := trace.FromContext(ctx); !ok {
@@ -92,15 +92,15 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 	now := h.clk.Now()
 	if early := st.CompleteBy.Sub(now); early > 0 {
 		// Clocks of two functions disagree by a little: look again then.
-		log.Warn(actor.BatchItemFailed, "reason", "deadline came before its CompleteBy; it comes back then", "error", errNotDue, "in", early)
+		log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline came before its CompleteBy; it comes back then"), slog.Any("error", errNotDue), slog.Duration("in", early))
 		return early, errNotDue
 	}
 	rep.Expired++
 	failed := rep.Failed
-	h.recover(ctx, st, now, rep, log.With("step", st.Step))
+	h.recover(ctx, st, now, rep, log.With(slog.String("step", st.Step)))
 	if rep.Failed > failed {
 		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
-		log.Warn(actor.BatchItemFailed, "reason", "recovery failed; the deadline comes back", "error", errRecoverFailed, "in", wait)
+		log.Warn(actor.BatchItemFailed, slog.String("reason", "recovery failed; the deadline comes back"), slog.Any("error", errRecoverFailed), slog.Duration("in", wait))
 		return wait, errRecoverFailed
 	}
 	return 0, nil

@@ -81,8 +81,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.EventBridgeEvent) error 
 	if err != nil {
 		return err
 	}
-	log.Info("supervisor run", "expired", rep.Expired, "retried", rep.Retried, "gaveUp", rep.GaveUp,
-		"requeued", rep.Requeued, "alertsResent", rep.AlertsResent, "lostRace", rep.Lost, "failed", rep.Failed)
+	log.Info("supervisor run", slog.Int("expired", rep.Expired), slog.Int("retried", rep.Retried), slog.Int("gaveUp", rep.GaveUp),
+		slog.Int("requeued", rep.Requeued), slog.Int("alertsResent", rep.AlertsResent), slog.Int("lostRace", rep.Lost), slog.Int("failed", rep.Failed))
 	if rep.Failed > 0 {
 		// Surface partial failure as a Lambda error so the error alarm sees it;
 		// the next run retries the records.
@@ -100,7 +100,7 @@ func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 	}
 	rep := Report{Expired: len(expired)}
 	for _, seen := range expired {
-		rctx, rlog := trace.Join(ctx, log.With("orderId", seen.OrderID, "workflow", seen.Workflow, "step", seen.Step, "attempt", seen.Attempt), trace.Stored(seen.Trace))
+		rctx, rlog := trace.Join(ctx, log.With(slog.String("orderId", seen.OrderID), slog.String("workflow", seen.Workflow), slog.String("step", seen.Step), slog.Int("attempt", seen.Attempt)), trace.Stored(seen.Trace))
 		h.recover(rctx, seen, now, &rep, rlog)
 	}
 	return rep, nil
@@ -112,7 +112,7 @@ func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 func (h *Handler) decide(seen workflow.State, now time.Time, log *slog.Logger) (workflow.Change, bool) {
 	mach, err := h.cfg.Machine(seen.Workflow)
 	if err != nil {
-		log.Error("the order's workflow version is not deployed", "error", err)
+		log.Error("the order's workflow version is not deployed", slog.Any("error", err))
 		return workflow.Machine{Policy: h.cfg.Policy}.Stranded(seen, now)
 	}
 	return mach.Expired(seen, now)
@@ -128,12 +128,12 @@ func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Tim
 		// Another Supervisor, or a Scheduler committing in time, got there
 		// first.
 		rep.Lost++
-		log.Info("record moved on; left alone", "decision", c.Transition)
+		log.Info("record moved on; left alone", slog.Any("decision", c.Transition))
 		return
 	}
 	if err != nil {
 		rep.Failed++
-		log.Error("recover failed", "decision", c.Transition, "error", err)
+		log.Error("recover failed", slog.Any("decision", c.Transition), slog.Any("error", err))
 		return
 	}
 	if err := h.followup.After(ctx, c, st, now, log); err != nil {

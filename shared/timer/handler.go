@@ -65,7 +65,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		}
 		wait := d.CompleteBy.Sub(now)
 		if wait > queue.MaxDelay {
-			trace.Log(log, tr).Debug("phase longer than a message delay; left to the sweep", "orderId", d.OrderID, "completeBy", d.CompleteBy)
+			trace.Log(log, tr).Debug("phase longer than a message delay; left to the sweep", slog.String("orderId", d.OrderID), slog.Time("completeBy", d.CompleteBy))
 			continue
 		}
 		// Each Deadline goes in its own order's trace: a batch mixes orders.
@@ -80,7 +80,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	}
 	err := h.send.SendBatch(ctx, h.cfg.DeadlineQueueURL, msgs)
 	if err == nil {
-		log.Debug("deadlines armed", "deadlines", len(out), "records", len(ev.Records))
+		log.Debug("deadlines armed", slog.Int("deadlines", len(out)), slog.Int("records", len(ev.Records)))
 		return events.DynamoDBEventResponse{}, nil
 	}
 	first := 0 // a failure that names no message holds back the whole batch
@@ -92,8 +92,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		}
 	}
 	stuck := out[first].at
-	log.Warn(actor.BatchItemFailed, "reason", "deadline not sent; the stream retries from this record", "error", err,
-		"sequenceNumber", ev.Records[stuck].Change.SequenceNumber, "redelivered", len(ev.Records)-stuck)
+	log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline not sent; the stream retries from this record"), slog.Any("error", err),
+		slog.String("sequenceNumber", ev.Records[stuck].Change.SequenceNumber), slog.Int("redelivered", len(ev.Records)-stuck))
 	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{
 		{ItemIdentifier: ev.Records[stuck].Change.SequenceNumber},
 	}}, nil
@@ -111,7 +111,7 @@ func (h *Handler) deadlineOf(log *slog.Logger, rec events.DynamoDBEventRecord) (
 	}
 	st, err := statestore.DecodeImage(rec.Change.NewImage)
 	if err != nil {
-		log.Error(actor.RecordSkipped+": new image unreadable", "sequenceNumber", rec.Change.SequenceNumber, "error", err)
+		log.Error(actor.RecordSkipped+": new image unreadable", slog.String("sequenceNumber", rec.Change.SequenceNumber), slog.Any("error", err))
 		return message.Deadline{}, trace.Header{}, false
 	}
 	if !st.InFlight || st.CompleteBy.IsZero() {

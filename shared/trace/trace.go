@@ -193,7 +193,7 @@ func Log(log *slog.Logger, h Header) *slog.Logger {
 	if h.IsZero() {
 		return log
 	}
-	return log.With(LogKey, h.Root)
+	return log.With(slog.String(LogKey, h.Root))
 }
 
 // Join returns ctx carrying h and log with its traceId: what each actor

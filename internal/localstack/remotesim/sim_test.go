@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/remote"
 )
@@ -678,11 +679,7 @@ func TestHangThenApplyAppliesAfterTheCallerGaveUp(t *testing.T) {
 	done := make(chan answer)
 	go func() { done <- call(t, ctx, sim, "o1/"+step, "/v1/steps/"+step, stepBody("o1")) }()
 	// Wait until the first call holds the key.
-	for deadline := time.Now().Add(5 * time.Second); !sim.InProgress("o1/" + step); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the key was never in progress")
-		}
-	}
+	await.Until(t, 5*time.Second, "the key in progress", func() (bool, error) { return sim.InProgress("o1/" + step), nil })
 	if a := callStep(t, sim, "o1/"+step, "o1"); a.status != 409 || code(t, a.body) != remote.CodeInProgress {
 		t.Fatalf("a retry while in progress answered %+v", a)
 	}
@@ -697,11 +694,7 @@ func TestHangThenApplyAppliesAfterTheCallerGaveUp(t *testing.T) {
 	if got := sim.EffectCount("o1/" + step); got != 0 {
 		t.Fatalf("applied %d times before the work ended", got)
 	}
-	for deadline := time.Now().Add(5 * time.Second); sim.EffectCount("o1/"+step) == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("never applied")
-		}
-	}
+	await.Until(t, 5*time.Second, "the late effect applied", func() (bool, error) { return sim.EffectCount("o1/"+step) > 0, nil })
 	if a := callUndo(t, sim, "o1/"+step+"/undo", "o1", "o1/"+step); a.status != 200 || sim.CompensationCount("o1/"+step) != 1 {
 		t.Fatalf("undo after the late apply answered %+v, undone %d", a, sim.CompensationCount("o1/"+step))
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 )
 
@@ -71,18 +73,15 @@ func send(t *testing.T, c *sqs.Client, url string, bodies ...string) {
 // pollUntil calls PollOnce until n messages in all have been received.
 func pollUntil(t *testing.T, b *sqsbridge.Bridge, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	got := 0
-	for got < n {
-		if !time.Now().Before(deadline) {
-			t.Fatalf("received %d of %d messages", got, n)
-		}
+	await.Until(t, 20*time.Second, fmt.Sprintf("%d messages polled", n), func() (bool, error) {
 		k, err := b.PollOnce(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		got += k
-	}
+		return got >= n, fmt.Errorf("received %d of %d messages", got, n)
+	})
 }
 
 // counts returns the visible and in-flight message counts, which change
@@ -175,9 +174,8 @@ func TestBridgeHandlerErrorKeepsBatch(t *testing.T) {
 	b := newBridge(c, q, func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
 		return events.SQSEventResponse{}, errors.New("database down")
 	})
-	deadline := time.Now().Add(20 * time.Second)
 	got := 0
-	for got < 2 && time.Now().Before(deadline) {
+	await.Until(t, 20*time.Second, "both messages polled", func() (bool, error) {
 		n, err := b.PollOnce(context.Background())
 		if n == 0 && err != nil {
 			t.Fatal(err)
@@ -186,7 +184,8 @@ func TestBridgeHandlerErrorKeepsBatch(t *testing.T) {
 			t.Fatalf("PollOnce = %d, %v; want ErrBatchFailed", n, err)
 		}
 		got += n
-	}
+		return got >= 2, fmt.Errorf("received %d", got)
+	})
 	if v, f := counts(t, c, q.URL); got != 2 || v != "0" || f != "2" {
 		t.Errorf("received %d; %s visible, %s in flight; want both kept in flight", got, v, f)
 	}

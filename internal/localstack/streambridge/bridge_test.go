@@ -17,6 +17,8 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+
+	"github.com/sasflow/sas/internal/testkit/await"
 )
 
 const testARN = "arn:aws:dynamodb:eu-west-1:123456789012:table/state/stream/2024-01-01T00:00:00.000"
@@ -708,13 +710,7 @@ func TestDescribeError(t *testing.T) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	await.Until(t, 10*time.Second, what, func() (bool, error) { return cond(), nil })
 }
 
 func TestRunFollowsShardsAndRetries(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math/big"
 	"reflect"
@@ -22,6 +23,7 @@ import (
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
 	"github.com/sasflow/sas/internal/localstack/streambridge"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 )
 
@@ -119,8 +121,7 @@ func putKeys(t *testing.T, db *dynamodb.Client, table string, keys ...string) {
 func awaitStream(t *testing.T, sc *dynamodbstreams.Client, arn string, n int) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(awaitTimeout)
-	for {
+	await.Until(t, awaitTimeout, fmt.Sprintf("%d records on the stream", n), func() (bool, error) {
 		got := 0
 		d, err := sc.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
 		if err != nil {
@@ -145,14 +146,8 @@ func awaitStream(t *testing.T, sc *dynamodbstreams.Client, arn string, n int) {
 				iter = out.NextShardIterator
 			}
 		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stream holds %d records, want %d", got, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got >= n, fmt.Errorf("stream holds %d records", got)
+	})
 }
 
 // streamOf puts one item per key in a new table and waits until its

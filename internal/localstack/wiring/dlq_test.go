@@ -21,6 +21,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
 	"github.com/sasflow/sas/internal/localstack/wiring"
 	"github.com/sasflow/sas/internal/opsclient"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -92,21 +93,14 @@ func TestOperatorRedrivesADeadLetteredReply(t *testing.T) {
 
 	// Pump until both have been received MaxReceiveCount times and the
 	// next receive moved them to their DLQs.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	await.Until(t, 30*time.Second, "a reply and a poison message on their DLQs", func() (bool, error) {
 		if _, err := e.sys.PumpOnce(e.ctx); err != nil && !errors.Is(err, sqsbridge.ErrBatchFailed) {
 			t.Fatal(err)
 		}
 		replies, _ := e.depth(e.sys.ResponseQueue.DLQURL)
 		poison, _ := e.depth(e.sys.SchedulerQueue.DLQURL)
-		if replies == 1 && poison == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("DLQs hold %d replies and %d poison messages; order %s", replies, poison, brief(e.state(id)))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return replies == 1 && poison == 1, fmt.Errorf("DLQs hold %d replies and %d poison messages; order %s", replies, poison, brief(e.state(id)))
+	})
 	if st := e.state(id); st.ProcessState != workflow.Processing || st.StepIndex != 0 {
 		t.Fatalf("before the redrive: %s", brief(st))
 	}

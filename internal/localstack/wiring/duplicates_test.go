@@ -10,6 +10,7 @@ import (
 
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/remote"
 	"github.com/sasflow/sas/shared/workflow"
@@ -72,11 +73,7 @@ func (e *env) agentBridge(step string) *sqsbridge.Bridge {
 // which only the remote knows.
 func (e *env) waitInProgress(key string) {
 	e.t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !e.sim.InProgress(key); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("no call held %s in progress within 10 s", key)
-		}
-	}
+	await.Until(e.t, 10*time.Second, "a call holding "+key+" in progress", func() (bool, error) { return e.sim.InProgress(key), nil })
 }
 
 // TestADuplicateRequestWhileTheFirstCallRunsDoesNotStopTheOrder: SQS

@@ -20,6 +20,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack/lossy"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/wiring"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/workflow"
@@ -426,16 +427,13 @@ func TestThrottledCommitIsRedeliveredWithinTheBudget(t *testing.T) {
 		return ts
 	}})
 	id := e.submit("")
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	await.Until(t, 30*time.Second, "the order processed through the throttling", func() (bool, error) {
 		if _, err := e.sys.Settle(e.ctx, 50); err != nil {
 			t.Fatal(err)
 		}
-		if e.state(id).ProcessState == workflow.Processed {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		st := e.state(id)
+		return st.ProcessState == workflow.Processed, errors.New(brief(st))
+	})
 	st := e.state(id)
 	if st.ProcessState != workflow.Processed || st.FailureCount != 0 || st.Steps[0].Failures != 0 {
 		t.Fatalf("final %s", brief(st))

@@ -2,10 +2,12 @@ package wiring_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sasflow/sas/internal/localstack/wiring"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/timer"
 	"github.com/sasflow/sas/shared/workflow"
@@ -16,10 +18,7 @@ import (
 func (e *env) deliverDeadlines(want int) {
 	e.t.Helper()
 	got := 0
-	for deadline := time.Now().Add(15 * time.Second); got < want; {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%d of %d Deadlines delivered", got, want)
-		}
+	await.Until(e.t, 15*time.Second, fmt.Sprintf("%d Deadlines delivered", want), func() (bool, error) {
 		if _, err := e.sys.TimerStream.PollOnce(e.ctx); err != nil {
 			e.t.Fatal(err)
 		}
@@ -28,7 +27,8 @@ func (e *env) deliverDeadlines(want int) {
 			e.t.Fatal(err)
 		}
 		got += n
-	}
+		return got >= want, fmt.Errorf("%d of %d Deadlines delivered", got, want)
+	})
 }
 
 // TestFastPathRecoversAStepAtItsDeadline: the Agent dies with the first

@@ -230,7 +230,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		publisher = o.WrapEvents(publisher)
 	}
 	if s.Notifier, err = notifier.New(notifier.Config{OrderEventsTopicARN: s.OrderEventsTopicARN}, publisher,
-		actor.Deps{Log: o.Log.With("function", topology.Notifier)}); err != nil {
+		actor.Deps{Log: o.Log.With(slog.String("function", topology.Notifier))}); err != nil {
 		return nil, err
 	}
 	if s.DeadlineQueue, err = createQueue(ctx, o, o.Prefix+"-deadlines"); err != nil {
@@ -241,7 +241,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		deadlines = o.WrapDeadlines(deadlines)
 	}
 	if s.Timer, err = timer.New(timer.Config{DeadlineQueueURL: s.DeadlineQueue.URL}, deadlines,
-		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", topology.Timer)}); err != nil {
+		actor.Deps{Clock: o.Clock, Log: o.Log.With(slog.String("function", topology.Timer))}); err != nil {
 		return nil, err
 	}
 	if o.Streams != nil {
@@ -277,7 +277,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		}
 		admit = o.Capacity.Admission(urls)
 	}
-	subDeps := actor.Deps{Clock: o.Clock, Log: o.Log.With("function", topology.Submission)}
+	subDeps := actor.Deps{Clock: o.Clock, Log: o.Log.With(slog.String("function", topology.Submission))}
 	gate, err := admission.New(admit, queue.NewDepths(o.SQS), subDeps)
 	if err != nil {
 		return nil, err
@@ -313,7 +313,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	schedRedeliver := scheduler.WithRedelivery(queue.NewRedeliverer(o.SQS, s.SchedulerQueue.URL, s.ResponseQueue.URL))
 	newScheduler := func(clk clock.Clock) (*scheduler.Handler, error) {
 		return scheduler.New(schedCfg, o.store(topology.Scheduler, s.Store), o.sender(topology.Scheduler, send), alerts,
-			actor.Deps{Clock: clk, Log: o.Log.With("function", topology.Scheduler)}, schedRedeliver)
+			actor.Deps{Clock: clk, Log: o.Log.With(slog.String("function", topology.Scheduler))}, schedRedeliver)
 	}
 	if s.Scheduler, err = newScheduler(o.Clock); err != nil {
 		return nil, err
@@ -322,13 +322,13 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	supCfg := supervisor.Config{Config: shared, BatchLimit: supervisor.DefaultBatchLimit}
 	newSupervisor := func(clk clock.Clock) (*supervisor.Handler, error) {
 		return supervisor.New(supCfg, o.store(topology.Supervisor, s.Store), o.sender(topology.Supervisor, send), alerts,
-			actor.Deps{Clock: clk, Log: o.Log.With("function", topology.Supervisor)})
+			actor.Deps{Clock: clk, Log: o.Log.With(slog.String("function", topology.Supervisor))})
 	}
 	if s.Supervisor, err = newSupervisor(o.Clock); err != nil {
 		return nil, err
 	}
 	if s.Deadline, err = supervisor.New(supCfg, o.store(topology.Supervisor, s.Store), o.sender(topology.Supervisor, send), alerts,
-		actor.Deps{Clock: o.Clock, Log: o.Log.With("function", topology.Deadline)},
+		actor.Deps{Clock: o.Clock, Log: o.Log.With(slog.String("function", topology.Deadline))},
 		supervisor.WithRedelivery(queue.NewRedeliverer(o.SQS, s.DeadlineQueue.URL))); err != nil {
 		return nil, err
 	}
@@ -373,7 +373,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		if agentClock == nil {
 			agentClock = o.Clock
 		}
-		a, err := agent.New(cfg, svc, o.sender(topology.Agent, send), actor.Deps{Clock: agentClock, Log: o.Log.With("function", topology.Agent)},
+		a, err := agent.New(cfg, svc, o.sender(topology.Agent, send), actor.Deps{Clock: agentClock, Log: o.Log.With(slog.String("function", topology.Agent))},
 			append([]agent.Option{agent.WithAlerts(alerts), agent.WithRedelivery(queue.NewRedeliverer(o.SQS, cfg.RequestQueueURL))}, o.AgentOptions...)...)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", step.Name, err)

@@ -20,11 +20,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
 	"github.com/sasflow/sas/internal/localstack/streambridge"
 	"github.com/sasflow/sas/internal/localstack/wiring"
+	"github.com/sasflow/sas/internal/testkit/await"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/internal/testkit/reqcount"
@@ -622,8 +624,8 @@ func TestPoisonMessageGoesToDLQWithoutBlockingTheBatch(t *testing.T) {
 			// Poll until the poison has been received MaxReceiveCount times
 			// and the next receive moves it to the DLQ, while the order
 			// runs on.
-			deadline := time.Now().Add(20 * time.Second)
-			for time.Now().Before(deadline) {
+			var dead []sqstypes.Message
+			await.Until(t, 20*time.Second, "the poison message on the DLQ", func() (bool, error) {
 				if _, err := e.sys.PumpOnce(e.ctx); err != nil && !errors.Is(err, sqsbridge.ErrBatchFailed) {
 					t.Fatal(err)
 				}
@@ -631,24 +633,21 @@ func TestPoisonMessageGoesToDLQWithoutBlockingTheBatch(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(out.Messages) == 0 {
-					continue
-				}
-				if body := aws.ToString(out.Messages[0].Body); len(out.Messages) != 1 || body != tc.body {
-					t.Fatalf("DLQ holds %s", body)
-				}
-				if st := e.state(id); st.ProcessState != workflow.Processed {
-					t.Fatalf("order blocked by poison: %+v", st)
-				}
-				// The last receive raised one alert naming the message.
-				a := e.alertsReceived(1)[0]
-				if a.MessageAttributes["kind"].Value != "poison-message" || a.MessageAttributes["alertId"].Value != "poison/"+aws.ToString(out.Messages[0].MessageId) ||
-					!strings.Contains(a.Message, "dead-letter queue") || (tc.orderID != "" && a.MessageAttributes["orderId"].Value != tc.orderID) {
-					t.Fatalf("alert %+v", a)
-				}
-				return
+				dead = out.Messages
+				return len(dead) > 0, fmt.Errorf("the DLQ is empty; order %+v", e.state(id))
+			})
+			if body := aws.ToString(dead[0].Body); len(dead) != 1 || body != tc.body {
+				t.Fatalf("DLQ holds %s", body)
 			}
-			t.Fatalf("poison message never reached the DLQ; order %+v", e.state(id))
+			if st := e.state(id); st.ProcessState != workflow.Processed {
+				t.Fatalf("order blocked by poison: %+v", st)
+			}
+			// The last receive raised one alert naming the message.
+			a := e.alertsReceived(1)[0]
+			if a.MessageAttributes["kind"].Value != "poison-message" || a.MessageAttributes["alertId"].Value != "poison/"+aws.ToString(dead[0].MessageId) ||
+				!strings.Contains(a.Message, "dead-letter queue") || (tc.orderID != "" && a.MessageAttributes["orderId"].Value != tc.orderID) {
+				t.Fatalf("alert %+v", a)
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package enginetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/internal/testkit/await"
 )
 
 func TestMain(m *testing.M) { Main(m) }
@@ -321,10 +324,7 @@ func TestQueueRedriveToDLQ(t *testing.T) {
 	// often than allowed (a failure) or shows up on the DLQ.
 	receives := 0
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if !time.Now().Before(deadline) {
-			t.Fatalf("message not on the DLQ after %d receives", receives)
-		}
+	await.Until(t, 30*time.Second, "the message on the DLQ", func() (bool, error) {
 		msgs, err := receive(ctx, c, q.URL, 10, deadline)
 		if err != nil {
 			t.Fatal(err)
@@ -346,9 +346,10 @@ func TestQueueRedriveToDLQ(t *testing.T) {
 			if aws.ToString(dead[0].MessageId) != aws.ToString(sent.MessageId) || aws.ToString(dead[0].Body) != "poison" {
 				t.Errorf("DLQ message = %+v", dead[0])
 			}
-			break
+			return true, nil
 		}
-	}
+		return false, fmt.Errorf("not on the DLQ after %d receives", receives)
+	})
 	if receives != maxReceives {
 		t.Errorf("message delivered %d times before redrive, want %d", receives, maxReceives)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/internal/testkit/await"
 )
 
 // QueueOptions shape a queue made by CreateQueue.
@@ -162,20 +165,18 @@ func ReceiveAll(ctx context.Context, tb testing.TB, client *sqs.Client, queueURL
 	tb.Helper()
 	var got []sqstypes.Message
 	deadline := time.Now().Add(within)
-	for len(got) < want {
+	await.Until(tb, within, fmt.Sprintf("%d messages from %s", want, queueURL), func() (bool, error) {
+		if len(got) >= want {
+			return true, nil
+		}
 		msgs, err := receive(ctx, client, queueURL, min(want-len(got), 10), deadline)
 		if err != nil {
 			tb.Fatalf("receive from %s: %v (got %d of %d messages)", queueURL, err, len(got), want)
 		}
 		deleteMessages(ctx, tb, client, queueURL, msgs)
 		got = append(got, msgs...)
-		if len(got) < want && !time.Now().Before(deadline) {
-			tb.Fatalf("receive from %s: got %d of %d messages within %v", queueURL, len(got), want, within)
-		}
-		if len(msgs) == 0 {
-			pace(ctx, deadline)
-		}
-	}
+		return len(got) >= want, fmt.Errorf("got %d of %d messages", len(got), want)
+	})
 	return got
 }
 

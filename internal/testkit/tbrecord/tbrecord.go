@@ -4,6 +4,7 @@
 package tbrecord
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"testing"
@@ -13,8 +14,11 @@ import (
 // nil embedded TB, which shows at once what to add.
 type recorder struct {
 	testing.TB
+	ctx  context.Context
 	msgs []string
 }
+
+func (r *recorder) Context() context.Context { return r.ctx }
 
 func (r *recorder) Helper() {}
 
@@ -35,7 +39,13 @@ func (r *recorder) Fatalf(format string, args ...any) {
 // Run calls check with a recorder on its own goroutine, since Fatal ends the
 // goroutine as it does in a test, and returns the failures, in order.
 func Run(check func(testing.TB)) []string {
-	r := &recorder{}
+	return RunContext(context.Background(), check)
+}
+
+// RunContext is Run with ctx as the test's Context, which ends when the
+// test does.
+func RunContext(ctx context.Context, check func(testing.TB)) []string {
+	r := &recorder{ctx: ctx}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
