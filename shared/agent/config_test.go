@@ -174,3 +174,10 @@ func TestLoadConfigAppliesValidate(t *testing.T) {
 		})
 	}
 }
+
+// The variables LoadConfig reads are the ones shared/topology's descriptor
+// lists for the actor.
+func TestVariablesAreTheDescriptors(t *testing.T) {
+	t.Parallel()
+	configtest.ReadsExactly(t, "agent", agent.Variables, topology.Describe(topology.Agent).Env)
+}

@@ -10,3 +10,6 @@ import (
 func LoadReferenceConfig(getenv func(string) string) (Config, error) {
 	return loadConfig(getenv, catalog.Fixed(workflow.Single(workflow.Reference())))
 }
+
+// Variables is the config's field-to-variable map, for the descriptor test.
+var Variables = variables

@@ -8,6 +8,7 @@ import (
 	"github.com/sasflow/sas/internal/testkit/actortest"
 	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -115,4 +116,11 @@ func TestLoadErrors(t *testing.T) {
 			Want: []string{"STATE_TABLE is required", "MAX_FAILURES=0", "BACKOFF_MAX=1h0m0s", `ALERT_TIMEOUT="x"`},
 		},
 	})
+}
+
+// The variables LoadConfig reads are the ones shared/topology's descriptor
+// lists for the actor.
+func TestVariablesAreTheDescriptors(t *testing.T) {
+	t.Parallel()
+	configtest.ReadsExactly(t, "followup", Variables(), topology.FollowupEnv)
 }

@@ -15,11 +15,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -499,4 +501,11 @@ func TestConfigRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The variables LoadConfig reads are the ones shared/topology's descriptor
+// lists for the actor.
+func TestVariablesAreTheDescriptors(t *testing.T) {
+	t.Parallel()
+	configtest.ReadsExactly(t, "notifier", notifier.Variables, topology.Describe(topology.Notifier).Env)
 }

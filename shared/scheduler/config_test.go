@@ -157,3 +157,10 @@ func TestConfigValidate(t *testing.T) {
 func loadReference(getenv func(string) string) (Config, error) {
 	return loadConfig(getenv, catalog.Fixed(workflow.Single(workflow.Reference())))
 }
+
+// The variables LoadConfig reads are the ones shared/topology's descriptor
+// lists for the actor.
+func TestVariablesAreTheDescriptors(t *testing.T) {
+	t.Parallel()
+	configtest.ReadsExactly(t, "scheduler", variables, topology.Describe(topology.Scheduler).Env)
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/catalog"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -96,4 +97,11 @@ func TestLoadConfig(t *testing.T) {
 // deployed catalog holds, so these tables do not change with it.
 func loadReference(getenv func(string) string) (Config, error) {
 	return loadConfig(getenv, catalog.Fixed(workflow.Single(workflow.Reference())))
+}
+
+// The variables LoadConfig reads are the ones shared/topology's descriptor
+// lists for the actor.
+func TestVariablesAreTheDescriptors(t *testing.T) {
+	t.Parallel()
+	configtest.ReadsExactly(t, "submission", variables, topology.Describe(topology.Submission).Env)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/sasflow/sas/internal/testkit/actortest"
 	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/shared/followup"
+	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -73,4 +74,12 @@ func loadReference(getenv func(string) string) (Config, error) {
 
 func loadReferenceDeadline(getenv func(string) string) (DeadlineConfig, error) {
 	return loadDeadlineConfig(getenv, catalog.Fixed(workflow.Single(workflow.Reference())))
+}
+
+// The variables each of the Supervisor's configs reads are the ones
+// shared/topology's descriptor lists for its actor.
+func TestVariablesAreTheDescriptors(t *testing.T) {
+	t.Parallel()
+	configtest.ReadsExactly(t, "supervisor", variables, topology.Describe(topology.Supervisor).Env)
+	configtest.ReadsExactly(t, "deadline", deadlineVariables, topology.Describe(topology.Deadline).Env)
 }
