@@ -39,7 +39,6 @@ func (b *builder) agents(sh *sharedResources) []*fn {
 // Its queue is declared with the others (agentQueue), since the
 // Submission and the Scheduler send to it.
 func (b *builder) agent(sh *sharedResources, st workflow.Step) *fn {
-	actor := topology.Describe(topology.Agent)
 	// https only: the Agent sends the order's step over it.
 	remote := awscdk.NewCfnParameter(b.stack, jsii.String(pascal(st.Name)+"RemoteBaseUrl"), &awscdk.CfnParameterProps{
 		Type:                  jsii.String("String"),
@@ -48,20 +47,18 @@ func (b *builder) agent(sh *sharedResources, st workflow.Step) *fn {
 		Description:           jsii.String(fmt.Sprintf("Base URL of the remote service the %s Agent calls (POST {url}/v1/steps/%s with an Idempotency-Key header).", st.Name, st.Name)),
 	})
 	q := sh.queues.agents[st.Name]
-	f := b.function(Agent, fnSpec{
+	f := b.actorFunction(Agent, sh, fnSpec{
 		id:          "Agent-" + st.Name,
 		description: fmt.Sprintf("Agent for step %s: calls its remote service with retries until CompleteBy and replies to the Scheduler", st.Name),
 		trigger:     byQueue,
 		timeout:     topology.AgentTimeout(st), memory: topology.AgentMemoryMB,
-		env: environment(actor, sh.env, map[string]*string{
-			topology.EnvAgentStep:     jsii.String(st.Name),
-			topology.EnvRemoteBaseURL: remote.ValueAsString(),
-			// Its own queue: a request whose reply could not be sent comes
-			// back on it within seconds.
-			topology.EnvRequestQueueURL: q.main.QueueUrl(),
-		}),
+	}, map[string]*string{
+		topology.EnvAgentStep:     jsii.String(st.Name),
+		topology.EnvRemoteBaseURL: remote.ValueAsString(),
+		// Its own queue: a request whose reply could not be sent comes
+		// back on it within seconds.
+		topology.EnvRequestQueueURL: q.main.QueueUrl(),
 	})
-	b.grant(f, actor, sh)
 	b.consume(f, q, topology.AgentBatchSize, b.cfg.Capacity.AgentMaxConcurrency())
 
 	// The queue alarms at its step's longest lease over the live versions:

@@ -227,6 +227,18 @@ func allowSend(role awsiam.IRole, q awssqs.Queue) {
 	allow(role, []string{"sqs:SendMessage"}, q.QueueArn())
 }
 
+// actorFunction deploys the function of the actor name (a folder of
+// functions/ and an actor of topology's descriptor) with what the
+// descriptor says it needs: the environment its config reads (own's values
+// over sh's; late ones set once their resource exists) and its grants.
+func (b *builder) actorFunction(name string, sh *sharedResources, spec fnSpec, own map[string]*string, late ...string) *fn {
+	actor := topology.Describe(name)
+	spec.env = environment(actor, sh.env, own, late...)
+	f := b.function(name, spec)
+	b.grant(f, actor, sh)
+	return f
+}
+
 // environment is actor's environment as the stack sets it: each variable of
 // its DeployedEnv (shared/topology's descriptor) with its value from own,
 // or else from common. Those named in late are set once their value

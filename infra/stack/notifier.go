@@ -23,13 +23,11 @@ type notifierActor struct {
 // notifier deploys the Notifier: it publishes each client-visible status
 // change, read from the state table's stream, to the order events topic.
 func (b *builder) notifier(sh *sharedResources) *notifierActor {
-	desc := topology.Describe(topology.Notifier)
-	f := b.function(Notifier, fnSpec{
+	f := b.actorFunction(Notifier, sh, fnSpec{
 		description: "Reads the state table's stream and publishes each change of an order's client status to the order events topic",
 		trigger:     byStream,
-		timeout:     NotifierTimeout, memory: topology.NotifierMemoryMB, env: environment(desc, sh.env, nil),
-	})
-	b.grant(f, desc, sh)
+		timeout:     NotifierTimeout, memory: topology.NotifierMemoryMB,
+	}, nil)
 	failures := b.failureQueue("NotifierDLQ", "Notifier")
 	b.consumeStream(f, sh.state, failures)
 	b.functionErrors(sh.alerts, f)

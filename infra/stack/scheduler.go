@@ -24,18 +24,15 @@ func (b *builder) schedulerQueues() (schedule, responses *workQueue) {
 // already has sqs:ChangeMessageVisibility), and hands a failed dispatch
 // back to the first.
 func (b *builder) scheduler(sh *sharedResources) *fn {
-	actor := topology.Describe(topology.Scheduler)
-	f := b.function(Scheduler, fnSpec{
+	f := b.actorFunction(Scheduler, sh, fnSpec{
 		description: "Claims steps, dispatches them to their Agents and commits the replies, from the scheduler and response queues",
 		trigger:     byQueue,
 		timeout:     topology.SchedulerTimeout, memory: topology.SchedulerMemoryMB,
-		env: environment(actor, sh.env, map[string]*string{
-			// Every Agent: an order's next step is any step of its pinned
-			// version.
-			topology.EnvAgentQueueURLs: queueURLs(sh.queues, b.cfg.Workflows.AgentNames()),
-		}),
+	}, map[string]*string{
+		// Every Agent: an order's next step is any step of its pinned
+		// version.
+		topology.EnvAgentQueueURLs: queueURLs(sh.queues, b.cfg.Workflows.AgentNames()),
 	})
-	b.grant(f, actor, sh)
 	b.consume(f, sh.queues.scheduler, topology.SchedulerBatchSize, 0)
 	b.consume(f, sh.queues.responses, topology.SchedulerBatchSize, 0)
 

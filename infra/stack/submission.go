@@ -34,7 +34,6 @@ type submissionActor struct {
 // submission names), so it gets the queue of every version's first step,
 // as step=url pairs like the Scheduler's.
 func (b *builder) submission(sh *sharedResources) *submissionActor {
-	actor := topology.Describe(topology.Submission)
 	// Its admission check reads the depth of every Agent's request queue
 	// (GetQueueAttributes) and sheds new orders while any holds more than
 	// the capacity model's backlog.
@@ -46,20 +45,18 @@ func (b *builder) submission(sh *sharedResources) *submissionActor {
 	// It refuses the operator routes to anyone but the operators, whom the
 	// API's operator role and a deploy-time parameter name; the variable is
 	// set once the role exists.
-	f := b.function(Submission, fnSpec{
+	f := b.actorFunction(Submission, sh, fnSpec{
 		description: "The orders API: validates and writes new orders and dispatches their first step, reads and lists them, retries and cancels them",
 		trigger:     byAPI,
 		timeout:     topology.SubmissionTimeout, memory: topology.SubmissionMemoryMB,
-		env: environment(actor, sh.env, map[string]*string{
-			topology.EnvAgentQueueURLs: queueURLs(sh.queues, b.cfg.Workflows.FirstSteps()),
-			// The URLs are tokens until deploy time: CloudFormation joins them.
-			topology.EnvAdmissionQueues:  awscdk.Fn_Join(jsii.String(","), jsii.Strings(adm.Queues...)),
-			topology.EnvAdmissionBacklog: jsii.String(fmt.Sprint(adm.Backlog)),
-			topology.EnvAdmissionRate:    jsii.String(fmt.Sprint(adm.Rate)),
-			topology.EnvAdmissionRefresh: jsii.String(adm.Refresh.String()),
-		}, topology.EnvOperatorPrincipals),
-	})
-	b.grant(f, actor, sh)
+	}, map[string]*string{
+		topology.EnvAgentQueueURLs: queueURLs(sh.queues, b.cfg.Workflows.FirstSteps()),
+		// The URLs are tokens until deploy time: CloudFormation joins them.
+		topology.EnvAdmissionQueues:  awscdk.Fn_Join(jsii.String(","), jsii.Strings(adm.Queues...)),
+		topology.EnvAdmissionBacklog: jsii.String(fmt.Sprint(adm.Backlog)),
+		topology.EnvAdmissionRate:    jsii.String(fmt.Sprint(adm.Rate)),
+		topology.EnvAdmissionRefresh: jsii.String(adm.Refresh.String()),
+	}, topology.EnvOperatorPrincipals)
 
 	// The Scheduler and the Supervisor name the API's URL in their alerts'
 	// ready-to-run operator commands. They depend on the API resource, and

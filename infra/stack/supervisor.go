@@ -24,16 +24,14 @@ import (
 // schedule that runs it and its alarms. Its fast path is the Timer
 // (timer.go) and the Deadline function (deadline, below).
 func (b *builder) supervisor(sh *sharedResources) *fn {
-	actor := topology.Describe(topology.Supervisor)
-	f := b.function(Supervisor, fnSpec{
+	f := b.actorFunction(Supervisor, sh, fnSpec{
 		description: "Runs on a schedule: finds state records whose CompleteBy passed, retries them or marks them Error and alerts",
 		trigger:     bySchedule,
-		timeout:     topology.SupervisorTimeout, memory: topology.SupervisorMemoryMB, env: environment(actor, sh.env, nil),
+		timeout:     topology.SupervisorTimeout, memory: topology.SupervisorMemoryMB,
 		// A failed run is redone by the next tick; Lambda's own async
 		// retries would only overlap it.
 		asyncRetries: jsii.Number(0),
-	})
-	b.grant(f, actor, sh)
+	}, nil)
 	rule := awsevents.NewRule(b.stack, jsii.String("SupervisorSchedule"), &awsevents.RuleProps{
 		Description: jsii.String("Runs the Supervisor"),
 		Schedule:    awsevents.Schedule_Expression(jsii.String(b.cfg.SupervisorSchedule)),
@@ -61,13 +59,11 @@ func (b *builder) deadlineQueue() *workQueue {
 // the Timer armed, reads the record (GetItem) and recovers it as the sweep
 // would (conditional UpdateItem, a hand-back to the Scheduler, alerts).
 func (b *builder) deadline(sh *sharedResources) *fn {
-	actor := topology.Describe(topology.Deadline)
-	f := b.function(Deadline, fnSpec{
+	f := b.actorFunction(Deadline, sh, fnSpec{
 		description: "The Supervisor's fast path: recovers a state record the moment its CompleteBy passes, from the Deadlines the Timer armed",
 		trigger:     byQueue,
-		timeout:     topology.DeadlineTimeout, memory: topology.DeadlineMemoryMB, env: environment(actor, sh.env, nil),
-	})
-	b.grant(f, actor, sh)
+		timeout:     topology.DeadlineTimeout, memory: topology.DeadlineMemoryMB,
+	}, nil)
 	b.consume(f, sh.queues.deadlines, topology.DeadlineBatchSize, 0)
 	// The queue holds Deadlines delayed until CompleteBy, so it alarms
 	// that much past sas:queueAgeAlarm.

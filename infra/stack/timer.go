@@ -17,13 +17,11 @@ type timerActor struct {
 // record a Deadline, delayed until its CompleteBy, to the Deadline
 // function's queue (supervisor.go).
 func (b *builder) timer(sh *sharedResources) *timerActor {
-	actor := topology.Describe(topology.Timer)
-	f := b.function(Timer, fnSpec{
+	f := b.actorFunction(Timer, sh, fnSpec{
 		description: "Reads the state table's stream and arms a Deadline, delayed until CompleteBy, for each new phase of a record the Supervisor watches",
 		trigger:     byStream,
-		timeout:     topology.TimerTimeout, memory: topology.TimerMemoryMB, env: environment(actor, sh.env, nil),
-	})
-	b.grant(f, actor, sh)
+		timeout:     topology.TimerTimeout, memory: topology.TimerMemoryMB,
+	}, nil)
 	failures := b.failureQueue("TimerDLQ", "Timer")
 	b.consumeStream(f, sh.state, failures)
 	b.functionErrors(sh.alerts, f)
