@@ -340,14 +340,7 @@ func newCLIClient(ctx context.Context, g globals, env Env) (*Client, error) {
 		if region == "" {
 			region = RegionFromHost(u.Hostname())
 		}
-		load := env.LoadAWSConfig
-		switch {
-		case load != nil:
-		case local:
-			load = loadLocalConfig
-		default:
-			load = loadDefaultConfig
-		}
+		load := env.configLoader(local)
 		cfg, err := load(ctx, region)
 		if err != nil {
 			return nil, fmt.Errorf("load AWS configuration to sign requests: %w", err)
@@ -375,6 +368,19 @@ func newCLIClient(ctx context.Context, g globals, env Env) (*Client, error) {
 		return nil, usageError{err.Error()}
 	}
 	return c, nil
+}
+
+// configLoader is how the CLI loads its AWS configuration: the caller's
+// LoadAWSConfig when it gives one, else the local engines' static
+// credentials for a local endpoint, else the SDK's standard chain.
+func (env Env) configLoader(local bool) func(ctx context.Context, region string) (aws.Config, error) {
+	switch {
+	case env.LoadAWSConfig != nil:
+		return env.LoadAWSConfig
+	case local:
+		return loadLocalConfig
+	}
+	return loadDefaultConfig
 }
 
 func loadDefaultConfig(ctx context.Context, region string) (aws.Config, error) {

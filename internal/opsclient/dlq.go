@@ -214,14 +214,7 @@ func newSQSClient(ctx context.Context, g globals, f dlqFlags, env Env) (dlq.Clie
 		}
 		endpoint = u.String()
 	}
-	load := env.LoadAWSConfig
-	switch {
-	case load != nil:
-	case local:
-		load = loadLocalConfig
-	default:
-		load = loadDefaultConfig
-	}
+	load := env.configLoader(local)
 	cfg, err := load(ctx, g.region)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration for SQS: %w", err)
