@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
@@ -98,6 +99,32 @@ func (b *builder) api(handler *fn) *orderAPI {
 		DefaultAuthorizer:  awsapigatewayv2authorizers.NewHttpIamAuthorizer(),
 	})
 	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("SubmissionIntegration"), handler.fn, nil)
+	submit := addRoutes(api, integration)
+	stage := b.apiStage(api, submit)
+	defaultRoute(b.stack, api, integration)
+
+	// Clients and operators are IAM principals: attaching a policy is all
+	// they need. A client's routes see only the caller's own orders (the
+	// handler checks the owner); the operator routes see every caller's,
+	// and the handler serves them to operators only.
+	client := b.routePolicy(api, "OrderClientPolicy", "Lets a client submit orders, and list and read its own, through the orders API; denies the operator routes", submission.ClientPolicy())
+	operator := b.routePolicy(api, "OrderOperatorPolicy", "Lets an operator do what a client does, list and read every client's orders, and retry or cancel them through the orders API", submission.OperatorPolicy())
+	// The operators: whoever assumes this role. Its trust names the
+	// deploying account, so IAM lets a principal of the account assume it
+	// only if that principal's own policies allow sts:AssumeRole on it: an
+	// account admin grants that to whoever operates.
+	role := awsiam.NewRole(b.stack, jsii.String("OrderOperatorRole"), &awsiam.RoleProps{
+		AssumedBy:       awsiam.NewAccountRootPrincipal(),
+		Description:     jsii.String("Operators assume it to list, read, retry and cancel every client's orders through the orders API (sasctl)"),
+		ManagedPolicies: &[]awsiam.IManagedPolicy{operator},
+	})
+	return &orderAPI{api: api, stage: stage, clientPolicy: client, operatorPolicy: operator, operatorRole: role}
+}
+
+// addRoutes declares the route table's routes (Routes) on api, all served
+// by integration, and returns SubmitRoute's, which the stage throttles by
+// its route key.
+func addRoutes(api awsapigatewayv2.HttpApi, integration awsapigatewayv2.HttpRouteIntegration) awsapigatewayv2.HttpRoute {
 	var submit awsapigatewayv2.HttpRoute
 	for _, r := range Routes() {
 		added := api.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
@@ -112,6 +139,13 @@ func (b *builder) api(handler *fn) *orderAPI {
 	if submit == nil {
 		panic("the orders API has no route " + SubmitRoute.Method + " " + SubmitRoute.Path)
 	}
+	return submit
+}
+
+// apiStage declares the API's one stage ($default), with its access logs
+// and its throttles: the stage's default for every route, and the capacity
+// model's on submit.
+func (b *builder) apiStage(api awsapigatewayv2.HttpApi, submit awsapigatewayv2.HttpRoute) awsapigatewayv2.HttpStage {
 	// Named under /aws/vendedlogs/: API Gateway delivers access logs as a
 	// vended log source, and CloudWatch Logs then needs no statement in the
 	// account's log resource policy (which has a size cap) for this group.
@@ -160,7 +194,11 @@ func (b *builder) api(handler *fn) *orderAPI {
 		DestinationArn: logs.LogGroupArn(),
 		Format:         jsii.String(accessLogFormat()),
 	})
+	return stage
+}
 
+// defaultRoute declares the catch-all route.
+func defaultRoute(scope constructs.Construct, api awsapigatewayv2.HttpApi, integration awsapigatewayv2.HttpRouteIntegration) {
 	// The catch-all: a request no route matches (another method, another
 	// path) reaches the handler, IAM-authorized like every route, for its
 	// 404 or its 405 with Allow instead of API Gateway's bare 404. API
@@ -168,29 +206,12 @@ func (b *builder) api(handler *fn) *orderAPI {
 	// catches requests that don't explicitly match other routes in your
 	// API", Create routes for HTTP APIs in API Gateway,
 	// https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-routes.html).
-	awsapigatewayv2.NewHttpRoute(b.stack, jsii.String("OrdersApiDefaultRoute"), &awsapigatewayv2.HttpRouteProps{
+	awsapigatewayv2.NewHttpRoute(scope, jsii.String("OrdersApiDefaultRoute"), &awsapigatewayv2.HttpRouteProps{
 		HttpApi:     api,
 		RouteKey:    awsapigatewayv2.HttpRouteKey_DEFAULT(),
 		Integration: integration,
 		Authorizer:  awsapigatewayv2authorizers.NewHttpIamAuthorizer(),
 	})
-
-	// Clients and operators are IAM principals: attaching a policy is all
-	// they need. A client's routes see only the caller's own orders (the
-	// handler checks the owner); the operator routes see every caller's,
-	// and the handler serves them to operators only.
-	client := b.routePolicy(api, "OrderClientPolicy", "Lets a client submit orders, and list and read its own, through the orders API; denies the operator routes", submission.ClientPolicy())
-	operator := b.routePolicy(api, "OrderOperatorPolicy", "Lets an operator do what a client does, list and read every client's orders, and retry or cancel them through the orders API", submission.OperatorPolicy())
-	// The operators: whoever assumes this role. Its trust names the
-	// deploying account, so IAM lets a principal of the account assume it
-	// only if that principal's own policies allow sts:AssumeRole on it: an
-	// account admin grants that to whoever operates.
-	role := awsiam.NewRole(b.stack, jsii.String("OrderOperatorRole"), &awsiam.RoleProps{
-		AssumedBy:       awsiam.NewAccountRootPrincipal(),
-		Description:     jsii.String("Operators assume it to list, read, retry and cancel every client's orders through the orders API (sasctl)"),
-		ManagedPolicies: &[]awsiam.IManagedPolicy{operator},
-	})
-	return &orderAPI{api: api, stage: stage, clientPolicy: client, operatorPolicy: operator, operatorRole: role}
 }
 
 // operatorPrincipals is the Submission's OPERATOR_PRINCIPALS: the operator
