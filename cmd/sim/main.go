@@ -1,0 +1,33 @@
+// Command sim runs the deterministic simulation (internal/simulation) over
+// many seeds and prints what it found. Its last line is
+//
+//	sim orders=N seeds=S violations=V orders_per_cpu_s=R
+//
+// A failing seed is printed with the command that replays it, and with
+// -replay the shrunk run's event log around the first violation.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/sasflow/sas/internal/simulation"
+)
+
+func main() {
+	var o simulation.Options
+	flag.IntVar(&o.Orders, "orders", 1_000_000, "orders in all, over every seed")
+	flag.IntVar(&o.PerSeed, "per-seed", 2000, "orders per seed")
+	flag.Uint64Var(&o.FirstSeed, "seed", 1, "first seed; seeds run from it up")
+	flag.IntVar(&o.Workers, "workers", 0, "seeds run at once (0: one per CPU)")
+	flag.StringVar(&o.Mix, "mix", "", "the faults, as a seed prints them (default: each seed draws its own)")
+	flag.BoolVar(&o.Replay, "replay", false, "run one seed (-seed, -per-seed, -mix), shrink a failure and print its event log")
+	flag.Parse()
+	code, err := simulation.Main(os.Stdout, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sim:", err)
+		os.Exit(2)
+	}
+	os.Exit(code)
+}

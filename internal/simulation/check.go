@@ -1,0 +1,196 @@
+package simulation
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// check reads the end of a run against every invariant: those of the chaos
+// suite on the real engines, and liveness.
+func (r *run) check(end time.Time) Result {
+	res := Result{States: map[workflow.ProcessState]int{}}
+	bad := func(format string, args ...any) { res.Violations = append(res.Violations, fmt.Sprintf(format, args...)) }
+	res.Violations = append(res.Violations, r.violations...)
+	ctx := context.Background()
+	st := r.sys.store
+	rm := r.sys.remote
+
+	// Every order the store holds: those clients were told of, and those
+	// whose answer never reached them.
+	ids := map[string]bool{}
+	for _, cl := range r.clients {
+		if cl.id != "" {
+			res.Accepted++
+			ids[cl.id] = true
+		}
+	}
+	for id := range st.last {
+		ids[id] = true
+	}
+	r.called = map[string][]string{}
+	for key := range rm.keyOrders {
+		if order, step, ok := strings.Cut(key, "/"); ok {
+			r.called[order] = append(r.called[order], step)
+		}
+	}
+	states := map[string]workflow.State{}
+	for _, id := range slices.Sorted(mapsKeys(ids)) {
+		s, err := st.Store.GetState(ctx, id)
+		if err != nil {
+			bad("lost: order %s has no state record (%v)", id, err)
+			continue
+		}
+		if _, err := st.Store.GetOrder(ctx, id); err != nil {
+			bad("lost: order %s has no order item (%v)", id, err)
+		}
+		states[id] = s
+	}
+	for _, id := range slices.Sorted(mapsKeys(states)) {
+		s := states[id]
+		res.States[s.ProcessState]++
+		if !s.ProcessState.Terminal() {
+			bad("liveness: order %s still %s at step %d attempt %d, %v after the faults stopped", id, s.ProcessState, s.StepIndex, s.Attempt, r.cfg.Settle)
+		}
+		if s.AlertPending {
+			bad("alert: order %s still owes its alert", id)
+		}
+		if s.ProcessState.NeedsOperator() && !r.alerted(id, s.Attempt) {
+			bad("alert: order %s in %s at attempt %d, and no alert reached the operators", id, s.ProcessState, s.Attempt)
+		}
+		if s.FailureCount > r.sys.policy.MaxFailures {
+			bad("unbounded: order %s has %d failures, over %d", id, s.FailureCount, r.sys.policy.MaxFailures)
+		}
+		if bound := 2*len(s.Steps)*(1+s.Resubmits)*r.sys.policy.MaxFailures + 1; s.Attempt > bound {
+			bad("unbounded: order %s at attempt %d, over %d", id, s.Attempt, bound)
+		}
+		r.checkEffects(s, bad)
+		r.checkEvents(s, bad)
+	}
+	for key, n := range rm.effects {
+		if n > 1 {
+			bad("effects: %s applied %d times", key, n)
+		}
+	}
+	for key, n := range rm.undos {
+		if n > 1 {
+			bad("effects: %s undone %d times", key, n)
+		}
+	}
+	for _, reuse := range rm.reused {
+		bad("key reused across orders: %s", reuse)
+	}
+	for _, id := range st.staleCommits {
+		bad("stale commit: a reply of a superseded attempt of order %s was committed", id)
+	}
+	slices.Sort(res.Violations)
+	res.Violations = slices.Compact(res.Violations)
+	return res
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// alerted reports whether the operators got the alert of an order's
+// attempt.
+func (r *run) alerted(id string, attempt int) bool {
+	want := id + "/" + strconv.Itoa(attempt)
+	for _, d := range r.sys.operators.Got {
+		if d.Attrs["alertId"] == want {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEffects holds an order's record to the remote's effects: a step
+// done was applied; an order that ended nets nothing it could undo; a
+// processed order undid nothing; an effect without an undo in an order
+// that did not complete is owned up to; only the order's own version's
+// steps were called.
+func (r *run) checkEffects(s workflow.State, bad func(string, ...any)) {
+	rm := r.sys.remote
+	def, err := r.next.Resolve(s.Workflow)
+	if err != nil {
+		bad("version: order %s runs %s: %v", s.OrderID, s.Workflow, err)
+		return
+	}
+	stopped := s.ProcessState == workflow.Compensated || s.ProcessState == workflow.Cancelled
+	for i, step := range s.Steps {
+		key := workflow.IdempotencyKey(s.OrderID, step.Name)
+		applied, undone := rm.effects[key], rm.undos[key]
+		compensable := i < len(def.Steps) && def.Steps[i].Compensable
+		switch {
+		case step.State == workflow.StepSucceeded && applied == 0:
+			bad("effects: step %s of order %s succeeded without its effect", step.Name, s.OrderID)
+		case s.ProcessState == workflow.Processed && undone > 0:
+			bad("effects: step %s of processed order %s undone", step.Name, s.OrderID)
+		case stopped && compensable && applied > undone:
+			bad("left applied: %s (applied %d, undone %d, order %s)", key, applied, undone, s.ProcessState)
+		case !compensable && applied > 0 && s.ProcessState != workflow.Processed && s.ProcessState != workflow.CompensationFailed:
+			named := strings.HasPrefix(s.LastError, workflow.NotUndoablePrefix) && strings.Contains(s.LastError, "step "+step.Name+" ")
+			if s.ProcessState == workflow.Compensated || !named {
+				bad("unreported: %s applied without an undo, order %s, last error %q", key, s.ProcessState, s.LastError)
+			}
+		}
+	}
+	for _, step := range r.called[s.OrderID] {
+		if !slices.ContainsFunc(def.Steps, func(d workflow.Step) bool { return d.Name == step }) {
+			bad("version: order %s on %s had step %s called", s.OrderID, s.Workflow, step)
+		}
+	}
+}
+
+// checkEvents holds an order's status events to its record: numbered
+// 1..EventSeq without a gap, one state per number, the last the record's.
+func (r *run) checkEvents(s workflow.State, bad func(string, ...any)) {
+	if r.events == nil {
+		r.events = map[string][]Delivery{}
+		for _, sub := range r.sys.clients {
+			for _, d := range sub.Got {
+				id := d.Attrs[notifier.AttrOrderID]
+				r.events[id] = append(r.events[id], d)
+			}
+		}
+	}
+	got := map[int]workflow.ProcessState{}
+	for _, d := range r.events[s.OrderID] {
+		if d.Attrs[notifier.AttrClientID] != s.ClientID {
+			bad("events: order %s of client %s: an event reached client %s", s.OrderID, s.ClientID, d.Attrs[notifier.AttrClientID])
+		}
+		ev, err := notifier.DecodeEvent(d.Body)
+		if err != nil {
+			bad("events: order %s: undecodable event: %v", s.OrderID, err)
+			continue
+		}
+		if old, ok := got[ev.Seq]; ok && old != ev.State {
+			bad("events: order %s: event %d is both %s and %s", s.OrderID, ev.Seq, old, ev.State)
+		}
+		got[ev.Seq] = ev.State
+	}
+	for seq := 1; seq <= s.EventSeq; seq++ {
+		if _, ok := got[seq]; !ok {
+			bad("events: order %s: no event %d of %d", s.OrderID, seq, s.EventSeq)
+			return
+		}
+	}
+	if len(got) > s.EventSeq {
+		bad("events: order %s: %d events for EventSeq %d", s.OrderID, len(got), s.EventSeq)
+	}
+	if last, ok := got[s.EventSeq]; ok && last != s.ProcessState {
+		bad("events: order %s: the last event says %s, the record %s", s.OrderID, last, s.ProcessState)
+	}
+}

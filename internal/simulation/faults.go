@@ -1,0 +1,222 @@
+package simulation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Fault is a kind of fault the simulator injects.
+type Fault string
+
+// The faults. Each seed draws its own mix of them (swarm testing): some
+// kinds off, the others at rates of their own, so rare combinations get
+// their turn.
+const (
+	// KillBefore: the Lambda dies at a port call, before the call.
+	KillBefore Fault = "kill-before"
+	// KillAfter: the Lambda dies right after a write took effect.
+	KillAfter Fault = "kill-after"
+	// Throttle: a call fails without taking effect (a throttle, a 5xx, a
+	// refused send).
+	Throttle Fault = "throttle"
+	// LoseAnswer: a write takes effect and its answer is lost; the caller
+	// gets an error.
+	LoseAnswer Fault = "lose-answer"
+	// Slow: a call takes seconds instead of milliseconds.
+	Slow Fault = "slow"
+	// Copy: SQS hands out a copy of a message another consumer holds.
+	Copy Fault = "copy"
+	// StaleRead: an eventually consistent read returns the item as it was
+	// before its latest write (within a second of it).
+	StaleRead Fault = "stale-read"
+	// MissedRun: a scheduled Supervisor run does not happen.
+	MissedRun Fault = "missed-run"
+	// Skew: each actor instance's clock is off by up to a few seconds.
+	Skew Fault = "skew"
+	// Remote: the remote services answer with faults (503, 422, hangs,
+	// applied then failed or hung, applied later, garbage, oversize).
+	Remote Fault = "remote"
+	// Operator: operators retry and cancel orders at random times.
+	Operator Fault = "operator"
+	// Deploy: a deploy makes a new workflow version current while orders
+	// are in flight, one function after the other, the Submission last.
+	Deploy Fault = "deploy"
+	// Duplicate: clients post an order again with its Idempotency-Key.
+	Duplicate Fault = "duplicate"
+)
+
+// AllFaults lists every Fault.
+func AllFaults() []Fault {
+	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate}
+}
+
+// Mix is a run's faults: the rate of each kind that is on.
+type Mix map[Fault]float64
+
+// String lists the kinds on, with their rates, in a stable order.
+func (m Mix) String() string {
+	var parts []string
+	for _, f := range AllFaults() {
+		if r, ok := m[f]; ok && r > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%g", f, r))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseMix reads a Mix as String writes it.
+func ParseMix(s string) (Mix, error) {
+	m := Mix{}
+	if s == "none" || s == "" {
+		return m, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, rate, ok := strings.Cut(part, "=")
+		var r float64
+		if _, err := fmt.Sscanf(rate, "%g", &r); !ok || err != nil || r < 0 || r > 1 {
+			return nil, fmt.Errorf("fault %q: want name=rate with rate in 0..1", part)
+		}
+		if !slices.Contains(AllFaults(), Fault(name)) {
+			return nil, fmt.Errorf("fault %q: unknown kind (known: %v)", name, AllFaults())
+		}
+		m[Fault(name)] = r
+	}
+	return m, nil
+}
+
+// Swarm draws a seed's mix: each kind on or off at even odds, at a rate
+// drawn from its range.
+func Swarm(c Chooser) Mix {
+	ranges := map[Fault][]float64{
+		KillBefore: {0.002, 0.01, 0.03}, KillAfter: {0.002, 0.01, 0.03}, Throttle: {0.005, 0.02, 0.05},
+		LoseAnswer: {0.002, 0.01, 0.03}, Slow: {0.01, 0.05}, Copy: {0.01, 0.05}, StaleRead: {0.1, 0.5},
+		MissedRun: {0.1, 0.5}, Skew: {1}, Remote: {0.5, 1}, Operator: {0.01, 0.05}, Deploy: {1}, Duplicate: {0.05, 0.2},
+	}
+	m := Mix{}
+	for _, f := range AllFaults() {
+		if c.Intn(2) == 1 {
+			r := ranges[f]
+			m[f] = r[c.Intn(len(r))]
+		}
+	}
+	return m
+}
+
+// Errors the faults return. Neither is a conflict: a handler can tell
+// nothing from them but that the call failed, and for a lost answer, that
+// it may have taken effect.
+var (
+	errThrottled  = errors.New("ThrottlingException: rate exceeded (the SDK's retries are spent)")
+	errLostAnswer = errors.New("connection reset by peer: the answer was lost (the request may have taken effect)")
+)
+
+// faults injects the faults of a run at the ports' calls.
+type faults struct {
+	w   *World
+	mix Mix
+	// on until the faults stop, so the run can show that every order ends.
+	on bool
+	// budget, when set, bounds how many faults of a kind strike, and each
+	// may strike at any call (the exhaustive search's mode).
+	budget map[Fault]int
+	counts map[Fault]int
+	calls  int
+}
+
+func newFaults(w *World, mix Mix) *faults {
+	return &faults{w: w, mix: mix, on: true, counts: map[Fault]int{}}
+}
+
+// strike decides whether f strikes now.
+func (f *faults) strike(kind Fault) bool {
+	if !f.on {
+		return false
+	}
+	if f.budget != nil {
+		if f.budget[kind] <= 0 || f.w.choose.Intn(2) == 0 {
+			return false
+		}
+		f.budget[kind]--
+	} else if !f.w.choose.Chance(f.mix[kind]) {
+		return false
+	}
+	f.counts[kind]++
+	return true
+}
+
+// latency is how long a call takes: a few milliseconds, or seconds when
+// Slow strikes. The exhaustive search takes one millisecond for every call,
+// so calls meet and every order of them is tried.
+func (f *faults) latency() time.Duration {
+	if f.budget != nil {
+		return time.Millisecond
+	}
+	if f.strike(Slow) {
+		return time.Duration(1+f.w.choose.Intn(3000)) * time.Millisecond
+	}
+	return time.Duration(1+f.w.choose.Intn(20)) * time.Millisecond
+}
+
+// call carries out one port call of the invocation ctx belongs to: it
+// takes its latency, during which anything else may happen, and may be
+// killed before it, fail, or (a write) take effect and lose its answer or
+// be killed after it. Outside an invocation it just runs.
+func (f *faults) call(ctx context.Context, site, about string, write bool, apply func() error) error {
+	p := procOf(ctx)
+	if p == nil {
+		return apply()
+	}
+	if p.dead {
+		p.exit()
+	}
+	f.calls++
+	p.suspend(f.latency())
+	w := f.w
+	if f.strike(KillBefore) {
+		w.log.add(w.now, p.String(), "killed before "+site, about)
+		p.exit()
+	}
+	if f.strike(Throttle) {
+		w.log.add(w.now, p.String(), "throttled "+site, about)
+		return fmt.Errorf("%s: %w", site, errThrottled)
+	}
+	if err := apply(); err != nil {
+		w.log.add(w.now, p.String(), site+" refused", about)
+		return err
+	}
+	w.log.add(w.now, p.String(), site, about)
+	if !write {
+		return nil
+	}
+	if f.strike(LoseAnswer) {
+		w.log.add(w.now, p.String(), "answer lost "+site, about)
+		return fmt.Errorf("%s: %w", site, errLostAnswer)
+	}
+	if f.strike(KillAfter) {
+		w.log.add(w.now, p.String(), "killed after "+site, about)
+		p.exit()
+	}
+	return nil
+}
+
+// sleep is an invocation's wait (the Agent's backoff).
+func (f *faults) sleep(ctx context.Context, d time.Duration) error {
+	p := procOf(ctx)
+	if p == nil {
+		return nil
+	}
+	if p.dead {
+		p.exit()
+	}
+	if d > 0 {
+		p.suspend(d)
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+package simulation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/internal/localstack"
+	"github.com/sasflow/sas/shared/catalog"
+	"github.com/sasflow/sas/shared/submission"
+	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+// Config is one run.
+type Config struct {
+	Seed uint64
+	// Orders is how many orders clients post.
+	Orders int
+	// Rate is how many orders a second clients post, on average.
+	Rate float64
+	// Mix is the run's faults; nil draws one from the seed (Swarm).
+	Mix Mix
+	// Record keeps the event log's lines (Result.Log).
+	Record bool
+	// Settle is the liveness bound: once the faults stop, every order must
+	// be terminal within it, in simulated time.
+	Settle time.Duration
+	// chooser, when set, makes every choice instead of the seed (the
+	// exhaustive search); budget then bounds the faults.
+	chooser Chooser
+	budget  map[Fault]int
+}
+
+// DefaultSettle is the liveness bound: the longest an order can take once
+// faults stop. A step takes at most its lease (wait 5 s, budget 30 s) per
+// claim and MaxFailures (3) claims, with backoffs of at most 5 minutes
+// between them; a compensation as much again for each step; a record
+// waiting on a missed deadline is found within the Supervisor's minute;
+// an alert is re-sent after AlertTimeout (2 minutes). Three steps, forward
+// and back, come to well under an hour; the bound leaves room for a
+// resubmission by an operator just before the faults stopped.
+const DefaultSettle = 2 * time.Hour
+
+// Result is what a run did and what it broke.
+type Result struct {
+	Seed       uint64
+	Mix        Mix
+	Orders     int
+	Accepted   int
+	Violations []string
+	// Hash digests the event log; Events counts its events.
+	Hash   uint64
+	Events int
+	Log    []string
+	// Simulated is the simulated time the run took.
+	Simulated time.Duration
+	// States counts the orders by final state.
+	States map[workflow.ProcessState]int
+	Faults map[Fault]int
+	Calls  int
+}
+
+// start is the simulated time every run begins at.
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// client is one order as its client sees it: posted with an
+// Idempotency-Key, retried until it gets an answer that is not an error of
+// ours.
+type client struct {
+	i        int
+	key      string
+	clientID string
+	ref      string
+	body     []byte
+	tries    int
+	id       string
+	rejected string
+}
+
+type run struct {
+	cfg     Config
+	w       *World
+	f       *faults
+	sys     *system
+	clients []*client
+	// violations found while running (a key answered with two orders).
+	violations []string
+	next       workflow.Catalog
+	// called lists the steps the remote was called for, by order.
+	called map[string][]string
+	// events are the status events clients got, by order.
+	events map[string][]Delivery
+}
+
+// Run runs one seed.
+func Run(cfg Config) (Result, error) {
+	if cfg.Orders <= 0 {
+		return Result{}, fmt.Errorf("simulation: %d orders", cfg.Orders)
+	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = 20
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = DefaultSettle
+	}
+	var c Chooser = cfg.chooser
+	if c == nil {
+		c = newRandom(cfg.Seed)
+	}
+	if cfg.Mix == nil {
+		cfg.Mix = Swarm(c)
+	}
+	log := newLog(start, cfg.Record)
+	w := newWorld(start, c, log)
+	f := newFaults(w, cfg.Mix)
+	f.budget = cfg.budget
+	versions, err := localstack.DemoVersions(catalog.MustDeployed(), 2)
+	if err != nil {
+		return Result{}, err
+	}
+	old := versions.Catalog
+	deploy := cfg.Mix[Deploy] > 0
+	if deploy {
+		// Before the deploy only the older version is live.
+		old = onlyVersion(versions.Catalog, versions.IDs[0])
+	}
+	skew := time.Duration(0)
+	if cfg.Mix[Skew] > 0 {
+		skew = 2 * time.Second
+	}
+	sys, err := newSystem(w, f, old, versions.Catalog, skew)
+	if err != nil {
+		return Result{}, err
+	}
+	r := &run{cfg: cfg, w: w, f: f, sys: sys, next: versions.Catalog}
+	arrivals := time.Duration(float64(cfg.Orders) / cfg.Rate * float64(time.Second))
+	for i := range cfg.Orders {
+		cl := &client{i: i, key: fmt.Sprintf("key-%d", i), clientID: "client-" + strconv.Itoa(i%3)}
+		if !deploy && i%2 == 1 {
+			cl.ref = versions.IDs[0] // half the orders name the older version
+		}
+		cl.body = orderBody(cl)
+		sys.subscribe(cl.clientID)
+		r.clients = append(r.clients, cl)
+		at := time.Duration(c.Intn(int(arrivals/time.Millisecond)+1)) * time.Millisecond
+		w.after(at, func() { r.post(cl, false) })
+	}
+	faultsEnd := start.Add(arrivals + 2*time.Minute)
+	if deploy {
+		w.after(time.Duration(c.Intn(int(arrivals/time.Millisecond)+1))*time.Millisecond, func() {
+			w.log.add(w.now, "deploy", "deploy starts", r.next.CurrentID("order"))
+			if err := sys.deploy(r.next); err != nil {
+				r.violations = append(r.violations, "deploy: "+err.Error())
+			}
+		})
+	}
+	end := faultsEnd.Add(cfg.Settle)
+	sys.done = func() bool { return !f.on && r.quiet() }
+	sys.sweep(end)
+	w.at(faultsEnd, func() {
+		f.on = false
+		w.log.add(w.now, "run", "faults stop", "")
+	})
+	w.run(end)
+	res := r.check(end)
+	res.Seed, res.Mix, res.Orders = cfg.Seed, cfg.Mix, cfg.Orders
+	res.Hash, res.Events, res.Log = log.Hash(), log.Events(), log.Lines()
+	res.Simulated = w.now.Sub(start)
+	res.Faults, res.Calls = f.counts, f.calls
+	return res, nil
+}
+
+// quiet reports whether nothing is left to happen: every order the store
+// holds is terminal and owes no alert, and no message waits in a queue.
+func (r *run) quiet() bool {
+	for _, l := range r.sys.store.last {
+		if !l.after.ProcessState.Terminal() || l.after.AlertPending {
+			return false
+		}
+	}
+	for _, q := range r.sys.sqs.queues {
+		if !strings.HasSuffix(q.name, "-dlq") && q.depth() > 0 {
+			return false
+		}
+	}
+	for _, rd := range r.sys.stream.readers {
+		if r.sys.stream.behind(rd) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyVersion is cat with id its one version, current.
+func onlyVersion(cat workflow.Catalog, id string) workflow.Catalog {
+	out := cat
+	out.Definitions = nil
+	out.Current = map[string]int{}
+	for _, d := range cat.Definitions {
+		if d.ID() == id {
+			out.Definitions = append(out.Definitions, d)
+			out.Current[d.Name] = d.Version
+		}
+	}
+	return out
+}
+
+func orderBody(cl *client) []byte {
+	o := map[string]any{
+		"clientId": cl.clientID, "customerId": fmt.Sprintf("c-%d", cl.i%97), "currency": "EUR",
+		"items": []map[string]any{{"sku": fmt.Sprintf("BOOK-%d", cl.i%13), "quantity": 1 + cl.i%3, "unitPriceCents": 500 + 25*(cl.i%40)}},
+	}
+	if cl.ref != "" {
+		o["workflow"] = cl.ref
+	}
+	b, _ := json.Marshal(o)
+	return b
+}
+
+// request is an API Gateway HTTP API request, signed by principal.
+func (r *run) request(method, path, principal string, headers map[string]string, body []byte) events.APIGatewayV2HTTPRequest {
+	r.sys.requests++
+	h := map[string]string{"content-type": "application/json"}
+	for k, v := range headers {
+		h[k] = v
+	}
+	return events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RouteKey: method + " " + path, RawPath: path, Headers: h, Body: string(body),
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			AccountID: "123456789012", RequestID: "req-" + strconv.Itoa(r.sys.requests), Stage: "$default",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "123456789012", UserARN: principal},
+			},
+		},
+	}
+}
+
+// api calls the Submission's current release as API Gateway does, and
+// hands done the answer, or killed when the invocation died (a 502 to
+// the caller).
+func (r *run) api(req events.APIGatewayV2HTTPRequest, done func(resp events.APIGatewayV2HTTPResponse, killed bool)) {
+	var resp events.APIGatewayV2HTTPResponse
+	r.w.spawn("submission", topology.SubmissionTimeout, func(ctx context.Context) {
+		ctx = r.sys.invocation(ctx, req.RequestContext.RequestID)
+		resp, _ = r.sys.container(ctx, topology.Submission).(*submission.Handler).Handle(ctx, req)
+	}, func(killed bool) { done(resp, killed) })
+}
+
+// post sends a client's order; dup marks a repeat of one already answered.
+func (r *run) post(cl *client, dup bool) {
+	cl.tries++
+	req := r.request(http.MethodPost, "/orders", "arn:aws:iam::123456789012:user/"+cl.clientID,
+		map[string]string{"idempotency-key": cl.key}, cl.body)
+	r.api(req, func(resp events.APIGatewayV2HTTPResponse, killed bool) {
+		switch {
+		case killed || resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+			wait := time.Duration(1+r.w.choose.Intn(2000)) * time.Millisecond
+			if s, err := strconv.Atoi(resp.Headers["Retry-After"]); err == nil {
+				wait += time.Duration(s) * time.Second
+			}
+			if cl.tries < 20 {
+				r.w.after(wait, func() { r.post(cl, dup) })
+			}
+		case resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusOK:
+			var out struct {
+				OrderID string `json:"orderId"`
+			}
+			if err := json.Unmarshal([]byte(resp.Body), &out); err != nil || out.OrderID == "" {
+				r.violations = append(r.violations, fmt.Sprintf("%s: %d without an order ID", cl.key, resp.StatusCode))
+				return
+			}
+			if cl.id != "" && cl.id != out.OrderID {
+				r.violations = append(r.violations, fmt.Sprintf("key %s made two orders: %s and %s", cl.key, cl.id, out.OrderID))
+			}
+			first := cl.id == ""
+			cl.id = out.OrderID
+			r.w.log.add(r.w.now, "client", "accepted", cl.key+" "+cl.id)
+			if first && r.f.strike(Duplicate) {
+				r.w.after(time.Duration(r.w.choose.Intn(120000))*time.Millisecond, func() { r.post(cl, true) })
+			}
+			if first && r.f.strike(Operator) {
+				r.w.after(time.Duration(r.w.choose.Intn(600000))*time.Millisecond, func() { r.operate(cl.id, 0) })
+			}
+		default:
+			cl.rejected = fmt.Sprintf("%d %s", resp.StatusCode, resp.Body)
+			r.violations = append(r.violations, fmt.Sprintf("%s refused: %s", cl.key, cl.rejected))
+		}
+	})
+}
+
+// operate retries or cancels an order as an operator would, on whatever
+// state it is in; a refusal (409) is an answer, a 5xx is tried again.
+func (r *run) operate(id string, tries int) {
+	action := "retry"
+	if r.w.choose.Intn(2) == 0 {
+		action = "cancel"
+	}
+	req := r.request(http.MethodPost, "/orders/"+id+"/"+action, operatorCaller, nil, nil)
+	r.w.log.add(r.w.now, "operator", action, id)
+	r.api(req, func(resp events.APIGatewayV2HTTPResponse, killed bool) {
+		if (killed || resp.StatusCode >= 500) && tries < 5 {
+			r.w.after(time.Duration(1+r.w.choose.Intn(5000))*time.Millisecond, func() { r.operate(id, tries+1) })
+			return
+		}
+		if !killed && resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict && (resp.StatusCode < 200 || resp.StatusCode > 299) {
+			r.violations = append(r.violations, fmt.Sprintf("operator %s of %s: %d %s", action, id, resp.StatusCode, resp.Body))
+		}
+	})
+}

@@ -1,0 +1,42 @@
+package simulation
+
+import (
+	"testing"
+)
+
+func TestOneOrderNoFaults(t *testing.T) {
+	res, err := Run(Config{Seed: 1, Orders: 1, Mix: Mix{}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range res.Log {
+		t.Log(l)
+	}
+	if len(res.Violations) > 0 {
+		t.Fatalf("violations: %v", res.Violations)
+	}
+	t.Logf("states %v events %d simulated %v", res.States, res.Events, res.Simulated)
+}
+
+func TestManyOrders(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		res, err := Run(Config{Seed: seed, Orders: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("seed %d mix %s: states %v events %d simulated %v faults %v violations %d", seed, res.Mix, res.States, res.Events, res.Simulated, res.Faults, len(res.Violations))
+		for i, v := range res.Violations {
+			if i < 10 {
+				t.Log(v)
+			}
+		}
+	}
+}
+
+func BenchmarkRun(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if _, err := Run(Config{Seed: uint64(i + 1), Orders: 2000, Mix: Mix{}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

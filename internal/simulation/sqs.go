@@ -1,0 +1,404 @@
+package simulation
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/trace"
+)
+
+// The SQS model: standard queues as the SQS Developer Guide describes them.
+//   - At-least-once: a receive may hand out a copy of a message another
+//     consumer holds (Queue.copies), and a send whose answer is lost may
+//     have enqueued the message (the port's lost answer).
+//   - No order: a receive picks among the visible messages at random.
+//   - A received message is invisible for the visibility timeout, which
+//     ChangeMessageVisibility sets anew, from now, with the latest receipt
+//     handle only; a delete with an older handle may leave the message.
+//   - DelaySeconds (0..900) keeps a new message invisible.
+//   - Every receive counts; the receive that would pass maxReceiveCount
+//     moves the message to the dead-letter queue instead.
+//   - A message is at most MaxMessageBytes.
+//
+// Lambda's event source mapping (the poller) is modelled in esm.go.
+
+// MaxMessageBytes is SQS's message size limit: 1 MiB (1,048,576 bytes) since
+// (the SQS Developer Guide's "Amazon SQS message quotas").
+const MaxMessageBytes = 1 << 20
+
+// maxDelaySeconds is DelaySeconds' limit (15 minutes).
+const maxDelaySeconds = 900
+
+type sqsMessage struct {
+	id        string
+	body      string
+	trace     string
+	sent      time.Time
+	visibleAt time.Time
+	receives  int
+	// receipt is the latest receipt handle; empty before the first receive.
+	receipt string
+	gone    bool
+	// version tells a message's current place among the waiting from the
+	// places it left.
+	version int
+}
+
+// Queue is one SQS standard queue.
+type Queue struct {
+	name, url, arn  string
+	visibility      time.Duration
+	maxReceiveCount int
+	dlq             *Queue
+	// ready are the visible messages (some may be gone); waiting, the
+	// invisible ones by when they show.
+	ready    []*sqsMessage
+	waiting  waitHeap
+	byID     map[string]*sqsMessage
+	receipts int
+	live     int
+	sent     int
+	received int
+	// onSend runs when a message is enqueued, so the queue's poller wakes.
+	onSend func()
+}
+
+type waiting struct {
+	at      time.Time
+	m       *sqsMessage
+	version int
+}
+
+type waitHeap []waiting
+
+func (h waitHeap) Len() int           { return len(h) }
+func (h waitHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h waitHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *waitHeap) Push(x any)        { *h = append(*h, x.(waiting)) }
+func (h *waitHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// hide makes m invisible until at.
+func (q *Queue) hide(m *sqsMessage, at time.Time) {
+	m.visibleAt = at
+	m.version++
+	heap.Push(&q.waiting, waiting{at: at, m: m, version: m.version})
+}
+
+// promote moves the messages whose time has come to ready.
+func (q *Queue) promote(now time.Time) {
+	for len(q.waiting) > 0 && !q.waiting[0].at.After(now) {
+		e := heap.Pop(&q.waiting).(waiting)
+		if !e.m.gone && e.version == e.m.version {
+			q.ready = append(q.ready, e.m)
+		}
+	}
+}
+
+// remove marks m deleted.
+func (q *Queue) remove(m *sqsMessage) {
+	if !m.gone {
+		m.gone = true
+		m.version++
+		q.live--
+		delete(q.byID, m.id)
+	}
+}
+
+// SQS is the model's endpoint: every queue, by URL.
+type SQS struct {
+	w      *World
+	f      *faults
+	queues map[string]*Queue
+	ids    int
+}
+
+func newSQS(w *World, f *faults) *SQS { return &SQS{w: w, f: f, queues: map[string]*Queue{}} }
+
+// queue creates a queue with a dead-letter queue of its own, as the stack
+// does, and returns it.
+func (s *SQS) queue(name string, visibility time.Duration, maxReceiveCount int) *Queue {
+	mk := func(n string) *Queue {
+		q := &Queue{name: n, url: "https://sqs.us-east-1.amazonaws.com/123456789012/" + n,
+			arn: "arn:aws:sqs:us-east-1:123456789012:" + n, visibility: visibility, byID: map[string]*sqsMessage{}}
+		s.queues[q.url] = q
+		return q
+	}
+	q := mk(name)
+	q.dlq = mk(name + "-dlq")
+	q.maxReceiveCount = maxReceiveCount
+	return q
+}
+
+// errQueueMissing is SQS's AWS.SimpleQueueService.NonExistentQueue.
+var errQueueMissing = errors.New("AWS.SimpleQueueService.NonExistentQueue: the specified queue does not exist")
+
+func (s *SQS) lookup(url string) (*Queue, error) {
+	q, ok := s.queues[url]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", errQueueMissing, url)
+	}
+	return q, nil
+}
+
+// enqueue puts a message on q.
+func (s *SQS) enqueue(q *Queue, body, traceHeader string, delay int32) {
+	s.ids++
+	m := &sqsMessage{id: "m" + strconv.Itoa(s.ids), body: body, trace: traceHeader, sent: s.w.now}
+	q.byID[m.id] = m
+	if delay > 0 {
+		q.hide(m, s.w.now.Add(time.Duration(delay)*time.Second))
+	} else {
+		m.visibleAt = s.w.now
+		q.ready = append(q.ready, m)
+	}
+	q.sent++
+	q.live++
+	s.w.log.add(s.w.now, q.name, "sqs.enqueue", m.id)
+	if q.onSend != nil {
+		q.onSend()
+	}
+}
+
+func checkMessage(body string, delay int32) error {
+	switch {
+	case len(body) > MaxMessageBytes:
+		return fmt.Errorf("InvalidParameterValue: message of %d bytes is over %d", len(body), MaxMessageBytes)
+	case delay < 0 || delay > maxDelaySeconds:
+		return fmt.Errorf("InvalidParameterValue: DelaySeconds %d is outside 0..%d", delay, maxDelaySeconds)
+	}
+	return nil
+}
+
+func traceOf(attrs map[string]sqstypes.MessageSystemAttributeValue) string {
+	if v, ok := attrs[trace.SQSAttribute]; ok {
+		return aws.ToString(v.StringValue)
+	}
+	return ""
+}
+
+// SendMessage is sqs.Client's, through the port's faults.
+func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	q, err := s.lookup(aws.ToString(in.QueueUrl))
+	if err != nil {
+		return nil, err
+	}
+	body := aws.ToString(in.MessageBody)
+	err = s.f.call(ctx, "sqs.SendMessage", q.name, true, func() error {
+		if err := checkMessage(body, in.DelaySeconds); err != nil {
+			return err
+		}
+		s.enqueue(q, body, traceOf(in.MessageSystemAttributes), in.DelaySeconds)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sqs.SendMessageOutput{}, nil
+}
+
+// SendMessageBatch is sqs.Client's: each entry succeeds or fails alone.
+func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	q, err := s.lookup(aws.ToString(in.QueueUrl))
+	if err != nil {
+		return nil, err
+	}
+	if len(in.Entries) == 0 || len(in.Entries) > 10 {
+		return nil, fmt.Errorf("AWS.SimpleQueueService.TooManyEntriesInBatchRequest: %d entries", len(in.Entries))
+	}
+	total := 0
+	for _, e := range in.Entries {
+		total += len(aws.ToString(e.MessageBody))
+	}
+	if total > MaxMessageBytes {
+		return nil, fmt.Errorf("AWS.SimpleQueueService.BatchRequestTooLong: %d bytes", total)
+	}
+	out := &sqs.SendMessageBatchOutput{}
+	err = s.f.call(ctx, "sqs.SendMessageBatch", q.name, true, func() error {
+		for _, e := range in.Entries {
+			body := aws.ToString(e.MessageBody)
+			if err := checkMessage(body, e.DelaySeconds); err != nil {
+				out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InvalidParameterValue"),
+					Message: aws.String(err.Error()), SenderFault: true})
+				continue
+			}
+			s.enqueue(q, body, traceOf(e.MessageSystemAttributes), e.DelaySeconds)
+			out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ChangeMessageVisibility is sqs.Client's: only the latest receipt handle of
+// a message in flight is honoured.
+func (s *SQS) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	q, err := s.lookup(aws.ToString(in.QueueUrl))
+	if err != nil {
+		return nil, err
+	}
+	handle := aws.ToString(in.ReceiptHandle)
+	err = s.f.call(ctx, "sqs.ChangeMessageVisibility", q.name, true, func() error {
+		if in.VisibilityTimeout < 0 || in.VisibilityTimeout > 12*60*60 {
+			return fmt.Errorf("InvalidParameterValue: VisibilityTimeout %d", in.VisibilityTimeout)
+		}
+		m := q.byReceipt(handle)
+		if m == nil {
+			return fmt.Errorf("ReceiptHandleIsInvalid: %s", handle)
+		}
+		if !m.visibleAt.After(s.w.now) {
+			return fmt.Errorf("AWS.SimpleQueueService.MessageNotInflight: %s", m.id)
+		}
+		q.hide(m, s.w.now.Add(time.Duration(in.VisibilityTimeout)*time.Second))
+		s.w.log.add(s.w.now, q.name, "sqs.visibility", m.id+" "+strconv.Itoa(int(in.VisibilityTimeout))+"s")
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
+
+// GetQueueAttributes answers ApproximateNumberOfMessages (the visible
+// messages), the one attribute the system reads.
+func (s *SQS) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	q, err := s.lookup(aws.ToString(in.QueueUrl))
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	err = s.f.call(ctx, "sqs.GetQueueAttributes", q.name, false, func() error {
+		n = q.visible(s.w.now)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		string(sqstypes.QueueAttributeNameApproximateNumberOfMessages): strconv.Itoa(n),
+	}}, nil
+}
+
+var (
+	_ queue.Client           = (*SQS)(nil)
+	_ queue.VisibilityClient = (*SQS)(nil)
+	_ queue.DepthClient      = (*SQS)(nil)
+)
+
+func (q *Queue) byReceipt(handle string) *sqsMessage {
+	id, _, _ := strings.Cut(handle, "#")
+	if m, ok := q.byID[id]; ok && m.receipt == handle {
+		return m
+	}
+	return nil
+}
+
+// visible counts the visible messages.
+func (q *Queue) visible(now time.Time) int {
+	q.promote(now)
+	live := q.ready[:0]
+	for _, m := range q.ready {
+		if !m.gone && !m.visibleAt.After(now) {
+			live = append(live, m)
+		}
+	}
+	clear(q.ready[len(live):])
+	q.ready = live
+	return len(live)
+}
+
+// receive takes up to n visible messages, picked at random, each made
+// invisible for the queue's visibility timeout; a message received more
+// than maxReceiveCount times goes to the dead-letter queue instead. When
+// Copy strikes, a message stays visible after its receive: the copy SQS
+// may hand out again.
+func (s *SQS) receive(q *Queue, n int) []events.SQSMessage {
+	now := s.w.now
+	q.visible(now)
+	var out []events.SQSMessage
+	var copies []*sqsMessage
+	for len(out) < n && len(q.ready) > 0 {
+		i := s.w.choose.Intn(len(q.ready))
+		m := q.ready[i]
+		q.ready[i] = q.ready[len(q.ready)-1]
+		q.ready = q.ready[:len(q.ready)-1]
+		if q.maxReceiveCount > 0 && m.receives >= q.maxReceiveCount {
+			q.remove(m)
+			s.w.log.add(now, q.name, "sqs.redrive-to-dlq", m.id)
+			s.enqueue(q.dlq, m.body, m.trace, 0)
+			continue
+		}
+		m.receives++
+		q.receipts++
+		q.received++
+		m.receipt = m.id + "#" + strconv.Itoa(q.receipts)
+		if s.f.strike(Copy) {
+			copies = append(copies, m)
+		} else {
+			q.hide(m, now.Add(q.visibility))
+		}
+		attrs := map[string]string{
+			"ApproximateReceiveCount":          strconv.Itoa(m.receives),
+			"SentTimestamp":                    strconv.FormatInt(m.sent.UnixMilli(), 10),
+			"ApproximateFirstReceiveTimestamp": strconv.FormatInt(now.UnixMilli(), 10),
+		}
+		if m.trace != "" {
+			attrs[trace.SQSAttribute] = m.trace
+		}
+		out = append(out, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.receipt, Body: m.body, Attributes: attrs,
+			EventSourceARN: q.arn, EventSource: "aws:sqs", AWSRegion: "us-east-1"})
+	}
+	q.ready = append(q.ready, copies...)
+	return out
+}
+
+// delete removes the message received with handle. A handle that is not
+// the message's latest deletes it or not (SQS: "the request succeeds, but
+// the message might not be deleted"); the model flips a coin.
+func (s *SQS) delete(q *Queue, handle string) {
+	id, _, _ := strings.Cut(handle, "#")
+	m, ok := q.byID[id]
+	if !ok {
+		return
+	}
+	if m.receipt == handle || s.w.choose.Intn(2) == 0 {
+		q.remove(m)
+		s.w.log.add(s.w.now, q.name, "sqs.delete", m.id)
+	}
+}
+
+// depth counts the messages not yet deleted (visible or not).
+func (q *Queue) depth() int { return q.live }
+
+// nextVisible is when the earliest invisible message becomes visible.
+func (q *Queue) nextVisible(now time.Time) (time.Time, bool) {
+	if q.visible(now) > 0 {
+		return now, true
+	}
+	for len(q.waiting) > 0 {
+		e := q.waiting[0]
+		if !e.m.gone && e.version == e.m.version {
+			return e.at, true
+		}
+		heap.Pop(&q.waiting)
+	}
+	return time.Time{}, false
+}
