@@ -16,7 +16,9 @@ import (
 // suite on the real engines, and liveness.
 func (r *run) check(end time.Time) Result {
 	res := Result{States: map[workflow.ProcessState]int{}}
-	bad := func(format string, args ...any) { res.Violations = append(res.Violations, fmt.Sprintf(format, args...)) }
+	bad := func(format string, args ...any) {
+		res.Violations = append(res.Violations, fmt.Sprintf(format, args...))
+	}
 	res.Violations = append(res.Violations, r.violations...)
 	ctx := context.Background()
 	st := r.sys.store

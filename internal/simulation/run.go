@@ -115,7 +115,9 @@ func Run(cfg Config) (Result, error) {
 		c = newRandom(cfg.Seed)
 	}
 	if cfg.Mix == nil {
-		cfg.Mix = Swarm(c)
+		// From a stream of its own, so a run given its mix (a replay)
+		// makes the same choices as the run that drew it.
+		cfg.Mix = Swarm(newRandom(cfg.Seed ^ 0x5eed))
 	}
 	log := newLog(start, cfg.Record)
 	w := newWorld(start, c, log)

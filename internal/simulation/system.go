@@ -106,8 +106,8 @@ type system struct {
 	// behind the others' during a deploy.
 	live map[string]*release
 	// skew bounds how far off each container's clock is.
-	skew time.Duration
-	requests  int
+	skew     time.Duration
+	requests int
 	// done, when set, says the run is over: the Supervisor's schedule
 	// stops.
 	done func() bool
