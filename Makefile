@@ -25,7 +25,7 @@ SPECTRAL := npx --no-install spectral
 # every actor logs through the one in actor.Deps.
 SLOGLINT_FLAGS := -attr-only -key-naming-case=camel -no-global=all
 
-.PHONY: deps test test-app test-infra bench build synth deploy fmt vet engines-up engines-down clean run cost demo chaos recovery load local
+.PHONY: sim sim-ci explore deps test test-app test-infra bench build synth deploy fmt vet engines-up engines-down clean run cost demo chaos recovery load local
 
 deps:
 	$(ENGINES) install
@@ -158,6 +158,26 @@ demo: deps
 # second with a step that has no undo; VERSIONS=1 for one); SEED=n replays a run.
 chaos: deps
 	$(ENGINES) run -- $(GO) run ./cmd/local chaos -orders $(or $(ORDERS),300) $(if $(SEED),-seed $(SEED)) $(if $(VERSIONS),-versions $(VERSIONS)) -plain $(CHAOS_FLAGS)
+
+# The deterministic simulation: every actor in one process under simulated
+# time, with models of SQS, the stream, SNS and the remotes, faults at every
+# port call, each seed its own mix. Its last line is `sim orders=N seeds=S
+# violations=V orders_per_cpu_s=R`; a failing seed prints the command that
+# replays it. SEED=n starts at another seed; SIM_FLAGS adds flags of
+# `go run ./cmd/sim -h`.
+sim:
+	$(GO) run ./cmd/sim -orders $(or $(ORDERS),1000000) $(if $(SEED),-seed $(SEED)) $(SIM_FLAGS)
+
+# What CI simulates: 100,000 orders, after the test of determinism (same
+# seed, same event log) and the exhaustive search of the smallest
+# configuration, which run in `make test`.
+sim-ci:
+	$(GO) run ./cmd/sim -orders $(or $(ORDERS),100000) $(if $(SEED),-seed $(SEED)) $(SIM_FLAGS)
+
+# The exhaustive search of the smallest configuration, with a wider bound
+# than `make test`'s (DEVIATIONS choices off the first option per run).
+explore:
+	$(GO) run ./cmd/sim -explore -deviations $(or $(DEVIATIONS),3)
 
 # How soon a step whose Agent died is recovered, in the deployed timing (the
 # Supervisor on the stack's schedule), with and without its fast path.

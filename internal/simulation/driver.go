@@ -20,6 +20,10 @@ type Options struct {
 	Mix       string
 	// Replay runs FirstSeed alone, shrinks a failure and prints its log.
 	Replay bool
+	// Explore searches the smallest configuration exhaustively, within
+	// Deviations.
+	Explore    bool
+	Deviations int
 }
 
 // Main runs a campaign and reports it on out; its last line is the
@@ -35,6 +39,22 @@ func Main(out io.Writer, o Options) (int, error) {
 			return 2, err
 		}
 		mix = m
+	}
+	if o.Explore {
+		s := Small{Crashes: 1, Copies: 1, Deviations: o.Deviations}
+		res, err := Explore(s)
+		if err != nil {
+			return 2, err
+		}
+		fmt.Fprintf(out, "explore: one order of two steps, %d crash, %d duplicate delivery, at most %d deviations a run: %s\n",
+			s.Crashes, s.Copies, s.Deviations, res)
+		for _, v := range res.Violations {
+			fmt.Fprintf(out, "  %s\n", v)
+		}
+		if len(res.Violations) > 0 {
+			return 1, nil
+		}
+		return 0, nil
 	}
 	if o.Replay {
 		return replay(out, Config{Seed: o.FirstSeed, Orders: o.PerSeed, Mix: mix})

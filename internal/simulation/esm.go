@@ -31,7 +31,7 @@ type sqsMapping struct {
 func (s *SQS) mapping(q *Queue, name string, batch, concurrency int, timeout time.Duration,
 	handle func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)) *sqsMapping {
 	m := &sqsMapping{s: s, q: q, name: name, batch: batch, concurrency: concurrency, timeout: timeout, handle: handle}
-	q.onSend = func() { m.wake(s.w.now.Add(time.Duration(1+s.w.choose.Intn(50)) * time.Millisecond)) }
+	q.onSend = func() { m.wake(s.w.now.Add(s.w.delay(time.Millisecond, 50*time.Millisecond))) }
 	return m
 }
 

@@ -140,10 +140,14 @@ func (f *faults) strike(kind Fault) bool {
 		return false
 	}
 	if f.budget != nil {
-		if f.budget[kind] <= 0 || f.w.choose.Intn(2) == 0 {
+		key := kind
+		if kind == KillAfter {
+			key = KillBefore // one budget of crashes, before or after
+		}
+		if f.budget[key] <= 0 || f.w.choose.Intn(2) == 0 {
 			return false
 		}
-		f.budget[kind]--
+		f.budget[key]--
 	} else if !f.w.choose.Chance(f.mix[kind]) {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -36,6 +37,8 @@ type Config struct {
 	// exhaustive search); budget then bounds the faults.
 	chooser Chooser
 	budget  map[Fault]int
+	// ref, when set, is the workflow every order names.
+	ref string
 }
 
 // DefaultSettle is the liveness bound: the longest an order can take once
@@ -121,9 +124,10 @@ func Run(cfg Config) (Result, error) {
 	}
 	log := newLog(start, cfg.Record)
 	w := newWorld(start, c, log)
+	w.exhaustive = cfg.budget != nil
 	f := newFaults(w, cfg.Mix)
 	f.budget = cfg.budget
-	versions, err := localstack.DemoVersions(catalog.MustDeployed(), 2)
+	versions, err := demoVersions()
 	if err != nil {
 		return Result{}, err
 	}
@@ -148,15 +152,18 @@ func Run(cfg Config) (Result, error) {
 		if !deploy && i%2 == 1 {
 			cl.ref = versions.IDs[0] // half the orders name the older version
 		}
+		if cfg.ref != "" {
+			cl.ref = cfg.ref
+		}
 		cl.body = orderBody(cl)
 		sys.subscribe(cl.clientID)
 		r.clients = append(r.clients, cl)
-		at := time.Duration(c.Intn(int(arrivals/time.Millisecond)+1)) * time.Millisecond
+		at := w.delay(0, arrivals)
 		w.after(at, func() { r.post(cl, false) })
 	}
 	faultsEnd := start.Add(arrivals + 2*time.Minute)
 	if deploy {
-		w.after(time.Duration(c.Intn(int(arrivals/time.Millisecond)+1))*time.Millisecond, func() {
+		w.after(w.delay(0, arrivals), func() {
 			w.log.add(w.now, "deploy", "deploy starts", r.next.CurrentID("order"))
 			if err := sys.deploy(r.next); err != nil {
 				r.violations = append(r.violations, "deploy: "+err.Error())
@@ -199,6 +206,12 @@ func (r *run) quiet() bool {
 	}
 	return true
 }
+
+// demoVersions is the deployed workflow and a version derived from it with
+// a step that cannot be undone (localstack.DemoVersions), read once.
+var demoVersions = sync.OnceValues(func() (localstack.Versions, error) {
+	return localstack.DemoVersions(catalog.MustDeployed(), 2)
+})
 
 // onlyVersion is cat with id its one version, current.
 func onlyVersion(cat workflow.Catalog, id string) workflow.Catalog {
@@ -264,7 +277,7 @@ func (r *run) post(cl *client, dup bool) {
 	r.api(req, func(resp events.APIGatewayV2HTTPResponse, killed bool) {
 		switch {
 		case killed || resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-			wait := time.Duration(1+r.w.choose.Intn(2000)) * time.Millisecond
+			wait := r.w.delay(time.Millisecond, 2*time.Second)
 			if s, err := strconv.Atoi(resp.Headers["Retry-After"]); err == nil {
 				wait += time.Duration(s) * time.Second
 			}
@@ -286,10 +299,10 @@ func (r *run) post(cl *client, dup bool) {
 			cl.id = out.OrderID
 			r.w.log.add(r.w.now, "client", "accepted", cl.key+" "+cl.id)
 			if first && r.f.strike(Duplicate) {
-				r.w.after(time.Duration(r.w.choose.Intn(120000))*time.Millisecond, func() { r.post(cl, true) })
+				r.w.after(r.w.delay(0, 2*time.Minute), func() { r.post(cl, true) })
 			}
 			if first && r.f.strike(Operator) {
-				r.w.after(time.Duration(r.w.choose.Intn(600000))*time.Millisecond, func() { r.operate(cl.id, 0) })
+				r.w.after(r.w.delay(0, 10*time.Minute), func() { r.operate(cl.id, 0) })
 			}
 		default:
 			cl.rejected = fmt.Sprintf("%d %s", resp.StatusCode, resp.Body)
@@ -309,7 +322,7 @@ func (r *run) operate(id string, tries int) {
 	r.w.log.add(r.w.now, "operator", action, id)
 	r.api(req, func(resp events.APIGatewayV2HTTPResponse, killed bool) {
 		if (killed || resp.StatusCode >= 500) && tries < 5 {
-			r.w.after(time.Duration(1+r.w.choose.Intn(5000))*time.Millisecond, func() { r.operate(id, tries+1) })
+			r.w.after(r.w.delay(time.Millisecond, 5*time.Second), func() { r.operate(id, tries+1) })
 			return
 		}
 		if !killed && resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict && (resp.StatusCode < 200 || resp.StatusCode > 299) {

@@ -64,3 +64,13 @@ func TestSameSeedSameLog(t *testing.T) {
 		t.Fatalf("hashes %x and %x, %d and %d events", a.Hash, b.Hash, len(a.Log), len(b.Log))
 	}
 }
+
+func TestExploreNoFaults(t *testing.T) {
+	for _, s := range []Small{{Deviations: 2}, {Copies: 1, Crashes: 1, Deviations: 2}} {
+		res, err := Explore(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%+v: %s %v", s, res, res.Violations)
+	}
+}

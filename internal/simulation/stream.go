@@ -83,7 +83,7 @@ func (s *stream) wake(r *streamReader, sh int) {
 		return
 	}
 	r.polling[sh] = true
-	s.w.after(time.Duration(s.w.choose.Intn(int(streamPoll/time.Millisecond))+1)*time.Millisecond, func() {
+	s.w.after(s.w.delay(time.Millisecond, streamPoll), func() {
 		r.polling[sh] = false
 		s.poll(r, sh)
 	})

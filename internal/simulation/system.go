@@ -64,7 +64,7 @@ func (s *system) container(ctx context.Context, fn string) any {
 	}
 	var h any
 	if n := len(pl.free); n > 0 {
-		i := s.w.choose.Intn(n)
+		i := s.w.either(n)
 		h = pl.free[i]
 		pl.free[i] = pl.free[n-1]
 		pl.free = pl.free[:n-1]
@@ -170,7 +170,7 @@ func (s *system) clockFor() clock.Clock {
 	if s.skew <= 0 {
 		return worldClock{s.w}
 	}
-	off := time.Duration(s.w.choose.Intn(int(2*s.skew/time.Millisecond)+1))*time.Millisecond - s.skew
+	off := s.w.delay(0, 2*s.skew) - s.skew
 	return skewed{w: s.w, skew: off}
 }
 
@@ -251,7 +251,7 @@ func (s *system) newAgent(step workflow.Step, alerts alert.Sender) (*agent.Handl
 	svc := agent.NewHTTPService(cfg.RemoteBaseURL, &http.Client{Transport: s.remote})
 	a, err := agent.New(cfg, svc, queue.NewSender(s.sqs), s.deps(s.clockFor()), agent.WithAlerts(alerts),
 		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
-		agent.WithJitter(s.w.choose.Float))
+		agent.WithJitter(s.w.float))
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 	}
@@ -339,7 +339,7 @@ func (s *system) sweep(until time.Time) {
 			_ = h.Handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events", Time: s.w.now})
 		}, nil)
 	}
-	s.w.after(time.Duration(s.w.choose.Intn(60000))*time.Millisecond, tick)
+	s.w.after(s.w.delay(0, time.Minute), tick)
 }
 
 // deploy rolls out a release for cat: each function at its own moment
@@ -351,9 +351,9 @@ func (s *system) deploy(cat workflow.Catalog) error {
 	}
 	last := time.Duration(0)
 	for _, fn := range functions {
-		d := time.Duration(s.w.choose.Intn(60000)) * time.Millisecond
+		d := s.w.delay(0, time.Minute)
 		if fn == topology.Submission {
-			d = last + time.Duration(1+s.w.choose.Intn(5000))*time.Millisecond
+			d = last + s.w.delay(time.Millisecond, 5*time.Second)
 		}
 		last = max(last, d)
 		s.w.after(d, func() {

@@ -32,6 +32,9 @@ type World struct {
 	yield chan struct{}
 	procs int
 	steps int
+	// exhaustive: every choice that matters is made by the Chooser, and
+	// the others take a fixed value (see delay).
+	exhaustive bool
 }
 
 // Chooser makes every choice of a run: which of several events due at once
@@ -67,6 +70,33 @@ func (h *eventHeap) Pop() any {
 	e := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return e
+}
+
+// delay draws a time in [lo, hi] at millisecond steps: when a poller
+// wakes, a client retries, a deploy reaches a function. The exhaustive
+// search takes lo, so its choices are the orders of events, not times.
+func (w *World) delay(lo, hi time.Duration) time.Duration {
+	if w.exhaustive || hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(w.choose.Intn(int((hi-lo)/time.Millisecond)+1))*time.Millisecond
+}
+
+// either picks one of n alike things (a warm container): any will do, so
+// the exhaustive search takes the first.
+func (w *World) either(n int) int {
+	if w.exhaustive {
+		return 0
+	}
+	return w.choose.Intn(n)
+}
+
+// float is a jitter in [0, 1); the exhaustive search takes the middle.
+func (w *World) float() float64 {
+	if w.exhaustive {
+		return 0.5
+	}
+	return w.choose.Float()
 }
 
 // newWorld starts a world at start.

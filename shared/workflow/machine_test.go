@@ -460,3 +460,26 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// A cancel past the point of no return names the step whose effect stays;
+// an undo that then times out and is retried must not overwrite it, or
+// the order ends Cancelled without saying what it left applied (found by
+// the simulation: internal/simulation).
+func TestCancelKeepsItsResidueThroughAFailedUndo(t *testing.T) {
+	t.Parallel()
+	s := record(t, claim, done, cancelled)
+	if !strings.HasPrefix(s.LastError, NotUndoablePrefix) {
+		t.Fatalf("after the cancel LastError = %q, want it to name step b", s.LastError)
+	}
+	s = record(t, claim, done, cancelled, claim, expired)
+	if s.ProcessState != CompensationPending || !strings.HasPrefix(s.LastError, NotUndoablePrefix) || !strings.Contains(s.LastError, "step b ") {
+		t.Fatalf("after the undo timed out: %s, LastError %q, want CompensationPending naming step b", s.ProcessState, s.LastError)
+	}
+	if s.Steps[0].CompensationError == "" {
+		t.Error("the undo's timeout is in no step's history")
+	}
+	s = record(t, claim, done, cancelled, claim, expired, claim, undone)
+	if s.ProcessState != Cancelled || !strings.Contains(s.LastError, "step b ") {
+		t.Fatalf("at the end: %s, LastError %q, want Cancelled naming step b", s.ProcessState, s.LastError)
+	}
+}

@@ -145,6 +145,12 @@ func (m Machine) retry(c *Change, seen State, now time.Time, failures int, reaso
 	sp := p.step(k)
 	delay := m.Policy.Backoff(failures)
 	p.FailureCount, p.LastError = ptr(failures), ptr(reason)
+	if undoing && strings.HasPrefix(seen.LastError, NotUndoablePrefix) {
+		// A cancel past the point of no return: LastError names the step
+		// whose effect stays, which the order must still say when it ends;
+		// the undo's failure goes in its step's history instead.
+		p.LastError, sp.UndoError = nil, ptr(reason)
+	}
 	p.CompleteBy = now.Add(delay + m.Policy.ClaimTimeout)
 	if undoing {
 		p.State, sp.Compensation, sp.UndoFailed = CompensationPending, StepPending, true
