@@ -91,6 +91,12 @@ func (r *run) check(end time.Time) Result {
 	for _, id := range st.staleCommits {
 		bad("stale commit: a reply of a superseded attempt of order %s was committed", id)
 	}
+	for _, v := range st.lateCommits {
+		bad("late commit: a reply committed after its deadline: %s", v)
+	}
+	for _, v := range st.earlyRecoveries {
+		bad("early recovery: the Supervisor recovered a record whose deadline had not passed: %s", v)
+	}
 	slices.Sort(res.Violations)
 	res.Violations = slices.Compact(res.Violations)
 	return res

@@ -47,11 +47,14 @@ const (
 	Deploy Fault = "deploy"
 	// Duplicate: clients post an order again with its Idempotency-Key.
 	Duplicate Fault = "duplicate"
+	// Burst: clients post at 50 times the usual rate, past what the
+	// Agents' queues are sized for, so the Submission sheds.
+	Burst Fault = "burst"
 )
 
 // AllFaults lists every Fault.
 func AllFaults() []Fault {
-	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate}
+	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst}
 }
 
 // Mix is a run's faults: the rate of each kind that is on.
@@ -97,7 +100,7 @@ func Swarm(c Chooser) Mix {
 	ranges := map[Fault][]float64{
 		KillBefore: {0.002, 0.01, 0.03}, KillAfter: {0.002, 0.01, 0.03}, Throttle: {0.005, 0.02, 0.05},
 		LoseAnswer: {0.002, 0.01, 0.03}, Slow: {0.01, 0.05}, Copy: {0.01, 0.05}, StaleRead: {0.1, 0.5},
-		MissedRun: {0.1, 0.5}, Skew: {1}, Remote: {0.5, 1}, Operator: {0.01, 0.05}, Deploy: {1}, Duplicate: {0.05, 0.2},
+		MissedRun: {0.1, 0.5}, Skew: {1}, Remote: {0.5, 1}, Operator: {0.01, 0.05}, Deploy: {1}, Duplicate: {0.05, 0.2}, Burst: {1},
 	}
 	m := Mix{}
 	for _, f := range AllFaults() {

@@ -146,7 +146,11 @@ func Run(cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	r := &run{cfg: cfg, w: w, f: f, sys: sys, next: versions.Catalog}
-	arrivals := time.Duration(float64(cfg.Orders) / cfg.Rate * float64(time.Second))
+	rate := cfg.Rate
+	if cfg.Mix[Burst] > 0 {
+		rate *= 50
+	}
+	arrivals := time.Duration(float64(cfg.Orders) / rate * float64(time.Second))
 	for i := range cfg.Orders {
 		cl := &client{i: i, key: fmt.Sprintf("key-%d", i), clientID: "client-" + strconv.Itoa(i%3)}
 		if !deploy && i%2 == 1 {
@@ -272,11 +276,19 @@ func (r *run) api(req events.APIGatewayV2HTTPRequest, done func(resp events.APIG
 // post sends a client's order; dup marks a repeat of one already answered.
 func (r *run) post(cl *client, dup bool) {
 	cl.tries++
-	req := r.request(http.MethodPost, "/orders", "arn:aws:iam::123456789012:user/"+cl.clientID,
+	req := r.request(http.MethodPost, "/orders", clientARN(cl),
 		map[string]string{"idempotency-key": cl.key}, cl.body)
 	r.api(req, func(resp events.APIGatewayV2HTTPResponse, killed bool) {
 		switch {
 		case killed || resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+			if !killed && resp.StatusCode == http.StatusTooManyRequests {
+				r.f.counts["shed"]++
+				// A key that made an order is answered with it, shed or
+				// not: the client must learn its order exists.
+				if use, err := r.sys.store.Store.GetKey(context.Background(), clientARN(cl), cl.key); err == nil {
+					r.violations = append(r.violations, fmt.Sprintf("shed replay: %s made order %s, and its retry was shed", cl.key, use.OrderID))
+				}
+			}
 			wait := r.w.delay(time.Millisecond, 2*time.Second)
 			if s, err := strconv.Atoi(resp.Headers["Retry-After"]); err == nil {
 				wait += time.Duration(s) * time.Second
@@ -310,6 +322,9 @@ func (r *run) post(cl *client, dup bool) {
 		}
 	})
 }
+
+// clientARN is the IAM user a client signs as, its orders' owner.
+func clientARN(cl *client) string { return "arn:aws:iam::123456789012:user/" + cl.clientID }
 
 // operate retries or cancels an order as an operator would, on whatever
 // state it is in; a refusal (409) is an answer, a 5xx is tried again.

@@ -74,3 +74,13 @@ func TestExploreNoFaults(t *testing.T) {
 		t.Logf("%+v: %s %v", s, res, res.Violations)
 	}
 }
+
+func TestBurstSheds(t *testing.T) {
+	res, err := Run(Config{Seed: 5, Orders: 2000, Mix: Mix{Burst: 1, Duplicate: 0.2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Faults["shed"] == 0 || len(res.Violations) > 0 {
+		t.Fatalf("a burst shed %d requests, want some; violations %v", res.Faults["shed"], res.Violations)
+	}
+}

@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sasflow/sas/internal/testkit/memstore"
@@ -24,8 +25,13 @@ type store struct {
 	// claimed is the latest Attempt a claim of each order wrote.
 	claimed map[string]int
 	// staleCommits lists commits of an attempt older than a claim the
-	// store had already written.
-	staleCommits []string
+	// store had already written; lateCommits, replies committed after
+	// their record's CompleteBy; earlyRecoveries, the Supervisor's writes
+	// to a record whose CompleteBy had not passed.
+	staleCommits, lateCommits, earlyRecoveries []string
+	// tolerance is how far apart two clocks may be, plus a call's
+	// latency: a commit decided in time may land that much late.
+	tolerance time.Duration
 }
 
 type written struct {
@@ -62,9 +68,18 @@ func (s *store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.S
 func (s *store) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
 	var out workflow.State
 	err := s.f.call(ctx, "ddb.Apply "+string(c.Transition), c.OrderID, true, func() error {
+		before := s.last[c.OrderID].after
 		st, err := s.Store.Apply(ctx, c)
 		if err != nil {
 			return err
+		}
+		now := s.w.now
+		if c.CommitsReply() && now.After(before.CompleteBy.Add(s.tolerance)) {
+			s.lateCommits = append(s.lateCommits, fmt.Sprintf("%s %s %v after CompleteBy", c.OrderID, c.Transition, now.Sub(before.CompleteBy)))
+		}
+		if p := procOf(ctx); p != nil && (p.name == "supervisor" || p.name == "deadline") && c.Transition != "" &&
+			before.CompleteBy.After(now.Add(s.tolerance)) {
+			s.earlyRecoveries = append(s.earlyRecoveries, fmt.Sprintf("%s %s by %s, %v before CompleteBy", c.OrderID, c.Transition, p.name, before.CompleteBy.Sub(now)))
 		}
 		if c.CommitsReply() && c.Fence.Attempt != nil && *c.Fence.Attempt < s.claimed[c.OrderID] {
 			s.staleCommits = append(s.staleCommits, c.OrderID)

@@ -126,6 +126,8 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 	s.sns = newSNS(w, f)
 	s.stream = &stream{w: w}
 	s.store = newStore(w, f, s.stream)
+	// Clocks up to 2*skew apart, and a call up to 3 s slow, plus a second.
+	s.store.tolerance = 2*skew + 4*time.Second
 	s.remote = newRemote(w, f, s.agent.RemoteTimeout)
 	s.remote.compensable = map[string]bool{}
 	vis := func(timeout time.Duration) time.Duration { return topology.Visibility(timeout) }
