@@ -10,7 +10,7 @@
 #   PER=500    orders per seed (small seeds cost less per order)
 #   MIX_<NN>   a fault mix for mutant NN (e.g. MIX_04='throttle=0.05'),
 #              instead of each seed drawing its own; the defaults below
-#              force on the faults a rare hole needs.
+#              force on the faults a rare hole needs ("swarm" for none).
 set -euo pipefail
 
 cap=${CAP:-20000}
@@ -20,7 +20,13 @@ dir=internal/simulation/testdata/mutants
 # Mixes for holes that only a rare fault combination opens (the table says
 # which mutant ran with one).
 declare -A mix=(
-	[04]=${MIX_04:-throttle=0.05,lose-answer=0.03,remote=1}
+	[01]=kill-before=0.03,kill-after=0.03,throttle=0.05,slow=0.05,copy=0.05,missed-run=0.5,skew=1,remote=1
+	[04]=throttle=0.05,lose-answer=0.03,remote=1
+	[05]=burst=1,duplicate=0.2
+	[07]=kill-before=0.03,kill-after=0.03,throttle=0.05,slow=0.05,copy=0.05,missed-run=0.5,skew=1,remote=1
+	[08]=stale-read=0.5,copy=0.05,slow=0.05,kill-after=0.01
+	[09]=stale-read=0.5,copy=0.05,slow=0.05,kill-after=0.01
+	[10]=throttle=0.05,remote=1,kill-after=0.03
 )
 
 tmp=$(mktemp -d)
@@ -62,6 +68,8 @@ for p in "$@"; do
 	name=$(basename "$p" .patch)
 	nn=${name%%-*}
 	m=${mix[$nn]:-}
+	v=MIX_$nn
+	m=${!v:-$m}
 	mixes[${m:-swarm}]=1
 	rm -rf "$tmp/mut"
 	cp -r "$tmp/base" "$tmp/mut"

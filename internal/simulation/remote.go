@@ -36,7 +36,6 @@ type remoteModel struct {
 	f *faults
 	// timeout is the Agents' RemoteTimeout: a hang lasts until it.
 	timeout    time.Duration
-	faultsOf   func() remotesim.Faults
 	results    map[string]remoteResult
 	effects    map[string]int
 	undos      map[string]int

@@ -1,34 +1,34 @@
 package simulation
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/sasflow/sas/shared/workflow"
 )
 
-func TestOneOrderNoFaults(t *testing.T) {
+func TestOneOrderWithoutFaultsIsProcessed(t *testing.T) {
+	t.Parallel()
 	res, err := Run(Config{Seed: 1, Orders: 1, Mix: Mix{}, Record: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range res.Log {
-		t.Log(l)
+	if len(res.Violations) > 0 || res.States[workflow.Processed] != 1 {
+		t.Fatalf("states %v, violations %v; log:\n%s", res.States, res.Violations, strings.Join(res.Log, "\n"))
 	}
-	if len(res.Violations) > 0 {
-		t.Fatalf("violations: %v", res.Violations)
-	}
-	t.Logf("states %v events %d simulated %v", res.States, res.Events, res.Simulated)
 }
 
-func TestManyOrders(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
-		res, err := Run(Config{Seed: seed, Orders: 200})
+// TestSeedsKeepEveryInvariant runs a few seeds, each with its own faults.
+func TestSeedsKeepEveryInvariant(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(1); seed <= 4; seed++ {
+		res, err := Run(Config{Seed: seed, Orders: 300})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("seed %d mix %s: states %v events %d simulated %v faults %v violations %d", seed, res.Mix, res.States, res.Events, res.Simulated, res.Faults, len(res.Violations))
-		for i, v := range res.Violations {
-			if i < 10 {
-				t.Log(v)
-			}
+		if len(res.Violations) > 0 || res.Accepted != res.Orders {
+			t.Errorf("seed %d (faults %s): %d of %d accepted, violations %v\nreplay: %s", seed, res.Mix, res.Accepted, res.Orders,
+				res.Violations, ReplayCommand(Config{Seed: seed, Orders: 300, Mix: res.Mix}))
 		}
 	}
 }
@@ -65,17 +65,24 @@ func TestSameSeedSameLog(t *testing.T) {
 	}
 }
 
-func TestExploreNoFaults(t *testing.T) {
-	for _, s := range []Small{{Deviations: 2}, {Copies: 1, Crashes: 1, Deviations: 2}} {
+// TestExploreSmallest searches the smallest configuration exhaustively,
+// within two deviations a run (see Small).
+func TestExploreSmallest(t *testing.T) {
+	t.Parallel()
+	for _, s := range []Small{{Deviations: 2}, {Crashes: 1, Copies: 1, Deviations: 2}} {
 		res, err := Explore(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%+v: %s %v", s, res, res.Violations)
+		t.Logf("%+v: %s", s, res)
+		if !res.Complete || len(res.Violations) > 0 || res.Runs < 100 {
+			t.Errorf("%+v: %s: %v (choices of the failing run: %v)", s, res, res.Violations, res.Failing)
+		}
 	}
 }
 
 func TestBurstSheds(t *testing.T) {
+	t.Parallel()
 	res, err := Run(Config{Seed: 5, Orders: 2000, Mix: Mix{Burst: 1, Duplicate: 0.2}})
 	if err != nil {
 		t.Fatal(err)
