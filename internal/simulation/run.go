@@ -311,7 +311,13 @@ func (r *run) post(cl *client, dup bool) {
 			cl.id = out.OrderID
 			r.w.log.add(r.w.now, "client", "accepted", cl.key+" "+cl.id)
 			if first && r.f.strike(Duplicate) {
-				r.w.after(r.w.delay(0, 2*time.Minute), func() { r.post(cl, true) })
+				// Half at once, as a client's retry after a timeout; half
+				// later, as a client replaying its log.
+				later := r.w.delay(0, 2*time.Second)
+				if r.w.either(2) == 1 {
+					later = r.w.delay(0, 2*time.Minute)
+				}
+				r.w.after(later, func() { r.post(cl, true) })
 			}
 			if first && r.f.strike(Operator) {
 				r.w.after(r.w.delay(0, 10*time.Minute), func() { r.operate(cl.id, 0) })
