@@ -28,6 +28,11 @@ declare -A mix=(
 	[09]=stale-read=0.5,copy=0.05,slow=0.05,remote=1,missed-run=0.5
 	[10]=throttle=0.05,remote=1,kill-after=0.03
 )
+# Orders per seed for holes that need a long seed: shedding starts only
+# once a seed's burst fills the queues past their backlog (500 messages).
+declare -A pers=(
+	[05]=2000
+)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -44,7 +49,7 @@ fi
 # hunt runs sim from seed 1 in growing chunks until a violation or the cap;
 # it prints: first failing seed (or -), orders to it, the violation line.
 hunt() {
-	local bin=$1 m=$2 seed=1 chunk=$((2 * per)) done=0 out first line
+	local bin=$1 m=$2 per=$3 seed=1 chunk=$((2 * $3)) done=0 out first line
 	while [ "$done" -lt "$cap" ]; do
 		chunk=$((chunk > cap - done ? cap - done : chunk))
 		out=$("$bin" -orders "$chunk" -per-seed "$per" -seed "$seed" ${m:+-mix "$m"} 2>&1 || true)
@@ -74,7 +79,7 @@ for p in "$@"; do
 	rm -rf "$tmp/mut"
 	cp -r "$tmp/base" "$tmp/mut"
 	(cd "$tmp/mut" && git apply "$p" && go build -trimpath -o "$tmp/sim-mut" ./cmd/sim)
-	IFS=$'\t' read -r seed orders line < <(hunt "$tmp/sim-mut" "$m")
+	IFS=$'\t' read -r seed orders line < <(hunt "$tmp/sim-mut" "$m" "${pers[$nn]:-$per}")
 	detected=yes
 	[ "$seed" = - ] && detected=no
 	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "${m:-swarm}" "$detected" "$seed" "$orders" "$line"
