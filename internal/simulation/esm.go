@@ -25,7 +25,6 @@ type sqsMapping struct {
 	running     int
 	wakeAt      time.Time
 	waking      bool
-	invocations int
 }
 
 func (s *SQS) mapping(q *Queue, name string, batch, concurrency int, timeout time.Duration,
@@ -71,7 +70,6 @@ func (m *sqsMapping) poll() {
 func (m *sqsMapping) invoke(recs []events.SQSMessage) {
 	w := m.s.w
 	m.running++
-	m.invocations++
 	ev := events.SQSEvent{Records: recs}
 	var resp events.SQSEventResponse
 	var err error

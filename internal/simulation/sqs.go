@@ -68,8 +68,6 @@ type Queue struct {
 	byID     map[string]*sqsMessage
 	receipts int
 	live     int
-	sent     int
-	received int
 	// onSend runs when a message is enqueued, so the queue's poller wakes.
 	onSend func()
 }
@@ -167,7 +165,6 @@ func (s *SQS) enqueue(q *Queue, body, traceHeader string, delay int32) {
 		m.visibleAt = s.w.now
 		q.ready = append(q.ready, m)
 	}
-	q.sent++
 	q.live++
 	s.w.log.add(s.w.now, q.name, "sqs.enqueue", m.id)
 	if q.onSend != nil {
@@ -348,7 +345,6 @@ func (s *SQS) receive(q *Queue, n int) []events.SQSMessage {
 		}
 		m.receives++
 		q.receipts++
-		q.received++
 		m.receipt = m.id + "#" + strconv.Itoa(q.receipts)
 		if s.f.strike(Copy) {
 			copies = append(copies, m)

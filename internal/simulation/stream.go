@@ -56,8 +56,6 @@ type streamReader struct {
 	polling [streamShards]bool
 	handle  func(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
 	timeout time.Duration
-	// delivered counts records handed over, retries included.
-	delivered int
 }
 
 func shardOf(orderID string) int {
@@ -102,7 +100,6 @@ func (s *stream) poll(r *streamReader, sh int) {
 		ev.Records[i] = rec.event()
 	}
 	r.busy[sh] = true
-	r.delivered += len(batch)
 	start := r.pos[sh]
 	var resp events.DynamoDBEventResponse
 	var err error

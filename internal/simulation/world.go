@@ -31,7 +31,6 @@ type World struct {
 	// yield is how the running coroutine hands control back.
 	yield chan struct{}
 	procs int
-	steps int
 	// exhaustive: every choice that matters is made by the Chooser, and
 	// the others take a fixed value (see delay).
 	exhaustive bool
@@ -141,7 +140,6 @@ func (w *World) step(until time.Time) bool {
 		}
 	}
 	w.now = first.at
-	w.steps++
 	due[pick].fn()
 	return true
 }
