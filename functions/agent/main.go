@@ -3,15 +3,19 @@
 package main
 
 import (
+	"time"
+
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/xray"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/segments"
 )
 
 // The SQS adapter is the reply sender the runtime expects.
@@ -31,5 +35,5 @@ func main() {
 	// actor.Deps's default.
 	h, err := agent.New(cfg, svc, queue.NewSender(sqsc), actor.Deps{Log: log}, opts...)
 	coldstart.Check(log, "build handler", err)
-	lambda.Start(h.Handle)
+	lambda.Start(segments.Wrap(segments.New(xray.NewFromConfig(aws), log), time.Now, h.Handle))
 }

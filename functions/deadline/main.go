@@ -5,15 +5,19 @@
 package main
 
 import (
+	"time"
+
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/xray"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/segments"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/supervisor"
 )
@@ -26,5 +30,5 @@ func main() {
 	h, err := supervisor.New(cfg.Config, store, queue.NewSender(q), alerts, actor.Deps{Log: log},
 		supervisor.WithRedelivery(queue.NewRedeliverer(q, cfg.DeadlineQueueURL)))
 	coldstart.Check(log, "build handler", err)
-	lambda.Start(h.HandleDeadlines)
+	lambda.Start(segments.Wrap(segments.New(xray.NewFromConfig(aws), log), time.Now, h.HandleDeadlines))
 }

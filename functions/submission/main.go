@@ -3,16 +3,20 @@
 package main
 
 import (
+	"time"
+
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/xray"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/segments"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
 )
@@ -29,5 +33,5 @@ func main() {
 	}
 	h, err := submission.New(cfg, store, queue.NewSender(sqsClient), gate, actor.Deps{Log: log}, opts...)
 	coldstart.Check(log, "build handler", err)
-	lambda.Start(h.Handle)
+	lambda.Start(segments.Wrap(segments.New(xray.NewFromConfig(aws), log), time.Now, h.Handle))
 }

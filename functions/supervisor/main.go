@@ -3,15 +3,19 @@
 package main
 
 import (
+	"time"
+
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/xray"
 
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/coldstart"
 	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/segments"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/supervisor"
 )
@@ -22,5 +26,5 @@ func main() {
 	alerts := alert.NewPublisher(sns.NewFromConfig(aws), cfg.AlertTopicARN)
 	h, err := supervisor.New(cfg, store, queue.NewSender(sqs.NewFromConfig(aws)), alerts, actor.Deps{Log: log})
 	coldstart.Check(log, "build handler", err)
-	lambda.Start(h.Handle)
+	lambda.Start(segments.WrapErr(segments.New(xray.NewFromConfig(aws), log), time.Now, h.Handle))
 }

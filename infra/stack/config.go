@@ -11,6 +11,7 @@ import (
 
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -51,21 +52,10 @@ type Config struct {
 	// deletes it (workflow.Policy.Retention): the functions that end or
 	// create orders read it as RETENTION.
 	Retention time.Duration
-	// StreamReaderTracing is the tracing mode of the functions a DynamoDB
-	// stream invokes (the Notifier and the Timer): TracingActive, or
-	// TracingPassThrough to record none of their invocations. Lambda
-	// starts a trace of its own for each of their invocations, which no
-	// order's trace holds, so at a trickle, where nearly every invocation
-	// is sampled, they are most of the X-Ray bill; their log lines and
-	// the Deadlines the Timer sends keep the order's trace either way.
-	StreamReaderTracing string
+	// TraceSampleRate is the share of new orders whose path is recorded
+	// as one X-Ray trace (TRACE_SAMPLE_RATE, trace.Sample), from 0 to 1.
+	TraceSampleRate float64
 }
-
-// The tracing modes of StreamReaderTracing, as CloudFormation names them.
-const (
-	TracingActive      = "Active"
-	TracingPassThrough = "PassThrough"
-)
 
 // Context keys read by FromContext (cdk.json "context" or cdk -c key=value).
 const (
@@ -84,9 +74,9 @@ const (
 	// ContextRetention is a Go duration (2160h is 90 days) within
 	// workflow.MinRetention..MaxRetention.
 	ContextRetention = "sas:retention"
-	// ContextStreamReaderTracing is Active or PassThrough
-	// (Config.StreamReaderTracing).
-	ContextStreamReaderTracing = "sas:streamReaderTracing"
+	// ContextTraceSampleRate is the share of orders traced, 0 to 1
+	// (Config.TraceSampleRate).
+	ContextTraceSampleRate = "sas:traceSampleRate"
 )
 
 // DefaultStage is the stage cdk.json and make deploy default to.
@@ -118,7 +108,7 @@ func DefaultConfig() Config {
 		MaxReceiveCount:     topology.MaxReceiveCount,
 		QueueAgeAlarm:       10 * time.Minute,
 		Retention:           workflow.DefaultRetention,
-		StreamReaderTracing: TracingActive,
+		TraceSampleRate: trace.DefaultSampleRate,
 	}
 }
 
@@ -168,7 +158,13 @@ func FromContext(lookup func(key string) string) (Config, error) {
 	integer(ContextMaxReceiveCount, &c.MaxReceiveCount)
 	dur(ContextQueueAgeAlarm, &c.QueueAgeAlarm)
 	dur(ContextRetention, &c.Retention)
-	str(ContextStreamReaderTracing, &c.StreamReaderTracing)
+	if v := lookup(ContextTraceSampleRate); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q is not a number", ContextTraceSampleRate, v))
+		}
+		c.TraceSampleRate = r
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("stack config: %w", err)
 	}
@@ -244,8 +240,8 @@ func (c Config) Validate() error {
 	if c.Retention < workflow.MinRetention || c.Retention > workflow.MaxRetention {
 		fail("%s=%v must be within %v..%v (a day to ten years)", ContextRetention, c.Retention, workflow.MinRetention, workflow.MaxRetention)
 	}
-	if c.StreamReaderTracing != TracingActive && c.StreamReaderTracing != TracingPassThrough {
-		fail("%s=%q must be %s or %s", ContextStreamReaderTracing, c.StreamReaderTracing, TracingActive, TracingPassThrough)
+	if !trace.ValidRate(c.TraceSampleRate) {
+		fail("%s=%v must be a share from 0 to 1", ContextTraceSampleRate, c.TraceSampleRate)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stack config: %w", err)

@@ -34,7 +34,7 @@ func TestFromContextDefaultsMatchCDKJSON(t *testing.T) {
 		stack.ContextMaxReceiveCount:     "5",
 		stack.ContextQueueAgeAlarm:       "10m",
 		stack.ContextRetention:           "2160h",
-		stack.ContextStreamReaderTracing: "Active",
+		stack.ContextTraceSampleRate:     "0.01",
 	} {
 		if ctx[key] != want {
 			t.Errorf("cdk.json %s = %q, the default is %q", key, ctx[key], want)
@@ -97,10 +97,14 @@ func TestFromContextReadsAndValidates(t *testing.T) {
 			check: func(c stack.Config) bool { return c.Retention == 24*time.Hour }},
 		{name: "order retention under a day", ctx: map[string]string{stack.ContextRetention: "23h59m"}, wantErr: []string{"sas:retention=23h59m0s must be within 24h0m0s..87600h0m0s"}},
 		{name: "order retention over ten years", ctx: map[string]string{stack.ContextRetention: "87601h"}, wantErr: []string{"sas:retention=87601h0m0s must be within"}},
-		{name: "stream readers untraced", ctx: map[string]string{stack.ContextStreamReaderTracing: "PassThrough"},
-			check: func(c stack.Config) bool { return c.StreamReaderTracing == stack.TracingPassThrough }},
-		{name: "stream readers' tracing misspelt", ctx: map[string]string{stack.ContextStreamReaderTracing: "off"},
-			wantErr: []string{`sas:streamReaderTracing="off" must be Active or PassThrough`}},
+		{name: "every order traced", ctx: map[string]string{stack.ContextTraceSampleRate: "1"},
+			check: func(c stack.Config) bool { return c.TraceSampleRate == 1 }},
+		{name: "no order traced", ctx: map[string]string{stack.ContextTraceSampleRate: "0"},
+			check: func(c stack.Config) bool { return c.TraceSampleRate == 0 }},
+		{name: "trace sample rate as a percentage", ctx: map[string]string{stack.ContextTraceSampleRate: "5"},
+			wantErr: []string{`sas:traceSampleRate=5 must be a share from 0 to 1`}},
+		{name: "trace sample rate not a number", ctx: map[string]string{stack.ContextTraceSampleRate: "1%"},
+			wantErr: []string{`sas:traceSampleRate="1%" is not a number`}},
 		{name: "order retention in days", ctx: map[string]string{stack.ContextRetention: "90d"}, wantErr: []string{`sas:retention="90d" is not a Go duration`}},
 		// Fewer than two Agent invocations of 10 records: an event source
 		// mapping's MaximumConcurrency is at least 2.

@@ -111,16 +111,19 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 		SystemLogLevelV2:      awslambda.SystemLogLevel_INFO,
 		ApplicationLogLevelV2: awslambda.ApplicationLogLevel_INFO,
 		RetryAttempts:         spec.asyncRetries,
-		// One trace per order (shared/trace): Lambda records a segment for
-		// every invocation and continues the trace each message carries.
-		Tracing: b.tracing(spec.trigger),
+		// Lambda records nothing itself: with active tracing it would
+		// start a trace for every invocation an SQS message or a stream
+		// record triggers, linked to the order's but not in it, sampled by
+		// its own rule. The functions record the sampled orders' segments
+		// under each order's own trace ID instead (shared/segments).
+		Tracing: awslambda.Tracing_PASS_THROUGH,
 	})
-	// Active tracing grants xray:PutTraceSegments and PutTelemetryRecords,
-	// which X-Ray defines on no resource: the grant can only name "*".
+	// PassThrough tracing still grants xray:PutTraceSegments and
+	// PutTelemetryRecords (what the functions send segments with), which
+	// X-Ray defines on no resource: the grant can only name "*".
 	cdknag.NagSuppressions_AddResourceSuppressions(role, &[]*cdknag.NagPackSuppression{{
-		Id: jsii.String("AwsSolutions-IAM5"),
-		Reason: jsii.String("Active tracing: X-Ray's PutTraceSegments and PutTelemetryRecords take no resource, " +
-			"so the grant Lambda's tracing adds names *."),
+		Id:        jsii.String("AwsSolutions-IAM5"),
+		Reason:    jsii.String("X-Ray's PutTraceSegments and PutTelemetryRecords take no resource, so the grant Lambda's tracing adds names *."),
 		AppliesTo: &[]any{jsii.String("Resource::*")},
 	}}, jsii.Bool(true))
 	reason, ok := deadLetterReasons[spec.trigger]
@@ -128,22 +131,10 @@ func (b *builder) function(folder string, spec fnSpec) *fn {
 		panic("stack: function " + id + " names no trigger")
 	}
 	suppress(f, nagLambdaDLQ, reason, false)
-	if b.tracing(spec.trigger) != awslambda.Tracing_ACTIVE {
-		suppress(f, nagLambdaTracing, "Tracing is PassThrough by the deployment's choice ("+ContextStreamReaderTracing+"): a stream reader's "+
-			"invocations each start an X-Ray trace of their own, which holds no order's path, and at low volume nearly all are "+
-			"sampled and billed. Its log lines and the Deadlines it sends keep the order's trace.", false)
-	}
+	suppress(f, nagLambdaTracing, "Lambda's active tracing would start a trace per invocation, none holding an order's path; "+
+		"the functions send the segments of the orders sampled at the Submission ("+ContextTraceSampleRate+") under each order's "+
+		"own trace ID instead, and every order's log lines carry its traceId.", false)
 	return &fn{id: id, fn: f, role: role, logGroup: logs, timeout: spec.timeout}
-}
-
-// tracing is the tracing mode of a function with trigger: active, but for
-// the stream readers under sas:streamReaderTracing PassThrough, which then
-// records none of their invocations (a stream event carries no trace).
-func (b *builder) tracing(t trigger) awslambda.Tracing {
-	if t == byStream && b.cfg.StreamReaderTracing == TracingPassThrough {
-		return awslambda.Tracing_PASS_THROUGH
-	}
-	return awslambda.Tracing_ACTIVE
 }
 
 // consume subscribes f to q's main queue with partial batch responses.

@@ -50,7 +50,7 @@ var variantContext = map[string]string{
 	stack.ContextLogRetentionDays:    "90",
 	stack.ContextMaxReceiveCount:     "3",
 	stack.ContextRetention:           "720h",
-	stack.ContextStreamReaderTracing: stack.TracingPassThrough,
+	stack.ContextTraceSampleRate:     "0.25",
 }
 
 func TestMain(m *testing.M) {
@@ -1280,8 +1280,9 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 	}
 }
 
-// xrayOnly reports whether the statement grants only active tracing's
-// xray:PutTraceSegments and xray:PutTelemetryRecords.
+// xrayOnly reports whether the statement grants only the X-Ray actions
+// Lambda's tracing adds, xray:PutTraceSegments (which the functions send
+// the recorded orders' segments with) and xray:PutTelemetryRecords.
 func xrayOnly(s any) bool {
 	actions := list(get(s, "Action"))
 	for _, a := range actions {
@@ -1292,16 +1293,27 @@ func xrayOnly(s any) bool {
 	return len(actions) > 0
 }
 
-// TestEveryFunctionTracesActively: one trace per order needs every
-// function's segments, and both topics to pass the trace on and record it.
-func TestEveryFunctionTracesActively(t *testing.T) {
+// TestTracingIsTheFunctionsOwn: Lambda records nothing (PassThrough, with
+// the cdk-nag suppression that says why), every function may send
+// segments, and both topics pass a recorded order's trace on.
+func TestTracingIsTheFunctionsOwn(t *testing.T) {
 	fns := tmpl.ofType("AWS::Lambda::Function")
 	if len(fns) == 0 {
 		t.Fatal("no functions")
 	}
 	for _, id := range fns {
-		if mode := get(tmpl.Resources[id].Properties, "TracingConfig", "Mode"); mode != "Active" {
-			t.Errorf("%s: TracingConfig.Mode %v, want Active", id, mode)
+		p := tmpl.Resources[id]
+		if mode := get(p.Properties, "TracingConfig", "Mode"); mode != "PassThrough" {
+			t.Errorf("%s: TracingConfig.Mode %v, want PassThrough", id, mode)
+		}
+		suppressed := false
+		for _, s := range list(get(p.Metadata, "cdk_nag", "rules_to_suppress")) {
+			if get(s, "id") == "Serverless-LambdaTracing" {
+				suppressed = true
+			}
+		}
+		if !suppressed {
+			t.Errorf("%s: Serverless-LambdaTracing not suppressed", id)
 		}
 	}
 	topics := tmpl.ofType("AWS::SNS::Topic")
@@ -1315,36 +1327,26 @@ func TestEveryFunctionTracesActively(t *testing.T) {
 	}
 }
 
-// TestStreamReaderTracingPassThrough: the variant's sas:streamReaderTracing
-// PassThrough turns tracing off for exactly the stream readers, each with
-// the cdk-nag suppression that says why.
-func TestStreamReaderTracingPassThrough(t *testing.T) {
-	readers := map[string]bool{}
-	for _, id := range variant.ofType("AWS::Lambda::EventSourceMapping") {
-		if _, stream := variant.Resources[id].Properties["StartingPosition"]; stream {
-			readers[ref(variant.Resources[id].Properties["FunctionName"])] = true
-		}
-	}
-	if len(readers) != 2 {
-		t.Fatalf("stream readers %v, want the Notifier and the Timer", readers)
-	}
-	for _, id := range variant.ofType("AWS::Lambda::Function") {
-		want := "Active"
-		if readers[id] {
-			want = "PassThrough"
-		}
-		p := variant.Resources[id]
-		if mode := get(p.Properties, "TracingConfig", "Mode"); mode != want {
-			t.Errorf("%s: TracingConfig.Mode %v, want %s", id, mode, want)
-		}
-		suppressed := false
-		for _, s := range list(get(p.Metadata, "cdk_nag", "rules_to_suppress")) {
-			if get(s, "id") == "Serverless-LambdaTracing" {
-				suppressed = true
+// TestTraceSampleRateReachesTheSubmission: sas:traceSampleRate is the
+// Submission's TRACE_SAMPLE_RATE, and only the Submission samples.
+func TestTraceSampleRateReachesTheSubmission(t *testing.T) {
+	for name, c := range map[string]struct {
+		tmpl *template
+		want string
+	}{"default": {tmpl, "0.01"}, "variant": {variant, "0.25"}} {
+		found := 0
+		for _, id := range c.tmpl.ofType("AWS::Lambda::Function") {
+			v, ok := get(c.tmpl.Resources[id].Properties, "Environment", "Variables").(map[string]any)[topology.EnvTraceSampleRate]
+			if !ok {
+				continue
+			}
+			found++
+			if v != c.want {
+				t.Errorf("%s: %s %s = %v, want %s", name, id, topology.EnvTraceSampleRate, v, c.want)
 			}
 		}
-		if suppressed != readers[id] {
-			t.Errorf("%s: Serverless-LambdaTracing suppressed %v, want %v", id, suppressed, readers[id])
+		if found != 1 {
+			t.Errorf("%s: %d functions read %s, want the Submission alone", name, found, topology.EnvTraceSampleRate)
 		}
 	}
 }

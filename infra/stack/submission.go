@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
@@ -56,6 +57,7 @@ func (b *builder) submission(sh *sharedResources) *submissionActor {
 		topology.EnvAdmissionBacklog: jsii.String(fmt.Sprint(adm.Backlog)),
 		topology.EnvAdmissionRate:    jsii.String(fmt.Sprint(adm.Rate)),
 		topology.EnvAdmissionRefresh: jsii.String(adm.Refresh.String()),
+		topology.EnvTraceSampleRate:  jsii.String(strconv.FormatFloat(b.cfg.TraceSampleRate, 'g', -1, 64)),
 	}, topology.EnvOperatorPrincipals)
 
 	// The Scheduler and the Supervisor name the API's URL in their alerts'

@@ -282,8 +282,8 @@ const viaSNS = " if StringEquals kms:ViaService=sns.eu-west-1.amazonaws.com"
 // roleActions is what each handler's code calls, by action and resource:
 // the stack must grant exactly this.
 var roleActions = func() map[string]map[string][]string {
-	// Every function logs to its own group and, with active tracing, sends
-	// X-Ray segments, which name no resource.
+	// Every function logs to its own group and may send X-Ray segments
+	// (the grant Lambda's PassThrough tracing adds), which name no resource.
 	logs := func(fn string) map[string][]string {
 		return map[string][]string{"logs:CreateLogStream": {fn + "Logs"}, "logs:PutLogEvents": {fn + "Logs"},
 			"xray:PutTelemetryRecords": {`"*"`}, "xray:PutTraceSegments": {`"*"`}}

@@ -54,4 +54,22 @@ type Usage struct {
 	RemoteCalls int
 	// LogBytes are the bytes each function's logger wrote, by function.
 	LogBytes map[string]int64
+	// TransactionIndexWRU are the index WRU (part of WRU) that
+	// transactions consumed, as DynamoDB Local reports them: twice the
+	// units of an index write (see Assumptions.TransactionIndexWrites).
+	TransactionIndexWRU map[string]float64
+	// Tracing is what the run's recorded orders sent X-Ray.
+	Tracing Tracing
+}
+
+// Tracing is what a run's recorded orders sent X-Ray (shared/segments).
+type Tracing struct {
+	// RecordedOrders are the orders the Submission sampled.
+	RecordedOrders int
+	// Traces are the distinct trace IDs of their segments: one per order
+	// when each order is one trace.
+	Traces int
+	// Segments are the segment documents; Requests the PutTraceSegments
+	// requests that carried them (one per invocation that recorded any).
+	Segments, Requests int
 }

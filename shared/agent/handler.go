@@ -146,7 +146,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 }
 
 func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events.SQSMessage) (d disposition) {
-	ctx, log = trace.JoinSQS(ctx, log.With(slog.String("messageId", rec.MessageId)), rec)
+	ctx, log, span := trace.BeginSQS(ctx, log.With(slog.String("messageId", rec.MessageId)), rec, "agent "+h.cfg.Step)
+	defer func() { span.End(d != done) }()
 	// A bug must not take the rest of the batch down; the message goes back
 	// to the queue and, if it keeps failing, to the dead-letter queue.
 	defer func() {
@@ -161,6 +162,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		return h.poison(ctx, log, rec, "poison agent request", err, "receiveCount", rec.Attributes["ApproximateReceiveCount"])
 	}
 	log = log.With(slog.String("orderId", m.OrderID), slog.String("step", m.Step), slog.Int("stepIndex", m.StepIndex), slog.Int("attempt", m.Attempt))
+	span.Annotate("order_id", m.OrderID)
 	if m.Step != h.cfg.Step {
 		err := fmt.Errorf("%w: a request for step %q reached the %q agent", message.ErrPoison, m.Step, h.cfg.Step)
 		return h.poison(ctx, log, rec, "poison agent request: the request is for another step", err)

@@ -48,6 +48,12 @@ func (r *Reader) Int(name string, def int) int {
 	return parse(r, name, def, strconv.Atoi, "an integer")
 }
 
+// Float returns a decimal number ("0.01"), or def when it is unset or does
+// not parse.
+func (r *Reader) Float(name string, def float64) float64 {
+	return parse(r, name, def, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, "a number")
+}
+
 // Duration returns a Go duration ("30s", "2m"), or def when it is unset or
 // does not parse.
 func (r *Reader) Duration(name string, def time.Duration) time.Duration {

@@ -86,6 +86,9 @@ func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.D
 	return h, nil
 }
 
+// SegmentName names the Scheduler's segments in a recorded order's trace.
+const SegmentName = "scheduler"
+
 // Handle processes every record of the batch and reports the ones to
 // redeliver. A record is reported when a retry can help (a store or queue
 // error), and then comes back within seconds, or when it is poison, which the
@@ -94,8 +97,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	var resp events.SQSEventResponse
 	requestID := actor.RequestID(ctx)
 	for _, rec := range ev.Records {
-		ctx, log := trace.JoinSQS(ctx, h.log.With(slog.String("requestId", requestID), slog.String("messageId", rec.MessageId)), rec)
+		ctx, log, span := trace.BeginSQS(ctx, h.log.With(slog.String("requestId", requestID), slog.String("messageId", rec.MessageId)), rec, SegmentName)
 		err := h.handleRecord(ctx, rec, requestID, log)
+		span.End(err != nil)
 		if err == nil {
 			continue
 		}

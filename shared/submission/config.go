@@ -9,6 +9,7 @@ import (
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -52,6 +53,10 @@ type Config struct {
 	// operator's cancel leaves applied (WithAlerts); only main uses it,
 	// and without it the order's LastError alone says so.
 	AlertTopicARN string
+	// TraceSampleRate is the share of new orders whose path is recorded
+	// as an X-Ray trace, from 0 to 1 (trace.Sample); every order's log
+	// lines carry its traceId whatever it is.
+	TraceSampleRate float64
 }
 
 // maxBodyBytes bounds MaxBodyBytes: a synchronous Lambda invocation's
@@ -70,6 +75,7 @@ var variables = func() map[string]string {
 		"Retention":          topology.EnvRetention,
 		"OperatorPrincipals": topology.EnvOperatorPrincipals,
 		"AlertTopicARN":      topology.EnvAlertTopicARN,
+		"TraceSampleRate":    topology.EnvTraceSampleRate,
 	}
 	maps.Copy(v, admission.Variables)
 	return v
@@ -111,6 +117,7 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 			Admission:          admission.Read(r),
 			OperatorPrincipals: ParseOperatorPrincipals(r.String(topology.EnvOperatorPrincipals)),
 			AlertTopicARN:      r.String(topology.EnvAlertTopicARN),
+			TraceSampleRate:    r.Float(topology.EnvTraceSampleRate, trace.DefaultSampleRate),
 		}
 	})
 }
@@ -144,6 +151,9 @@ func (c Config) Check(r *config.Rules) {
 	// Zero stands for DefaultMaxBodyBytes.
 	r.Count("MaxBodyBytes", int(c.MaxBodyBytes), 0, maxBodyBytes)
 	c.Admission.Check(r)
+	if !trace.ValidRate(c.TraceSampleRate) {
+		r.Problem("TraceSampleRate", "%v is not a share from 0 to 1", c.TraceSampleRate)
+	}
 	// An empty list is allowed: it fails closed (every operator route is
 	// refused), and a Config built for a system without operators (a
 	// test, a local run) needs no made-up one.

@@ -8,6 +8,7 @@ import (
 	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -25,13 +26,15 @@ func TestLoadConfig(t *testing.T) {
 			AgentQueues:       map[string]string{"reserve-inventory": firstAgentURL},
 			SchedulerQueueURL: deployed["SCHEDULER_QUEUE_URL"], OrdersTable: "sas-orders", StateTable: "sas-state",
 			Workflows: workflow.Single(workflow.Reference()), ClaimTimeout: workflow.DefaultPolicy().ClaimTimeout, Retention: workflow.DefaultRetention, MaxBodyBytes: 64 * 1024,
-			Admission: admission.Config{Refresh: admission.DefaultRefresh},
+			Admission: admission.Config{Refresh: admission.DefaultRefresh}, TraceSampleRate: trace.DefaultSampleRate,
 		}
 		change(&c)
 		return c
 	}
 	configtest.Loads(t, loadReference, deployed, []configtest.Loaded[Config]{
 		{Name: "defaults", Want: with(func(*Config) {})},
+		{Name: "every order traced", Set: []string{"TRACE_SAMPLE_RATE", "1"}, Want: with(func(c *Config) { c.TraceSampleRate = 1 })},
+		{Name: "no order traced", Set: []string{"TRACE_SAMPLE_RATE", "0"}, Want: with(func(c *Config) { c.TraceSampleRate = 0 })},
 		{Name: "claim timeout set", Set: []string{"CLAIM_TIMEOUT", "45s"}, Want: with(func(c *Config) { c.ClaimTimeout = 45 * time.Second })},
 		{Name: "shortest retention", Set: []string{"RETENTION", "24h"}, Want: with(func(c *Config) { c.Retention = 24 * time.Hour })},
 		{Name: "longest retention", Set: []string{"RETENTION", "87600h"}, Want: with(func(c *Config) { c.Retention = 87600 * time.Hour })},
@@ -82,6 +85,8 @@ func TestLoadConfig(t *testing.T) {
 		{Name: "claim timeout garbage", Set: []string{"CLAIM_TIMEOUT", "soon"}, Want: []string{`CLAIM_TIMEOUT="soon" is not a duration`}},
 		{Name: "claim timeout too short", Set: []string{"CLAIM_TIMEOUT", "500ms"}, Want: []string{"CLAIM_TIMEOUT=500ms must be within 1s..1h0m0s"}},
 		{Name: "claim timeout too long", Set: []string{"CLAIM_TIMEOUT", "2h"}, Want: []string{"CLAIM_TIMEOUT=2h0m0s must be within 1s..1h0m0s"}},
+		{Name: "trace sample rate as a percentage", Set: []string{"TRACE_SAMPLE_RATE", "5"}, Want: []string{"TRACE_SAMPLE_RATE"}},
+		{Name: "trace sample rate garbage", Set: []string{"TRACE_SAMPLE_RATE", "1%"}, Want: []string{`TRACE_SAMPLE_RATE="1%" is not a number`}},
 		{Name: "retention garbage", Set: []string{"RETENTION", "90d"}, Want: []string{`RETENTION="90d" is not a duration`}},
 		{Name: "retention too short", Set: []string{"RETENTION", "23h"}, Want: []string{"RETENTION=23h0m0s must be within 24h0m0s..87600h0m0s"}},
 		{Name: "retention too long", Set: []string{"RETENTION", "87601h"}, Want: []string{"RETENTION=87601h0m0s must be within 24h0m0s..87600h0m0s"}},

@@ -26,7 +26,7 @@ const OrderShed = "order shed"
 
 // createOrder answers POST /orders: it reads the request, builds the order
 // and its initial state record, and submits them.
-func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, a args) events.APIGatewayV2HTTPResponse {
+func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, a args) (resp events.APIGatewayV2HTTPResponse) {
 	if detail, ok := checkContentType(req.Headers); !ok {
 		return h.reject(ctx, log, req, problem(http.StatusUnsupportedMediaType, ProblemMediaType, detail),
 			map[string]string{"Accept-Post": contentTypeJSON})
@@ -57,7 +57,10 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	// with the old one (see statestore's key.go).
 	orderID := h.newID(a.owner, key)
 	tr := h.orderTrace(ctx)
-	ctx, log = trace.Join(ctx, log.With(slog.String("orderId", orderID), slog.String("workflow", def.ID())), tr)
+	ctx, log, span := trace.Begin(ctx, log.With(slog.String("orderId", orderID), slog.String("workflow", def.ID())), tr, SegmentName)
+	span.Annotate("order_id", orderID)
+	span.Annotate("workflow", def.ID())
+	defer func() { span.End(resp.StatusCode >= http.StatusInternalServerError) }()
 	o := newOrder(orderID, a.owner, key, order, h.clk.Now().UTC())
 	o.ExpiresAt = mach.OrderExpiresAt(o.CreatedAt)
 	if hasKey {
@@ -91,14 +94,20 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	return h.submit(ctx, log, req, o, initialState(mach, o, input, req.RequestContext.RequestID, tr))
 }
 
-// orderTrace is the trace a new order goes in: the Lambda invocation's,
-// which active tracing starts (API Gateway's HTTP API passes none), or a
-// new one outside Lambda.
+// SegmentName names the Submission's segment, the first of a recorded
+// order's trace.
+const SegmentName = "submission"
+
+// orderTrace is the trace a new order goes in, and whether it is recorded:
+// the Lambda invocation's trace ID where Lambda gives one (API Gateway's
+// HTTP API passes none), or a new one; recorded or not by the order's one
+// sampling decision, made here at TraceSampleRate (trace.Sample).
 func (h *Handler) orderTrace(ctx context.Context) trace.Header {
-	if tr, ok := trace.FromLambda(ctx); ok {
-		return tr
+	tr, ok := trace.FromLambda(ctx)
+	if !ok {
+		tr = trace.New(h.clk.Now())
 	}
-	return trace.New(h.clk.Now())
+	return trace.Sample(trace.Header{Root: tr.Root}, h.cfg.TraceSampleRate, h.draw())
 }
 
 // shed answers a well-formed order the system cannot take now: 429 with

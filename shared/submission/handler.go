@@ -27,6 +27,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -102,6 +103,8 @@ type Handler struct {
 	log       *slog.Logger
 	newID     func(owner, key string) string
 	alerts    alert.Sender
+	// draw is uniform in [0, 1): the sampling decision's (orderTrace).
+	draw func() float64
 }
 
 // Option changes a Handler built by New.
@@ -137,7 +140,7 @@ func New(cfg Config, store Store, sender Sender, admit Admission, deps actor.Dep
 	}
 	deps = deps.WithDefaults()
 	h := &Handler{cfg: cfg, operators: operators, store: store, sender: sender, admit: admit, clk: deps.Clock, log: deps.Log,
-		newID: func(string, string) string { return randomOrderID() }}
+		newID: func(string, string) string { return randomOrderID() }, draw: rand.Float64}
 	for _, o := range opts {
 		o(h)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/internal/testkit/memstore"
+	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
@@ -108,22 +110,62 @@ func TestCreateOrder(t *testing.T) {
 // TestCreateOrderContinuesTheInvocationsTrace: in Lambda with active
 // tracing the order goes in the invocation's trace; the record keeps its
 // Root and sampling decision, the request names the invocation as Parent.
-func TestCreateOrderContinuesTheInvocationsTrace(t *testing.T) {
+// TestCreateOrderSamplesOnce: a new order takes the invocation's trace ID
+// and the Submission's own sampling decision, never Lambda's, and carries
+// both on its record and its first message; a recorded order's message
+// names the Submission's segment as its parent.
+func TestCreateOrderSamplesOnce(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
 	const inv = "Root=1-67a1e8c2-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1;Lineage=a87bd80c:0"
-	//lint:ignore SA1029 aws-lambda-go stores the invocation's trace header under this string key
-	ctx := context.WithValue(context.Background(), "x-amzn-trace-id", inv)
-	resp, err := f.h.Handle(ctx, postOrder(validBody))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := readAccepted(t, resp)
-	if got := f.state(t, a.OrderID).Trace; got != "Root=1-67a1e8c2-0123456789abcdef01234567;Sampled=1" {
-		t.Errorf("stored trace %q, want the invocation's Root and decision", got)
-	}
-	if sent := f.out.sent(); len(sent) != 1 || sent[0].trace != "Root=1-67a1e8c2-0123456789abcdef01234567;Parent=53995c3f42cd8ad8;Sampled=1" {
-		t.Errorf("sent %+v, want the request in the invocation's trace", sent)
+	for _, tc := range []struct {
+		name      string
+		rate      float64
+		recording bool
+		want      string
+	}{
+		{"none sampled", 0, false, "Sampled=0"},
+		{"all sampled", 1, false, "Sampled=1"},
+		{"sampled and recorded", 1, true, "Sampled=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, nil)
+			cfg := testConfig()
+			cfg.TraceSampleRate = tc.rate
+			f.h = mustNew(t, cfg, f.store, f.out.sender(), admitFunc(f.admit), actor.Deps{Clock: f.clk, Log: slog.New(slog.DiscardHandler)})
+			//lint:ignore SA1029 aws-lambda-go stores the invocation's trace header under this string key
+			ctx := context.WithValue(context.Background(), "x-amzn-trace-id", inv)
+			rec := trace.NewRecording(f.clk.Now)
+			if tc.recording {
+				ctx = trace.WithRecording(ctx, rec)
+			}
+			resp, err := f.h.Handle(ctx, postOrder(validBody))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := readAccepted(t, resp)
+			root := "Root=1-67a1e8c2-0123456789abcdef01234567;"
+			if got := f.state(t, a.OrderID).Trace; got != root+tc.want {
+				t.Errorf("stored trace %q, want the invocation's Root and %s", got, tc.want)
+			}
+			sent := f.out.sent()
+			if len(sent) != 1 {
+				t.Fatalf("sent %+v", sent)
+			}
+			segs := rec.Segments()
+			if !tc.recording {
+				if sent[0].trace != root+tc.want || len(segs) != 0 {
+					t.Errorf("sent %q and %d segments, want %s%s and none", sent[0].trace, len(segs), root, tc.want)
+				}
+				return
+			}
+			if len(segs) != 1 || segs[0].Name != SegmentName || segs[0].Annotations["order_id"] != a.OrderID {
+				t.Fatalf("segments %+v, want the Submission's of order %s", segs, a.OrderID)
+			}
+			if want := root + "Parent=" + segs[0].ID + ";" + tc.want; sent[0].trace != want {
+				t.Errorf("sent %q, want %q: the next actor's segment hangs under the Submission's", sent[0].trace, want)
+			}
+		})
 	}
 }
 

@@ -97,7 +97,10 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 	}
 	rep.Expired++
 	failed := rep.Failed
-	h.recover(ctx, st, now, rep, log.With(slog.String("step", st.Step)))
+	rctx, span := trace.Open(ctx, DeadlineSegmentName)
+	span.Annotate("order_id", st.OrderID)
+	h.recover(rctx, st, now, rep, log.With(slog.String("step", st.Step)))
+	span.End(rep.Failed > failed)
 	if rep.Failed > failed {
 		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
 		log.Warn(actor.BatchItemFailed, slog.String("reason", "recovery failed; the deadline comes back"), slog.Any("error", errRecoverFailed), slog.Duration("in", wait))
@@ -105,6 +108,10 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 	}
 	return 0, nil
 }
+
+// DeadlineSegmentName names a recovery the fast path makes in a recorded
+// order's trace.
+const DeadlineSegmentName = "supervisor deadline"
 
 var (
 	errNotDue        = errors.New("deadline came before its CompleteBy")

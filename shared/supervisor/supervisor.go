@@ -100,11 +100,16 @@ func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 	}
 	rep := Report{Expired: len(expired)}
 	for _, seen := range expired {
-		rctx, rlog := trace.Join(ctx, log.With(slog.String("orderId", seen.OrderID), slog.String("workflow", seen.Workflow), slog.String("step", seen.Step), slog.Int("attempt", seen.Attempt)), trace.Stored(seen.Trace))
+		rctx, rlog, span := trace.Begin(ctx, log.With(slog.String("orderId", seen.OrderID), slog.String("workflow", seen.Workflow), slog.String("step", seen.Step), slog.Int("attempt", seen.Attempt)), trace.Stored(seen.Trace), SegmentName)
+		span.Annotate("order_id", seen.OrderID)
 		h.recover(rctx, seen, now, &rep, rlog)
+		span.End(false)
 	}
 	return rep, nil
 }
+
+// SegmentName names a recovery the sweep makes in a recorded order's trace.
+const SegmentName = "supervisor"
 
 // decide is what recovering seen takes, by the workflow version it is
 // pinned to; one the deployment does not run stops the order with an

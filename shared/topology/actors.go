@@ -48,6 +48,8 @@ const (
 	EnvBackoffMax   = "BACKOFF_MAX"
 	EnvAlertTimeout = "ALERT_TIMEOUT"
 	EnvRetention    = "RETENTION"
+
+	EnvTraceSampleRate = "TRACE_SAMPLE_RATE"
 )
 
 // The actors, by their folders in functions/.
@@ -118,6 +120,7 @@ var deployed = []string{
 	EnvDeadlineQueueURL, EnvAlertTopicARN, EnvOrderEventsTopicARN, EnvOperatorAPIURL,
 	EnvOperatorPrincipals, EnvMaxReceiveCount, EnvAgentStep, EnvRequestQueueURL, EnvRemoteBaseURL,
 	EnvAdmissionQueues, EnvAdmissionBacklog, EnvAdmissionRate, EnvAdmissionRefresh, EnvRetention,
+	EnvTraceSampleRate,
 }
 
 // Deployed reports whether the stack sets the variable name.
@@ -174,7 +177,7 @@ var actors = []Actor{{
 	},
 	Env: append([]string{
 		EnvAgentQueueURLs, EnvSchedulerQueueURL, EnvOrdersTable, EnvStateTable, EnvClaimTimeout, EnvRetention,
-		EnvOperatorPrincipals, EnvAlertTopicARN,
+		EnvOperatorPrincipals, EnvAlertTopicARN, EnvTraceSampleRate,
 	}, AdmissionEnv...),
 }, {
 	// Claims, commits and fails records conditionally, reads one before a

@@ -197,14 +197,10 @@ func Log(log *slog.Logger, h Header) *slog.Logger {
 }
 
 // Join returns ctx carrying h and log with its traceId: what each actor
-// does once it knows the order it works on. When the Lambda invocation of
-// ctx is in the same trace (Lambda continued the trace of the message that
-// started it), what the actor sends names the invocation's segment as its
-// Parent, so X-Ray links each hop to the one before.
+// does once it knows the order it works on. Lambda records no segment of
+// its own (the functions' tracing is PassThrough), so what the actor sends
+// names h's Parent, or the actor's own segment once it opens one (Begin).
 func Join(ctx context.Context, log *slog.Logger, h Header) (context.Context, *slog.Logger) {
-	if inv, ok := FromLambda(ctx); ok && inv.Root == h.Root && inv.Parent != "" {
-		h.Parent = inv.Parent
-	}
 	return NewContext(ctx, h), Log(log, h)
 }
 

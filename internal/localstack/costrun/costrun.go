@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/xray"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/sasflow/sas/internal/cost"
@@ -38,6 +39,7 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/segments"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -102,6 +104,9 @@ func Run(ctx context.Context, o Options) (cost.Usage, error) {
 	if err := r.finish(ctx); err != nil {
 		return cost.Usage{}, err
 	}
+	if err := r.checkTraces(); err != nil {
+		return cost.Usage{}, err
+	}
 	return r.usage(), nil
 }
 
@@ -126,13 +131,19 @@ type rig struct {
 	fns    functions
 	calls  atomic.Int64
 	ids    []string
+	// xray receives the segments of the orders, every one of which is
+	// recorded (the model prices them at the deployment's sample rate).
+	xray    *xraySink
+	xraySrv *httptest.Server
+	tracer  *segments.Sender
 	// lost remembers the orders whose reply the Retried scenario dropped.
 	lostMu sync.Mutex
 	lost   map[string]bool
 }
 
 func newRig(ctx context.Context, o Options) (*rig, error) {
-	r := &rig{o: o, sim: remotesim.New(), lost: map[string]bool{}}
+	r := &rig{o: o, sim: remotesim.New(), lost: map[string]bool{}, xray: &xraySink{}}
+	r.xraySrv = httptest.NewServer(r.xray)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.calls.Add(1)
 		r.sim.ServeHTTP(w, req)
@@ -153,8 +164,11 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 	policy := workflow.DefaultPolicy()
 	// SQS delays whole seconds: the retry's backoff is real time here.
 	policy.BackoffBase, policy.BackoffMax = time.Second, time.Second
+	log := slog.New(slog.NewJSONHandler(&r.logs, nil))
+	r.tracer = segments.New(xray.NewFromConfig(cfg(r.xraySrv.URL, true)), log)
 	sys, err := wiring.Build(ctx, wiring.Options{
-		DynamoDB: dynamodb.NewFromConfig(cfg(o.DynamoDBURL, true)),
+		TraceSampleRate: 1,
+		DynamoDB:        dynamodb.NewFromConfig(cfg(o.DynamoDBURL, true)),
 		SQS:      sqs.NewFromConfig(cfg(o.AWSURL, true)),
 		// Lambda's pollers are not the handlers: the cost model derives
 		// their receives and deletes from the records delivered.
@@ -165,7 +179,7 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 		Prefix:  prefix, Region: "us-east-1",
 		Workflows: workflow.Single(workflow.Reference()), Policy: policy, RemoteBaseURL: r.srv.URL, Agent: agent.DefaultConfig(),
 		MaxReceiveCount: 5, VisibilityTimeout: 30 * time.Second,
-		Clock: r.clk, Log: slog.New(slog.NewJSONHandler(&r.logs, nil)),
+		Clock: r.clk, Log: log,
 		WrapSender: r.wrapSender,
 		// A Deadline is sent when its phase starts and arrives when its
 		// CompleteBy passes. The run holds them back instead: sent without
@@ -187,6 +201,7 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 
 func (r *rig) close() {
 	r.srv.Close()
+	r.xraySrv.Close()
 	r.sim.Close()
 }
 
@@ -206,7 +221,7 @@ func (r *rig) submit(ctx context.Context) error {
 		var resp events.APIGatewayV2HTTPResponse
 		err := r.fns.time("submission", 1, func() error {
 			var err error
-			resp, err = r.sys.Submission.Handle(ctx, req)
+			resp, err = segments.Wrap(r.tracer, time.Now, r.sys.Submission.Handle)(ctx, req)
 			return err
 		})
 		if err != nil || resp.StatusCode != http.StatusAccepted {
@@ -344,6 +359,20 @@ func (f senderFunc) Send(ctx context.Context, queueURL, body string, delay time.
 	return f(ctx, queueURL, body, delay)
 }
 
+// checkTraces holds the run's recorded orders to what X-Ray must show: each
+// order one trace, its segments one path.
+func (r *rig) checkTraces() error {
+	_, traces := r.xray.snapshot()
+	if len(traces) != len(r.ids) {
+		return fmt.Errorf("%d orders recorded as %d traces, want one each", len(r.ids), len(traces))
+	}
+	var errs []error
+	for id := range traces {
+		errs = append(errs, traces.Check(id))
+	}
+	return errors.Join(errs...)
+}
+
 // usage is what the run used, for internal/cost.
 func (r *rig) usage() cost.Usage {
 	m := r.meter.Snapshot()
@@ -353,5 +382,11 @@ func (r *rig) usage() cost.Usage {
 		RemoteCalls: int(r.calls.Load()), LogBytes: r.logs.snapshot(),
 	}
 	u.Records, u.Invocations, u.HandlerTime = r.fns.snapshot()
+	u.TransactionIndexWRU = m.TransactionIndexWRU
+	requests, traces := r.xray.snapshot()
+	u.Tracing = cost.Tracing{RecordedOrders: r.o.Orders, Traces: len(traces), Requests: requests}
+	for _, segs := range traces {
+		u.Tracing.Segments += len(segs)
+	}
 	return u
 }

@@ -50,6 +50,34 @@ func TestWriteUnitsPerOrder(t *testing.T) {
 	if total := u.WRUPerOrder(); total != 11 {
 		t.Errorf("WRU per order %v in all, want 11", total)
 	}
+	// The transaction's index entries, as DynamoDB Local counts them.
+	txn := map[string]float64{"orders/ByOwner": 2 * orders, "state/InFlightByDeadline": 2 * orders}
+	if !maps.Equal(u.TransactionIndexWRU, txn) {
+		t.Errorf("transactions' index WRU = %v, want %v", u.TransactionIndexWRU, txn)
+	}
+	// Run refuses a run whose orders are not one trace each; the count
+	// here holds the segments to the order's path: the Submission, the
+	// Scheduler's three records (dispatch reply, second dispatch... see
+	// below) and the two Agents.
+	if tr := u.Tracing; tr.RecordedOrders != orders || tr.Traces != orders || tr.Segments < 4*orders || tr.Requests == 0 {
+		t.Errorf("tracing %+v: want %d orders in %d traces of at least 4 segments each", tr, orders, orders)
+	}
+}
+
+// TestARecoveredOrderIsStillOneTrace: the Retried scenario's recoveries
+// (the fast path's, from the order's record) join the order's trace; Run
+// fails if any order's segments form more than one trace or a broken path.
+func TestARecoveredOrderIsStillOneTrace(t *testing.T) {
+	t.Parallel()
+	ddb, aws := enginetest.Endpoints(t)
+	const orders = 3
+	u, err := costrun.Run(context.Background(), costrun.Options{DynamoDBURL: ddb, AWSURL: aws, Orders: orders, Scenario: costrun.Retried})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Tracing.Traces != orders {
+		t.Errorf("%d traces for %d orders", u.Tracing.Traces, orders)
+	}
 }
 
 // TestWriteUnitsPerKeyedOrder: an order with an Idempotency-Key writes its

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/internal/localstack/streambridge"
+	"github.com/sasflow/sas/shared/segments"
 )
 
 // functions times the handlers' invocations and counts what they were
@@ -63,7 +64,7 @@ func (r *rig) timeHandlers() {
 		if b.QueueURL == r.sys.SchedulerQueue.URL || b.QueueURL == r.sys.ResponseQueue.URL {
 			fn = "scheduler"
 		}
-		h := b.Handler
+		h := segments.Wrap(r.tracer, time.Now, b.Handler)
 		b.Handler = func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
 			err = r.fns.time(fn, len(ev.Records), func() error {
 				resp, err = h(ctx, ev)
@@ -82,7 +83,7 @@ func (r *rig) timeHandlers() {
 			return resp, err
 		}
 	}
-	dh := r.sys.DeadlineBridge.Handler
+	dh := segments.Wrap(r.tracer, time.Now, r.sys.DeadlineBridge.Handler)
 	r.sys.DeadlineBridge.Handler = func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
 		err = r.fns.time("deadline", len(ev.Records), func() error {
 			resp, err = dh(ctx, ev)

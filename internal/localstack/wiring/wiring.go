@@ -42,7 +42,11 @@ import (
 
 // Options configures a System.
 type Options struct {
-	DynamoDB *dynamodb.Client
+	// TraceSampleRate is the Submission's share of orders recorded as
+	// X-Ray traces (submission.Config.TraceSampleRate); the segments go
+	// nowhere unless the caller wraps the handlers (shared/segments).
+	TraceSampleRate float64
+	DynamoDB        *dynamodb.Client
 	SQS      *sqs.Client
 	// PollSQS, when set, is the client the event source pollers use, so
 	// their requests can be told apart from the handlers'; SQS otherwise.
@@ -296,6 +300,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		AgentQueues: firstQueues, SchedulerQueueURL: s.SchedulerQueue.URL,
 		Workflows: o.Workflows, ClaimTimeout: o.Policy.ClaimTimeout, Retention: o.Policy.Retention, OrdersTable: s.Tables.Orders, StateTable: s.Tables.State,
 		Admission: admit, AlertTopicARN: s.AlertTopicARN, OperatorPrincipals: o.OperatorPrincipals,
+		TraceSampleRate: o.TraceSampleRate,
 	}, o.store(topology.Submission, s.Store), o.sender(topology.Submission, send), gate, subDeps, subOpts...)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,7 @@ type Meter struct {
 	billed   map[string]int
 	entries  map[string]int
 	wru, rru map[string]float64
+	txnIndex map[string]float64
 }
 
 // Add is an SDK APIOptions entry: append it to a client's Options.APIOptions.
@@ -46,7 +47,8 @@ func (m *Meter) Add(stack *middleware.Stack) error {
 			m.count(key, payload(in.Parameters), batchEntries(in.Parameters))
 			out, md, err := next.HandleInitialize(ctx, in)
 			if err == nil {
-				m.consumed(capacityOf(out.Result), reads[awsmiddleware.GetOperationName(ctx)])
+				op := awsmiddleware.GetOperationName(ctx)
+				m.consumed(capacityOf(out.Result), reads[op], op == "TransactWriteItems")
 			}
 			return out, md, err
 		}), middleware.Before)
@@ -85,11 +87,13 @@ var reads = map[string]bool{"GetItem": true, "BatchGetItem": true, "Query": true
 
 // consumed adds what one response reported. DynamoDB may report only the
 // total CapacityUnits; read tells which kind they are.
-func (m *Meter) consumed(caps []ddbtypes.ConsumedCapacity, read bool) {
+// transactional tells which are a transaction's, whose index units are
+// also kept apart (TransactionIndexWRU).
+func (m *Meter) consumed(caps []ddbtypes.ConsumedCapacity, read, transactional bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.wru == nil {
-		m.wru, m.rru = map[string]float64{}, map[string]float64{}
+		m.wru, m.rru, m.txnIndex = map[string]float64{}, map[string]float64{}, map[string]float64{}
 	}
 	for _, c := range caps {
 		table := aws.ToString(c.TableName)
@@ -110,6 +114,9 @@ func (m *Meter) consumed(caps []ddbtypes.ConsumedCapacity, read bool) {
 		add(table, c.Table)
 		for ix, cap := range c.GlobalSecondaryIndexes {
 			add(table+"/"+ix, &cap)
+			if transactional && !read {
+				m.txnIndex[table+"/"+ix] += aws.ToFloat64(cap.CapacityUnits)
+			}
 		}
 		for ix, cap := range c.LocalSecondaryIndexes {
 			add(table+"/"+ix, &cap)
@@ -125,6 +132,9 @@ type Usage struct {
 	Requests, Billed, Entries map[string]int
 	// WRU and RRU by table, and by "table/index".
 	WRU, RRU map[string]float64
+	// TransactionIndexWRU are the index WRU (part of WRU) that
+	// TransactWriteItems requests consumed, by "table/index".
+	TransactionIndexWRU map[string]float64
 }
 
 // Snapshot returns what was measured so far.
@@ -132,7 +142,7 @@ func (m *Meter) Snapshot() Usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := Usage{Requests: maps.Clone(m.requests), Billed: maps.Clone(m.billed), Entries: maps.Clone(m.entries),
-		WRU: maps.Clone(m.wru), RRU: maps.Clone(m.rru)}
+		WRU: maps.Clone(m.wru), RRU: maps.Clone(m.rru), TransactionIndexWRU: maps.Clone(m.txnIndex)}
 	for k := range u.Billed {
 		if !strings.HasPrefix(k, "SQS ") && !strings.HasPrefix(k, "SNS ") {
 			delete(u.Billed, k)
@@ -145,7 +155,7 @@ func (m *Meter) Snapshot() Usage {
 func (m *Meter) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.requests, m.billed, m.wru, m.rru = nil, nil, nil, nil
+	m.requests, m.billed, m.wru, m.rru, m.txnIndex = nil, nil, nil, nil, nil
 }
 
 // askCapacity asks DynamoDB to report the capacity a request consumes,
