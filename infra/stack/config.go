@@ -99,16 +99,16 @@ const CatalogFile = "shared/catalog/workflows.json"
 func DefaultConfig() Config {
 	workflows, _ := catalog.Deployed()
 	return Config{
-		Stage:               DefaultStage,
-		CodeDir:             "build",
-		Workflows:           workflows,
-		SupervisorSchedule:  topology.SupervisorSchedule,
-		LogRetentionDays:    30,
-		Capacity:            topology.DefaultCapacity(),
-		MaxReceiveCount:     topology.MaxReceiveCount,
-		QueueAgeAlarm:       10 * time.Minute,
-		Retention:           workflow.DefaultRetention,
-		TraceSampleRate: trace.DefaultSampleRate,
+		Stage:              DefaultStage,
+		CodeDir:            "build",
+		Workflows:          workflows,
+		SupervisorSchedule: topology.SupervisorSchedule,
+		LogRetentionDays:   30,
+		Capacity:           topology.DefaultCapacity(),
+		MaxReceiveCount:    topology.MaxReceiveCount,
+		QueueAgeAlarm:      10 * time.Minute,
+		Retention:          workflow.DefaultRetention,
+		TraceSampleRate:    trace.DefaultSampleRate,
 	}
 }
 

@@ -24,17 +24,17 @@ func TestFromContextDefaultsMatchCDKJSON(t *testing.T) {
 	// cdk.json documents the same values, so a reader sees what runs.
 	ctx := cdkJSONContext(t)
 	for key, want := range map[string]string{
-		stack.ContextStage:               "dev",
-		stack.ContextCodeDir:             want.CodeDir,
-		stack.ContextSupervisorSchedule:  want.SupervisorSchedule,
-		stack.ContextLogRetentionDays:    "30",
-		stack.ContextRemoteLatency:       "100ms",
-		stack.ContextRemoteConcurrency:   "50",
-		stack.ContextAdmitWait:           "1s",
-		stack.ContextMaxReceiveCount:     "5",
-		stack.ContextQueueAgeAlarm:       "10m",
-		stack.ContextRetention:           "2160h",
-		stack.ContextTraceSampleRate:     "0.01",
+		stack.ContextStage:              "dev",
+		stack.ContextCodeDir:            want.CodeDir,
+		stack.ContextSupervisorSchedule: want.SupervisorSchedule,
+		stack.ContextLogRetentionDays:   "30",
+		stack.ContextRemoteLatency:      "100ms",
+		stack.ContextRemoteConcurrency:  "50",
+		stack.ContextAdmitWait:          "1s",
+		stack.ContextMaxReceiveCount:    "5",
+		stack.ContextQueueAgeAlarm:      "10m",
+		stack.ContextRetention:          "2160h",
+		stack.ContextTraceSampleRate:    "0.01",
 	} {
 		if ctx[key] != want {
 			t.Errorf("cdk.json %s = %q, the default is %q", key, ctx[key], want)

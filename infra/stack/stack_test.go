@@ -44,13 +44,13 @@ var (
 // The variant's capacity model: 70 calls at once of 200 ms, so 7 Agent
 // invocations, 350 orders a second, an API rate of 438 and a burst of 350.
 var variantContext = map[string]string{
-	stack.ContextSupervisorSchedule:  "rate(5 minutes)",
-	stack.ContextRemoteLatency:       "200ms",
-	stack.ContextRemoteConcurrency:   "70",
-	stack.ContextLogRetentionDays:    "90",
-	stack.ContextMaxReceiveCount:     "3",
-	stack.ContextRetention:           "720h",
-	stack.ContextTraceSampleRate:     "0.25",
+	stack.ContextSupervisorSchedule: "rate(5 minutes)",
+	stack.ContextRemoteLatency:      "200ms",
+	stack.ContextRemoteConcurrency:  "70",
+	stack.ContextLogRetentionDays:   "90",
+	stack.ContextMaxReceiveCount:    "3",
+	stack.ContextRetention:          "720h",
+	stack.ContextTraceSampleRate:    "0.25",
 }
 
 func TestMain(m *testing.M) {

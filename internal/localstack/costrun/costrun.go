@@ -169,7 +169,7 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 	sys, err := wiring.Build(ctx, wiring.Options{
 		TraceSampleRate: 1,
 		DynamoDB:        dynamodb.NewFromConfig(cfg(o.DynamoDBURL, true)),
-		SQS:      sqs.NewFromConfig(cfg(o.AWSURL, true)),
+		SQS:             sqs.NewFromConfig(cfg(o.AWSURL, true)),
 		// Lambda's pollers are not the handlers: the cost model derives
 		// their receives and deletes from the records delivered.
 		PollSQS: sqs.NewFromConfig(cfg(o.AWSURL, false)),

@@ -47,7 +47,7 @@ type Options struct {
 	// nowhere unless the caller wraps the handlers (shared/segments).
 	TraceSampleRate float64
 	DynamoDB        *dynamodb.Client
-	SQS      *sqs.Client
+	SQS             *sqs.Client
 	// PollSQS, when set, is the client the event source pollers use, so
 	// their requests can be told apart from the handlers'; SQS otherwise.
 	PollSQS *sqs.Client
