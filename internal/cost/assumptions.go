@@ -1,10 +1,33 @@
 package cost
 
-import "time"
+import (
+	"time"
 
-// DefaultMemoryMB is the memory of a function MemoryMB does not name: what
-// the stack gives every function today.
-const DefaultMemoryMB = 256
+	"github.com/sasflow/sas/shared/catalog"
+	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/trace"
+)
+
+// DefaultMemoryMB is the memory of a function MemoryMB does not name:
+// Lambda's own default, 128 MB
+// (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html).
+// The stack names every function's (topology.MemoryMB).
+const DefaultMemoryMB = 128
+
+// IndexWrites says how a transaction's index updates are billed.
+type IndexWrites int
+
+const (
+	// IndexWritesOnce is AWS's documented rule: a transaction bills 2 WRU
+	// per KB of each item it writes, and an index update is a write of the
+	// index entry (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-capacity-handling,
+	// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html#GSI.ThroughputConsiderations.Writes).
+	// AWS documents nothing about doubling index updates in a transaction.
+	IndexWritesOnce IndexWrites = iota
+	// IndexWritesTwice is what DynamoDB Local reports: twice the units of
+	// the index entry, like the item's.
+	IndexWritesTwice
+)
 
 // Assumptions are the model's parameters that no measurement and no price
 // page gives. Every one is printed with the tables.
@@ -12,6 +35,48 @@ type Assumptions struct {
 	// MemoryMB is each function's memory size, by Usage's function names;
 	// a function it does not name has DefaultMemoryMB.
 	MemoryMB map[string]int
+	// Agents is how many Agent functions the records of "agent" spread
+	// over (one per step of the deployed catalog): each has its own
+	// queue, batches and execution environments.
+	Agents int
+	// TraceSampleRate is the share of orders the Submission records as
+	// X-Ray traces (TRACE_SAMPLE_RATE); the run records every one and
+	// measures its traces, segments and requests.
+	TraceSampleRate float64
+	// XRayRequestLatency is what one PutTraceSegments request adds to a
+	// recorded invocation (ASSUMPTION: no AWS page gives it; the local
+	// run's stand-in answers at once).
+	XRayRequestLatency time.Duration
+	// InitDuration is one cold start's init phase, billed for custom
+	// runtimes such as provided.al2023
+	// (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html;
+	// since 2025-08-01 for every runtime:
+	// https://aws.amazon.com/blogs/compute/aws-lambda-standardizes-billing-for-init-phase/).
+	// ASSUMPTION: a Go binary building its SDK clients; REPORT lines show
+	// the deployed figure as initDurationMs.
+	InitDuration time.Duration
+	// IdleEnvironmentLife is how long Lambda keeps an idle execution
+	// environment, and EnvironmentLife how long it keeps a busy one.
+	// AWS documents neither figure: it keeps an idle one "for some time"
+	// and replaces environments "every few hours"
+	// (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html).
+	// ASSUMPTIONS; the report prints the upper bound too, every invocation
+	// a cold start.
+	IdleEnvironmentLife, EnvironmentLife time.Duration
+	// ActiveTracing prices Lambda's own active tracing on every function
+	// instead of the functions' per-order segments (a lever).
+	ActiveTracing bool
+	// EveryInvocationCold prices that upper bound instead.
+	EveryInvocationCold bool
+	// TransactionIndexWrites is how a transaction's index updates are
+	// billed; the report prints the other reading too.
+	TransactionIndexWrites IndexWrites
+	// BatchingWindow is the SQS event source mappings'
+	// MaximumBatchingWindowInSeconds: Lambda gathers records for up to
+	// this long before it invokes
+	// (https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-parameters.html).
+	// The stack sets none (0).
+	BatchingWindow time.Duration
 	// RemoteLatency is what one call to the remote service takes. The local
 	// remote answers at once, so the measured handler time lacks it.
 	RemoteLatency time.Duration
@@ -42,8 +107,11 @@ type Assumptions struct {
 
 	// SFNStandardTransitions is the state transitions of one order on a
 	// Standard state machine with two Task states, ReserveInventory then
-	// ChargePayment (End: true): start → ReserveInventory, ReserveInventory
-	// → ChargePayment, ChargePayment → end of execution = 3.
+	// ChargePayment (End: true). AWS counts a transition "each time a step
+	// of your workflow is executed" (https://aws.amazon.com/step-functions/pricing/):
+	// two steps, 2. AWS does not say whether entering the first state or
+	// ending the execution counts too; the report prints that reading, 3,
+	// beside it.
 	SFNStandardTransitions int
 	// StatusEvents is the client status events of one order (Accepted,
 	// Processing, Processed, as the Notifier publishes them on the happy
@@ -73,14 +141,20 @@ type Assumptions struct {
 // DefaultAssumptions are the parameters the printed report uses.
 func DefaultAssumptions() Assumptions {
 	return Assumptions{
-		MemoryMB:                 map[string]int{},
+		MemoryMB:                 topology.MemoryMB(),
+		Agents:                   len(catalog.MustDeployed().AgentNames()),
+		TraceSampleRate:          trace.DefaultSampleRate,
+		XRayRequestLatency:       20 * time.Millisecond,
+		InitDuration:             80 * time.Millisecond,
+		IdleEnvironmentLife:      5 * time.Minute,
+		EnvironmentLife:          3 * time.Hour,
 		RemoteLatency:            100 * time.Millisecond,
 		AgentConcurrency:         10,
 		AccessLogBytes:           400,
 		PlatformLogBytes:         400,
 		AdmissionQueues:          2,
 		AdmissionRefresh:         250 * time.Millisecond,
-		SFNStandardTransitions:   3,
+		SFNStandardTransitions:   2,
 		StatusEvents:             3,
 		OrderRecordWRU:           2,
 		ExpressMemoryMB:          64,
@@ -97,6 +171,14 @@ func (a Assumptions) memoryGB(fn string) float64 {
 		mb = DefaultMemoryMB
 	}
 	return float64(mb) / 1024
+}
+
+// agents is Agents, at least 1.
+func (a Assumptions) agents() float64 {
+	if a.Agents < 1 {
+		return 1
+	}
+	return float64(a.Agents)
 }
 
 // concurrency is AgentConcurrency, at least 1.

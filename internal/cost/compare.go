@@ -46,7 +46,7 @@ func taskSeconds(u Usage, a Assumptions) float64 {
 // a Lambda function (at the Agent's memory) that calls the remote and
 // waits for it. The first task also writes the order record.
 func StepFunctionsStandard(task float64, p Prices, a Assumptions) Comparison {
-	lines := []Line{line("Step Functions", "Standard state transitions (start→Reserve, Reserve→Charge, Charge→end)", "transitions",
+	lines := []Line{line("Step Functions", "Standard state transitions (one per step executed: Reserve, Charge)", "transitions",
 		float64(a.SFNStandardTransitions), p.SFNStandardPer1kTransitions*1000)}
 	lines = append(lines, taskLambdas(task, p, a)...)
 	return Comparison{

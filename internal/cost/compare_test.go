@@ -8,7 +8,7 @@ import (
 func TestCompare(t *testing.T) {
 	// One task: 4.5 ms of agent work + 100 ms remote = 104.5 ms, billed 105.
 	gbs := 0.0000133334 * 1e6
-	taskLambdas := 2*0.2 + 2*0.105*0.25*gbs
+	taskLambdas := 2*0.2 + 2*0.105*0.125*gbs
 	extras := 1.00 + 2*0.625 + 3*0.50 // API, order record, status events
 	written := 3 * 1024.0 / GB
 	tests := []struct {
@@ -17,8 +17,8 @@ func TestCompare(t *testing.T) {
 		total float64
 	}{
 		{"Step Functions Standard", map[string]float64{
-			"Standard state transitions": 3 * 0.025 / 1000 * 1e6,
-		}, 75 + taskLambdas + extras},
+			"Standard state transitions": 2 * 0.025 / 1000 * 1e6,
+		}, 50 + taskLambdas + extras},
 		{"Step Functions Express", map[string]float64{
 			"Express requests": 1.00,
 			// 2 × 104.5 ms = 209 ms, rounded up to 300 ms, at 64 MB.
@@ -28,9 +28,9 @@ func TestCompare(t *testing.T) {
 			"operations":    3 * 8.00,
 			"data written":  written * 0.25 * 1e6,
 			"data retained": written * 14 / 30 * 0.15 * 1e6,
-			// One invocation of 209 ms at 0.25 GB.
-			"duration: both steps": 0.209 * 0.25 * gbs,
-		}, 24 + written*0.25e6 + written*14/30*0.15e6 + 0.2 + 0.209*0.25*gbs + extras},
+			// One invocation of 209 ms at 0.125 GB.
+			"duration: both steps": 0.209 * 0.125 * gbs,
+		}, 24 + written*0.25e6 + written*14/30*0.15e6 + 0.2 + 0.209*0.125*gbs + extras},
 	}
 	comps := Compare(tenOrders(), ListPrices(), DefaultAssumptions())
 	if len(comps) != len(tests) {
@@ -64,9 +64,9 @@ func TestCompareParameters(t *testing.T) {
 	a.SFNStandardTransitions = 4 // a Succeed state at the end
 	a.StatusEvents = 0
 	more := Compare(tenOrders(), ListPrices(), a)
-	// One more transition: +$25; no status events: -$1.50.
-	if d := more[0].Total() - base[0].Total(); math.Abs(d-(25-1.5)) > 1e-9 {
-		t.Errorf("Standard changed by $%g, want $23.50", d)
+	// Two more transitions: +$50; no status events: -$1.50.
+	if d := more[0].Total() - base[0].Total(); math.Abs(d-(50-1.5)) > 1e-9 {
+		t.Errorf("Standard changed by $%g, want $48.50", d)
 	}
 }
 

@@ -115,9 +115,8 @@ func Fixed(p Prices, a Assumptions, f FixedParams) []FixedLine {
 		{"CloudWatch dashboards", "dashboards", float64(f.Dashboards), float64(f.Dashboards) * p.DashboardMonth},
 		{"KMS customer managed keys", "keys", float64(f.KMSKeys), float64(f.KMSKeys) * p.KMSKeyMonth},
 		{"KMS requests (SNS data keys, R = B/D × 2P per topic)", "requests", kms, kms * p.KMSRequestsPer10k / 1e4},
-		// Active tracing: each scheduled run starts its own trace, and at
-		// one a minute Lambda's sampling records every one.
-		{"Supervisor schedule: X-Ray traces (one a run, all sampled)", "traces", runs, runs * p.XRayTracesRecordedPerMillion / 1e6},
+		// A sweep records segments only for the recorded orders it
+		// recovers, in their traces: no fixed X-Ray cost.
 	}
 }
 

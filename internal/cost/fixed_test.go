@@ -26,7 +26,6 @@ func TestFixed(t *testing.T) {
 		{"KMS customer managed keys", 2, 2.00},
 		// 2,592,000 / 300 × 2 × (1 + 6 publishers).
 		{"KMS requests", 120960, 120960 * 0.03 / 1e4},
-		{"Supervisor schedule: X-Ray traces", 43200, 43200 * 5.0 / 1e6},
 	}
 	if len(lines) != len(tests) {
 		t.Fatalf("%d fixed lines, want %d: %+v", len(lines), len(tests), lines)

@@ -3,7 +3,6 @@ package cost
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -53,13 +52,13 @@ func Price(u Usage, l Level, p Prices, a Assumptions) Bill {
 	fns := lambdaUse(u, l, a)
 	b.Lines = append(b.Lines, line("API Gateway", "HTTP API requests", "requests", u.PerOrder(float64(u.APIRequests)), p.HTTPAPIRequestsPerMillion))
 	b.Lines = append(b.Lines, lambdaLines(fns, p, a)...)
-	b.Lines = append(b.Lines, sqsLines(u, l, p)...)
+	b.Lines = append(b.Lines, sqsLines(u, l, p, a)...)
 	b.Lines = append(b.Lines, line("SQS", fmt.Sprintf("admission depth reads (%d queues, at most every %v an instance)", a.AdmissionQueues, a.AdmissionRefresh),
 		"requests", admissionReads(u, l, a), p.SQSRequestsPerMillion))
 	b.Lines = append(b.Lines, line("SNS", "publishes (billed 64 KiB chunks)", "requests", batchedPerOrder(u, l, "SNS"), p.SNSRequestsPerMillion))
-	b.Lines = append(b.Lines, dynamoLines(u, p)...)
+	b.Lines = append(b.Lines, dynamoLines(u, p, a)...)
 	b.Lines = append(b.Lines, logLines(u, fns, p, a)...)
-	b.Lines = append(b.Lines, xrayLine(fns, l, p))
+	b.Lines = append(b.Lines, xrayLines(u, l, p, a)...)
 	// SNS reuses a data key for up to 5 minutes, so an order causes no KMS
 	// request of its own: the keys and their requests are in Fixed.
 	b.Lines = append(b.Lines, line("KMS", "requests (SNS reuses data keys: see fixed costs)", "requests", 0, 0))
@@ -69,29 +68,35 @@ func Price(u Usage, l Level, p Prices, a Assumptions) Bill {
 // lambdaLines are the requests, the GB-seconds of the measured handler
 // time, and apart from them the GB-seconds the assumed remote latency adds.
 func lambdaLines(fns []fnUse, p Prices, a Assumptions) []Line {
-	var inv, handler, latency float64
+	var inv, handler, latency, init float64
 	var names []string
 	for _, f := range fns {
 		inv += f.invocations
 		handler += f.handlerGBs
 		latency += f.latencyGBs
+		init += f.initGBs
 		names = append(names, f.name)
 	}
 	gbs := p.LambdaGBSecond * 1e6
+	cold := fmt.Sprintf("ASSUMPTION %v each; environments idle %v, replaced every %v", a.InitDuration, a.IdleEnvironmentLife, a.EnvironmentLife)
+	if a.EveryInvocationCold {
+		cold = fmt.Sprintf("ASSUMPTION %v each; every invocation a cold start", a.InitDuration)
+	}
 	return []Line{
 		line("Lambda", "requests ("+strings.Join(names, ", ")+")", "requests", inv, p.LambdaRequestsPerMillion),
 		line("Lambda", "duration: measured handler time", "GB-s", handler, gbs),
 		line("Lambda", fmt.Sprintf("duration: remote latency (ASSUMPTION %v a call)", a.RemoteLatency), "GB-s", latency, gbs),
+		line("Lambda", "duration: init phase of cold starts ("+cold+")", "GB-s", init, gbs),
 	}
 }
 
 // sqsLines are the handlers' own requests, as billed, and the pollers'
 // ReceiveMessage and DeleteMessageBatch, one each per batch. A received
 // batch of small messages is assumed to be one 64 KiB chunk.
-func sqsLines(u Usage, l Level, p Prices) []Line {
+func sqsLines(u Usage, l Level, p Prices, a Assumptions) []Line {
 	polls := 0.0
 	for _, fn := range sqsDriven {
-		batches := float64(u.Records[fn]) / l.RecordsPerInvocation(fn, 0)
+		batches := float64(u.Records[fn]) / recordsPerInvocation(u, l, a, fn)
 		polls += 2 * batches
 	}
 	return []Line{
@@ -154,11 +159,17 @@ func admissionReads(u Usage, l Level, a Assumptions) float64 {
 	return float64(a.AdmissionQueues) * share
 }
 
-// dynamoLines show each table and index apart: WRU, then RRU.
-func dynamoLines(u Usage, p Prices) []Line {
+// dynamoLines show each table and index apart: WRU, then RRU. An index
+// that transactions write is billed by a.TransactionIndexWrites, and its
+// line names what DynamoDB Local reported.
+func dynamoLines(u Usage, p Prices, a Assumptions) []Line {
 	var out []Line
 	for _, k := range sortedKeys(u.WRU) {
-		out = append(out, line("DynamoDB", "WRU "+k, "WRU", u.PerOrder(u.WRU[k]), p.DynamoDBWRUPerMillion))
+		item := "WRU " + k
+		if txn := u.TransactionIndexWRU[k]; txn > 0 {
+			item += fmt.Sprintf(" (a transaction's index writes %s; DynamoDB Local: %.3g)", a.TransactionIndexWrites, u.PerOrder(u.WRU[k]))
+		}
+		out = append(out, line("DynamoDB", item, "WRU", u.PerOrder(billedWRU(u, a, k)), p.DynamoDBWRUPerMillion))
 	}
 	for _, k := range sortedKeys(u.RRU) {
 		out = append(out, line("DynamoDB", "RRU "+k, "RRU", u.PerOrder(u.RRU[k]), p.DynamoDBRRUPerMillion))
@@ -182,14 +193,66 @@ func logLines(u Usage, fns []fnUse, p Prices, a Assumptions) []Line {
 	}
 }
 
-// Active tracing (shared/trace): Lambda samples the invocations that start
-// a trace, the first each second and 5% of the rest (a rate that cannot be
-// configured for Lambda), and an order's trace is recorded whole or not at
-// all. The Submission starts each order's trace, and the SQS-driven
-// functions continue it; the stream readers (Notifier, Timer) start a trace
-// of their own for each invocation, which no order's trace holds. The
-// Supervisor's schedule is a fixed cost (see Fixed).
-var traceRoots = []string{Submission, Notifier, Timer}
+// billedWRU is table or index k's WRU as billed: DynamoDB Local's count,
+// with a transaction's index writes at once their units under
+// IndexWritesOnce (Local counts them twice).
+func billedWRU(u Usage, a Assumptions, k string) float64 {
+	if a.TransactionIndexWrites == IndexWritesOnce {
+		return u.WRU[k] - u.TransactionIndexWRU[k]/2
+	}
+	return u.WRU[k]
+}
+
+// BilledWRUPerOrder is the WRU of every table and index per order, as a
+// bills them.
+func BilledWRUPerOrder(u Usage, a Assumptions) float64 {
+	t := 0.0
+	for k := range u.WRU {
+		t += billedWRU(u, a, k)
+	}
+	return u.PerOrder(t)
+}
+
+// String names the reading in the tables.
+func (w IndexWrites) String() string {
+	if w == IndexWritesTwice {
+		return "billed twice, as Local counts them"
+	}
+	return "billed once, as for any index write"
+}
+
+// xrayLines are the recorded orders' traces and the wait of their
+// PutTraceSegments requests. Lambda records nothing itself (PassThrough):
+// the functions send each recorded order's segments under its own trace
+// ID (shared/segments), so X-Ray bills one trace per recorded order, as
+// many as the run measured, at a.TraceSampleRate of the orders. X-Ray
+// bills per trace recorded ($5.00 a million), whatever its segments, and
+// the PutTraceSegments requests themselves have no price
+// (https://aws.amazon.com/xray/pricing/).
+func xrayLines(u Usage, l Level, p Prices, a Assumptions) []Line {
+	if a.ActiveTracing {
+		return []Line{line("X-Ray", "traces recorded (Lambda's active tracing: a trace per sampled invocation)", "traces", ActiveTracingTraces(u, l, a), p.XRayTracesRecordedPerMillion)}
+	}
+	tr := u.Tracing
+	traces, requests := 0.0, 0.0
+	if tr.RecordedOrders > 0 {
+		traces = a.TraceSampleRate * float64(tr.Traces) / float64(tr.RecordedOrders)
+		requests = a.TraceSampleRate * float64(tr.Requests) / float64(tr.RecordedOrders)
+	}
+	wait := requests * billedSeconds(a.XRayRequestLatency.Seconds()) * a.memoryGB(Scheduler)
+	return []Line{
+		line("X-Ray", fmt.Sprintf("traces recorded (%.3g of orders, one trace each)", a.TraceSampleRate), "traces", traces, p.XRayTracesRecordedPerMillion),
+		line("Lambda", fmt.Sprintf("duration: PutTraceSegments of recorded orders (ASSUMPTION %v a request)", a.XRayRequestLatency), "GB-s", wait, p.LambdaGBSecond*1e6),
+	}
+}
+
+// Lambda's active tracing (the stack does not use it; ActiveTracing prices
+// it for comparison) samples the invocations of each function by its own
+// rule, the first each second and 5% of the rest, which cannot be
+// configured (https://docs.aws.amazon.com/lambda/latest/dg/services-xray.html),
+// and an invocation an SQS message triggers starts a trace of its own,
+// linked to the sender's (https://docs.aws.amazon.com/xray/latest/devguide/xray-tracelinking.html):
+// every sampled invocation is a trace.
 
 // XRaySampledPerSecond is how many of rate invocations a second of one
 // function Lambda's default sampling records, for arrivals spread evenly
@@ -198,16 +261,19 @@ func XRaySampledPerSecond(rate float64) float64 {
 	return math.Min(rate, 1) + 0.05*math.Max(rate-1, 0)
 }
 
-// xrayLine is the traces recorded per order at l: each root function's
-// sampled invocations a second, over the orders a second.
-func xrayLine(fns []fnUse, l Level, p Prices) Line {
+// ActiveTracingTraces is the traces per order Lambda's active tracing on
+// every function would record at l: each function's sampled invocations a
+// second, over the orders a second.
+func ActiveTracingTraces(u Usage, l Level, a Assumptions) float64 {
 	traces := 0.0
 	if l.OrdersPerSecond > 0 {
-		for _, f := range fns {
-			if slices.Contains(traceRoots, f.name) {
-				traces += XRaySampledPerSecond(f.invocations*l.OrdersPerSecond) / l.OrdersPerSecond
+		for _, f := range lambdaUse(u, l, a) {
+			functions := 1.0
+			if f.name == Agent {
+				functions = a.agents()
 			}
+			traces += functions * XRaySampledPerSecond(f.invocations*l.OrdersPerSecond/functions) / l.OrdersPerSecond
 		}
 	}
-	return line("X-Ray", "traces recorded (active tracing: 1 a second and 5% of the rest, per function that starts traces)", "traces", traces, p.XRayTracesRecordedPerMillion)
+	return traces
 }

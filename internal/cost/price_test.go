@@ -71,9 +71,9 @@ func TestPriceLines(t *testing.T) {
 			// GB-s per order at 0.25 GB: agent 0.2 × 45 ms, scheduler
 			// 0.3 × 20 ms, notifier 0.04 × 75 ms, submission 1 × 3 ms
 			// (2.3 ms rounded up).
-			{"Lambda", "duration: measured", 0.00525, 0.00525 * gbs},
+			{"Lambda", "duration: measured", 0.002625, 0.002625 * gbs},
 			// One 100 ms latency per full agent batch: 0.2 × 0.1 × 0.25.
-			{"Lambda", "duration: remote latency", 0.005, 0.005 * gbs},
+			{"Lambda", "duration: remote latency", 0.0025, 0.0025 * gbs},
 			{"SQS", "handlers'", 5, 2.00},
 			// (3 scheduler + 2 agent batches) × (receive + delete) / 10.
 			{"SQS", "pollers'", 1, 0.40},
@@ -92,9 +92,9 @@ func TestPriceLines(t *testing.T) {
 			{"Lambda", "requests", 9, 1.80},
 			// agent 2 × 5 ms (4.5 rounded up), scheduler 3 × 2 ms,
 			// notifier 3 × 1 ms, submission 1 × 3 ms, at 0.25 GB.
-			{"Lambda", "duration: measured", 0.0055, 0.0055 * gbs},
+			{"Lambda", "duration: measured", 0.00275, 0.00275 * gbs},
 			// Every agent record waits its own 100 ms: 2 × 0.1 × 0.25.
-			{"Lambda", "duration: remote latency", 0.05, 0.05 * gbs},
+			{"Lambda", "duration: remote latency", 0.025, 0.025 * gbs},
 			{"SQS", "handlers'", 5, 2.00},
 			// 50 records × (receive + delete) / 10.
 			{"SQS", "pollers'", 10, 4.00},
@@ -116,15 +116,19 @@ func TestPriceLines(t *testing.T) {
 }
 
 func TestPriceTotalAddsTheLines(t *testing.T) {
-	b := Price(tenOrders(), Reference, ListPrices(), DefaultAssumptions())
+	a := DefaultAssumptions()
+	a.InitDuration = 0 // coldStarts has its own test
+	u := tenOrders()
+	u.Tracing = Tracing{RecordedOrders: 10, Traces: 10, Requests: 40}
+	b := Price(u, Reference, ListPrices(), a)
 	gbs := 0.0000133334 * 1e6
 	logByte := 0.5 / GB * 1e6
 	// Admission reads: one instance (2.3 ms a request) reads 2 queues 4
 	// times a second for 100 orders, 0.08 reads an order at $0.40.
-	// X-Ray: the Submission's 100 invocations a second record 1 + 5% of 99
-	// = 5.95 traces; the Notifier's 300 records a second come 75 to an
-	// invocation, 4 a second, 1 + 5% of 3 = 1.15 traces: 0.071 an order.
-	want := 1.00 + 0.308 + 0.01025*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + (1424+616)*logByte + 0.032 + 5*(0.0595+0.0115)
+	// X-Ray: 1% of orders, one trace each, and their 4 requests' 20 ms at
+	// 128 MB.
+	want := 1.00 + 0.308 + 0.005125*gbs + 2.00 + 0.40 + 1.50 + 0.625 + 0.625 + 2.50 + 0.0625 + (1424+616)*logByte + 0.032 +
+		0.01*5 + 0.01*4*0.02*0.125*gbs
 	if !near(b.Total(), want) {
 		t.Errorf("total %g, want %g", b.Total(), want)
 	}
@@ -251,8 +255,8 @@ func TestDurationRoundingIsPerInvocation(t *testing.T) {
 	u := Usage{Orders: 10, Invocations: map[string]int{Submission: 10},
 		HandlerTime: map[string]time.Duration{Submission: 23 * time.Millisecond}}
 	b := Price(u, Reference, ListPrices(), DefaultAssumptions())
-	if got := find(t, b.Lines, "Lambda", "duration: measured").PerOrder; !near(got, 0.003*0.25) {
-		t.Errorf("GB-s a order %g, want %g", got, 0.003*0.25)
+	if got := find(t, b.Lines, "Lambda", "duration: measured").PerOrder; !near(got, 0.003*0.125) {
+		t.Errorf("GB-s a order %g, want %g", got, 0.003*0.125)
 	}
 }
 
@@ -289,14 +293,29 @@ func TestXRaySampling(t *testing.T) {
 			t.Errorf("XRaySampledPerSecond(%g) = %g, want %g", tc.rate, got, tc.want)
 		}
 	}
-	// One order a second, one Submission and one invocation of each stream
-	// reader an order: every one is recorded, three traces an order. At a
-	// hundred a second the Submission's are 5.95% sampled.
-	fns := []fnUse{{name: Submission, invocations: 1}, {name: Notifier, invocations: 1}, {name: Timer, invocations: 1}, {name: Agent, invocations: 2}}
-	if got := xrayLine(fns, Level{OrdersPerSecond: 1}, ListPrices()); !near(got.PerOrder, 3) || !near(got.USDPerMillion, 15) {
-		t.Errorf("at 1 order/s: %+v, want 3 traces, $15", got)
+}
+
+// TestTracingPricesOneTracePerRecordedOrder: X-Ray bills the recorded
+// share of orders, one trace each as the run measured, whatever the
+// traffic; Lambda's active tracing, for comparison, a trace per sampled
+// invocation of every function, which at a trickle is nearly every one.
+func TestTracingPricesOneTracePerRecordedOrder(t *testing.T) {
+	t.Parallel()
+	u := tenOrders()
+	u.Tracing = Tracing{RecordedOrders: 10, Traces: 10, Segments: 60, Requests: 50}
+	a := DefaultAssumptions()
+	a.TraceSampleRate = 0.01
+	for _, l := range Levels() {
+		lines := xrayLines(u, l, ListPrices(), a)
+		if !near(lines[0].PerOrder, 0.01) || !near(lines[0].USDPerMillion, 0.05) {
+			t.Errorf("%s: %+v, want 0.01 traces, $0.05 a million orders", l.Name, lines[0])
+		}
 	}
-	if got := xrayLine(fns[:1], Level{OrdersPerSecond: 100}, ListPrices()); !near(got.PerOrder, 0.0595) {
-		t.Errorf("at 100 orders/s: %+v, want 0.0595 traces", got)
+	a.ActiveTracing = true
+	low := xrayLines(u, MillionAMonth, ListPrices(), a)[0].PerOrder
+	// Under one invocation a second a function records every one; the
+	// Scheduler's 1.5 a second record 1 + 5% of the rest.
+	if inv := Price(u, MillionAMonth, ListPrices(), DefaultAssumptions()).Lines[1].PerOrder; low < 0.8*inv || low > inv {
+		t.Errorf("active tracing at 1M a month: %v traces an order, want nearly one per invocation (%v)", low, inv)
 	}
 }

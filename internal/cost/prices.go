@@ -53,7 +53,7 @@ func ListPrices() Prices { return listPrices }
 // listPrices is the one price list. The comment on each price names the
 // page it was read from.
 var listPrices = Prices{
-	Checked: "2026-11-23",
+	Checked: "2026-11-26",
 	Region:  "us-east-1",
 	// https://aws.amazon.com/dynamodb/pricing/on-demand/ : on-demand
 	// throughput was halved on 2024-11-01; us-east-1 is now $0.625 per

@@ -32,19 +32,63 @@ func Render(w io.Writer, scenarios []Usage, p Prices, a Assumptions, f FixedPara
 	}
 	renderFixed(ew, p, a, f)
 	comps := Compare(happy, p, a)
-	x := Price(happy, Reference, p, a).Total()
-	renderComparisons(ew, x, comps)
+	m := Model{Usage: happy, Assumptions: a, Fixed: f}
+	out := m.Price(p)
+	three := a
+	three.SFNStandardTransitions = 3
+	other := StepFunctionsStandard(taskSeconds(happy, a), p, three)
+	other.Name += " counting 3 transitions (entering the first state too; AWS does not say)"
+	renderComparisons(ew, out.Reference, comps, other)
+	renderLevers(ew, m, out, p)
 	renderAssumptions(ew, p, a, f)
-	fmt.Fprintln(ew, LastLine(x, happy.WRUPerOrder(), comps[0].Total()))
+	fmt.Fprintln(ew, LastLine(Summary{
+		USDPerMillion: out.Reference, WRUPerOrder: BilledWRUPerOrder(happy, a), SFNStandardPerMillion: comps[0].Total(),
+		USDPerMillionAtMillionAMonth: out.MillionAMonth, FixedPerMonth: out.FixedMonth,
+	}))
 	return ew.err
 }
 
-// LastLine is the report's machine-read summary: the happy path's variable
-// dollars per million orders at the reference rate, its WRU per order, and
-// the Step Functions Standard comparison's dollars per million orders.
-func LastLine(usdPerMillion, wruPerOrder, sfnStandardPerMillion float64) string {
-	return fmt.Sprintf("cost usd_per_million=%.2f wru_per_order=%.2f sfn_standard_usd_per_million=%.2f",
-		usdPerMillion, wruPerOrder, sfnStandardPerMillion)
+// Summary is what the last line reports, for the happy path.
+type Summary struct {
+	// USDPerMillion is the variable dollars per million orders at the
+	// reference rate, USDPerMillionAtMillionAMonth at a million orders a
+	// month; FixedPerMonth the fixed dollars a month.
+	USDPerMillion, USDPerMillionAtMillionAMonth, FixedPerMonth float64
+	// WRUPerOrder is the billed write units of an order.
+	WRUPerOrder float64
+	// SFNStandardPerMillion is the Step Functions Standard comparison.
+	SFNStandardPerMillion float64
+}
+
+// LastLine is the report's machine-read summary.
+func LastLine(s Summary) string {
+	return fmt.Sprintf("cost usd_per_million=%.2f wru_per_order=%.2f sfn_standard_usd_per_million=%.2f usd_per_million_1m_month=%.2f fixed_usd_per_month=%.2f",
+		s.USDPerMillion, s.WRUPerOrder, s.SFNStandardPerMillion, s.USDPerMillionAtMillionAMonth, s.FixedPerMonth)
+}
+
+// renderLevers prints each lever and each other reading as before → after
+// of the happy path at both levels and of the fixed costs.
+func renderLevers(w io.Writer, m Model, base Outcome, p Prices) {
+	row := func(tw io.Writer, name string, after Outcome, kept string) {
+		fmt.Fprintf(tw, "%s\t%.2f → %.2f\t%.2f → %.2f\t%.2f → %.2f\t%s\n", name,
+			base.Reference, after.Reference, base.MillionAMonth, after.MillionAMonth, base.FixedMonth, after.FixedMonth, kept)
+	}
+	fmt.Fprintln(w, "== levers: the happy path with one change, before → after ==")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "lever\t$/M at %s\t$/M at %s\tfixed $/month\tin the stack?\n", Reference.Name, MillionAMonth.Name)
+	for _, l := range Levers() {
+		row(tw, l.Name, l.Apply(m).Price(p), l.Kept)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "== other readings of what AWS does not document, before → after ==")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "reading\t$/M at %s\t$/M at %s\tfixed $/month\t\n", Reference.Name, MillionAMonth.Name)
+	for _, r := range Readings() {
+		row(tw, r.Name, r.Apply(m).Price(p), "")
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
 }
 
 func renderScenario(w io.Writer, u Usage, p Prices, a Assumptions) {
@@ -82,7 +126,7 @@ func renderFixed(w io.Writer, p Prices, a Assumptions, f FixedParams) {
 }
 
 // renderComparisons prints a summary table, then each alternative's lines.
-func renderComparisons(w io.Writer, ours float64, comps []Comparison) {
+func renderComparisons(w io.Writer, ours float64, comps []Comparison, reading Comparison) {
 	fmt.Fprintf(w, "== the same two-step workflow elsewhere, at %s ==\n", Reference.Name)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "alternative\t$ per million orders\tsource")
@@ -90,6 +134,7 @@ func renderComparisons(w io.Writer, ours float64, comps []Comparison) {
 	for _, c := range comps {
 		fmt.Fprintf(tw, "%s\t%.2f\t%s\n", c.Name, c.Total(), c.Source)
 	}
+	fmt.Fprintf(tw, "%s\t%.2f\t%s\n", reading.Name, reading.Total(), reading.Source)
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, c := range comps {
@@ -118,8 +163,11 @@ func assumptionNotes(a Assumptions, f FixedParams) []string {
 		fmt.Sprintf("batching at %s: every SQS batch full (scheduler and agent batch sizes from shared/topology), one ReceiveMessage and one DeleteMessageBatch per batch, each received batch one 64 KiB chunk; at %s every record is its own invocation, receive and delete", Reference.Name, MillionAMonth.Name),
 		fmt.Sprintf("Notifier stream batches: shards = max(1, ceil(stream records a second / %d)); records per invocation = min(%d, max(1, stream records a second / (%d polls a second × shards))); each PublishBatch carries min(10, the events of one invocation); Lambda's stream reads are free", StreamWritesPerShard, StreamBatchSize, StreamPollsPerSecond),
 		fmt.Sprintf("logs: %d B of API access log a request; %d B of Lambda platform lines an invocation (system log level INFO: platform.start and platform.report); 1 GB = 2^30 bytes; log storage not priced", a.AccessLogBytes, a.PlatformLogBytes),
+		fmt.Sprintf("tracing: %.3g of orders recorded (TRACE_SAMPLE_RATE), each one X-Ray trace of the functions' own segments (Lambda's tracing is PassThrough and records nothing); PutTraceSegments assumed to take %v a request", a.TraceSampleRate, a.XRayRequestLatency),
+		fmt.Sprintf("cold starts: init phase %v (ASSUMPTION) billed per cold start; an environment idle %v or alive %v is replaced (ASSUMPTIONS: AWS documents neither); the readings table prices every invocation cold", a.InitDuration, a.IdleEnvironmentLife, a.EnvironmentLife),
+		fmt.Sprintf("DynamoDB: a transaction's index writes %s; the readings table prices the other reading", a.TransactionIndexWrites),
 		fmt.Sprintf("fixed: %d Supervisor runs a month of %v each, %d idle SQS pollers long-polling %v, %d alarm metrics, %d custom metrics, %d dashboard, %d KMS keys; a month is 30 days", f.SupervisorRuns, f.SupervisorDuration, pollers(f), f.LongPollWait, f.AlarmMetrics, f.CustomMetrics, f.Dashboards, f.KMSKeys),
-		fmt.Sprintf("alternatives: %d Standard state transitions an order (start→Reserve, Reserve→Charge, Charge→end); Express billed at %d MB and rounded up to 100 ms; durable: %d operations (start + 2 steps), %d B written each, kept %d days; each task at the Agent's memory and per-record handler time plus one remote call; %d status events and %.0f WRU of order record each", a.SFNStandardTransitions, a.ExpressMemoryMB, a.DurableOperations, a.DurableBytesPerOperation, a.DurableRetentionDays, a.StatusEvents, a.OrderRecordWRU),
+		fmt.Sprintf("alternatives: %d Standard state transitions an order (AWS bills one \"each time a step of your workflow is executed\"; 3 is printed beside it); Express billed at %d MB and rounded up to 100 ms; durable: %d operations (start + 2 steps), %d B written each, kept %d days; each task at the Agent's memory and per-record handler time plus one remote call; %d status events and %.0f WRU of order record each", a.SFNStandardTransitions, a.ExpressMemoryMB, a.DurableOperations, a.DurableBytesPerOperation, a.DurableRetentionDays, a.StatusEvents, a.OrderRecordWRU),
 		"not priced: data transfer, DynamoDB and log storage, SNS deliveries to the clients' SQS queues (free) and those queues",
 	}
 }

@@ -9,16 +9,15 @@ import (
 
 func TestLastLine(t *testing.T) {
 	tests := []struct {
-		x, y, z float64
-		want    string
+		s    Summary
+		want string
 	}{
-		{12.034, 10, 79.8467, "cost usd_per_million=12.03 wru_per_order=10.00 sfn_standard_usd_per_million=79.85"},
-		{0, 0, 0, "cost usd_per_million=0.00 wru_per_order=0.00 sfn_standard_usd_per_million=0.00"},
-		{1234.5678, 9.5, 75.001, "cost usd_per_million=1234.57 wru_per_order=9.50 sfn_standard_usd_per_million=75.00"},
+		{Summary{12.034, 22.646, 14.714, 10, 79.8467}, "cost usd_per_million=12.03 wru_per_order=10.00 sfn_standard_usd_per_million=79.85 usd_per_million_1m_month=22.65 fixed_usd_per_month=14.71"},
+		{Summary{}, "cost usd_per_million=0.00 wru_per_order=0.00 sfn_standard_usd_per_million=0.00 usd_per_million_1m_month=0.00 fixed_usd_per_month=0.00"},
 	}
 	for _, tt := range tests {
-		if got := LastLine(tt.x, tt.y, tt.z); got != tt.want {
-			t.Errorf("LastLine(%g, %g, %g) = %q, want %q", tt.x, tt.y, tt.z, got, tt.want)
+		if got := LastLine(tt.s); got != tt.want {
+			t.Errorf("LastLine(%+v) = %q, want %q", tt.s, got, tt.want)
 		}
 	}
 }
@@ -36,14 +35,18 @@ func TestRenderEndsWithTheLastLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := out.String()
-	want := LastLine(Price(happy, Reference, p, a).Total(), 6, Compare(happy, p, a)[0].Total())
+	f := referenceFixed()
+	want := LastLine(Summary{
+		USDPerMillion: Price(happy, Reference, p, a).Total(), USDPerMillionAtMillionAMonth: Price(happy, MillionAMonth, p, a).Total(),
+		FixedPerMonth: FixedTotal(Fixed(p, a, f)), WRUPerOrder: BilledWRUPerOrder(happy, a), SFNStandardPerMillion: Compare(happy, p, a)[0].Total(),
+	})
 	if !strings.HasSuffix(text, "\n"+want+"\n") {
 		t.Errorf("output does not end with %q:\n%s", want, text)
 	}
 	if n := strings.Count(text, "cost usd_per_million="); n != 1 {
 		t.Errorf("%d last lines", n)
 	}
-	for _, s := range []string{"== one retried step", "== happy path", MillionAMonth.Name, "== fixed monthly costs", "Step Functions Standard", "checked 2026-11-23", "remote latency"} {
+	for _, s := range []string{"== one retried step", "== happy path", MillionAMonth.Name, "== fixed monthly costs", "Step Functions Standard", "checked 2026-11-26", "remote latency", "== levers", "== other readings", "counting 3 transitions"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("output lacks %q", s)
 		}

@@ -52,8 +52,9 @@ type Usage struct {
 	HandlerTime map[string]time.Duration
 	// RemoteCalls are the HTTP calls the agents made to the remote service.
 	RemoteCalls int
-	// LogBytes are the bytes each function's logger wrote, by function.
-	LogBytes map[string]int64
+	// LogBytes are the bytes each function's logger wrote, by function;
+	// WarnLogBytes those of its WARN and ERROR lines.
+	LogBytes, WarnLogBytes map[string]int64
 	// TransactionIndexWRU are the index WRU (part of WRU) that
 	// transactions consumed, as DynamoDB Local reports them: twice the
 	// units of an index write (see Assumptions.TransactionIndexWrites).

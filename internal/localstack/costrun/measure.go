@@ -64,14 +64,14 @@ func (r *rig) timeHandlers() {
 		if b.QueueURL == r.sys.SchedulerQueue.URL || b.QueueURL == r.sys.ResponseQueue.URL {
 			fn = "scheduler"
 		}
-		h := segments.Wrap(r.tracer, time.Now, b.Handler)
-		b.Handler = func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+		h := b.Handler
+		b.Handler = r.traced(func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
 			err = r.fns.time(fn, len(ev.Records), func() error {
 				resp, err = h(ctx, ev)
 				return err
 			})
 			return resp, err
-		}
+		})
 	}
 	for fn, b := range map[string]*streambridge.Bridge{"notifier": r.sys.Stream, "timer": r.sys.TimerStream} {
 		h := b.Handler
@@ -83,14 +83,21 @@ func (r *rig) timeHandlers() {
 			return resp, err
 		}
 	}
-	dh := segments.Wrap(r.tracer, time.Now, r.sys.DeadlineBridge.Handler)
-	r.sys.DeadlineBridge.Handler = func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+	dh := r.sys.DeadlineBridge.Handler
+	r.sys.DeadlineBridge.Handler = r.traced(func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
 		err = r.fns.time("deadline", len(ev.Records), func() error {
 			resp, err = dh(ctx, ev)
 			return err
 		})
 		return resp, err
-	}
+	})
+}
+
+// traced sends the segments an SQS handler's invocation records, as the
+// deployed functions do, outside its timing: the run records every order,
+// the deployment a sample, whose sending the model prices apart.
+func (r *rig) traced(h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	return segments.Wrap(r.tracer, time.Now, h)
 }
 
 // logBytes counts the bytes of JSON log lines by the function that wrote
@@ -98,6 +105,8 @@ func (r *rig) timeHandlers() {
 type logBytes struct {
 	mu    sync.Mutex
 	bytes map[string]int64
+	// warn are the bytes of the WARN and ERROR lines alone.
+	warn map[string]int64
 }
 
 var functionKey = []byte(`"function":"`)
@@ -117,14 +126,17 @@ func (l *logBytes) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.bytes == nil {
-		l.bytes = map[string]int64{}
+		l.bytes, l.warn = map[string]int64{}, map[string]int64{}
 	}
 	l.bytes[fn] += int64(len(p))
+	if bytes.Contains(p, []byte(`"level":"WARN"`)) || bytes.Contains(p, []byte(`"level":"ERROR"`)) {
+		l.warn[fn] += int64(len(p))
+	}
 	return len(p), nil
 }
 
-func (l *logBytes) snapshot() map[string]int64 {
+func (l *logBytes) snapshot() (all, warn map[string]int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return maps.Clone(l.bytes)
+	return maps.Clone(l.bytes), maps.Clone(l.warn)
 }
