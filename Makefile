@@ -140,7 +140,7 @@ run: deps
 # capacity as DynamoDB Local reports it), priced at us-east-1 list prices at
 # 100 orders/s and at 1M orders/month, beside Step Functions and Lambda
 # durable functions. The last line is
-# `cost usd_per_million=X wru_per_order=Y sfn_standard_usd_per_million=Z`.
+# `cost usd_per_million=X wru_per_order=Y sfn_standard_usd_per_million=Z usd_per_million_1m_month=W fixed_usd_per_month=F`.
 cost: deps
 	$(ENGINES) run -- $(GO) run ./cmd/cost -orders $(or $(ORDERS),200) $(COST_FLAGS)
 

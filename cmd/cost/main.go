@@ -5,7 +5,7 @@
 // traffic levels (internal/cost), compares the same workflow on Step
 // Functions and Lambda durable functions, and ends with one line:
 //
-//	cost usd_per_million=X wru_per_order=Y sfn_standard_usd_per_million=Z
+//	cost usd_per_million=X wru_per_order=Y sfn_standard_usd_per_million=Z usd_per_million_1m_month=W fixed_usd_per_month=F
 //
 //	scripts/engines.sh run -- go run ./cmd/cost -orders 200
 package main
