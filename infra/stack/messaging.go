@@ -12,6 +12,7 @@ import (
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
 	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // workQueue is a queue with its dead-letter queue.
@@ -63,6 +64,13 @@ func (b *builder) queues() queueSet {
 // (topology.QueueName, which the operators' CLI finds the queues by).
 func QueueName(stackName, id string) string { return topology.QueueName(stackName, id) }
 
+// maxMessageSize is every queue's MaximumMessageSize: SQS's limit, 1 MiB,
+// which the code's bounds count on (workflow.MaxMessageBytes). It is also
+// the default of a queue created today, but set all the same, so that a
+// queue that kept the old default of 256 KiB is raised with the stack,
+// and a dead-letter queue takes whatever its main queue took.
+var maxMessageSize = jsii.Number(float64(workflow.MaxMessageBytes))
+
 // Redrive permissions of a dead-letter queue (its RedriveAllowPolicy).
 const (
 	RedriveByQueue = "byQueue"
@@ -76,9 +84,10 @@ func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue
 	name := QueueName(*b.stack.StackName(), id)
 	mainARN := b.stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("sqs"), Resource: jsii.String(name)})
 	dlq := awssqs.NewQueue(b.stack, jsii.String(id+"DLQ"), &awssqs.QueueProps{
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: duration(topology.DLQRetention),
+		Encryption:          awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:          jsii.Bool(true),
+		RetentionPeriod:     duration(topology.DLQRetention),
+		MaxMessageSizeBytes: maxMessageSize,
 	})
 	suppress(dlq, nagDLQRedrive, dlqIsTheEnd, false)
 	// Only its own main queue may use it as a dead-letter queue.
@@ -87,11 +96,12 @@ func (b *builder) workQueue(id string, consumerTimeout time.Duration) *workQueue
 		"sourceQueueArns":   []*string{mainARN},
 	})
 	main := awssqs.NewQueue(b.stack, jsii.String(id), &awssqs.QueueProps{
-		QueueName:         jsii.String(name),
-		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
-		VisibilityTimeout: duration(topology.Visibility(consumerTimeout)),
-		RetentionPeriod:   duration(topology.QueueRetention),
+		QueueName:           jsii.String(name),
+		Encryption:          awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:          jsii.Bool(true),
+		VisibilityTimeout:   duration(topology.Visibility(consumerTimeout)),
+		RetentionPeriod:     duration(topology.QueueRetention),
+		MaxMessageSizeBytes: maxMessageSize,
 		DeadLetterQueue: &awssqs.DeadLetterQueue{
 			Queue:           dlq,
 			MaxReceiveCount: jsii.Number(float64(b.cfg.MaxReceiveCount)),
@@ -206,9 +216,10 @@ func (e *encryptedTopic) allowPublish(role awsiam.IRole) {
 // source mapping destinations.
 func (b *builder) failureQueue(id, consumer string) awssqs.Queue {
 	q := awssqs.NewQueue(b.stack, jsii.String(id), &awssqs.QueueProps{
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: duration(topology.DLQRetention),
+		Encryption:          awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:          jsii.Bool(true),
+		RetentionPeriod:     duration(topology.DLQRetention),
+		MaxMessageSizeBytes: maxMessageSize,
 	})
 	// Lambda writes to it as a destination, which is no redrive: no queue
 	// may use it as a dead-letter queue.

@@ -545,6 +545,11 @@ func TestQueuesHaveDLQsEncryptionAndTLSOnly(t *testing.T) {
 		if p["SqsManagedSseEnabled"] != true {
 			t.Errorf("%s: not encrypted at rest", id)
 		}
+		// SQS's 1 MiB, which the payload bounds count on, on dead-letter
+		// queues too: a redriven message must fit.
+		if p["MaximumMessageSize"] != float64(workflow.MaxMessageBytes) || workflow.MaxMessageBytes != 1<<20 {
+			t.Errorf("%s: MaximumMessageSize %v, want %d", id, p["MaximumMessageSize"], 1<<20)
+		}
 		if rp, ok := p["RedrivePolicy"]; ok {
 			mains++
 			dlq := ref(get(rp, "deadLetterTargetArn"))

@@ -20,8 +20,10 @@ import (
 // failing alone.
 
 // MaxPublishBytes is SNS's limit on a message and on a whole PublishBatch
-// request: 256 KiB (the SNS Developer Guide's message quotas).
-const MaxPublishBytes = 256 << 10
+// request: 256 KiB, a topic's default (the SNS Developer Guide's "Amazon
+// SNS message batching" and "Publishing large messages with Amazon SNS"),
+// the limit the code under test counts on (topic.MaxBatchBytes).
+const MaxPublishBytes = topic.MaxBatchBytes
 
 // Delivery is one message as a subscription got it.
 type Delivery struct {

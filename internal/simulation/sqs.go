@@ -16,6 +16,7 @@ import (
 
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/trace"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // The SQS model: standard queues as the SQS Developer Guide describes them.
@@ -33,9 +34,11 @@ import (
 //
 // Lambda's event source mapping (the poller) is modelled in esm.go.
 
-// MaxMessageBytes is SQS's message size limit: 1 MiB (1,048,576 bytes) since
-// (the SQS Developer Guide's "Amazon SQS message quotas").
-const MaxMessageBytes = 1 << 20
+// MaxMessageBytes is SQS's message size limit, on a message and on a whole
+// SendMessageBatch request: 1 MiB (1,048,576 bytes, the SQS Developer
+// Guide's "Amazon SQS message quotas"), the limit the code under test
+// counts on (workflow.MaxMessageBytes).
+const MaxMessageBytes = workflow.MaxMessageBytes
 
 // maxDelaySeconds is DelaySeconds' limit (15 minutes).
 const maxDelaySeconds = 900

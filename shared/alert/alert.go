@@ -62,8 +62,10 @@ func CLI(apiURL string) string {
 // characters.
 const MaxSubjectLen = 99
 
-// maxErrorLen caps LastError in the body; SNS messages stop at 256 KiB and
-// an operator reads the start of an error anyway.
+// maxErrorLen caps LastError in the body: an operator reads the start of
+// an error anyway, and every text the body quotes is clipped, so an alert
+// stays far under SNS's message limit (topic.MaxBatchBytes, 256 KiB)
+// whatever it quotes.
 const maxErrorLen = 4096
 
 // Alert is one event an operator must act on.

@@ -10,6 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
+
+	"github.com/sasflow/sas/shared/topic"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 var at = time.Date(2026, 11, 22, 9, 41, 5, 0, time.UTC)
@@ -245,6 +248,38 @@ func TestPublish(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAlertFitsAnSNSMessage: the texts an alert quotes can come from a
+// message of up to SQS's 1 MiB (an error quoting a body, a step or workflow
+// name); the alert clips each, so what it publishes stays within SNS's
+// 256 KiB, and far under it. The order ID (a valid one, or none) and the
+// SQS message ID (SQS's own) are short by the time an alert names them;
+// both go into attributes as they are, to match and de-duplicate on.
+func TestAlertFitsAnSNSMessage(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("é", workflow.MaxMessageBytes/2)
+	var in *sns.PublishInput
+	p := NewPublisher(publishFunc(func(i *sns.PublishInput) (*sns.PublishOutput, error) {
+		in = i
+		return &sns.PublishOutput{}, nil
+	}), "arn:aws:sns:us-east-1:123456789012:alerts")
+	for _, kind := range []Kind{KindRetriesExhausted, KindPermanentFailure, KindPoisonMessage, KindCompensationFailed,
+		KindDispatchFailed, KindWorkflowMissing, KindNotUndoable, Kind("some-new-kind")} {
+		a := Alert{Kind: kind, OrderID: strings.Repeat("a", 64), Workflow: huge, Step: huge, StepIndex: 1 << 30,
+			FailureCount: 1 << 30, MaxFailures: 1 << 30, Attempt: 1 << 30, LastError: huge, At: at, MessageID: strings.Repeat("m", 100),
+			CLI: CLI("https://abcdefghij.execute-api.eu-west-1.amazonaws.com")}
+		if err := p.Publish(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+		size := len(aws.ToString(in.Message)) + len(aws.ToString(in.Subject))
+		for name, v := range in.MessageAttributes {
+			size += len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue))
+		}
+		if size > topic.MaxBatchBytes || size > 16<<10 {
+			t.Errorf("%s: the alert takes %d bytes, over 16 KiB (SNS allows %d)", kind, size, topic.MaxBatchBytes)
+		}
 	}
 }
 

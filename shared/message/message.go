@@ -21,9 +21,11 @@ import (
 // Version is the message schema version this code writes and reads.
 const Version = 1
 
-// MaxBodyBytes caps a message body before it is parsed. SQS allows 256 KiB;
-// ours are far smaller, so anything larger is poison.
-const MaxBodyBytes = 256 * 1024
+// MaxBodyBytes caps a message body before it is parsed: the SQS message
+// limit (workflow.MaxMessageBytes). A valid definition keeps every request
+// and reply well under it, so anything larger is poison, and a reply that
+// would be larger is not sent.
+const MaxBodyBytes = workflow.MaxMessageBytes
 
 // Kind tells which message a body holds.
 type Kind string

@@ -116,6 +116,35 @@ func TestDecodeAgentReply(t *testing.T) {
 	}
 }
 
+// TestBodyCapIsTheSQSLimit: a body up to the SQS message limit (1 MiB)
+// decodes, an output past 256 KiB included; one byte more is poison.
+func TestBodyCapIsTheSQSLimit(t *testing.T) {
+	t.Parallel()
+	if MaxBodyBytes != 1<<20 {
+		t.Fatalf("MaxBodyBytes = %d, want SQS's 1 MiB", MaxBodyBytes)
+	}
+	reply := func(outputBytes int) string {
+		out := `"` + strings.Repeat("x", outputBytes-2) + `"`
+		return Encode(AgentReply{V: Version, Kind: KindAgentReply, OrderID: "o-1", Step: "charge-payment", StepIndex: 1, Attempt: 2,
+			Outcome: Succeeded, Output: json.RawMessage(out)})
+	}
+	if m, err := DecodeAgentReply(reply(300 << 10)); err != nil || len(m.Output) != 300<<10 {
+		t.Fatalf("a reply with a 300 KiB output: %d bytes of output, %v", len(m.Output), err)
+	}
+	atCap := reply(1 << 10)
+	atCap = reply(1<<10 + MaxBodyBytes - len(atCap))
+	if len(atCap) != MaxBodyBytes {
+		t.Fatalf("built a body of %d bytes, want %d", len(atCap), MaxBodyBytes)
+	}
+	if _, err := DecodeAgentReply(atCap); err != nil {
+		t.Fatalf("a reply of exactly %d bytes: %v", MaxBodyBytes, err)
+	}
+	over := strings.Replace(atCap, `"output":"`, `"output":"x`, 1)
+	if _, err := DecodeAgentReply(over); !errors.Is(err, ErrPoison) || !strings.Contains(err.Error(), "exceeds") {
+		t.Fatalf("a reply of %d bytes: error %v, want ErrPoison for its size", len(over), err)
+	}
+}
+
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	s := NewSchedule("o-9", "order-v1", 1, "retry")

@@ -152,8 +152,8 @@ func TestPublishBatchErrors(t *testing.T) {
 	}
 }
 
-// Events that SNS's 256 KiB per request bound splits before its ten
-// entries: each carries a 40 KiB step name (no workflow's is that long),
+// Events that SNS's 256 KiB per request bound (topic.MaxBatchBytes) splits
+// before its ten entries: each carries a 40 KiB step name (no workflow's is that long),
 // so six fit in a request.
 func TestPublishBatchSplitsAtTheSizeBound(t *testing.T) {
 	t.Parallel()
@@ -175,8 +175,8 @@ func TestPublishBatchSplitsAtTheSizeBound(t *testing.T) {
 	}
 	var seqs []int
 	for i, entries := range calls {
-		if size := requestSize(entries); size > 256<<10 {
-			t.Errorf("call %d holds %d bytes, over 256 KiB", i, size)
+		if size := requestSize(entries); size > topic.MaxBatchBytes {
+			t.Errorf("call %d holds %d bytes, over SNS's %d", i, size, topic.MaxBatchBytes)
 		}
 		for _, e := range entries {
 			ev, err := notifier.DecodeEvent(aws.ToString(e.Message))
@@ -187,7 +187,7 @@ func TestPublishBatchSplitsAtTheSizeBound(t *testing.T) {
 		}
 	}
 	// The first request is full: the next event would take it over.
-	if size := requestSize(append(calls[0][:6:6], calls[1][0])); size <= 256<<10 {
+	if size := requestSize(append(calls[0][:6:6], calls[1][0])); size <= topic.MaxBatchBytes {
 		t.Errorf("first call plus the next event is %d bytes: it would have fit", size)
 	}
 	if want := []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11}; !reflect.DeepEqual(seqs, want) {
@@ -195,7 +195,52 @@ func TestPublishBatchSplitsAtTheSizeBound(t *testing.T) {
 	}
 }
 
-// requestSize counts what SNS counts toward a request's 256 KiB: bodies and
+// TestEventsCarryNoPayload: a record can hold an input, outputs and undo
+// outputs that together fill a DynamoDB item, each of which traveled in SQS
+// messages of up to 1 MiB; its status event carries none of them, nor its
+// LastError, so ten such events fit one PublishBatch request far under
+// SNS's 256 KiB.
+func TestEventsCarryNoPayload(t *testing.T) {
+	t.Parallel()
+	const marker = "PAYLOAD"
+	payload := func(n int) []byte { return []byte(`"` + marker + strings.Repeat("x", n-len(marker)-2) + `"`) }
+	evs := make([]notifier.Event, topic.MaxBatchEntries)
+	for i := range evs {
+		st := workflow.State{
+			OrderID: strings.Repeat("o", 64), Workflow: "order-v1", StepIndex: 1, Step: "charge-payment", ProcessState: workflow.Error,
+			Attempt: 3, ClientID: strings.Repeat("c", 64), EventSeq: 2 + i, UpdatedAt: at,
+			Input:     payload(workflow.MaxInputBytes),
+			LastError: workflow.RejectionMessage("card-declined", marker+strings.Repeat("e", workflow.MaxMessageBytes), false),
+		}
+		for k, name := range []string{"reserve-inventory", "charge-payment"} {
+			st.Steps = append(st.Steps, workflow.StepRecord{Name: name, State: workflow.StepFailed,
+				Output: payload(workflow.MaxMessageBytes / (k + 1)), CompensationOutput: payload(workflow.MaxMessageBytes / (k + 2))})
+		}
+		evs[i] = notifier.EventOf(st)
+	}
+	var calls [][]types.PublishBatchRequestEntry
+	p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {
+		calls = append(calls, in.PublishBatchRequestEntries)
+		return allPublished(in), nil
+	}), topicARN)
+	if n, err := p.PublishBatch(context.Background(), evs); n != len(evs) || err != nil {
+		t.Fatalf("PublishBatch = %d, %v", n, err)
+	}
+	if len(calls) != 1 {
+		t.Fatalf("%d requests, want one", len(calls))
+	}
+	if size := requestSize(calls[0]); size > 8<<10 {
+		t.Errorf("ten events take %d bytes, over 8 KiB (SNS allows %d)", size, topic.MaxBatchBytes)
+	}
+	for _, e := range calls[0] {
+		if strings.Contains(aws.ToString(e.Message), marker) {
+			t.Errorf("an event carries the payload: %.200s", aws.ToString(e.Message))
+		}
+	}
+}
+
+// requestSize counts what SNS counts toward a request's 256 KiB
+// (topic.MaxBatchBytes): bodies and
 // attributes' names, types and values.
 func requestSize(entries []types.PublishBatchRequestEntry) int {
 	n := 0

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 func TestMain(m *testing.M) { enginetest.Main(m) }
@@ -52,6 +53,31 @@ func TestSendIntegration(t *testing.T) {
 	}
 	if n := attrs.Attributes["ApproximateNumberOfMessagesDelayed"]; n != "1" {
 		t.Errorf("delayed messages = %q, want 1", n)
+	}
+}
+
+// TestSendAtTheMessageLimitIntegration: a queue made as the local stack
+// makes them takes a message of exactly SQS's limit (1 MiB), one or in a
+// batch, and refuses one byte more.
+func TestSendAtTheMessageLimitIntegration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, q := newQueue(t, enginetest.QueueOptions{})
+	s := queue.NewSender(c)
+	body := strings.Repeat("x", workflow.MaxMessageBytes)
+	if err := s.Send(ctx, q.URL, body, 0); err != nil {
+		t.Fatalf("a message of %d bytes: %v", len(body), err)
+	}
+	if err := s.SendBatch(ctx, q.URL, queue.Bodies(body)); err != nil {
+		t.Fatalf("a batch of one message of %d bytes: %v", len(body), err)
+	}
+	for _, m := range enginetest.ReceiveAll(ctx, t, c, q.URL, 2, 20*time.Second) {
+		if got := aws.ToString(m.Body); got != body {
+			t.Errorf("received %d bytes, want the %d sent", len(got), len(body))
+		}
+	}
+	if err := s.Send(ctx, q.URL, body+"x", 0); err == nil {
+		t.Errorf("a message of %d bytes, over SQS's limit, was sent", len(body)+1)
 	}
 }
 

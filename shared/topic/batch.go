@@ -15,10 +15,19 @@ import (
 
 // PublishBatch's limits: messages per request, and bytes of a request's
 // messages together (bodies, subjects and attributes' names, types and
-// values), which is also the most one message may hold.
+// values), which is also the most one message may hold, with Publish too:
+// 256 KiB (262,144 bytes), the message size of a topic that leaves its
+// MaximumMessageSize at the default, as the stack's topics do (a larger one
+// would refuse e-mail subscriptions). See "Amazon SNS message batching"
+// (https://docs.aws.amazon.com/sns/latest/dg/sns-batch-api-actions.html)
+// and "Publishing large messages with Amazon SNS"
+// (https://docs.aws.amazon.com/sns/latest/dg/large-message-payloads.html).
+// SQS takes messages of up to 1 MiB (workflow.MaxMessageBytes); SNS does
+// not, so nothing the queues carry is published as it is: an alert clips
+// the texts it quotes and a status event carries no input or output.
 const (
 	MaxBatchEntries = 10
-	MaxBatchBytes   = 256 * 1024
+	MaxBatchBytes   = 256 << 10
 )
 
 // BatchClient is the part of *sns.Client a Batcher uses.

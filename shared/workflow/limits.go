@@ -7,16 +7,33 @@ import (
 )
 
 // Payload bounds. Everything an order carries travels in SQS messages (at
-// most 256 KiB) and lives in one DynamoDB item (at most 400 KB): the input in
+// most 1 MiB) and lives in one DynamoDB item (at most 400 KB): the input in
 // every request, each step's output in every later request and in every
 // undo's request, and every output and undo output in the state record. So
 // each part has a bound, checked where it enters the system, and a
 // definition whose worst case could exceed either limit is refused by
 // Validate (at every function's cold start, at `cdk synth` and when the local
 // stack starts), instead of an order finding out halfway.
+//
+// The record keeps everything a request carries and more (each step's
+// history, the undo outputs), so with these two limits the item binds
+// first: a definition whose record fits has every request far under the
+// message limit. Validate checks both all the same, so that neither check
+// rests on the other's numbers.
+//
+// Nothing bounded here goes to SNS, whose messages stay at 256 KiB
+// (topic.MaxBatchBytes): an alert quotes a clipped error and a status event
+// a short reason, never an input or an output.
 const (
-	// MaxMessageBytes is the SQS message size limit.
-	MaxMessageBytes = 256 << 10
+	// MaxMessageBytes is the SQS message size limit: 1 MiB (1,048,576
+	// bytes), which Lambda's SQS event source mapping delivers too. See
+	// "Amazon SQS message quotas"
+	// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html)
+	// and the AWS Compute Blog's "More room to build: serverless services
+	// now support payloads up to 1 MB"
+	// (https://aws.amazon.com/blogs/compute/more-room-to-build-serverless-services-now-support-payloads-up-to-1-mb/).
+	// The stack sets every queue's MaximumMessageSize to it.
+	MaxMessageBytes = 1 << 20
 	// MaxItemBytes is the DynamoDB item size limit (400 KB: names and
 	// values, UTF-8).
 	MaxItemBytes = 400 << 10
@@ -81,25 +98,38 @@ func (d Definition) WorstItemBytes() int {
 
 // validateSizes reports every bound d could break.
 func (d Definition) validateSizes() []error {
+	return d.checkSizes(MaxMessageBytes, MaxItemBytes)
+}
+
+// checkSizes reports every way d's worst case could exceed a message of
+// messageLimit bytes or an item of itemLimit bytes: an output limit out of
+// range, a request or an undo request too large for a message, a record too
+// large for an item. The limits are parameters so that the tests can hold
+// each check to a limit of their own; Validate passes the real ones.
+func (d Definition) checkSizes(messageLimit, itemLimit int) []error {
 	var errs []error
+	limitsInRange := true
 	for k, s := range d.Steps {
-		if s.MaxOutputBytes < 0 || s.MaxOutputBytes > MaxMessageBytes-messageEnvelopeBytes {
+		if s.MaxOutputBytes < 0 || s.MaxOutputBytes > messageLimit-messageEnvelopeBytes {
 			errs = append(errs, fmt.Errorf("workflow %q: step %q: output limit %d must be within 0..%d (a reply must fit an SQS message)",
-				d.ID(), s.Name, s.MaxOutputBytes, MaxMessageBytes-messageEnvelopeBytes))
+				d.ID(), s.Name, s.MaxOutputBytes, messageLimit-messageEnvelopeBytes))
+			limitsInRange = false
 			continue
 		}
-		if n := d.WorstRequestBytes(k, false); n > MaxMessageBytes {
+		if n := d.WorstRequestBytes(k, false); n > messageLimit {
 			errs = append(errs, fmt.Errorf("workflow %q: the request of step %q can reach %d bytes (input %d + the outputs before it), over the SQS limit of %d: lower the steps' output limits",
-				d.ID(), s.Name, n, MaxInputBytes, MaxMessageBytes))
+				d.ID(), s.Name, n, MaxInputBytes, messageLimit))
 		}
-		if n := d.WorstRequestBytes(k, true); s.Compensable && n > MaxMessageBytes {
+		if n := d.WorstRequestBytes(k, true); s.Compensable && n > messageLimit {
 			errs = append(errs, fmt.Errorf("workflow %q: the undo request of step %q can reach %d bytes, over the SQS limit of %d: lower the steps' output limits",
-				d.ID(), s.Name, n, MaxMessageBytes))
+				d.ID(), s.Name, n, messageLimit))
 		}
 	}
-	if n := d.WorstItemBytes(); len(errs) == 0 && n > MaxItemBytes {
+	// An output limit out of range makes the record's worst case
+	// meaningless; the error above already refuses the definition.
+	if n := d.WorstItemBytes(); limitsInRange && n > itemLimit {
 		errs = append(errs, fmt.Errorf("workflow %q: a state record can reach %d bytes with every output at its limit, over the DynamoDB item limit of %d: lower the steps' output limits",
-			d.ID(), n, MaxItemBytes))
+			d.ID(), n, itemLimit))
 	}
 	return errs
 }

@@ -255,10 +255,12 @@ func (e *env) operator(method, path, id string) events.APIGatewayV2HTTPResponse 
 func threeBigSteps() workflow.Definition { return threeSteps() }
 
 // TestStepOutputOverItsLimitIsAnUncertainFailure: two outputs of 130 KiB
-// each fit their own replies, but the third step's request would carry both
-// and exceed the SQS message limit, so it could never be dispatched, and the
-// undo requests would carry them too. The output is refused where it enters
-// the system, with an error naming the limit, and the step is undone.
+// each fit their own replies, but each is over its step's limit (32 KiB by
+// default), which is what the definition's worst case was validated with:
+// let in, outputs past their limits could take a later request past the SQS
+// message limit or the record past the DynamoDB item limit. The output is
+// refused where it enters the system, with an error naming the limit, and
+// the step is undone.
 func TestStepOutputOverItsLimitIsAnUncertainFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{workflow: threeBigSteps(), remote: func(sim *remotesim.Sim) http.Handler {

@@ -8,10 +8,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/wiring"
@@ -205,5 +210,78 @@ func TestAnOutputsSizeIsTheSameNumberEverywhere(t *testing.T) {
 			}
 			e.assertEffectsOnce(id, first, next)
 		})
+	}
+}
+
+// TestAnOutputOver256KiBTravels: SQS carries messages of up to 1 MiB, so an
+// output of 300 KiB, within its step's limit in a definition Validate
+// accepts (the record's worst case fits a DynamoDB item), goes through the
+// Agent's reply, the Scheduler's commit, the record, and the next step's
+// request and call, each over 256 KiB.
+func TestAnOutputOver256KiBTravels(t *testing.T) {
+	t.Parallel()
+	const size = 300 << 10
+	def := workflow.Reference()
+	def.Steps[0].MaxOutputBytes, def.Steps[0].Compensable = size, false
+	if err := def.Validate(); err != nil {
+		t.Fatalf("the test's definition is refused: %v", err)
+	}
+	first, next := def.Steps[0].Name, def.Steps[1].Name
+	output := filledOutput("receipt ", size)
+	calls := &posted{}
+	scheduler := &sentTo{}
+	e := newEnv(t, envOptions{workflow: def, remote: answering(first, output, calls),
+		wrapSender: func(role string, s wiring.Sender) wiring.Sender {
+			if role != "scheduler" {
+				return s
+			}
+			scheduler.next = s
+			return scheduler
+		}})
+	id := e.submit("")
+	st := e.runToTerminal(id, 5)
+	if st.ProcessState != workflow.Processed || string(st.Steps[0].Output) != output {
+		t.Fatalf("final %s with %d bytes of %s's output, want Processed with the %d the remote sent", brief(st), len(st.Steps[0].Output), first, size)
+	}
+	reqs := scheduler.requests(t, next)
+	if len(reqs) == 0 {
+		t.Fatalf("the Scheduler sent no request for %s", next)
+	}
+	for _, m := range reqs {
+		if body := message.Encode(m); len(body) <= 256<<10 || string(m.Previous[first]) != output {
+			t.Errorf("the request for %s has %d bytes, carrying %d of %s's output; want over 256 KiB with all %d", next, len(body), len(m.Previous[first]), first, size)
+		}
+	}
+	for _, b := range calls.to(remote.StepPath(next)) {
+		var req remote.StepRequest
+		if err := json.Unmarshal(b, &req); err != nil || string(req.Previous[first]) != output {
+			t.Errorf("the call of %s carries %d bytes of %s's output (%v), want %d", next, len(req.Previous[first]), first, err, size)
+		}
+	}
+	e.assertEffectsOnce(id, first, next)
+}
+
+// TestEveryLocalQueueTakesAnSQSMessage: the local stack's queues, and their
+// dead-letter queues, take messages of up to SQS's 1 MiB, as the deployed
+// ones do (the stack sets MaximumMessageSize; the local stack leaves the
+// engine's default, which must be as large).
+func TestEveryLocalQueueTakesAnSQSMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	queues := []wiring.Queue{e.sys.SchedulerQueue, e.sys.ResponseQueue, e.sys.DeadlineQueue}
+	for _, q := range e.sys.AgentQueues {
+		queues = append(queues, q)
+	}
+	for _, q := range queues {
+		for _, url := range []string{q.URL, q.DLQURL} {
+			out, err := e.sqs.GetQueueAttributes(e.ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
+				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameMaximumMessageSize}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameMaximumMessageSize)]); err != nil || n < workflow.MaxMessageBytes {
+				t.Errorf("%s: MaximumMessageSize %q, want at least %d", url, out.Attributes[string(sqstypes.QueueAttributeNameMaximumMessageSize)], workflow.MaxMessageBytes)
+			}
+		}
 	}
 }
