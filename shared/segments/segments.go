@@ -21,7 +21,9 @@ import (
 )
 
 // PerRequest is how many segment documents one PutTraceSegments request
-// carries at most.
+// carries at most. The API reference gives no limit; an invocation
+// records one segment per record of its batch (at most 10), so one
+// request is the rule, and this bound only keeps a request small.
 const PerRequest = 50
 
 // Timeout bounds the sending of one invocation's segments. Lambda bills

@@ -39,8 +39,9 @@ type Message struct {
 	Strings map[string]string
 	Numbers map[string]int
 	// Trace is the trace of the order the message is about; zero means the
-	// one the context carries. SNS continues it (X-Amzn-Trace-Id) when the
-	// topic's tracing is active.
+	// one the context carries. SNS records the publish in it
+	// (X-Amzn-Trace-Id) when the topic's tracing is active and the order
+	// is recorded.
 	Trace trace.Header
 }
 

@@ -1,15 +1,17 @@
 // Package trace carries one X-Ray trace per order: the trace header
-// (Root=1-<time>-<id>;Parent=<id>;Sampled=1) that Lambda's active tracing
-// reads and writes. An order's trace is chosen once, at its Submission, and
-// then travels with it: in the context of the code working on it, as the
+// (Root=1-<time>-<id>;Parent=<id>;Sampled=1). An order's trace, and whether
+// it is recorded (Sample), are chosen once, at its Submission, and then
+// travel with it: in the context of the code working on it, as the
 // AWSTraceHeader system attribute of each SQS message, as the
 // X-Amzn-Trace-Id header of each SNS publish and remote call, on its state
 // record for the actors that start from a schedule or a stream, and as the
-// traceId of every log line about it.
+// traceId of every log line about it. For a recorded order each actor
+// opens a segment of its work (Begin), under the order's trace ID, which
+// shared/segments sends to X-Ray.
 //
 // It is a small package of its own rather than the X-Ray SDK (in maintenance
-// mode) or the OpenTelemetry SDK: the segments are Lambda's own, so all the
-// code needs is to read, make and pass on the header.
+// mode) or the OpenTelemetry SDK: a segment is a small JSON document, and
+// the rest is reading, making and passing on the header.
 package trace
 
 import (
@@ -28,9 +30,11 @@ import (
 // HTTPHeader is the header AWS services and Lambda carry a trace in.
 const HTTPHeader = "X-Amzn-Trace-Id"
 
-// SQSAttribute is the SQS message system attribute that carries a trace:
-// Lambda continues the trace it names, and its SQS event shows it in
-// events.SQSMessage.Attributes.
+// SQSAttribute is the SQS message system attribute that carries a trace;
+// Lambda's SQS event shows it in events.SQSMessage.Attributes. (Lambda's
+// own active tracing would start a new trace linked to it rather than
+// continue it; the functions' tracing is PassThrough, and they record the
+// order's segments themselves.)
 const SQSAttribute = "AWSTraceHeader"
 
 // LogKey is the attribute every log line of a traced order carries: the
@@ -149,8 +153,7 @@ func isHex(s string, n int) bool {
 }
 
 // New starts a trace at now, for an order that came without one (outside
-// Lambda, or a Lambda without active tracing). The sampling decision is
-// left to the next traced service.
+// Lambda). It has no sampling decision: the Submission makes it (Sample).
 func New(now time.Time) Header {
 	var id [12]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read never fails
@@ -162,7 +165,7 @@ func New(now time.Time) Header {
 const lambdaKey = "x-amzn-trace-id"
 
 // FromLambda returns the trace header of the Lambda invocation ctx belongs
-// to, if it has a valid one: with active tracing, every invocation has.
+// to, if it has a valid one.
 func FromLambda(ctx context.Context) (Header, bool) {
 	s, _ := ctx.Value(lambdaKey).(string)
 	if s == "" {
