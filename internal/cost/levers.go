@@ -1,9 +1,6 @@
 package cost
 
-import (
-	"maps"
-	"strings"
-)
+import "maps"
 
 // Model is everything a price depends on: one scenario's measurements and
 // the assumptions and fixed parameters they are priced with. A Lever
@@ -113,27 +110,12 @@ func Levers() []Lever {
 	}
 }
 
-// leverName shortens a lever's name for the table.
-func leverName(l Lever) string { return strings.SplitN(l.Name, ":", 2)[0] }
 
-// Reading is another reading of something AWS does not document, priced
-// beside the one the model uses.
-type Reading struct {
-	Name  string
-	apply func(*Model)
-}
-
-// Apply is m under the reading.
-func (r Reading) Apply(m Model) Model {
-	c := m.clone()
-	r.apply(&c)
-	return c
-}
-
-// Readings are the other readings the report prices.
-func Readings() []Reading {
-	return []Reading{
-		{"every invocation a cold start (AWS documents no environment lifetime)", func(m *Model) { m.Assumptions.EveryInvocationCold = true }},
-		{"a transaction's index writes billed twice (DynamoDB Local's count; AWS documents none)", func(m *Model) { m.Assumptions.TransactionIndexWrites = IndexWritesTwice }},
+// Readings are the other readings of what AWS does not document, priced
+// beside the ones the model uses, as levers the deployment cannot pull.
+func Readings() []Lever {
+	return []Lever{
+		{Name: "every invocation a cold start (AWS documents no environment lifetime)", apply: func(m *Model) { m.Assumptions.EveryInvocationCold = true }},
+		{Name: "a transaction's index writes billed twice (DynamoDB Local's count; AWS documents none)", apply: func(m *Model) { m.Assumptions.TransactionIndexWrites = IndexWritesTwice }},
 	}
 }

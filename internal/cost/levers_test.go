@@ -83,7 +83,7 @@ func TestEveryLeverMoves(t *testing.T) {
 	u.TransactionIndexWRU = map[string]float64{"orders/ByOwner": u.WRU["orders/ByOwner"]}
 	m := Model{Usage: u, Assumptions: DefaultAssumptions(), Fixed: DefaultFixed()}
 	base := m.Price(ListPrices())
-	for _, l := range append(Levers(), leverOf(Readings())...) {
+	for _, l := range append(Levers(), Readings()...) {
 		after := l.Apply(m).Price(ListPrices())
 		if after == base {
 			t.Errorf("%q changes nothing", l.Name)
@@ -92,12 +92,4 @@ func TestEveryLeverMoves(t *testing.T) {
 	if again := m.Price(ListPrices()); again != base {
 		t.Error("a lever changed the model it was applied to")
 	}
-}
-
-func leverOf(rs []Reading) []Lever {
-	out := make([]Lever, len(rs))
-	for i, r := range rs {
-		out[i] = Lever{Name: r.Name, apply: r.apply}
-	}
-	return out
 }
