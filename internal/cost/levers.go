@@ -110,7 +110,6 @@ func Levers() []Lever {
 	}
 }
 
-
 // Readings are the other readings of what AWS does not document, priced
 // beside the ones the model uses, as levers the deployment cannot pull.
 func Readings() []Lever {
