@@ -55,6 +55,13 @@ func TestParse(t *testing.T) {
 		t.Fatalf("order-v1 = %+v, %v", v1, err)
 	}
 
+	// An output limit past 256 KiB fits SQS's 1 MiB, and this record.
+	if c, err := catalog.Parse([]byte(strings.Replace(two, `1024`, `300000`, 1))); err != nil {
+		t.Fatalf("an output limit of 300000 bytes: %v", err)
+	} else if d, _ := c.ForNew(""); d.Steps[1].MaxOutputBytes != 300000 {
+		t.Fatalf("ForNew(\"\") = %+v; want the output limit as written", d)
+	}
+
 	for name, tc := range map[string]struct{ body, want string }{
 		"unknown member":     {`{"default": "order", "workflows": [], "extra": 1}`, "unknown field"},
 		"trailing data":      {`{"default": "order", "workflows": []} {}`, "after the JSON value"},
@@ -68,7 +75,8 @@ func TestParse(t *testing.T) {
 		"budget over lambda": {strings.Replace(two, `"40s"`, `"16m"`, 1), "budget"},
 		"agent lease": {strings.Replace(strings.Replace(two, `"wait": "5s"`, `"wait": "5m"`, 1), `"40s"`, `"10m"`, 1),
 			"longest wait plus budget"},
-		"output over sqs": {strings.Replace(two, `1024`, `300000`, 1), "output limit"},
+		"output over sqs":      {strings.Replace(two, `1024`, `1048576`, 1), "output limit"},
+		"output over the item": {strings.Replace(two, `1024`, `400000`, 1), "DynamoDB item limit"},
 	} {
 		if _, err := catalog.Parse([]byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want one naming %q", name, err, tc.want)

@@ -204,7 +204,7 @@ func TestReasonOfStoredTexts(t *testing.T) {
 		{"permanent: Post \"https://10.0.3.7/charge\": x509: certificate signed by unknown authority", false, ReasonRejected, "step charge-payment was refused by its service (permanent)"},
 		{"compensation not_compensable: the service cannot undo", true, ReasonUndoRejected, "the undo of step charge-payment was refused by its service (not_compensable)"},
 		{"compensation http_409: Conflict", true, ReasonUndoRejected, "the undo of step charge-payment was refused by its service (http_409)"},
-		{"output_too_large: the reply of 300000 bytes exceeds 262144 (outcome uncertain: the remote may have applied it)", false, ReasonOutputInvalid, "the result of step charge-payment could not be used"},
+		{"output_too_large: the reply of 1100000 bytes exceeds 1048576 (outcome uncertain: the remote may have applied it)", false, ReasonOutputInvalid, "the result of step charge-payment could not be used"},
 		{"response_too_large: response exceeds 1048576 bytes", false, ReasonOutputInvalid, "the result of step charge-payment could not be used"},
 		{"bad_response: response is not JSON", false, ReasonOutputInvalid, "the result of step charge-payment could not be used"},
 		{"step charge-payment attempt 3 did not complete by 2025-02-04T10:15:30Z", false, ReasonTimedOut, "step charge-payment did not complete in time"},
