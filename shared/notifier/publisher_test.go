@@ -162,14 +162,7 @@ func TestPublishBatchSplitsAtTheSizeBound(t *testing.T) {
 		evs[i] = event(workflow.StatusProcessing, workflow.Processing, i+2)
 		evs[i].Step = strings.Repeat("x", 40<<10)
 	}
-	var calls [][]types.PublishBatchRequestEntry
-	p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {
-		calls = append(calls, in.PublishBatchRequestEntries)
-		return allPublished(in), nil
-	}), topicARN)
-	if n, err := p.PublishBatch(context.Background(), evs); n != len(evs) || err != nil {
-		t.Fatalf("PublishBatch = %d, %v", n, err)
-	}
+	calls := publishAll(t, evs)
 	if len(calls) != 2 || len(calls[0]) != 6 || len(calls[1]) != 4 {
 		t.Fatalf("calls of %v entries, want 6 then 4", entryCounts(calls))
 	}
@@ -218,14 +211,7 @@ func TestEventsCarryNoPayload(t *testing.T) {
 		}
 		evs[i] = notifier.EventOf(st)
 	}
-	var calls [][]types.PublishBatchRequestEntry
-	p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {
-		calls = append(calls, in.PublishBatchRequestEntries)
-		return allPublished(in), nil
-	}), topicARN)
-	if n, err := p.PublishBatch(context.Background(), evs); n != len(evs) || err != nil {
-		t.Fatalf("PublishBatch = %d, %v", n, err)
-	}
+	calls := publishAll(t, evs)
 	if len(calls) != 1 {
 		t.Fatalf("%d requests, want one", len(calls))
 	}
@@ -259,4 +245,19 @@ func entryCounts(calls [][]types.PublishBatchRequestEntry) []int {
 		n[i] = len(c)
 	}
 	return n
+}
+
+// publishAll publishes evs through a client that takes every entry, and
+// returns the requests' entries.
+func publishAll(t *testing.T, evs []notifier.Event) [][]types.PublishBatchRequestEntry {
+	t.Helper()
+	var calls [][]types.PublishBatchRequestEntry
+	p := notifier.NewPublisher(batchClient(func(_ context.Context, in *sns.PublishBatchInput) (*sns.PublishBatchOutput, error) {
+		calls = append(calls, in.PublishBatchRequestEntries)
+		return allPublished(in), nil
+	}), topicARN)
+	if n, err := p.PublishBatch(context.Background(), evs); n != len(evs) || err != nil {
+		t.Fatalf("PublishBatch = %d, %v", n, err)
+	}
+	return calls
 }

@@ -153,14 +153,7 @@ func TestAnOutputsSizeIsTheSameNumberEverywhere(t *testing.T) {
 			}
 			calls := &posted{}
 			scheduler := &sentTo{}
-			e := newEnv(t, envOptions{workflow: def, remote: answering(first, output, calls),
-				wrapSender: func(role string, s wiring.Sender) wiring.Sender {
-					if role != "scheduler" {
-						return s
-					}
-					scheduler.next = s
-					return scheduler
-				}})
+			e := newEnv(t, envOptions{workflow: def, remote: answering(first, output, calls), wrapSender: tapScheduler(scheduler)})
 			id := e.submit("")
 			st := e.runToTerminal(id, 5)
 			if e.sim.EffectCount(workflow.IdempotencyKey(id, first)) != 1 {
@@ -230,14 +223,7 @@ func TestAnOutputOver256KiBTravels(t *testing.T) {
 	output := filledOutput("receipt ", size)
 	calls := &posted{}
 	scheduler := &sentTo{}
-	e := newEnv(t, envOptions{workflow: def, remote: answering(first, output, calls),
-		wrapSender: func(role string, s wiring.Sender) wiring.Sender {
-			if role != "scheduler" {
-				return s
-			}
-			scheduler.next = s
-			return scheduler
-		}})
+	e := newEnv(t, envOptions{workflow: def, remote: answering(first, output, calls), wrapSender: tapScheduler(scheduler)})
 	id := e.submit("")
 	st := e.runToTerminal(id, 5)
 	if st.ProcessState != workflow.Processed || string(st.Steps[0].Output) != output {
@@ -283,5 +269,17 @@ func TestEveryLocalQueueTakesAnSQSMessage(t *testing.T) {
 				t.Errorf("%s: MaximumMessageSize %q, want at least %d", url, out.Attributes[string(sqstypes.QueueAttributeNameMaximumMessageSize)], workflow.MaxMessageBytes)
 			}
 		}
+	}
+}
+
+// tapScheduler puts tap in front of the Scheduler's sender, to see what it
+// sends.
+func tapScheduler(tap *sentTo) func(role string, s wiring.Sender) wiring.Sender {
+	return func(role string, s wiring.Sender) wiring.Sender {
+		if role != "scheduler" {
+			return s
+		}
+		tap.next = s
+		return tap
 	}
 }
