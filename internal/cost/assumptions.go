@@ -84,7 +84,8 @@ type Assumptions struct {
 	// once (AGENT_CONCURRENCY): a full batch of up to this many records
 	// waits one remote latency, not one per record.
 	AgentConcurrency int
-	// AccessLogBytes is one API access log line (the stage's JSON format).
+	// AccessLogBytes is one API access log line (the stage's JSON format):
+	// ASSUMPTION, the format's fields at typical lengths.
 	AccessLogBytes int
 	// PlatformLogBytes is what Lambda itself logs per invocation at the
 	// stack's system log level, INFO, in JSON format: a platform.start
@@ -93,9 +94,10 @@ type Assumptions struct {
 	// durationMs, billedDurationMs, memorySizeMB, maxMemoryUsedMB,
 	// status), 380 bytes, rounded up to 400 for the cold starts' extra
 	// initDurationMs and their once-per-environment platform.initStart
-	// and platform.initReport. platform.runtimeDone (the old END line) is
-	// DEBUG and not sent. An X-Ray trace adds about 100 bytes to the
-	// report; the stack does not trace today.
+	// and platform.initReport. At INFO Lambda sends the start and report
+	// events (https://docs.aws.amazon.com/lambda/latest/dg/monitoring-cloudwatchlogs-log-level.html);
+	// the byte counts are ASSUMPTIONS from the events' fields. Lambda's
+	// tracing is PassThrough, so no X-Ray fields are added to the report.
 	PlatformLogBytes int
 	// AdmissionQueues are the Agent queues the Submission's admission
 	// check reads (one GetQueueAttributes each), at most once every
@@ -124,17 +126,20 @@ type Assumptions struct {
 	// its ByOwner index entry, 1 WRU. The first task writes it.
 	OrderRecordWRU float64
 	// ExpressMemoryMB is an Express execution's billed memory: 50 MB plus
-	// the definition and the payload, which round up to one 64 MB chunk.
+	// the definition and the payload, which round up to one 64 MB chunk
+	// (https://aws.amazon.com/step-functions/pricing/).
 	ExpressMemoryMB int
-	// DurableOperations is one order's durable operations: the execution's
-	// start and two steps (each step calls the remote and waits for it
+	// DurableOperations is one order's durable operations (ASSUMPTION from
+	// the operations the pricing names: steps, waits, callbacks): the
+	// execution's start and two steps (each step calls the remote and waits for it
 	// inside the step, so there is no wait or callback operation).
 	DurableOperations int
 	// DurableBytesPerOperation is the data one durable operation writes
 	// (the order's input, then each step's result): small JSON, ~1 KiB.
 	DurableBytesPerOperation int
 	// DurableRetentionDays is how long a closed execution's history is
-	// kept (the durable functions default is 14 days).
+	// kept (the durable functions default is 14 days:
+	// https://docs.aws.amazon.com/lambda/latest/dg/durable-functions.html).
 	DurableRetentionDays int
 }
 

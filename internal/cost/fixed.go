@@ -14,21 +14,25 @@ type FixedParams struct {
 	// SupervisorRuns is the Supervisor's scheduled runs a month:
 	// rate(1 minute) over 30 days is 43,200.
 	SupervisorRuns int
-	// SupervisorDuration is one sweep that finds nothing to recover.
+	// SupervisorDuration is one sweep that finds nothing to recover
+	// (ASSUMPTION: a Query and a log line; REPORT lines show it).
 	SupervisorDuration time.Duration
 	// SupervisorRRU is one such sweep's read: a Query of the in-flight
 	// index that returns nothing reads at least one 4 KB unit, eventually
-	// consistent (a GSI read is): 0.5 RRU.
+	// consistent (a GSI read is): 0.5 RRU
+	// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/read-write-operations.html).
 	SupervisorRRU float64
 	// IdlePollers is the long pollers each SQS event source mapping keeps
 	// on an idle queue. The Lambda guide ("Configuring scaling behavior for
-	// SQS event source mappings") says that at low traffic Lambda polls
+	// SQS event source mappings",
+	// https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html) says that at low traffic Lambda polls
 	// with five concurrent batches and can optimize down to two, except
 	// when maximum concurrency is set: the Scheduler's two queues have
 	// none (2 each), the Agents' queues have it (5 each).
 	IdlePollers map[string]int
 	// LongPollWait is how long each idle ReceiveMessage waits (the SQS
-	// maximum, 20 s): a poller makes one request per wait.
+	// maximum, 20 s): a poller makes one request per wait, and an empty
+	// receive is billed (https://aws.amazon.com/sqs/pricing/).
 	LongPollWait time.Duration
 	// AlarmMetrics, CustomMetrics and Dashboards are what the stack
 	// creates. CloudWatch prices an alarm per metric it evaluates, so a

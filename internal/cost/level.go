@@ -33,10 +33,13 @@ const (
 	// stack configures it.
 	StreamBatchSize = topology.StreamBatchSize
 	// StreamPollsPerSecond is how often Lambda polls each shard of a
-	// DynamoDB stream.
+	// DynamoDB stream: "at a base rate of 4 times per second"
+	// (https://docs.aws.amazon.com/lambda/latest/dg/with-ddb.html).
 	StreamPollsPerSecond = 4
 	// StreamWritesPerShard is the write rate one stream shard takes: the
-	// model opens one shard per 1,000 writes a second, at least one.
+	// model opens one shard per 1,000 writes a second, at least one
+	// (ASSUMPTION: DynamoDB manages a stream's shards and documents no
+	// rate per shard; a table partition takes 1,000 WRU a second).
 	StreamWritesPerShard = 1000
 )
 

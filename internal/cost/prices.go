@@ -139,7 +139,10 @@ func Sources() []Source {
 		{"API Gateway HTTP API: $1.00 per million requests (first 300 million)", "Amazon API Gateway pricing"},
 		{"CloudWatch: Logs $0.50 per GB ingested, alarm $0.10, custom metric $0.30, dashboard $3.00 a month", "Amazon CloudWatch pricing"},
 		{"KMS: $1 per key a month, $0.03 per 10,000 requests", "AWS KMS pricing"},
-		{"X-Ray: $5.00 per million traces recorded; Lambda samples the first request a second and 5% of the rest", "AWS X-Ray pricing; Lambda Developer Guide, tracing"},
+		{"X-Ray: $5.00 per million traces recorded, the PutTraceSegments requests unpriced; Lambda's active tracing (priced as a lever) samples the first request a second and 5% of the rest and starts a linked trace per SQS-triggered invocation", "AWS X-Ray pricing; Lambda Developer Guide, tracing; X-Ray Developer Guide, tracing event-driven applications"},
+		{"Lambda bills the init phase of custom runtimes (and, since 2025-08-01, every runtime); execution environments are kept \"for some time\" and replaced \"every few hours\"", "Lambda Developer Guide, execution environment lifecycle; AWS Compute Blog, INIT phase billing"},
+		{"DynamoDB transactions: 2 WRU per KB of each item; an index update is one write of the entry (index writes in transactions: not documented)", "DynamoDB Developer Guide, transactions and global secondary indexes"},
+		{"Lambda's SQS pollers: 5 concurrent long polls when idle, 2 without maximum concurrency; a batching window gathers records; DynamoDB stream shards polled 4 times a second and read free", "Lambda Developer Guide, SQS scaling and parameters, DynamoDB streams; DynamoDB Developer Guide, streams"},
 		{"Step Functions: Standard $0.025 per 1,000 transitions; Express $1.00 per million requests, $0.06 per GB-hour, 100 ms and 64 MB rounding", "AWS Step Functions pricing"},
 		{"Lambda durable functions: $8.00 per million operations, $0.25 per GB written, $0.15 per GB-month retained (second-hand)", "AWS Lambda pricing, as transcribed by third parties (The Candid Startup, 2026-01-12)"},
 	}
