@@ -36,7 +36,7 @@ test: test-app test-infra
 # RACE_PKGS run under the race detector instead of without it, so no package
 # runs twice. They are the packages with goroutines, locks or atomics of
 # their own outside their tests (the Agent's breakers and admission, the
-# clock, the DynamoDB store, the engine harness, the local Lambda runtime,
+# clock, the DynamoDB store, a trace recording and its sending, the engine harness, the local Lambda runtime,
 # the log capture, the memory store, and of the local stack the chaos
 # faults, the cost run, the remote simulator and the stream bridge; the kits
 # without tests of their own, storetest and tbrecord, run under it through
@@ -52,7 +52,7 @@ test: test-app test-infra
 # -count=1 $(RACE_PKGS)` 182 s (the store's and the cost run's tests wait
 # on the engines, which -race does not slow); the cold race build of these
 # packages, `go test -race -exec /bin/true` with an empty GOCACHE, 123 s.
-RACE_PKGS := ./shared/admission ./shared/agent ./shared/clock ./shared/statestore \
+RACE_PKGS := ./shared/admission ./shared/agent ./shared/clock ./shared/statestore ./shared/trace ./shared/segments \
 	./shared/workflow ./shared/followup ./shared/scheduler ./shared/supervisor ./shared/timer \
 	./internal/testkit/enginetest ./internal/testkit/lambdart ./internal/testkit/logtest ./internal/testkit/memstore \
 	./internal/localstack/chaos ./internal/localstack/costrun ./internal/localstack/remotesim ./internal/localstack/streambridge
