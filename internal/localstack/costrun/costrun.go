@@ -258,11 +258,15 @@ func (r *rig) finish(ctx context.Context) error {
 		}
 		if r.o.Scenario == Retried && !expired {
 			r.clk.Advance(workflow.Reference().Steps[1].Lease() + time.Second)
+			expired = true
+		}
+		if expired {
+			// Every round: a Deadline the Timer sent late (its stream
+			// record came after the last drain) or one that came back
+			// after a failed recovery is due too.
 			if err := r.drainDeadlines(ctx); err != nil {
 				return err
 			}
-			expired = true
-			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -329,14 +333,19 @@ func (r *rig) states() string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	n := map[workflow.ProcessState]int{}
+	example := ""
 	for _, id := range r.ids {
 		st, err := r.reader.GetState(ctx, id)
 		if err != nil {
 			return "states unknown: " + err.Error()
 		}
 		n[st.ProcessState]++
+		if example == "" && st.ProcessState != r.o.Scenario.want() {
+			example = fmt.Sprintf("; %s at step %d (%s) attempt %d, in flight %v, CompleteBy %v after the run's clock",
+				id, st.StepIndex, st.Step, st.Attempt, st.InFlight, st.CompleteBy.Sub(r.clk.Now()))
+		}
 	}
-	return fmt.Sprint(n)
+	return fmt.Sprint(n) + example
 }
 
 // wrapSender drops, in the Retried scenario, the first reply of each
