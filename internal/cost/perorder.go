@@ -15,7 +15,8 @@ func (u Usage) PerOrder(total float64) float64 {
 }
 
 // WRUPerOrder is the write request units of every table and index, per
-// order.
+// order, as DynamoDB Local reported them; BilledWRUPerOrder is what AWS
+// bills for them.
 func (u Usage) WRUPerOrder() float64 { return u.PerOrder(sum(u.WRU)) }
 
 // RRUPerOrder is the read request units of every table and index, per
