@@ -9,19 +9,24 @@ import (
 
 	"github.com/sasflow/sas/internal/localstack"
 	"github.com/sasflow/sas/shared/topology"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // load is `make load`: the local stack in the deployed timing with
 // LoadCapacity's remote service, faults off. It first finds the capacity,
 // the highest steady rate whose orders are all admitted and processed with
 // p99 within twice the unloaded p99; then it offers 0.5×, 1×, 1.5×, 2× and
-// 3× of it for a fixed time each and prints a table. The last line is the
-// 2× level's figures.
+// 3× of it for a fixed time each and prints a table, with the 2× level's
+// figures on a line of their own. Last comes the mixed run: 20% high, 50%
+// normal and 30% low orders offered at 0.5×, 2× and 3× the capacity, a
+// row per level and class; the last line is the high class's p99 and
+// shed count at 2× and 3×.
 func load(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("local load", flag.ContinueOnError)
 	trial := fs.Duration("trial", 20*time.Second, "length of each capacity-search trial")
 	level := fs.Duration("level", 30*time.Second, "length of each load level")
 	admit := fs.Bool("admission", true, "the Submission's admission check; false admits every order, to see what it prevents")
+	mixedOnly := fs.Bool("mixed-only", false, "after the capacity search, only the mixed run")
 	ctx, logFile, done, err := measurement(fs, args)
 	if err != nil {
 		return err
@@ -83,17 +88,36 @@ func load(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "load: capacity %.1f orders/s\n\n", capacity)
 
-	var levels []localstack.LoadLevel
-	for _, f := range []float64{0.5, 1, 1.5, 2, 3} {
+	if !*mixedOnly {
+		var levels []localstack.LoadLevel
+		for _, f := range []float64{0.5, 1, 1.5, 2, 3} {
+			r, err := ld.Run(ctx, f*capacity, *level)
+			if err != nil {
+				return err
+			}
+			levels = append(levels, r)
+		}
+		localstack.LoadTable(out, capacity, levels)
+		two := levels[3]
+		fmt.Fprintf(out, "load capacity_per_s=%.1f goodput_ratio_2x=%.2f p99_2x_s=%.2f shed_2x=%d\n\n",
+			capacity, two.CompletedPerSecond/capacity, two.P(99).Seconds(), two.Shed)
+	}
+
+	// The mixed run: the same stack, each order of a class.
+	ld.Mix = localstack.MixedLoad()
+	fmt.Fprintf(out, "load: mixed: of every ten orders %d high, %d normal, %d low\n",
+		ld.Mix[workflow.PriorityHigh], ld.Mix[workflow.PriorityNormal], ld.Mix[workflow.PriorityLow])
+	var mixed []localstack.LoadLevel
+	for _, f := range []float64{0.5, 2, 3} {
 		r, err := ld.Run(ctx, f*capacity, *level)
 		if err != nil {
 			return err
 		}
-		levels = append(levels, r)
+		mixed = append(mixed, r)
 	}
-	localstack.LoadTable(out, capacity, levels)
-	two := levels[3]
-	fmt.Fprintf(out, "load capacity_per_s=%.1f goodput_ratio_2x=%.2f p99_2x_s=%.2f shed_2x=%d\n",
-		capacity, two.CompletedPerSecond/capacity, two.P(99).Seconds(), two.Shed)
+	localstack.MixedTable(out, capacity, mixed)
+	high := func(l localstack.LoadLevel) localstack.ClassLevel { return *l.Classes[workflow.PriorityHigh] }
+	fmt.Fprintf(out, "load_mixed capacity_per_s=%.1f p99_high_2x_s=%.2f shed_high_2x=%d p99_high_3x_s=%.2f shed_high_3x=%d\n",
+		capacity, high(mixed[1]).P(99).Seconds(), high(mixed[1]).Shed, high(mixed[2]).P(99).Seconds(), high(mixed[2]).Shed)
 	return nil
 }

@@ -57,6 +57,7 @@ func (b *builder) submission(sh *sharedResources) *submissionActor {
 		topology.EnvAdmissionBacklog: jsii.String(fmt.Sprint(adm.Backlog)),
 		topology.EnvAdmissionRate:    jsii.String(fmt.Sprint(adm.Rate)),
 		topology.EnvAdmissionRefresh: jsii.String(adm.Refresh.String()),
+		topology.EnvAdmissionReserve: jsii.String(fmt.Sprint(adm.Reserve)),
 		topology.EnvTraceSampleRate:  jsii.String(strconv.FormatFloat(b.cfg.TraceSampleRate, 'g', -1, 64)),
 	}, topology.EnvOperatorPrincipals)
 

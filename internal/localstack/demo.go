@@ -71,7 +71,9 @@ type Summary struct {
 	// queue received, EventDeliveries every delivery. EventErrors lists
 	// every breach of the notification invariant: each order's events are
 	// numbered 1..EventSeq without a gap, a seq always carries the same
-	// state, and the last one is the record's committed state.
+	// state, the last one is the record's committed state, and each
+	// carries the priority class the order was submitted with, as its
+	// record does.
 	Events, EventDeliveries int
 	EventErrors             []string
 	// LeftApplied lists the effects of ended orders (Compensated,
@@ -275,16 +277,18 @@ func (d Demo) Run(ctx context.Context) (Summary, error) {
 	type submitted struct {
 		ids      []string
 		named    map[string]string
+		classes  map[string]workflow.Priority
 		rejected int
 		err      error
 	}
 	subc := make(chan submitted, 1)
 	go func() {
-		ids, named, rejected, err := d.submit(ctx)
-		subc <- submitted{ids, named, rejected, err}
+		ids, named, classes, rejected, err := d.submit(ctx)
+		subc <- submitted{ids, named, classes, rejected, err}
 	}()
 	var ids []string
 	var named map[string]string
+	var classes map[string]workflow.Priority
 	all := false
 
 	// Wait until every order's record is terminal, drawing progress. The
@@ -316,12 +320,12 @@ func (d Demo) Run(ctx context.Context) (Summary, error) {
 			if r.err != nil {
 				return sum, r.err
 			}
-			ids, named, all = r.ids, r.named, true
+			ids, named, classes, all = r.ids, r.named, r.classes, true
 			sum.Submitted, sum.Rejected = len(ids), r.rejected
 		case <-ctx.Done():
 			if !all {
 				r := <-subc // submit stops with ctx
-				ids, named, sum.Submitted, sum.Rejected = r.ids, r.named, len(r.ids), r.rejected
+				ids, named, classes, sum.Submitted, sum.Rejected = r.ids, r.named, r.classes, len(r.ids), r.rejected
 			}
 			fmt.Fprintln(d.Progress, "\ntimed out waiting for orders to finish")
 			goto summarize
@@ -338,6 +342,11 @@ summarize:
 	errored, final, err := d.readStates(context.Background(), ids, named, &sum)
 	if err != nil {
 		return sum, err
+	}
+	for _, st := range final {
+		if want, ok := classes[st.OrderID]; ok && st.Priority.Or() != want.Or() {
+			sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: submitted %s, its record says %s", st.OrderID, want.Or(), st.Priority.Or()))
+		}
 	}
 	if err := d.checkEvents(final, &sum); err != nil {
 		return sum, err
@@ -390,8 +399,8 @@ var closedTime = func() <-chan time.Time {
 // submit posts the orders through the HTTP API. A failed request is retried
 // with the same Idempotency-Key, as a careful client would. named maps each
 // accepted order to the workflow its submission named.
-func (d Demo) submit(ctx context.Context) (ids []string, named map[string]string, rejected int, err error) {
-	named = map[string]string{}
+func (d Demo) submit(ctx context.Context) (ids []string, named map[string]string, classes map[string]workflow.Priority, rejected int, err error) {
+	named, classes = map[string]string{}, map[string]workflow.Priority{}
 	client := &http.Client{Timeout: 10 * time.Second}
 	jobs := make(chan int)
 	var mu sync.Mutex
@@ -408,6 +417,7 @@ func (d Demo) submit(ctx context.Context) (ids []string, named map[string]string
 				case err == nil && status == http.StatusAccepted:
 					ids = append(ids, id)
 					named[id] = d.workflowOf(i)
+					classes[id] = priorityOf(i)
 				case err == nil:
 					rejected++
 				}
@@ -437,7 +447,7 @@ send:
 	}
 	close(jobs)
 	wg.Wait()
-	return ids, named, rejected, firstErr
+	return ids, named, classes, rejected, firstErr
 }
 
 // workflowOf is what order i names (Demo.Workflows).
@@ -446,6 +456,11 @@ func (d Demo) workflowOf(i int) string {
 		return ""
 	}
 	return d.Workflows[i%len(d.Workflows)]
+}
+
+// priorityOf is the class order i names: each class, and none (normal).
+func priorityOf(i int) workflow.Priority {
+	return []workflow.Priority{workflow.PriorityHigh, "", workflow.PriorityLow, workflow.PriorityNormal}[i%4]
 }
 
 func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int, error) {
@@ -459,6 +474,9 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 	}
 	if ref := d.workflowOf(i); ref != "" {
 		order["workflow"] = ref
+	}
+	if p := priorityOf(i); p != "" {
+		order["priority"] = p
 	}
 	body, _ := json.Marshal(order)
 	var last error
@@ -680,6 +698,9 @@ func (d Demo) checkEvents(states []workflow.State, sum *Summary) error {
 			} else {
 				if got[ev.OrderID] == nil {
 					got[ev.OrderID] = map[int]seen{}
+				}
+				if st, ok := want[ev.OrderID]; ok && ev.Priority != st.Priority.Or() {
+					sum.EventErrors = append(sum.EventErrors, fmt.Sprintf("%s: seq %d says priority %s, the record %s", ev.OrderID, ev.Seq, ev.Priority, st.Priority.Or()))
 				}
 				s := seen{ev.State, ev.Step}
 				if old, ok := got[ev.OrderID][ev.Seq]; ok && old != s {

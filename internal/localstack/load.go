@@ -110,7 +110,45 @@ type Load struct {
 	Warm time.Duration
 	// Drain bounds the wait, after a level, for its admitted orders.
 	Drain time.Duration
+	// Mix, when set, gives each order a priority class: of every ten
+	// orders in a row, Mix[c] are of class c (MixedLoad). Unset, every
+	// order names none, and is normal.
+	Mix map[workflow.Priority]int
 }
+
+// MixedLoad is `make load`'s mixed run: of every ten orders, two high,
+// five normal and three low.
+func MixedLoad() map[workflow.Priority]int {
+	return map[workflow.Priority]int{workflow.PriorityHigh: 2, workflow.PriorityNormal: 5, workflow.PriorityLow: 3}
+}
+
+// classOf is the class of the i-th order of a level under mix: spread
+// through each ten, highest class first, so every second of a level offers
+// each class its share.
+func classOf(mix map[workflow.Priority]int, i int) workflow.Priority {
+	if len(mix) == 0 {
+		return ""
+	}
+	slot := i % 10
+	for _, c := range workflow.Priorities {
+		if slot < mix[c] {
+			return c
+		}
+		slot -= mix[c]
+	}
+	return workflow.PriorityNormal
+}
+
+// ClassLevel is what a level measured of one priority class.
+type ClassLevel struct {
+	Offered, Admitted, Shed, Failed, Unfinished int
+	// Latencies of the class's admitted orders, submission to Processed,
+	// sorted.
+	Latencies []time.Duration
+}
+
+// P is the nearest-rank p-th percentile of the class's latencies.
+func (c ClassLevel) P(p float64) time.Duration { return Percentile(c.Latencies, p) }
 
 // LoadLevel is what one level measured.
 type LoadLevel struct {
@@ -128,6 +166,8 @@ type LoadLevel struct {
 	Unfinished int
 	// What the level's orders (and late work of earlier levels) caused.
 	Retries, StaleReplies, GiveUps, Compensations int
+	// Classes holds each class's figures when the load was mixed.
+	Classes map[workflow.Priority]*ClassLevel
 }
 
 // P is the nearest-rank p-th percentile of the admitted orders' latencies.
@@ -144,6 +184,7 @@ func (l Load) Run(ctx context.Context, rate float64, d time.Duration) (LoadLevel
 		id     string
 		status int
 		at     time.Time
+		class  workflow.Priority
 	}
 	n := int(math.Round(rate * d.Seconds()))
 	answers := make([]answer, n)
@@ -157,23 +198,40 @@ func (l Load) Run(ctx context.Context, rate float64, d time.Duration) (LoadLevel
 		case <-time.After(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second))))):
 		}
 		wg.Go(func() {
-			at := time.Now()
-			id, status := l.submit(ctx, run+"-"+strconv.Itoa(i))
-			answers[i] = answer{id, status, at}
+			at, class := time.Now(), classOf(l.Mix, i)
+			id, status := l.submit(ctx, run+"-"+strconv.Itoa(i), class)
+			answers[i] = answer{id, status, at, class}
 		})
 	}
 	end := start.Add(d)
 	wg.Wait()
 	res.Offered = n
+	class := func(a answer) *ClassLevel {
+		if len(l.Mix) == 0 {
+			return &ClassLevel{} // counted nowhere
+		}
+		if res.Classes == nil {
+			res.Classes = map[workflow.Priority]*ClassLevel{}
+		}
+		if res.Classes[a.class] == nil {
+			res.Classes[a.class] = &ClassLevel{}
+		}
+		return res.Classes[a.class]
+	}
 	var admitted []answer
 	for _, a := range answers {
+		c := class(a)
+		c.Offered++
 		switch a.status {
 		case http.StatusAccepted:
 			admitted = append(admitted, a)
+			c.Admitted++
 		case http.StatusTooManyRequests:
 			res.Shed++
+			c.Shed++
 		default:
 			res.Failed++
+			c.Failed++
 		}
 	}
 	res.Admitted = len(admitted)
@@ -185,11 +243,14 @@ func (l Load) Run(ctx context.Context, rate float64, d time.Duration) (LoadLevel
 			t, ok := l.Watch.processedAt(a.id)
 			if ok {
 				res.Latencies = append(res.Latencies, t.Sub(a.at))
+				c := class(a)
+				c.Latencies = append(c.Latencies, t.Sub(a.at))
 				done = append(done, t)
 				break
 			}
 			if time.Now().After(drainBy) {
 				res.Unfinished++
+				class(a).Unfinished++
 				break
 			}
 			select {
@@ -200,6 +261,9 @@ func (l Load) Run(ctx context.Context, rate float64, d time.Duration) (LoadLevel
 		}
 	}
 	slices.Sort(res.Latencies)
+	for _, c := range res.Classes {
+		slices.Sort(c.Latencies)
+	}
 	from := start.Add(l.Warm)
 	var completed int
 	for _, t := range done {
@@ -216,10 +280,14 @@ func (l Load) Run(ctx context.Context, rate float64, d time.Duration) (LoadLevel
 }
 
 // submit posts one order and returns its ID (for a 202) and the status.
-func (l Load) submit(ctx context.Context, requestID string) (string, int) {
+func (l Load) submit(ctx context.Context, requestID string, class workflow.Priority) (string, int) {
+	prio := ""
+	if class != "" {
+		prio = `,"priority":"` + string(class) + `"`
+	}
 	req := events.APIGatewayV2HTTPRequest{RawPath: "/orders", RouteKey: "POST /orders",
 		Headers: map[string]string{"content-type": "application/json"},
-		Body:    `{"customerId":"c-load","currency":"EUR","items":[{"sku":"BOOK-1","quantity":1,"unitPriceCents":1200}]}`}
+		Body:    `{"customerId":"c-load","currency":"EUR","items":[{"sku":"BOOK-1","quantity":1,"unitPriceCents":1200}]` + prio + `}`}
 	req.RequestContext.HTTP.Method = http.MethodPost
 	req.RequestContext.RequestID = "load-" + requestID
 	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
@@ -244,5 +312,21 @@ func LoadTable(out io.Writer, capacity float64, levels []LoadLevel) {
 		fmt.Fprintf(out, "%-6s %-8.1f %-8d %-8d %-6d %-12.1f %-8.2f %-7.2f %-7.2f %-8d %-6d %-9d %-14d %d\n",
 			fmt.Sprintf("%.1fx", l.Rate/capacity), l.Rate, l.Offered, l.Admitted, l.Shed, l.CompletedPerSecond, l.CompletedPerSecond/capacity,
 			l.P(50).Seconds(), l.P(99).Seconds(), l.Retries, l.StaleReplies, l.GiveUps, l.Compensations, l.Unfinished)
+	}
+}
+
+// MixedTable writes a mixed run's levels, one row per level and class.
+func MixedTable(out io.Writer, capacity float64, levels []LoadLevel) {
+	fmt.Fprintf(out, "%-6s %-8s %-7s %-8s %-8s %-6s %-7s %-7s %s\n",
+		"load", "offer/s", "class", "offered", "admitted", "shed", "p50_s", "p99_s", "unfinished")
+	for _, l := range levels {
+		for _, p := range workflow.Priorities {
+			c := l.Classes[p]
+			if c == nil {
+				continue
+			}
+			fmt.Fprintf(out, "%-6s %-8.1f %-7s %-8d %-8d %-6d %-7.2f %-7.2f %d\n",
+				fmt.Sprintf("%.1fx", l.Rate/capacity), l.Rate, p, c.Offered, c.Admitted, c.Shed, c.P(50).Seconds(), c.P(99).Seconds(), c.Unfinished)
+		}
 	}
 }

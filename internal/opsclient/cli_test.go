@@ -106,10 +106,10 @@ func TestList(t *testing.T) {
 	t.Parallel()
 	runCases(t, []cliCase{
 		{name: "one page", args: []string{"list", "--state", "Error"}, code: ExitOK, requests: 1,
-			stdout:    []string{"ORDER ID", "STATE", "STEP", "FAILURES", "UPDATED", "LAST ERROR", "err-04    Error  charge-payment  3", "2026-11-22T12:04:00Z", "payment service: 503", "err-03", "err-02", "err-01", "err-00", "Details: sasctl show ORDER_ID"},
+			stdout:    []string{"ORDER ID", "STATE", "STEP", "FAILURES", "UPDATED", "LAST ERROR", "err-04    Error  high      charge-payment  3", "2026-11-22T12:04:00Z", "payment service: 503", "err-03", "err-02", "err-01", "err-00", "Details: sasctl show ORDER_ID"},
 			notStdout: []string{"Next page", "comp-failed-1", "proc-1"}},
 		{name: "state in any case", args: []string{"list", "--state", "compensationfailed"}, code: ExitOK, requests: 1,
-			stdout: []string{"comp-failed-1  CompensationFailed  reserve-inventory  0"}},
+			stdout: []string{"comp-failed-1  CompensationFailed  normal    reserve-inventory  0"}},
 		{name: "empty state", args: []string{"list", "--state", "Cancelled"}, code: ExitOK, requests: 1,
 			stdout: []string{"No orders in Cancelled."}, notStdout: []string{"ORDER ID"}},
 		{name: "first page shows the next page's command", args: []string{"list", "--state", "Error", "--limit", "2"}, code: ExitOK, requests: 1,
@@ -218,7 +218,7 @@ func TestShow(t *testing.T) {
 	runCases(t, []cliCase{
 		{name: "order in Error", args: []string{"show", "err-01"}, code: ExitOK, requests: 1, lastMethod: "GET", lastPath: "/ops/orders/err-01",
 			stdout: []string{
-				"Order:", "err-01", "Workflow:", "order-v1", "State:", "Error (client status error)",
+				"Order:", "err-01", "Workflow:", "order-v1", "State:", "Error (client status error)", "Priority:", "high",
 				"Step:", "charge-payment (step 2 of 2)", "Attempt:", "5", "Failures:", "3 (of the current step)",
 				"Last error:", "payment service: 503 Service Unavailable",
 				"Owner:", "arn:aws:sts::111122223333:assumed-role/shop-checkout", "Cancelled:", "no",

@@ -52,7 +52,7 @@ func newFakeAPI(t *testing.T, errorOrders int) *fakeAPI {
 	for i := range errorOrders {
 		id := fmt.Sprintf("err-%02d", i)
 		f.orders[id] = &api.Order{
-			OrderID: id, Workflow: "order-v1", State: "Error", Status: "error", Step: "charge-payment", StepIndex: 1,
+			OrderID: id, Workflow: "order-v1", State: "Error", Status: "error", Priority: "high", Step: "charge-payment", StepIndex: 1,
 			FailureCount: 3, Attempt: 5, LastError: "payment service: 503 Service Unavailable",
 			EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(i), Owner: "arn:aws:sts::111122223333:assumed-role/shop-checkout",
 			Steps: []api.StepHistory{
@@ -185,7 +185,7 @@ func (f *fakeAPI) list(w http.ResponseWriter, r *http.Request) {
 	var rows []api.OrderSummary
 	for _, o := range f.orders {
 		if string(o.State) == state {
-			rows = append(rows, api.OrderSummary{OrderID: o.OrderID, State: o.State, Status: o.Status, Step: o.Step, StepIndex: o.StepIndex,
+			rows = append(rows, api.OrderSummary{OrderID: o.OrderID, State: o.State, Status: o.Status, Priority: o.Priority, Step: o.Step, StepIndex: o.StepIndex,
 				FailureCount: o.FailureCount, Attempt: o.Attempt, LastError: o.LastError, ClientID: o.ClientID,
 				CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt})
 		}

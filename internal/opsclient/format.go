@@ -26,9 +26,9 @@ const (
 // writeOrders prints a page (or all pages) of orders as a table.
 func writeOrders(w io.Writer, orders []api.OrderSummary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ORDER ID\tSTATE\tSTEP\tFAILURES\tUPDATED\tLAST ERROR")
+	fmt.Fprintln(tw, "ORDER ID\tSTATE\tPRIORITY\tSTEP\tFAILURES\tUPDATED\tLAST ERROR")
 	for _, o := range orders {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", o.OrderID, o.State, cell(o.Step, cellWidth),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", o.OrderID, o.State, cell(string(o.Priority.Or()), cellWidth), cell(o.Step, cellWidth),
 			o.FailureCount, stamp(o.UpdatedAt), cell(o.LastError, lastErrorWidth))
 	}
 	return tw.Flush()
@@ -105,6 +105,7 @@ func writeOrder(w io.Writer, o Order, cmd string, now time.Time, width int) erro
 		{"Order", o.OrderID},
 		{"Workflow", cell(o.Workflow, cellWidth)},
 		{"State", state},
+		{"Priority", cell(string(o.Priority.Or()), cellWidth)},
 		{"Step", step},
 		{"Attempt", strconv.Itoa(o.Attempt)},
 		{"Failures", strconv.Itoa(o.FailureCount) + " (of the current step)"},

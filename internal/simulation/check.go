@@ -27,10 +27,12 @@ func (r *run) check(end time.Time) Result {
 	// Every order the store holds: those clients were told of, and those
 	// whose answer never reached them.
 	ids := map[string]bool{}
+	classes := map[string]workflow.Priority{}
 	for _, cl := range r.clients {
 		if cl.id != "" {
 			res.Accepted++
 			ids[cl.id] = true
+			classes[cl.id] = cl.priority.Or()
 		}
 	}
 	for id := range st.last {
@@ -53,6 +55,9 @@ func (r *run) check(end time.Time) Result {
 			bad("lost: order %s has no order item (%v)", id, err)
 		}
 		states[id] = s
+		if want, ok := classes[id]; ok && s.Priority.Or() != want {
+			bad("priority: order %s was submitted %s, its record says %s", id, want, s.Priority.Or())
+		}
 	}
 	for _, id := range slices.Sorted(mapsKeys(states)) {
 		s := states[id]
@@ -183,6 +188,9 @@ func (r *run) checkEvents(s workflow.State, bad func(string, ...any)) {
 		if err != nil {
 			bad("events: order %s: undecodable event: %v", s.OrderID, err)
 			continue
+		}
+		if ev.Priority != s.Priority.Or() {
+			bad("events: order %s of priority %s: event %d says %s", s.OrderID, s.Priority.Or(), ev.Seq, ev.Priority)
 		}
 		if old, ok := got[ev.Seq]; ok && old != ev.State {
 			bad("events: order %s: event %d is both %s and %s", s.OrderID, ev.Seq, old, ev.State)

@@ -81,6 +81,8 @@ type client struct {
 	key      string
 	clientID string
 	ref      string
+	// priority is the class the order names: every class, and none.
+	priority workflow.Priority
 	body     []byte
 	tries    int
 	id       string
@@ -153,6 +155,7 @@ func Run(cfg Config) (Result, error) {
 	arrivals := time.Duration(float64(cfg.Orders) / rate * float64(time.Second))
 	for i := range cfg.Orders {
 		cl := &client{i: i, key: fmt.Sprintf("key-%d", i), clientID: "client-" + strconv.Itoa(i%3)}
+		cl.priority = []workflow.Priority{workflow.PriorityHigh, "", workflow.PriorityLow, workflow.PriorityNormal}[i%4]
 		if !deploy && i%2 == 1 {
 			cl.ref = versions.IDs[0] // half the orders name the older version
 		}
@@ -238,6 +241,9 @@ func orderBody(cl *client) []byte {
 	}
 	if cl.ref != "" {
 		o["workflow"] = cl.ref
+	}
+	if cl.priority != "" {
+		o["priority"] = cl.priority
 	}
 	b, _ := json.Marshal(o)
 	return b

@@ -6,6 +6,18 @@
 // and sheds new orders (429 with Retry-After) while any holds more than its
 // backlog, the work of topology.Capacity's AdmitWait. Orders already
 // admitted are never shed: their retries and later steps go through.
+//
+// Each order has a priority class (workflow.Priority). SQS has no
+// priority of its own and a queue is roughly first in, first out, so a
+// high order waits behind whatever the queue holds when it comes. Each
+// class may fill its own part of the backlog (Limit): high orders the
+// whole of it; normal ones the whole as well, and low ones half, while the
+// system keeps up; but while it is overloaded (this Gate shed an order
+// lately) and high orders arrive, normal orders are held to Reserve (one
+// round of the Agents' calls, the least that keeps them busy) and low ones
+// to half of that. The lower classes are shed first, the remote services
+// stay as busy as ever, and a high order finds at most one round ahead of
+// it in each queue.
 package admission
 
 import (
@@ -20,6 +32,7 @@ import (
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // Depths reads how many messages wait in a queue (queue.Depths).
@@ -41,6 +54,11 @@ type Config struct {
 	// Refresh is how long one reading of the depths is trusted. Each
 	// reading is one SQS request per queue.
 	Refresh time.Duration
+	// Reserve is the depth to which normal orders are held (low ones to
+	// half of it) while high orders arrive in an overload: one round of
+	// an Agent's calls (topology.Capacity.Slots). Zero means half the
+	// backlog.
+	Reserve int
 }
 
 // Bounds of the configuration.
@@ -66,12 +84,23 @@ func (c Config) Check(r *config.Rules) {
 	r.Count("Backlog", c.Backlog, 1, 1_000_000)
 	r.Count("Rate", c.Rate, 1, 1_000_000)
 	r.Within("Refresh", c.Refresh, MinRefresh, MaxRefresh)
+	if c.Reserve != 0 {
+		r.Count("Reserve", c.Reserve, 1, max(c.Backlog, 1))
+	}
+}
+
+// reserve is Reserve, or its default.
+func (c Config) reserve() int {
+	if c.Reserve == 0 {
+		return max(c.Backlog/2, 1)
+	}
+	return c.Reserve
 }
 
 // Variables names the fields as the Submission reads them.
 var Variables = map[string]string{
 	"Queues": "ADMISSION_QUEUES", "Backlog": "ADMISSION_BACKLOG",
-	"Rate": "ADMISSION_RATE", "Refresh": "ADMISSION_REFRESH",
+	"Rate": "ADMISSION_RATE", "Refresh": "ADMISSION_REFRESH", "Reserve": "ADMISSION_RESERVE",
 }
 
 // DefaultRefresh is ADMISSION_REFRESH's default.
@@ -83,6 +112,7 @@ const DefaultRefresh = 250 * time.Millisecond
 //	ADMISSION_BACKLOG  required with queues, 1..1000000 messages
 //	ADMISSION_RATE     required with queues, 1..1000000 requests a second
 //	ADMISSION_REFRESH  optional Go duration within 50ms..10s, default 250ms
+//	ADMISSION_RESERVE  optional, 1..ADMISSION_BACKLOG messages, default half the backlog
 func Read(r *config.Reader) Config {
 	var c Config
 	for q := range strings.SplitSeq(r.String("ADMISSION_QUEUES"), ",") {
@@ -92,6 +122,7 @@ func Read(r *config.Reader) Config {
 	}
 	c.Backlog, c.Rate = r.Int("ADMISSION_BACKLOG", 0), r.Int("ADMISSION_RATE", 0)
 	c.Refresh = r.Duration("ADMISSION_REFRESH", DefaultRefresh)
+	c.Reserve = r.Int("ADMISSION_RESERVE", 0)
 	return c
 }
 
@@ -107,14 +138,47 @@ type Decision struct {
 	Depth int
 }
 
-// Decide is the rule: shed while any queue holds more than backlog,
-// telling the client to come back when the fullest has drained to it at
-// rate. depths[i] is queue i's depth; nil means unknown, and an order is
-// then admitted (see Gate.Admit).
-func Decide(queues []string, depths []int, backlog, rate int) Decision {
+// Limits is how deep a queue may be for an order of each class to be
+// admitted (Limit).
+type Limits struct {
+	// Backlog and Reserve are Config's.
+	Backlog, Reserve int
+	// Reserved says the room above Reserve is kept for high orders: the
+	// system is overloaded and high orders arrive.
+	Reserved bool
+}
+
+// Limit is the depth past which an order of class is shed (an empty class
+// is normal): at least one message, so a class is never shut out by
+// rounding.
+func (l Limits) Limit(class workflow.Priority) int {
+	n := l.Backlog
+	switch {
+	case class == workflow.PriorityHigh:
+	case l.Reserved && class == workflow.PriorityLow:
+		n = min(l.Reserve, l.Backlog) / 2
+	case l.Reserved:
+		n = min(l.Reserve, l.Backlog)
+	case class == workflow.PriorityLow:
+		n = l.Backlog / 2
+	}
+	return max(n, 1)
+}
+
+// HighReserve is how long a Gate keeps the room above Reserve for high
+// orders after it last saw both a high order and an order shed: a few
+// refreshes' worth of them is a stream, not one.
+const HighReserve = 10 * time.Second
+
+// Decide is the rule: shed an order of class while any queue holds more
+// than the class's limit, telling the client to come back when the
+// fullest has drained to it at rate. depths[i] is queue i's depth; nil
+// means unknown, and an order is then admitted (see Gate.Admit).
+func Decide(queues []string, depths []int, limits Limits, rate int, class workflow.Priority) Decision {
 	if len(depths) == 0 {
 		return Decision{Admit: true, Depth: -1}
 	}
+	backlog := limits.Limit(class)
 	worst := 0
 	for i, d := range depths {
 		if d > depths[worst] {
@@ -141,8 +205,10 @@ type Gate struct {
 
 	mu       sync.Mutex
 	readAt   time.Time
-	reading  []int // nil: never read, or the last read failed
-	admitted int   // since readAt
+	reading  []int     // nil: never read, or the last read failed
+	admitted int       // since readAt
+	highAt   time.Time // when the last high order came
+	shedAt   time.Time // when the last order was shed
 }
 
 // New returns a Gate, or every problem of cfg at once.
@@ -159,15 +225,21 @@ func New(cfg Config, depths Depths, deps actor.Deps) (*Gate, error) {
 // read, orders are admitted (and a warning logged), because shedding
 // protects budgets, not correctness; an order admitted into a backlog is
 // still recovered by the Supervisor.
-func (g *Gate) Admit(ctx context.Context) Decision {
+func (g *Gate) Admit(ctx context.Context, class workflow.Priority) Decision {
 	if len(g.cfg.Queues) == 0 {
 		return Decision{Admit: true, Depth: -1}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if now := g.clk.Now(); g.readAt.IsZero() || now.Sub(g.readAt) >= g.cfg.Refresh {
+	now := g.clk.Now()
+	if g.readAt.IsZero() || now.Sub(g.readAt) >= g.cfg.Refresh {
 		g.reading, g.readAt, g.admitted = g.read(ctx), now, 0
 	}
+	if class == workflow.PriorityHigh {
+		g.highAt = now
+	}
+	recent := func(t time.Time) bool { return !t.IsZero() && now.Sub(t) < HighReserve }
+	limits := Limits{Backlog: g.cfg.Backlog, Reserve: g.cfg.reserve(), Reserved: recent(g.highAt) && recent(g.shedAt)}
 	var est []int
 	if g.reading != nil {
 		est = make([]int, len(g.reading))
@@ -175,9 +247,11 @@ func (g *Gate) Admit(ctx context.Context) Decision {
 			est[i] = d + g.admitted
 		}
 	}
-	d := Decide(g.cfg.Queues, est, g.cfg.Backlog, g.cfg.Rate)
+	d := Decide(g.cfg.Queues, est, limits, g.cfg.Rate, class)
 	if d.Admit {
 		g.admitted++
+	} else {
+		g.shedAt = now
 	}
 	return d
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sasflow/sas/shared/admission"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/config"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 var queues = []string{"https://sqs.example/q/reserve", "https://sqs.example/q/charge"}
@@ -37,11 +38,103 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			d := admission.Decide(queues, tt.depths, 100, 50)
+			d := admission.Decide(queues, tt.depths, admission.Limits{Backlog: 100, Reserve: 20}, 50, workflow.PriorityHigh)
 			if d.Admit != tt.wantAdmit || d.RetryAfter != tt.wantRetry || d.Queue != tt.wantQueue {
 				t.Fatalf("Decide(%v) = %+v, want admit %v retry %v queue %q", tt.depths, d, tt.wantAdmit, tt.wantRetry, tt.wantQueue)
 			}
 		})
+	}
+}
+
+// The classes' limits in a backlog of 100 with a reserve of 20, at 50 a
+// second. While the system keeps up, normal orders have the whole backlog
+// and low ones half; reserved (overloaded, with high orders arriving),
+// normal orders are shed past 20 and low ones past 10, and high ones only
+// ever past 100. Retry-After counts the drain to the class's own limit.
+func TestDecideShedsLowerClassesFirst(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		depth     int
+		class     workflow.Priority
+		reserved  bool
+		wantAdmit bool
+		wantRetry time.Duration
+	}{
+		{depth: 50, class: workflow.PriorityLow, wantAdmit: true},
+		{depth: 51, class: workflow.PriorityLow, wantRetry: time.Second},
+		{depth: 100, class: workflow.PriorityNormal, wantAdmit: true},
+		{depth: 101, class: workflow.PriorityNormal, wantRetry: time.Second},
+		{depth: 10, class: workflow.PriorityLow, reserved: true, wantAdmit: true},
+		{depth: 11, class: workflow.PriorityLow, reserved: true, wantRetry: time.Second},
+		{depth: 20, class: workflow.PriorityNormal, reserved: true, wantAdmit: true},
+		{depth: 21, class: workflow.PriorityNormal, reserved: true, wantRetry: time.Second},
+		{depth: 170, class: workflow.PriorityNormal, reserved: true, wantRetry: 3 * time.Second},
+		{depth: 100, class: workflow.PriorityHigh, reserved: true, wantAdmit: true},
+		{depth: 101, class: workflow.PriorityHigh, reserved: true, wantRetry: time.Second},
+		// A record without a class is normal.
+		{depth: 21, class: "", reserved: true, wantRetry: time.Second},
+		{depth: 100, class: "", wantAdmit: true},
+	}
+	for _, tt := range tests {
+		d := admission.Decide(queues, []int{tt.depth, 0}, admission.Limits{Backlog: 100, Reserve: 20, Reserved: tt.reserved}, 50, tt.class)
+		if d.Admit != tt.wantAdmit || d.RetryAfter != tt.wantRetry {
+			t.Errorf("Decide(depth %d, %q, reserved %v) = %+v, want admit %v retry %v", tt.depth, tt.class, tt.reserved, d, tt.wantAdmit, tt.wantRetry)
+		}
+	}
+	// Limits too small to split still admit one message of each class.
+	tiny := admission.Limits{Backlog: 1, Reserve: 1, Reserved: true}
+	for _, c := range workflow.Priorities {
+		if got := tiny.Limit(c); got != 1 {
+			t.Errorf("Limit(%s) of a backlog of 1 = %d, want 1", c, got)
+		}
+	}
+}
+
+// A Gate keeps the room above Reserve for high orders only while it sees
+// both high orders and an overload (an order shed), and for HighReserve
+// after the later of the two; a system that keeps up sheds nothing below
+// the class limits, whatever classes come.
+func TestGateReservesRoomWhileHighOrdersArriveInAnOverload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	// Backlog 10, reserve 4: reserved, normal orders are shed past 4.
+	q := &fakeQueues{depth: map[string]int{queues[0]: 6, queues[1]: 0}}
+	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 10 * time.Second, Reserve: 4}, q, actor.Deps{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit := func(class workflow.Priority, want bool, why string) {
+		t.Helper()
+		if d := g.Admit(ctx, class); d.Admit != want {
+			t.Fatalf("%s: %s order %+v, want admitted %v", why, class, d, want)
+		}
+	}
+	admit(workflow.PriorityLow, false, "depth 6, past low's half of 10: an overload")
+	admit(workflow.PriorityNormal, true, "depth 6, overloaded, but no high order")
+	admit(workflow.PriorityHigh, true, "depth 7")
+	admit(workflow.PriorityNormal, false, "depth 8, a high order in an overload: past the reserve of 4")
+	clk.Advance(admission.HighReserve - time.Millisecond)
+	admit(workflow.PriorityNormal, false, "just within HighReserve of the last high order")
+	clk.Advance(time.Millisecond)
+	admit(workflow.PriorityNormal, true, "HighReserve after the last high order, depth 6 read again")
+}
+
+// Without an overload, high orders take no room from the others: a
+// system that keeps up sheds no class below its own limit.
+func TestGateReservesNothingWhileTheSystemKeepsUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	q := &fakeQueues{depth: map[string]int{queues[0]: 4, queues[1]: 0}}
+	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 10 * time.Second, Reserve: 2}, q, actor.Deps{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []workflow.Priority{workflow.PriorityHigh, workflow.PriorityLow, workflow.PriorityNormal, workflow.PriorityHigh, workflow.PriorityNormal} {
+		if d := g.Admit(ctx, c); !d.Admit {
+			t.Fatalf("order %d (%s) at depth %d of 10, nothing shed before: %+v, want admitted", i, c, 4+i, d)
+		}
 	}
 }
 
@@ -90,7 +183,7 @@ func TestGateCountsItsOwnAdmissionsBetweenReads(t *testing.T) {
 	// The fuller queue holds 7 of 10: orders are admitted while it holds
 	// at most 10 counting them (7, 8, 9, 10), the fifth is shed.
 	for i := range 5 {
-		d := g.Admit(ctx)
+		d := g.Admit(ctx, workflow.PriorityHigh)
 		if want := i < 4; d.Admit != want {
 			t.Fatalf("order %d: %+v, want admit %v", i, d, want)
 		}
@@ -101,7 +194,7 @@ func TestGateCountsItsOwnAdmissionsBetweenReads(t *testing.T) {
 	// Drained meanwhile: the next reading after Refresh admits again.
 	q.set(queues[1], 0, nil)
 	clk.Advance(time.Second)
-	if d := g.Admit(ctx); !d.Admit || d.Queue != queues[0] || d.Depth != 4 {
+	if d := g.Admit(ctx, workflow.PriorityHigh); !d.Admit || d.Queue != queues[0] || d.Depth != 4 {
 		t.Fatalf("after a fresh read: %+v, want admitted with reserve the fullest at 4", d)
 	}
 	if q.reads != 2*len(queues) {
@@ -113,7 +206,7 @@ func TestGateShedsWithRetryAfter(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
 	q := &fakeQueues{depth: map[string]int{queues[0]: 31}}
-	d := newGate(t, q, clk, nil).Admit(context.Background())
+	d := newGate(t, q, clk, nil).Admit(context.Background(), workflow.PriorityHigh)
 	// 21 over the backlog at 5 a second: 5 s.
 	if d.Admit || d.RetryAfter != 5*time.Second || d.Queue != queues[0] || d.Depth != 31 {
 		t.Fatalf("%+v, want shed for 5s on reserve", d)
@@ -130,7 +223,7 @@ func TestGateFailsOpenAndRetriesTheRead(t *testing.T) {
 	g := newGate(t, q, clk, slog.New(slog.NewJSONHandler(&logs, nil)))
 
 	for range 3 {
-		if d := g.Admit(ctx); !d.Admit || d.Depth != -1 {
+		if d := g.Admit(ctx, workflow.PriorityHigh); !d.Admit || d.Depth != -1 {
 			t.Fatalf("unreadable depths: %+v, want admitted, depth unknown", d)
 		}
 	}
@@ -140,7 +233,7 @@ func TestGateFailsOpenAndRetriesTheRead(t *testing.T) {
 	// The read is tried again after Refresh, and its answer applies.
 	q.set(queues[0], 1000, nil)
 	clk.Advance(time.Second)
-	if d := g.Admit(ctx); d.Admit {
+	if d := g.Admit(ctx, workflow.PriorityHigh); d.Admit {
 		t.Fatalf("readable again: %+v, want shed", d)
 	}
 }
@@ -154,7 +247,7 @@ func TestGateWithoutQueuesAdmitsWithoutReading(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := g.Admit(context.Background()); !d.Admit {
+	if d := g.Admit(context.Background(), workflow.PriorityHigh); !d.Admit {
 		t.Fatalf("%+v, want admitted", d)
 	}
 }

@@ -19,7 +19,7 @@
 // what they write for a fixed record is those documents byte for byte.
 // client-order.json and client-order-summary.json are what the client
 // routes write of the same record (without the owner and the failures'
-// texts), event.v1.json the version 1 event DecodeEvent still reads.
+// texts), event.v1.json and event.v2.json the version 1 and 2 events DecodeEvent still reads.
 //
 // OpenAPI is the API's OpenAPI 3.1 document; shared/submission's
 // conformance test holds the handler to it.

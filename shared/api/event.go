@@ -19,8 +19,9 @@ import (
 // EventVersion is the Event format this package writes. A change that a
 // strict reader would reject (a new member, a new meaning) gets a new one.
 // Version 2 replaced version 1's lastError, the whole text of a failure,
-// with reason and reasonText; DecodeEvent still reads version 1.
-const EventVersion = 2
+// with reason and reasonText; version 3 added priority. DecodeEvent still
+// reads versions 1 and 2.
+const EventVersion = 3
 
 // eventV1 is the version 1 Event, which DecodeEvent still reads, so a
 // client can take up this package before the Notifier writes version 2.
@@ -39,12 +40,39 @@ type eventV1 struct {
 	At        time.Time             `json:"at"`
 }
 
-// current is e as a version 2 Event: its lastError read as ReasonOf reads a
-// record's, the step and phase taken from the event.
+// current is e as a current Event: its lastError read as ReasonOf reads a
+// record's, the step and phase taken from the event, and normal, the only
+// class there was.
 func (e eventV1) current() Event {
 	r := workflow.ReasonOf(workflow.State{LastError: e.LastError, Step: e.Step, ProcessState: e.State})
 	return Event{V: EventVersion, Kind: e.Kind, OrderID: e.OrderID, ClientID: e.ClientID, Seq: e.Seq, Status: e.Status,
-		State: e.State, Step: e.Step, StepIndex: e.StepIndex, Reason: r.Code, ReasonText: r.Text, Cancelled: e.Cancelled, At: e.At}
+		Priority: workflow.PriorityNormal, State: e.State, Step: e.Step, StepIndex: e.StepIndex, Reason: r.Code, ReasonText: r.Text,
+		Cancelled: e.Cancelled, At: e.At}
+}
+
+// eventV2 is the version 2 Event, which DecodeEvent still reads: the
+// current one without priority.
+type eventV2 struct {
+	V          int                   `json:"v"`
+	Kind       string                `json:"kind"`
+	OrderID    string                `json:"orderId"`
+	ClientID   string                `json:"clientId"`
+	Seq        int                   `json:"seq"`
+	Status     workflow.Status       `json:"status"`
+	State      workflow.ProcessState `json:"state"`
+	Step       string                `json:"step"`
+	StepIndex  int                   `json:"stepIndex"`
+	Reason     workflow.ReasonCode   `json:"reason,omitempty"`
+	ReasonText string                `json:"reasonText,omitempty"`
+	Cancelled  bool                  `json:"cancelled,omitempty"`
+	At         time.Time             `json:"at"`
+}
+
+// current is e as a current Event, of the normal class.
+func (e eventV2) current() Event {
+	return Event{V: EventVersion, Kind: e.Kind, OrderID: e.OrderID, ClientID: e.ClientID, Seq: e.Seq, Status: e.Status,
+		Priority: workflow.PriorityNormal, State: e.State, Step: e.Step, StepIndex: e.StepIndex, Reason: e.Reason, ReasonText: e.ReasonText,
+		Cancelled: e.Cancelled, At: e.At}
 }
 
 // KindOrderEvent is the Kind of every Event.
@@ -55,12 +83,14 @@ const KindOrderEvent = "order.event"
 // by one per status change, so a client keeps the highest it has seen and
 // drops any event at or below it (a duplicate or a stale one).
 type Event struct {
-	V         int                   `json:"v"`
-	Kind      string                `json:"kind"`
-	OrderID   string                `json:"orderId"`
-	ClientID  string                `json:"clientId"`
-	Seq       int                   `json:"seq"`
-	Status    workflow.Status       `json:"status"`
+	V        int             `json:"v"`
+	Kind     string          `json:"kind"`
+	OrderID  string          `json:"orderId"`
+	ClientID string          `json:"clientId"`
+	Seq      int             `json:"seq"`
+	Status   workflow.Status `json:"status"`
+	// Priority is the order's class: high, normal or low.
+	Priority  workflow.Priority     `json:"priority"`
 	State     workflow.ProcessState `json:"state"`
 	Step      string                `json:"step"`
 	StepIndex int                   `json:"stepIndex"`
@@ -127,6 +157,9 @@ func (e Event) Validate() error {
 			errs = append(errs, fmt.Errorf("status %q does not match state %q at seq %d (want %q)", e.Status, e.State, e.Seq, want))
 		}
 	}
+	if _, ok := workflow.ParsePriority(string(e.Priority)); !ok {
+		errs = append(errs, fmt.Errorf("unknown priority %q", clip(string(e.Priority), 40)))
+	}
 	if e.StepIndex < 0 {
 		errs = append(errs, fmt.Errorf("stepIndex %d is negative", e.StepIndex))
 	}
@@ -170,9 +203,9 @@ func attrText(s string) error {
 // queue, with or without raw message delivery: a body that is an SNS
 // envelope ({"Type":"Notification","Message":"..."}) is unwrapped first.
 // It is strict: a body over MaxDocumentBytes, an unknown member of the
-// event's version, data after the event, a version other than 1 and 2 or
-// an event that fails Validate is an error. A version 1 event is returned
-// as version 2 (eventV1.current).
+// event's version, data after the event, a version other than 1, 2 and 3
+// or an event that fails Validate is an error. A version 1 or 2 event is
+// returned as the current version (eventV1.current, eventV2.current).
 func DecodeEvent(body string) (Event, error) {
 	if len(body) > MaxDocumentBytes {
 		return Event{}, fmt.Errorf("decode order event: body of %d bytes exceeds %d", len(body), MaxDocumentBytes)
@@ -185,11 +218,17 @@ func DecodeEvent(body string) (Event, error) {
 		V int `json:"v"`
 	}
 	var ev Event
-	if json.Unmarshal(raw, &version) == nil && version.V == 1 {
+	_ = json.Unmarshal(raw, &version) // a body without a number is refused below
+	switch version.V {
+	case 1:
 		var old eventV1
 		err = decodeStrict(raw, &old)
 		ev = old.current()
-	} else {
+	case 2:
+		var old eventV2
+		err = decodeStrict(raw, &old)
+		ev = old.current()
+	default:
 		err = decodeStrict(raw, &ev)
 	}
 	if err != nil {

@@ -16,7 +16,7 @@ var at = time.Date(2026, 11, 22, 9, 41, 5, 120_000_000, time.UTC)
 func event(status workflow.Status, ps workflow.ProcessState, seq int) api.Event {
 	return api.Event{
 		V: api.EventVersion, Kind: "order.event", OrderID: "o-1", ClientID: "client-a", Seq: seq, Status: status, State: ps,
-		Step: "charge-payment", StepIndex: 1, At: at,
+		Priority: workflow.PriorityNormal, Step: "charge-payment", StepIndex: 1, At: at,
 	}
 }
 
@@ -28,7 +28,10 @@ func TestEventValidate(t *testing.T) {
 		wantErr string // "" for a valid event
 	}{
 		{"valid", func(*api.Event) {}, ""},
-		{"version", func(e *api.Event) { e.V = 1 }, "version 1, want 2"},
+		{"version", func(e *api.Event) { e.V = 2 }, "version 2, want 3"},
+		{"high", func(e *api.Event) { e.Priority = workflow.PriorityHigh }, ""},
+		{"no priority", func(e *api.Event) { e.Priority = "" }, `unknown priority ""`},
+		{"unknown priority", func(e *api.Event) { e.Priority = "urgent" }, `unknown priority "urgent"`},
 		{"kind", func(e *api.Event) { e.Kind = "order.alert" }, `kind "order.alert"`},
 		{"no order", func(e *api.Event) { e.OrderID = "" }, "orderId: empty"},
 		{"no client", func(e *api.Event) { e.ClientID = "" }, "clientId: empty"},
@@ -98,14 +101,15 @@ func TestDecodeEvent(t *testing.T) {
 		{"raw delivery", raw, ""},
 		{"SNS envelope", envelope(t, raw), ""},
 		{"surrounding space", "\n " + raw + "\n", ""},
-		{"unknown field", strings.Replace(raw, `"v":2`, `"v":2,"extra":true`, 1), `unknown field "extra"`},
-		{"version 2 with version 1's lastError", strings.Replace(raw, `"v":2`, `"v":2,"lastError":"x"`, 1), `unknown field "lastError"`},
+		{"unknown field", strings.Replace(raw, `"v":3`, `"v":3,"extra":true`, 1), `unknown field "extra"`},
+		{"version 3 with version 1's lastError", strings.Replace(raw, `"v":3`, `"v":3,"lastError":"x"`, 1), `unknown field "lastError"`},
+		{"version 2 with version 3's priority", strings.Replace(raw, `"v":3`, `"v":2`, 1), `unknown field "priority"`},
 		{"data after", raw + "{}", "data after the event"},
 		{"not an object", `[1,2]`, "not a JSON object"},
 		{"empty", ``, "not a JSON object"},
 		{"null", `null`, "invalid order event"},
-		{"wrong version", strings.Replace(raw, `"v":2`, `"v":3`, 1), "version 3"},
-		{"version 1 with version 2's reason", strings.Replace(raw, `"v":2`, `"v":1`, 1), `unknown field "reason"`},
+		{"wrong version", strings.Replace(raw, `"v":3`, `"v":4`, 1), "version 4"},
+		{"version 1 with version 2's reason", strings.Replace(strings.Replace(raw, `"v":3`, `"v":1`, 1), `"priority":"normal",`, "", 1), `unknown field "reason"`},
 		{"wrong status", strings.Replace(raw, `"status":"error"`, `"status":"processed"`, 1), "does not match"},
 		{"missing client", strings.Replace(raw, `"clientId":"client-a"`, `"clientId":""`, 1), "clientId: empty"},
 		{"envelope of another type", strings.Replace(envelope(t, raw), `"Type":"Notification"`, `"Type":"SubscriptionConfirmation"`, 1), `Type "SubscriptionConfirmation"`},
@@ -136,16 +140,33 @@ func TestDecodeEvent(t *testing.T) {
 	}
 }
 
+// TestDecodeEventVersion2: a client that takes up this package before the
+// Notifier writes version 3 still reads version 2, the golden
+// event.v2.json, as version 3 of the normal class, the only one there was.
+func TestDecodeEventVersion2(t *testing.T) {
+	t.Parallel()
+	v2 := string(golden(t, "event.v2.json"))
+	want := api.Event{V: 3, Kind: "order.event", OrderID: "9b2f0c1e-5d7a-4c3b-8e6f-0a1b2c3d4e5f", ClientID: "shop-web", Seq: 3,
+		Status: workflow.StatusCompensating, Priority: workflow.PriorityNormal, State: workflow.CompensationPending, Step: "charge-payment", StepIndex: 1,
+		Reason: workflow.ReasonRejected, ReasonText: "step charge-payment was refused by its service (card-declined)", Cancelled: true, At: at}
+	for _, body := range []string{v2, envelope(t, v2)} {
+		got, err := api.DecodeEvent(body)
+		if err != nil || !sameEvent(got, want) {
+			t.Fatalf("DecodeEvent(version 2) = %+v, %v; want %+v", got, err, want)
+		}
+	}
+}
+
 // TestDecodeEventVersion1: a client that takes up this package before the
 // Notifier writes version 2 still reads version 1, the golden
-// event.v1.json, as version 2: its lastError, the failure's whole text,
+// event.v1.json, as the current version: its lastError, the failure's whole text,
 // becomes the reason a record's LastError gives (workflow.ReasonOf); as an
 // event has no step history, a refusal names no step.
 func TestDecodeEventVersion1(t *testing.T) {
 	t.Parallel()
 	v1 := string(golden(t, "event.v1.json"))
-	want := api.Event{V: 2, Kind: "order.event", OrderID: "9b2f0c1e-5d7a-4c3b-8e6f-0a1b2c3d4e5f", ClientID: "shop-web", Seq: 3,
-		Status: workflow.StatusCompensating, State: workflow.CompensationPending, Step: "charge-payment", StepIndex: 1,
+	want := api.Event{V: 3, Kind: "order.event", OrderID: "9b2f0c1e-5d7a-4c3b-8e6f-0a1b2c3d4e5f", ClientID: "shop-web", Seq: 3,
+		Status: workflow.StatusCompensating, Priority: workflow.PriorityNormal, State: workflow.CompensationPending, Step: "charge-payment", StepIndex: 1,
 		Reason: workflow.ReasonRejected, ReasonText: "a step was refused by its service (payment)", Cancelled: true, At: at}
 	for _, body := range []string{v1, envelope(t, v1)} {
 		got, err := api.DecodeEvent(body)
@@ -174,6 +195,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		string(b),
 		string(golden(f, "event.json")),
 		string(golden(f, "event.v1.json")),
+		string(golden(f, "event.v2.json")),
 		envelope(f, string(b)),
 		`{"Type":"Notification","Message":"{\"v\":1}"}`,
 		`{"v":1,"kind":"order.event","orderId":"o","clientId":"c","seq":1,"status":"accepted","state":"Pending","step":"","stepIndex":0,"at":"0001-01-01T00:00:00Z"}`,

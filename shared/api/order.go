@@ -28,25 +28,27 @@ const maxCursorBytes = 2048
 // service answered, are shown on the operators' route only; both routes
 // show the failure's Reason and ReasonText (workflow.ReasonOf).
 type Order struct {
-	OrderID      string                `json:"orderId"`
-	Workflow     string                `json:"workflow"`
-	State        workflow.ProcessState `json:"state"`
-	Status       workflow.Status       `json:"status"`
-	Step         string                `json:"step"`
-	StepIndex    int                   `json:"stepIndex"`
-	FailureCount int                   `json:"failureCount"`
-	Attempt      int                   `json:"attempt"`
-	CompleteBy   time.Time             `json:"completeBy,omitzero"`
-	LastError    string                `json:"lastError,omitempty"`
-	Reason       workflow.ReasonCode   `json:"reason,omitempty"`
-	ReasonText   string                `json:"reasonText,omitempty"`
-	ClientID     string                `json:"clientId,omitempty"`
-	Owner        string                `json:"owner,omitempty"`
-	EventSeq     int                   `json:"eventSeq"`
-	Cancelled    bool                  `json:"cancelled"`
-	Resubmits    int                   `json:"resubmits"`
-	CreatedAt    time.Time             `json:"createdAt"`
-	UpdatedAt    time.Time             `json:"updatedAt"`
+	OrderID  string                `json:"orderId"`
+	Workflow string                `json:"workflow"`
+	State    workflow.ProcessState `json:"state"`
+	Status   workflow.Status       `json:"status"`
+	// Priority is the order's class: high, normal or low.
+	Priority     workflow.Priority   `json:"priority"`
+	Step         string              `json:"step"`
+	StepIndex    int                 `json:"stepIndex"`
+	FailureCount int                 `json:"failureCount"`
+	Attempt      int                 `json:"attempt"`
+	CompleteBy   time.Time           `json:"completeBy,omitzero"`
+	LastError    string              `json:"lastError,omitempty"`
+	Reason       workflow.ReasonCode `json:"reason,omitempty"`
+	ReasonText   string              `json:"reasonText,omitempty"`
+	ClientID     string              `json:"clientId,omitempty"`
+	Owner        string              `json:"owner,omitempty"`
+	EventSeq     int                 `json:"eventSeq"`
+	Cancelled    bool                `json:"cancelled"`
+	Resubmits    int                 `json:"resubmits"`
+	CreatedAt    time.Time           `json:"createdAt"`
+	UpdatedAt    time.Time           `json:"updatedAt"`
 	// ExpiresAt is when an order that ended for good (Processed,
 	// Compensated, Cancelled) is deleted, the retention after it ended;
 	// absent while it is open or waits for an operator. From then on it is
@@ -86,6 +88,7 @@ type OrderSummary struct {
 	OrderID      string                `json:"orderId"`
 	State        workflow.ProcessState `json:"state"`
 	Status       workflow.Status       `json:"status"`
+	Priority     workflow.Priority     `json:"priority"`
 	Step         string                `json:"step"`
 	StepIndex    int                   `json:"stepIndex"`
 	FailureCount int                   `json:"failureCount"`
@@ -105,6 +108,7 @@ func (o Order) Summary() OrderSummary {
 		OrderID:      o.OrderID,
 		State:        o.State,
 		Status:       o.Status,
+		Priority:     o.Priority,
 		Step:         o.Step,
 		StepIndex:    o.StepIndex,
 		FailureCount: o.FailureCount,

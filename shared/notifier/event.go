@@ -35,6 +35,7 @@ func EventOf(st workflow.State) Event {
 		ClientID:   st.ClientID,
 		Seq:        st.EventSeq,
 		Status:     workflow.StatusOf(st),
+		Priority:   st.Priority.Or(),
 		State:      st.ProcessState,
 		Step:       st.Step,
 		StepIndex:  st.StepIndex,

@@ -25,7 +25,7 @@ func state(ps workflow.ProcessState, seq int) workflow.State {
 func event(status workflow.Status, ps workflow.ProcessState, seq int) notifier.Event {
 	return notifier.Event{
 		V: notifier.Version, Kind: "order.event", OrderID: "o-1", ClientID: "client-a", Seq: seq, Status: status, State: ps,
-		Step: "charge-payment", StepIndex: 1, At: at,
+		Priority: workflow.PriorityNormal, Step: "charge-payment", StepIndex: 1, At: at,
 	}
 }
 
@@ -114,7 +114,7 @@ func TestEventGolden(t *testing.T) {
 	st := workflow.State{
 		OrderID: "9b2f0c1e-5d7a-4c3b-8e6f-0a1b2c3d4e5f", Workflow: "order-v1", StepIndex: 1, Step: "charge-payment",
 		ProcessState: workflow.CompensationPending, Attempt: 4, LastError: workflow.RejectionMessage("card-declined", "the issuer declined the card", false),
-		ClientID: "shop-web", EventSeq: 3, Cancelled: true, CreatedAt: at.Add(-10 * time.Minute), UpdatedAt: at,
+		ClientID: "shop-web", Priority: workflow.PriorityHigh, EventSeq: 3, Cancelled: true, CreatedAt: at.Add(-10 * time.Minute), UpdatedAt: at,
 		Steps: []workflow.StepRecord{{Name: "reserve-inventory", State: workflow.StepSucceeded}, {Name: "charge-payment", State: workflow.StepFailed}},
 		Owner: "arn:aws:sts::111122223333:assumed-role/shop-checkout/session-1", // never in an event
 	}

@@ -396,7 +396,7 @@ func TestNotifySampleStreamEvent(t *testing.T) {
 	}
 	want := []notifier.Event{{
 		V: notifier.Version, Kind: "order.event", OrderID: "0d9c3f5e-7b1a-4c2d-9e8f-6a5b4c3d2e1f", ClientID: "client-a", Seq: 2,
-		Status: workflow.StatusProcessing, State: workflow.Processing, Step: "charge-payment", StepIndex: 1,
+		Status: workflow.StatusProcessing, Priority: workflow.PriorityNormal, State: workflow.Processing, Step: "charge-payment", StepIndex: 1,
 		At: time.Date(2026, 11, 22, 9, 41, 6, 630_000_000, time.UTC),
 	}}
 	if !reflect.DeepEqual(r.events, want) {

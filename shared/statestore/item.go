@@ -34,6 +34,7 @@ type stateItem struct {
 	Requeues      int        `dynamodbav:"Requeues,omitempty"`
 	ClientID      string     `dynamodbav:"ClientID,omitempty"`
 	Owner         string     `dynamodbav:"Owner,omitempty"`
+	Priority      string     `dynamodbav:"Priority,omitempty"`
 	Trace         string     `dynamodbav:"Trace,omitempty"`
 	EventSeq      int        `dynamodbav:"EventSeq"`
 	Cancelled     bool       `dynamodbav:"Cancelled,omitempty"`
@@ -156,6 +157,7 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		Requeues:     s.Requeues,
 		ClientID:     s.ClientID,
 		Owner:        s.Owner,
+		Priority:     string(s.Priority.Stored()),
 		Trace:        compactTrace(s.Trace),
 		EventSeq:     s.EventSeq,
 		Cancelled:    s.Cancelled,
@@ -201,6 +203,7 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		Requeues:     it.Requeues,
 		ClientID:     it.ClientID,
 		Owner:        it.Owner,
+		Priority:     workflow.Priority(it.Priority),
 		Trace:        expandTrace(it.Trace),
 		EventSeq:     it.EventSeq,
 		Cancelled:    it.Cancelled,

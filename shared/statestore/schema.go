@@ -96,7 +96,7 @@ const (
 // without the input or the step history.
 var SummaryAttrs = []string{
 	KeyOrderID, ProcessStateAttr, "Workflow", "Step", "StepIndex", "FailureCount", "Attempt", "LastError",
-	"ClientID", "EventSeq", "Cancelled", "Resubmits", "CreatedAt", "UpdatedAt", ExpiresAtAttr,
+	"ClientID", "Priority", "EventSeq", "Cancelled", "Resubmits", "CreatedAt", "UpdatedAt", ExpiresAtAttr,
 }
 
 // StateStreamView is what the state table's stream carries: the event

@@ -1,11 +1,13 @@
 package submission
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sasflow/sas/shared/admission"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 func TestShedOrderIs429WithRetryAfterAndWritesNothing(t *testing.T) {
@@ -32,6 +34,33 @@ func TestShedOrderIs429WithRetryAfterAndWritesNothing(t *testing.T) {
 	f.mu.Unlock()
 	if resp := f.do(t, postOrder(validBody, IdempotencyKeyHeader, "k-1")); resp.StatusCode != 202 || resp.Headers[ReplayedHeader] != "" {
 		t.Fatalf("retry after the shed: %d %v %s, want a fresh 202", resp.StatusCode, resp.Headers, resp.Body)
+	}
+}
+
+// TestPriorityIsAdmittedByItsClassAndKept: the admission check is asked
+// about each new order's class (normal when it names none), and the class
+// is written with the record, a high one shown by GET; a normal one costs
+// the record nothing.
+func TestPriorityIsAdmittedByItsClassAndKept(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	high := readAccepted(t, f.do(t, postOrder(strings.Replace(validBody, `"currency"`, `"priority":"high","currency"`, 1))))
+	normal := readAccepted(t, f.do(t, postOrder(validBody)))
+	f.mu.Lock()
+	classes := slices.Clone(f.classes)
+	f.mu.Unlock()
+	if want := []workflow.Priority{workflow.PriorityHigh, workflow.PriorityNormal}; !slices.Equal(classes, want) {
+		t.Errorf("admission asked about %v, want %v", classes, want)
+	}
+	if st := f.state(t, high.OrderID); st.Priority != workflow.PriorityHigh {
+		t.Errorf("high order's record has priority %q", st.Priority)
+	}
+	if st := f.state(t, normal.OrderID); st.Priority != "" {
+		t.Errorf("normal order's record has priority %q, want none stored", st.Priority)
+	}
+	resp := f.do(t, request("GET", "/orders/"+high.OrderID, nil, ""))
+	if resp.StatusCode != 200 || !strings.Contains(resp.Body, `"priority":"high"`) {
+		t.Errorf("GET of the high order: %d %s, want its priority", resp.StatusCode, resp.Body)
 	}
 }
 

@@ -79,7 +79,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	}
 	// Shed only now: a malformed request gets its 4xx whatever the load,
 	// and nothing is written for a shed one, so a retry starts afresh.
-	if d := h.admit.Admit(ctx); !d.Admit {
+	if d := h.admit.Admit(ctx, o.Priority.Or()); !d.Admit {
 		// Only new orders are shed: a retry of one already accepted (a
 		// client that lost its 202) is answered as a replay whatever the
 		// load. Its key is read only now, so the lookup costs nothing
@@ -128,6 +128,7 @@ func newOrder(orderID, owner, key string, r OrderRequest, now time.Time) workflo
 		OrderID:        orderID,
 		CustomerID:     r.CustomerID,
 		ClientID:       r.ClientID,
+		Priority:       r.Priority.Stored(),
 		Owner:          owner,
 		Currency:       r.Currency,
 		Items:          r.Items,
@@ -148,6 +149,8 @@ func initialState(mach workflow.Machine, o workflow.Order, input []byte, request
 	state.ClientID = o.ClientID
 	// And its owner, which GET /orders/{id} checks on the record it reads.
 	state.Owner = o.Owner
+	// And its class, which the API and the events show.
+	state.Priority = o.Priority
 	// And its trace, for the actors that start from a schedule or a
 	// stream; written in the same transaction, so it costs no request.
 	state.Trace = tr.Stored().String()

@@ -81,6 +81,11 @@ type OrderRequest struct {
 	// workflow's current version. Omitted from the canonical form when
 	// absent, like ClientID.
 	Workflow string `json:"workflow,omitempty"`
+	// Priority, optional, is the order's class (workflow.Priority): high,
+	// normal (the default) or low. Omitted from the canonical form when
+	// absent, like ClientID; a body that says "normal" hashes apart from
+	// one that says nothing, as any other difference of wording would.
+	Priority workflow.Priority `json:"priority,omitempty"`
 }
 
 // Canonical returns the request's canonical JSON: fixed field order, no
@@ -148,9 +153,9 @@ func DecodeOrder(body []byte) (OrderRequest, error) {
 
 // wireOrder holds the fields as found, with presence, before validation.
 type wireOrder struct {
-	customerID, clientID, currency, workflow opt[string]
-	items                                    []wireItem
-	hasItems                                 bool
+	customerID, clientID, currency, workflow, priority opt[string]
+	items                                              []wireItem
+	hasItems                                           bool
 }
 
 type wireItem struct {
@@ -182,6 +187,7 @@ func (p *parser) order() (wireOrder, error) {
 		"clientId":   func(path string) (err error) { w.clientID, err = p.str(path); return },
 		"currency":   func(path string) (err error) { w.currency, err = p.str(path); return },
 		"workflow":   func(path string) (err error) { w.workflow, err = p.str(path); return },
+		"priority":   func(path string) (err error) { w.priority, err = p.str(path); return },
 		"items":      func(path string) (err error) { w.items, w.hasItems, err = p.itemList(path); return },
 	})
 	if err != nil {
@@ -349,6 +355,14 @@ func (w wireOrder) validate() (OrderRequest, error) {
 	if w.workflow.ok && !workflow.ValidRef(w.workflow.v) {
 		errs.add("workflow", "must be a workflow's name, such as order, or one of its versions, such as order-v2")
 	}
+	// priority is optional; absent and null mean normal.
+	var prio workflow.Priority
+	if w.priority.ok {
+		var ok bool
+		if prio, ok = workflow.ParsePriority(w.priority.v); !ok {
+			errs.add("priority", "must be high, normal or low")
+		}
+	}
 	switch {
 	case !w.hasItems:
 		errs.add("items", required)
@@ -356,7 +370,7 @@ func (w wireOrder) validate() (OrderRequest, error) {
 		errs.add("items", fmt.Sprintf("must have 1..%d entries", MaxItems))
 	}
 
-	req := OrderRequest{CustomerID: w.customerID.v, ClientID: w.clientID.v, Currency: w.currency.v, Workflow: w.workflow.v}
+	req := OrderRequest{CustomerID: w.customerID.v, ClientID: w.clientID.v, Currency: w.currency.v, Workflow: w.workflow.v, Priority: prio}
 	// Past MaxItems the count is already wrong; checking thousands of lines
 	// would only bloat the problem document.
 	for i, it := range w.items[:min(len(w.items), MaxItems)] {

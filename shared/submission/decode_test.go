@@ -117,6 +117,36 @@ func TestDecodeOrderWorkflow(t *testing.T) {
 	}
 }
 
+// TestDecodeOrderPriority: an order may name its class; absent or null
+// it is normal and hashes as the body always did, and a class is part of
+// what a retry with the same key must repeat.
+func TestDecodeOrderPriority(t *testing.T) {
+	t.Parallel()
+	const hashWithout = "4788c237034e10cb4cbde1e9255590450a185f56d933db3ca9d51e7bcf52050c"
+	null := mustDecode(t, strings.Replace(validBody, `"currency"`, `"priority":null,"currency"`, 1))
+	if null.Priority != "" || null.Hash() != hashWithout {
+		t.Fatalf("null priority: %q, hash %s; want none and %s", null.Priority, null.Hash(), hashWithout)
+	}
+	hashes := map[string]bool{hashWithout: true}
+	for _, p := range []workflow.Priority{workflow.PriorityHigh, workflow.PriorityNormal, workflow.PriorityLow} {
+		got := mustDecode(t, strings.Replace(validBody, `"currency"`, `"priority":"`+string(p)+`","currency"`, 1))
+		if got.Priority != p || hashes[got.Hash()] {
+			t.Errorf("priority %q: decoded %q, hash %s seen before", p, got.Priority, got.Hash())
+		}
+		hashes[got.Hash()] = true
+	}
+	for _, bad := range []string{"HIGH", "urgent", "", " high"} {
+		_, err := DecodeOrder([]byte(strings.Replace(validBody, `"currency"`, `"priority":"`+bad+`","currency"`, 1)))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Errors[0].Field != "priority" {
+			t.Errorf("priority %q: %v, want a validation error on priority", bad, err)
+		}
+	}
+	if _, err := DecodeOrder([]byte(strings.Replace(validBody, `"currency"`, `"priority":1,"currency"`, 1))); !errors.Is(err, ErrMalformed) {
+		t.Errorf("priority 1: %v, want ErrMalformed", err)
+	}
+}
+
 func TestDecodeOrderErrors(t *testing.T) {
 	t.Parallel()
 	item := `{"sku":"S","quantity":1,"unitPriceCents":1}`

@@ -104,20 +104,27 @@ type fixture struct {
 	calls map[string]int // store calls by method, failed or not
 	// decision, when set, is the admission check's answer; unset admits.
 	decision *admission.Decision
+	// classes are the priority classes admission was asked about, in order.
+	classes []workflow.Priority
 }
 
 // admitFunc is a function-type fake of the Admission port.
-type admitFunc func(ctx context.Context) admission.Decision
+type admitFunc func(ctx context.Context, class workflow.Priority) admission.Decision
 
-func (f admitFunc) Admit(ctx context.Context) admission.Decision { return f(ctx) }
+func (f admitFunc) Admit(ctx context.Context, class workflow.Priority) admission.Decision {
+	return f(ctx, class)
+}
 
 // admitAll is the Admission of a system with room for every order.
-var admitAll = admitFunc(func(context.Context) admission.Decision { return admission.Decision{Admit: true, Depth: -1} })
+var admitAll = admitFunc(func(context.Context, workflow.Priority) admission.Decision {
+	return admission.Decision{Admit: true, Depth: -1}
+})
 
-// admit answers for the fixture's Handler.
-func (f *fixture) admit(context.Context) admission.Decision {
+// admit answers for the fixture's Handler, and notes the class asked for.
+func (f *fixture) admit(_ context.Context, class workflow.Priority) admission.Decision {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.classes = append(f.classes, class)
 	if f.decision != nil {
 		return *f.decision
 	}

@@ -86,7 +86,7 @@ type Sender interface {
 
 // Admission decides whether a new order is taken now (admission.Gate).
 type Admission interface {
-	Admit(ctx context.Context) admission.Decision
+	Admit(ctx context.Context, class workflow.Priority) admission.Decision
 }
 
 // ReplayedHeader marks a response that answers a retry of an earlier request.

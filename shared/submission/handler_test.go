@@ -477,7 +477,7 @@ func TestGetOrder(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Headers["Content-Type"] != "application/json" || resp.Headers["Cache-Control"] != "no-store" {
 		t.Fatalf("status %d, headers %v, body %s", resp.StatusCode, resp.Headers, resp.Body)
 	}
-	want := `{"orderId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","workflow":"order-v1","state":"Processing","status":"processing","step":"charge-payment","stepIndex":1,` +
+	want := `{"orderId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","workflow":"order-v1","state":"Processing","status":"processing","priority":"normal","step":"charge-payment","stepIndex":1,` +
 		`"failureCount":1,"attempt":3,"completeBy":"2025-02-04T10:16:30Z","reason":"timed-out","reasonText":"step charge-payment did not complete in time",` +
 		`"clientId":"shop.web-1","eventSeq":2,"cancelled":false,"resubmits":1,` +
 		`"createdAt":"2025-02-04T10:15:30Z","updatedAt":"2025-02-04T10:15:33Z","steps":[` +

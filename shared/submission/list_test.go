@@ -172,7 +172,7 @@ func TestListOrdersBody(t *testing.T) {
 	st.Steps[0].Output = json.RawMessage(`{"reservationId":"r-1"}`)
 	f.put(st)
 	resp := f.do(t, getOrders("state=Error"))
-	want := `{"orders":[{"orderId":"` + orderA + `","state":"Error","status":"error","step":"charge-payment","stepIndex":1,` +
+	want := `{"orders":[{"orderId":"` + orderA + `","state":"Error","status":"error","priority":"normal","step":"charge-payment","stepIndex":1,` +
 		`"failureCount":1,"attempt":3,"lastError":"card-declined: the issuer declined the card",` +
 		`"reason":"rejected","reasonText":"step charge-payment was refused by its service (card-declined)","clientId":"shop.web-1",` +
 		`"createdAt":"2025-02-04T09:15:30Z","updatedAt":"2025-02-04T10:15:30Z"}]}`

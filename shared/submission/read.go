@@ -60,6 +60,7 @@ func newStatus(st workflow.State, operator bool, log *slog.Logger) api.Order {
 		Workflow:     st.Workflow,
 		State:        st.ProcessState,
 		Status:       workflow.StatusOf(st),
+		Priority:     st.Priority.Or(),
 		Step:         st.Step,
 		StepIndex:    st.StepIndex,
 		FailureCount: st.FailureCount,

@@ -41,6 +41,7 @@ const (
 	EnvAdmissionBacklog = "ADMISSION_BACKLOG"
 	EnvAdmissionRate    = "ADMISSION_RATE"
 	EnvAdmissionRefresh = "ADMISSION_REFRESH"
+	EnvAdmissionReserve = "ADMISSION_RESERVE"
 
 	EnvMaxFailures  = "MAX_FAILURES"
 	EnvClaimTimeout = "CLAIM_TIMEOUT"
@@ -119,7 +120,7 @@ var deployed = []string{
 	EnvOrdersTable, EnvStateTable, EnvSchedulerQueueURL, EnvResponseQueueURL, EnvAgentQueueURLs,
 	EnvDeadlineQueueURL, EnvAlertTopicARN, EnvOrderEventsTopicARN, EnvOperatorAPIURL,
 	EnvOperatorPrincipals, EnvMaxReceiveCount, EnvAgentStep, EnvRequestQueueURL, EnvRemoteBaseURL,
-	EnvAdmissionQueues, EnvAdmissionBacklog, EnvAdmissionRate, EnvAdmissionRefresh, EnvRetention,
+	EnvAdmissionQueues, EnvAdmissionBacklog, EnvAdmissionRate, EnvAdmissionRefresh, EnvAdmissionReserve, EnvRetention,
 	EnvTraceSampleRate,
 }
 
@@ -131,7 +132,7 @@ func Deployed(name string) bool { return slices.Contains(deployed, name) }
 var PolicyEnv = []string{EnvMaxFailures, EnvClaimTimeout, EnvBackoffBase, EnvBackoffMax, EnvAlertTimeout, EnvRetention}
 
 // AdmissionEnv are the admission check's variables (admission.Read).
-var AdmissionEnv = []string{EnvAdmissionQueues, EnvAdmissionBacklog, EnvAdmissionRate, EnvAdmissionRefresh}
+var AdmissionEnv = []string{EnvAdmissionQueues, EnvAdmissionBacklog, EnvAdmissionRate, EnvAdmissionRefresh, EnvAdmissionReserve}
 
 // FollowupEnv are followup.Load's variables, which the Scheduler and the
 // Supervisor read alike, the policy's among them.

@@ -157,5 +157,8 @@ func (c Capacity) Admission(agentQueues []string) admission.Config {
 	return admission.Config{
 		Queues: agentQueues, Backlog: c.Backlog(),
 		Rate: int(math.Ceil(c.OrdersPerSecond())), Refresh: c.AdmitRefresh(),
+		// One round of calls: at full load a queue holds about that much
+		// between two polls, so less would leave the Agents idle.
+		Reserve: min(c.Slots(), c.Backlog()),
 	}
 }

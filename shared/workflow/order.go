@@ -20,10 +20,14 @@ type Order struct {
 	ClientID string `json:"clientId,omitempty" dynamodbav:"ClientID,omitempty"`
 	// Owner is the caller who submitted the order: the IAM principal API
 	// Gateway authenticated. Only its owner reads or lists an order.
-	Owner      string `json:"-" dynamodbav:"Owner,omitempty"`
-	Currency   string `json:"currency" dynamodbav:"Currency"`
-	Items      []Item `json:"items" dynamodbav:"Items"`
-	TotalCents int64  `json:"totalCents" dynamodbav:"TotalCents"`
+	Owner string `json:"-" dynamodbav:"Owner,omitempty"`
+	// Priority is the order's class (see Priority), empty for normal: it
+	// decides only whether the order was admitted, so the agents' input
+	// leaves it out.
+	Priority   Priority `json:"-" dynamodbav:"Priority,omitempty"`
+	Currency   string   `json:"currency" dynamodbav:"Currency"`
+	Items      []Item   `json:"items" dynamodbav:"Items"`
+	TotalCents int64    `json:"totalCents" dynamodbav:"TotalCents"`
 	// IdempotencyKey is the client's Idempotency-Key header, if it sent one.
 	IdempotencyKey string `json:"-" dynamodbav:"IdempotencyKey,omitempty"`
 	// RequestHash fingerprints the request body so a replay with the same key

@@ -174,6 +174,8 @@ type State struct {
 	ClientID string
 	// Owner is the caller who submitted the order (see Order.Owner).
 	Owner string
+	// Priority is the order's class (see Priority); empty for normal.
+	Priority Priority
 	// Trace is the order's X-Ray trace header (its Root and sampling
 	// decision, see shared/trace), chosen at its Submission and written
 	// with the record, so the actors that start from a schedule or a
