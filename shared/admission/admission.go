@@ -13,7 +13,7 @@
 // class may fill its own part of the backlog (Limit): high orders the
 // whole of it; normal ones the whole as well, and low ones half, while the
 // system keeps up; but while it is overloaded (this Gate shed an order
-// lately) and high orders arrive, normal orders are held to Reserve (one
+// above low lately) and high orders arrive, normal orders are held to Reserve (one
 // round of the Agents' calls, the least that keeps them busy) and low ones
 // to half of that. The lower classes are shed first, the remote services
 // stay as busy as ever, and a high order finds at most one round ahead of
@@ -166,8 +166,8 @@ func (l Limits) Limit(class workflow.Priority) int {
 }
 
 // HighReserve is how long a Gate keeps the room above Reserve for high
-// orders after it last saw both a high order and an order shed: a few
-// refreshes' worth of them is a stream, not one.
+// orders after it last saw both a high order and an order above low shed:
+// a few refreshes' worth of them is a stream, not one.
 const HighReserve = 10 * time.Second
 
 // Decide is the rule: shed an order of class while any queue holds more
@@ -208,7 +208,7 @@ type Gate struct {
 	reading  []int     // nil: never read, or the last read failed
 	admitted int       // since readAt
 	highAt   time.Time // when the last high order came
-	shedAt   time.Time // when the last order was shed
+	shedAt   time.Time // when the last order above low was shed
 }
 
 // New returns a Gate, or every problem of cfg at once.
@@ -250,7 +250,10 @@ func (g *Gate) Admit(ctx context.Context, class workflow.Priority) Decision {
 	d := Decide(g.cfg.Queues, est, limits, g.cfg.Rate, class)
 	if d.Admit {
 		g.admitted++
-	} else {
+	} else if class != workflow.PriorityLow {
+		// Only a shed order above low says the system is overloaded: low
+		// orders are shed early by design, and counting them would let
+		// the reserve, which sheds more of them, keep itself going.
 		g.shedAt = now
 	}
 	return d

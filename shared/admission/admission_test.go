@@ -98,9 +98,10 @@ func TestGateReservesRoomWhileHighOrdersArriveInAnOverload(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
-	// Backlog 10, reserve 4: reserved, normal orders are shed past 4.
-	q := &fakeQueues{depth: map[string]int{queues[0]: 6, queues[1]: 0}}
-	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 10 * time.Second, Reserve: 4}, q, actor.Deps{Clock: clk})
+	// Backlog 10, reserve 4: reserved, normal orders are shed past 4 and
+	// low ones past 2. A reading is trusted for 5 s.
+	q := &fakeQueues{depth: map[string]int{queues[0]: 7, queues[1]: 0}}
+	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 5 * time.Second, Reserve: 4}, q, actor.Deps{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,14 +111,25 @@ func TestGateReservesRoomWhileHighOrdersArriveInAnOverload(t *testing.T) {
 			t.Fatalf("%s: %s order %+v, want admitted %v", why, class, d, want)
 		}
 	}
-	admit(workflow.PriorityLow, false, "depth 6, past low's half of 10: an overload")
-	admit(workflow.PriorityNormal, true, "depth 6, overloaded, but no high order")
-	admit(workflow.PriorityHigh, true, "depth 7")
-	admit(workflow.PriorityNormal, false, "depth 8, a high order in an overload: past the reserve of 4")
-	clk.Advance(admission.HighReserve - time.Millisecond)
-	admit(workflow.PriorityNormal, false, "just within HighReserve of the last high order")
-	clk.Advance(time.Millisecond)
-	admit(workflow.PriorityNormal, true, "HighReserve after the last high order, depth 6 read again")
+	admit(workflow.PriorityHigh, true, "depth 7 of 10")
+	admit(workflow.PriorityLow, false, "depth 8, past low's half of 10")
+	admit(workflow.PriorityNormal, true, "depth 8, a high order, but only a low one shed: no overload")
+	admit(workflow.PriorityNormal, true, "depth 9")
+	admit(workflow.PriorityNormal, true, "depth 10")
+	admit(workflow.PriorityNormal, false, "depth 11, past the backlog: an overload")
+	q.set(queues[0], 6, nil)
+	clk.Advance(5 * time.Second) // a fresh reading: 6
+	admit(workflow.PriorityHigh, true, "depth 6")
+	admit(workflow.PriorityNormal, false, "depth 7, a high order in an overload: past the reserve of 4")
+	q.set(queues[0], 3, nil)
+	clk.Advance(5 * time.Second) // a fresh reading: 3
+	admit(workflow.PriorityLow, false, "depth 3, reserved: past half the reserve")
+	admit(workflow.PriorityNormal, true, "depth 3, within the reserve")
+	admit(workflow.PriorityNormal, true, "depth 4, at the reserve")
+	admit(workflow.PriorityNormal, false, "depth 5, past it: the overload goes on")
+	clk.Advance(admission.HighReserve - 5*time.Second) // HighReserve after the last high order, a fresh reading: 3
+	admit(workflow.PriorityLow, true, "no high order for HighReserve: depth 3, within low's half of 10")
+	admit(workflow.PriorityNormal, true, "depth 4, within the backlog")
 }
 
 // Without an overload, high orders take no room from the others: a
