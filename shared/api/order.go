@@ -35,8 +35,11 @@ type Order struct {
 	Step         string                `json:"step"`
 	StepIndex    int                   `json:"stepIndex"`
 	FailureCount int                   `json:"failureCount"`
-	Attempt      int                   `json:"attempt"`
-	CompleteBy   time.Time             `json:"completeBy,omitzero"`
+	// WaitRound counts the extended waits of the current step (Waiting);
+	// absent at zero.
+	WaitRound  int       `json:"waitRound,omitempty"`
+	Attempt    int       `json:"attempt"`
+	CompleteBy time.Time `json:"completeBy,omitzero"`
 	LastError    string                `json:"lastError,omitempty"`
 	Reason       workflow.ReasonCode   `json:"reason,omitempty"`
 	ReasonText   string                `json:"reasonText,omitempty"`
