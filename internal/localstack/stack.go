@@ -156,7 +156,9 @@ func DemoOptionsOf(cat workflow.Catalog) Options {
 
 // Scaled is cat with every step's budget set to budget and no queue
 // allowance (the local runs have no admission check, and their timeouts are
-// meant to happen within seconds).
+// meant to happen within seconds), and every extended wait of a step's
+// retry policy (Retry.Wait) set to twice the budget, so an order that
+// waits comes back within a run.
 func Scaled(cat workflow.Catalog, budget time.Duration) workflow.Catalog {
 	out := cat
 	out.Definitions = make([]workflow.Definition, len(cat.Definitions))
@@ -164,6 +166,11 @@ func Scaled(cat workflow.Catalog, budget time.Duration) workflow.Catalog {
 		d.Steps = slices.Clone(d.Steps)
 		for j := range d.Steps {
 			d.Steps[j].Budget, d.Steps[j].Wait = budget, 0
+			if r := d.Steps[j].Retry; r != nil && r.Wait > 0 {
+				short := *r
+				short.Wait = 2 * budget
+				d.Steps[j].Retry = &short
+			}
 		}
 		out.Definitions[i] = d
 	}
