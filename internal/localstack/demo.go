@@ -523,7 +523,7 @@ func (d Demo) readStates(ctx context.Context, ids []string, named map[string]str
 	completed := map[string]bool{}
 	var latencies []time.Duration
 	for _, st := range states {
-		if st.FailureCount > d.Stack.policy.MaxFailures {
+		if most := d.maxFailures(st); st.FailureCount > most {
 			sum.OverThreshold = append(sum.OverThreshold, fmt.Sprintf("%s(%d)", st.OrderID, st.FailureCount))
 		}
 		if bound := d.attemptBound(st); st.Attempt > bound {
@@ -718,12 +718,35 @@ func (d Demo) checkEvents(states []workflow.State, sum *Summary) error {
 }
 
 // attemptBound is the most claims an order can take: each step and each
-// undo is claimed at most MaxFailures times (every claim but the last counts
-// a failure, and the MaxFailures-th gives up), a cancel takes one more, and
-// an operator's resubmit starts a step's count again.
+// undo is claimed at most its threshold (its retry policy's, else
+// MaxFailures) times (every claim but the last counts a failure, and the
+// threshold-th gives up), a step whose policy waits that many times again
+// for each of its waits, a cancel takes one more, and an operator's
+// resubmit starts a step's count again.
 func (d Demo) attemptBound(st workflow.State) int {
-	phases := 2 * len(st.Steps) * (1 + st.Resubmits)
-	return phases*d.Stack.policy.MaxFailures + 1
+	m, err := d.Stack.workflows.Machine(st.Workflow, d.Stack.policy)
+	if err != nil {
+		return 2*len(st.Steps)*(1+st.Resubmits)*d.Stack.policy.MaxFailures + 1
+	}
+	per := 0
+	for k, s := range m.Def.Steps {
+		rounds := 0
+		if r := s.Retry; r != nil && r.OnExhausted == workflow.ExhaustedWait {
+			rounds = r.WaitRounds
+		}
+		per += m.MaxFailuresOf(k) * (rounds + 2)
+	}
+	return per*(1+st.Resubmits) + 1
+}
+
+// maxFailures is the threshold of the step st is at: its retry policy's,
+// else the policy's MaxFailures.
+func (d Demo) maxFailures(st workflow.State) int {
+	m, err := d.Stack.workflows.Machine(st.Workflow, d.Stack.policy)
+	if err != nil {
+		return d.Stack.policy.MaxFailures
+	}
+	return m.MaxFailuresOf(st.StepIndex)
 }
 
 // checkUndo checks one terminal record against the remote's effects and
