@@ -93,8 +93,9 @@ type Summary struct {
 	Unbounded []string
 	// Rejected submissions got no 202 (they would be client mistakes here).
 	Rejected int
-	// From the handlers' transition logs.
-	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults int
+	// From the handlers' transition logs. Waits counts the extended waits
+	// of steps whose retry policy waits (Waiting).
+	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults, Waits int
 	// RecoveredBySupervisor counts Processed orders that the Supervisor
 	// retried or requeued at least once.
 	RecoveredBySupervisor int
@@ -199,7 +200,7 @@ summary (%v)
   orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
 %s  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
               stopped with an effect that has no undo, told in LastError and an alert %d · not told %d
-  recovery    Supervisor retries %d · requeues %d · orders recovered by the Supervisor %d
+  recovery    Supervisor retries %d · requeues %d · extended waits %d · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
   events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
   alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed · %d dispatch-failed
@@ -214,7 +215,7 @@ summary (%v)
 		versionTable(s),
 		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeftApplied),
 		s.NotUndoable, len(s.Unreported),
-		s.SupervisorRetries, s.Requeues, s.RecoveredBySupervisor,
+		s.SupervisorRetries, s.Requeues, s.Waits, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
 		s.Events, s.EventDeliveries, len(s.EventErrors),
 		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed, s.DispatchAlerts,
@@ -356,6 +357,7 @@ summarize:
 	counts := d.Tap.Counts()
 	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
 	sum.StaleReplies, sum.GaveUp, sum.PermanentFaults = counts[workflow.TransitionStaleReply], counts[workflow.TransitionGaveUp], counts[workflow.TransitionFailed]
+	sum.Waits = counts[workflow.TransitionWaiting]
 	sum.AgentCrashes = d.Stack.Crashes()
 	sum.RemoteCalls = d.Stack.Sim.Calls()
 	return sum, nil
