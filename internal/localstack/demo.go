@@ -108,7 +108,10 @@ type Summary struct {
 	// compensation then ran (they need no operator for the order itself,
 	// but for the queue).
 	DispatchAlerts int
-	AgentCrashes   int64
+	// WaitNotices counts the waiting notices (severity warning) of orders
+	// whose step waits: they ask nothing of an operator.
+	WaitNotices  int
+	AgentCrashes int64
 	RemoteCalls    int
 	CompletedSteps int
 	// DuplicateEffects lists idempotency keys applied more than once;
@@ -200,7 +203,7 @@ summary (%v)
   orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
 %s  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
               stopped with an effect that has no undo, told in LastError and an alert %d · not told %d
-  recovery    Supervisor retries %d · requeues %d · extended waits %d · orders recovered by the Supervisor %d
+  recovery    Supervisor retries %d · requeues %d · extended waits %d (%d notices) · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
   events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
   alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed · %d dispatch-failed
@@ -215,7 +218,7 @@ summary (%v)
 		versionTable(s),
 		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeftApplied),
 		s.NotUndoable, len(s.Unreported),
-		s.SupervisorRetries, s.Requeues, s.Waits, s.RecoveredBySupervisor,
+		s.SupervisorRetries, s.Requeues, s.Waits, s.WaitNotices, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
 		s.Events, s.EventDeliveries, len(s.EventErrors),
 		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed, s.DispatchAlerts,
@@ -809,7 +812,7 @@ func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *S
 // order in Error (keyed by alert ID), or 15 s have passed: the outbox
 // re-sends an unconfirmed alert within AlertTimeout.
 func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error {
-	seen, dispatch := map[string]bool{}, map[string]bool{}
+	seen, dispatch, notices := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	enough := func() bool { return len(seen) >= len(errored) }
 	err := d.drain(d.Stack.AlertWatchURL, "alerts", 2, enough, func(ctx context.Context, msgs []sqstypes.Message) error {
 		for _, m := range msgs {
@@ -821,11 +824,17 @@ func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error
 			}
 			sum.AlertDeliveries++
 			id := n.MessageAttributes["alertId"].Value
-			if _, owed := errored[id]; !owed && n.MessageAttributes["kind"].Value == string(alert.KindDispatchFailed) {
+			_, owed := errored[id]
+			switch {
+			case n.MessageAttributes["severity"].Value == string(workflow.SeverityWarning):
+				// A notice of an order that goes on by itself (its step
+				// waits): no operator owes it anything.
+				notices[id] = true
+			case !owed && n.MessageAttributes["kind"].Value == string(alert.KindDispatchFailed):
 				// The order's compensation ran; the alert is about the
 				// queue that refused it.
 				dispatch[id] = true
-			} else {
+			default:
 				seen[id] = true
 			}
 			if _, err := d.Stack.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.Stack.AlertWatchURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
@@ -837,7 +846,7 @@ func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error
 	if err != nil {
 		return err
 	}
-	sum.Alerts, sum.DispatchAlerts = len(seen), len(dispatch)
+	sum.Alerts, sum.DispatchAlerts, sum.WaitNotices = len(seen), len(dispatch), len(notices)
 	for id, st := range errored {
 		if !seen[id] {
 			sum.MissingAlerts = append(sum.MissingAlerts, fmt.Sprintf("%s(AlertPending=%v)", st.OrderID, st.AlertPending))
