@@ -16,8 +16,9 @@ import (
 const DemoRetryWait = 20 * time.Second
 
 // WithRetryWait is cat with every step whose retry policy waits waiting
-// wait instead (the wait demo's DemoRetryWait).
-func WithRetryWait(cat workflow.Catalog, wait time.Duration) workflow.Catalog {
+// wait instead (the wait demo's DemoRetryWait), as often as the same step
+// of the same version of orig says (Scaled allows one wait).
+func WithRetryWait(cat, orig workflow.Catalog, wait time.Duration) workflow.Catalog {
 	out := cat
 	out.Definitions = make([]workflow.Definition, len(cat.Definitions))
 	for i, d := range cat.Definitions {
@@ -26,6 +27,9 @@ func WithRetryWait(cat workflow.Catalog, wait time.Duration) workflow.Catalog {
 			if r := s.Retry; r != nil && r.OnExhausted == workflow.ExhaustedWait {
 				short := *r
 				short.Wait = wait
+				if o, err := orig.Resolve(d.ID()); err == nil && j < len(o.Steps) && o.Steps[j].Retry != nil {
+					short.WaitRounds = o.Steps[j].Retry.WaitRounds
+				}
 				s.Retry = &short
 			}
 			steps[j] = s
