@@ -110,8 +110,8 @@ type Summary struct {
 	DispatchAlerts int
 	// WaitNotices counts the waiting notices (severity warning) of orders
 	// whose step waits: they ask nothing of an operator.
-	WaitNotices  int
-	AgentCrashes int64
+	WaitNotices    int
+	AgentCrashes   int64
 	RemoteCalls    int
 	CompletedSteps int
 	// DuplicateEffects lists idempotency keys applied more than once;
