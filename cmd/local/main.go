@@ -28,6 +28,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack"
 	"github.com/sasflow/sas/internal/localstack/chaos"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/shared/catalog"
 )
 
 func main() {
@@ -102,7 +103,7 @@ func run(args []string, out io.Writer) error {
 		}
 		// The demo's own faults only: the waiting step's remote is down
 		// until the order waits.
-		o.Workflows = localstack.WithRetryWait(o.Workflows, vers.Catalog, localstack.DemoRetryWait)
+		o.Workflows = localstack.WithRetryWait(o.Workflows, catalog.MustDeployed(), localstack.DemoRetryWait)
 		o.Faults, o.Crash = remotesim.Faults{}, 0
 	}
 	o.APIAddr, o.RemoteAddr = pick(*api, mode, "127.0.0.1:8080"), pick(*remote, mode, "127.0.0.1:9090")
