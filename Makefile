@@ -148,9 +148,10 @@ cost: deps
 # switched on, live progress, and a summary; exits non-zero if an order is
 # left in flight or an effect happened twice. DEMO_FLAGS adds flags of
 # `go run ./cmd/local demo -h`, for example -seed, -transient, -crash.
-# VERSIONS=2 runs two workflow versions at once (-versions).
+# VERSIONS=2 runs two workflow versions at once (-versions); WAIT=1 shows
+# one order through a step's extended wait instead (-wait).
 demo: deps
-	$(ENGINES) run -- $(GO) run ./cmd/local demo -orders $(or $(ORDERS),300) $(if $(VERSIONS),-versions $(VERSIONS)) $(DEMO_FLAGS)
+	$(ENGINES) run -- $(GO) run ./cmd/local demo -orders $(or $(ORDERS),300) $(if $(VERSIONS),-versions $(VERSIONS)) $(if $(WAIT),-wait) $(DEMO_FLAGS)
 
 # The demo with every fault at once (killed invocations between writes,
 # duplicate and late messages, zombies, skewed Schedulers and Supervisors,

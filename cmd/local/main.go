@@ -28,6 +28,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack"
 	"github.com/sasflow/sas/internal/localstack/chaos"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
+	"github.com/sasflow/sas/shared/catalog"
 )
 
 func main() {
@@ -74,6 +75,7 @@ func run(args []string, out io.Writer) error {
 	}
 	versions := fs.Int("versions", defVersions, "demo: workflow versions run at once, 1 or 2 (2: every other order names the older version; a single deployed version gets a v2 with ship-order added, which has no undo); chaos runs 2 by default")
 	plain := fs.Bool("plain", false, "demo: print progress as lines, not a redrawn bar (CI logs)")
+	wait := fs.Bool("wait", false, fmt.Sprintf("demo: instead of -orders, one order whose waiting step (a retry policy with \"onExhausted\": \"wait\") keeps timing out until the order waits, its wait shortened to %v; then the remote heals and the order comes back and finishes", localstack.DemoRetryWait))
 	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
 	api := fs.String("api", "", "loopback address of the HTTP API (serve default 127.0.0.1:8080, demo a free port)")
 	remote := fs.String("remote", "", "loopback address of the remote simulator (serve default 127.0.0.1:9090, demo a free port)")
@@ -95,6 +97,15 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	o.Workflows = localstack.Scaled(vers.Catalog, *budget)
+	if *wait {
+		if mode != "demo" {
+			return errors.New("-wait is a demo flag")
+		}
+		// The demo's own faults only: the waiting step's remote is down
+		// until the order waits.
+		o.Workflows = localstack.WithRetryWait(o.Workflows, catalog.MustDeployed(), localstack.DemoRetryWait)
+		o.Faults, o.Crash = remotesim.Faults{}, 0
+	}
 	o.APIAddr, o.RemoteAddr = pick(*api, mode, "127.0.0.1:8080"), pick(*remote, mode, "127.0.0.1:9090")
 	onEngines(&o)
 	if o.Seed == 0 {
@@ -134,6 +145,10 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	faultsJSON, _ := json.Marshal(o.Faults)
+	if *wait {
+		fmt.Fprintf(out, "demo -wait: one order, step budget %v, %s\n\n", *budget, vers)
+		return localstack.WaitDemo{Stack: st, Progress: out, RunID: strconv.FormatUint(o.Seed, 36), Timeout: *timeout}.Run(ctx)
+	}
 	fmt.Fprintf(out, "%s: %d orders, %d clients, step budget %v, remote faults %s, agent crash %.3g, %s\n", mode, *orders, *clients, *budget, faultsJSON, o.Crash, vers)
 	if mode == "chaos" {
 		replay := ""
@@ -158,11 +173,11 @@ func run(args []string, out io.Writer) error {
 		if sum.Err() != nil {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d injected[%s] outages=%d: %s\n",
+		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d waits=%d injected[%s] outages=%d: %s\n",
 			o.Seed, sum.Submitted, sum.Submitted-sum.InFlight, sum.Compensated, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.LeftApplied),
 			sum.NotUndoable, len(sum.Unreported),
 			len(sum.StaleCommits), len(sum.OverThreshold), len(sum.Unbounded), len(sum.Orphans), len(sum.UndoErrors), len(sum.EventErrors),
-			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Injected, sum.Outages, verdict)
+			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Waits, sum.Injected, sum.Outages, verdict)
 	}
 	return sum.Err()
 }

@@ -108,7 +108,7 @@ func run(ctx context.Context, orders int, out io.Writer) error {
 		counts[st.ProcessState]++
 	}
 	fmt.Fprintf(out, "orders: %d submitted, %d Processed, %d Error, %d still in flight; remote effects: %d (want %d)\n\n",
-		orders, counts[workflow.Processed], counts[workflow.Error], counts[workflow.Pending]+counts[workflow.Processing],
+		orders, counts[workflow.Processed], counts[workflow.Error], counts[workflow.Pending]+counts[workflow.Processing]+counts[workflow.Waiting],
 		len(sim.Effects()), 2*orders)
 	if counts[workflow.Processed] != orders {
 		return fmt.Errorf("not every order was processed")

@@ -130,6 +130,7 @@ var transitionLabels = map[workflow.Transition]string{
 	workflow.TransitionCancelled:          "cancelled",
 	workflow.TransitionResubmitted:        "resubmitted",
 	workflow.TransitionStranded:           "Error: workflow version not deployed",
+	workflow.TransitionWaiting:            "Waiting: extended wait",
 }
 
 // transitionMetrics counts each of ts per minute, labelled from
@@ -185,7 +186,7 @@ func (b *builder) dashboard(queues queueSet, fns, committers []*fn, shed awslogs
 		workflow.TransitionAccepted, workflow.TransitionClaimed, workflow.TransitionStepCompleted,
 		workflow.TransitionProcessed, workflow.TransitionFailed, workflow.TransitionGaveUp, workflow.TransitionStranded)...)
 	recoveries := graph("Supervisor recoveries and stale replies (per minute)", b.transitionMetrics(
-		workflow.TransitionRetried, workflow.TransitionRequeued, workflow.TransitionStaleReply)...)
+		workflow.TransitionRetried, workflow.TransitionRequeued, workflow.TransitionWaiting, workflow.TransitionStaleReply)...)
 	compensation := graph("Compensation, cancellations and resubmissions (per minute)", b.transitionMetrics(
 		workflow.TransitionCompensating, workflow.TransitionUndone, workflow.TransitionCompensated,
 		workflow.TransitionCompensationFailed, workflow.TransitionCancelled, workflow.TransitionResubmitted)...)

@@ -47,8 +47,10 @@ type FixedParams struct {
 	// table's 6 (and its two indexes): 46 alarm metrics in 31 alarms. Each
 	// further Agent (a step of the workflow catalog) adds 4: its queue's
 	// two alarms, its errors, its throttles. The transition metric
-	// filters make about 9 custom metrics (one per transition value the
-	// logs carry), and the shed-orders, ERROR-lines, batch-item-failures
+	// filters make about 10 custom metrics (one per transition value the
+	// logs carry: the common ones, and "waiting" for a step whose retry
+	// policy waits, which has no alarm: its SNS notice tells the
+	// operators), and the shed-orders, ERROR-lines, batch-item-failures
 	// and skipped-records filters one each; one dashboard.
 	AlarmMetrics, CustomMetrics, Dashboards int
 	// KMSKeys are the two topics' customer managed keys. Key rotation is
@@ -84,7 +86,7 @@ func FixedFor(agents []string) FixedParams {
 		IdlePollers:        pollers,
 		LongPollWait:       20 * time.Second,
 		AlarmMetrics:       38 + 4*len(agents),
-		CustomMetrics:      13,
+		CustomMetrics:      14,
 		Dashboards:         1,
 		KMSKeys:            2,
 		// Order events: the Notifier. Alerts: the Scheduler, the Agents,

@@ -21,7 +21,7 @@ func TestFixed(t *testing.T) {
 		{"SQS idle long polls", 2073600, 2073600 * 0.4 / 1e6},
 		// 31 alarms evaluating 46 metrics, each billed.
 		{"CloudWatch alarms", 46, 4.60},
-		{"CloudWatch custom metrics", 13, 3.90},
+		{"CloudWatch custom metrics", 14, 4.20},
 		{"CloudWatch dashboards", 1, 3.00},
 		{"KMS customer managed keys", 2, 2.00},
 		// 2,592,000 / 300 × 2 × (1 + 6 publishers).

@@ -95,8 +95,9 @@ type Summary struct {
 	Unbounded []string
 	// Rejected submissions got no 202 (they would be client mistakes here).
 	Rejected int
-	// From the handlers' transition logs.
-	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults int
+	// From the handlers' transition logs. Waits counts the extended waits
+	// of steps whose retry policy waits (Waiting).
+	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults, Waits int
 	// RecoveredBySupervisor counts Processed orders that the Supervisor
 	// retried or requeued at least once.
 	RecoveredBySupervisor int
@@ -109,6 +110,9 @@ type Summary struct {
 	// compensation then ran (they need no operator for the order itself,
 	// but for the queue).
 	DispatchAlerts int
+	// WaitNotices counts the waiting notices (severity warning) of orders
+	// whose step waits: they ask nothing of an operator.
+	WaitNotices    int
 	AgentCrashes   int64
 	RemoteCalls    int
 	CompletedSteps int
@@ -201,7 +205,7 @@ summary (%v)
   orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
 %s  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
               stopped with an effect that has no undo, told in LastError and an alert %d · not told %d
-  recovery    Supervisor retries %d · requeues %d · orders recovered by the Supervisor %d
+  recovery    Supervisor retries %d · requeues %d · extended waits %d (%d notices) · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
   events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
   alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed · %d dispatch-failed
@@ -216,7 +220,7 @@ summary (%v)
 		versionTable(s),
 		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeftApplied),
 		s.NotUndoable, len(s.Unreported),
-		s.SupervisorRetries, s.Requeues, s.RecoveredBySupervisor,
+		s.SupervisorRetries, s.Requeues, s.Waits, s.WaitNotices, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
 		s.Events, s.EventDeliveries, len(s.EventErrors),
 		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed, s.DispatchAlerts,
@@ -365,6 +369,7 @@ summarize:
 	counts := d.Tap.Counts()
 	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
 	sum.StaleReplies, sum.GaveUp, sum.PermanentFaults = counts[workflow.TransitionStaleReply], counts[workflow.TransitionGaveUp], counts[workflow.TransitionFailed]
+	sum.Waits = counts[workflow.TransitionWaiting]
 	sum.AgentCrashes = d.Stack.Crashes()
 	sum.RemoteCalls = d.Stack.Sim.Calls()
 	return sum, nil
@@ -541,7 +546,7 @@ func (d Demo) readStates(ctx context.Context, ids []string, named map[string]str
 	completed := map[string]bool{}
 	var latencies []time.Duration
 	for _, st := range states {
-		if st.FailureCount > d.Stack.policy.MaxFailures {
+		if most := d.maxFailures(st); st.FailureCount > most {
 			sum.OverThreshold = append(sum.OverThreshold, fmt.Sprintf("%s(%d)", st.OrderID, st.FailureCount))
 		}
 		if bound := d.attemptBound(st); st.Attempt > bound {
@@ -739,12 +744,35 @@ func (d Demo) checkEvents(states []workflow.State, sum *Summary) error {
 }
 
 // attemptBound is the most claims an order can take: each step and each
-// undo is claimed at most MaxFailures times (every claim but the last counts
-// a failure, and the MaxFailures-th gives up), a cancel takes one more, and
-// an operator's resubmit starts a step's count again.
+// undo is claimed at most its threshold (its retry policy's, else
+// MaxFailures) times (every claim but the last counts a failure, and the
+// threshold-th gives up), a step whose policy waits that many times again
+// for each of its waits, a cancel takes one more, and an operator's
+// resubmit starts a step's count again.
 func (d Demo) attemptBound(st workflow.State) int {
-	phases := 2 * len(st.Steps) * (1 + st.Resubmits)
-	return phases*d.Stack.policy.MaxFailures + 1
+	m, err := d.Stack.workflows.Machine(st.Workflow, d.Stack.policy)
+	if err != nil {
+		return 2*len(st.Steps)*(1+st.Resubmits)*d.Stack.policy.MaxFailures + 1
+	}
+	per := 0
+	for k, s := range m.Def.Steps {
+		rounds := 0
+		if r := s.Retry; r != nil && r.OnExhausted == workflow.ExhaustedWait {
+			rounds = r.WaitRounds
+		}
+		per += m.MaxFailuresOf(k) * (rounds + 2)
+	}
+	return per*(1+st.Resubmits) + 1
+}
+
+// maxFailures is the threshold of the step st is at: its retry policy's,
+// else the policy's MaxFailures.
+func (d Demo) maxFailures(st workflow.State) int {
+	m, err := d.Stack.workflows.Machine(st.Workflow, d.Stack.policy)
+	if err != nil {
+		return d.Stack.policy.MaxFailures
+	}
+	return m.MaxFailuresOf(st.StepIndex)
 }
 
 // checkUndo checks one terminal record against the remote's effects and
@@ -805,7 +833,7 @@ func (d Demo) checkUndo(st workflow.State, effects, undos map[string]int, sum *S
 // order in Error (keyed by alert ID), or 15 s have passed: the outbox
 // re-sends an unconfirmed alert within AlertTimeout.
 func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error {
-	seen, dispatch := map[string]bool{}, map[string]bool{}
+	seen, dispatch, notices := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	enough := func() bool { return len(seen) >= len(errored) }
 	err := d.drain(d.Stack.AlertWatchURL, "alerts", 2, enough, func(ctx context.Context, msgs []sqstypes.Message) error {
 		for _, m := range msgs {
@@ -817,11 +845,17 @@ func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error
 			}
 			sum.AlertDeliveries++
 			id := n.MessageAttributes["alertId"].Value
-			if _, owed := errored[id]; !owed && n.MessageAttributes["kind"].Value == string(alert.KindDispatchFailed) {
+			_, owed := errored[id]
+			switch {
+			case n.MessageAttributes["severity"].Value == string(workflow.SeverityWarning):
+				// A notice of an order that goes on by itself (its step
+				// waits): no operator owes it anything.
+				notices[id] = true
+			case !owed && n.MessageAttributes["kind"].Value == string(alert.KindDispatchFailed):
 				// The order's compensation ran; the alert is about the
 				// queue that refused it.
 				dispatch[id] = true
-			} else {
+			default:
 				seen[id] = true
 			}
 			if _, err := d.Stack.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.Stack.AlertWatchURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
@@ -833,7 +867,7 @@ func (d Demo) countAlerts(errored map[string]workflow.State, sum *Summary) error
 	if err != nil {
 		return err
 	}
-	sum.Alerts, sum.DispatchAlerts = len(seen), len(dispatch)
+	sum.Alerts, sum.DispatchAlerts, sum.WaitNotices = len(seen), len(dispatch), len(notices)
 	for id, st := range errored {
 		if !seen[id] {
 			sum.MissingAlerts = append(sum.MissingAlerts, fmt.Sprintf("%s(AlertPending=%v)", st.OrderID, st.AlertPending))

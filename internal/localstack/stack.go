@@ -156,7 +156,10 @@ func DemoOptionsOf(cat workflow.Catalog) Options {
 
 // Scaled is cat with every step's budget set to budget and no queue
 // allowance (the local runs have no admission check, and their timeouts are
-// meant to happen within seconds).
+// meant to happen within seconds), and every extended wait of a step's
+// retry policy (Retry.Wait) set to twice the budget, once at most, so an
+// order that waits comes back within a run and takes at most one
+// threshold's worth of attempts longer than one that gives up.
 func Scaled(cat workflow.Catalog, budget time.Duration) workflow.Catalog {
 	out := cat
 	out.Definitions = make([]workflow.Definition, len(cat.Definitions))
@@ -164,6 +167,11 @@ func Scaled(cat workflow.Catalog, budget time.Duration) workflow.Catalog {
 		d.Steps = slices.Clone(d.Steps)
 		for j := range d.Steps {
 			d.Steps[j].Budget, d.Steps[j].Wait = budget, 0
+			if r := d.Steps[j].Retry; r != nil && r.Wait > 0 {
+				short := *r
+				short.Wait, short.WaitRounds = 2*budget, min(r.WaitRounds, 1)
+				d.Steps[j].Retry = &short
+			}
 		}
 		out.Definitions[i] = d
 	}

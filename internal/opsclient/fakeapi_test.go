@@ -77,6 +77,12 @@ func newFakeAPI(t *testing.T, errorOrders int) *fakeAPI {
 		Attempt: 1, CompleteBy: *ts(91), EventSeq: 2, CreatedAt: t0, UpdatedAt: *ts(90),
 		Steps: []api.StepHistory{{Name: "reserve-inventory", State: "processing", Attempts: 1, StartedAt: ts(90)}, {Name: "charge-payment", State: "pending"}},
 	}
+	f.orders["wait-1"] = &api.Order{
+		OrderID: "wait-1", Workflow: "order-v2", State: "Waiting", Status: "waiting", Step: "charge-payment", StepIndex: 1,
+		WaitRound: 2, Attempt: 7, CompleteBy: *ts(120), EventSeq: 4, CreatedAt: t0, UpdatedAt: *ts(90),
+		LastError: "timeout: no committed reply to attempt 7 of step charge-payment by its deadline",
+		Steps:     []api.StepHistory{{Name: "reserve-inventory", State: "succeeded", Attempts: 1}, {Name: "charge-payment", State: "pending", Attempts: 6, Failures: 6}},
+	}
 	f.orders["done-1"] = &api.Order{
 		OrderID: "done-1", Workflow: "order-v1", State: "Processed", Status: "processed", Step: "charge-payment", StepIndex: 1,
 		Attempt: 2, EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(5),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/jsonwire"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // Widths of free text in tables; `show` and --json give it in full.
@@ -118,6 +119,10 @@ func writeOrder(w io.Writer, o Order, cmd string, now time.Time, width int) erro
 		{"Created", stamp(o.CreatedAt)},
 		{"Updated", stamp(o.UpdatedAt)},
 	}
+	if o.State == workflow.Waiting {
+		// The step is tried again at Complete by; a retry does it now.
+		rows = append(rows, [2]string{"Waiting", fmt.Sprintf("wait %d; the step is tried again at %s", o.WaitRound, stamp(o.CompleteBy))})
+	}
 	if o.ExpiresAt != nil {
 		// A terminal order: deleted then, and answered as missing from then on.
 		rows = append(rows, [2]string{"Expires", stampOf(o.ExpiresAt)})
@@ -160,7 +165,7 @@ func writeOrder(w io.Writer, o Order, cmd string, now time.Time, width int) erro
 		fmt.Fprintf(w, "\nStep errors:\n%s\n", strings.Join(errs, "\n"))
 	}
 	var next []string
-	if o.State.NeedsOperator() {
+	if o.State.NeedsOperator() || o.State == workflow.Waiting {
 		next = append(next, cmd+" retry "+o.OrderID)
 	}
 	if o.State.InFlight() {

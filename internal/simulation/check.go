@@ -71,10 +71,28 @@ func (r *run) check(end time.Time) Result {
 		if s.ProcessState.NeedsOperator() && !r.alerted(id, s.Attempt) {
 			bad("alert: order %s in %s at attempt %d, and no alert reached the operators", id, s.ProcessState, s.Attempt)
 		}
-		if s.FailureCount > r.sys.policy.MaxFailures {
-			bad("unbounded: order %s has %d failures, over %d", id, s.FailureCount, r.sys.policy.MaxFailures)
+		mach, err := r.next.Machine(s.Workflow, r.sys.policy)
+		if err != nil {
+			bad("unknown: order %s pinned to %s: %v", id, s.Workflow, err)
+			continue
 		}
-		if bound := 2*len(s.Steps)*(1+s.Resubmits)*r.sys.policy.MaxFailures + 1; s.Attempt > bound {
+		if most := mach.MaxFailuresOf(s.StepIndex); s.FailureCount > most {
+			bad("unbounded: order %s has %d failures, over %d", id, s.FailureCount, most)
+		}
+		// Each step is claimed at most its threshold times per wait and
+		// once more, and its undo its threshold times, per operator round.
+		bound := 1
+		for k, step := range mach.Def.Steps {
+			rounds := 0
+			if rt := step.Retry; rt != nil && rt.OnExhausted == workflow.ExhaustedWait {
+				rounds = rt.WaitRounds
+				if s.StepIndex == k && s.WaitRound > rounds {
+					bad("unbounded: order %s waited %d times at step %d, over %d", id, s.WaitRound, k, rounds)
+				}
+			}
+			bound += (1 + s.Resubmits) * mach.MaxFailuresOf(k) * (rounds + 2)
+		}
+		if s.Attempt > bound {
 			bad("unbounded: order %s at attempt %d, over %d", id, s.Attempt, bound)
 		}
 		r.checkEffects(s, bad)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +50,37 @@ type Config struct {
 // an alert is re-sent after AlertTimeout (2 minutes). Three steps, forward
 // and back, come to well under an hour; the bound leaves room for a
 // resubmission by an operator just before the faults stopped.
+// A step whose retry policy waits (workflow.Retry) may wait that long
+// again for each of its rounds: run adds the longest such total of the
+// catalog's versions (longestWaits).
 const DefaultSettle = 2 * time.Hour
+
+// longestWaits is the longest an order of cat can spend in Waiting: for
+// each version, every step's wait times its rounds, summed; the largest of
+// the versions.
+func longestWaits(cat workflow.Catalog) time.Duration {
+	var longest time.Duration
+	for _, d := range cat.Definitions {
+		var total time.Duration
+		for _, s := range d.Steps {
+			if r := s.Retry; r != nil && r.OnExhausted == workflow.ExhaustedWait {
+				total += r.Wait * time.Duration(r.WaitRounds)
+			}
+		}
+		longest = max(longest, total)
+	}
+	return longest
+}
+
+// demoCatalog is the catalog the runs deploy: demoVersions', or the
+// deployed one if it cannot be read (run reports that error).
+func demoCatalog() workflow.Catalog {
+	v, err := demoVersions()
+	if err != nil {
+		return catalog.MustDeployed()
+	}
+	return v.Catalog
+}
 
 // Result is what a run did and what it broke.
 type Result struct {
@@ -64,6 +95,8 @@ type Result struct {
 	Log    []string
 	// Simulated is the simulated time the run took.
 	Simulated time.Duration
+	// Transitions counts the committed changes by their Transition.
+	Transitions map[workflow.Transition]int
 	// States counts the orders by final state.
 	States map[workflow.ProcessState]int
 	Faults map[Fault]int
@@ -113,7 +146,7 @@ func Run(cfg Config) (Result, error) {
 		cfg.Rate = 20
 	}
 	if cfg.Settle <= 0 {
-		cfg.Settle = DefaultSettle
+		cfg.Settle = DefaultSettle + longestWaits(demoCatalog())
 	}
 	var c Chooser = cfg.chooser
 	if c == nil {
@@ -190,6 +223,7 @@ func Run(cfg Config) (Result, error) {
 	res.Hash, res.Events, res.Log = log.Hash(), log.Events(), log.Lines()
 	res.Simulated = w.now.Sub(start)
 	res.Faults, res.Calls = f.counts, f.calls
+	res.Transitions = sys.store.transitions
 	return res, nil
 }
 
@@ -216,9 +250,35 @@ func (r *run) quiet() bool {
 
 // demoVersions is the deployed workflow and a version derived from it with
 // a step that cannot be undone (localstack.DemoVersions), read once.
+//
+// A step whose retry policy waits does so here at its first failure
+// (waitSooner): the simulated faults rarely fail a step three times in a
+// row, and the waits are what the runs must exercise.
 var demoVersions = sync.OnceValues(func() (localstack.Versions, error) {
-	return localstack.DemoVersions(catalog.MustDeployed(), 2)
+	v, err := localstack.DemoVersions(catalog.MustDeployed(), 2)
+	v.Catalog = waitSooner(v.Catalog)
+	return v, err
 })
+
+// waitSooner is cat with every step whose retry policy waits waiting at
+// its first failure.
+func waitSooner(cat workflow.Catalog) workflow.Catalog {
+	one := 1
+	out := cat
+	out.Definitions = slices.Clone(cat.Definitions)
+	for i, d := range out.Definitions {
+		d.Steps = slices.Clone(d.Steps)
+		for j, s := range d.Steps {
+			if s.Retry != nil && s.Retry.OnExhausted == workflow.ExhaustedWait {
+				r := *s.Retry
+				r.MaxFailures = &one
+				d.Steps[j].Retry = &r
+			}
+		}
+		out.Definitions[i] = d
+	}
+	return out
+}
 
 // onlyVersion is cat with id its one version, current.
 func onlyVersion(cat workflow.Catalog, id string) workflow.Catalog {

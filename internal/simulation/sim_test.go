@@ -91,3 +91,26 @@ func TestBurstSheds(t *testing.T) {
 		t.Fatalf("a burst shed %d requests, want some; violations %v", res.Faults["shed"], res.Violations)
 	}
 }
+
+// TestWaitingStepsKeepEveryInvariant: under remote faults the orders of
+// the current version, whose charge-payment waits at its threshold (the
+// deployed catalog's retry policy), wait and come back, and every
+// invariant holds, liveness within a settle bound that counts the waits.
+func TestWaitingStepsKeepEveryInvariant(t *testing.T) {
+	t.Parallel()
+	waited := 0
+	for seed := uint64(1); seed <= 3; seed++ {
+		res, err := Run(Config{Seed: seed, Orders: 300, Mix: Mix{Remote: 0.3, KillBefore: 0.2, KillAfter: 0.1, Throttle: 0.1, Operator: 0.1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Errorf("seed %d: violations %v\nreplay: %s", seed, res.Violations, ReplayCommand(Config{Seed: seed, Orders: 300, Mix: res.Mix}))
+		}
+		waited += res.Transitions[workflow.TransitionWaiting]
+		t.Logf("seed %d: states %v, transitions %v", seed, res.States, res.Transitions)
+	}
+	if waited == 0 {
+		t.Fatal("no order waited: the simulator does not exercise a step that waits")
+	}
+}

@@ -32,6 +32,8 @@ type store struct {
 	// tolerance is how far apart two clocks may be, plus a call's
 	// latency: a commit decided in time may land that much late.
 	tolerance time.Duration
+	// transitions counts the committed changes by their Transition.
+	transitions map[workflow.Transition]int
 }
 
 type written struct {
@@ -43,7 +45,8 @@ type written struct {
 func newStore(w *World, f *faults, s *stream) *store {
 	inner := memstore.New()
 	inner.Clock = worldClock{w}
-	return &store{Store: inner, w: w, f: f, stream: s, last: map[string]written{}, claimed: map[string]int{}}
+	return &store{Store: inner, w: w, f: f, stream: s, last: map[string]written{}, claimed: map[string]int{},
+		transitions: map[workflow.Transition]int{}}
 }
 
 // CreateOrder is the transaction of the order, its record and its key.
@@ -87,6 +90,7 @@ func (s *store) Apply(ctx context.Context, c workflow.Change) (workflow.State, e
 		if c.Dispatch {
 			s.claimed[c.OrderID] = max(s.claimed[c.OrderID], st.Attempt)
 		}
+		s.transitions[c.Transition]++
 		prev := s.last[c.OrderID]
 		s.wrote(prev.after, prev.had, st)
 		out = st

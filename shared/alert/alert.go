@@ -46,6 +46,10 @@ const (
 	// may have been, and has no undo: it waits in Error with nothing
 	// undone, or an operator's cancel undid everything else.
 	KindNotUndoable = workflow.AlertNotUndoable
+	// KindWaiting: a step failed as often as its retry policy allows, and
+	// the order waits before the step is tried again. A notice (severity
+	// warning): the order goes on by itself.
+	KindWaiting = workflow.AlertWaiting
 )
 
 // CLI is the operators' command line as an alert spells it out: the API URL
@@ -126,6 +130,8 @@ func (a Alert) Subject() string {
 		s = fmt.Sprintf("Order %s stopped: workflow %s is not deployed", order, clip(subjectText(a.Workflow), 30))
 	case KindNotUndoable:
 		s = fmt.Sprintf("Order %s stopped at %s: an effect without undo may remain", order, step)
+	case KindWaiting:
+		s = fmt.Sprintf("Order %s waits: %s failed %d times; retried later", order, step, a.MaxFailures)
 	case KindPoisonMessage:
 		if a.OrderID == "" {
 			s = "Poison message set aside"
@@ -195,7 +201,12 @@ func (a Alert) Body() string {
 		field("Workflow", bodyText(a.Workflow, 64))
 	}
 	field("Step", step)
-	field("Failures", fmt.Sprintf("%d of %d allowed", a.FailureCount, a.MaxFailures))
+	if a.Kind == KindWaiting {
+		// The count starts again for the step's next attempts.
+		field("Failures", fmt.Sprintf("%d of %d allowed, before this wait", a.MaxFailures, a.MaxFailures))
+	} else {
+		field("Failures", fmt.Sprintf("%d of %d allowed", a.FailureCount, a.MaxFailures))
+	}
 	field("Attempt", strconv.Itoa(a.Attempt))
 	if a.MessageID != "" {
 		field("Message ID", bodyText(a.MessageID, 256))
@@ -229,6 +240,9 @@ func (a Alert) writeHeadline(b *strings.Builder, order, step string) {
 	case KindNotUndoable:
 		fmt.Fprintf(b, "Order %s stopped at step %s, and a step that was applied, or may have been, has no undo (the last error names it): the order cannot be undone whole. If it was cancelled, everything else was undone (state Cancelled); otherwise nothing was undone and it waits in Error for your decision.\n",
 			order, step)
+	case KindWaiting:
+		fmt.Fprintf(b, "Order %s is waiting: step %s failed %d times, as often as its retry policy allows, and the policy says to wait (state Waiting) before the Supervisor hands it back to the Scheduler. Nothing runs, and nothing is spent, while it waits. This is a notice: the order goes on by itself.\n",
+			order, step, a.MaxFailures)
 	default:
 		fmt.Fprintf(b, "Order %s raised a %q alert.\n", order, bodyText(string(a.Kind), 64))
 	}
@@ -249,6 +263,10 @@ func (a Alert) writeNextSteps(b *strings.Builder, order, step string) {
 	}
 	b.WriteString("\nWhat to do next:\n")
 	switch a.Kind {
+	case KindWaiting:
+		fmt.Fprintf(b, "1. Nothing, if the fault is expected to heal (a partner's maintenance window): the step is tried again when the wait ends. See when:\n     %s show %s\n", cli, id)
+		fmt.Fprintf(b, "2. If the service is back sooner, retry the step now, with a fresh failure count:\n     %s retry %s\n", cli, id)
+		fmt.Fprintf(b, "3. If the order should not wait, cancel it; what it did is undone:\n     %s cancel %s\n", cli, id)
 	case KindPoisonMessage:
 		fmt.Fprintf(b, "1. Read the message from the dead-letter queue and find why it could not be processed (a bug or malformed input).\n")
 		fmt.Fprintf(b, "2. Inspect order %s to see whether it is stuck:\n     %s show %s\n", order, cli, id)
@@ -319,14 +337,17 @@ func NewPublisher(c topic.Client, topicARN string) *Publisher {
 	return &Publisher{topic: topic.Topic{Client: c, ARN: topicARN}}
 }
 
-// Publish sends the alert with message attributes kind, orderId (when
-// known) and alertId, so subscribers can filter and de-duplicate.
+// Publish sends the alert with message attributes kind, severity ("error"
+// for what a person must act on, "warning" for a notice such as a waiting
+// order; workflow.AlertKind.Severity), orderId (when known) and alertId,
+// so subscribers can filter and de-duplicate: a pager's subscription
+// takes severity "error" only with a filter policy.
 func (p *Publisher) Publish(ctx context.Context, a Alert) error {
 	kind := string(a.Kind)
 	if kind == "" {
 		kind = "unknown"
 	}
-	attrs := map[string]string{"kind": kind, "alertId": a.ID()}
+	attrs := map[string]string{"kind": kind, "severity": string(a.Kind.Severity()), "alertId": a.ID()}
 	// SNS rejects an empty attribute value.
 	if a.OrderID != "" {
 		attrs["orderId"] = a.OrderID

@@ -207,9 +207,13 @@ func TestPublish(t *testing.T) {
 		err       error
 		wantAttrs map[string]string
 	}{
-		{"order alert", exhausted(), nil, map[string]string{"kind": "retries-exhausted", "orderId": "1a2b", "alertId": "1a2b/4"}},
-		{"no order", Alert{Kind: KindPoisonMessage, MessageID: "m1"}, nil, map[string]string{"kind": "poison-message", "alertId": "poison/m1"}},
-		{"no kind", Alert{OrderID: "o"}, nil, map[string]string{"kind": "unknown", "orderId": "o", "alertId": "o/0"}},
+		{"order alert", exhausted(), nil, map[string]string{"kind": "retries-exhausted", "severity": "error", "orderId": "1a2b", "alertId": "1a2b/4"}},
+		{"no order", Alert{Kind: KindPoisonMessage, MessageID: "m1"}, nil, map[string]string{"kind": "poison-message", "severity": "error", "alertId": "poison/m1"}},
+		{"no kind", Alert{OrderID: "o"}, nil, map[string]string{"kind": "unknown", "severity": "error", "orderId": "o", "alertId": "o/0"}},
+		// A waiting order is a notice: a subscription that pages filters
+		// on severity "error" and is not woken for it.
+		{"waiting notice", Alert{Kind: KindWaiting, OrderID: "o", Attempt: 6, MaxFailures: 3}, nil,
+			map[string]string{"kind": "waiting", "severity": "warning", "orderId": "o", "alertId": "o/6"}},
 		{"client error", exhausted(), boom, nil},
 	}
 	for _, tc := range tests {

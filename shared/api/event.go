@@ -114,7 +114,7 @@ var reasonCode = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
 // statuses lists every Status a valid Event can carry.
 var statuses = []workflow.Status{
-	workflow.StatusAccepted, workflow.StatusProcessing, workflow.StatusProcessed, workflow.StatusError,
+	workflow.StatusAccepted, workflow.StatusProcessing, workflow.StatusProcessed, workflow.StatusError, workflow.StatusWaiting,
 	workflow.StatusCompensating, workflow.StatusCompensated, workflow.StatusCompensationFailed, workflow.StatusCancelled,
 }
 

@@ -41,6 +41,10 @@ func TestEventValidate(t *testing.T) {
 		{"unknown state", func(e *api.Event) { e.State = "Lost" }, `unknown state "Lost"`},
 		{"unknown status", func(e *api.Event) { e.Status = "unknown" }, `unknown status "unknown"`},
 		{"status not the state's", func(e *api.Event) { e.Status = workflow.StatusProcessed }, `status "processed" does not match state "Processing" at seq 2`},
+		{"waiting", func(e *api.Event) {
+			e.State, e.Status, e.Reason, e.ReasonText = workflow.Waiting, workflow.StatusWaiting, "timed-out", "step charge-payment did not answer in time"
+		}, ""},
+		{"waiting told as processing", func(e *api.Event) { e.State = workflow.Waiting }, `status "processing" does not match state "Waiting" at seq 2`},
 		{"negative step", func(e *api.Event) { e.StepIndex = -1 }, "stepIndex -1"},
 		{"year JSON cannot write", func(e *api.Event) { e.At = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "year outside"},
 		{"a reason", func(e *api.Event) { e.Reason, e.ReasonText = "dispatch-failed", "step b could not be sent" }, ""},

@@ -33,22 +33,25 @@ type Order struct {
 	State    workflow.ProcessState `json:"state"`
 	Status   workflow.Status       `json:"status"`
 	// Priority is the order's class: high, normal or low.
-	Priority     workflow.Priority   `json:"priority"`
-	Step         string              `json:"step"`
-	StepIndex    int                 `json:"stepIndex"`
-	FailureCount int                 `json:"failureCount"`
-	Attempt      int                 `json:"attempt"`
-	CompleteBy   time.Time           `json:"completeBy,omitzero"`
-	LastError    string              `json:"lastError,omitempty"`
-	Reason       workflow.ReasonCode `json:"reason,omitempty"`
-	ReasonText   string              `json:"reasonText,omitempty"`
-	ClientID     string              `json:"clientId,omitempty"`
-	Owner        string              `json:"owner,omitempty"`
-	EventSeq     int                 `json:"eventSeq"`
-	Cancelled    bool                `json:"cancelled"`
-	Resubmits    int                 `json:"resubmits"`
-	CreatedAt    time.Time           `json:"createdAt"`
-	UpdatedAt    time.Time           `json:"updatedAt"`
+	Priority     workflow.Priority `json:"priority"`
+	Step         string            `json:"step"`
+	StepIndex    int               `json:"stepIndex"`
+	FailureCount int               `json:"failureCount"`
+	// WaitRound counts the extended waits of the current step (Waiting);
+	// absent at zero.
+	WaitRound  int                 `json:"waitRound,omitempty"`
+	Attempt    int                 `json:"attempt"`
+	CompleteBy time.Time           `json:"completeBy,omitzero"`
+	LastError  string              `json:"lastError,omitempty"`
+	Reason     workflow.ReasonCode `json:"reason,omitempty"`
+	ReasonText string              `json:"reasonText,omitempty"`
+	ClientID   string              `json:"clientId,omitempty"`
+	Owner      string              `json:"owner,omitempty"`
+	EventSeq   int                 `json:"eventSeq"`
+	Cancelled  bool                `json:"cancelled"`
+	Resubmits  int                 `json:"resubmits"`
+	CreatedAt  time.Time           `json:"createdAt"`
+	UpdatedAt  time.Time           `json:"updatedAt"`
 	// ExpiresAt is when an order that ended for good (Processed,
 	// Compensated, Cancelled) is deleted, the retention after it ended;
 	// absent while it is open or waits for an operator. From then on it is

@@ -55,7 +55,56 @@ type Step struct {
 	Wait           Duration `json:"wait,omitempty"`
 	Compensable    bool     `json:"compensable,omitempty"`
 	MaxOutputBytes int      `json:"maxOutputBytes,omitempty"`
+	// Retry is the step's own retry policy (workflow.Retry); what it
+	// leaves out is the deployment's (MAX_FAILURES, BACKOFF_BASE,
+	// BACKOFF_MAX).
+	Retry *Retry `json:"retry,omitempty"`
 }
+
+// Retry is a step's retry policy as written: each member optional.
+type Retry struct {
+	MaxFailures *int      `json:"maxFailures,omitempty"`
+	BackoffBase *Duration `json:"backoffBase,omitempty"`
+	BackoffMax  *Duration `json:"backoffMax,omitempty"`
+	// OnExhausted is "compensate" (the default) or "wait"; Wait and
+	// WaitRounds are written only with "wait".
+	OnExhausted string    `json:"onExhausted,omitempty"`
+	Wait        *Duration `json:"wait,omitempty"`
+	WaitRounds  *int      `json:"waitRounds,omitempty"`
+}
+
+// policy is r as the workflow reads it. Wait fields written without
+// "wait" are reported by check, which sees what was written.
+func (r *Retry) policy() *workflow.Retry {
+	if r == nil {
+		return nil
+	}
+	out := &workflow.Retry{MaxFailures: r.MaxFailures, OnExhausted: workflow.Exhausted(r.OnExhausted)}
+	if r.BackoffBase != nil {
+		out.BackoffBase = ptr(time.Duration(*r.BackoffBase))
+	}
+	if r.BackoffMax != nil {
+		out.BackoffMax = ptr(time.Duration(*r.BackoffMax))
+	}
+	if r.Wait != nil {
+		out.Wait = time.Duration(*r.Wait)
+	}
+	if r.WaitRounds != nil {
+		out.WaitRounds = *r.WaitRounds
+	}
+	return out
+}
+
+// check reports what only the file shows: a wait member written, even as
+// zero, on a step that does not wait.
+func (r *Retry) check(id, step string) error {
+	if r == nil || r.OnExhausted == string(workflow.ExhaustedWait) || r.Wait == nil && r.WaitRounds == nil {
+		return nil
+	}
+	return fmt.Errorf("workflow %q: step %q: retry.wait and retry.waitRounds apply only with onExhausted %q", id, step, workflow.ExhaustedWait)
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // Duration is a time.Duration written as a Go duration string.
 type Duration time.Duration
@@ -92,6 +141,13 @@ func Parse(b []byte) (workflow.Catalog, error) {
 			errs = append(errs, fmt.Errorf("workflow catalog: workflow %q is listed twice (list its versions under one entry)", w.Name))
 		}
 		seen[w.Name] = true
+		for _, v := range w.Versions {
+			for _, st := range v.Steps {
+				if err := st.Retry.check(workflow.Definition{Name: w.Name, Version: v.Version}.ID(), st.Name); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 	}
 	c := f.Catalog()
 	if err := errors.Join(append(errs, c.Validate())...); err != nil {
@@ -109,7 +165,7 @@ func (f File) Catalog() workflow.Catalog {
 			d := workflow.Definition{Name: w.Name, Version: v.Version}
 			for _, s := range v.Steps {
 				d.Steps = append(d.Steps, workflow.Step{Name: s.Name, Budget: time.Duration(s.Budget), Wait: time.Duration(s.Wait),
-					Compensable: s.Compensable, MaxOutputBytes: s.MaxOutputBytes})
+					Compensable: s.Compensable, MaxOutputBytes: s.MaxOutputBytes, Retry: s.Retry.policy()})
 			}
 			c.Definitions = append(c.Definitions, d)
 		}

@@ -55,12 +55,12 @@ func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State
 	if c.Notice != "" && a.Alerts != nil {
 		// Not through the outbox: the record goes on by itself, and if it
 		// stops again it owes an alert of its own.
-		if err := a.Alerts.Publish(ctx, a.alert(c.Notice, st, now)); err != nil {
+		if err := a.Alerts.Publish(ctx, a.alert(c.Notice, c.MaxFailures, st, now)); err != nil {
 			log.Warn("alert not published", slog.Any("kind", c.Notice), slog.Any("error", err))
 		}
 	}
 	if c.Alert != "" && a.Alerts != nil {
-		alert.Deliver(ctx, a.Alerts, a.Confirm, a.alert(c.Alert, st, now), now, log)
+		alert.Deliver(ctx, a.Alerts, a.Confirm, a.alert(c.Alert, c.MaxFailures, st, now), now, log)
 	}
 	if h := c.Handback; h != nil {
 		msg := message.NewSchedule(st.OrderID, st.Workflow, h.StepIndex, h.Reason)
@@ -106,10 +106,16 @@ func Request(st workflow.State) message.AgentRequest {
 	return req
 }
 
-func (a Actions) alert(kind alert.Kind, st workflow.State, now time.Time) alert.Alert {
+// alert is the alert of kind about st; maxFailures is the threshold of
+// its step's retry policy (workflow.Change.MaxFailures), zero for the
+// deployment's.
+func (a Actions) alert(kind alert.Kind, maxFailures int, st workflow.State, now time.Time) alert.Alert {
+	if maxFailures == 0 {
+		maxFailures = a.MaxFailures
+	}
 	return alert.Alert{
 		Kind: kind, OrderID: st.OrderID, Workflow: st.Workflow, Step: st.Step, StepIndex: st.StepIndex,
-		FailureCount: st.FailureCount, MaxFailures: a.MaxFailures, Attempt: st.Attempt,
+		FailureCount: st.FailureCount, MaxFailures: maxFailures, Attempt: st.Attempt,
 		LastError: st.LastError, At: now, CLI: a.CLI,
 	}
 }

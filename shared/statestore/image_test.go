@@ -43,7 +43,7 @@ func sampleState() workflow.State {
 	return workflow.State{
 		OrderID: "ord-7f3a", Workflow: "order-v1", StepIndex: 0, Step: "reserve-inventory",
 		ProcessState: workflow.Compensating, LockedBy: "sched/req-1", CompleteBy: t0.Add(time.Minute).Truncate(time.Millisecond),
-		FailureCount: 1, Attempt: 4, LastError: "card declined\nby issuer", AlertPending: true, Requeues: 2,
+		FailureCount: 1, WaitRound: 2, Attempt: 4, LastError: "card declined\nby issuer", AlertPending: true, Requeues: 2,
 		ClientID: "client-a", Priority: workflow.PriorityHigh, EventSeq: 3, Cancelled: true, Resubmits: 1,
 		Input: json.RawMessage(`{"orderId":"ord-7f3a","items":[1,2]}`),
 		Steps: []workflow.StepRecord{

@@ -28,6 +28,7 @@ type stateItem struct {
 	CompleteBy    int64      `dynamodbav:"CompleteBy"`
 	InFlightShard string     `dynamodbav:"InFlightShard,omitempty"`
 	FailureCount  int        `dynamodbav:"FailureCount,omitempty"`
+	WaitRound     int        `dynamodbav:"WaitRound,omitempty"`
 	Attempt       int        `dynamodbav:"Attempt"`
 	LastError     string     `dynamodbav:"LastError,omitempty"`
 	AlertPending  bool       `dynamodbav:"AlertPending,omitempty"`
@@ -151,6 +152,7 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		LockedBy:     s.LockedBy,
 		CompleteBy:   s.CompleteBy.UnixMilli(),
 		FailureCount: s.FailureCount,
+		WaitRound:    s.WaitRound,
 		Attempt:      s.Attempt,
 		LastError:    s.LastError,
 		AlertPending: s.AlertPending,
@@ -197,6 +199,7 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		LockedBy:     it.LockedBy,
 		CompleteBy:   time.UnixMilli(it.CompleteBy).UTC(),
 		FailureCount: it.FailureCount,
+		WaitRound:    it.WaitRound,
 		Attempt:      it.Attempt,
 		LastError:    it.LastError,
 		AlertPending: it.AlertPending,

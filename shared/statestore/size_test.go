@@ -27,7 +27,7 @@ func worstState(d workflow.Definition) workflow.State {
 	s := workflow.State{
 		OrderID: strings.Repeat("o", 64), Workflow: d.ID(), StepIndex: len(d.Steps) - 1, Step: d.Steps[len(d.Steps)-1].Name,
 		ProcessState: workflow.CompensationPending, LockedBy: strings.Repeat("l", 128), CompleteBy: now,
-		FailureCount: big, Attempt: big, LastError: text(workflow.MaxErrorBytes), AlertPending: true, Requeues: big,
+		FailureCount: big, WaitRound: big, Attempt: big, LastError: text(workflow.MaxErrorBytes), AlertPending: true, Requeues: big,
 		ClientID: strings.Repeat("c", 64), Priority: workflow.PriorityHigh,
 		// An IAM principal ARN of up to 1,024 bytes (the Submission's bound),
 		// or a shorter Cognito identity.

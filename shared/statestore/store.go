@@ -284,6 +284,13 @@ func patchOf(e *expr, orderID string, p workflow.Patch) {
 	default:
 		e.Set("FailureCount", num(*p.FailureCount))
 	}
+	switch {
+	case p.WaitRound == nil:
+	case *p.WaitRound == 0:
+		e.Remove("WaitRound")
+	default:
+		e.Set("WaitRound", num(*p.WaitRound))
+	}
 	if p.LastError != nil {
 		e.Set("LastError", str(*p.LastError))
 	}

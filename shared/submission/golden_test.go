@@ -38,7 +38,7 @@ func goldenState() workflow.State {
 		ProcessState: workflow.CompensationFailed,
 		LockedBy:     "scheduler-invocation-1", // never shown
 		CompleteBy:   *goldenTime(2),
-		FailureCount: 2,
+		FailureCount: 2, WaitRound: 1,
 		Attempt:      7,
 		LastError:    goldenUndoRefusal,
 		AlertPending: true, // never shown

@@ -174,7 +174,7 @@ func TestIntegrationListOrders(t *testing.T) {
 		t.Fatalf("orders in flight %v", pending)
 	}
 	p := readProblem(t, f.do(t, getOrders("state=Pending")), 400)
-	if len(p.Errors) != 1 || p.Errors[0].Field != "state" || !strings.Contains(p.Detail, "Pending is not listed: only Error, Compensated, CompensationFailed, Cancelled") {
+	if len(p.Errors) != 1 || p.Errors[0].Field != "state" || !strings.Contains(p.Detail, "Pending is not listed: only Error, Waiting, Compensated, CompensationFailed, Cancelled") {
 		t.Fatalf("listing of Pending: %+v", p)
 	}
 

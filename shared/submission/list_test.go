@@ -241,14 +241,14 @@ func TestListOrdersRejects(t *testing.T) {
 		wantDetail string
 	}{
 		{name: "no query", status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
-			wantDetail: "state: is required; use one of Error, Compensated, CompensationFailed, Cancelled"},
+			wantDetail: "state: is required; use one of Error, Waiting, Compensated, CompensationFailed, Cancelled"},
 		{name: "empty state", raw: "state=", status: 400, typ: ProblemMalformed, wantFields: []string{"state"}},
 		{name: "unknown state", raw: "state=Failed", status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
-			wantDetail: "state: must be one of Error, Compensated, CompensationFailed, Cancelled"},
+			wantDetail: "state: must be one of Error, Waiting, Compensated, CompensationFailed, Cancelled"},
 		// The states in flight and Processed have no listing: 400, naming
 		// the states that do.
 		{name: "state in flight", raw: "state=Processing", status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
-			wantDetail: "state: Processing is not listed: only Error, Compensated, CompensationFailed, Cancelled are; " +
+			wantDetail: "state: Processing is not listed: only Error, Waiting, Compensated, CompensationFailed, Cancelled are; " +
 				"read an order in any state by its ID, GET /ops/orders/{id}"},
 		{name: "state Processed", raw: "state=Processed&limit=5", status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
 			wantDetail: "state: Processed is not listed"},
@@ -291,7 +291,7 @@ func TestListOrdersRejects(t *testing.T) {
 		{name: "store refuses the state", raw: "state=Error", list: func(workflow.ProcessState, int, string) (statestore.Page, error) {
 			return statestore.Page{}, fmt.Errorf("list Error: %w", statestore.ErrNotListed)
 		}, status: 400, typ: ProblemMalformed, wantFields: []string{"state"},
-			wantDetail: "state: Error is not listed: only Error, Compensated, CompensationFailed, Cancelled are"},
+			wantDetail: "state: Error is not listed: only Error, Waiting, Compensated, CompensationFailed, Cancelled are"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -986,7 +986,7 @@ func TestOpenAPIConstants(t *testing.T) {
 		t.Errorf("state parameter enum %v, want %v", got, want)
 	}
 	statuses := []workflow.Status{workflow.StatusAccepted, workflow.StatusProcessing, workflow.StatusProcessed, workflow.StatusError,
-		workflow.StatusCompensating, workflow.StatusCompensated, workflow.StatusCompensationFailed, workflow.StatusCancelled}
+		workflow.StatusWaiting, workflow.StatusCompensating, workflow.StatusCompensated, workflow.StatusCompensationFailed, workflow.StatusCancelled}
 	var wantStatuses []string
 	for _, s := range statuses {
 		wantStatuses = append(wantStatuses, string(s))

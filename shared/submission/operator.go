@@ -43,7 +43,7 @@ func (h *Handler) retryOrder(ctx context.Context, log *slog.Logger, req events.A
 			return h.internal(ctx, log, req, fmt.Errorf("plan resubmission of %s: %w", orderID, err))
 		}
 		return h.reject(ctx, log, req, problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
-			"order %s is %s; only orders in %s or %s can be retried", orderID, st.ProcessState, workflow.Error, workflow.CompensationFailed)), nil)
+			"order %s is %s; only orders in %s, %s or %s can be retried", orderID, st.ProcessState, workflow.Error, workflow.Waiting, workflow.CompensationFailed)), nil)
 	}
 	written, err := h.store.Apply(ctx, c)
 	switch {
@@ -78,7 +78,7 @@ func (h *Handler) cancelOrder(ctx context.Context, log *slog.Logger, req events.
 				return accepted(orderID, st.ProcessState, false)
 			}
 			return h.reject(ctx, log, req, problem(http.StatusConflict, ProblemConflict, fmt.Sprintf(
-				"order %s is %s; only orders in %s, %s or %s can be cancelled", orderID, st.ProcessState, workflow.Pending, workflow.Processing, workflow.Error)), nil)
+				"order %s is %s; only orders in %s, %s, %s or %s can be cancelled", orderID, st.ProcessState, workflow.Pending, workflow.Processing, workflow.Waiting, workflow.Error)), nil)
 		}
 
 		now := h.clk.Now().UTC()

@@ -183,12 +183,12 @@ func TestRetryRejects(t *testing.T) {
 			404, ProblemNotFound, "no order with ID " + orderA},
 	}
 	for _, ps := range workflow.ProcessStates() {
-		if ps.NeedsOperator() {
+		if ps.NeedsOperator() || ps == workflow.Waiting {
 			continue
 		}
 		st := at(orderA, ps, 1, 1)
 		tests = append(tests, refusal{"in " + string(ps), "/orders/" + orderA + "/retry", &st, nil, 409, ProblemConflict,
-			"order " + orderA + " is " + string(ps) + "; only orders in Error or CompensationFailed can be retried"})
+			"order " + orderA + " is " + string(ps) + "; only orders in Error, Waiting or CompensationFailed can be retried"})
 	}
 	checkRefusals(t, tests)
 }
@@ -394,12 +394,12 @@ func TestCancelRejects(t *testing.T) {
 	}
 	// Every state an order cannot be cancelled in, other than by a cancel.
 	for _, ps := range workflow.ProcessStates() {
-		if ps == workflow.Pending || ps == workflow.Processing || ps == workflow.Error {
+		if workflow.CanCancel(workflow.State{ProcessState: ps}) {
 			continue
 		}
 		st := at(orderA, ps, 1, 1)
 		tests = append(tests, refusal{"in " + string(ps), "/orders/" + orderA + "/cancel", &st, nil, 409, ProblemConflict,
-			"order " + orderA + " is " + string(ps) + "; only orders in Pending, Processing or Error can be cancelled"})
+			"order " + orderA + " is " + string(ps) + "; only orders in Pending, Processing, Waiting or Error can be cancelled"})
 	}
 	checkRefusals(t, tests)
 }

@@ -64,6 +64,7 @@ func newStatus(st workflow.State, operator bool, log *slog.Logger) api.Order {
 		Step:         st.Step,
 		StepIndex:    st.StepIndex,
 		FailureCount: st.FailureCount,
+		WaitRound:    st.WaitRound,
 		Attempt:      st.Attempt,
 		CompleteBy:   st.CompleteBy.UTC(),
 		Reason:       reason.Code,

@@ -43,7 +43,7 @@ type Sender interface {
 // Report counts what one run did; each expired record lands in exactly one
 // count (or in none when it was not due after all).
 type Report struct {
-	Expired, Retried, GaveUp, Requeued, AlertsResent, Lost, Failed int
+	Expired, Retried, GaveUp, Waited, Requeued, AlertsResent, Lost, Failed int
 }
 
 // Handler runs the Supervisor.
@@ -81,7 +81,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.EventBridgeEvent) error 
 	if err != nil {
 		return err
 	}
-	log.Info("supervisor run", slog.Int("expired", rep.Expired), slog.Int("retried", rep.Retried), slog.Int("gaveUp", rep.GaveUp),
+	log.Info("supervisor run", slog.Int("expired", rep.Expired), slog.Int("retried", rep.Retried), slog.Int("gaveUp", rep.GaveUp), slog.Int("waited", rep.Waited),
 		slog.Int("requeued", rep.Requeued), slog.Int("alertsResent", rep.AlertsResent), slog.Int("lostRace", rep.Lost), slog.Int("failed", rep.Failed))
 	if rep.Failed > 0 {
 		// Surface partial failure as a Lambda error so the error alarm sees it;
@@ -152,6 +152,8 @@ func (h *Handler) recover(ctx context.Context, seen workflow.State, now time.Tim
 		rep.Retried++
 	case workflow.TransitionRequeued:
 		rep.Requeued++
+	case workflow.TransitionWaiting:
+		rep.Waited++
 	case "":
 		rep.AlertsResent++
 	default:

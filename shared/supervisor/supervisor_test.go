@@ -625,3 +625,42 @@ func TestSampleScheduledEvent(t *testing.T) {
 		t.Errorf("record %+v, want the undo of step 1 waiting for its claim", st)
 	}
 }
+
+// TestRunWaitsThenHandsTheStepBack: a step whose retry policy waits is put
+// in Waiting at its own threshold (not the deployment's), with a notice
+// of severity warning and no alert owed, and handed back to the Scheduler
+// by the run that finds its wait over.
+func TestRunWaitsThenHandsTheStepBack(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	def := cfg.Workflows.Definitions[0]
+	two := 2
+	def.Steps[1].Retry = &workflow.Retry{MaxFailures: &two, OnExhausted: workflow.ExhaustedWait, Wait: time.Hour, WaitRounds: 1}
+	cfg.Workflows = workflow.Single(def)
+	f := newFixture(t, cfg, testNow, []workflow.State{processing(orderA, 1, testNow.Add(-time.Second))})
+	rep, err := f.run(t)
+	if err != nil || rep != (Report{Expired: 1, Waited: 1}) {
+		t.Fatalf("Run = %+v, %v", rep, err)
+	}
+	st := f.Store.Record(t, orderA)
+	if st.ProcessState != workflow.Waiting || st.WaitRound != 1 || st.FailureCount != 0 || st.AlertPending || !st.InFlight ||
+		!st.CompleteBy.Equal(testNow.Add(time.Hour)) {
+		t.Fatalf("after the threshold: %+v", st)
+	}
+	pub := f.Publish.Published()
+	if len(pub) != 1 || pub[0].Kind != alert.KindWaiting || pub[0].Kind.Severity() != workflow.SeverityWarning || pub[0].MaxFailures != 2 {
+		t.Fatalf("published %+v; want one waiting notice naming the step's threshold", pub)
+	}
+	f.Calls.Check(t, "Expired", "Apply "+orderA+" waiting", "Publish waiting "+orderA)
+
+	f.clk.Set(st.CompleteBy)
+	rep, err = f.run(t)
+	if err != nil || rep != (Report{Expired: 1, Retried: 1}) {
+		t.Fatalf("second Run = %+v, %v", rep, err)
+	}
+	st = f.Store.Record(t, orderA)
+	sent := f.Send.Sent()
+	if st.ProcessState != workflow.Pending || len(sent) != 1 || decodeSchedule(t, sent[0].Body).Reason != "wait-over" || sent[0].Delay != 0 {
+		t.Fatalf("after the wait: %s, sent %+v", st.ProcessState, sent)
+	}
+}

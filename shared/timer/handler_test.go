@@ -216,3 +216,36 @@ func TestEachDeadlineGoesInItsOrdersTrace(t *testing.T) {
 		t.Errorf("traces %+v, want %+v", got, want)
 	}
 }
+
+// TestWaitingIsArmedOnlyWithinAMessageDelay: a step that waits gets a
+// Deadline at the end of its wait when that is within SQS's longest
+// delay, so a short wait ends on time; a longer wait gets none and costs
+// nothing while it lasts: the Supervisor's sweep finds it due.
+func TestWaitingIsArmedOnlyWithinAMessageDelay(t *testing.T) {
+	t.Parallel()
+	const a, b = "0b7f3c9e-6a52-4c1e-9d55-5b1e0f4a2c11", "3f2c1a9e-7b4d-4e21-9c3a-5d8e6f7a8b90"
+	short := phase(a, workflow.Waiting, 3, 20*time.Second)
+	long := phase(b, workflow.Waiting, 3, 30*time.Minute)
+	short.WaitRound, long.WaitRound = 1, 1
+	var got []string
+	h := newHandler(t, sendFunc(func(_ context.Context, _ string, msgs []queue.Outgoing) error {
+		for _, m := range msgs {
+			d, err := message.DecodeDeadline(m.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%s attempt %d in %v", d.OrderID[:4], d.Attempt, m.Delay))
+		}
+		return nil
+	}), nil)
+	resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		rec(t, "100", phase(a, workflow.Processing, 3, 0), short),
+		rec(t, "200", phase(b, workflow.Processing, 3, 0), long),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %+v, %v", resp, err)
+	}
+	if want := []string{"0b7f attempt 3 in 20s"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("armed %v, want %v", got, want)
+	}
+}

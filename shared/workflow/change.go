@@ -33,8 +33,13 @@ type Change struct {
 	Alert AlertKind
 	// Notice is an alert told at once, outside the outbox, about a record
 	// that goes on by itself (a step given up because its queue refused it,
-	// whose compensation now runs).
+	// whose compensation now runs; a step that waits).
 	Notice AlertKind
+	// MaxFailures is the threshold of the step an Alert or Notice is
+	// about (its retry policy's, see Machine.MaxFailuresOf); zero when the
+	// deciding Machine had no definition (Stranded), which leaves the
+	// global one.
+	MaxFailures int
 }
 
 // Handback is the schedule message a change asks for.
@@ -78,7 +83,32 @@ const (
 	// applied and has no undo: it waits in Error with nothing undone, or
 	// an operator's cancel undid the rest (see Definition.StopAt).
 	AlertNotUndoable AlertKind = "not-undoable"
+	// AlertWaiting: a step failed as often as its retry policy allows, and
+	// the order waits before it is tried again (Waiting). A notice, not an
+	// alert: the order goes on by itself (Severity).
+	AlertWaiting AlertKind = "waiting"
 )
+
+// Severity is how urgent an alert is, for subscribers' filter policies on
+// the alert topic's severity message attribute.
+type Severity string
+
+const (
+	// SeverityError: an order stopped, or may stay stopped, until a person
+	// acts.
+	SeverityError Severity = "error"
+	// SeverityWarning: something an operator should know of, that goes on
+	// by itself (a waiting order).
+	SeverityWarning Severity = "warning"
+)
+
+// Severity is the severity of an alert of kind k.
+func (k AlertKind) Severity() Severity {
+	if k == AlertWaiting {
+		return SeverityWarning
+	}
+	return SeverityError
+}
 
 // Fence is what a record must hold for a change to apply: what the decision
 // saw of it. Zero fields check nothing.
@@ -136,6 +166,8 @@ type Patch struct {
 	// NextAttempt adds one to Attempt: a claim's fencing token.
 	NextAttempt  bool
 	FailureCount *int
+	// WaitRound, when set, is the record's new WaitRound.
+	WaitRound    *int
 	LastError    *string
 	AlertPending *bool
 	// Notify adds one to EventSeq: the write changes what the client is
@@ -210,6 +242,7 @@ func (p Patch) Apply(s State) State {
 	}
 	count(&s.Attempt, p.NextAttempt)
 	setIf(&s.FailureCount, p.FailureCount)
+	setIf(&s.WaitRound, p.WaitRound)
 	setIf(&s.LastError, p.LastError)
 	setIf(&s.AlertPending, p.AlertPending)
 	setIf(&s.InFlight, p.InFlight)

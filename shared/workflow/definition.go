@@ -28,6 +28,9 @@ type Step struct {
 	// MaxOutputBytes bounds the step's output and its undo's output (see
 	// OutputLimit); zero means DefaultMaxOutputBytes.
 	MaxOutputBytes int
+	// Retry is the step's own retry policy (see retry.go); nil takes the
+	// global Policy's in full.
+	Retry *Retry
 }
 
 // Definition is one version of a workflow: an ordered list of steps.
@@ -73,6 +76,9 @@ func (d Definition) Validate() error {
 		if s.Wait < 0 || s.Wait > MaxWait {
 			errs = append(errs, fmt.Errorf("workflow %q: step %q: wait %v must be within 0..%v", d.ID(), s.Name, s.Wait, MaxWait))
 		}
+		if s.Retry != nil {
+			errs = append(errs, s.Retry.validate(fmt.Sprintf("workflow %q: step %q: ", d.ID(), s.Name))...)
+		}
 		if s.Lease() > MaxLease {
 			errs = append(errs, fmt.Errorf("workflow %q: step %q: wait %v plus budget %v exceeds the %v an Agent Lambda can use", d.ID(), s.Name, s.Wait, s.Budget, MaxLease))
 		}
@@ -89,7 +95,12 @@ func (d Definition) Validate() error {
 
 // LongestRun is the longest an order of d can go on by the Scheduler's
 // commits alone: every step and every undo taking its whole lease. Anything
-// longer is the Supervisor's doing (a retry, a requeue) or an operator's.
+// longer is the Supervisor's doing (a retry, a requeue, the end of an
+// extended wait) or an operator's. An extended wait (Retry.Wait) is not
+// counted: it begins and ends with a change of the Supervisor's, which
+// moves the order's TTLs on when it is open past its bound (see
+// retention.go), and each wait is at most MaxRetryWait, well within the
+// shortest retention, so the orders item outlives it.
 func (d Definition) LongestRun() time.Duration {
 	var run time.Duration
 	for _, s := range d.Steps {

@@ -98,7 +98,7 @@ func (m Machine) StepCompleted(orderID string, k, attempt int, output json.RawMe
 	sp := p.step(k)
 	sp.State, sp.Finished, sp.Output = StepSucceeded, true, output
 	if next := k + 1; next < len(m.Def.Steps) {
-		p.MoveTo, p.FailureCount = &StepRef{next, m.Def.Steps[next].Name}, ptr(0)
+		p.MoveTo, p.FailureCount, p.WaitRound = &StepRef{next, m.Def.Steps[next].Name}, ptr(0), ptr(0)
 		m.claimStep(p, next, owner, now)
 		c.Transition, c.Dispatch = TransitionStepCompleted, true
 		return c
@@ -132,7 +132,7 @@ func (m Machine) StepRejected(orderID string, k, attempt int, msg string, uncert
 	}
 	failStep(p, k, msg)
 	p.CompleteBy = now.Add(m.Policy.AlertTimeout)
-	c.Transition, c.Alert = TransitionFailed, AlertPermanentFailure
+	c.Transition, c.Alert, c.MaxFailures = TransitionFailed, AlertPermanentFailure, m.MaxFailuresOf(k)
 	if len(stop.Residue) > 0 {
 		p.LastError = ptr(m.Def.notUndoable(k, stop.Residue, msg))
 		c.Alert = AlertNotUndoable
@@ -177,7 +177,7 @@ func (m Machine) LastUndo(k int) bool { return m.Def.NextCompensation(k) < 0 }
 func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now time.Time) (c Change) {
 	defer m.decided(&c, State{})
 	c = reply(orderID, Compensating, k, attempt, now)
-	c.Transition, c.Alert = TransitionCompensationFailed, AlertCompensationFailed
+	c.Transition, c.Alert, c.MaxFailures = TransitionCompensationFailed, AlertCompensationFailed, m.MaxFailuresOf(k)
 	p := &c.Patch
 	p.State, p.AlertPending, p.LastError = CompensationFailed, ptr(true), ptr(msg)
 	p.CompleteBy = now.Add(m.Policy.AlertTimeout)
@@ -224,7 +224,7 @@ func stopStep(p *Patch, k int, state StepState, msg string) {
 
 // startUndo moves the record to the undo of step i, unclaimed.
 func startUndo(p *Patch, i int, step string) {
-	p.State, p.MoveTo, p.FailureCount = CompensationPending, &StepRef{i, step}, ptr(0)
+	p.State, p.MoveTo, p.FailureCount, p.WaitRound = CompensationPending, &StepRef{i, step}, ptr(0), ptr(0)
 	p.step(i).Compensation = StepPending
 }
 

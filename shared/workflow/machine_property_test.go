@@ -82,6 +82,13 @@ var propertyDefinitions = sync.OnceValue(func() []workflow.Definition {
 			{Name: "x", Budget: 10 * time.Second}, {Name: "y", Budget: 10 * time.Second}}},
 		workflow.Definition{Name: "last-no-undo", Version: 1, Steps: []workflow.Step{
 			{Name: "x", Budget: 10 * time.Second, Compensable: true}, {Name: "y", Budget: 10 * time.Second}}},
+		// Steps with their own retry policies: x waits twice (30 minutes,
+		// past an SQS delay) after two failures, y waits once without an
+		// undo of its own, z gives up after four.
+		workflow.Definition{Name: "waits", Version: 1, Steps: []workflow.Step{
+			{Name: "x", Budget: 10 * time.Second, Compensable: true, Retry: &workflow.Retry{MaxFailures: ptr(2), OnExhausted: workflow.ExhaustedWait, Wait: 30 * time.Minute, WaitRounds: 2}},
+			{Name: "y", Budget: 10 * time.Second, Retry: &workflow.Retry{OnExhausted: workflow.ExhaustedWait, Wait: 20 * time.Second, WaitRounds: 1, BackoffBase: ptr(time.Duration(0))}},
+			{Name: "z", Budget: 10 * time.Second, Compensable: true, Retry: &workflow.Retry{MaxFailures: ptr(4), BackoffMax: ptr(time.Second)}}}},
 	)
 	return defs
 })
@@ -113,6 +120,23 @@ type sim struct {
 	// kind is the event being played, and uncertain its paramUncertain.
 	kind      int
 	uncertain bool
+	// roundBase is each step's Attempts at the last operator's action:
+	// what its retry policy bounds is the attempts since.
+	roundBase []int
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// attemptBound is the most attempts step k may get between two operator
+// actions: its threshold for each wait, and once more after the last.
+func (s *sim) attemptBound(k int) int { return s.m.MaxFailuresOf(k) * (s.roundsOf(k) + 1) }
+
+// roundsOf is how many extended waits step k gets.
+func (s *sim) roundsOf(k int) int {
+	if r := s.m.Def.Steps[k].Retry; r != nil && r.OnExhausted == workflow.ExhaustedWait {
+		return r.WaitRounds
+	}
+	return 0
 }
 
 const (
@@ -137,6 +161,7 @@ func runScript(t testing.TB, script []byte, cov *coverage) {
 	s := &sim{t: t, m: m, now: simStart, cov: cov}
 	s.rec = m.Accept("o-1", json.RawMessage(`{"orderId":"o-1"}`), "submission/1", s.now)
 	s.history = []workflow.State{s.rec}
+	s.roundBase = make([]int, len(m.Def.Steps))
 	s.events = []string{fmt.Sprintf("accept on %s (max failures %d)", m.Def.ID(), pol.MaxFailures)}
 	s.checkRecord(s.rec)
 	for i := 1; i+1 < len(script); i += 2 {
@@ -215,7 +240,7 @@ func (s *sim) play(kind int, param byte) {
 		}
 	case evResubmit:
 		c, err := s.m.Resubmit(seen, s.now)
-		if s.refusal("resubmit", err, workflow.ErrNotResubmittable, seen.ProcessState.NeedsOperator()) {
+		if s.refusal("resubmit", err, workflow.ErrNotResubmittable, seen.ProcessState.NeedsOperator() || seen.ProcessState == workflow.Waiting) {
 			s.commit(c, seen.ProcessState == rec.ProcessState && seen.Attempt == rec.Attempt)
 		}
 	case evStranded:
@@ -400,7 +425,24 @@ func (s *sim) checkStep(before, after workflow.State, c workflow.Change) {
 			s.fail("%s changed a %s record beyond its alert:\n%+v\n%+v", c.Transition, before.ProcessState, b, a)
 		}
 	}
-	forward := before.ProcessState == workflow.Pending || before.ProcessState == workflow.Processing || before.ProcessState == workflow.Error
+	// A step's attempts are bounded by its retry policy between two
+	// operator actions, waits included.
+	if c.Transition == workflow.TransitionResubmitted || c.Transition == workflow.TransitionCancelled {
+		for i, st := range after.Steps {
+			s.roundBase[i] = st.Attempts
+		}
+	}
+	for i, st := range after.Steps {
+		if n := st.Attempts - s.roundBase[i]; n > s.attemptBound(i) {
+			s.fail("%s: step %d attempted %d times since the last operator action, over its policy's %d", c.Transition, i, n, s.attemptBound(i))
+		}
+	}
+	if after.ProcessState == workflow.Waiting && before.ProcessState != workflow.Waiting &&
+		(c.Transition != workflow.TransitionWaiting || c.Notice != workflow.AlertWaiting || !after.CompleteBy.After(s.now)) {
+		s.fail("%s into Waiting: notice %q, until %v at %v", c.Transition, c.Notice, after.CompleteBy, s.now)
+	}
+	forward := before.ProcessState == workflow.Pending || before.ProcessState == workflow.Processing || before.ProcessState == workflow.Waiting ||
+		before.ProcessState == workflow.Error
 	if forward && after.ProcessState != before.ProcessState && c.Transition != workflow.TransitionStranded {
 		s.checkStop(before, after, c)
 	}
@@ -500,6 +542,14 @@ func (s *sim) checkRecord(r workflow.State) {
 		s.fail("OpenUntil %v in %s", r.OpenUntil, st)
 	case r.Step != s.m.Def.Steps[r.StepIndex].Name:
 		s.fail("step %d named %q", r.StepIndex, r.Step)
+	case r.InFlight && r.CompleteBy.IsZero():
+		// No order is lost: the Supervisor finds every one it watches by
+		// its CompleteBy.
+		s.fail("in flight in %s without a CompleteBy", st)
+	case st == workflow.Waiting && (r.WaitRound < 1 || r.FailureCount != 0 || !r.InFlight):
+		s.fail("Waiting with WaitRound %d, FailureCount %d, in flight %v", r.WaitRound, r.FailureCount, r.InFlight)
+	case r.WaitRound > s.roundsOf(r.StepIndex):
+		s.fail("WaitRound %d of step %d", r.WaitRound, r.StepIndex)
 	}
 }
 

@@ -401,15 +401,15 @@ func TestMoves(t *testing.T) {
 }
 
 // TestListedStates: operators list the states they act on or review, and
-// no state in flight nor Processed.
+// no state in flight but Waiting (which they may act on) nor Processed.
 func TestListedStates(t *testing.T) {
 	t.Parallel()
-	want := []ProcessState{Error, Compensated, CompensationFailed, Cancelled}
+	want := []ProcessState{Error, Waiting, Compensated, CompensationFailed, Cancelled}
 	if got := ListedStates(); !slices.Equal(got, want) {
 		t.Fatalf("ListedStates = %v, want %v", got, want)
 	}
 	for _, s := range ProcessStates() {
-		if s.Listed() && (s.InFlight() || s == Processed) {
+		if s.Listed() && (s.InFlight() && s != Waiting || s == Processed) {
 			t.Errorf("%s is listed", s)
 		}
 	}

@@ -11,15 +11,19 @@ import (
 // record's state does not allow.
 var (
 	ErrNotCancellable   = fmt.Errorf("order cannot be cancelled in its state: %w", ErrConflict)
-	ErrNotResubmittable = fmt.Errorf("order can only be resubmitted from Error or CompensationFailed: %w", ErrConflict)
+	ErrNotResubmittable = fmt.Errorf("order can only be resubmitted from Error, Waiting or CompensationFailed: %w", ErrConflict)
 )
 
 // CanCancel reports whether a cancel request applies to a record: an order
-// still going forward, or one in Error, which may hold applied effects (a
-// step that cannot be undone, or a record stopped by an older release) that
-// a cancel undoes.
+// still going forward (Waiting included), or one in Error, which may hold
+// applied effects (a step that cannot be undone, or a record stopped by an
+// older release) that a cancel undoes.
 func CanCancel(s State) bool {
-	return s.ProcessState == Pending || s.ProcessState == Processing || s.ProcessState == Error
+	switch s.ProcessState {
+	case Pending, Processing, Waiting, Error:
+		return true
+	}
+	return false
 }
 
 // Cancel stops an order still going forward, or closes one in Error,
@@ -69,9 +73,11 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error
 }
 
 // Resubmit is an operator's restart of a stopped order: from its failed step
-// for Error, from its failed undo for CompensationFailed, with a fresh
-// FailureCount. The fence is the state and Attempt seen, so of two operators
-// resubmitting at once exactly one wins.
+// for Error, from its failed undo for CompensationFailed, or at once from
+// the step a Waiting order waits to retry, with a fresh FailureCount and
+// WaitRound (its step gets its whole retry policy again). The fence is the
+// state and Attempt seen, so of two operators resubmitting at once exactly
+// one wins, and a wait the Supervisor ended first refuses it.
 func (m Machine) Resubmit(seen State, now time.Time) (c Change, err error) {
 	defer m.decided(&c, seen)
 	c = Change{OrderID: seen.OrderID, Transition: TransitionResubmitted,
@@ -79,7 +85,7 @@ func (m Machine) Resubmit(seen State, now time.Time) (c Change, err error) {
 	p := &c.Patch
 	sp := p.step(seen.StepIndex)
 	switch seen.ProcessState {
-	case Error:
+	case Error, Waiting:
 		p.State, sp.State = Pending, StepPending
 	case CompensationFailed:
 		p.State, sp.Compensation = CompensationPending, StepPending
@@ -87,7 +93,7 @@ func (m Machine) Resubmit(seen State, now time.Time) (c Change, err error) {
 		return Change{}, fmt.Errorf("order %s is %s: %w", seen.OrderID, seen.ProcessState, ErrNotResubmittable)
 	}
 	p.Now, p.Notify, p.Resubmit = now, true, true
-	p.FailureCount, p.AlertPending, p.InFlight = ptr(0), ptr(false), ptr(true)
+	p.FailureCount, p.WaitRound, p.AlertPending, p.InFlight = ptr(0), ptr(0), ptr(false), ptr(true)
 	p.CompleteBy = now.Add(m.Policy.ClaimTimeout)
 	c.Handback = &Handback{StepIndex: seen.StepIndex, Undo: p.State == CompensationPending, Reason: "resubmitted"}
 	return c, nil

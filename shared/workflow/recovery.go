@@ -15,7 +15,8 @@ import (
 // CompleteBy passed; false means nothing (not due after all, or not the
 // Supervisor's business). A claimed step or undo counts a failure (see
 // failed); an unclaimed one is re-sent to the Scheduler, each further
-// requeue waiting twice as long; a record whose alert was not confirmed
+// requeue waiting twice as long; a Waiting record's wait is over, and its
+// step is handed back (waitOver); a record whose alert was not confirmed
 // owes it again. The fence re-checks the state, Attempt and CompleteBy seen,
 // so of two Supervisors, or a Supervisor and a Scheduler committing just in
 // time, exactly one write wins.
@@ -34,6 +35,8 @@ func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
 		c.Patch.CompleteBy = now.Add(m.Policy.requeueWait(seen.Requeues))
 		c.Handback = &Handback{StepIndex: seen.StepIndex, Undo: seen.ProcessState.Undoing(), Reason: "requeue"}
 		return c, true
+	case Waiting:
+		return m.waitOver(seen, now), true
 	case Error, CompensationFailed:
 		if !seen.AlertPending {
 			return Change{}, false
@@ -41,7 +44,7 @@ func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
 		c = m.recovery(seen, now)
 		c.Fence.AlertPending = true
 		c.Patch.CompleteBy = now.Add(m.Policy.AlertTimeout)
-		c.Alert = m.Policy.alertOf(seen)
+		c.Alert, c.MaxFailures = m.alertOf(seen), m.MaxFailuresOf(seen.StepIndex)
 		return c, true
 	}
 	return Change{}, false
@@ -91,7 +94,7 @@ func (m Machine) Stranded(seen State, now time.Time) (c Change, ok bool) {
 		c.Transition, c.Alert = TransitionStranded, AlertWorkflowMissing
 	case seen.ProcessState.NeedsOperator() && seen.AlertPending:
 		c.Fence.AlertPending = true
-		c.Alert = p.alertOf(seen)
+		c.Alert = Machine{Policy: p}.alertOf(seen)
 	default:
 		return Change{}, false
 	}
@@ -119,21 +122,58 @@ func (m Machine) DispatchFailed(claimed State, now time.Time, cause string) (c C
 	return m.failed(claimed, now, CauseDispatch, reason)
 }
 
-// failed counts one failure of the claimed step or undo of seen: below the
-// threshold it is handed back after a backoff (retry); at the threshold it
-// is given up (stepGivenUp, undoGivenUp).
+// failed counts one failure of the claimed step or undo of seen, under its
+// step's policy (policyFor): below the threshold it is handed back after a
+// backoff (retry); at the threshold a step whose policy says so waits
+// while it has rounds left (wait), and otherwise it is given up
+// (stepGivenUp, undoGivenUp). An undo never waits.
 func (m Machine) failed(seen State, now time.Time, cause Cause, reason string) Change {
 	c := m.recovery(seen, now)
 	c.Patch.unlock()
+	pol := m.policyFor(seen.StepIndex)
+	c.MaxFailures = pol.MaxFailures
 	failures := seen.FailureCount + 1
 	switch {
-	case failures < m.Policy.MaxFailures:
+	case failures < pol.MaxFailures:
 		m.retry(&c, seen, now, failures, reason)
 	case seen.ProcessState == Compensating:
 		m.undoGivenUp(&c, seen, now, failures, reason)
+	case pol.wait > 0 && seen.WaitRound < pol.rounds:
+		m.wait(&c, seen, now, pol.wait, reason)
 	default:
 		m.stepGivenUp(&c, seen, now, cause, failures, reason)
 	}
+	return c
+}
+
+// wait puts the failed step of seen on hold for the extended wait of its
+// policy: Waiting until now plus wait, with a fresh failure count and one
+// more WaitRound, and a notice to the operators (AlertWaiting, of lower
+// severity than an alert), since the order goes on by itself. The record
+// stays in the Supervisor's index, which finds it when the wait is over
+// (waitOver); a wait longer than an SQS delay costs nothing meanwhile (the
+// Timer leaves it to the sweep).
+func (m Machine) wait(c *Change, seen State, now time.Time, wait time.Duration, reason string) {
+	p := &c.Patch
+	sp := p.step(seen.StepIndex)
+	p.State, p.Notify = Waiting, true
+	p.FailureCount, p.WaitRound, p.LastError = ptr(0), ptr(seen.WaitRound+1), ptr(reason)
+	p.CompleteBy = now.Add(wait)
+	sp.State, sp.Failed = StepPending, true
+	c.Transition, c.Notice = TransitionWaiting, AlertWaiting
+}
+
+// waitOver hands the step of a Waiting record whose wait is over back to
+// the Scheduler, as a retry does: Pending, to be claimed by ClaimTimeout
+// from now.
+func (m Machine) waitOver(seen State, now time.Time) Change {
+	c := m.recovery(seen, now)
+	p := &c.Patch
+	p.State, p.Notify = Pending, true
+	p.CompleteBy = now.Add(m.Policy.ClaimTimeout)
+	p.step(seen.StepIndex).State = StepPending
+	c.Transition = TransitionRetried
+	c.Handback = &Handback{StepIndex: seen.StepIndex, Reason: "wait-over"}
 	return c
 }
 
@@ -143,7 +183,7 @@ func (m Machine) retry(c *Change, seen State, now time.Time, failures int, reaso
 	p := &c.Patch
 	k, undoing := seen.StepIndex, seen.ProcessState == Compensating
 	sp := p.step(k)
-	delay := m.Policy.Backoff(failures)
+	delay := m.policyFor(k).Backoff(failures)
 	p.FailureCount, p.LastError = ptr(failures), ptr(reason)
 	if undoing && strings.HasPrefix(seen.LastError, NotUndoablePrefix) {
 		// A cancel past the point of no return: LastError names the step
@@ -223,8 +263,10 @@ func (m Machine) recovery(seen State, now time.Time) Change {
 	return c
 }
 
-// alertOf is the alert a record that needs an operator owes.
-func (p Policy) alertOf(s State) AlertKind {
+// alertOf is the alert a record that needs an operator owes. A step that
+// stopped before its threshold (its own, policyFor) stopped on a
+// permanent fault.
+func (m Machine) alertOf(s State) AlertKind {
 	switch {
 	case strings.HasPrefix(s.LastError, StrandedPrefix):
 		return AlertWorkflowMissing
@@ -234,7 +276,7 @@ func (p Policy) alertOf(s State) AlertKind {
 		return AlertCompensationFailed
 	case strings.HasPrefix(s.LastError, DispatchFailurePrefix):
 		return AlertDispatchFailed
-	case s.FailureCount < p.MaxFailures:
+	case s.FailureCount < m.policyFor(s.StepIndex).MaxFailures:
 		return AlertPermanentFailure
 	}
 	return AlertRetriesExhausted

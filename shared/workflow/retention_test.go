@@ -286,3 +286,34 @@ func TestTheOrdersItemOutlivesAnOrderTheSchedulerAloneEnds(t *testing.T) {
 		t.Errorf("a workflow that can run %v: %v", long.LongestRun(), err)
 	}
 }
+
+// TestAWaitPastTheBoundMovesTheOrdersItem: an order that starts its
+// longest wait just before its OpenUntil, under the shortest retention,
+// still has its orders item when the wait ends, and the Supervisor's
+// change that ends it moves the item's TTL and the record's bound on.
+func TestAWaitPastTheBoundMovesTheOrdersItem(t *testing.T) {
+	t.Parallel()
+	m := waitingMachine()
+	m.Policy.Retention = MinRetention
+	m.Def.Steps[0].Retry.Wait = MaxRetryWait
+	created := mt0
+	s := m.Accept("o-1", json.RawMessage(`{}`), "sched", created)
+	ordersTTL := m.OrderExpiresAt(created)
+	// The step fails its threshold, the last failure a minute before the
+	// record's bound.
+	s.FailureCount = 1
+	s.CompleteBy = s.OpenUntil.Add(-time.Minute)
+	c, _ := m.Expired(s, s.CompleteBy)
+	s = apply(t, s, c)
+	if s.ProcessState != Waiting || !c.Patch.OrderExpiresAt.IsZero() {
+		t.Fatalf("into the wait before the bound: %s, orders item moved to %v", s.ProcessState, c.Patch.OrderExpiresAt)
+	}
+	end := s.CompleteBy
+	if !end.After(s.OpenUntil) || !end.Before(ordersTTL) {
+		t.Fatalf("the wait ends at %v: want past the bound %v and before the orders item's TTL %v", end, s.OpenUntil, ordersTTL)
+	}
+	c, _ = m.Expired(s, end)
+	if c.Patch.State != Pending || !c.Patch.OrderExpiresAt.Equal(m.OrderExpiresAt(end)) || !c.Patch.OpenUntil.After(end) {
+		t.Fatalf("the wait's end past the bound: %s, orders item %v, bound %v", c.Patch.State, c.Patch.OrderExpiresAt, c.Patch.OpenUntil)
+	}
+}

@@ -26,6 +26,12 @@ const (
 	// an operator, who resubmits the failed step or cancels the order; it
 	// never expires meanwhile.
 	Error ProcessState = "Error"
+	// Waiting: the current step failed as often as its retry policy allows
+	// and says to wait (Retry, ExhaustedWait): nothing runs until
+	// CompleteBy, when the Supervisor hands the step back to the Scheduler
+	// with a fresh failure count (WaitRound counts the waits). An operator
+	// may retry it at once or cancel it meanwhile.
+	Waiting ProcessState = "Waiting"
 
 	// CompensationPending: the order stopped (failed or cancelled) and the
 	// compensation of step StepIndex waits for a Scheduler to claim it.
@@ -49,7 +55,7 @@ const (
 
 // ProcessStates lists every state.
 func ProcessStates() []ProcessState {
-	return []ProcessState{Pending, Processing, Processed, Error, CompensationPending, Compensating, Compensated, CompensationFailed, Cancelled}
+	return []ProcessState{Pending, Processing, Processed, Error, Waiting, CompensationPending, Compensating, Compensated, CompensationFailed, Cancelled}
 }
 
 // ParseProcessState reads a state name as the API and the CLI take it.
@@ -64,7 +70,7 @@ func ParseProcessState(s string) (ProcessState, bool) {
 
 // InFlight reports whether the Supervisor watches records in this state.
 func (s ProcessState) InFlight() bool {
-	return s == Pending || s == Processing || s == CompensationPending || s == Compensating
+	return s == Pending || s == Processing || s == Waiting || s == CompensationPending || s == Compensating
 }
 
 // Terminal reports whether no actor moves the record on by itself.
@@ -87,12 +93,13 @@ func (s ProcessState) NeedsOperator() bool { return s == Error || s == Compensat
 
 // Listed reports whether operators list the records in this state (GET
 // /ops/orders?state=): the states an operator acts on (Error,
-// CompensationFailed) or reviews (Compensated, Cancelled). The states in
-// flight are the Supervisor's to watch, and Processed, the bulk of all
+// CompensationFailed), may act on (Waiting: retry now, or cancel) or
+// reviews (Compensated, Cancelled). The other states in flight are the
+// Supervisor's to watch, and Processed, the bulk of all
 // orders, is looked up by ID or through its owner's listing; keeping them
 // out keeps the listing's index small and its writes rare.
 func (s ProcessState) Listed() bool {
-	return s == Error || s == CompensationFailed || s == Compensated || s == Cancelled
+	return s == Error || s == Waiting || s == CompensationFailed || s == Compensated || s == Cancelled
 }
 
 // ListedStates lists the states operators list, in the order of
@@ -155,12 +162,16 @@ type State struct {
 	LockedBy string
 	// CompleteBy is the deadline of the current phase: for Processing, the
 	// Agent's deadline; for Pending, the time by which a Scheduler should have
-	// claimed it; for Error with AlertPending, the time by which the alert
-	// should have gone out.
+	// claimed it; for Waiting, the end of the wait; for Error with
+	// AlertPending, the time by which the alert should have gone out.
 	CompleteBy time.Time
 	// FailureCount counts expired attempts of the current step; it restarts
 	// at zero when the workflow moves to the next step.
 	FailureCount int
+	// WaitRound counts the extended waits of the current step (Waiting);
+	// like FailureCount it restarts at zero on the next step, and at an
+	// operator's resubmission.
+	WaitRound int
 	// Attempt grows with every claim and is the fencing token a reply must
 	// carry to be committed.
 	Attempt      int
@@ -258,6 +269,7 @@ const (
 	StatusProcessing         Status = "processing"
 	StatusProcessed          Status = "processed"
 	StatusError              Status = "error"
+	StatusWaiting            Status = "waiting"
 	StatusCompensating       Status = "compensating"
 	StatusCompensated        Status = "compensated"
 	StatusCompensationFailed Status = "compensation-failed"
@@ -279,6 +291,8 @@ func StatusOf(s State) Status {
 		return StatusProcessed
 	case Error:
 		return StatusError
+	case Waiting:
+		return StatusWaiting
 	case CompensationPending, Compensating:
 		return StatusCompensating
 	case Compensated:

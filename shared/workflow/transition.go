@@ -54,6 +54,10 @@ const (
 	// workflow version the deployment no longer runs (Error or
 	// CompensationFailed, alert).
 	TransitionStranded Transition = "stranded"
+	// TransitionWaiting: the Supervisor counted the last failure its retry
+	// policy allows a step, which waits before it is tried again
+	// (Waiting, a notice).
+	TransitionWaiting Transition = "waiting"
 )
 
 // Transitions lists every Transition, for the stack's metric filters.
@@ -62,7 +66,7 @@ func Transitions() []Transition {
 		TransitionAccepted, TransitionClaimed, TransitionStepCompleted, TransitionProcessed,
 		TransitionFailed, TransitionRetried, TransitionRequeued, TransitionGaveUp, TransitionStaleReply,
 		TransitionCompensating, TransitionUndone, TransitionCompensated, TransitionCompensationFailed,
-		TransitionCancelled, TransitionResubmitted, TransitionStranded,
+		TransitionCancelled, TransitionResubmitted, TransitionStranded, TransitionWaiting,
 	}
 }
 
@@ -83,7 +87,7 @@ func (t Transition) Level() slog.Level {
 	switch t {
 	case TransitionFailed, TransitionGaveUp, TransitionCompensationFailed, TransitionStranded:
 		return slog.LevelError
-	case TransitionCompensating, TransitionStaleReply:
+	case TransitionCompensating, TransitionStaleReply, TransitionWaiting:
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo
@@ -106,4 +110,5 @@ var transitionMessages = map[Transition]string{
 	TransitionCancelled:          "order cancelled",
 	TransitionResubmitted:        "order resubmitted",
 	TransitionStranded:           "workflow version not deployed; an operator must act",
+	TransitionWaiting:            "failed too often; waiting before the step is tried again",
 }

@@ -108,6 +108,10 @@ type Faults struct {
 	// RejectUndo are the steps whose compensations are rejected permanently,
 	// as RejectSteps' calls are.
 	RejectUndo []string `json:"rejectUndo,omitempty"`
+	// HangSteps are the steps whose every call hangs until its caller
+	// gives up, without effect: a remote that is down for those steps
+	// only (a partner's maintenance window).
+	HangSteps []string `json:"hangSteps,omitempty"`
 	// Seed, when set, reseeds the random source so a run can be replayed.
 	Seed *uint64 `json:"seed,omitempty"`
 }
@@ -159,6 +163,7 @@ func (f Faults) Validate() error {
 	}
 	errs = append(errs, validSteps("rejectSteps", f.RejectSteps)...)
 	errs = append(errs, validSteps("rejectUndo", f.RejectUndo)...)
+	errs = append(errs, validSteps("hangSteps", f.HangSteps)...)
 	return errors.Join(errs...)
 }
 

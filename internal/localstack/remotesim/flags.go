@@ -24,11 +24,13 @@ func FaultFlags(fs *flag.FlagSet, def Faults) func() (Faults, error) {
 	latMax := fs.Duration("latency-max", time.Duration(def.LatencyMax), "most added latency")
 	reject := fs.String("reject-steps", strings.Join(def.RejectSteps, ","), "comma-separated steps the remote service always rejects")
 	rejectUndo := fs.String("reject-undo", strings.Join(def.RejectUndo, ","), "comma-separated steps whose compensations the remote service always rejects")
+	hangSteps := fs.String("hang-steps", strings.Join(def.HangSteps, ","), "comma-separated steps whose every call hangs until the caller gives up")
 	return func() (Faults, error) {
 		out := f
 		out.LatencyMin, out.LatencyMax = Duration(*latMin), Duration(*latMax)
 		out.RejectSteps = splitList(*reject)
 		out.RejectUndo = splitList(*rejectUndo)
+		out.HangSteps = splitList(*hangSteps)
 		return out, out.Validate()
 	}
 }

@@ -221,6 +221,7 @@ func (s *Sim) SetFaults(f Faults) error {
 	}
 	f.RejectSteps = slices.Clone(f.RejectSteps)
 	f.RejectUndo = slices.Clone(f.RejectUndo)
+	f.HangSteps = slices.Clone(f.HangSteps)
 	s.faults = f
 	return nil
 }
@@ -232,6 +233,7 @@ func (s *Sim) Faults() Faults {
 	f := s.faults
 	f.RejectSteps = slices.Clone(f.RejectSteps)
 	f.RejectUndo = slices.Clone(f.RejectUndo)
+	f.HangSteps = slices.Clone(f.HangSteps)
 	return f
 }
 
@@ -315,9 +317,21 @@ func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if s.hangs(step) {
+		s.hang(r.Context())
+		writeUnavailable(w)
+		return
+	}
 	s.serve(w, r, key, func(f Faults) bool { return slices.Contains(f.RejectSteps, step) },
 		fmt.Sprintf("step %s of order %s rejected", step, req.OrderID),
 		func() outcome { return s.apply(key, req) })
+}
+
+// hangs reports whether every call of step hangs (Faults.HangSteps).
+func (s *Sim) hangs(step string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.faults.HangSteps, step)
 }
 
 // InProgress reports whether a HangThenApply call holds key.

@@ -51,6 +51,7 @@ func Run(t *testing.T, openAt Open) {
 	t.Run("ListByStatePages", func(t *testing.T) { t.Parallel(); listByState(t, open(t)) })
 	t.Run("ListByStatePagesEveryShardExactly", func(t *testing.T) { t.Parallel(); listByStateShards(t, open(t)) })
 	t.Run("ListByStateFollowsTheState", func(t *testing.T) { t.Parallel(); listFollowsState(t, open(t)) })
+	t.Run("WaitingIsListedAndFoundDue", func(t *testing.T) { t.Parallel(); waiting(t, open(t)) })
 	t.Run("ListByOwnerIsolatesOwners", func(t *testing.T) { t.Parallel(); listByOwner(t, open(t)) })
 	t.Run("ListByOwnerPagesEveryShardExactly", func(t *testing.T) { t.Parallel(); listByOwnerShards(t, open(t)) })
 	t.Run("ListingsPageThroughTies", func(t *testing.T) { t.Parallel(); listingTies(t, open(t)) })
@@ -587,6 +588,70 @@ func listFollowsState(t *testing.T, s statestore.Port) {
 		t.Fatal(err)
 	}
 	check("o-born created in Error", "o-born", "o-a", "o-c", "o-b")
+}
+
+// waits runs a workflow whose first step waits an hour, once, after its
+// first failure.
+var waits = workflow.Machine{Policy: machine.Policy, Def: workflow.Definition{Name: "waits", Version: 1, Steps: []workflow.Step{
+	{Name: "reserve-inventory", Budget: 30 * time.Second, Compensable: true, Retry: &workflow.Retry{MaxFailures: ptr(1),
+		OnExhausted: workflow.ExhaustedWait, Wait: time.Hour, WaitRounds: 1}},
+	{Name: "charge-payment", Budget: 30 * time.Second, Compensable: true},
+}}}
+
+func ptr[T any](v T) *T { return &v }
+
+// waiting: a step that waits writes exactly what its changes say (its
+// WaitRound, and removes it at the next step), is listed under Waiting
+// while it waits, is found due by the Supervisor's query when its wait is
+// over, and leaves the listing when it is handed back.
+func waiting(t *testing.T, s statestore.Port) {
+	ctx := context.Background()
+	before := createOf(t, s, waits.Def, "o-wait", "owner-a", t0)
+	at := t0
+	step := func(c workflow.Change, ok bool) workflow.State {
+		t.Helper()
+		if !ok {
+			t.Fatalf("%s record not due", before.ProcessState)
+		}
+		got, err := s.Apply(ctx, c)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Transition, err)
+		}
+		same(t, string(c.Transition), got, c.Patch.Apply(before))
+		same(t, string(c.Transition)+" as read", get(t, s, "o-wait"), c.Patch.Apply(before))
+		before = got
+		return got
+	}
+	listed := func() []string {
+		return listAll(t, func(cursor string) (statestore.Page, error) { return s.ListByState(ctx, workflow.Waiting, 5, cursor) }, func(workflow.State) {})
+	}
+	st := step(waits.Claim("o-wait", 0, false, "scheduler/x", at.Add(time.Second)), true)
+	st = step(waits.Expired(st, st.CompleteBy))
+	if st.ProcessState != workflow.Waiting || st.WaitRound != 1 || !st.CompleteBy.Equal(before.UpdatedAt.Add(time.Hour)) {
+		t.Fatalf("after the first failure: %+v", st)
+	}
+	if got := listed(); !slices.Equal(got, []string{"o-wait"}) {
+		t.Fatalf("Waiting lists %v", got)
+	}
+	due := func(now time.Time) bool {
+		found, err := s.Expired(ctx, now, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(found, func(f workflow.State) bool { return f.OrderID == "o-wait" })
+	}
+	if due(st.CompleteBy.Add(-time.Millisecond)) || !due(st.CompleteBy) {
+		t.Fatal("the waiting record is not found due exactly when its wait is over")
+	}
+	st = step(waits.Expired(st, st.CompleteBy))
+	if st.ProcessState != workflow.Pending || len(listed()) != 0 {
+		t.Fatalf("after the wait: %s, listed %v", st.ProcessState, listed())
+	}
+	st = step(waits.Claim("o-wait", 0, false, "scheduler/x", st.UpdatedAt.Add(time.Second)), true)
+	st = step(waits.StepCompleted("o-wait", 0, st.Attempt, json.RawMessage(`{}`), "scheduler/x", st.UpdatedAt.Add(time.Second)), true)
+	if st.WaitRound != 0 || st.StepIndex != 1 {
+		t.Fatalf("at the next step: %+v", st)
+	}
 }
 
 func listByOwner(t *testing.T, s statestore.Port) {
