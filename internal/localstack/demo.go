@@ -95,6 +95,10 @@ type Summary struct {
 	Rejected int
 	// From the handlers' transition logs.
 	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults int
+	// Under chaos's replica fault: the Agents' tries that failed on a
+	// replica at fault, and the Supervisor's retries of steps that had one
+	// (the routing's goal is none).
+	ReplicaFailedTries, ReplicaRetries int
 	// RecoveredBySupervisor counts Processed orders that the Supervisor
 	// retried or requeued at least once.
 	RecoveredBySupervisor int
@@ -356,6 +360,7 @@ summarize:
 	counts := d.Tap.Counts()
 	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
 	sum.StaleReplies, sum.GaveUp, sum.PermanentFaults = counts[workflow.TransitionStaleReply], counts[workflow.TransitionGaveUp], counts[workflow.TransitionFailed]
+	sum.ReplicaFailedTries, sum.ReplicaRetries = d.Tap.ReplicaFaults()
 	sum.AgentCrashes = d.Stack.Crashes()
 	sum.RemoteCalls = d.Stack.Sim.Calls()
 	return sum, nil

@@ -199,10 +199,11 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		log = log.With(slog.Bool("compensate", true))
 	}
 	var out json.RawMessage
+	var at triedAt
 	if _, ok := h.svc.(Compensator); m.Action.Undo() && !ok {
 		err = Reject(CodeNotCompensable, "the agent for step "+m.Step+" cannot undo it")
 	} else {
-		out, err = h.perform(ctx, log, RequestFrom(m), m.CompleteBy)
+		out, at, err = h.perform(ctx, log, RequestFrom(m), m.CompleteBy)
 	}
 
 	// A late agent stays silent: the Supervisor has taken over the step, and
@@ -217,10 +218,10 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		reply = h.succeeded(log, m, out)
 	case IsPermanent(err):
 		reply = failed(m, FaultOf(err))
-		log.Warn("step failed permanently", slog.Any("error", err), slog.String("faultCode", reply.Fault.Code))
+		log.Warn("step failed permanently", slog.String("endpoint", at.host()), slog.Any("error", err), slog.String("faultCode", reply.Fault.Code))
 	default:
 		// Nothing to say before the deadline; the Supervisor recovers the step.
-		log.Warn("step failed transiently until the deadline, sending nothing", slog.Any("error", err))
+		log.Warn("step failed transiently until the deadline, sending nothing", slog.String("endpoint", at.host()), slog.Any("error", err))
 		return done
 	}
 	return h.sendReply(ctx, log, rec, m, reply)
@@ -325,7 +326,8 @@ func failed(m message.AgentRequest, f message.Fault) message.AgentReply {
 // perform runs the retry loop until success, a permanent error, or the
 // deadline: CompleteBy or the Lambda's own deadline, whichever is sooner,
 // less the safety margin kept to send the reply.
-func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, completeBy time.Time) (json.RawMessage, error) {
+// It returns the endpoint of the last try made.
+func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, completeBy time.Time) (json.RawMessage, triedAt, error) {
 	now := h.clk.Now()
 	budget := completeBy.Sub(now)
 	// The Lambda's deadline is wall-clock time while CompleteBy is read
@@ -335,7 +337,7 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 	}
 	budget -= h.cfg.SafetyMargin
 	if budget <= 0 {
-		return nil, errors.New("no time left for a try")
+		return nil, "", errors.New("no time left for a try")
 	}
 	deadline := now.Add(budget)
 	ctx, cancel := context.WithTimeout(ctx, budget)
@@ -352,17 +354,21 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 	// a 422 for a request the remote may have applied before, is no proof
 	// either.
 	ambiguous := false
+	var last triedAt
 	for n := 0; ; n++ {
 		remaining := deadline.Sub(h.clk.Now())
 		if remaining <= 0 || ctx.Err() != nil {
-			return nil, fmt.Errorf("out of time after %d tries", n)
+			return nil, last, fmt.Errorf("out of time after %d tries", n)
 		}
 		out, at, err := h.try(ctx, targets, failed, req, min(h.cfg.RemoteTimeout, remaining))
+		if at != "" {
+			last = at
+		}
 		if IsPermanent(err) && ambiguous {
 			err = Uncertain(err)
 		}
 		if err == nil || IsPermanent(err) {
-			return out, err
+			return out, last, err
 		}
 		ambiguous = ambiguous || mayHaveApplied(err)
 		delay := h.backoff.Delay(n)
@@ -371,11 +377,11 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 		}
 		// Waiting past the deadline only to give up then is pointless.
 		if !h.clk.Now().Add(delay).Before(deadline) {
-			return nil, fmt.Errorf("try %d%s: %w (no time for another)", n+1, at, err)
+			return nil, last, fmt.Errorf("try %d%s: %w (no time for another)", n+1, at, err)
 		}
 		log.Warn("try failed, retrying", slog.Int("try", n+1), slog.String("endpoint", at.host()), slog.Any("error", err), slog.Duration("retryIn", delay))
 		if serr := h.sleep(ctx, delay); serr != nil {
-			return nil, fmt.Errorf("try %d%s: %w (no time for another)", n+1, at, err)
+			return nil, last, fmt.Errorf("try %d%s: %w (no time for another)", n+1, at, err)
 		}
 	}
 }

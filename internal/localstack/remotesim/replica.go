@@ -28,7 +28,8 @@ type ReplicaFault struct {
 	// caller that gives up first leaves nothing behind, as at a proxy whose
 	// client went away.
 	Slow time.Duration
-	// Step, when set, limits the fault to that step's calls (and undos).
+	// Step, when set, limits Down and Slow to that step's calls (and
+	// undos); a replica refusing connections refuses them all.
 	Step string
 }
 
@@ -157,7 +158,10 @@ func (r *Replica) serve(w http.ResponseWriter, req *http.Request) {
 	r.calls++
 	f := r.fault
 	r.mu.Unlock()
-	if f.Step != "" && req.URL.Path != remote.StepPath(f.Step) && req.URL.Path != remote.CompensatePath(f.Step) {
+	// Only the service's routes: the simulator's own (faults, effects)
+	// stay reachable for the run that drives it.
+	if !strings.HasPrefix(req.URL.Path, "/v1/steps/") ||
+		(f.Step != "" && req.URL.Path != remote.StepPath(f.Step) && req.URL.Path != remote.CompensatePath(f.Step)) {
 		f = ReplicaFault{}
 	}
 	if f.Down {
