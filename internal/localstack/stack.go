@@ -77,7 +77,7 @@ type Options struct {
 	// regional endpoints share one ledger; every Agent routes over them.
 	// The first listens on RemoteAddr.
 	Replicas int
-	Seed   uint64
+	Seed     uint64
 	// Crash is the probability that an Agent invocation dies before doing
 	// anything, like a Lambda killed at start: its batch comes back after
 	// the visibility timeout, by which time the Supervisor has retried.
