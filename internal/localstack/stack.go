@@ -72,12 +72,12 @@ type Options struct {
 	// Faults of the remote service, and Seed of its random draws and of
 	// Crash (0: a random seed).
 	Faults remotesim.Faults
+	Seed   uint64
 	// Replicas is how many endpoints the remote service has (0 is one),
 	// each an address of its own in front of the one simulator, as
 	// regional endpoints share one ledger; every Agent routes over them.
 	// The first listens on RemoteAddr.
 	Replicas int
-	Seed     uint64
 	// Crash is the probability that an Agent invocation dies before doing
 	// anything, like a Lambda killed at start: its batch comes back after
 	// the visibility timeout, by which time the Supervisor has retried.
