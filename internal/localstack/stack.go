@@ -601,15 +601,6 @@ func (s *Stack) superviseOnce(ctx context.Context, h *supervisor.Handler, now ti
 	}
 }
 
-// serve starts an HTTP server on addr and returns its base URL.
-func (s *Stack) serve(addr string, h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	return s.serveOn(ln, h), nil
-}
-
 func (s *Stack) serveOn(ln net.Listener, h http.Handler) string {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	s.servers = append(s.servers, srv)
