@@ -98,7 +98,7 @@ func TestBurstSheds(t *testing.T) {
 // recovered by the Supervisor, nothing applied twice.
 func TestReplicaFaultIsRoutedAround(t *testing.T) {
 	t.Parallel()
-	res, err := Run(Config{Seed: 9, Orders: 500, Mix: Mix{Replica: 0.01}, Record: true})
+	res, err := Run(Config{Seed: 9, Orders: 2000, Mix: Mix{Replica: 0.05}, Record: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,5 +116,10 @@ func TestReplicaFaultIsRoutedAround(t *testing.T) {
 	}
 	if met == 0 || recovered != 0 {
 		t.Errorf("%d replica outages logged, %d Supervisor retries", met, recovered)
+		for _, l := range res.Log {
+			if strings.Contains(l, "replica ") {
+				t.Log(l)
+			}
+		}
 	}
 }
