@@ -132,16 +132,17 @@ func (r *Router) pick(endpoints []string, failed []bool) (route, error) {
 		for n < len(cands) && cands[n].rank == best.rank && cands[n].cost <= best.cost+max(best.cost*tieShare, tieFloor) {
 			n++
 		}
-		tied := cands[:n]
-		for k := range tied {
-			tied[k].draw = r.intn(1 << 30)
-		}
-		slices.SortStableFunc(tied, func(a, b candidate) int {
-			if a.inflight != b.inflight {
-				return a.inflight - b.inflight
+		if tied := cands[:n]; n > 1 {
+			for k := range tied {
+				tied[k].draw = r.intn(1 << 30)
 			}
-			return a.draw - b.draw
-		})
+			slices.SortStableFunc(tied, func(a, b candidate) int {
+				if a.inflight != b.inflight {
+					return a.inflight - b.inflight
+				}
+				return a.draw - b.draw
+			})
+		}
 	}
 	for _, c := range cands {
 		ep := endpoints[c.i]
