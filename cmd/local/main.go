@@ -136,7 +136,7 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	fmt.Fprintf(out, "local stack up: API %s · remote simulator %s · seed %d · handler logs in %s\n", st.APIURL, st.RemoteURL, o.Seed, *logPath)
+	fmt.Fprintf(out, "local stack up: API %s · remote simulator %s · seed %d · handler logs in %s\n", st.APIURL, strings.Join(st.RemoteURLs, " and "), o.Seed, *logPath)
 
 	if mode == "serve" {
 		serveHelp(out, st, o)
@@ -173,11 +173,11 @@ func run(args []string, out io.Writer) error {
 		if sum.Err() != nil {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d waits=%d injected[%s] outages=%d: %s\n",
+		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d waits=%d supervisor-retries=%d replica-failed-tries=%d replica-retries=%d injected[%s] outages=%d: %s\n",
 			o.Seed, sum.Submitted, sum.Submitted-sum.InFlight, sum.Compensated, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.LeftApplied),
 			sum.NotUndoable, len(sum.Unreported),
 			len(sum.StaleCommits), len(sum.OverThreshold), len(sum.Unbounded), len(sum.Orphans), len(sum.UndoErrors), len(sum.EventErrors),
-			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Waits, sum.Injected, sum.Outages, verdict)
+			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Waits, sum.SupervisorRetries, sum.ReplicaFailedTries, sum.ReplicaRetries, sum.Injected, sum.Outages, verdict)
 	}
 	return sum.Err()
 }

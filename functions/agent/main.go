@@ -25,7 +25,7 @@ func main() {
 	cfg, aws, log := coldstart.Load("agent", agent.LoadConfig)
 	// Built once per container, so connections and breakers survive across
 	// invocations.
-	svc := agent.NewHTTPService(cfg.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
+	svc := agent.NewReplicatedHTTPService(cfg.Endpoints(), agent.NewHTTPClient(cfg.RemoteTimeout))
 	sqsc := sqs.NewFromConfig(aws)
 	opts := []agent.Option{agent.WithRedelivery(queue.NewRedeliverer(sqsc, cfg.RequestQueueURL))}
 	if cfg.AlertTopicARN != "" {

@@ -39,12 +39,15 @@ func (b *builder) agents(sh *sharedResources) []*fn {
 // Its queue is declared with the others (agentQueue), since the
 // Submission and the Scheduler send to it.
 func (b *builder) agent(sh *sharedResources, st workflow.Step) *fn {
-	// https only: the Agent sends the order's step over it.
+	// https only: the Agent sends the order's step over it. The parameter
+	// keeps its name and takes one URL or several, so a stack deployed
+	// with one keeps its value; the Agent reads it as REMOTE_BASE_URLS.
 	remote := awscdk.NewCfnParameter(b.stack, jsii.String(pascal(st.Name)+"RemoteBaseUrl"), &awscdk.CfnParameterProps{
 		Type:                  jsii.String("String"),
 		AllowedPattern:        jsii.String(RemoteURLPattern),
-		ConstraintDescription: jsii.String("an absolute https:// URL without query or fragment"),
-		Description:           jsii.String(fmt.Sprintf("Base URL of the remote service the %s Agent calls (POST {url}/v1/steps/%s with an Idempotency-Key header).", st.Name, st.Name)),
+		ConstraintDescription: jsii.String("one absolute https:// URL without query or fragment, or up to 8 separated by commas"),
+		Description: jsii.String(fmt.Sprintf("Base URL of the remote service the %s Agent calls (POST {url}/v1/steps/%s with an Idempotency-Key header); "+
+			"or the base URLs of its replicas, comma-separated, which must share one idempotency state.", st.Name, st.Name)),
 	})
 	q := sh.queues.agents[st.Name]
 	f := b.actorFunction(Agent, sh, fnSpec{
@@ -53,8 +56,8 @@ func (b *builder) agent(sh *sharedResources, st workflow.Step) *fn {
 		trigger:     byQueue,
 		timeout:     topology.AgentTimeout(st), memory: topology.AgentMemoryMB,
 	}, map[string]*string{
-		topology.EnvAgentStep:     jsii.String(st.Name),
-		topology.EnvRemoteBaseURL: remote.ValueAsString(),
+		topology.EnvAgentStep:      jsii.String(st.Name),
+		topology.EnvRemoteBaseURLs: remote.ValueAsString(),
 		// Its own queue: a request whose reply could not be sent comes
 		// back on it within seconds.
 		topology.EnvRequestQueueURL: q.main.QueueUrl(),

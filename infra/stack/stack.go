@@ -46,8 +46,14 @@ func Functions() []string {
 }
 
 // RemoteURLPattern is the AllowedPattern of the remote base URL parameters:
-// an absolute https URL without query or fragment.
-const RemoteURLPattern = `^https://[^\s?#]+$`
+// one absolute https URL without query or fragment, or up to
+// agent.MaxReplicas of them separated by commas (the replicas of the step's
+// service, which share one idempotency state). A value of one URL, as every
+// stack had before replicas, still matches, so an update keeps it.
+// CloudFormation's patterns are Java regular expressions and must match the
+// whole value ("Using regular expressions in CloudFormation templates",
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cfn-regexes.html).
+const RemoteURLPattern = `^https://[^\s?#,]+(,https://[^\s?#,]+){0,7}$`
 
 // NotifierTimeout bounds one batch of StreamBatchSize SNS publishes.
 const NotifierTimeout = 30 * time.Second

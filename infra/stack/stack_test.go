@@ -346,7 +346,8 @@ func deployParams(t *template) map[string]string {
 	p := map[string]string{}
 	for id, param := range t.Parameters {
 		if strings.HasSuffix(id, "RemoteBaseUrl") {
-			p[id] = "https://remote.example.com/" + strings.ToLower(id)
+			// Two replicas, as the Agent reads them (REMOTE_BASE_URLS).
+			p[id] = "https://eu.remote.example.com/" + strings.ToLower(id) + ",https://us.remote.example.com/" + strings.ToLower(id)
 		} else if d, ok := param["Default"].(string); ok {
 			p[id] = d
 		}
@@ -372,12 +373,22 @@ func TestRemoteURLParametersTakeHTTPSOnly(t *testing.T) {
 		for url, ok := range map[string]bool{
 			"https://inventory.example.com":         true,
 			"https://payments.example.com:8443/api": true,
-			"http://inventory.example.com":          false,
-			"HTTP://inventory.example.com":          false,
-			"https://x.example.com/?a=1":            false,
-			"https://x.example.com/#f":              false,
-			"inventory.example.com":                 false,
-			"":                                      false,
+			// The replicas of a service.
+			"https://eu.inventory.example.com,https://us.inventory.example.com/api": true,
+			"https://a1.example.com,https://a2.example.com,https://a3.example.com,https://a4.example.com," +
+				"https://a5.example.com,https://a6.example.com,https://a7.example.com,https://a8.example.com": true,
+			"https://a1.example.com,https://a2.example.com,https://a3.example.com,https://a4.example.com," +
+				"https://a5.example.com,https://a6.example.com,https://a7.example.com,https://a8.example.com,https://a9.example.com": false,
+			"https://a.example.com,":                       false,
+			"https://a.example.com,,https://b.example.com": false,
+			"https://a.example.com, https://b.example.com": false,
+			"https://a.example.com,http://b.example.com":   false,
+			"http://inventory.example.com":                 false,
+			"HTTP://inventory.example.com":                 false,
+			"https://x.example.com/?a=1":                   false,
+			"https://x.example.com/#f":                     false,
+			"inventory.example.com":                        false,
+			"":                                             false,
 		} {
 			if re.MatchString(url) != ok {
 				t.Errorf("%s: %q accepted %v, want %v", id, url, !ok, ok)

@@ -124,7 +124,7 @@ var loaders = func() []loader {
 	for _, s := range deployedCatalog().Agents() {
 		ls = append(ls, loader{
 			path: "Agent" + pascalStep(s.Name), load: adapt(agent.LoadConfig),
-			points: map[string]string{topology.EnvResponseQueueURL: "ResponseQueue", topology.EnvRemoteBaseURL: pascalStep(s.Name) + "RemoteBaseUrl", topology.EnvAlertTopicARN: "AlertTopic",
+			points: map[string]string{topology.EnvResponseQueueURL: "ResponseQueue", topology.EnvRemoteBaseURLs: pascalStep(s.Name) + "RemoteBaseUrl", topology.EnvAlertTopicARN: "AlertTopic",
 				topology.EnvRequestQueueURL: pascalStep(s.Name) + "Queue"},
 			check: func(t *testing.T, cfg any, _ map[string]any) {
 				c := cfg.(agent.Config)

@@ -98,6 +98,10 @@ type Summary struct {
 	// From the handlers' transition logs. Waits counts the extended waits
 	// of steps whose retry policy waits (Waiting).
 	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults, Waits int
+	// Under chaos's replica fault: the Agents' tries that failed on a
+	// replica at fault, and the Supervisor's retries of steps that had one
+	// (the routing's goal is none).
+	ReplicaFailedTries, ReplicaRetries int
 	// RecoveredBySupervisor counts Processed orders that the Supervisor
 	// retried or requeued at least once.
 	RecoveredBySupervisor int
@@ -370,6 +374,7 @@ summarize:
 	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
 	sum.StaleReplies, sum.GaveUp, sum.PermanentFaults = counts[workflow.TransitionStaleReply], counts[workflow.TransitionGaveUp], counts[workflow.TransitionFailed]
 	sum.Waits = counts[workflow.TransitionWaiting]
+	sum.ReplicaFailedTries, sum.ReplicaRetries = d.Tap.ReplicaFaults()
 	sum.AgentCrashes = d.Stack.Crashes()
 	sum.RemoteCalls = d.Stack.Sim.Calls()
 	return sum, nil

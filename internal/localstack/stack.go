@@ -73,6 +73,11 @@ type Options struct {
 	// Crash (0: a random seed).
 	Faults remotesim.Faults
 	Seed   uint64
+	// Replicas is how many endpoints the remote service has (0 is one),
+	// each an address of its own in front of the one simulator, as
+	// regional endpoints share one ledger; every Agent routes over them.
+	// The first listens on RemoteAddr.
+	Replicas int
 	// Crash is the probability that an Agent invocation dies before doing
 	// anything, like a Lambda killed at start: its batch comes back after
 	// the visibility timeout, by which time the Supervisor has retried.
@@ -147,6 +152,7 @@ func DemoOptionsOf(cat workflow.Catalog) Options {
 			Transient: 0.10, Permanent: 0.005, Hang: 0.03, ApplyThenFail: 0.03,
 			Latency: 0.3, LatencyMin: remotesim.Duration(5 * time.Millisecond), LatencyMax: remotesim.Duration(80 * time.Millisecond),
 		},
+		Replicas:        2,
 		Crash:           0.02,
 		Visibility:      5 * time.Second,
 		PollersPerQueue: 4,
@@ -195,6 +201,9 @@ func (o Options) Validate() error {
 	if o.Crash < 0 || (o.Crash > 0.5 && o.Crash != 1) {
 		errs = append(errs, fmt.Errorf("crash probability %v must be within 0..0.5, or 1", o.Crash))
 	}
+	if o.Replicas < 0 || o.Replicas > agent.MaxReplicas {
+		errs = append(errs, fmt.Errorf("%d replicas of the remote: at most %d", o.Replicas, agent.MaxReplicas))
+	}
 	if o.OutageEvery > 0 && (o.OutageFor <= 0 || o.OutageFor >= o.OutageEvery) {
 		errs = append(errs, fmt.Errorf("an outage of %v every %v: it must be shorter than the period", o.OutageFor, o.OutageEvery))
 	}
@@ -216,9 +225,12 @@ func (o Options) Validate() error {
 type Stack struct {
 	Sys *wiring.System
 	Sim *remotesim.Sim
+	// Replicas are the remote service's endpoints, all in front of Sim.
+	Replicas []*remotesim.Replica
 	// APIURL and RemoteURL are the base URLs of the HTTP API and the
-	// simulator.
+	// simulator (its first replica); RemoteURLs every replica's.
 	APIURL, RemoteURL string
+	RemoteURLs        []string
 	// AlertWatchURL is a queue subscribed to the alert topic, as an
 	// operator's e-mail would be.
 	AlertWatchURL string
@@ -307,8 +319,23 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return fail(err)
 	}
 	var err error
-	if s.RemoteURL, err = s.serve(o.RemoteAddr, s.Sim); err != nil {
-		return fail(fmt.Errorf("remote simulator: %w", err))
+	for i := range max(o.Replicas, 1) {
+		addr := o.RemoteAddr
+		if i > 0 {
+			host, _, _ := net.SplitHostPort(o.RemoteAddr)
+			addr = net.JoinHostPort(host, "0")
+		}
+		r, err := remotesim.StartReplica(s.Sim, addr)
+		if err != nil {
+			return fail(fmt.Errorf("remote simulator: %w", err))
+		}
+		s.Replicas = append(s.Replicas, r)
+		s.RemoteURLs = append(s.RemoteURLs, r.URL())
+	}
+	s.RemoteURL = s.RemoteURLs[0]
+	remoteURLs := s.RemoteURLs
+	if len(remoteURLs) == 1 {
+		remoteURLs = nil
 	}
 
 	// The API's address is known before the handlers are built, so alerts
@@ -321,7 +348,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		OperatorAPIURL: "http://" + apiLn.Addr().String(),
 		DynamoDB:       handlerDDB, SQS: handlerSQS, SNS: snsc, Streams: streams,
 		Prefix: o.Prefix, Region: o.Region,
-		Workflows: o.Workflows, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, Agent: o.Agent,
+		Workflows: o.Workflows, Policy: o.Policy, RemoteBaseURL: s.RemoteURL, RemoteBaseURLs: remoteURLs, Agent: o.Agent,
 		MaxReceiveCount: topology.MaxReceiveCount, VisibilityTimeout: o.Visibility,
 		Clock: clock.System{}, Log: o.Log, Capacity: o.Capacity, OrderIDs: o.OrderIDs,
 		// The stack's operators are its role's sessions (and whoever the
@@ -410,6 +437,9 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		}
 		s.wg.Go(func() { s.supervise(runCtx, h, o.SuperviseEvery) })
 	}
+	if o.Chaos != nil && len(s.Replicas) > 1 {
+		s.wg.Go(func() { s.replicaFaults(runCtx, o.Chaos, o.Workflows.AgentNames(), 2*o.Agent.RemoteTimeout) })
+	}
 	if o.OutageEvery > 0 {
 		outCtx, outCancel := context.WithCancel(runCtx)
 		s.outageCancel = outCancel
@@ -447,6 +477,45 @@ func (s *Stack) outages(ctx context.Context, every, length time.Duration) {
 		s.outageCount.Add(1)
 		s.log.Warn("chaos: engine unreachable", slog.String("engine", name), slog.Duration("for", length))
 		p.outage(length)
+	}
+}
+
+// ReplicaFaultPeriod is how long a chaos run's replica fault lasts, and
+// how often one may strike (chaos.ReplicaFault's rate of the periods).
+const ReplicaFaultPeriod = time.Second
+
+// replicaFaults puts a replica of the remote service at fault for the
+// periods chaos.ReplicaFault strikes, one at a time, healing it after:
+// down, refusing connections, or slower than slow, the Agents' timeout.
+func (s *Stack) replicaFaults(ctx context.Context, in *chaos.Injector, steps []string, slow time.Duration) {
+	t := time.NewTicker(ReplicaFaultPeriod)
+	defer t.Stop()
+	slow = min(slow, remotesim.MaxLatency)
+	var struck *remotesim.Replica
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if struck != nil {
+			if err := struck.SetFault(remotesim.ReplicaFault{}); err != nil {
+				s.log.Warn("chaos: replica not healed", slog.String("replica", struck.URL()), slog.Any("error", err))
+			} else {
+				s.log.Info(msgReplicaHealed, slog.String("replica", struck.URL()))
+			}
+			struck = nil
+		}
+		o, ok := in.ReplicaOutage(n, steps, len(s.Replicas), slow)
+		if !ok {
+			continue
+		}
+		struck = s.Replicas[o.Replica]
+		s.log.Warn(msgReplicaAtFault, slog.String("replica", struck.URL()), slog.String("fault", o.Fault.String()),
+			slog.Duration("for", ReplicaFaultPeriod))
+		if err := struck.SetFault(o.Fault); err != nil {
+			s.log.Warn("chaos: replica fault not set", slog.String("replica", struck.URL()), slog.Any("error", err))
+		}
 	}
 }
 
@@ -540,15 +609,6 @@ func (s *Stack) superviseOnce(ctx context.Context, h *supervisor.Handler, now ti
 	}
 }
 
-// serve starts an HTTP server on addr and returns its base URL.
-func (s *Stack) serve(addr string, h http.Handler) (string, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	return s.serveOn(ln, h), nil
-}
-
 func (s *Stack) serveOn(ln net.Listener, h http.Handler) string {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	s.servers = append(s.servers, srv)
@@ -568,6 +628,9 @@ func (s *Stack) Close() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = srv.Shutdown(ctx)
 		cancel()
+	}
+	for _, r := range s.Replicas {
+		r.Close()
 	}
 	s.wg.Wait()
 	for _, p := range []*outageProxy{s.ddbProxy, s.awsProxy} {
@@ -615,6 +678,7 @@ func ChaosRates() map[chaos.Point]float64 {
 		chaos.KillBeforeReply: 0.03, chaos.KillAfterRecover: 0.05, chaos.KillAfterPublish: 0.05,
 		chaos.DuplicateSend: 0.05, chaos.DelaySend: 0.05,
 		chaos.FailDispatch: 0.02, chaos.ThrottleCommit: 0.03, chaos.LoseAnswer: 0.02,
+		chaos.ReplicaFault: 0.3,
 	}
 }
 

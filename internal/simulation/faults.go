@@ -50,11 +50,16 @@ const (
 	// Burst: clients post at 50 times the usual rate, past what the
 	// Agents' queues are sized for, so the Submission sheds.
 	Burst Fault = "burst"
+	// Replica: one replica of the remote services is down for a while
+	// (its calls refused, or answered 503 without reaching the shared
+	// state) or slow (its calls hang past the Agent's timeout); the other
+	// answers, and the Agents route around it.
+	Replica Fault = "replica"
 )
 
 // AllFaults lists every Fault.
 func AllFaults() []Fault {
-	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst}
+	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica}
 }
 
 // Mix is a run's faults: the rate of each kind that is on.
@@ -101,6 +106,7 @@ func Swarm(c Chooser) Mix {
 		KillBefore: {0.002, 0.01, 0.03}, KillAfter: {0.002, 0.01, 0.03}, Throttle: {0.005, 0.02, 0.05},
 		LoseAnswer: {0.002, 0.01, 0.03}, Slow: {0.01, 0.05}, Copy: {0.01, 0.05}, StaleRead: {0.1, 0.5},
 		MissedRun: {0.1, 0.5}, Skew: {1}, Remote: {0.5, 1}, Operator: {0.01, 0.05}, Deploy: {1}, Duplicate: {0.05, 0.2}, Burst: {1},
+		Replica: {0.001, 0.01},
 	}
 	m := Mix{}
 	for _, f := range AllFaults() {

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sasflow/sas/internal/localstack/remotesim"
@@ -49,6 +51,43 @@ type remoteModel struct {
 	// compensable are the steps with an undo in any version; the others
 	// remember a rejection under its key, as the contract asks.
 	compensable map[string]bool
+	// replicas are the hosts the Agents reach the services at, all in
+	// front of this one state; outage is the Replica fault in force.
+	replicas []string
+	outage   replicaOutage
+}
+
+// replicaOutage is one replica at fault until a time.
+type replicaOutage struct {
+	host  string
+	kind  replicaKind
+	until time.Time
+}
+
+type replicaKind int
+
+const (
+	replicaRefused replicaKind = iota
+	replicaDown
+	replicaSlow
+)
+
+var replicaKinds = [...]string{"refusing connections", "down (503)", "slow"}
+
+// atFault decides whether the call to host meets a replica at fault,
+// starting an outage of one replica when the Replica fault strikes and
+// none is in force.
+func (m *remoteModel) atFault(host string) (replicaKind, bool) {
+	now := m.w.now
+	if !now.Before(m.outage.until) && len(m.replicas) > 1 && m.f.strike(Replica) {
+		m.outage = replicaOutage{host: m.replicas[m.w.choose.Intn(len(m.replicas))], kind: replicaKind(m.w.choose.Intn(len(replicaKinds))),
+			until: now.Add(m.w.delay(5*time.Second, time.Minute))}
+		m.w.log.add(now, "remote", "replica "+replicaKinds[m.outage.kind]+" until "+m.outage.until.Format(time.TimeOnly), m.outage.host)
+	}
+	if host != m.outage.host || !now.Before(m.outage.until) {
+		return 0, false
+	}
+	return m.outage.kind, true
 }
 
 type remoteResult struct {
@@ -89,6 +128,28 @@ func (m *remoteModel) RoundTrip(req *http.Request) (*http.Response, error) {
 	_ = req.Body.Close()
 	key := req.Header.Get(remote.IdempotencyKeyHeader)
 	undo := strings.HasSuffix(req.URL.Path, "/compensate")
+	if kind, ok := m.atFault(req.URL.Host); ok {
+		// The call never reaches the shared state.
+		p := procOf(ctx)
+		switch kind {
+		case replicaRefused:
+			if p != nil {
+				p.suspend(time.Millisecond)
+			}
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		case replicaDown:
+			if p != nil {
+				p.suspend(time.Millisecond)
+			}
+			return &http.Response{StatusCode: unavailable.status, Header: http.Header{"Content-Type": {"application/json"}},
+				Body: io.NopCloser(bytes.NewReader(unavailable.body)), ContentLength: int64(len(unavailable.body)), Request: req}, nil
+		default:
+			if p != nil {
+				p.suspend(m.timeout)
+			}
+			return nil, fmt.Errorf("remote call: %w", context.DeadlineExceeded)
+		}
+	}
 	var a answer
 	err = m.f.call(ctx, "remote."+map[bool]string{false: "step", true: "undo"}[undo], key, false, func() error {
 		a = m.serve(key, undo, body)

@@ -114,3 +114,35 @@ func TestWaitingStepsKeepEveryInvariant(t *testing.T) {
 		t.Fatal("no order waited: the simulator does not exercise a step that waits")
 	}
 }
+
+// TestReplicaFaultIsRoutedAround: with one of the remote's two replicas at
+// fault now and then (refusing, answering 503 or hanging) and no other
+// fault, the Agents route around it: every order is processed, none
+// recovered by the Supervisor, nothing applied twice.
+func TestReplicaFaultIsRoutedAround(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 9, Orders: 2000, Mix: Mix{Replica: 0.05}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Faults[Replica] == 0 || len(res.Violations) > 0 || res.States[workflow.Processed] != res.Orders {
+		t.Fatalf("replica outages %d, states %v, violations %v", res.Faults[Replica], res.States, res.Violations)
+	}
+	met, recovered := 0, 0
+	for _, l := range res.Log {
+		switch {
+		case strings.Contains(l, "remote") && strings.Contains(l, "replica "):
+			met++
+		case strings.Contains(l, "retried"):
+			recovered++
+		}
+	}
+	if met == 0 || recovered != 0 {
+		t.Errorf("%d replica outages logged, %d Supervisor retries", met, recovered)
+		for _, l := range res.Log {
+			if strings.Contains(l, "replica ") {
+				t.Log(l)
+			}
+		}
+	}
+}

@@ -130,6 +130,7 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 	s.store.tolerance = 2*skew + 4*time.Second
 	s.remote = newRemote(w, f, s.agent.RemoteTimeout)
 	s.remote.compensable = map[string]bool{}
+	s.remote.replicas = []string{"remote-a.example.com", "remote-b.example.com"}
 	vis := func(timeout time.Duration) time.Duration { return topology.Visibility(timeout) }
 	s.schedulerQ = s.sqs.queue("scheduler", vis(topology.SchedulerTimeout), topology.MaxReceiveCount)
 	s.responseQ = s.sqs.queue("responses", vis(topology.SchedulerTimeout), topology.MaxReceiveCount)
@@ -248,12 +249,17 @@ func (s *system) build(cat workflow.Catalog) (*release, error) {
 func (s *system) newAgent(step workflow.Step, alerts alert.Sender) (*agent.Handler, error) {
 	cfg := s.agent
 	q := s.agentQ[step.Name]
-	cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.responseQ.url, "https://remote.example.com"
+	// Two replicas of the services, one state behind both (the model).
+	cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.responseQ.url, ""
+	cfg.RemoteBaseURLs = nil
+	for _, h := range s.remote.replicas {
+		cfg.RemoteBaseURLs = append(cfg.RemoteBaseURLs, "https://"+h)
+	}
 	cfg.AlertTopicARN, cfg.MaxOutputBytes, cfg.RequestQueueURL = s.alerts.arn, step.OutputLimit(), q.url
-	svc := agent.NewHTTPService(cfg.RemoteBaseURL, &http.Client{Transport: s.remote})
+	svc := agent.NewReplicatedHTTPService(cfg.Endpoints(), &http.Client{Transport: s.remote})
 	a, err := agent.New(cfg, svc, queue.NewSender(s.sqs), s.deps(s.clockFor()), agent.WithAlerts(alerts),
 		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
-		agent.WithJitter(s.w.float))
+		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either))
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 	}

@@ -84,6 +84,10 @@ type Breaker struct {
 	// gen changes at every transition so a result of a call let through
 	// before it (a slow call finishing after the breaker opened) is ignored.
 	gen uint64
+	// notify, when set, hears of every transition, outside the lock.
+	notify func(endpoint string, to BreakerState)
+	// changed is the transition to notify once the lock is released.
+	changed []BreakerState
 }
 
 // NewBreaker returns a closed breaker that opens after threshold
@@ -107,7 +111,7 @@ func (b *Breaker) State() BreakerState {
 // once with the call's result. Otherwise the error is an *OpenError.
 func (b *Breaker) Allow() (done func(Result), err error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	defer b.unlock()
 	now := b.clk.Now()
 	switch b.state {
 	case Open:
@@ -130,7 +134,7 @@ func (b *Breaker) Allow() (done func(Result), err error) {
 
 func (b *Breaker) report(gen uint64, r Result) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	defer b.unlock()
 	if gen != b.gen {
 		return
 	}
@@ -161,7 +165,35 @@ func (b *Breaker) open() {
 	b.openedAt = b.clk.Now()
 }
 
+// unlock releases the lock, then tells notify of the transitions made
+// under it.
+func (b *Breaker) unlock() {
+	changed, notify := b.changed, b.notify
+	b.changed = nil
+	b.mu.Unlock()
+	if notify != nil {
+		for _, s := range changed {
+			notify(b.endpoint, s)
+		}
+	}
+}
+
+// refusal is the error Allow would return for an open breaker still cooling
+// down; nil otherwise.
+func (b *Breaker) refusal() *OpenError {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clk.Now()
+	if reopen := b.openedAt.Add(b.cooldown); b.state == Open && now.Before(reopen) {
+		return &OpenError{Endpoint: b.endpoint, Wait: reopen.Sub(now)}
+	}
+	return nil
+}
+
 func (b *Breaker) transition(s BreakerState) {
+	if b.notify != nil {
+		b.changed = append(b.changed, s)
+	}
 	b.state = s
 	b.failures = 0
 	b.probing = false
@@ -175,8 +207,9 @@ type Breakers struct {
 	cooldown  time.Duration
 	clk       clock.Clock
 
-	mu sync.Mutex
-	m  map[string]*Breaker
+	mu       sync.Mutex
+	m        map[string]*Breaker
+	onChange func(endpoint string, to BreakerState)
 }
 
 // NewBreakers returns an empty set.
@@ -191,7 +224,21 @@ func (s *Breakers) For(endpoint string) *Breaker {
 	b, ok := s.m[endpoint]
 	if !ok {
 		b = NewBreaker(endpoint, s.threshold, s.cooldown, s.clk)
+		b.notify = s.onChange
 		s.m[endpoint] = b
 	}
 	return b
+}
+
+// OnChange makes f hear of every transition of the breakers made from now
+// on (the Handler logs the openings and closings).
+func (s *Breakers) OnChange(f func(endpoint string, to BreakerState)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onChange = f
+	for _, b := range s.m {
+		b.mu.Lock()
+		b.notify = f
+		b.mu.Unlock()
+	}
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -19,8 +20,13 @@ type Config struct {
 	Step string
 	// ResponseQueueURL is the Scheduler's response queue.
 	ResponseQueueURL string
-	// RemoteBaseURL is the remote service, without a trailing slash.
-	RemoteBaseURL string
+	// RemoteBaseURL is the remote service, without a trailing slash, when
+	// it has one endpoint; RemoteBaseURLs, set instead, are the base URLs
+	// of its replicas. Replicas must share one idempotency state (a key
+	// applied through one is known to all), since each try goes to
+	// whichever is healthiest. Endpoints is the list either way.
+	RemoteBaseURL  string
+	RemoteBaseURLs []string
 	// RemoteTimeout bounds one try; the deadline may cut it shorter.
 	RemoteTimeout time.Duration
 	// RetryBase and RetryMax shape the full-jitter backoff between tries.
@@ -63,6 +69,8 @@ const (
 	maxWait        = 15 * time.Minute
 	maxConcurrency = 100
 	maxFailures    = 1000
+	// MaxReplicas bounds RemoteBaseURLs: every try ranks them all.
+	MaxReplicas = 8
 	// The same bounds the stack's sas:maxReceiveCount has.
 	maxReceiveCount = 1000
 )
@@ -88,6 +96,7 @@ var variables = map[string]string{
 	"Step":             topology.EnvAgentStep,
 	"ResponseQueueURL": topology.EnvResponseQueueURL,
 	"RemoteBaseURL":    topology.EnvRemoteBaseURL,
+	"RemoteBaseURLs":   topology.EnvRemoteBaseURLs,
 	"RemoteTimeout":    topology.EnvRemoteTimeout,
 	"RetryBase":        topology.EnvRetryBase,
 	"RetryMax":         topology.EnvRetryMax,
@@ -112,6 +121,7 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 			Step:             r.String(topology.EnvAgentStep),
 			ResponseQueueURL: r.String(topology.EnvResponseQueueURL),
 			RemoteBaseURL:    strings.TrimRight(r.String(topology.EnvRemoteBaseURL), "/"),
+			RemoteBaseURLs:   splitURLs(r.String(topology.EnvRemoteBaseURLs)),
 			RemoteTimeout:    r.Duration(topology.EnvRemoteTimeout, DefaultRemoteTimeout),
 			RetryBase:        r.Duration(topology.EnvRetryBase, DefaultRetryBase),
 			RetryMax:         r.Duration(topology.EnvRetryMax, DefaultRetryMax),
@@ -142,6 +152,82 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 	})
 }
 
+// splitURLs reads a comma-separated list of base URLs, each without its
+// trailing slash; empty entries stay, for Check to refuse. An empty value is
+// no list.
+func splitURLs(v string) []string {
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	parts := strings.Split(v, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimRight(strings.TrimSpace(p), "/")
+	}
+	return parts
+}
+
+// Endpoints are the base URLs of the remote's replicas: RemoteBaseURLs, or
+// RemoteBaseURL alone.
+func (c Config) Endpoints() []string {
+	if len(c.RemoteBaseURLs) > 0 {
+		return c.RemoteBaseURLs
+	}
+	if c.RemoteBaseURL == "" {
+		return nil
+	}
+	return []string{c.RemoteBaseURL}
+}
+
+// checkRemote requires one source of base URLs, 1..MaxReplicas of them,
+// each a base URL, none twice.
+func (c Config) checkRemote(r *config.Rules) {
+	switch {
+	case len(c.RemoteBaseURLs) > 0 && c.RemoteBaseURL != "":
+		// Two sources would leave the operator guessing which one is used.
+		r.Problem("RemoteBaseURLs", "set it or %s, not both", r.Name("RemoteBaseURL"))
+		return
+	case len(c.RemoteBaseURLs) == 0 && c.RemoteBaseURL != "":
+		checkBaseURL(r, "RemoteBaseURL", c.RemoteBaseURL)
+		return
+	case len(c.RemoteBaseURLs) == 0:
+		r.Required("RemoteBaseURLs", "")
+		return
+	case len(c.RemoteBaseURLs) > MaxReplicas:
+		r.Bad("RemoteBaseURLs", strings.Join(c.RemoteBaseURLs, ","), "names %d URLs, at most %d", len(c.RemoteBaseURLs), MaxReplicas)
+	}
+	seen := map[string]bool{}
+	for _, v := range c.RemoteBaseURLs {
+		if v == "" {
+			r.Bad("RemoteBaseURLs", strings.Join(c.RemoteBaseURLs, ","), "has an empty entry")
+			continue
+		}
+		u := checkBaseURL(r, "RemoteBaseURLs", v)
+		if u == nil {
+			continue
+		}
+		// The same replica twice would get twice the share of the tries
+		// and hide that the list has one endpoint fewer than meant.
+		k := strings.ToLower(u.Scheme+"://"+u.Host) + strings.TrimRight(u.Path, "/")
+		if seen[k] {
+			r.Bad("RemoteBaseURLs", v, "is listed twice")
+		}
+		seen[k] = true
+	}
+}
+
+// checkBaseURL requires an absolute http(s) URL that paths can be appended
+// to, and returns it parsed, or nil.
+func checkBaseURL(r *config.Rules, field, v string) *url.URL {
+	u := r.URL(field, v)
+	if u != nil && (u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
+		// Paths are appended to it, and user info would be a secret in the
+		// configuration.
+		r.Bad(field, v, "must have no query, fragment or user info")
+		return nil
+	}
+	return u
+}
+
 // Validate checks every rule of the configuration and reports every
 // problem at once. New calls it, and LoadConfig applies the same rules.
 func (c Config) Validate() error { return config.Validate("agent config", c) }
@@ -153,11 +239,7 @@ func (c Config) Check(r *config.Rules) {
 	}
 	r.URL("ResponseQueueURL", c.ResponseQueueURL)
 	r.URL("RequestQueueURL", c.RequestQueueURL)
-	if u := r.URL("RemoteBaseURL", c.RemoteBaseURL); u != nil && (u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
-		// Paths are appended to it, and user info would be a secret in the
-		// configuration.
-		r.Bad("RemoteBaseURL", c.RemoteBaseURL, "must have no query, fragment or user info")
-	}
+	c.checkRemote(r)
 	r.Within("RemoteTimeout", c.RemoteTimeout, 10*time.Millisecond, maxWait)
 	r.Within("RetryBase", c.RetryBase, time.Millisecond, time.Minute)
 	r.Within("RetryMax", c.RetryMax, time.Millisecond, maxWait)

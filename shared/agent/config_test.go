@@ -1,6 +1,8 @@
 package agent_test
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,7 @@ import (
 var deployed = map[string]string{
 	"AGENT_STEP":         "reserve-inventory",
 	"RESPONSE_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/responses",
-	"REMOTE_BASE_URL":    "https://remote.example.com/api/",
+	"REMOTE_BASE_URLS":   "https://remote.example.com/api/",
 	"REQUEST_QUEUE_URL":  "https://sqs.eu-west-1.amazonaws.com/123456789012/agent-reserve-inventory",
 }
 
@@ -24,7 +26,7 @@ func TestLoadConfig(t *testing.T) {
 	want := agent.Config{
 		Step:             "reserve-inventory",
 		ResponseQueueURL: "https://sqs.eu-west-1.amazonaws.com/123456789012/responses",
-		RemoteBaseURL:    "https://remote.example.com/api",
+		RemoteBaseURLs:   []string{"https://remote.example.com/api"},
 		RemoteTimeout:    agent.DefaultRemoteTimeout,
 		RetryBase:        agent.DefaultRetryBase,
 		RetryMax:         agent.DefaultRetryMax,
@@ -39,8 +41,15 @@ func TestLoadConfig(t *testing.T) {
 	tuned := want
 	tuned.RemoteTimeout, tuned.RetryBase, tuned.RetryMax = 2*time.Second, 50*time.Millisecond, time.Second
 	tuned.BreakerFailures, tuned.BreakerCooldown, tuned.Concurrency, tuned.SafetyMargin = 7, 30*time.Second, 4, 250*time.Millisecond
+	replicas := want
+	replicas.RemoteBaseURLs = []string{"https://eu.remote.example.com/api", "https://us.remote.example.com"}
+	single := want
+	single.RemoteBaseURLs, single.RemoteBaseURL = nil, "https://remote.example.com/api"
 	configtest.Loads(t, agent.LoadReferenceConfig, deployed, []configtest.Loaded[agent.Config]{
 		{Name: "defaults", Want: want},
+		{Name: "replicas", Set: []string{"REMOTE_BASE_URLS", " https://eu.remote.example.com/api/ , https://us.remote.example.com"}, Want: replicas},
+		// A function configured outside the stack may still name one URL.
+		{Name: "one URL by REMOTE_BASE_URL", Set: []string{"REMOTE_BASE_URLS", "", "REMOTE_BASE_URL", "https://remote.example.com/api/"}, Want: single},
 		{Name: "every setting", Set: []string{
 			"REMOTE_TIMEOUT", "2s", "RETRY_BASE", "50ms", "RETRY_MAX", "1s", "BREAKER_FAILURES", "7",
 			"BREAKER_COOLDOWN", "30s", "AGENT_CONCURRENCY", "4", "SAFETY_MARGIN", "250ms",
@@ -48,8 +57,8 @@ func TestLoadConfig(t *testing.T) {
 	})
 	// DefaultConfig is the same tuning without the required three.
 	d := agent.DefaultConfig()
-	d.Step, d.ResponseQueueURL, d.RemoteBaseURL, d.RequestQueueURL = want.Step, want.ResponseQueueURL, want.RemoteBaseURL, want.RequestQueueURL
-	if d != want {
+	d.Step, d.ResponseQueueURL, d.RemoteBaseURLs, d.RequestQueueURL = want.Step, want.ResponseQueueURL, want.RemoteBaseURLs, want.RequestQueueURL
+	if !reflect.DeepEqual(d, want) {
 		t.Errorf("DefaultConfig = %+v\nwant %+v", d, want)
 	}
 }
@@ -59,15 +68,22 @@ func TestLoadConfigErrors(t *testing.T) {
 	configtest.Refuses(t, agent.LoadReferenceConfig, deployed, []configtest.Refused{
 		{
 			Name: "all required missing",
-			Set:  []string{"AGENT_STEP", "", "RESPONSE_QUEUE_URL", "", "REMOTE_BASE_URL", "", "REQUEST_QUEUE_URL", ""},
-			Want: []string{"AGENT_STEP is required", "RESPONSE_QUEUE_URL is required", "REMOTE_BASE_URL is required", "REQUEST_QUEUE_URL is required"},
+			Set:  []string{"AGENT_STEP", "", "RESPONSE_QUEUE_URL", "", "REMOTE_BASE_URLS", "", "REQUEST_QUEUE_URL", ""},
+			Want: []string{"AGENT_STEP is required", "RESPONSE_QUEUE_URL is required", "REMOTE_BASE_URLS is required", "REQUEST_QUEUE_URL is required"},
 		},
 		{Name: "a step outside the workflow", Set: []string{"AGENT_STEP", "ship-order"}, Want: []string{`AGENT_STEP="ship-order" is not a step of any deployed workflow version`}},
 		{Name: "bad step", Set: []string{"AGENT_STEP", "Reserve_Inventory"}, Want: []string{"AGENT_STEP=\"Reserve_Inventory\" must match"}},
 		{Name: "queue URL not http", Set: []string{"RESPONSE_QUEUE_URL", "sqs://q"}, Want: []string{"RESPONSE_QUEUE_URL=\"sqs://q\" is not an absolute http(s) URL"}},
-		{Name: "relative remote", Set: []string{"REMOTE_BASE_URL", "/remote"}, Want: []string{"REMOTE_BASE_URL=\"/remote\" is not an absolute"}},
-		{Name: "remote with query", Set: []string{"REMOTE_BASE_URL", "https://r.example.com/?a=1"}, Want: []string{"must have no query, fragment or user info"}},
-		{Name: "remote with user", Set: []string{"REMOTE_BASE_URL", "https://u:p@r.example.com"}, Want: []string{"must have no query, fragment or user info"}},
+		{Name: "relative remote", Set: []string{"REMOTE_BASE_URLS", "", "REMOTE_BASE_URL", "/remote"}, Want: []string{"REMOTE_BASE_URL=\"/remote\" is not an absolute"}},
+		{Name: "remote with query", Set: []string{"REMOTE_BASE_URLS", "", "REMOTE_BASE_URL", "https://r.example.com/?a=1"}, Want: []string{"REMOTE_BASE_URL=\"https://r.example.com/?a=1\" must have no query, fragment or user info"}},
+		{Name: "remote with user", Set: []string{"REMOTE_BASE_URLS", "", "REMOTE_BASE_URL", "https://u:p@r.example.com"}, Want: []string{"must have no query, fragment or user info"}},
+		{Name: "both remote variables", Set: []string{"REMOTE_BASE_URL", "https://r.example.com"}, Want: []string{"REMOTE_BASE_URLS: set it or REMOTE_BASE_URL, not both"}},
+		{Name: "a relative replica", Set: []string{"REMOTE_BASE_URLS", "https://a.example.com,/remote"}, Want: []string{`REMOTE_BASE_URLS="/remote" is not an absolute http(s) URL`}},
+		{Name: "an empty replica", Set: []string{"REMOTE_BASE_URLS", "https://a.example.com,,https://b.example.com"}, Want: []string{`REMOTE_BASE_URLS="https://a.example.com,,https://b.example.com" has an empty entry`}},
+		{Name: "a replica with a query", Set: []string{"REMOTE_BASE_URLS", "https://a.example.com,https://b.example.com/?k=1"}, Want: []string{`REMOTE_BASE_URLS="https://b.example.com/?k=1" must have no query, fragment or user info`}},
+		{Name: "a replica twice", Set: []string{"REMOTE_BASE_URLS", "https://a.example.com/api,https://A.example.com/api/"}, Want: []string{`REMOTE_BASE_URLS="https://A.example.com/api" is listed twice`}},
+		{Name: "too many replicas", Set: []string{"REMOTE_BASE_URLS", "https://a1.example.com,https://a2.example.com,https://a3.example.com,https://a4.example.com,https://a5.example.com,https://a6.example.com,https://a7.example.com,https://a8.example.com,https://a9.example.com"},
+			Want: []string{"names 9 URLs, at most 8"}},
 		{Name: "timeout not a duration", Set: []string{"REMOTE_TIMEOUT", "5"}, Want: []string{"REMOTE_TIMEOUT=\"5\" is not a duration"}},
 		{Name: "timeout too long", Set: []string{"REMOTE_TIMEOUT", "16m"}, Want: []string{"REMOTE_TIMEOUT=16m0s must be within 10ms..15m0s"}},
 		{Name: "retry max below base", Set: []string{"RETRY_BASE", "2s", "RETRY_MAX", "1s"}, Want: []string{"RETRY_MAX=1s must be at least RETRY_BASE=2s"}},
@@ -106,8 +122,25 @@ func TestConfigValidate(t *testing.T) {
 		{"bad step", func(c *agent.Config) { c.Step = "Reserve" }, []string{`Step="Reserve" must match`}},
 		{"no queues", func(c *agent.Config) { c.ResponseQueueURL, c.RequestQueueURL = "", "" }, []string{"ResponseQueueURL is required", "RequestQueueURL is required"}},
 		{"queue not http", func(c *agent.Config) { c.RequestQueueURL = "sqs://q" }, []string{`RequestQueueURL="sqs://q" is not an absolute http(s) URL`}},
-		{"no remote", func(c *agent.Config) { c.RemoteBaseURL = "" }, []string{"RemoteBaseURL is required"}},
+		{"no remote", func(c *agent.Config) { c.RemoteBaseURL = "" }, []string{"RemoteBaseURLs is required"}},
 		{"remote with fragment", func(c *agent.Config) { c.RemoteBaseURL += "#x" }, []string{"must have no query, fragment or user info"}},
+		{"replicas", func(c *agent.Config) {
+			c.RemoteBaseURL, c.RemoteBaseURLs = "", []string{"https://a.example.com", "https://b.example.com"}
+		}, nil},
+		{"eight replicas", func(c *agent.Config) {
+			c.RemoteBaseURL = ""
+			for i := range agent.MaxReplicas {
+				c.RemoteBaseURLs = append(c.RemoteBaseURLs, fmt.Sprintf("https://r%d.example.com", i))
+			}
+		}, nil},
+		{"replicas and one URL", func(c *agent.Config) { c.RemoteBaseURLs = []string{"https://a.example.com"} },
+			[]string{"RemoteBaseURLs: set it or RemoteBaseURL, not both"}},
+		{"a replica twice", func(c *agent.Config) {
+			c.RemoteBaseURL, c.RemoteBaseURLs = "", []string{"https://a.example.com", "https://a.example.com/"}
+		}, []string{`RemoteBaseURLs="https://a.example.com/" is listed twice`}},
+		{"a replica not http", func(c *agent.Config) {
+			c.RemoteBaseURL, c.RemoteBaseURLs = "", []string{"ftp://a.example.com", "https://b.example.com"}
+		}, []string{`RemoteBaseURLs="ftp://a.example.com" is not an absolute http(s) URL`}},
 		{"zero timeout", func(c *agent.Config) { c.RemoteTimeout = 0 }, []string{"RemoteTimeout=0s must be within 10ms..15m0s"}},
 		{"retry max below base", func(c *agent.Config) { c.RetryMax = c.RetryBase - time.Millisecond }, []string{"RetryMax=99ms must be at least RetryBase=100ms"}},
 		{"no retry base", func(c *agent.Config) { c.RetryBase = 0 }, []string{"RetryBase=0s must be within 1ms..1m0s"}},
@@ -154,7 +187,7 @@ func TestLoadConfigAppliesValidate(t *testing.T) {
 		{"concurrency", "AGENT_CONCURRENCY", "101", func(c *agent.Config) { c.Concurrency = 101 }, "Concurrency=101"},
 		{"receive count", "MAX_RECEIVE_COUNT", "1001", func(c *agent.Config) { c.MaxReceiveCount = 1001 }, "MaxReceiveCount=1001"},
 		{"cooldown", "BREAKER_COOLDOWN", "1ms", func(c *agent.Config) { c.BreakerCooldown = time.Millisecond }, "BreakerCooldown=1ms"},
-		{"remote", "REMOTE_BASE_URL", "https://r.example.com/?a=1", func(c *agent.Config) { c.RemoteBaseURL = "https://r.example.com/?a=1" }, "RemoteBaseURL="},
+		{"remote", "REMOTE_BASE_URLS", "https://r.example.com/?a=1", func(c *agent.Config) { c.RemoteBaseURLs = []string{"https://r.example.com/?a=1"} }, "RemoteBaseURLs="},
 	}
 	good, err := agent.LoadReferenceConfig(configtest.Env(deployed))
 	if err != nil {

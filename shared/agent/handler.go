@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -45,6 +46,8 @@ type Handler struct {
 	sleep     SleepFunc
 	backoff   Backoff
 	breakers  *Breakers
+	router    *Router
+	intn      func(n int) int
 	alerts    alert.Sender
 	redeliver Redeliverer
 }
@@ -77,6 +80,10 @@ func WithAlerts(a alert.Sender) Option { return func(h *Handler) { h.alerts = a 
 // WithBreakers shares a set of breakers, e.g. to inspect them in tests.
 func WithBreakers(b *Breakers) Option { return func(h *Handler) { h.breakers = b } }
 
+// WithRouteDraw replaces the random source that spreads tries over tied
+// replicas (values in [0, n)).
+func WithRouteDraw(intn func(n int) int) Option { return func(h *Handler) { h.intn = intn } }
+
 // New builds a Handler, reporting every problem of cfg and of the ports at
 // once. The Lambda builds it once, so breakers keep their state across the
 // invocations of a warm container. It adds agentStep to every log line, so
@@ -105,7 +112,23 @@ func New(cfg Config, svc Service, replies ReplySender, deps actor.Deps, opts ...
 	if h.breakers == nil {
 		h.breakers = NewBreakers(cfg.BreakerFailures, cfg.BreakerCooldown, h.clk)
 	}
+	h.breakers.OnChange(h.breakerChanged)
+	// A failure costs about a timeout, and a replica's record fades over a
+	// cooldown, the time its breaker would keep it out.
+	h.router = NewRouter(h.breakers, h.clk, cfg.RemoteTimeout, cfg.BreakerCooldown, h.intn)
 	return h, nil
+}
+
+// breakerChanged logs an endpoint's breaker opening or closing: the line an
+// operator reads of a replica going down or coming back.
+func (h *Handler) breakerChanged(endpoint string, to BreakerState) {
+	switch to {
+	case Open:
+		h.log.Warn("breaker opened", slog.String("endpoint", Host(endpoint)), slog.Bool("compensate", strings.HasSuffix(endpoint, "/compensate")),
+			slog.Duration("cooldown", h.cfg.BreakerCooldown))
+	case Closed:
+		h.log.Info("breaker closed", slog.String("endpoint", Host(endpoint)), slog.Bool("compensate", strings.HasSuffix(endpoint, "/compensate")))
+	}
 }
 
 // disposition is what becomes of a record's message.
@@ -176,10 +199,11 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		log = log.With(slog.Bool("compensate", true))
 	}
 	var out json.RawMessage
+	var at triedAt
 	if _, ok := h.svc.(Compensator); m.Action.Undo() && !ok {
 		err = Reject(CodeNotCompensable, "the agent for step "+m.Step+" cannot undo it")
 	} else {
-		out, err = h.perform(ctx, log, RequestFrom(m), m.CompleteBy)
+		out, at, err = h.perform(ctx, log, RequestFrom(m), m.CompleteBy)
 	}
 
 	// A late agent stays silent: the Supervisor has taken over the step, and
@@ -194,10 +218,10 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 		reply = h.succeeded(log, m, out)
 	case IsPermanent(err):
 		reply = failed(m, FaultOf(err))
-		log.Warn("step failed permanently", slog.Any("error", err), slog.String("faultCode", reply.Fault.Code))
+		log.Warn("step failed permanently", slog.String("endpoint", at.host()), slog.Any("error", err), slog.String("faultCode", reply.Fault.Code))
 	default:
 		// Nothing to say before the deadline; the Supervisor recovers the step.
-		log.Warn("step failed transiently until the deadline, sending nothing", slog.Any("error", err))
+		log.Warn("step failed transiently until the deadline, sending nothing", slog.String("endpoint", at.host()), slog.Any("error", err))
 		return done
 	}
 	return h.sendReply(ctx, log, rec, m, reply)
@@ -302,7 +326,8 @@ func failed(m message.AgentRequest, f message.Fault) message.AgentReply {
 // perform runs the retry loop until success, a permanent error, or the
 // deadline: CompleteBy or the Lambda's own deadline, whichever is sooner,
 // less the safety margin kept to send the reply.
-func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, completeBy time.Time) (json.RawMessage, error) {
+// It returns the endpoint of the last try made.
+func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, completeBy time.Time) (json.RawMessage, triedAt, error) {
 	now := h.clk.Now()
 	budget := completeBy.Sub(now)
 	// The Lambda's deadline is wall-clock time while CompleteBy is read
@@ -312,20 +337,16 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 	}
 	budget -= h.cfg.SafetyMargin
 	if budget <= 0 {
-		return nil, errors.New("no time left for a try")
+		return nil, "", errors.New("no time left for a try")
 	}
 	deadline := now.Add(budget)
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 
-	endpoint := req.Step
-	if req.Action.Undo() {
-		endpoint += "/compensate"
-	}
-	if e, ok := h.svc.(Endpointer); ok {
-		endpoint = e.Endpoint(req)
-	}
-	br := h.breakers.For(endpoint)
+	targets := h.targets(req)
+	// failed marks the replicas a try of this request failed on, so the
+	// next try goes elsewhere while another replica lets it through.
+	failed := make([]bool, len(targets.svcs))
 
 	// ambiguous records a try that failed without proving nothing was
 	// applied (a timeout, a reset connection, a 5xx, a 409 in_progress,
@@ -333,17 +354,21 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 	// a 422 for a request the remote may have applied before, is no proof
 	// either.
 	ambiguous := false
+	var last triedAt
 	for n := 0; ; n++ {
 		remaining := deadline.Sub(h.clk.Now())
 		if remaining <= 0 || ctx.Err() != nil {
-			return nil, fmt.Errorf("out of time after %d tries", n)
+			return nil, last, fmt.Errorf("out of time after %d tries", n)
 		}
-		out, err := h.try(ctx, br, req, min(h.cfg.RemoteTimeout, remaining))
+		out, at, err := h.try(ctx, targets, failed, req, min(h.cfg.RemoteTimeout, remaining))
+		if at != "" {
+			last = at
+		}
 		if IsPermanent(err) && ambiguous {
 			err = Uncertain(err)
 		}
 		if err == nil || IsPermanent(err) {
-			return out, err
+			return out, last, err
 		}
 		ambiguous = ambiguous || mayHaveApplied(err)
 		delay := h.backoff.Delay(n)
@@ -352,42 +377,96 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 		}
 		// Waiting past the deadline only to give up then is pointless.
 		if !h.clk.Now().Add(delay).Before(deadline) {
-			return nil, fmt.Errorf("try %d: %w (no time for another)", n+1, err)
+			return nil, last, fmt.Errorf("try %d%s: %w (no time for another)", n+1, at, err)
 		}
-		log.Warn("try failed, retrying", slog.Int("try", n+1), slog.Any("error", err), slog.Duration("retryIn", delay))
+		log.Warn("try failed, retrying", slog.Int("try", n+1), slog.String("endpoint", at.host()), slog.Any("error", err), slog.Duration("retryIn", delay))
 		if serr := h.sleep(ctx, delay); serr != nil {
-			return nil, fmt.Errorf("try %d: %w (no time for another)", n+1, err)
+			return nil, last, fmt.Errorf("try %d%s: %w (no time for another)", n+1, at, err)
 		}
 	}
 }
 
-// try makes one call through the breaker, bounded by timeout.
-func (h *Handler) try(ctx context.Context, br *Breaker, req Request, timeout time.Duration) (json.RawMessage, error) {
-	report, err := br.Allow()
-	if err != nil {
-		return nil, err
+// targets are the replicas a request may go to and the endpoint of each,
+// which names its breaker and health.
+type targets struct {
+	svcs      []Service
+	endpoints []string
+}
+
+// targets are the Service's replicas (Replicated) or the Service alone.
+// An endpoint is the Endpointer's, or the step's route.
+func (h *Handler) targets(req Request) targets {
+	svcs := []Service{h.svc}
+	if r, ok := h.svc.(Replicated); ok {
+		if rs := r.Replicas(); len(rs) > 0 {
+			svcs = rs
+		}
 	}
+	t := targets{svcs: svcs, endpoints: make([]string, len(svcs))}
+	for i, s := range svcs {
+		ep := req.Step
+		if req.Action.Undo() {
+			ep += "/compensate"
+		}
+		if e, ok := s.(Endpointer); ok {
+			ep = e.Endpoint(req)
+		}
+		t.endpoints[i] = ep
+	}
+	return t
+}
+
+// triedAt is the endpoint a try went to, for its log line and error; empty
+// when no breaker let it through.
+type triedAt string
+
+func (a triedAt) host() string {
+	if a == "" {
+		return "none"
+	}
+	return Host(string(a))
+}
+
+// String is what an error says of it.
+func (a triedAt) String() string {
+	if a == "" {
+		return ""
+	}
+	return " at " + Host(string(a))
+}
+
+// try makes one call to the replica the router picks, through its breaker,
+// bounded by timeout. A transient failure marks the replica in failed.
+func (h *Handler) try(ctx context.Context, t targets, failed []bool, req Request, timeout time.Duration) (json.RawMessage, triedAt, error) {
+	rt, err := h.router.pick(t.endpoints, failed)
+	if err != nil {
+		return nil, "", err
+	}
+	at := triedAt(t.endpoints[rt.index])
+	svc := t.svcs[rt.index]
 	// Ignored unless set below, so a panicking Service frees a probe slot.
 	result := Ignored
-	defer func() { report(result) }()
+	defer func() { rt.report(result) }()
 
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var out json.RawMessage
-	if c, ok := h.svc.(Compensator); ok && req.Action.Undo() {
+	if c, ok := svc.(Compensator); ok && req.Action.Undo() {
 		out, err = c.Compensate(tctx, req)
 	} else {
-		out, err = h.svc.Do(tctx, req)
+		out, err = svc.Do(tctx, req)
 	}
 	switch {
 	case err == nil || IsPermanent(err) || inProgress(err):
 		// A key in progress is an answer of a working remote, however
-		// often a retry gets it.
+		// often a retry gets it: the replicas share the key's state, so
+		// another would answer the same.
 		result = Success
 	case ctx.Err() != nil:
 		// Our own deadline ended the call; that says nothing of the remote.
 	default:
 		result = Failure
+		failed[rt.index] = true
 	}
-	return out, err
+	return out, at, err
 }

@@ -39,12 +39,15 @@ const (
 type HTTPService struct {
 	base   string
 	client *http.Client
+	// replicas, when the remote has more than one, are a service each.
+	replicas []Service
 }
 
 var (
 	_ Service     = (*HTTPService)(nil)
 	_ Compensator = (*HTTPService)(nil)
 	_ Endpointer  = (*HTTPService)(nil)
+	_ Replicated  = (*HTTPService)(nil)
 )
 
 // NewHTTPService returns a service calling baseURL through client; see
@@ -52,6 +55,26 @@ var (
 func NewHTTPService(baseURL string, client *http.Client) *HTTPService {
 	return &HTTPService{base: strings.TrimRight(baseURL, "/"), client: client}
 }
+
+// NewReplicatedHTTPService returns a service whose remote has a replica at
+// each of baseURLs (Config.Endpoints), all sharing one idempotency state:
+// the Handler sends each try to the healthiest (Replicas). Its own Do and
+// Compensate, called outside a Handler, use the first.
+func NewReplicatedHTTPService(baseURLs []string, client *http.Client) *HTTPService {
+	if len(baseURLs) == 0 {
+		return NewHTTPService("", client)
+	}
+	s := NewHTTPService(baseURLs[0], client)
+	if len(baseURLs) > 1 {
+		for _, u := range baseURLs {
+			s.replicas = append(s.replicas, NewHTTPService(u, client))
+		}
+	}
+	return s
+}
+
+// Replicas are a service per replica, none when there is one.
+func (s *HTTPService) Replicas() []Service { return s.replicas }
 
 // NewHTTPClient returns a client fit for the remote service: every phase of a
 // call bounded by timeout (the per-try context usually ends it sooner), and

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -550,5 +553,106 @@ func TestHTTPServiceUndoWithAnUnusableAnswerIsDone(t *testing.T) {
 				t.Fatalf("undone %d times", n)
 			}
 		})
+	}
+}
+
+// keyRecorder passes a replica's requests to next after recording their
+// paths and Idempotency-Keys.
+type keyRecorder struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keyRecorder) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k.mu.Lock()
+		k.keys = append(k.keys, r.URL.Path+" "+r.Header.Get(remote.IdempotencyKeyHeader))
+		k.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (k *keyRecorder) seen() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.keys)
+}
+
+// Two replicas in front of one simulator: when the one tried first is down
+// (503, or refusing connections), the retry in the same invocation goes to
+// the other under the same Idempotency-Key, the step succeeds once, and the
+// log names the replica that failed by its host. A step and an undo route
+// alike.
+func TestHTTPServiceReplicaDownTheTryGoesToTheOther(t *testing.T) {
+	t.Parallel()
+	for _, down := range []string{"503", "connection refused"} {
+		for _, action := range []message.Action{message.Perform, message.Compensate} {
+			t.Run(down+"/"+string(action), func(t *testing.T) {
+				t.Parallel()
+				sim := remotesim.New(remotesim.WithClock(clock.NewFake(t0)))
+				t.Cleanup(sim.Close)
+				var downKeys, upKeys keyRecorder
+				downSrv := httptest.NewServer(downKeys.wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					http.Error(w, "down", http.StatusServiceUnavailable)
+				})))
+				t.Cleanup(downSrv.Close)
+				if down == "connection refused" {
+					downSrv.Close()
+				}
+				upSrv := httptest.NewServer(upKeys.wrap(sim))
+				t.Cleanup(upSrv.Close)
+
+				cfg := testConfig()
+				cfg.RemoteBaseURL, cfg.RemoteBaseURLs = "", []string{downSrv.URL, upSrv.URL}
+				cfg.BreakerFailures = 1
+				// Ties go to the first listed: the replica that is down.
+				hs := newHarness(t, cfg, agent.NewReplicatedHTTPService(cfg.Endpoints(), agent.NewHTTPClient(time.Second)),
+					agent.WithRouteDraw(func(int) int { return 0 }))
+				m := agentRequest("order-1", t0)
+				path := remote.StepPath(testStep)
+				if action == message.Compensate {
+					m.Action, m.EffectKey, m.IdempotencyKey = message.Compensate, m.IdempotencyKey, m.IdempotencyKey+"/undo"
+					path = remote.CompensatePath(testStep)
+				}
+				if resp := hs.handle(t, record("m1", message.Encode(m))); len(resp.BatchItemFailures) != 0 {
+					t.Fatalf("failures %v", failedIDs(resp))
+				}
+				replies := hs.out.replies()
+				if len(replies) != 1 || replies[0].Outcome != message.Succeeded {
+					t.Fatalf("replies %+v, want one Succeeded", replies)
+				}
+				want := []string{path + " " + m.IdempotencyKey}
+				if got := upKeys.seen(); !slices.Equal(got, want) {
+					t.Errorf("the healthy replica saw %v, want %v", got, want)
+				}
+				if down == "503" {
+					if got := downKeys.seen(); !slices.Equal(got, want) {
+						t.Errorf("the replica that is down saw %v, want %v", got, want)
+					}
+				}
+				if n := hs.sleep.count(); n != 1 {
+					t.Errorf("%d waits between tries, want 1", n)
+				}
+				if action == message.Perform && sim.EffectCount(m.IdempotencyKey) != 1 {
+					t.Errorf("effect applied %d times, want once", sim.EffectCount(m.IdempotencyKey))
+				}
+				downHost := strings.TrimPrefix(downSrv.URL, "http://")
+				var retried, opened bool
+				for _, l := range hs.logs.Records(t) {
+					switch l["msg"] {
+					case "try failed, retrying":
+						retried = l["endpoint"] == downHost
+					case "breaker opened":
+						opened = l["endpoint"] == downHost && l["compensate"] == (action == message.Compensate)
+					}
+					if s := fmt.Sprint(l); strings.Contains(s, "/v1/steps") && l["msg"] != "try failed, retrying" {
+						t.Errorf("a log line names a path: %s", s)
+					}
+				}
+				if !retried || !opened {
+					t.Errorf("logs name the replica that is down (%s) in the retry: %v, in the breaker's opening: %v\n%s", downHost, retried, opened, hs.logs)
+				}
+			})
+		}
 	}
 }

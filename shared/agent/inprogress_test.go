@@ -240,3 +240,46 @@ func TestADuplicateRequestWhileTheFirstCallRunsDoesNotStopTheOrder(t *testing.T)
 		t.Error("the copy never waited: it was not answered in_progress")
 	}
 }
+
+// A 409 in_progress from one replica is an answer of a working replica:
+// the replicas share the key's state, so another would answer the same. It
+// neither opens that replica's breaker nor keeps the next try from it, and
+// the step completes when the key's result is in.
+func TestInProgressOnOneReplicaCountsForIt(t *testing.T) {
+	t.Parallel()
+	a, aCalls := scripted(t, conflict(remote.CodeInProgress), conflict(remote.CodeInProgress), ok)
+	b, bCalls := scripted(t, ok)
+	cfg := testConfig()
+	cfg.RemoteBaseURL, cfg.RemoteBaseURLs = "", []string{a, b}
+	cfg.BreakerFailures = 1
+	clk := clock.NewFake(t0)
+	breakers := agent.NewBreakers(cfg.BreakerFailures, cfg.BreakerCooldown, clk)
+	sl := &fakeSleep{clk: clk}
+	out := newOutbox(t, cfg.ResponseQueueURL)
+	h, err := agent.New(cfg, agent.NewReplicatedHTTPService(cfg.Endpoints(), agent.NewHTTPClient(5*time.Second)), out.sender(), actor.Deps{Clock: clk},
+		agent.WithSleep(sl.sleep), agent.WithJitter(func() float64 { return 0.5 }), agent.WithBreakers(breakers),
+		agent.WithRouteDraw(func(int) int { return 0 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		record("m1", message.Encode(agentRequest("order-1", t0))),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Handle = %v, %v", failedIDs(resp), err)
+	}
+	replies := out.replies()
+	if len(replies) != 1 || replies[0].Outcome != message.Succeeded {
+		t.Fatalf("replies %+v, want one Succeeded", replies)
+	}
+	for _, u := range []string{a, b} {
+		if s := breakers.For(u + remote.StepPath(testStep)).State(); s != agent.Closed {
+			t.Errorf("%s's breaker %v after in_progress answers, want closed", u, s)
+		}
+	}
+	// Ties go to the first listed, A: had its in_progress counted against
+	// it, the second try would have gone to B.
+	if aCalls() != 3 || bCalls() != 0 {
+		t.Errorf("calls A %d, B %d: want every try on A, the third answered", aCalls(), bCalls())
+	}
+}

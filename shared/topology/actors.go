@@ -29,6 +29,7 @@ const (
 	EnvAgentStep        = "AGENT_STEP"
 	EnvRequestQueueURL  = "REQUEST_QUEUE_URL"
 	EnvRemoteBaseURL    = "REMOTE_BASE_URL"
+	EnvRemoteBaseURLs   = "REMOTE_BASE_URLS"
 	EnvRemoteTimeout    = "REMOTE_TIMEOUT"
 	EnvRetryBase        = "RETRY_BASE"
 	EnvRetryMax         = "RETRY_MAX"
@@ -86,7 +87,7 @@ const (
 	FirstStepQueues Resource = "FirstStepQueues"
 	OrdersAPI       Resource = "OrdersApi"
 	Schedule        Resource = "SupervisorSchedule"
-	// RemoteService is an Agent's remote service (its REMOTE_BASE_URL).
+	// RemoteService is an Agent's remote service (its REMOTE_BASE_URLS).
 	RemoteService Resource = "RemoteService"
 )
 
@@ -119,7 +120,7 @@ type Actor struct {
 var deployed = []string{
 	EnvOrdersTable, EnvStateTable, EnvSchedulerQueueURL, EnvResponseQueueURL, EnvAgentQueueURLs,
 	EnvDeadlineQueueURL, EnvAlertTopicARN, EnvOrderEventsTopicARN, EnvOperatorAPIURL,
-	EnvOperatorPrincipals, EnvMaxReceiveCount, EnvAgentStep, EnvRequestQueueURL, EnvRemoteBaseURL,
+	EnvOperatorPrincipals, EnvMaxReceiveCount, EnvAgentStep, EnvRequestQueueURL, EnvRemoteBaseURLs,
 	EnvAdmissionQueues, EnvAdmissionBacklog, EnvAdmissionRate, EnvAdmissionRefresh, EnvAdmissionReserve, EnvRetention,
 	EnvTraceSampleRate,
 }
@@ -203,7 +204,7 @@ var actors = []Actor{{
 		access(AlertTopic, Publish),
 	},
 	Env: []string{
-		EnvAgentStep, EnvResponseQueueURL, EnvRemoteBaseURL, EnvRemoteTimeout, EnvRetryBase, EnvRetryMax,
+		EnvAgentStep, EnvResponseQueueURL, EnvRemoteBaseURLs, EnvRemoteBaseURL, EnvRemoteTimeout, EnvRetryBase, EnvRetryMax,
 		EnvBreakerFailures, EnvBreakerCooldown, EnvAgentConcurrency, EnvSafetyMargin, EnvAlertTopicARN,
 		EnvMaxReceiveCount, EnvRequestQueueURL,
 	},

@@ -63,7 +63,7 @@ func TestDescriptorDerivations(t *testing.T) {
 	}
 	// Deployed variables only: the Agent's tuning keeps its defaults.
 	if got, want := topology.Describe(topology.Agent).DeployedEnv(), []string{
-		topology.EnvAgentStep, topology.EnvResponseQueueURL, topology.EnvRemoteBaseURL, topology.EnvAlertTopicARN,
+		topology.EnvAgentStep, topology.EnvResponseQueueURL, topology.EnvRemoteBaseURLs, topology.EnvAlertTopicARN,
 		topology.EnvMaxReceiveCount, topology.EnvRequestQueueURL,
 	}; !slices.Equal(got, want) {
 		t.Errorf("agent's deployed env %v, want %v", got, want)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sasflow/sas/internal/localstack/draw"
 	"github.com/sasflow/sas/internal/localstack/lossy"
+	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/wiring"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/queue"
@@ -77,12 +78,19 @@ const (
 	// LoseAnswer: a state write commits, but its answer is lost on the way
 	// back (a reset connection); the SDK retries it.
 	LoseAnswer Point = "lose-answer"
+	// ReplicaFault: one replica of a step's remote service goes down
+	// (answering 503, or refusing connections) or slow (every call delayed
+	// past the Agent's timeout) for a period of the run, the others
+	// healthy. The Agents route around it: the orders complete as without
+	// it, with no step left to the Supervisor. Its rate is the share of
+	// periods with such a fault (ReplicaOutage).
+	ReplicaFault Point = "replica-fault"
 )
 
 // Points lists every Point.
 func Points() []Point {
 	return []Point{KillAfterAccept, KillAfterClaim, KillAfterCommit, KillBeforeReply, KillAfterRecover, DuplicateSend, DelaySend, KillAfterPublish,
-		FailDispatch, ThrottleCommit, LoseAnswer}
+		FailDispatch, ThrottleCommit, LoseAnswer, ReplicaFault}
 }
 
 // Killed is what a killed invocation panics with. Lambda's runtime reports
@@ -139,6 +147,38 @@ func (in *Injector) strike(p Point, op string, firstOnly bool) bool {
 	}
 	in.counts[p]++
 	return true
+}
+
+// ReplicaOutage is one period's fault of one replica (ReplicaFault).
+type ReplicaOutage struct {
+	// Replica is the index of the replica struck.
+	Replica int
+	Fault   remotesim.ReplicaFault
+}
+
+// ReplicaOutage decides whether ReplicaFault strikes the n-th period of a
+// run whose remote has replicas endpoints serving steps, and how: which
+// replica, for which step, down (503 or refusing) or slower than slow.
+func (in *Injector) ReplicaOutage(n int, steps []string, replicas int, slow time.Duration) (ReplicaOutage, bool) {
+	op := "period-" + strconv.Itoa(n)
+	if replicas < 2 || len(steps) == 0 || !in.hit(ReplicaFault, op) {
+		return ReplicaOutage{}, false
+	}
+	pick := func(what string, n int) int {
+		return min(int(draw.Unit(in.seed, string(ReplicaFault)+"|"+op+"|"+what, 0)*float64(n)), n-1)
+	}
+	o := ReplicaOutage{Replica: pick("replica", replicas)}
+	o.Fault.Step = steps[pick("step", len(steps))]
+	switch pick("kind", 3) {
+	case 0:
+		o.Fault.Down = true
+	case 1:
+		// A replica refusing connections refuses every step's.
+		o.Fault.Refuse, o.Fault.Step = true, ""
+	default:
+		o.Fault.Slow = slow
+	}
+	return o, true
 }
 
 // Counts returns how often each point struck.

@@ -348,3 +348,48 @@ func TestTransportLosesAnswersOfStateWrites(t *testing.T) {
 		t.Fatalf("served %d, lost %d, counted %v", served, lost, in.Counts())
 	}
 }
+
+// A replica fault strikes about its rate of the periods, one replica of
+// the remote at a time, and the same seed replays the same plan; a remote
+// without a second replica has nothing to route to, so none strikes.
+func TestReplicaOutagePlan(t *testing.T) {
+	t.Parallel()
+	steps := []string{"reserve-inventory", "charge-payment"}
+	plan := func(seed uint64, replicas int) []string {
+		in := injector(t, seed, map[chaos.Point]float64{chaos.ReplicaFault: 0.5})
+		var out []string
+		for n := range 200 {
+			if o, ok := in.ReplicaOutage(n, steps, replicas, time.Second); ok {
+				if o.Replica < 0 || o.Replica >= replicas || o.Fault.Healthy() {
+					t.Fatalf("period %d: %+v", n, o)
+				}
+				if o.Fault.Refuse && o.Fault.Step != "" {
+					t.Errorf("period %d: a replica refusing connections for one step only: %+v", n, o)
+				}
+				out = append(out, fmt.Sprintf("%d:%d:%s", n, o.Replica, o.Fault))
+			}
+		}
+		return out
+	}
+	a, b := plan(3, 2), plan(3, 2)
+	if strings.Join(a, ",") != strings.Join(b, ",") {
+		t.Errorf("the same seed planned\n%v\nthen\n%v", a, b)
+	}
+	if len(a) < 70 || len(a) > 130 {
+		t.Errorf("%d periods of 200 struck at rate 0.5", len(a))
+	}
+	kinds := map[string]bool{}
+	for _, p := range a {
+		for _, k := range []string{"down (503)", "refusing connections", "slow (+1s)"} {
+			if strings.Contains(p, k) {
+				kinds[k] = true
+			}
+		}
+	}
+	if len(kinds) != 3 {
+		t.Errorf("kinds struck %v, want down, refusing and slow", kinds)
+	}
+	if got := plan(3, 1); len(got) != 0 {
+		t.Errorf("one replica: %v struck", got)
+	}
+}

@@ -66,8 +66,10 @@ type Options struct {
 	// name across them.
 	Workflows workflow.Catalog
 	Policy    workflow.Policy
-	// RemoteBaseURL is the remote service every Agent calls.
-	RemoteBaseURL string
+	// RemoteBaseURL is the remote service every Agent calls; or
+	// RemoteBaseURLs, its replicas, sharing one idempotency state.
+	RemoteBaseURL  string
+	RemoteBaseURLs []string
 	// Agent overrides agent settings; Step, ResponseQueueURL and
 	// RemoteBaseURL are filled in per step.
 	Agent agent.Config
@@ -370,10 +372,13 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	s.DeadlineBridge = bridge(s.DeadlineQueue, topology.DeadlineBatchSize, s.Deadline.HandleDeadlines)
 	for _, step := range agents {
 		cfg := o.Agent
-		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL
+		cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL, cfg.RemoteBaseURLs = step.Name, s.ResponseQueue.URL, o.RemoteBaseURL, nil
+		if len(o.RemoteBaseURLs) > 0 {
+			cfg.RemoteBaseURL, cfg.RemoteBaseURLs = "", o.RemoteBaseURLs
+		}
 		cfg.AlertTopicARN, cfg.MaxReceiveCount = s.AlertTopicARN, o.MaxReceiveCount
 		cfg.MaxOutputBytes, cfg.RequestQueueURL = step.OutputLimit(), s.AgentQueues[step.Name].URL
-		svc := agent.NewHTTPService(o.RemoteBaseURL, agent.NewHTTPClient(cfg.RemoteTimeout))
+		svc := agent.NewReplicatedHTTPService(cfg.Endpoints(), agent.NewHTTPClient(cfg.RemoteTimeout))
 		agentClock := o.AgentClock
 		if agentClock == nil {
 			agentClock = o.Clock
