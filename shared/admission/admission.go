@@ -10,14 +10,11 @@
 // Each order has a priority class (workflow.Priority). SQS has no
 // priority of its own and a queue is roughly first in, first out, so a
 // high order waits behind whatever the queue holds when it comes. Each
-// class may fill its own part of the backlog (Limit): high orders the
-// whole of it; normal ones the whole as well, and low ones half, while the
-// system keeps up; but while it is overloaded (this Gate shed an order
-// above low lately) and high orders arrive, normal orders are held to Reserve (one
-// round of the Agents' calls, the least that keeps them busy) and low ones
-// to half of that. The lower classes are shed first, the remote services
-// stay as busy as ever, and a high order finds at most one round ahead of
-// it in each queue.
+// class may fill its own part of the backlog (Limits.Limit): high orders
+// the whole of it, normal ones three quarters and low ones half; and
+// while the system is overloaded and high orders arrive, normal orders
+// are held to Reserve and low ones to half of it. The lower classes are
+// shed first, and a high order finds little ahead of it in each queue.
 package admission
 
 import (
@@ -55,9 +52,9 @@ type Config struct {
 	// reading is one SQS request per queue.
 	Refresh time.Duration
 	// Reserve is the depth to which normal orders are held (low ones to
-	// half of it) while high orders arrive in an overload: one round of
-	// an Agent's calls (topology.Capacity.Slots). Zero means half the
-	// backlog.
+	// half of it) while high orders arrive in an overload: half a round
+	// of an Agent's calls (topology.Capacity.Admission). Zero means half
+	// the backlog.
 	Reserve int
 }
 
@@ -161,13 +158,18 @@ func (l Limits) Limit(class workflow.Priority) int {
 		n = min(l.Reserve, l.Backlog)
 	case class == workflow.PriorityLow:
 		n = l.Backlog / 2
+	default:
+		// The top quarter is always high orders' alone, so a high order
+		// that comes as an overload begins is not shed with the others.
+		n = l.Backlog * 3 / 4
 	}
 	return max(n, 1)
 }
 
 // HighReserve is how long a Gate keeps the room above Reserve for high
-// orders after it last saw both a high order and an order above low shed:
-// a few refreshes' worth of them is a stream, not one.
+// orders after it last saw both a high order and a sign of overload (an
+// order above low shed, or a high order admitted behind more than
+// Reserve): a few refreshes' worth of them is a stream, not one.
 const HighReserve = 10 * time.Second
 
 // Decide is the rule: shed an order of class while any queue holds more
@@ -242,19 +244,33 @@ func (g *Gate) Admit(ctx context.Context, class workflow.Priority) Decision {
 	limits := Limits{Backlog: g.cfg.Backlog, Reserve: g.cfg.reserve(), Reserved: recent(g.highAt) && recent(g.shedAt)}
 	var est []int
 	if g.reading != nil {
+		// Since the reading, the queue took the orders admitted and lost
+		// what the Agents took, at most Rate a second: without the drain
+		// a reading taken just before a poll would hold the queue back
+		// for a whole Refresh, and shallow limits would starve the Agents.
+		// A slower drain over-admits by at most Rate × Refresh.
+		drained := int(float64(g.cfg.Rate) * now.Sub(g.readAt).Seconds())
 		est = make([]int, len(g.reading))
 		for i, d := range g.reading {
-			est[i] = d + g.admitted
+			est[i] = max(d-drained, 0) + g.admitted
 		}
 	}
 	d := Decide(g.cfg.Queues, est, limits, g.cfg.Rate, class)
-	if d.Admit {
-		g.admitted++
-	} else if class != workflow.PriorityLow {
+	switch {
+	case d.Admit && class == workflow.PriorityHigh && d.Depth > limits.Reserve:
+		// A high order that finds more than the reserve ahead of it is
+		// the first sign of an overload: reserve at once, rather than
+		// once the queue has filled to the normal orders' limit.
+		g.shedAt = now
+	case d.Admit:
+	case class != workflow.PriorityLow:
 		// Only a shed order above low says the system is overloaded: low
 		// orders are shed early by design, and counting them would let
 		// the reserve, which sheds more of them, keep itself going.
 		g.shedAt = now
+	}
+	if d.Admit {
+		g.admitted++
 	}
 	return d
 }

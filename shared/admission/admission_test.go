@@ -47,8 +47,8 @@ func TestDecide(t *testing.T) {
 }
 
 // The classes' limits in a backlog of 100 with a reserve of 20, at 50 a
-// second. While the system keeps up, normal orders have the whole backlog
-// and low ones half; reserved (overloaded, with high orders arriving),
+// second. While the system keeps up, normal orders have three quarters of
+// the backlog and low ones half; reserved (overloaded, with high orders arriving),
 // normal orders are shed past 20 and low ones past 10, and high ones only
 // ever past 100. Retry-After counts the drain to the class's own limit.
 func TestDecideShedsLowerClassesFirst(t *testing.T) {
@@ -62,8 +62,9 @@ func TestDecideShedsLowerClassesFirst(t *testing.T) {
 	}{
 		{depth: 50, class: workflow.PriorityLow, wantAdmit: true},
 		{depth: 51, class: workflow.PriorityLow, wantRetry: time.Second},
-		{depth: 100, class: workflow.PriorityNormal, wantAdmit: true},
-		{depth: 101, class: workflow.PriorityNormal, wantRetry: time.Second},
+		{depth: 75, class: workflow.PriorityNormal, wantAdmit: true},
+		{depth: 76, class: workflow.PriorityNormal, wantRetry: time.Second},
+		{depth: 100, class: workflow.PriorityHigh, wantAdmit: true},
 		{depth: 10, class: workflow.PriorityLow, reserved: true, wantAdmit: true},
 		{depth: 11, class: workflow.PriorityLow, reserved: true, wantRetry: time.Second},
 		{depth: 20, class: workflow.PriorityNormal, reserved: true, wantAdmit: true},
@@ -73,7 +74,8 @@ func TestDecideShedsLowerClassesFirst(t *testing.T) {
 		{depth: 101, class: workflow.PriorityHigh, reserved: true, wantRetry: time.Second},
 		// A record without a class is normal.
 		{depth: 21, class: "", reserved: true, wantRetry: time.Second},
-		{depth: 100, class: "", wantAdmit: true},
+		{depth: 75, class: "", wantAdmit: true},
+		{depth: 76, class: "", wantRetry: time.Second},
 	}
 	for _, tt := range tests {
 		d := admission.Decide(queues, []int{tt.depth, 0}, admission.Limits{Backlog: 100, Reserve: 20, Reserved: tt.reserved}, 50, tt.class)
@@ -98,10 +100,10 @@ func TestGateReservesRoomWhileHighOrdersArriveInAnOverload(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
-	// Backlog 10, reserve 4: reserved, normal orders are shed past 4 and
-	// low ones past 2. A reading is trusted for 5 s.
-	q := &fakeQueues{depth: map[string]int{queues[0]: 7, queues[1]: 0}}
-	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 5 * time.Second, Reserve: 4}, q, actor.Deps{Clock: clk})
+	// Backlog 10, reserve 4: normal orders are shed past 7, reserved past
+	// 4; low ones past 5, reserved past 2. A reading is trusted for 3 s.
+	q := &fakeQueues{depth: map[string]int{queues[0]: 3, queues[1]: 0}}
+	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 3 * time.Second, Reserve: 4}, q, actor.Deps{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,25 +113,48 @@ func TestGateReservesRoomWhileHighOrdersArriveInAnOverload(t *testing.T) {
 			t.Fatalf("%s: %s order %+v, want admitted %v", why, class, d, want)
 		}
 	}
-	admit(workflow.PriorityHigh, true, "depth 7 of 10")
-	admit(workflow.PriorityLow, false, "depth 8, past low's half of 10")
-	admit(workflow.PriorityNormal, true, "depth 8, a high order, but only a low one shed: no overload")
-	admit(workflow.PriorityNormal, true, "depth 9")
-	admit(workflow.PriorityNormal, true, "depth 10")
-	admit(workflow.PriorityNormal, false, "depth 11, past the backlog: an overload")
+	admit(workflow.PriorityHigh, true, "depth 3 of 10, within the reserve")
+	admit(workflow.PriorityLow, true, "depth 4")
+	admit(workflow.PriorityLow, true, "depth 5, low's half of 10")
+	admit(workflow.PriorityLow, false, "depth 6, past low's half")
+	admit(workflow.PriorityNormal, true, "depth 6, a high order, but only a low one shed: no overload")
+	admit(workflow.PriorityNormal, true, "depth 7")
+	admit(workflow.PriorityNormal, false, "depth 8, past normal's three quarters: an overload")
+	admit(workflow.PriorityHigh, true, "depth 8, within the backlog for high")
 	q.set(queues[0], 6, nil)
-	clk.Advance(5 * time.Second) // a fresh reading: 6
-	admit(workflow.PriorityHigh, true, "depth 6")
-	admit(workflow.PriorityNormal, false, "depth 7, a high order in an overload: past the reserve of 4")
+	clk.Advance(3 * time.Second) // a fresh reading: 6
+	admit(workflow.PriorityNormal, false, "depth 6, a high order in an overload: past the reserve of 4")
 	q.set(queues[0], 3, nil)
-	clk.Advance(5 * time.Second) // a fresh reading: 3
+	clk.Advance(3 * time.Second) // a fresh reading: 3
 	admit(workflow.PriorityLow, false, "depth 3, reserved: past half the reserve")
 	admit(workflow.PriorityNormal, true, "depth 3, within the reserve")
 	admit(workflow.PriorityNormal, true, "depth 4, at the reserve")
 	admit(workflow.PriorityNormal, false, "depth 5, past it: the overload goes on")
-	clk.Advance(admission.HighReserve - 5*time.Second) // HighReserve after the last high order, a fresh reading: 3
+	clk.Advance(admission.HighReserve - 6*time.Second) // HighReserve after the last high order, a fresh reading: 3
 	admit(workflow.PriorityLow, true, "no high order for HighReserve: depth 3, within low's half of 10")
-	admit(workflow.PriorityNormal, true, "depth 4, within the backlog")
+	admit(workflow.PriorityNormal, true, "depth 4, within three quarters")
+}
+
+// A high order that finds more than the reserve ahead of it starts the
+// reserve at once: the queue need not fill to the normal orders' limit
+// first, with high orders waiting behind all of it.
+func TestAHighOrderBehindMoreThanTheReserveStartsIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	q := &fakeQueues{depth: map[string]int{queues[0]: 5, queues[1]: 0}}
+	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: time.Second, Reserve: 4}, q, actor.Deps{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		class workflow.Priority
+		want  bool
+	}{{workflow.PriorityNormal, true}, {workflow.PriorityHigh, true}, {workflow.PriorityNormal, false}, {workflow.PriorityHigh, true}} {
+		if d := g.Admit(ctx, tc.class); d.Admit != tc.want {
+			t.Fatalf("order %d (%s) at depth %d: %+v, want admitted %v", i, tc.class, 5+i, d, tc.want)
+		}
+	}
 }
 
 // Without an overload, high orders take no room from the others: a
@@ -138,15 +163,43 @@ func TestGateReservesNothingWhileTheSystemKeepsUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
-	q := &fakeQueues{depth: map[string]int{queues[0]: 4, queues[1]: 0}}
-	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 10 * time.Second, Reserve: 2}, q, actor.Deps{Clock: clk})
+	q := &fakeQueues{depth: map[string]int{queues[0]: 3, queues[1]: 0}}
+	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 10 * time.Second, Reserve: 8}, q, actor.Deps{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, c := range []workflow.Priority{workflow.PriorityHigh, workflow.PriorityLow, workflow.PriorityNormal, workflow.PriorityHigh, workflow.PriorityNormal} {
 		if d := g.Admit(ctx, c); !d.Admit {
-			t.Fatalf("order %d (%s) at depth %d of 10, nothing shed before: %+v, want admitted", i, c, 4+i, d)
+			t.Fatalf("order %d (%s) at depth %d of 10, nothing shed before: %+v, want admitted", i, c, 3+i, d)
 		}
+	}
+}
+
+// Between readings the Gate counts what the Agents took, at Rate: a
+// reading of a full queue holds nothing back once the Agents have drained
+// it, and never drains the estimate below empty.
+func TestGateCountsTheDrainSinceItsReading(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	q := &fakeQueues{depth: map[string]int{queues[0]: 10, queues[1]: 0}}
+	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 10, Refresh: time.Second, Reserve: 5}, q, actor.Deps{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := g.Admit(ctx, workflow.PriorityNormal); d.Admit {
+		t.Fatalf("normal order at depth 10 of 10: %+v, want shed", d)
+	}
+	clk.Advance(500 * time.Millisecond) // 5 drained: 5 left
+	if d := g.Admit(ctx, workflow.PriorityNormal); !d.Admit || d.Depth != 5 {
+		t.Fatalf("normal order half a second later: %+v, want admitted at depth 5", d)
+	}
+	clk.Advance(400 * time.Millisecond) // 4 more drained, 1 admitted: 2
+	if d := g.Admit(ctx, workflow.PriorityLow); !d.Admit || d.Depth != 2 {
+		t.Fatalf("low order 0.9 s after the reading: %+v, want admitted at depth 2", d)
+	}
+	if q.reads != len(queues) {
+		t.Fatalf("%d reads of %d queues within one Refresh, want one each", q.reads, len(queues))
 	}
 }
 
