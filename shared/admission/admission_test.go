@@ -3,6 +3,7 @@ package admission_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -92,27 +93,35 @@ func TestDecideShedsLowerClassesFirst(t *testing.T) {
 	}
 }
 
+// classGate is a Gate over queues (the first at depth, the second empty)
+// with a backlog of 10 at 5 a second, the reserve and refresh given, on a
+// fake clock; its admit checks one decision.
+func classGate(t *testing.T, depth, reserve int, refresh time.Duration) (q *fakeQueues, clk *clock.Fake, admit func(workflow.Priority, bool, string)) {
+	t.Helper()
+	clk = clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	q = &fakeQueues{depth: map[string]int{queues[0]: depth, queues[1]: 0}}
+	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: refresh, Reserve: reserve}, q, actor.Deps{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit = func(class workflow.Priority, want bool, why string) {
+		t.Helper()
+		if d := g.Admit(context.Background(), class); d.Admit != want {
+			t.Fatalf("%s: %s order %+v, want admitted %v", why, class, d, want)
+		}
+	}
+	return q, clk, admit
+}
+
 // A Gate keeps the room above Reserve for high orders only while it sees
 // both high orders and an overload (an order shed), and for HighReserve
 // after the later of the two; a system that keeps up sheds nothing below
 // the class limits, whatever classes come.
 func TestGateReservesRoomWhileHighOrdersArriveInAnOverload(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
 	// Backlog 10, reserve 4: normal orders are shed past 7, reserved past
 	// 4; low ones past 5, reserved past 2. A reading is trusted for 3 s.
-	q := &fakeQueues{depth: map[string]int{queues[0]: 3, queues[1]: 0}}
-	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 3 * time.Second, Reserve: 4}, q, actor.Deps{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admit := func(class workflow.Priority, want bool, why string) {
-		t.Helper()
-		if d := g.Admit(ctx, class); d.Admit != want {
-			t.Fatalf("%s: %s order %+v, want admitted %v", why, class, d, want)
-		}
-	}
+	q, clk, admit := classGate(t, 3, 4, 3*time.Second)
 	admit(workflow.PriorityHigh, true, "depth 3 of 10, within the reserve")
 	admit(workflow.PriorityLow, true, "depth 4")
 	admit(workflow.PriorityLow, true, "depth 5, low's half of 10")
@@ -140,38 +149,20 @@ func TestGateReservesRoomWhileHighOrdersArriveInAnOverload(t *testing.T) {
 // first, with high orders waiting behind all of it.
 func TestAHighOrderBehindMoreThanTheReserveStartsIt(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
-	q := &fakeQueues{depth: map[string]int{queues[0]: 5, queues[1]: 0}}
-	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: time.Second, Reserve: 4}, q, actor.Deps{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, tc := range []struct {
-		class workflow.Priority
-		want  bool
-	}{{workflow.PriorityNormal, true}, {workflow.PriorityHigh, true}, {workflow.PriorityNormal, false}, {workflow.PriorityHigh, true}} {
-		if d := g.Admit(ctx, tc.class); d.Admit != tc.want {
-			t.Fatalf("order %d (%s) at depth %d: %+v, want admitted %v", i, tc.class, 5+i, d, tc.want)
-		}
-	}
+	_, _, admit := classGate(t, 5, 4, time.Second)
+	admit(workflow.PriorityNormal, true, "depth 5 of 10, within normal's three quarters")
+	admit(workflow.PriorityHigh, true, "depth 6, more than the reserve of 4 ahead")
+	admit(workflow.PriorityNormal, false, "depth 7, reserved")
+	admit(workflow.PriorityHigh, true, "depth 7")
 }
 
 // Without an overload, high orders take no room from the others: a
 // system that keeps up sheds no class below its own limit.
 func TestGateReservesNothingWhileTheSystemKeepsUp(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
-	q := &fakeQueues{depth: map[string]int{queues[0]: 3, queues[1]: 0}}
-	g, err := admission.New(admission.Config{Queues: queues, Backlog: 10, Rate: 5, Refresh: 10 * time.Second, Reserve: 8}, q, actor.Deps{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, admit := classGate(t, 3, 8, 10*time.Second)
 	for i, c := range []workflow.Priority{workflow.PriorityHigh, workflow.PriorityLow, workflow.PriorityNormal, workflow.PriorityHigh, workflow.PriorityNormal} {
-		if d := g.Admit(ctx, c); !d.Admit {
-			t.Fatalf("order %d (%s) at depth %d of 10, nothing shed before: %+v, want admitted", i, c, 3+i, d)
-		}
+		admit(c, true, fmt.Sprintf("order %d at depth %d of 10, nothing shed before", i, 3+i))
 	}
 }
 
