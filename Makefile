@@ -186,7 +186,10 @@ recovery: deps
 	$(ENGINES) run -- $(GO) run ./cmd/local recovery -orders $(or $(ORDERS),40) $(RECOVERY_FLAGS)
 
 # The system under load in the deployed timing: finds the capacity, then
-# offers 0.5x..3x of it (a table; the last line is the 2x level).
+# offers 0.5x..3x of it (a table, and a line of the 2x level), then the
+# mixed run of high, normal and low orders (its last line is the high
+# class's p99 and shed count at 2x and 3x). LOAD_FLAGS=-mixed-only runs
+# the search and the mixed run only.
 load: deps
 	$(ENGINES) run -- $(GO) run ./cmd/local load $(LOAD_FLAGS)
 
