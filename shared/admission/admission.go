@@ -210,7 +210,9 @@ type Gate struct {
 	reading  []int     // nil: never read, or the last read failed
 	admitted int       // since readAt
 	highAt   time.Time // when the last high order came
-	shedAt   time.Time // when the last order above low was shed
+	// overloadAt is the last sign of overload: an order above low shed,
+	// or a high one admitted behind more than Reserve.
+	overloadAt time.Time
 }
 
 // New returns a Gate, or every problem of cfg at once.
@@ -241,7 +243,7 @@ func (g *Gate) Admit(ctx context.Context, class workflow.Priority) Decision {
 		g.highAt = now
 	}
 	recent := func(t time.Time) bool { return !t.IsZero() && now.Sub(t) < HighReserve }
-	limits := Limits{Backlog: g.cfg.Backlog, Reserve: g.cfg.reserve(), Reserved: recent(g.highAt) && recent(g.shedAt)}
+	limits := Limits{Backlog: g.cfg.Backlog, Reserve: g.cfg.reserve(), Reserved: recent(g.highAt) && recent(g.overloadAt)}
 	var est []int
 	if g.reading != nil {
 		// Since the reading, the queue took the orders admitted and lost
@@ -261,13 +263,13 @@ func (g *Gate) Admit(ctx context.Context, class workflow.Priority) Decision {
 		// A high order that finds more than the reserve ahead of it is
 		// the first sign of an overload: reserve at once, rather than
 		// once the queue has filled to the normal orders' limit.
-		g.shedAt = now
+		g.overloadAt = now
 	case d.Admit:
 	case class != workflow.PriorityLow:
 		// Only a shed order above low says the system is overloaded: low
 		// orders are shed early by design, and counting them would let
 		// the reserve, which sheds more of them, keep itself going.
-		g.shedAt = now
+		g.overloadAt = now
 	}
 	if d.Admit {
 		g.admitted++
