@@ -402,8 +402,10 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		for j := range pollers {
 			p := *b
 			p.WaitTime = time.Second
+			// Warn: a receive or delete that failed leaves its batch to the
+			// visibility timeout, which shows as a step late by minutes.
 			p.OnError = func(err error) {
-				o.Log.Debug("event source mapping", slog.String("queue", p.QueueURL), slog.Any("error", err))
+				o.Log.Warn("event source mapping", slog.String("queue", p.QueueURL), slog.Any("error", err))
 			}
 			if i < 2 {
 				p.Handler = schedulers[j%len(schedulers)]
@@ -426,7 +428,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		p := *s.Sys.DeadlineBridge
 		p.WaitTime = time.Second
 		p.OnError = func(err error) {
-			o.Log.Debug("event source mapping", slog.String("queue", p.QueueURL), slog.Any("error", err))
+			o.Log.Warn("event source mapping", slog.String("queue", p.QueueURL), slog.Any("error", err))
 		}
 		s.wg.Go(func() { _ = p.Run(runCtx) })
 	}
