@@ -25,7 +25,7 @@ SPECTRAL := npx --no-install spectral
 # every actor logs through the one in actor.Deps.
 SLOGLINT_FLAGS := -attr-only -key-naming-case=camel -no-global=all
 
-.PHONY: sim sim-ci explore deps test test-app test-infra bench build synth deploy fmt vet engines-up engines-down clean run cost demo chaos recovery load local
+.PHONY: screenshots sim sim-ci explore deps test test-app test-infra bench steps build synth deploy fmt vet engines-up engines-down clean run cost demo chaos recovery load local
 
 deps:
 	$(ENGINES) install
@@ -38,7 +38,8 @@ test: test-app test-infra
 # their own outside their tests (the Agent's breakers and admission, the
 # clock, the DynamoDB store, a trace recording and its sending, the engine harness, the local Lambda runtime,
 # the log capture, the memory store, and of the local stack the chaos
-# faults, the cost run, the remote simulator and the stream bridge; the kits
+# faults, the cost run, the remote simulator and the stream bridge, and the
+# operators' console (its overview's requests at once, its cached count); the kits
 # without tests of their own, storetest and tbrecord, run under it through
 # these), and the decision packages and actors over the memory store, whose
 # race runs cost about a second each. Left out: internal/localstack itself,
@@ -55,12 +56,16 @@ test: test-app test-infra
 RACE_PKGS := ./shared/admission ./shared/agent ./shared/clock ./shared/statestore ./shared/trace ./shared/segments \
 	./shared/workflow ./shared/followup ./shared/scheduler ./shared/supervisor ./shared/timer \
 	./internal/testkit/enginetest ./internal/testkit/lambdart ./internal/testkit/logtest ./internal/testkit/memstore \
-	./internal/localstack/chaos ./internal/localstack/costrun ./internal/localstack/remotesim ./internal/localstack/streambridge
+	./internal/localstack/chaos ./internal/localstack/costrun ./internal/localstack/remotesim ./internal/localstack/streambridge \
+	./internal/console
 
+# SAS_BROWSER_REQUIRED: deps installed Chromium, so the console's browser
+# test runs instead of skipping (it skips only in a bare `go test` on a
+# machine without it).
 test-app: deps vet
-	$(ENGINES) run -- bash -euo pipefail -c '\
+	SAS_BROWSER_REQUIRED=1 $(ENGINES) run -- bash -euo pipefail -c '\
 		race=$$($(GO) list $(RACE_PKGS)); failed=0; \
-		$(GO) test -count=1 $$($(GO) list ./... | grep -vxF "$$race") || failed=1; \
+		$(GO) test -count=1 -timeout 30m $$($(GO) list ./... | grep -vxF "$$race") || failed=1; \
 		CGO_ENABLED=1 $(GO) test -race -count=1 $$race || failed=1; \
 		exit $$failed'
 
@@ -73,11 +78,19 @@ test-infra: deps
 bench: deps
 	$(ENGINES) run -- $(GO) test -run '^$$' -bench . -benchmem ./...
 
-# One arm64 bootstrap per folder in functions/, for provided.al2023.
-build:
+# The code steps' generated files: functions/steps/<step>/main.go, each
+# one's Lambda, and steps/registry.go (internal/stepgen). A test fails when
+# they are stale.
+steps:
+	$(GO) run ./cmd/stepgen
+
+# One arm64 bootstrap per folder in functions/ and per code step in
+# functions/steps/ (build/steps/<step>/bootstrap), for provided.al2023.
+build: steps
 	shopt -s nullglob; \
-	for dir in functions/*/; do \
-		name=$$(basename "$$dir"); \
+	for dir in functions/*/ functions/steps/*/; do \
+		name=$${dir#functions/}; name=$${name%/}; \
+		if [[ $$name == steps ]]; then continue; fi; \
 		echo "build/$$name/bootstrap"; \
 		GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' \
 			-o "build/$$name/bootstrap" "./functions/$$name"; \
@@ -109,7 +122,7 @@ fmt:
 # deps): Redocly CLI (redocly.yaml, .redocly.lint-ignore.yaml) and
 # Spectral's OpenAPI ruleset (.spectral.yaml), each failing on a warning.
 vet: deps
-	@unformatted=$$(gofmt -l cmd functions shared internal infra); \
+	@unformatted=$$(gofmt -l cmd functions shared internal infra steps); \
 		if [[ -n $$unformatted ]]; then echo "not gofmt-ed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool staticcheck ./...
@@ -147,7 +160,9 @@ cost: deps
 # The system doing its job locally: orders through the HTTP API with faults
 # switched on, live progress, and a summary; exits non-zero if an order is
 # left in flight or an effect happened twice. DEMO_FLAGS adds flags of
-# `go run ./cmd/local demo -h`, for example -seed, -transient, -crash.
+# `go run ./cmd/local demo -h`, for example -seed, -transient, -crash, and
+# -ui, which starts the operators' console on the stack, prints its URL and
+# keeps both up after the demo until Ctrl-C.
 # VERSIONS=2 runs two workflow versions at once (-versions); WAIT=1 shows
 # one order through a step's extended wait instead (-wait).
 demo: deps
@@ -192,6 +207,13 @@ recovery: deps
 # the search and the mixed run only.
 load: deps
 	$(ENGINES) run -- $(GO) run ./cmd/local load $(LOAD_FLAGS)
+
+# The operators' console's screenshots in docs/images (1280x800, and one
+# 390 wide), taken by its browser test on the local stack.
+screenshots: deps
+	mkdir -p docs/images
+	SAS_BROWSER_REQUIRED=1 SAS_SCREENSHOTS=$(CURDIR)/docs/images $(ENGINES) run -- \
+		$(GO) test -count=1 -v -run '^TestConsoleInABrowser$$' ./internal/console
 
 # The same stack, kept running for curl and the AWS CLI (Ctrl-C stops it).
 local: deps

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,9 +30,12 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sasflow/sas/internal/stepgen"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
 	"github.com/sasflow/sas/internal/testkit/lambdart"
@@ -42,6 +46,8 @@ import (
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
+	"github.com/sasflow/sas/steps"
+	shiporder "github.com/sasflow/sas/steps/ship-order"
 )
 
 func TestMain(m *testing.M) {
@@ -211,6 +217,20 @@ type system struct {
 	aws    string
 }
 
+// codeSteps are the code steps' manifests, by step name: each runs as its
+// own function, StepShipOrder from functions/steps/ship-order.
+var codeSteps = func() map[string]stepgen.Manifest {
+	out := map[string]stepgen.Manifest{}
+	for name, b := range steps.Manifests {
+		m, err := stepgen.Parse(name, b)
+		if err != nil {
+			panic(err)
+		}
+		out[name] = m
+	}
+	return out
+}()
+
 // queueIDs are the queues the stack's environments reference.
 var queueIDs = []string{"SchedulerQueue", "ResponseQueue", "DeadlineQueue"}
 
@@ -233,11 +253,40 @@ func newSystem(t *testing.T, remoteURL string) *system {
 	s.store = statestore.New(ddb, s.tables)
 	s.refs["OrdersTable"], s.refs["StateTable"] = s.tables.Orders, s.tables.State
 	ids := append([]string(nil), queueIDs...)
-	// The binaries embed the deployed catalog: one Agent queue and remote
-	// per step of its versions, as the stack makes them.
+	// The binaries embed the deployed catalog: one Agent queue per step of
+	// its versions, as the stack makes them, and a remote per step that is
+	// not a code step.
 	for _, step := range catalog.MustDeployed().AgentNames() {
 		ids = append(ids, pascal(step)+"Queue")
-		s.refs[pascal(step)+"RemoteBaseUrl"] = remoteURL
+		if _, code := codeSteps[step]; !code {
+			s.refs[pascal(step)+"RemoteBaseUrl"] = remoteURL
+		}
+	}
+	// The code steps' ledger, keyed as the stack declares it, and each code
+	// step's parameters: ShipOrderBucket names a bucket of the local S3.
+	s.refs["LedgerTable"] = prefix + "-ledger"
+	if _, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(s.refs["LedgerTable"]),
+		KeySchema:            []ddbtypes.KeySchemaElement{{AttributeName: aws.String("k"), KeyType: ddbtypes.KeyTypeHash}},
+		AttributeDefinitions: []ddbtypes.AttributeDefinition{{AttributeName: aws.String("k"), AttributeType: ddbtypes.ScalarAttributeTypeS}},
+		BillingMode:          ddbtypes.BillingModePayPerRequest,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = ddb.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(s.refs["LedgerTable"])})
+	})
+	s3c := enginetest.S3(t)
+	for _, m := range codeSteps {
+		for param := range m.Parameters {
+			// S3 bucket names: lower case, digits and -, at most 63.
+			bucket := strings.ToLower(strings.ReplaceAll(prefix+"-"+param, "_", "-"))
+			bucket = strings.TrimRight(bucket[:min(len(bucket), 63)], "-")
+			if _, err := s3c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+				t.Fatal(err)
+			}
+			s.refs[param] = bucket
+		}
 	}
 	for _, id := range ids {
 		q := enginetest.CreateQueue(t, s.sqs, prefix+"-"+strings.ToLower(id), enginetest.QueueOptions{})
@@ -329,11 +378,17 @@ func (s *system) env(t *testing.T, function string) map[string]string {
 		env[k] = s.resolve(t, v)
 	}
 	// Every variable the descriptor says the stack sets for the actor is
-	// there, and names something this test created locally.
-	want := topology.Describe(folderOf(function)).DeployedEnv()
+	// there, and names something this test created locally; a code step's
+	// manifest adds its own.
+	want := topology.Describe(actorOf(function)).DeployedEnv()
+	if m, ok := codeSteps[stepOf(function)]; ok && actorOf(function) == topology.CodeStep {
+		for k := range m.Environment {
+			want = append(want, k)
+		}
+	}
 	for _, name := range want {
 		if env[name] == "" {
-			t.Fatalf("%s: %s, which the stack sets for the %s, resolves to nothing locally", function, name, folderOf(function))
+			t.Fatalf("%s: %s, which the stack sets for the %s, resolves to nothing locally", function, name, actorOf(function))
 		}
 	}
 	if len(env) != len(want) {
@@ -356,6 +411,12 @@ func (s *system) env(t *testing.T, function string) map[string]string {
 			t.Fatalf("the stack sets %s, which Lambda reserves", k)
 		}
 		env[k] = v
+	}
+	// A code step's own AWS calls (S3, for ship-order) go to fauxqs too,
+	// through the endpoint every client without one of its own takes; the
+	// steps address a configuration with an endpoint path-style.
+	if actorOf(function) == topology.CodeStep {
+		env["AWS_ENDPOINT_URL"] = s.aws
 	}
 	return env
 }
@@ -436,8 +497,12 @@ func TestEnvironmentsNameEveryFunction(t *testing.T) {
 		}
 	}
 	for _, step := range catalog.MustDeployed().AgentNames() {
-		if _, ok := envs["Agent"+pascal(step)]; !ok {
-			t.Errorf("%s has no Agent%s among %v", environmentsFile, pascal(step), ids)
+		id := "Agent" + pascal(step)
+		if _, code := codeSteps[step]; code {
+			id = "Step" + pascal(step)
+		}
+		if _, ok := envs[id]; !ok {
+			t.Errorf("%s has no %s among %v", environmentsFile, id, ids)
 		}
 	}
 }
@@ -639,6 +704,68 @@ func TestBootstrapAgent(t *testing.T) {
 	}
 }
 
+// The sample agent-request, turned into a request for the code step
+// ship-order, against the local S3 and ledger: the step's function writes
+// the shipment, replies the step's success, and a redelivery of the same
+// request is answered from the ledger with the same output.
+func TestBootstrapCodeStep(t *testing.T) {
+	t.Parallel()
+	raw := sample(t, "agent-request.json")
+	var ev events.SQSEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	req, err := message.DecodeAgentRequest(ev.Records[0].Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := catalog.MustDeployed().ForNew("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := slices.IndexFunc(def.Steps, func(st workflow.Step) bool { return st.Name == shiporder.Name })
+	if idx < 0 {
+		t.Fatalf("%s has no step %s", def.ID(), shiporder.Name)
+	}
+	req.Workflow, req.Step, req.StepIndex, req.Attempt = def.ID(), shiporder.Name, idx, 1
+	req.IdempotencyKey = req.OrderID + "/" + shiporder.Name
+	req.CompleteBy = time.Now().Add(time.Minute).UTC()
+	req.Previous[shiporder.PaymentStep] = json.RawMessage(`{"chargeId":"ch-3f9a2c71","amountCents":4248,"currency":"EUR"}`)
+	ev.Records[0].Body = string(message.Encode(req))
+
+	s := newSystem(t, "http://remote.invalid")
+	id := "Step" + pascal(shiporder.Name)
+	f := s.start(t, folderOf(id), id, s.env(t, id))
+	var outputs []string
+	for range 2 {
+		var resp events.SQSEventResponse
+		invoke(t, f, mustJSON(t, ev), &resp)
+		noFailures(t, "code step request", resp)
+		reply, err := message.DecodeAgentReply(s.receive(t, "ResponseQueue", 1)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reply.OrderID != req.OrderID || reply.Step != req.Step || reply.Outcome != message.Succeeded {
+			t.Fatalf("reply %+v, want %s of %s succeeded", reply, req.Step, req.OrderID)
+		}
+		outputs = append(outputs, string(reply.Output))
+	}
+	if outputs[0] != outputs[1] || !strings.Contains(outputs[0], shiporder.TrackingNumber(req.IdempotencyKey)) {
+		t.Errorf("outputs %q, want one output twice with the key's tracking number", outputs)
+	}
+	obj, err := enginetest.S3(t).GetObject(context.Background(), &s3.GetObjectInput{
+		Bucket: aws.String(s.refs["ShipOrderBucket"]), Key: aws.String(shiporder.Key(req.OrderID)),
+	})
+	if err != nil {
+		t.Fatalf("the shipment of %s is not in the bucket: %v", req.OrderID, err)
+	}
+	defer obj.Body.Close()
+	body, _ := io.ReadAll(obj.Body)
+	if !strings.Contains(string(body), `"chargeId":"ch-3f9a2c71"`) {
+		t.Errorf("shipment %s", body)
+	}
+}
+
 // The sample scheduled event, with one order whose first step was never
 // claimed in time: the sweep hands it back to the Scheduler.
 func TestBootstrapSupervisor(t *testing.T) {
@@ -736,12 +863,35 @@ func TestBootstrapTimerAndDeadline(t *testing.T) {
 	}
 }
 
-// folderOf is the functions/ folder (the actor) of the stack's function id.
-func folderOf(id string) string {
-	if strings.HasPrefix(id, "Agent") {
+// actorOf is the actor of the stack's function id.
+func actorOf(id string) string {
+	switch {
+	case strings.HasPrefix(id, "Agent"):
 		return topology.Agent
+	case strings.HasPrefix(id, "Step"):
+		return topology.CodeStep
 	}
 	return strings.ToLower(id)
+}
+
+// folderOf is the binary of the stack's function id: its functions/
+// folder, or for a code step its step's name (functions/steps/<step>).
+func folderOf(id string) string {
+	if actorOf(id) == topology.CodeStep {
+		return stepOf(id)
+	}
+	return actorOf(id)
+}
+
+// stepOf is the code step of the function id (StepShipOrder: ship-order),
+// "" if it is none.
+func stepOf(id string) string {
+	for name := range codeSteps {
+		if id == "Step"+pascal(name) {
+			return name
+		}
+	}
+	return ""
 }
 
 // requiredVariables are, per function, a variable its configuration cannot
@@ -767,6 +917,9 @@ func TestBootstrapMissingVariableIsAnInitError(t *testing.T) {
 	}
 	for _, st := range workflow.Reference().Steps {
 		cases["Agent"+pascal(st.Name)] = topology.EnvResponseQueueURL
+	}
+	for name := range codeSteps {
+		cases["Step"+pascal(name)] = topology.EnvLedgerTable
 	}
 	for id, variable := range cases {
 		t.Run(id, func(t *testing.T) {

@@ -12,10 +12,11 @@ import (
 
 // Sources are what the bootstrap binaries are built from, relative to the
 // repository root (where the CDK CLI runs the app): the functions, the
-// packages they share, the module's requirements, and the workflow catalog
-// they embed (not a .go file, so named on its own): the stack deploys the
-// Agents of the catalog it reads, which must be the one the binaries run.
-var Sources = []string{"functions", "shared", "shared/catalog/workflows.json", "go.mod", "go.sum"}
+// packages they share, the code steps' packages, the module's
+// requirements, and the workflow catalog they embed (not a .go file, so
+// named on its own): the stack deploys the Agents of the catalog it reads,
+// which must be the one the binaries run.
+var Sources = []string{"functions", "shared", "steps", "shared/catalog/workflows.json", "go.mod", "go.sum"}
 
 // checkBinaries refuses binaries older than their sources: every
 // <codeDir>/<function>/bootstrap must exist and be at least as new as the

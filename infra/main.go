@@ -29,7 +29,8 @@ func main() {
 	}
 	// The functions' code is packaged from the binaries as they are: refuse
 	// binaries older than the code they were built from.
-	if err := checkBinaries(cfg.CodeDir, stack.Functions(), Sources); err != nil {
+	// The code steps' functions are build/steps/<step>.
+	if err := checkBinaries(cfg.CodeDir, append(stack.Functions(), cfg.CodeStepFolders()...), Sources); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -20,10 +20,15 @@ func (b *builder) agentQueue(step workflow.Step) *workQueue {
 // AgentNames' order: each behind its own queue, timed out at the step's
 // longest lease (Agents' union); the event source's maximum concurrency,
 // from the capacity model, keeps the calls in flight to what the remote
-// service takes.
+// service takes. A step with a folder in steps/ (Config.CodeSteps) is a
+// code step: its own code's function takes the Agent's place (codeStep).
 func (b *builder) agents(sh *sharedResources) []*fn {
 	byName := map[string]*fn{}
 	for _, st := range b.cfg.Workflows.Agents() {
+		if m, ok := b.cfg.CodeSteps[st.Name]; ok {
+			byName[st.Name] = b.codeStep(sh, st, m)
+			continue
+		}
 		byName[st.Name] = b.agent(sh, st)
 	}
 	out := make([]*fn, 0, len(byName))
@@ -62,6 +67,17 @@ func (b *builder) agent(sh *sharedResources, st workflow.Step) *fn {
 		// back on it within seconds.
 		topology.EnvRequestQueueURL: q.main.QueueUrl(),
 	})
+	b.stepQueue(sh, f, st, q, fmt.Sprintf("The remote service is slower than the capacity model's RemoteLatency (%s=%v) or the %s Agent is throttled or failing",
+		ContextRemoteLatency, b.cfg.Capacity.RemoteLatency, st.Name))
+	return f
+}
+
+// stepQueue subscribes step st's function f, an Agent or a code step's,
+// to its request queue q with the capacity model's concurrency, and adds
+// the queue's and the function's alarms; slow says what a queue that ages
+// means first.
+func (b *builder) stepQueue(sh *sharedResources, f *fn, st workflow.Step, q *workQueue, slow string) {
+	f.step = st.Name
 	b.consume(f, q, topology.AgentBatchSize, b.cfg.Capacity.AgentMaxConcurrency())
 
 	// The queue alarms at its step's longest lease over the live versions:
@@ -71,10 +87,9 @@ func (b *builder) agent(sh *sharedResources, st workflow.Step) *fn {
 	c, age := b.cfg.Capacity, topology.AgentQueueAgeAlarm(st)
 	b.queueAlarms(sh.alerts, q, age, fmt.Sprintf(
 		"The oldest request on %s is older than %v, step %s's longest lease over the live versions (queue allowance plus budget): requests are outliving their step's budget. "+
-			"The remote service is slower than the capacity model's RemoteLatency (%s=%v) or the %s Agent is throttled or failing. "+
+			"%s. "+
 			"Check %s's errors and duration; then raise %s (now %d) if the service takes more calls at once, or set %s to the service's real p90 latency.",
-		q.id, age, st.Name, ContextRemoteLatency, c.RemoteLatency, st.Name,
+		q.id, age, st.Name, slow,
 		f.id, ContextRemoteConcurrency, c.RemoteConcurrency, ContextRemoteLatency))
 	b.functionErrors(sh.alerts, f)
-	return f
 }

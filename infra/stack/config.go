@@ -4,15 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 
+	"github.com/sasflow/sas/internal/stepgen"
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
+	"github.com/sasflow/sas/steps"
 )
 
 // Config shapes the stack. Values that differ per deployment and have no safe
@@ -33,6 +36,11 @@ type Config struct {
 	// Agent, queue and alarm set per step name across the live versions
 	// (workflow.Catalog.Agents).
 	Workflows workflow.Catalog
+	// CodeSteps are the manifests of the code steps (steps/<step>/step.json,
+	// embedded by steps/registry.go), by step name: a step of Workflows
+	// with one is deployed as its own code's function (functions/steps/<step>)
+	// instead of an Agent calling a remote service.
+	CodeSteps map[string]stepgen.Manifest
 	// SupervisorSchedule is the EventBridge schedule expression.
 	SupervisorSchedule string
 	// LogRetentionDays must be a value CloudWatch Logs accepts.
@@ -98,10 +106,12 @@ const CatalogFile = "shared/catalog/workflows.json"
 // Validate refuses; FromContext reports the file's own problems.
 func DefaultConfig() Config {
 	workflows, _ := catalog.Deployed()
+	codeSteps, _ := CodeSteps()
 	return Config{
 		Stage:              DefaultStage,
 		CodeDir:            "build",
 		Workflows:          workflows,
+		CodeSteps:          codeSteps,
 		SupervisorSchedule: topology.SupervisorSchedule,
 		LogRetentionDays:   30,
 		Capacity:           topology.DefaultCapacity(),
@@ -147,6 +157,9 @@ func FromContext(lookup func(key string) string) (Config, error) {
 	// definitions".
 	if _, err := catalog.Deployed(); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", CatalogFile, err))
+	}
+	if _, err := CodeSteps(); err != nil {
+		errs = append(errs, err)
 	}
 	str(ContextStage, &c.Stage)
 	str(ContextCodeDir, &c.CodeDir)
@@ -208,6 +221,22 @@ func (c Config) Validate() error {
 	if err := c.Workflows.Validate(); err != nil {
 		fail("%s: %w", CatalogFile, err)
 	}
+	// A code step no live version has would be deployed for nothing.
+	names := make([]string, 0, len(c.CodeSteps))
+	for name, m := range c.CodeSteps {
+		if err := m.Validate(name); err != nil {
+			fail("%w", err)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	live := make([]stepgen.CodeStep, len(names))
+	for i, n := range names {
+		live[i] = stepgen.CodeStep{Name: n}
+	}
+	if err := stepgen.Live(live, c.Workflows.AgentNames()); err != nil {
+		fail("%w", err)
+	}
 	if !rateExpr.MatchString(c.SupervisorSchedule) && !cronExpr.MatchString(c.SupervisorSchedule) {
 		fail("%s=%q is not an EventBridge rate(...) or cron(...) expression", ContextSupervisorSchedule, c.SupervisorSchedule)
 	}
@@ -247,6 +276,33 @@ func (c Config) Validate() error {
 		return fmt.Errorf("stack config: %w", err)
 	}
 	return nil
+}
+
+// CodeSteps reads the manifests of the code steps this build embeds
+// (steps.Manifests), by step name.
+func CodeSteps() (map[string]stepgen.Manifest, error) {
+	out := map[string]stepgen.Manifest{}
+	var errs []error
+	for name, b := range steps.Manifests {
+		m, err := stepgen.Parse(name, b)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out[name] = m
+	}
+	return out, errors.Join(errs...)
+}
+
+// CodeStepFolders are the folders of the code steps' functions, relative
+// to functions/ and to CodeDir (steps/<step>), in name order.
+func (c Config) CodeStepFolders() []string {
+	out := make([]string, 0, len(c.CodeSteps))
+	for name := range c.CodeSteps {
+		out = append(out, "steps/"+name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // logRetention is the validated LogRetentionDays as CDK's enum.

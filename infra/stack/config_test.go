@@ -206,8 +206,15 @@ func TestValidateRefusesAnInvalidCatalog(t *testing.T) {
 			}
 		})
 	}
-	// An admit wait no version's waits cover names every version.
+	// A code step no live version has stops the synth: its folder would be
+	// deployed for nothing.
 	c := stack.DefaultConfig()
+	c.Workflows = workflow.Catalog{Definitions: []workflow.Definition{workflow.Reference()}, Current: map[string]int{"order": 1}, Default: "order"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "steps/ship-order is a step of no live workflow version") {
+		t.Errorf("Validate with ship-order's folder and no version of it = %v", err)
+	}
+	// An admit wait no version's waits cover names every version.
+	c = stack.DefaultConfig()
 	c.Workflows = twoVersions()
 	c.Capacity.AdmitWait = 4 * time.Second
 	err := c.Validate()

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/topology"
 )
 
 // tables declares the orders and state tables from statestore's own
@@ -130,4 +131,31 @@ func stream(spec *types.StreamSpecification) awsdynamodb.StreamViewType {
 
 func projection(p types.ProjectionType) awsdynamodb.ProjectionType {
 	return cdkName(projections, "projection", p)
+}
+
+// The ledger's schema, as the code steps' runtime (statestore's ledger)
+// writes it: one item per step and idempotency key, partition key
+// "<step>#<key>", expiring with the state table's retention.
+const (
+	LedgerKey = "k"
+	LedgerTTL = "expiresAt"
+)
+
+// ledgerTable declares the code steps' idempotency ledger: on-demand like
+// the state table, with its own TTL and no stream (nothing reads its
+// changes, and the state table's stream, which feeds the Timer and the
+// Notifier, carries none of them), point-in-time recovery and the same
+// protection against a delete: a lost ledger would let a code step apply
+// an effect again.
+func (b *builder) ledgerTable() awsdynamodb.Table {
+	return awsdynamodb.NewTable(b.stack, jsii.String(string(topology.LedgerTable)), &awsdynamodb.TableProps{
+		PartitionKey:        &awsdynamodb.Attribute{Name: jsii.String(LedgerKey), Type: awsdynamodb.AttributeType_STRING},
+		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
+		TimeToLiveAttribute: jsii.String(LedgerTTL),
+		PointInTimeRecoverySpecification: &awsdynamodb.PointInTimeRecoverySpecification{
+			PointInTimeRecoveryEnabled: jsii.Bool(true),
+		},
+		DeletionProtection: jsii.Bool(true),
+		RemovalPolicy:      awscdk.RemovalPolicy_RETAIN,
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/shared/topology"
 )
 
@@ -128,11 +129,20 @@ func TestEnvironmentsAreTheDescriptors(t *testing.T) {
 	seen := map[string]bool{}
 	for path, env := range envs {
 		actor := strings.ToLower(path)
+		wantEnv := []string{}
 		if strings.HasPrefix(path, "Agent") {
 			actor = topology.Agent
 		}
+		// A code step's function: its runtime's variables, and its
+		// manifest's.
+		for name, m := range stack.DefaultConfig().CodeSteps {
+			if path == "Step"+pascalStep(name) {
+				actor = topology.CodeStep
+				wantEnv = slices.Collect(maps.Keys(m.Environment))
+			}
+		}
 		seen[actor] = true
-		want := slices.Sorted(slices.Values(topology.Describe(actor).DeployedEnv()))
+		want := slices.Sorted(slices.Values(append(topology.Describe(actor).DeployedEnv(), wantEnv...)))
 		got := slices.Sorted(maps.Keys(env))
 		if !slices.Equal(got, want) {
 			t.Errorf("%s's environment is %v; the descriptor of %s says %v", path, got, actor, want)

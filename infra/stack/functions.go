@@ -68,6 +68,8 @@ type fn struct {
 	role     awsiam.Role
 	logGroup awslogs.LogGroup
 	timeout  time.Duration
+	// step is the step an Agent or a code step's function performs.
+	step string
 }
 
 // function deploys functions/<folder> as an arm64 provided.al2023 bootstrap,
@@ -213,6 +215,29 @@ func allow(role awsiam.IRole, actions []string, resources ...*string) {
 	}))
 }
 
+// allowOwnKeys grants actions on the items of tables whose partition key
+// starts with step and "#". "dynamodb:LeadingKeys: Allows a user to access
+// items that have a specific partition key value" (AWS re:Post Knowledge
+// Center, "How do I restrict access to specific attributes in a DynamoDB
+// table?", https://repost.aws/knowledge-center/dynamodb-table-restrict-attributes;
+// "Using IAM policy conditions for fine-grained access control", Amazon
+// DynamoDB Developer Guide,
+// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html),
+// and ForAllValues holds only when every key of the request matches. So
+// one step's function cannot read or write another step's entries.
+func allowOwnKeys(role awsiam.IRole, step string, actions []string, tables ...*string) {
+	if step == "" {
+		panic("stack: a grant on the step's own keys for a function of no step")
+	}
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(actions...),
+		Resources: &tables,
+		Conditions: &map[string]any{
+			"ForAllValues:StringLike": map[string]any{"dynamodb:LeadingKeys": step + "#*"},
+		},
+	}))
+}
+
 // allowSend lets role send to q; SendMessageBatch needs the same action.
 func allowSend(role awsiam.IRole, q awssqs.Queue) {
 	allow(role, []string{"sqs:SendMessage"}, q.QueueArn())
@@ -270,6 +295,8 @@ func (b *builder) grant(f *fn, actor topology.Actor, sh *sharedResources) {
 			arns = append(arns, b.arns(sh, r)...)
 		}
 		switch {
+		case a.OwnKeys:
+			allowOwnKeys(f.role, f.step, a.Actions, arns...)
 		case slices.Equal(a.Actions, []string{topology.Publish}):
 			for _, r := range a.On {
 				b.topicOf(sh, r).allowPublish(f.role)
@@ -301,6 +328,8 @@ func (b *builder) arns(sh *sharedResources, r topology.Resource) []*string {
 		return []*string{sh.orders.TableArn()}
 	case topology.StateTable:
 		return []*string{sh.state.TableArn()}
+	case topology.LedgerTable:
+		return []*string{sh.ledger.TableArn()}
 	case topology.SchedulerQueue:
 		return []*string{sh.queues.scheduler.main.QueueArn()}
 	case topology.ResponseQueue:

@@ -130,7 +130,7 @@ func (b *builder) shared() *sharedResources {
 		Description:           jsii.String("E-mail address subscribed to the operator alert topic (confirm the subscription mail). Empty: no subscription."),
 	})
 	tables := b.tables()
-	sh := &sharedResources{orders: tables[0], state: tables[1]}
+	sh := &sharedResources{orders: tables[0], state: tables[1], ledger: b.ledgerTable()}
 	sh.alerts = b.alertTopic(alertEmail.ValueAsString())
 	sh.events = b.orderEventsTopic()
 	sh.queues = b.queues()
@@ -145,7 +145,8 @@ func (b *builder) shared() *sharedResources {
 		topology.EnvMaxReceiveCount:     jsii.String(strconv.Itoa(b.cfg.MaxReceiveCount)),
 		// Every function that ends an order (sets its record's TTL) or
 		// creates one (its orders item's TTL) reads the retention.
-		topology.EnvRetention: jsii.String(b.cfg.Retention.String()),
+		topology.EnvRetention:   jsii.String(b.cfg.Retention.String()),
+		topology.EnvLedgerTable: sh.ledger.TableName(),
 	}
 	return sh
 }
@@ -153,6 +154,7 @@ func (b *builder) shared() *sharedResources {
 // sharedResources are what several actors use.
 type sharedResources struct {
 	orders, state  awsdynamodb.Table
+	ledger         awsdynamodb.Table
 	alerts, events *encryptedTopic
 	queues         queueSet
 	// env holds the values of the variables more than one actor reads,

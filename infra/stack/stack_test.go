@@ -20,6 +20,7 @@ import (
 
 	"github.com/sasflow/sas/infra/stack"
 	"github.com/sasflow/sas/internal/cost"
+	"github.com/sasflow/sas/internal/stepgen"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/statestore"
@@ -65,7 +66,7 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	defer os.RemoveAll(codeDir)
-	for _, f := range stack.Functions() {
+	for _, f := range append(stack.Functions(), stack.DefaultConfig().CodeStepFolders()...) {
 		if err := os.MkdirAll(filepath.Join(codeDir, f), 0o755); err != nil {
 			panic(err)
 		}
@@ -285,7 +286,8 @@ func TestEveryFunctionFolderIsDeployed(t *testing.T) {
 	}
 	var folders []string
 	for _, e := range entries {
-		if e.IsDir() {
+		// functions/steps holds the code steps' functions, checked below.
+		if e.IsDir() && e.Name() != "steps" {
 			folders = append(folders, e.Name())
 		}
 	}
@@ -294,7 +296,19 @@ func TestEveryFunctionFolderIsDeployed(t *testing.T) {
 	if !slices.Equal(folders, want) {
 		t.Fatalf("functions/ has %v, the stack deploys %v", folders, want)
 	}
-	// One function per folder, the Agent once per step.
+	steps, err := os.ReadDir("../../functions/steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codeSteps []string
+	for _, e := range steps {
+		codeSteps = append(codeSteps, "steps/"+e.Name())
+	}
+	if want := cfg.CodeStepFolders(); !slices.Equal(codeSteps, want) {
+		t.Fatalf("functions/steps has %v, the stack deploys the code steps %v", codeSteps, want)
+	}
+	// One function per folder, the Agent once per step that is not a code
+	// step, and one per code step.
 	if got, want := len(tmpl.ofType("AWS::Lambda::Function")), len(stack.Functions())-1+len(cfg.Workflows.Agents()); got != want {
 		t.Fatalf("%d functions, want %d", got, want)
 	}
@@ -350,6 +364,10 @@ func deployParams(t *template) map[string]string {
 			p[id] = "https://eu.remote.example.com/" + strings.ToLower(id) + ",https://us.remote.example.com/" + strings.ToLower(id)
 		} else if d, ok := param["Default"].(string); ok {
 			p[id] = d
+		} else {
+			// A code step's parameter (ShipOrderBucket), which has no
+			// default.
+			p[id] = "value-of-" + strings.ToLower(id)
 		}
 	}
 	return p
@@ -395,8 +413,9 @@ func TestRemoteURLParametersTakeHTTPSOnly(t *testing.T) {
 			}
 		}
 	}
-	if n != len(cfg.Workflows.Agents()) {
-		t.Errorf("%d remote URL parameters for %d steps", n, len(cfg.Workflows.Agents()))
+	// A code step calls no remote service.
+	if want := len(cfg.Workflows.Agents()) - len(cfg.CodeSteps); n != want {
+		t.Errorf("%d remote URL parameters for %d steps, %d of them code steps", n, len(cfg.Workflows.Agents()), len(cfg.CodeSteps))
 	}
 }
 
@@ -1088,7 +1107,11 @@ func TestAlarmsCoverDLQsQueueAgeAndFunctionErrors(t *testing.T) {
 	for _, st := range cfg.Workflows.Agents() {
 		id := tmplID(t, pascalStep(st.Name)+"Queue")
 		desc, _ := alarms[key{"ApproximateAgeOfOldestMessage", id}].Properties["AlarmDescription"].(string)
-		for _, w := range []string{"budget", "RemoteLatency", "sas:remoteConcurrency", "sas:remoteLatency", "Agent" + pascalStep(st.Name) + "'s errors and duration"} {
+		fn := "Agent" + pascalStep(st.Name)
+		if _, code := cfg.CodeSteps[st.Name]; code {
+			fn = "Step" + pascalStep(st.Name)
+		}
+		for _, w := range []string{"budget", "RemoteLatency", "sas:remoteConcurrency", "sas:remoteLatency", fn + "'s errors and duration"} {
 			if !strings.Contains(desc, w) {
 				t.Errorf("%s: age alarm runbook %q does not mention %q", id, desc, w)
 			}
@@ -1244,9 +1267,25 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 		}
 	}
 	none := func(string) bool { return false }
+	// A code step's statement may end in a wildcard under a literal path
+	// (stepgen's rule): in its own role's policy, on that path alone.
+	paths := codeStepPaths(t)
 	for _, typ := range []string{"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"} {
 		for _, id := range tmpl.ofType(typ) {
 			allowed := none
+			if typ == "AWS::IAM::Policy" {
+				roles := list(tmpl.Resources[id].Properties["Roles"])
+				allowed = func(s string) bool {
+					for _, r := range roles {
+						for _, tail := range paths[ref(r)] {
+							if strings.HasSuffix(s, tail) {
+								return true
+							}
+						}
+					}
+					return false
+				}
+			}
 			if typ == "AWS::IAM::ManagedPolicy" {
 				// The API's $default stage, every method and path of it:
 				// the catch-all route's requests.
@@ -1294,6 +1333,25 @@ func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 			}
 		}
 	}
+}
+
+// codeStepPaths maps each code step's role to the ends of its manifest's
+// wildcard resources as the template writes them (the last literal of a
+// Join: "/shipments/*"]]}).
+func codeStepPaths(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for name, m := range cfg.CodeSteps {
+		role, _ := tmpl.byPath(t, "AWS::IAM::Role", "Step"+pascalStep(name)+"Role/Resource")
+		for _, st := range m.Statements {
+			for _, r := range st.Resources {
+				if parts := stepgen.Parts(r); strings.Contains(r, "*") {
+					out[role] = append(out[role], toJSON(parts[len(parts)-1].Literal)+"]]}")
+				}
+			}
+		}
+	}
+	return out
 }
 
 // xrayOnly reports whether the statement grants only the X-Ray actions
@@ -1885,9 +1943,13 @@ func TestOperationalAlarms(t *testing.T) {
 // TestRetentionReachesEveryFunctionThatEndsOrCreatesOrders: sas:retention
 // is RETENTION in the environment of the functions whose writes end an
 // order (Scheduler, Supervisor, Deadline, and Submission's cancel) or
-// create one (Submission), and of no other.
+// create one (Submission), and of the code steps, whose ledger entries
+// expire with it, and of no other.
 func TestRetentionReachesEveryFunctionThatEndsOrCreatesOrders(t *testing.T) {
 	want := map[string]bool{"Submission": true, "Scheduler": true, "Supervisor": true, "Deadline": true}
+	for name := range cfg.CodeSteps {
+		want["Step"+pascalStep(name)] = true
+	}
 	for name, tm := range map[string]struct {
 		t     *template
 		value string

@@ -36,6 +36,9 @@ func TestTwoVersionsDeployTheUnionOfTheirSteps(t *testing.T) {
 	c := stack.DefaultConfig()
 	c.Workflows = twoVersions()
 	c.CodeDir = cfg.CodeDir
+	// Every step an Agent here: TestCodeStepsGetTheirManifestNotARemote
+	// holds the code steps.
+	c.CodeSteps = nil
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

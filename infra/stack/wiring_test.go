@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/sasflow/sas/infra/stack"
+	"github.com/sasflow/sas/internal/stepgen"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/notifier"
@@ -121,7 +122,12 @@ var loaders = func() []loader {
 				}
 			}},
 	}
+	codeSteps := stack.DefaultConfig().CodeSteps
 	for _, s := range deployedCatalog().Agents() {
+		if m, ok := codeSteps[s.Name]; ok {
+			ls = append(ls, codeStepLoader(s.Name, m))
+			continue
+		}
 		ls = append(ls, loader{
 			path: "Agent" + pascalStep(s.Name), load: adapt(agent.LoadConfig),
 			points: map[string]string{topology.EnvResponseQueueURL: "ResponseQueue", topology.EnvRemoteBaseURLs: pascalStep(s.Name) + "RemoteBaseUrl", topology.EnvAlertTopicARN: "AlertTopic",
@@ -136,6 +142,57 @@ var loaders = func() []loader {
 	}
 	return ls
 }()
+
+// codeStepLoader reads the environment of code step name's function: every
+// variable the descriptor says its runtime reads, each set, and the
+// manifest's own, each resolved from its parameter.
+//
+// It stands for the code-step runtime's configuration loader
+// (shared/codestep), which takes its place once that package lands.
+func codeStepLoader(name string, m stepgen.Manifest) loader {
+	return loader{
+		path: "Step" + pascalStep(name),
+		load: func(getenv func(string) string) (any, error) {
+			got := map[string]string{}
+			var missing []string
+			for _, k := range topology.Describe(topology.CodeStep).DeployedEnv() {
+				if got[k] = getenv(k); got[k] == "" {
+					missing = append(missing, k)
+				}
+			}
+			for k := range m.Environment {
+				if got[k] = getenv(k); got[k] == "" {
+					missing = append(missing, k)
+				}
+			}
+			if len(missing) > 0 {
+				return nil, fmt.Errorf("code step %s: %v unset", name, missing)
+			}
+			return got, nil
+		},
+		points: map[string]string{topology.EnvResponseQueueURL: "ResponseQueue", topology.EnvAlertTopicARN: "AlertTopic",
+			topology.EnvRequestQueueURL: pascalStep(name) + "Queue", topology.EnvLedgerTable: "LedgerTable"},
+		check: func(t *testing.T, cfg any, _ map[string]any) {
+			env := cfg.(map[string]string)
+			if env[topology.EnvAgentStep] != name || env[topology.EnvMaxReceiveCount] != fmt.Sprint(stack.DefaultConfig().MaxReceiveCount) {
+				t.Errorf("code step serves step %q with MaxReceiveCount %s, want %q and the queues' %d", env[topology.EnvAgentStep],
+					env[topology.EnvMaxReceiveCount], name, stack.DefaultConfig().MaxReceiveCount)
+			}
+			// The manifest's values, their parameters resolved as deployed.
+			for k, v := range m.Environment {
+				want := v
+				for _, p := range stepgen.Parts(v) {
+					if p.Ref != "" {
+						want = strings.ReplaceAll(want, "${"+p.Ref+"}", "value-of-"+strings.ToLower(p.Ref))
+					}
+				}
+				if env[k] != want {
+					t.Errorf("%s = %q, want %q", k, env[k], want)
+				}
+			}
+		},
+	}
+}
 
 // apiURL is the orders API's endpoint as the resolver resolves it.
 func apiURL(t *testing.T) string {
@@ -345,8 +402,25 @@ var roleActions = func() map[string]map[string][]string {
 	add(sup, []string{"SchedulerQueue"}, "sqs:SendMessage")
 	out["SupervisorRole"] = sup
 
+	codeSteps := stack.DefaultConfig().CodeSteps
 	for _, s := range deployedCatalog().Agents() {
 		add(sched, []string{pascalStep(s.Name) + "Queue"}, "sqs:SendMessage")
+		if m, ok := codeSteps[s.Name]; ok {
+			// A code step replies as an Agent does; it reads and writes
+			// its own entries of the ledger, and what its manifest says.
+			c := alerts(logs("Step" + pascalStep(s.Name)))
+			add(c, []string{"ResponseQueue"}, "sqs:SendMessage")
+			add(c, []string{pascalStep(s.Name) + "Queue"}, consume...)
+			add(c, []string{"LedgerTable if ForAllValues:StringLike dynamodb:LeadingKeys=" + s.Name + "#*"},
+				"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+			for _, st := range m.Statements {
+				for _, r := range st.Resources {
+					add(c, []string{strings.NewReplacer("${", "", "}", "").Replace(r)}, st.Actions...)
+				}
+			}
+			out["Step"+pascalStep(s.Name)+"Role"] = c
+			continue
+		}
 		a := alerts(logs("Agent" + pascalStep(s.Name)))
 		add(a, []string{"ResponseQueue"}, "sqs:SendMessage")
 		add(a, []string{pascalStep(s.Name) + "Queue"}, consume...)

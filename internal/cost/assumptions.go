@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sasflow/sas/shared/catalog"
@@ -107,12 +108,15 @@ type Assumptions struct {
 
 	// The alternatives (Compare).
 
+	// Steps is the steps of the priced workflow, the current version of
+	// the deployed catalog's default: the alternatives run as many tasks.
+	Steps int
 	// SFNStandardTransitions is the state transitions of one order on a
-	// Standard state machine with two Task states, ReserveInventory then
-	// ChargePayment (End: true). AWS counts a transition "each time a step
-	// of your workflow is executed" (https://aws.amazon.com/step-functions/pricing/):
-	// two steps, 2. AWS does not say whether entering the first state or
-	// ending the execution counts too; the report prints that reading, 3,
+	// Standard state machine with a Task state per step. AWS counts a
+	// transition "each time a step of your workflow is executed"
+	// (https://aws.amazon.com/step-functions/pricing/): one a step. AWS
+	// does not say whether entering the first state or ending the
+	// execution counts too; the report prints that reading, one more,
 	// beside it.
 	SFNStandardTransitions int
 	// StatusEvents is the client status events of one order (Accepted,
@@ -145,9 +149,16 @@ type Assumptions struct {
 
 // DefaultAssumptions are the parameters the printed report uses.
 func DefaultAssumptions() Assumptions {
+	c := catalog.MustDeployed()
+	current, err := c.ForNew("")
+	if err != nil {
+		panic(fmt.Sprintf("cost: the deployed catalog has no current version: %v", err))
+	}
+	steps := len(current.Steps)
 	return Assumptions{
+		Steps:                    steps,
 		MemoryMB:                 topology.MemoryMB(),
-		Agents:                   len(catalog.MustDeployed().AgentNames()),
+		Agents:                   len(c.AgentNames()),
 		TraceSampleRate:          trace.DefaultSampleRate,
 		XRayRequestLatency:       20 * time.Millisecond,
 		InitDuration:             80 * time.Millisecond,
@@ -157,13 +168,13 @@ func DefaultAssumptions() Assumptions {
 		AgentConcurrency:         10,
 		AccessLogBytes:           400,
 		PlatformLogBytes:         400,
-		AdmissionQueues:          2,
+		AdmissionQueues:          len(c.AgentNames()),
 		AdmissionRefresh:         250 * time.Millisecond,
-		SFNStandardTransitions:   2,
+		SFNStandardTransitions:   steps,
 		StatusEvents:             3,
 		OrderRecordWRU:           2,
 		ExpressMemoryMB:          64,
-		DurableOperations:        3,
+		DurableOperations:        steps + 1,
 		DurableBytesPerOperation: 1024,
 		DurableRetentionDays:     14,
 	}

@@ -5,10 +5,10 @@ import (
 	"math"
 )
 
-// Comparison is the same two-step workflow (reserve-inventory, then
-// charge-payment, each one call to the remote service; the same client
-// status events; the order record the client routes read) priced from
-// another service's published price formula, at the reference rate.
+// Comparison is the same workflow (Assumptions.Steps tasks, each one call
+// to the remote service or the step's own effect; the same client status
+// events; the order record the client routes read) priced from another
+// service's published price formula, at the reference rate.
 type Comparison struct {
 	Name string
 	// Source names the price pages the formula comes from.
@@ -24,11 +24,22 @@ func (c Comparison) Total() float64 { return total(c.Lines) }
 // assumed remote latency is added.
 func Compare(u Usage, p Prices, a Assumptions) []Comparison {
 	task := taskSeconds(u, a)
-	return []Comparison{
+	comps := []Comparison{
 		StepFunctionsStandard(task, p, a),
 		StepFunctionsExpress(task, p, a),
 		DurableFunction(task, p, a),
 	}
+	// A step's own effect (the code step's S3 object) costs the same
+	// whoever runs it.
+	for _, l := range s3Lines(u, p) {
+		if l.PerOrder == 0 {
+			continue
+		}
+		for i := range comps {
+			comps[i].Lines = append(comps[i].Lines, l)
+		}
+	}
+	return comps
 }
 
 // taskSeconds is one task's duration: the Agent's measured work for one
@@ -46,7 +57,7 @@ func taskSeconds(u Usage, a Assumptions) float64 {
 // a Lambda function (at the Agent's memory) that calls the remote and
 // waits for it. The first task also writes the order record.
 func StepFunctionsStandard(task float64, p Prices, a Assumptions) Comparison {
-	lines := []Line{line("Step Functions", "Standard state transitions (one per step executed: Reserve, Charge)", "transitions",
+	lines := []Line{line("Step Functions", "Standard state transitions (one per step executed)", "transitions",
 		float64(a.SFNStandardTransitions), p.SFNStandardPer1kTransitions*1000)}
 	lines = append(lines, taskLambdas(task, p, a)...)
 	return Comparison{
@@ -60,7 +71,7 @@ func StepFunctionsStandard(task float64, p Prices, a Assumptions) Comparison {
 // one request, and a duration of at least the two tasks (their remote
 // calls and work), rounded up to 100 ms, at 64 MB.
 func StepFunctionsExpress(task float64, p Prices, a Assumptions) Comparison {
-	duration := math.Ceil(2*task*10-1e-6) / 10
+	duration := math.Ceil(float64(a.Steps)*task*10-1e-6) / 10
 	gbs := duration * float64(a.ExpressMemoryMB) / 1024
 	lines := []Line{
 		line("Step Functions", "Express requests", "requests", 1, p.SFNExpressRequestsPerMillion),
@@ -81,13 +92,13 @@ func DurableFunction(task float64, p Prices, a Assumptions) Comparison {
 	ops := float64(a.DurableOperations)
 	written := ops * float64(a.DurableBytesPerOperation) / GB
 	retained := written * float64(a.DurableRetentionDays) / 30
-	gbs := billedSeconds(2*task) * a.memoryGB(Agent)
+	gbs := billedSeconds(float64(a.Steps)*task) * a.memoryGB(Agent)
 	lines := []Line{
-		line("Lambda durable", "operations (start + 2 steps)", "operations", ops, p.DurableOperationsPerMillion),
+		line("Lambda durable", fmt.Sprintf("operations (start + %d steps)", a.Steps), "operations", ops, p.DurableOperationsPerMillion),
 		line("Lambda durable", fmt.Sprintf("data written (%d B an operation)", a.DurableBytesPerOperation), "GB", written, p.DurableWrittenPerGB*1e6),
 		line("Lambda durable", fmt.Sprintf("data retained (%d days)", a.DurableRetentionDays), "GB-month", retained, p.DurableRetainedPerGBMonth*1e6),
 		line("Lambda", "requests: 1 invocation", "requests", 1, p.LambdaRequestsPerMillion),
-		line("Lambda", fmt.Sprintf("duration: both steps, %.0f ms", billedSeconds(2*task)*1000), "GB-s", gbs, p.LambdaGBSecond*1e6),
+		line("Lambda", fmt.Sprintf("duration: %d steps, %.0f ms", a.Steps, billedSeconds(float64(a.Steps)*task)*1000), "GB-s", gbs, p.LambdaGBSecond*1e6),
 	}
 	return Comparison{
 		Name:   "Lambda durable functions",
@@ -96,12 +107,12 @@ func DurableFunction(task float64, p Prices, a Assumptions) Comparison {
 	}
 }
 
-// taskLambdas are the two task functions a state machine invokes.
+// taskLambdas are the task functions a state machine invokes, one a step.
 func taskLambdas(task float64, p Prices, a Assumptions) []Line {
 	billed := billedSeconds(task)
 	return []Line{
-		line("Lambda", "requests: 2 task functions", "requests", 2, p.LambdaRequestsPerMillion),
-		line("Lambda", fmt.Sprintf("duration: 2 tasks × %.0f ms", billed*1000), "GB-s", 2*billed*a.memoryGB(Agent), p.LambdaGBSecond*1e6),
+		line("Lambda", fmt.Sprintf("requests: %d task functions", a.Steps), "requests", float64(a.Steps), p.LambdaRequestsPerMillion),
+		line("Lambda", fmt.Sprintf("duration: %d tasks × %.0f ms", a.Steps, billed*1000), "GB-s", float64(a.Steps)*billed*a.memoryGB(Agent), p.LambdaGBSecond*1e6),
 	}
 }
 

@@ -56,6 +56,7 @@ func Price(u Usage, l Level, p Prices, a Assumptions) Bill {
 	b.Lines = append(b.Lines, line("SQS", fmt.Sprintf("admission depth reads (%d queues, at most every %v an instance)", a.AdmissionQueues, a.AdmissionRefresh),
 		"requests", admissionReads(u, l, a), p.SQSRequestsPerMillion))
 	b.Lines = append(b.Lines, line("SNS", "publishes (billed 64 KiB chunks)", "requests", batchedPerOrder(u, l, "SNS"), p.SNSRequestsPerMillion))
+	b.Lines = append(b.Lines, s3Lines(u, p)...)
 	b.Lines = append(b.Lines, dynamoLines(u, p, a)...)
 	b.Lines = append(b.Lines, logLines(u, fns, p, a)...)
 	b.Lines = append(b.Lines, xrayLines(u, l, p, a)...)
@@ -157,6 +158,37 @@ func admissionReads(u Usage, l Level, a Assumptions) float64 {
 	}
 	share := math.Min(1, math.Max(1/(refresh*l.OrdersPerSecond), perRequest/refresh))
 	return float64(a.AdmissionQueues) * share
+}
+
+// s3Free are the S3 requests S3 does not charge for: deletes.
+var s3Free = map[string]bool{"DeleteObject": true, "DeleteObjects": true}
+
+// s3Put are the S3 requests priced as PUT, COPY, POST or LIST; every other
+// one but a delete is priced as GET.
+var s3Put = map[string]bool{
+	"PutObject": true, "CopyObject": true, "PostObject": true, "ListObjects": true, "ListObjectsV2": true,
+	"ListObjectVersions": true, "ListBuckets": true, "CreateMultipartUpload": true, "UploadPart": true,
+	"UploadPartCopy": true, "CompleteMultipartUpload": true, "ListMultipartUploads": true, "ListParts": true,
+}
+
+// s3Lines are the S3 requests the handlers made (a code step's), by the
+// price class S3 bills them in; deletes are free.
+func s3Lines(u Usage, p Prices) []Line {
+	var put, get float64
+	for k, n := range u.Requests {
+		op, ok := strings.CutPrefix(k, "S3 ")
+		switch {
+		case !ok || s3Free[op]:
+		case s3Put[op]:
+			put += float64(n)
+		default:
+			get += float64(n)
+		}
+	}
+	return []Line{
+		line("S3", "PUT, COPY, POST, LIST requests", "requests", u.PerOrder(put), p.S3PutPer1k*1000),
+		line("S3", "GET and other requests (DELETE free)", "requests", u.PerOrder(get), p.S3GetPer1k*1000),
+	}
 }
 
 // dynamoLines show each table and index apart: WRU, then RRU. An index

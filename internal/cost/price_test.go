@@ -103,7 +103,7 @@ func TestPriceLines(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.level.Name, func(t *testing.T) {
-			b := Price(tenOrders(), tt.level, ListPrices(), DefaultAssumptions())
+			b := Price(tenOrders(), tt.level, ListPrices(), twoSteps())
 			for _, w := range tt.want {
 				got := find(t, b.Lines, w.service, w.item)
 				if !near(got.PerOrder, w.perOrder) || !near(got.USDPerMillion, w.usdPM) {
@@ -116,7 +116,7 @@ func TestPriceLines(t *testing.T) {
 }
 
 func TestPriceTotalAddsTheLines(t *testing.T) {
-	a := DefaultAssumptions()
+	a := twoSteps()
 	a.InitDuration = 0 // coldStarts has its own test
 	u := tenOrders()
 	u.Tracing = Tracing{RecordedOrders: 10, Traces: 10, Requests: 40}
@@ -149,7 +149,7 @@ func TestPriceReadsBilledNotRequests(t *testing.T) {
 			u := tenOrders()
 			u.Requests = map[string]int{"SQS SendMessage": 1000, "SNS Publish": 1000}
 			u.Billed = tt.billed
-			b := Price(u, Reference, ListPrices(), DefaultAssumptions())
+			b := Price(u, Reference, ListPrices(), twoSteps())
 			if got := find(t, b.Lines, "SQS", "handlers'").PerOrder; !near(got, tt.sqs) {
 				t.Errorf("SQS %g a order, want %g", got, tt.sqs)
 			}
@@ -174,7 +174,7 @@ func TestPublishBatchesFollowTheLevel(t *testing.T) {
 		level Level
 		want  float64
 	}{{Reference, 0.4}, {MillionAMonth, 3.1}} {
-		b := Price(u, tt.level, ListPrices(), DefaultAssumptions())
+		b := Price(u, tt.level, ListPrices(), twoSteps())
 		if got := find(t, b.Lines, "SNS", "publishes").PerOrder; !near(got, tt.want) {
 			t.Errorf("%s: SNS %g a order, want %g", tt.level.Name, got, tt.want)
 		}
@@ -204,7 +204,7 @@ func TestAgentLatencyModel(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			u := tenOrders()
 			u.RemoteCalls = tt.calls
-			a := DefaultAssumptions()
+			a := twoSteps()
 			a.AgentConcurrency = tt.concurrency
 			a.MemoryMB = map[string]int{Agent: tt.memoryMB}
 			b := Price(u, tt.level, ListPrices(), a)
@@ -218,7 +218,7 @@ func TestAgentLatencyModel(t *testing.T) {
 func TestPriceWithoutOrders(t *testing.T) {
 	u := tenOrders()
 	u.Orders = 0
-	b := Price(u, Reference, ListPrices(), DefaultAssumptions())
+	b := Price(u, Reference, ListPrices(), twoSteps())
 	if len(b.Lines) != 0 || b.Total() != 0 {
 		t.Errorf("a run without orders priced %+v", b)
 	}
@@ -254,7 +254,7 @@ func TestDurationRoundingIsPerInvocation(t *testing.T) {
 	// 10 submissions of 2.3 ms bill 10 × 3 ms, not 23 ms rounded once.
 	u := Usage{Orders: 10, Invocations: map[string]int{Submission: 10},
 		HandlerTime: map[string]time.Duration{Submission: 23 * time.Millisecond}}
-	b := Price(u, Reference, ListPrices(), DefaultAssumptions())
+	b := Price(u, Reference, ListPrices(), twoSteps())
 	if got := find(t, b.Lines, "Lambda", "duration: measured").PerOrder; !near(got, 0.003*0.125) {
 		t.Errorf("GB-s a order %g, want %g", got, 0.003*0.125)
 	}
@@ -262,7 +262,7 @@ func TestDurationRoundingIsPerInvocation(t *testing.T) {
 
 func TestAdmissionReadsFollowTheLevel(t *testing.T) {
 	t.Parallel()
-	a := DefaultAssumptions()
+	a := twoSteps()
 	u := Usage{Orders: 100, Invocations: map[string]int{Submission: 100}, HandlerTime: map[string]time.Duration{Submission: 3 * time.Second}}
 	tests := []struct {
 		level Level
@@ -303,7 +303,7 @@ func TestTracingPricesOneTracePerRecordedOrder(t *testing.T) {
 	t.Parallel()
 	u := tenOrders()
 	u.Tracing = Tracing{RecordedOrders: 10, Traces: 10, Segments: 60, Requests: 50}
-	a := DefaultAssumptions()
+	a := twoSteps()
 	a.TraceSampleRate = 0.01
 	for _, l := range Levels() {
 		lines := xrayLines(u, l, ListPrices(), a)
@@ -315,7 +315,7 @@ func TestTracingPricesOneTracePerRecordedOrder(t *testing.T) {
 	low := xrayLines(u, MillionAMonth, ListPrices(), a)[0].PerOrder
 	// Under one invocation a second a function records every one; the
 	// Scheduler's 1.5 a second record 1 + 5% of the rest.
-	if inv := Price(u, MillionAMonth, ListPrices(), DefaultAssumptions()).Lines[1].PerOrder; low < 0.8*inv || low > inv {
+	if inv := Price(u, MillionAMonth, ListPrices(), twoSteps()).Lines[1].PerOrder; low < 0.8*inv || low > inv {
 		t.Errorf("active tracing at 1M a month: %v traces an order, want nearly one per invocation (%v)", low, inv)
 	}
 }

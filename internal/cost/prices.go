@@ -21,6 +21,12 @@ type Prices struct {
 
 	HTTPAPIRequestsPerMillion float64
 
+	// S3PutPer1k prices S3 Standard's PUT, COPY, POST and LIST requests,
+	// S3GetPer1k its GET, HEAD and every other request but DELETE, which
+	// is free.
+	S3PutPer1k float64
+	S3GetPer1k float64
+
 	LogsIngestionPerGB float64
 	AlarmMonth         float64
 	CustomMetricMonth  float64
@@ -81,6 +87,17 @@ var listPrices = Prices{
 	// https://aws.amazon.com/api-gateway/pricing/ : HTTP APIs $1.00 per
 	// million requests for the first 300 million a month.
 	HTTPAPIRequestsPerMillion: 1.00,
+	// https://aws.amazon.com/s3/pricing/ (Storage & requests, S3
+	// Standard): $0.005 per 1,000 PUT, COPY, POST or LIST requests and
+	// $0.0004 per 1,000 GET, SELECT and all other requests. The stored
+	// copy of the AWS page shows its request price cells unrendered: the
+	// two figures are restated by third-party write-ups of the page
+	// ("S3 request fees explained", c3x.dev; "Amazon S3 Pricing
+	// Explained", cloudburn.io, 2026-03-13). DELETE requests are free:
+	// the S3 FAQs, https://aws.amazon.com/s3/faqs/ ("Amazon S3 doesn't
+	// charge you for removing objects", "DELETE requests ... no charge").
+	S3PutPer1k: 0.005,
+	S3GetPer1k: 0.0004,
 	// https://aws.amazon.com/cloudwatch/pricing/ : Logs ingestion $0.50
 	// per GB (Standard class; Lambda logs are tiered since 2025-05-01,
 	// and their first tier is the same $0.50), $0.10 per standard
@@ -137,6 +154,7 @@ func Sources() []Source {
 		{"SNS standard: $0.50 per million publishes, one per 64 KB chunk; PublishBatch billed by its whole payload (up to 10x cheaper)", "Amazon SNS pricing; SNS Developer Guide, message batching"},
 		{"SNS reuses a KMS data key for up to 5 minutes", "SNS Developer Guide, key management (estimating AWS KMS costs)"},
 		{"API Gateway HTTP API: $1.00 per million requests (first 300 million)", "Amazon API Gateway pricing"},
+		{"S3 Standard: $0.005 per 1,000 PUT, COPY, POST, LIST requests, $0.0004 per 1,000 GET and other requests, DELETE free (request prices second-hand: the page's cells did not render)", "Amazon S3 pricing, requests; Amazon S3 FAQs"},
 		{"CloudWatch: Logs $0.50 per GB ingested, alarm $0.10, custom metric $0.30, dashboard $3.00 a month", "Amazon CloudWatch pricing"},
 		{"KMS: $1 per key a month, $0.03 per 10,000 requests", "AWS KMS pricing"},
 		{"X-Ray: $5.00 per million traces recorded, the PutTraceSegments requests unpriced; Lambda's active tracing (priced as a lever) samples the first request a second and 5% of the rest and starts a linked trace per SQS-triggered invocation", "AWS X-Ray pricing; Lambda Developer Guide, tracing; X-Ray Developer Guide, tracing event-driven applications"},

@@ -30,14 +30,15 @@ func Render(w io.Writer, scenarios []Usage, p Prices, a Assumptions, f FixedPara
 	for _, u := range scenarios {
 		renderScenario(ew, u, p, a)
 	}
+	renderSteps(ew, happy, p, a)
 	renderFixed(ew, p, a, f)
 	comps := Compare(happy, p, a)
 	m := Model{Usage: happy, Assumptions: a, Fixed: f}
 	out := m.Price(p)
 	three := a
-	three.SFNStandardTransitions = 3
+	three.SFNStandardTransitions = a.Steps + 1
 	other := StepFunctionsStandard(taskSeconds(happy, a), p, three)
-	other.Name += " counting 3 transitions (entering the first state too; AWS does not say)"
+	other.Name += fmt.Sprintf(" counting %d transitions (entering the first state too; AWS does not say)", a.Steps+1)
 	renderComparisons(ew, out.Reference, comps, other)
 	renderLevers(ew, m, out, p)
 	renderAssumptions(ew, p, a, f)
@@ -99,6 +100,32 @@ func renderScenario(w io.Writer, u Usage, p Prices, a Assumptions) {
 	}
 }
 
+// renderSteps prints what each step of the happy path costs, at both
+// levels: its own Agent's lines by service, measured apart, and its even
+// share of the rest (StepCosts).
+func renderSteps(w io.Writer, u Usage, p Prices, a Assumptions) {
+	if len(u.Steps) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "== %s by step, $ per million orders: each step's own Agent measured apart, the rest of the order split evenly among its %d steps ==\n", u.Scenario, len(u.Steps))
+	for _, l := range Levels() {
+		fmt.Fprintf(w, "-- %s --\n", l.Name)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "step\tkind\tLambda\tSQS\tDynamoDB\tS3\tlogs\town\tshared\ttotal")
+		for _, r := range StepCosts(u, l, p, a) {
+			kind := "HTTP"
+			if r.Code {
+				kind = "code"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\n", r.Step, kind,
+				r.Service("Lambda"), r.Service("SQS"), r.Service("DynamoDB"), r.Service("S3"), r.Service("CloudWatch Logs"),
+				r.OwnTotal(), r.Shared, r.Total())
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+}
+
 // renderLines is a service | units per order | $ per million orders table
 // with its total.
 func renderLines(w io.Writer, lines []Line) {
@@ -127,7 +154,7 @@ func renderFixed(w io.Writer, p Prices, a Assumptions, f FixedParams) {
 
 // renderComparisons prints a summary table, then each alternative's lines.
 func renderComparisons(w io.Writer, ours float64, comps []Comparison, reading Comparison) {
-	fmt.Fprintf(w, "== the same two-step workflow elsewhere, at %s ==\n", Reference.Name)
+	fmt.Fprintf(w, "== the same workflow elsewhere, at %s ==\n", Reference.Name)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "alternative\t$ per million orders\tsource")
 	fmt.Fprintf(tw, "this stack (happy path, variable cost)\t%.2f\tthe tables above\n", ours)
@@ -167,8 +194,9 @@ func assumptionNotes(a Assumptions, f FixedParams) []string {
 		fmt.Sprintf("cold starts: init phase %v (ASSUMPTION) billed per cold start; an environment idle %v or alive %v is replaced (ASSUMPTIONS: AWS documents neither); the readings table prices every invocation cold", a.InitDuration, a.IdleEnvironmentLife, a.EnvironmentLife),
 		fmt.Sprintf("DynamoDB: a transaction's index writes %s; the readings table prices the other reading", a.TransactionIndexWrites),
 		fmt.Sprintf("fixed: %d Supervisor runs a month of %v each, %d idle SQS pollers long-polling %v, %d alarm metrics, %d custom metrics, %d dashboard, %d KMS keys; a month is 30 days", f.SupervisorRuns, f.SupervisorDuration, pollers(f), f.LongPollWait, f.AlarmMetrics, f.CustomMetrics, f.Dashboards, f.KMSKeys),
-		fmt.Sprintf("alternatives: %d Standard state transitions an order (AWS bills one \"each time a step of your workflow is executed\"; 3 is printed beside it); Express billed at %d MB and rounded up to 100 ms; durable: %d operations (start + 2 steps), %d B written each, kept %d days; each task at the Agent's memory and per-record handler time plus one remote call; %d status events and %.0f WRU of order record each", a.SFNStandardTransitions, a.ExpressMemoryMB, a.DurableOperations, a.DurableBytesPerOperation, a.DurableRetentionDays, a.StatusEvents, a.OrderRecordWRU),
-		"not priced: data transfer, DynamoDB and log storage, SNS deliveries to the clients' SQS queues (free) and those queues",
+		fmt.Sprintf("alternatives: %d Standard state transitions an order (AWS bills one \"each time a step of your workflow is executed\"; one more is printed beside it); Express billed at %d MB and rounded up to 100 ms; durable: %d operations (start + a step each), %d B written each, kept %d days; each task at the Agent's memory and per-record handler time plus one remote call; %d status events and %.0f WRU of order record each", a.SFNStandardTransitions, a.ExpressMemoryMB, a.DurableOperations, a.DurableBytesPerOperation, a.DurableRetentionDays, a.StatusEvents, a.OrderRecordWRU),
+		"by step: a step's own lines are its Agent's invocations (one function, one queue), the pollers' receives and deletes of its queue and the requests its invocations made (its reply; a code step's ledger reads and writes, on the ledger table, and its S3 requests), all measured per step; the rest of the order (API, Submission, Scheduler, state and orders tables, Notifier, Timer, Deadline, SNS, function logs, traces) is an ALLOCATION, split evenly among the steps, since a Scheduler batch or a stream record is not measured per step",
+		"not priced: data transfer, DynamoDB and log storage, S3 storage of a code step's objects, SNS deliveries to the clients' SQS queues (free) and those queues",
 	}
 }
 

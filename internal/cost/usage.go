@@ -61,6 +61,30 @@ type Usage struct {
 	TransactionIndexWRU map[string]float64
 	// Tracing is what the run's recorded orders sent X-Ray.
 	Tracing Tracing
+	// Steps are the workflow's steps in order, each with what its Agent's
+	// invocations used, measured apart from the rest (StepCosts). Their
+	// records, handler time, remote calls and requests are also in the
+	// totals above.
+	Steps []StepUsage
+}
+
+// StepUsage is what one step's Agent invocations used over a run: their
+// records and handler time, the remote calls they made and the AWS
+// requests they made (the reply to the Scheduler, and a code step's
+// ledger and S3 requests), as Usage keys them.
+type StepUsage struct {
+	Name string
+	// Code is true for a code step: Go code run around the ledger
+	// (shared/codestep) instead of a call to the remote service.
+	Code        bool
+	Records     int
+	HandlerTime time.Duration
+	RemoteCalls int
+	// Requests, Billed, Entries, WRU, RRU and TransactionIndexWRU as in
+	// Usage: the ledger's units are under "ledger".
+	Requests, Billed, Entries map[string]int
+	WRU, RRU                  map[string]float64
+	TransactionIndexWRU       map[string]float64
 }
 
 // Tracing is what a run's recorded orders sent X-Ray (shared/segments).

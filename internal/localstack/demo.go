@@ -123,6 +123,11 @@ type Summary struct {
 	// DuplicateEffects lists idempotency keys applied more than once;
 	// MissingEffects lists completed steps whose effect never happened.
 	DuplicateEffects, MissingEffects []string
+	// CodeSteps counts the code steps' effects; CodeReruns, those that ran
+	// again after an earlier run of the same key had succeeded: the
+	// ledger's window, an effect whose ledger write never happened (see
+	// CodeEffects). A key run twice at once is a DuplicateEffects entry.
+	CodeSteps, CodeReruns int
 	// OverThreshold lists records whose FailureCount passed MaxFailures;
 	// Orphans, orders and state records without their other half;
 	// StaleCommits, replies of superseded attempts that were committed
@@ -214,6 +219,7 @@ summary (%v)
   events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
   alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed · %d dispatch-failed
   remote      %d calls · %d completed steps · effects per key: %s
+  code steps  %d keys applied · %d run again after a try died before its ledger write
   latency     submission to terminal: p50 %v · p99 %v · max %v
   faults      transient %.3g · permanent %.3g · hang %.3g · apply-then-fail %.3g · apply-then-hang %.3g · oversize %.3g · garbage %.3g · hang-then-apply %.3g · latency %.3g
   invariants  past MaxFailures %d · orphans %d · stale attempts committed %d · cycling past their bound %d
@@ -229,6 +235,7 @@ summary (%v)
 		s.Events, s.EventDeliveries, len(s.EventErrors),
 		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed, s.DispatchAlerts,
 		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
+		s.CodeSteps, s.CodeReruns,
 		s.P50.Round(time.Millisecond), s.P99.Round(time.Millisecond), s.Max.Round(time.Millisecond),
 		s.Faults.Transient, s.Faults.Permanent, s.Faults.Hang, s.Faults.ApplyThenFail, s.Faults.ApplyThenHang,
 		s.Faults.Oversize, s.Faults.Garbage, s.Faults.HangThenApply, s.Faults.Latency,
@@ -548,6 +555,7 @@ func (d Demo) readStates(ctx context.Context, ids []string, named map[string]str
 	errored := map[string]workflow.State{}
 	effects := d.Stack.Sim.Effects()
 	undos := d.Stack.Sim.Compensations()
+	d.addCodeEffects(effects, undos, sum)
 	completed := map[string]bool{}
 	var latencies []time.Duration
 	for _, st := range states {
@@ -987,4 +995,26 @@ func (d Demo) terminal(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// addCodeEffects adds the code steps' effects to the remote's: a key whose
+// step succeeded has its effect, and its undo when an undo removed it and
+// nothing put it back. Runs after the first are the ledger's window
+// (Summary.CodeReruns); runs at once are a breach.
+func (d Demo) addCodeEffects(effects, undos map[string]int, sum *Summary) {
+	if d.Stack.CodeEffects == nil {
+		return
+	}
+	runs, undone, present, concurrent := d.Stack.CodeEffects.Snapshot()
+	for key, n := range runs {
+		effects[key] = 1
+		sum.CodeSteps++
+		sum.CodeReruns += n - 1
+		if !present[key] && undone[key] > 0 {
+			undos[key] = 1
+		}
+	}
+	for _, key := range concurrent {
+		sum.DuplicateEffects = append(sum.DuplicateEffects, key+" (run twice at once)")
+	}
 }

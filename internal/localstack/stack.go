@@ -43,11 +43,13 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/codestep"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
+	"github.com/sasflow/sas/steps"
 )
 
 // Options configures a local stack.
@@ -225,6 +227,9 @@ func (o Options) Validate() error {
 type Stack struct {
 	Sys *wiring.System
 	Sim *remotesim.Sim
+	// CodeEffects counts the code steps' effects, as Sim counts the
+	// remote's.
+	CodeEffects *CodeEffects
 	// Replicas are the remote service's endpoints, all in front of Sim.
 	Replicas []*remotesim.Replica
 	// APIURL and RemoteURL are the base URLs of the HTTP API and the
@@ -354,6 +359,20 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		// The stack's operators are its role's sessions (and whoever the
 		// deployment lists); here, the role's one local session.
 		OperatorPrincipals: []string{apigw.LocalRoleARN(OperatorRole)},
+	}
+	// The code steps run in process, as deployed; their resources are
+	// made here (CodeStepEnv).
+	stepAWS := cfg.Copy()
+	stepAWS.BaseEndpoint = aws.String(awsURL)
+	stepEnv, err := CodeStepEnv(ctx, stepAWS, o.Prefix, o.Region)
+	if err != nil {
+		return fail(err)
+	}
+	sysOpts.CodeSteps, sysOpts.StepEnv, sysOpts.StepAWS = steps.All, stepEnv, stepAWS
+	s.CodeEffects = NewCodeEffects()
+	sysOpts.WrapStep = s.CodeEffects.Wrap
+	if o.Chaos != nil {
+		sysOpts.CodeStepOptions = []codestep.Option{codestep.WithFaults(o.Chaos.CodeFaults())}
 	}
 	if o.AgentLag > 0 {
 		lag := &clock.Offset{}
@@ -680,7 +699,7 @@ func ChaosRates() map[chaos.Point]float64 {
 		chaos.KillBeforeReply: 0.03, chaos.KillAfterRecover: 0.05, chaos.KillAfterPublish: 0.05,
 		chaos.DuplicateSend: 0.05, chaos.DelaySend: 0.05,
 		chaos.FailDispatch: 0.02, chaos.ThrottleCommit: 0.03, chaos.LoseAnswer: 0.02,
-		chaos.ReplicaFault: 0.3,
+		chaos.ReplicaFault: 0.3, chaos.CrashAfterEffect: 0.05, chaos.CrashAfterLedger: 0.05,
 	}
 }
 

@@ -44,6 +44,13 @@ func (r *run) check(end time.Time) Result {
 			r.called[order] = append(r.called[order], step)
 		}
 	}
+	code := r.sys.code
+	code.finish()
+	for order, steps := range code.ran {
+		r.called[order] = append(r.called[order], steps...)
+	}
+	res.Violations = append(res.Violations, code.violations...)
+	res.CodeStep = code.report
 	states := map[string]workflow.State{}
 	for _, id := range slices.Sorted(mapsKeys(ids)) {
 		s, err := st.Store.GetState(ctx, id)
@@ -164,6 +171,10 @@ func (r *run) checkEffects(s workflow.State, bad func(string, ...any)) {
 		key := workflow.IdempotencyKey(s.OrderID, step.Name)
 		applied, undone := rm.effects[key], rm.undos[key]
 		compensable := i < len(def.Steps) && def.Steps[i].Compensable
+		if _, ok := codeSteps[step.Name]; ok {
+			r.sys.code.check(s, step, compensable, bad)
+			continue
+		}
 		switch {
 		case step.State == workflow.StepSucceeded && applied == 0:
 			bad("effects: step %s of order %s succeeded without its effect", step.Name, s.OrderID)

@@ -55,11 +55,18 @@ const (
 	// state) or slow (its calls hang past the Agent's timeout); the other
 	// answers, and the Agents route around it.
 	Replica Fault = "replica"
+	// CrashAfterEffect: a try of a code step dies after the step (or its
+	// undo) ran and before the ledger recorded it (codestep.Faults); the
+	// message comes back after its visibility timeout.
+	CrashAfterEffect Fault = "crash-after-effect"
+	// CrashAfterLedger: a try of a code step dies after the ledger recorded
+	// its outcome and before the reply; the next delivery replays it.
+	CrashAfterLedger Fault = "crash-after-ledger"
 )
 
 // AllFaults lists every Fault.
 func AllFaults() []Fault {
-	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica}
+	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica, CrashAfterEffect, CrashAfterLedger}
 }
 
 // Mix is a run's faults: the rate of each kind that is on.
@@ -107,6 +114,8 @@ func Swarm(c Chooser) Mix {
 		LoseAnswer: {0.002, 0.01, 0.03}, Slow: {0.01, 0.05}, Copy: {0.01, 0.05}, StaleRead: {0.1, 0.5},
 		MissedRun: {0.1, 0.5}, Skew: {1}, Remote: {0.5, 1}, Operator: {0.01, 0.05}, Deploy: {1}, Duplicate: {0.05, 0.2}, Burst: {1},
 		Replica: {0.001, 0.01},
+		// Per try of a code step, far fewer than port calls.
+		CrashAfterEffect: {0.02, 0.1}, CrashAfterLedger: {0.02, 0.1},
 	}
 	m := Mix{}
 	for _, f := range AllFaults() {

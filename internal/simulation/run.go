@@ -101,6 +101,8 @@ type Result struct {
 	States map[workflow.ProcessState]int
 	Faults map[Fault]int
 	Calls  int
+	// CodeStep is what the code steps did, and their window.
+	CodeStep CodeStepReport
 }
 
 // start is the simulated time every run begins at.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sasflow/sas/shared/workflow"
+	"github.com/sasflow/sas/steps"
 )
 
 func TestOneOrderWithoutFaultsIsProcessed(t *testing.T) {
@@ -143,6 +144,66 @@ func TestReplicaFaultIsRoutedAround(t *testing.T) {
 			if strings.Contains(l, "replica ") {
 				t.Log(l)
 			}
+		}
+	}
+}
+
+// TestCodeStepKeepsEveryInvariant: ship-order, the current version's code
+// step, runs in the real Agent under the ledger (shared/codestep), with
+// duplicate deliveries, crashes between its effect and the ledger write and
+// between the ledger write and the reply, and the other faults of the
+// ports. Every invariant holds: each key's effect recorded by one try at
+// most, a re-run only after a try that ran it and did not record it, no
+// shipment left by an order that ended compensated or cancelled.
+func TestCodeStepKeepsEveryInvariant(t *testing.T) {
+	t.Parallel()
+	var total CodeStepReport
+	crashed, replayed := 0, 0
+	for seed := uint64(1); seed <= 3; seed++ {
+		mix := Mix{Copy: 0.05, CrashAfterEffect: 0.2, CrashAfterLedger: 0.2, Throttle: 0.02, KillAfter: 0.01, Slow: 0.02, Operator: 0.05}
+		res, err := Run(Config{Seed: seed, Orders: 300, Mix: mix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Errorf("seed %d: violations %v\nreplay: %s", seed, res.Violations, ReplayCommand(Config{Seed: seed, Orders: 300, Mix: res.Mix}))
+		}
+		c := res.CodeStep
+		t.Logf("seed %d: %+v, faults %v, states %v", seed, c, res.Faults, res.States)
+		if c.Reruns > c.Openings {
+			t.Errorf("seed %d: %d re-runs from %d tries that ran the step and did not record it", seed, c.Reruns, c.Openings)
+		}
+		total.add(c)
+		crashed += res.Faults[CrashAfterEffect]
+		replayed += res.Faults[CrashAfterLedger]
+	}
+	if total.Puts == 0 || total.Deletes == 0 || total.Reruns == 0 || total.CrashOpenings == 0 || crashed == 0 || replayed == 0 {
+		t.Fatalf("the faults did not strike the code step: %+v, %d crashes after the effect, %d after the ledger write", total, crashed, replayed)
+	}
+}
+
+// TestCodeStepWindowIsTheCrashes: with no fault but the crashes of the
+// code step and duplicate deliveries, every try that ran the step and did
+// not record it is a crash after its effect, and every re-run follows one.
+func TestCodeStepWindowIsTheCrashes(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 7, Orders: 300, Mix: Mix{Copy: 0.05, CrashAfterEffect: 0.3, CrashAfterLedger: 0.1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.CodeStep
+	if len(res.Violations) > 0 || c.Reruns == 0 || c.Openings != c.CrashOpenings || c.Reruns > c.CrashOpenings {
+		t.Fatalf("%+v, violations %v", c, res.Violations)
+	}
+}
+
+// TestEveryCodeStepIsModelled: the simulator runs every code step of the
+// registry (steps.All) as code, over a model of what it acts on.
+func TestEveryCodeStepIsModelled(t *testing.T) {
+	t.Parallel()
+	for name := range steps.All {
+		if _, ok := codeSteps[name]; !ok {
+			t.Errorf("code step %s has no model in the simulator (codeSteps)", name)
 		}
 	}
 }

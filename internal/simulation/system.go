@@ -19,10 +19,12 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/codestep"
 	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/scheduler"
+	stepkit "github.com/sasflow/sas/shared/step"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
 	"github.com/sasflow/sas/shared/timer"
@@ -91,6 +93,8 @@ type system struct {
 	store  *store
 	stream *stream
 	remote *remoteModel
+	// code is the code steps' world: their effects, the ledger's tries.
+	code   *codeModel
 	policy workflow.Policy
 	agent  agent.Config
 	log    *slog.Logger
@@ -129,6 +133,7 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 	// Clocks up to 2*skew apart, and a call up to 3 s slow, plus a second.
 	s.store.tolerance = 2*skew + 4*time.Second
 	s.remote = newRemote(w, f, s.agent.RemoteTimeout)
+	s.code = newCodeModel(w, f, s.store)
 	s.remote.compensable = map[string]bool{}
 	s.remote.replicas = []string{"remote-a.example.com", "remote-b.example.com"}
 	vis := func(timeout time.Duration) time.Duration { return topology.Visibility(timeout) }
@@ -249,6 +254,9 @@ func (s *system) build(cat workflow.Catalog) (*release, error) {
 func (s *system) newAgent(step workflow.Step, alerts alert.Sender) (*agent.Handler, error) {
 	cfg := s.agent
 	q := s.agentQ[step.Name]
+	if code, ok := codeSteps[step.Name]; ok {
+		return s.newCodeAgent(step, code(s.code), alerts)
+	}
 	// Two replicas of the services, one state behind both (the model).
 	cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL = step.Name, s.responseQ.url, ""
 	cfg.RemoteBaseURLs = nil
@@ -258,6 +266,32 @@ func (s *system) newAgent(step workflow.Step, alerts alert.Sender) (*agent.Handl
 	cfg.AlertTopicARN, cfg.MaxOutputBytes, cfg.RequestQueueURL = s.alerts.arn, step.OutputLimit(), q.url
 	svc := agent.NewReplicatedHTTPService(cfg.Endpoints(), &http.Client{Transport: s.remote})
 	a, err := agent.New(cfg, svc, queue.NewSender(s.sqs), s.deps(s.clockFor()), agent.WithAlerts(alerts),
+		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
+		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either))
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", step.Name, err)
+	}
+	return a, nil
+}
+
+// newCodeAgent is the Agent of a code step, as codestep.Main wires it: the
+// real step under the ledger (shared/codestep) in the agent's Handler, with
+// no remote. The ledger is the store's, behind the port's faults, and the
+// runtime's fault points crash a try after the effect or after the ledger
+// write.
+func (s *system) newCodeAgent(step workflow.Step, st stepkit.Step, alerts alert.Sender) (*agent.Handler, error) {
+	cfg := s.agent
+	q := s.agentQ[step.Name]
+	cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL, cfg.RemoteBaseURLs, cfg.Code = step.Name, s.responseQ.url, "", nil, true
+	cfg.AlertTopicARN, cfg.MaxOutputBytes, cfg.RequestQueueURL = s.alerts.arn, step.OutputLimit(), q.url
+	deps := s.deps(s.clockFor())
+	svc, err := codestep.New(step.Name, s.code.wrap(st), ledger{s.code}, deps, codestep.WithRetention(s.policy.Retention),
+		codestep.WithMaxOutputBytes(step.OutputLimit()), codestep.WithOwners(s.code.owner),
+		codestep.WithFaults(codestep.Faults{AfterEffect: s.code.crashAfterEffect, AfterLedger: s.code.crashAfterLedger}))
+	if err != nil {
+		return nil, fmt.Errorf("code step %s: %w", step.Name, err)
+	}
+	a, err := agent.New(cfg, svc, queue.NewSender(s.sqs), deps, agent.WithAlerts(alerts),
 		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
 		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either))
 	if err != nil {

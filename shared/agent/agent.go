@@ -6,8 +6,6 @@
 package agent
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -16,25 +14,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/step"
 )
 
-// Request is one attempt of a step, as the Scheduler asked for it.
-type Request struct {
-	OrderID   string
-	Step      string
-	StepIndex int
-	Attempt   int
-	// Action is message.Compensate for an undo; Perform otherwise.
-	Action message.Action
-	// IdempotencyKey is stable across every attempt of the step; the remote
-	// service applies the effect at most once per key. A compensation has a
-	// key of its own.
-	IdempotencyKey string
-	// EffectKey, for a compensation, is the key of the effect to undo.
-	EffectKey string
-	Input     json.RawMessage
-	Previous  map[string]json.RawMessage
-}
+// Request is one try of a step, as the Scheduler asked for it.
+type Request = step.Request
 
 // RequestFrom builds a Request from a decoded message.
 func RequestFrom(m message.AgentRequest) Request {
@@ -51,84 +35,27 @@ func RequestFrom(m message.AgentRequest) Request {
 	}
 }
 
-// Service performs a step. It returns the step's output (JSON) on success.
-// Errors wrapped with Permanent end the step as Failed; any other error is
-// transient and the step is tried again while time remains.
-type Service interface {
-	Do(ctx context.Context, req Request) (json.RawMessage, error)
-}
-
-// ServiceFunc adapts a function to Service.
-type ServiceFunc func(ctx context.Context, req Request) (json.RawMessage, error)
-
-// Do calls f.
-func (f ServiceFunc) Do(ctx context.Context, req Request) (json.RawMessage, error) {
-	return f(ctx, req)
-}
-
-var _ Service = ServiceFunc(nil)
-
-// Compensator is implemented by Services whose steps can be undone. The
-// remote must undo the effect applied under req.EffectKey at most once per
-// req.IdempotencyKey, answer success when there was nothing to undo, and
-// refuse that effect from then on (a late try of the step may still be on
-// its way). Errors are classified as Do's are.
-type Compensator interface {
-	Compensate(ctx context.Context, req Request) (json.RawMessage, error)
-}
+// Service performs a step: the remote service over HTTP (HTTPService) or
+// a code step (shared/codestep). Errors marked step.Permanent end the step
+// as Failed; any other error is transient and the step is tried again
+// while time remains. A Service whose steps can be undone implements
+// step.Undoer too.
+type Service = step.Step
 
 // CodeNotCompensable is the fault of a compensation asked of a Service that
 // cannot undo anything.
 const CodeNotCompensable = "not_compensable"
 
-// mark is a kind an error can be marked with; errors.Is finds it anywhere
-// in the chain, so an error can carry both kinds.
-type mark struct{ prefix, suffix string }
+// ErrInProgress is a Service's answer that another try holding the step's
+// key is still at work: transient, and counted as an answer of a working
+// service by the breaker, like the remote's 409 in_progress.
+var ErrInProgress = errors.New("another try of the step holds its key")
 
-func (m *mark) Error() string { return strings.TrimSpace(m.prefix + m.suffix) }
-
-var (
-	// permanent marks an error that retrying cannot fix.
-	permanent = &mark{prefix: "permanent: "}
-	// uncertain marks an error after which the remote may have applied the
-	// step all the same.
-	uncertain = &mark{suffix: " (the remote may have applied it)"}
-)
-
-// markedError is err marked with a kind, which its text shows.
-type markedError struct {
-	err  error
-	mark *mark
-}
-
-func (e *markedError) Error() string        { return e.mark.prefix + e.err.Error() + e.mark.suffix }
-func (e *markedError) Unwrap() error        { return e.err }
-func (e *markedError) Is(target error) bool { return target == e.mark }
-
-// withMark marks err with m, unless it is nil or carries m already.
-func withMark(err error, m *mark) error {
-	if err == nil || errors.Is(err, m) {
-		return err
-	}
-	return &markedError{err: err, mark: m}
-}
-
-// Permanent marks err as permanent. It returns nil for nil and err itself when
-// it is already permanent.
-func Permanent(err error) error { return withMark(err, permanent) }
-
-// IsPermanent reports whether err, or any error it wraps, was marked with
-// Permanent.
-func IsPermanent(err error) bool { return errors.Is(err, permanent) }
-
-// Uncertain marks err as an outcome that does not prove nothing was
-// applied: a 2xx the agent could not use, or a failure after a try that
-// ended without a clear answer. A reply carries it as Fault.Uncertain.
-func Uncertain(err error) error { return withMark(err, uncertain) }
-
-// IsUncertain reports whether err, or any error it wraps, was marked with
-// Uncertain.
-func IsUncertain(err error) bool { return errors.Is(err, uncertain) }
+// ErrRedeliver ends a try as if the Lambda had died in it: the handler
+// sends no reply and lists the message in BatchItemFailures, so SQS
+// delivers it again after its visibility timeout. The code-step runtime's
+// fault points return it (shared/codestep's AfterEffect and AfterLedger).
+var ErrRedeliver = errors.New("the try ended without an answer; the request comes back")
 
 // mayHaveApplied reports whether a try that failed with err may have
 // reached the remote and applied the step: anything but a call that was
@@ -148,31 +75,6 @@ func mayHaveApplied(err error) bool {
 		return false
 	}
 	return true
-}
-
-// Faulter is implemented by errors that know their fault code, such as
-// *RemoteError. FaultOf prefers it to the error text.
-type Faulter interface {
-	Fault() message.Fault
-}
-
-// FaultError is a permanent error with a fault code of the caller's choice.
-type FaultError struct {
-	Code    string
-	Message string
-}
-
-func (e *FaultError) Error() string { return e.Code + ": " + e.Message }
-
-// Fault returns the code and message.
-func (e *FaultError) Fault() message.Fault { return message.Fault{Code: e.Code, Message: e.Message} }
-
-var _ Faulter = (*FaultError)(nil)
-
-// Reject returns a permanent error carrying a fault code, for Services that
-// decide themselves that a step cannot succeed.
-func Reject(code, message string) error {
-	return Permanent(&FaultError{Code: code, Message: message})
 }
 
 // Fault codes the runtime itself uses.
@@ -201,7 +103,7 @@ func FaultOf(err error) message.Fault {
 		return message.Fault{Code: CodePermanent}
 	}
 	f := message.Fault{Code: CodePermanent, Message: err.Error()}
-	var fr Faulter
+	var fr step.Faulter
 	if errors.As(err, &fr) {
 		got := fr.Fault()
 		if strings.TrimSpace(got.Code) != "" {
@@ -216,7 +118,7 @@ func FaultOf(err error) message.Fault {
 		f.Code = CodePermanent
 	}
 	f.Message = truncate(f.Message, maxMessageBytes)
-	f.Uncertain = IsUncertain(err)
+	f.Uncertain = step.IsUncertain(err)
 	return f
 }
 

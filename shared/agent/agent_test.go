@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/step"
 )
 
 func TestPermanentClassification(t *testing.T) {
@@ -21,34 +22,19 @@ func TestPermanentClassification(t *testing.T) {
 	}{
 		{"nil", nil, false},
 		{"plain error is transient", base, false},
-		{"permanent", agent.Permanent(base), true},
-		{"wrapped permanent", fmt.Errorf("ctx: %w", agent.Permanent(base)), true},
-		{"reject", agent.Reject("out_of_stock", "none left"), true},
+		{"permanent", step.Permanent(base), true},
+		{"wrapped permanent", fmt.Errorf("ctx: %w", step.Permanent(base)), true},
+		{"reject", step.Reject("out_of_stock", "none left"), true},
 		{"breaker open is transient", &agent.OpenError{Endpoint: "x"}, false},
 		{"remote error alone is transient", &agent.RemoteError{Status: 503}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := agent.IsPermanent(tt.err); got != tt.want {
+			if got := step.IsPermanent(tt.err); got != tt.want {
 				t.Errorf("IsPermanent(%v) = %v, want %v", tt.err, got, tt.want)
 			}
 		})
-	}
-}
-
-func TestPermanentKeepsChain(t *testing.T) {
-	t.Parallel()
-	base := errors.New("boom")
-	err := agent.Permanent(base)
-	if !errors.Is(err, base) {
-		t.Errorf("Permanent(err) lost err from its chain")
-	}
-	if agent.Permanent(nil) != nil {
-		t.Errorf("Permanent(nil) != nil")
-	}
-	if again := agent.Permanent(err); again != err {
-		t.Errorf("Permanent(permanent) wrapped again: %v", again)
 	}
 }
 
@@ -62,12 +48,12 @@ func TestFaultOf(t *testing.T) {
 		wantMsg  string
 	}{
 		{"nil", nil, agent.CodePermanent, ""},
-		{"plain", agent.Permanent(errors.New("bad input")), agent.CodePermanent, "permanent: bad input"},
-		{"reject", agent.Reject("out_of_stock", "none left"), "out_of_stock", "none left"},
-		{"wrapped reject", fmt.Errorf("step: %w", agent.Reject("card_declined", "declined")), "card_declined", "declined"},
-		{"remote", agent.Permanent(&agent.RemoteError{Status: 422, Code: "rejected", Message: "no"}), "rejected", "no"},
-		{"blank code falls back", agent.Reject("  ", "why"), agent.CodePermanent, "why"},
-		{"invalid utf8 repaired", agent.Reject("c\xff", "m\xfe"), "c\uFFFD", "m\uFFFD"},
+		{"plain", step.Permanent(errors.New("bad input")), agent.CodePermanent, "permanent: bad input"},
+		{"reject", step.Reject("out_of_stock", "none left"), "out_of_stock", "none left"},
+		{"wrapped reject", fmt.Errorf("step: %w", step.Reject("card_declined", "declined")), "card_declined", "declined"},
+		{"remote", step.Permanent(&agent.RemoteError{Status: 422, Code: "rejected", Message: "no"}), "rejected", "no"},
+		{"blank code falls back", step.Reject("  ", "why"), agent.CodePermanent, "why"},
+		{"invalid utf8 repaired", step.Reject("c\xff", "m\xfe"), "c\uFFFD", "m\uFFFD"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +66,7 @@ func TestFaultOf(t *testing.T) {
 	}
 	t.Run("bounded", func(t *testing.T) {
 		t.Parallel()
-		f := agent.FaultOf(agent.Reject(long, long))
+		f := agent.FaultOf(step.Reject(long, long))
 		if len(f.Code) > 64 || len(f.Message) > 1024 || !utf8.ValidString(f.Code) || !utf8.ValidString(f.Message) {
 			t.Errorf("FaultOf not bounded: code %d bytes, message %d bytes", len(f.Code), len(f.Message))
 		}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"maps"
 	"net/url"
 	"regexp"
 	"strings"
@@ -52,6 +53,11 @@ type Config struct {
 	// RequestQueueURL is the queue the agent consumes; a request whose reply
 	// could not be sent is brought back on it within seconds.
 	RequestQueueURL string
+	// Code says the step is Go code run in the agent's own process
+	// (shared/codestep): it has no remote, so RemoteBaseURL and
+	// RemoteBaseURLs stay empty, and RemoteTimeout bounds one try of the
+	// code.
+	Code bool
 }
 
 // Defaults and limits of the settings.
@@ -109,6 +115,15 @@ var variables = map[string]string{
 	"RequestQueueURL":  topology.EnvRequestQueueURL,
 }
 
+// CodeVariables names the fields a code step's configuration reads
+// (ReadConfig with code): the agent's, without the remote's.
+func CodeVariables() map[string]string {
+	names := maps.Clone(variables)
+	delete(names, "RemoteBaseURL")
+	delete(names, "RemoteBaseURLs")
+	return names
+}
+
 // LoadConfig reads the agent's configuration from the environment and
 // reports every problem at once: what does not parse, and what breaks a
 // rule of Check, named by its variable.
@@ -117,39 +132,48 @@ func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(
 // loadConfig is LoadConfig with the workflow catalog from workflows.
 func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, error) {
 	return config.Load("agent config", getenv, variables, func(r *config.Reader) Config {
-		c := Config{
-			Step:             r.String(topology.EnvAgentStep),
-			ResponseQueueURL: r.String(topology.EnvResponseQueueURL),
-			RemoteBaseURL:    strings.TrimRight(r.String(topology.EnvRemoteBaseURL), "/"),
-			RemoteBaseURLs:   splitURLs(r.String(topology.EnvRemoteBaseURLs)),
-			RemoteTimeout:    r.Duration(topology.EnvRemoteTimeout, DefaultRemoteTimeout),
-			RetryBase:        r.Duration(topology.EnvRetryBase, DefaultRetryBase),
-			RetryMax:         r.Duration(topology.EnvRetryMax, DefaultRetryMax),
-			BreakerFailures:  r.Int(topology.EnvBreakerFailures, DefaultBreakerFailures),
-			BreakerCooldown:  r.Duration(topology.EnvBreakerCooldown, DefaultBreakerCooldown),
-			Concurrency:      r.Int(topology.EnvAgentConcurrency, DefaultConcurrency),
-			SafetyMargin:     r.Duration(topology.EnvSafetyMargin, DefaultSafetyMargin),
-			AlertTopicARN:    r.String(topology.EnvAlertTopicARN),
-			MaxReceiveCount:  r.Int(topology.EnvMaxReceiveCount, topology.MaxReceiveCount),
-			RequestQueueURL:  r.String(topology.EnvRequestQueueURL),
-			MaxOutputBytes:   workflow.DefaultMaxOutputBytes,
-		}
-		// One Agent serves its step in every live workflow version of the
-		// deployed catalog: the step must be in one of them, and its output
-		// limit is the largest of theirs, not a setting of its own, so the
-		// agent never refuses what an order's version allows (the Scheduler
-		// applies the order's own version's limit when it commits). Code
-		// that builds a Config for other workflows sets MaxOutputBytes
-		// itself.
-		if cat := workflows(r); stepPattern.MatchString(c.Step) && len(cat.Definitions) > 0 {
-			if step, ok := cat.Agent(c.Step); !ok {
-				r.Fail(topology.EnvAgentStep, "AGENT_STEP=%q is not a step of any deployed workflow version (%s)", c.Step, strings.Join(cat.AgentNames(), ", "))
-			} else {
-				c.MaxOutputBytes = step.OutputLimit()
-			}
-		}
-		return c
+		return ReadConfig(r, workflows, false)
 	})
+}
+
+// ReadConfig reads the agent's variables through r, for LoadConfig and for
+// a code step's configuration (code: shared/codestep), which reads all but
+// the remote's and sets Code.
+func ReadConfig(r *config.Reader, workflows catalog.Source, code bool) Config {
+	c := Config{
+		Step:             r.String(topology.EnvAgentStep),
+		ResponseQueueURL: r.String(topology.EnvResponseQueueURL),
+		RemoteTimeout:    r.Duration(topology.EnvRemoteTimeout, DefaultRemoteTimeout),
+		RetryBase:        r.Duration(topology.EnvRetryBase, DefaultRetryBase),
+		RetryMax:         r.Duration(topology.EnvRetryMax, DefaultRetryMax),
+		BreakerFailures:  r.Int(topology.EnvBreakerFailures, DefaultBreakerFailures),
+		BreakerCooldown:  r.Duration(topology.EnvBreakerCooldown, DefaultBreakerCooldown),
+		Concurrency:      r.Int(topology.EnvAgentConcurrency, DefaultConcurrency),
+		SafetyMargin:     r.Duration(topology.EnvSafetyMargin, DefaultSafetyMargin),
+		AlertTopicARN:    r.String(topology.EnvAlertTopicARN),
+		MaxReceiveCount:  r.Int(topology.EnvMaxReceiveCount, topology.MaxReceiveCount),
+		RequestQueueURL:  r.String(topology.EnvRequestQueueURL),
+		MaxOutputBytes:   workflow.DefaultMaxOutputBytes,
+		Code:             code,
+	}
+	if !code {
+		c.RemoteBaseURL = strings.TrimRight(r.String(topology.EnvRemoteBaseURL), "/")
+		c.RemoteBaseURLs = splitURLs(r.String(topology.EnvRemoteBaseURLs))
+	}
+	// One Agent serves its step in every live workflow version of the
+	// deployed catalog: the step must be in one of them, and its output
+	// limit is the largest of theirs, not a setting of its own, so the
+	// agent never refuses what an order's version allows (the Scheduler
+	// applies the order's own version's limit when it commits). Code that
+	// builds a Config for other workflows sets MaxOutputBytes itself.
+	if cat := workflows(r); stepPattern.MatchString(c.Step) && len(cat.Definitions) > 0 {
+		if step, ok := cat.Agent(c.Step); !ok {
+			r.Fail(topology.EnvAgentStep, "AGENT_STEP=%q is not a step of any deployed workflow version (%s)", c.Step, strings.Join(cat.AgentNames(), ", "))
+		} else {
+			c.MaxOutputBytes = step.OutputLimit()
+		}
+	}
+	return c
 }
 
 // splitURLs reads a comma-separated list of base URLs, each without its
@@ -239,7 +263,15 @@ func (c Config) Check(r *config.Rules) {
 	}
 	r.URL("ResponseQueueURL", c.ResponseQueueURL)
 	r.URL("RequestQueueURL", c.RequestQueueURL)
-	c.checkRemote(r)
+	if c.Code {
+		// The step runs in this process; a remote would be a wiring
+		// mistake.
+		if len(c.Endpoints()) > 0 {
+			r.Problem("RemoteBaseURL", "must be empty for a code step, which has no remote")
+		}
+	} else {
+		c.checkRemote(r)
+	}
 	r.Within("RemoteTimeout", c.RemoteTimeout, 10*time.Millisecond, maxWait)
 	r.Within("RetryBase", c.RetryBase, time.Millisecond, time.Minute)
 	r.Within("RetryMax", c.RetryMax, time.Millisecond, maxWait)

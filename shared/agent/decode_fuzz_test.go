@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sasflow/sas/shared/jsonwire"
+	"github.com/sasflow/sas/shared/step"
 )
 
 // FuzzDecodeResponse feeds arbitrary remote answers to the decoder: it must
@@ -52,8 +53,8 @@ func FuzzDecodeResponse(f *testing.F) {
 			if !errors.As(err, &re) {
 				t.Fatalf("status %d: %v is not a RemoteError", status, err)
 			}
-			if IsPermanent(err) == Transient(status, re.Code) {
-				t.Errorf("status %d code %q: permanent=%v", status, re.Code, IsPermanent(err))
+			if step.IsPermanent(err) == Transient(status, re.Code) {
+				t.Errorf("status %d code %q: permanent=%v", status, re.Code, step.IsPermanent(err))
 			}
 		}
 		if d, _ := RetryAfter(err); d < 0 || d > maxWait {

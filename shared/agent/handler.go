@@ -20,6 +20,7 @@ import (
 	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/queue"
+	"github.com/sasflow/sas/shared/step"
 	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -200,10 +201,16 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	}
 	var out json.RawMessage
 	var at triedAt
-	if _, ok := h.svc.(Compensator); m.Action.Undo() && !ok {
-		err = Reject(CodeNotCompensable, "the agent for step "+m.Step+" cannot undo it")
+	if _, ok := h.svc.(step.Undoer); m.Action.Undo() && !ok {
+		err = step.Reject(CodeNotCompensable, "the agent for step "+m.Step+" cannot undo it")
 	} else {
 		out, at, err = h.perform(ctx, log, RequestFrom(m), m.CompleteBy)
+	}
+	if errors.Is(err, ErrRedeliver) {
+		// As a Lambda that died in the try: no reply, and the message comes
+		// back after its visibility timeout.
+		log.Warn(actor.BatchItemFailed, slog.String("reason", "the try ended without an answer"), slog.Any("error", err))
+		return redeliver
 	}
 
 	// A late agent stays silent: the Supervisor has taken over the step, and
@@ -216,7 +223,7 @@ func (h *Handler) handleRecord(ctx context.Context, log *slog.Logger, rec events
 	switch {
 	case err == nil:
 		reply = h.succeeded(log, m, out)
-	case IsPermanent(err):
+	case step.IsPermanent(err):
 		reply = failed(m, FaultOf(err))
 		log.Warn("step failed permanently", slog.String("endpoint", at.host()), slog.Any("error", err), slog.String("faultCode", reply.Fault.Code))
 	default:
@@ -364,10 +371,13 @@ func (h *Handler) perform(ctx context.Context, log *slog.Logger, req Request, co
 		if at != "" {
 			last = at
 		}
-		if IsPermanent(err) && ambiguous {
-			err = Uncertain(err)
+		if errors.Is(err, ErrRedeliver) {
+			return nil, last, err
 		}
-		if err == nil || IsPermanent(err) {
+		if step.IsPermanent(err) && ambiguous {
+			err = step.Uncertain(err)
+		}
+		if err == nil || step.IsPermanent(err) {
 			return out, last, err
 		}
 		ambiguous = ambiguous || mayHaveApplied(err)
@@ -451,13 +461,16 @@ func (h *Handler) try(ctx context.Context, t targets, failed []bool, req Request
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var out json.RawMessage
-	if c, ok := svc.(Compensator); ok && req.Action.Undo() {
-		out, err = c.Compensate(tctx, req)
+	if u, ok := svc.(step.Undoer); ok && req.Action.Undo() {
+		out, err = u.Undo(tctx, req)
 	} else {
 		out, err = svc.Do(tctx, req)
 	}
 	switch {
-	case err == nil || IsPermanent(err) || inProgress(err):
+	case errors.Is(err, ErrRedeliver):
+		// The try ended as if the Lambda had died: nothing learnt of the
+		// service.
+	case err == nil || step.IsPermanent(err) || inProgress(err):
 		// A key in progress is an answer of a working remote, however
 		// often a retry gets it: the replicas share the key's state, so
 		// another would answer the same.

@@ -23,6 +23,7 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/step"
 	"github.com/sasflow/sas/shared/trace"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -268,12 +269,42 @@ func TestHandlerOutcomes(t *testing.T) {
 			name: "permanent failure sends a Failed reply",
 			service: func(*clock.Fake) func(context.Context, agent.Request, int) (json.RawMessage, error) {
 				return func(context.Context, agent.Request, int) (json.RawMessage, error) {
-					return nil, fmt.Errorf("reserve: %w", agent.Reject("out_of_stock", "SKU A is sold out"))
+					return nil, fmt.Errorf("reserve: %w", step.Reject("out_of_stock", "SKU A is sold out"))
 				}
 			},
 			wantReply: &want{outcome: message.Failed, code: "out_of_stock"},
 			wantCalls: 1,
 			wantLog:   "step failed permanently",
+		},
+		{
+			// A try that ends as if the Lambda had died (a code step's
+			// fault point) is neither retried nor answered: its message
+			// comes back.
+			name: "a try that ends without an answer is redelivered, silently",
+			service: func(*clock.Fake) func(context.Context, agent.Request, int) (json.RawMessage, error) {
+				return func(context.Context, agent.Request, int) (json.RawMessage, error) {
+					return nil, fmt.Errorf("%w: crashed after the effect", agent.ErrRedeliver)
+				}
+			},
+			wantFailed: true,
+			wantCalls:  1,
+			wantLog:    "the try ended without an answer",
+		},
+		{
+			// Another try holds the key: an answer, tried again until it is
+			// done.
+			name: "in progress then done",
+			service: func(*clock.Fake) func(context.Context, agent.Request, int) (json.RawMessage, error) {
+				return func(_ context.Context, _ agent.Request, n int) (json.RawMessage, error) {
+					if n < 3 {
+						return nil, step.Uncertain(fmt.Errorf("%w: held", agent.ErrInProgress))
+					}
+					return json.RawMessage(`{"ok":true}`), nil
+				}
+			},
+			wantReply:    &want{outcome: message.Succeeded, output: `{"ok":true}`},
+			wantCalls:    3,
+			wantMinWaits: 2,
 		},
 		{
 			// A try that timed out may have been applied; the rejection of
@@ -285,7 +316,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					if n == 1 {
 						return nil, context.DeadlineExceeded
 					}
-					return nil, agent.Permanent(&agent.RemoteError{Status: 422, Code: "rejected", Message: "out of stock"})
+					return nil, step.Permanent(&agent.RemoteError{Status: 422, Code: "rejected", Message: "out of stock"})
 				}
 			},
 			wantReply: &want{outcome: message.Failed, code: "rejected", uncertain: true},
@@ -299,7 +330,7 @@ func TestHandlerOutcomes(t *testing.T) {
 					if n == 1 {
 						return nil, &agent.RemoteError{Status: 429, Code: "http_429", Message: "slow down"}
 					}
-					return nil, agent.Reject("out_of_stock", "SKU A is sold out")
+					return nil, step.Reject("out_of_stock", "SKU A is sold out")
 				}
 			},
 			wantReply: &want{outcome: message.Failed, code: "out_of_stock"},
@@ -353,7 +384,7 @@ func TestHandlerOutcomes(t *testing.T) {
 			service: func(clk *clock.Fake) func(context.Context, agent.Request, int) (json.RawMessage, error) {
 				return func(context.Context, agent.Request, int) (json.RawMessage, error) {
 					clk.Advance(budget)
-					return nil, agent.Reject("rejected", "no")
+					return nil, step.Reject("rejected", "no")
 				}
 			},
 			wantCalls: 1,
@@ -425,7 +456,7 @@ func TestHandlerOutcomes(t *testing.T) {
 			t.Parallel()
 			var c calls
 			var do func(context.Context, agent.Request, int) (json.RawMessage, error)
-			svc := agent.ServiceFunc(func(ctx context.Context, r agent.Request) (json.RawMessage, error) {
+			svc := step.Func(func(ctx context.Context, r agent.Request) (json.RawMessage, error) {
 				n := c.add(r)
 				if _, ok := ctx.Deadline(); !ok {
 					t.Errorf("try without a deadline")
@@ -516,7 +547,7 @@ func TestHandlerOutcomes(t *testing.T) {
 
 func TestHandlerLogsOrderStepAttempt(t *testing.T) {
 	t.Parallel()
-	hs := newHarness(t, testConfig(), agent.ServiceFunc(emptyOK))
+	hs := newHarness(t, testConfig(), step.Func(emptyOK))
 	hs.handle(t, record("m9", message.Encode(agentRequest("order-9", t0))))
 	var line map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(hs.logs.String()), "\n") {
@@ -533,9 +564,9 @@ func TestHandlerLogsOrderStepAttempt(t *testing.T) {
 
 func TestHandlerBatchIsolation(t *testing.T) {
 	t.Parallel()
-	hs := newHarness(t, testConfig(), agent.ServiceFunc(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
+	hs := newHarness(t, testConfig(), step.Func(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
 		if r.OrderID == "order-perm" {
-			return nil, agent.Reject("rejected", "no")
+			return nil, step.Reject("rejected", "no")
 		}
 		return json.RawMessage(`{"ok":true}`), nil
 	}))
@@ -583,7 +614,7 @@ func TestHandlerBoundsConcurrency(t *testing.T) {
 	release := make(chan struct{})
 	cfg := testConfig()
 	cfg.Concurrency = limit
-	hs := newHarness(t, cfg, agent.ServiceFunc(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
+	hs := newHarness(t, cfg, step.Func(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
 		mu.Lock()
 		inflight++
 		peak = max(peak, inflight)
@@ -632,7 +663,7 @@ func TestHandlerWaitsForOpenBreaker(t *testing.T) {
 	cfg.BreakerFailures = 2
 	cfg.BreakerCooldown = 5 * time.Second
 	var c calls
-	svc := agent.ServiceFunc(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
+	svc := step.Func(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
 		if c.add(r) <= 3 {
 			return nil, errors.New("503")
 		}
@@ -678,7 +709,7 @@ func TestHandlerWaitsForOpenBreaker(t *testing.T) {
 func TestHandlerLambdaOutOfTime(t *testing.T) {
 	t.Parallel()
 	var c calls
-	hs := newHarness(t, testConfig(), agent.ServiceFunc(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
+	hs := newHarness(t, testConfig(), step.Func(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
 		c.add(r)
 		return json.RawMessage(`{}`), nil
 	}))
@@ -698,7 +729,7 @@ func TestHandlerLambdaOutOfTime(t *testing.T) {
 
 func TestNewRejectsBadInput(t *testing.T) {
 	t.Parallel()
-	svc := agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) { return nil, nil })
+	svc := step.Func(func(context.Context, agent.Request) (json.RawMessage, error) { return nil, nil })
 	send := sendFunc(func(context.Context, string, string, time.Duration) error { return nil })
 	bad := testConfig()
 	bad.Concurrency, bad.ResponseQueueURL = 0, ""
@@ -730,7 +761,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 func TestNewWithZeroDeps(t *testing.T) {
 	t.Parallel()
 	out := newOutbox(t, testQueueURL)
-	h, err := agent.New(testConfig(), agent.ServiceFunc(emptyOK), out.sender(), actor.Deps{})
+	h, err := agent.New(testConfig(), step.Func(emptyOK), out.sender(), actor.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -753,7 +784,7 @@ func TestNewWithZeroDeps(t *testing.T) {
 // already carries it would write it twice.
 func TestLogLinesNameTheStepOnce(t *testing.T) {
 	t.Parallel()
-	hs := newHarness(t, testConfig(), agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
+	hs := newHarness(t, testConfig(), step.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
 		return nil, errors.New("503")
 	}))
 	resp := hs.handle(t, record("m1", message.Encode(agentRequest("order-1", t0))), record("m2", "not json"))
@@ -780,7 +811,7 @@ func FuzzHandleBody(f *testing.F) {
 	f.Add(`not json`)
 	f.Add(`{"v":1,"kind":"agent.reply","orderId":"o","step":"reserve-inventory","stepIndex":0,"attempt":1,"outcome":"succeeded"}`)
 	f.Fuzz(func(t *testing.T, body string) {
-		hs := newHarness(t, testConfig(), agent.ServiceFunc(emptyOK))
+		hs := newHarness(t, testConfig(), step.Func(emptyOK))
 		resp := hs.handle(t, record("m", body))
 		if _, derr := message.DecodeAgentRequest(body); derr != nil {
 			if len(resp.BatchItemFailures) != 1 || len(hs.out.replies()) != 0 {
@@ -796,7 +827,7 @@ type undoer struct{ out json.RawMessage }
 func (u undoer) Do(context.Context, agent.Request) (json.RawMessage, error) {
 	return nil, errors.New("not a step")
 }
-func (u undoer) Compensate(context.Context, agent.Request) (json.RawMessage, error) {
+func (u undoer) Undo(context.Context, agent.Request) (json.RawMessage, error) {
 	return u.out, nil
 }
 
@@ -834,7 +865,7 @@ func TestReplySendFailureIsRedeliveredSoon(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var waits []time.Duration
-	hs := newHarness(t, testConfig(), agent.ServiceFunc(emptyOK), agent.WithRedelivery(redeliverFunc(func(_ context.Context, rec events.SQSMessage, wait time.Duration) error {
+	hs := newHarness(t, testConfig(), step.Func(emptyOK), agent.WithRedelivery(redeliverFunc(func(_ context.Context, rec events.SQSMessage, wait time.Duration) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if rec.MessageId != "m1" {
@@ -915,9 +946,9 @@ func sampleResponseQueueURL(t *testing.T) string {
 // sampleHarness is the Agent the stack deploys for step, configured from
 // the environment it gives it, replying to the sample's response queue, at
 // now. Its service answers sampleOutput and records the calls in c.
-func sampleHarness(t *testing.T, step string, now time.Time, c *calls) *harness {
+func sampleHarness(t *testing.T, stepName string, now time.Time, c *calls) *harness {
 	t.Helper()
-	hs := newHarness(t, sampleConfig(t, step), agent.ServiceFunc(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
+	hs := newHarness(t, sampleConfig(t, stepName), step.Func(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
 		c.add(r)
 		return json.RawMessage(sampleOutput), nil
 	}))
@@ -1078,7 +1109,7 @@ func TestSampleAgentRequestGoesOnInItsTrace(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var seen []trace.Header
-	hs := newHarness(t, sampleConfig(t, want.Step), agent.ServiceFunc(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
+	hs := newHarness(t, sampleConfig(t, want.Step), step.Func(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
 		h, _ := trace.FromContext(ctx)
 		mu.Lock()
 		seen = append(seen, h)
@@ -1103,5 +1134,31 @@ func TestSampleAgentRequestGoesOnInItsTrace(t *testing.T) {
 	}
 	if lines == 0 {
 		t.Errorf("no line names order %s:\n%s", want.OrderID, hs.logs.String())
+	}
+}
+
+// TestAKeyInProgressAndADeadTrySpareTheBreaker: a Service's ErrInProgress
+// is an answer of a working service, and a try that ended as if its
+// Lambda died says nothing of it; neither opens the step's breaker.
+func TestAKeyInProgressAndADeadTrySpareTheBreaker(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.BreakerFailures = 1
+	clk := clock.NewFake(t0)
+	breakers := agent.NewBreakers(cfg.BreakerFailures, cfg.BreakerCooldown, clk)
+	var c calls
+	svc := step.Func(func(_ context.Context, r agent.Request) (json.RawMessage, error) {
+		if c.add(r) == 1 {
+			return nil, fmt.Errorf("%w: held by another try", agent.ErrInProgress)
+		}
+		return nil, agent.ErrRedeliver
+	})
+	hs := newHarness(t, cfg, svc, agent.WithBreakers(breakers))
+	resp := hs.handle(t, record("m1", message.Encode(agentRequest("order-1", hs.clk.Now()))))
+	if got := failedIDs(resp); len(got) != 1 || c.count("order-1") != 2 {
+		t.Fatalf("failures %v after %d calls, want m1 back after 2", got, c.count("order-1"))
+	}
+	if st := breakers.For(testStep).State(); st != agent.Closed {
+		t.Fatalf("the breaker is %v, want closed", st)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sasflow/sas/shared/jsonwire"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
+	"github.com/sasflow/sas/shared/step"
 	"github.com/sasflow/sas/shared/trace"
 )
 
@@ -45,7 +46,7 @@ type HTTPService struct {
 
 var (
 	_ Service     = (*HTTPService)(nil)
-	_ Compensator = (*HTTPService)(nil)
+	_ step.Undoer = (*HTTPService)(nil)
 	_ Endpointer  = (*HTTPService)(nil)
 	_ Replicated  = (*HTTPService)(nil)
 )
@@ -59,7 +60,7 @@ func NewHTTPService(baseURL string, client *http.Client) *HTTPService {
 // NewReplicatedHTTPService returns a service whose remote has a replica at
 // each of baseURLs (Config.Endpoints), all sharing one idempotency state:
 // the Handler sends each try to the healthiest (Replicas). Its own Do and
-// Compensate, called outside a Handler, use the first.
+// Undo, called outside a Handler, use the first.
 func NewReplicatedHTTPService(baseURLs []string, client *http.Client) *HTTPService {
 	if len(baseURLs) == 0 {
 		return NewHTTPService("", client)
@@ -109,26 +110,26 @@ func (s *HTTPService) Endpoint(req Request) string {
 func (s *HTTPService) Do(ctx context.Context, req Request) (json.RawMessage, error) {
 	body, err := jsonwire.Marshal(remote.StepRequest{OrderID: req.OrderID, Step: req.Step, Input: req.Input, Previous: req.Previous})
 	if err != nil {
-		return nil, Permanent(fmt.Errorf("encode step request: %w", err))
+		return nil, step.Permanent(fmt.Errorf("encode step request: %w", err))
 	}
 	// The body is a step's whatever req.Action says, so it goes to the
-	// step's route; undos go through Compensate.
+	// step's route; undos go through Undo.
 	req.Action = message.Perform
 	return s.post(ctx, s.Endpoint(req), req.IdempotencyKey, body)
 }
 
-// Compensate posts the undo of the effect applied under req.EffectKey, under
+// Undo posts the undo of the effect applied under req.EffectKey, under
 // the compensation's own req.IdempotencyKey, and classifies the answer as Do
 // does. A remote that finds nothing to undo answers 2xx all the same.
-func (s *HTTPService) Compensate(ctx context.Context, req Request) (json.RawMessage, error) {
+func (s *HTTPService) Undo(ctx context.Context, req Request) (json.RawMessage, error) {
 	if req.EffectKey == "" {
 		// The remote would refuse it with a 400 on every try.
-		return nil, Permanent(fmt.Errorf("compensation of step %s: no effect key to undo", req.Step))
+		return nil, step.Permanent(fmt.Errorf("compensation of step %s: no effect key to undo", req.Step))
 	}
 	body, err := jsonwire.Marshal(remote.CompensateRequest{OrderID: req.OrderID, Step: req.Step, EffectKey: req.EffectKey,
 		Input: req.Input, Previous: req.Previous})
 	if err != nil {
-		return nil, Permanent(fmt.Errorf("encode compensation request: %w", err))
+		return nil, step.Permanent(fmt.Errorf("encode compensation request: %w", err))
 	}
 	// Endpoint names the undo route only for a Compensate action; this is
 	// one whatever the caller set.
@@ -148,7 +149,7 @@ func (s *HTTPService) Compensate(ctx context.Context, req Request) (json.RawMess
 func (s *HTTPService) post(ctx context.Context, endpoint, key string, body []byte) (json.RawMessage, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
-		return nil, Permanent(fmt.Errorf("build request for %s: %w", endpoint, err))
+		return nil, step.Permanent(fmt.Errorf("build request for %s: %w", endpoint, err))
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
@@ -188,7 +189,7 @@ type RemoteError struct {
 	Wait time.Duration
 }
 
-var _ Faulter = (*RemoteError)(nil)
+var _ step.Faulter = (*RemoteError)(nil)
 
 func (e *RemoteError) Error() string {
 	return fmt.Sprintf("remote answered %d %s: %s", e.Status, e.Code, e.Message)
@@ -216,11 +217,12 @@ func Transient(status int, code string) bool {
 	return status >= 500
 }
 
-// inProgress reports whether err is the remote's answer that another call
-// with the key is still at work.
+// inProgress reports whether err is the answer that another call with the
+// key is still at work: the remote's 409 in_progress, or a Service's
+// ErrInProgress.
 func inProgress(err error) bool {
 	var re *RemoteError
-	return errors.As(err, &re) && re.Status == http.StatusConflict && re.Code == remote.CodeInProgress
+	return errors.Is(err, ErrInProgress) || errors.As(err, &re) && re.Status == http.StatusConflict && re.Code == remote.CodeInProgress
 }
 
 // decodeResponse turns a remote answer into the step's output or a
@@ -233,22 +235,22 @@ func decodeResponse(status int, retryAfter string, body []byte, truncated bool) 
 		// service.
 		switch {
 		case truncated:
-			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeResponseTooLarge,
+			return nil, step.Permanent(step.Uncertain(&RemoteError{Status: status, Code: CodeResponseTooLarge,
 				Message: fmt.Sprintf("response exceeds %d bytes", MaxResponseBytes)}))
 		case len(bytes.TrimSpace(body)) == 0:
 			return nil, nil
 		case !json.Valid(body):
-			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not JSON"}))
+			return nil, step.Permanent(step.Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not JSON"}))
 		case !utf8.Valid(body):
 			// JSON exchanged between systems is UTF-8 (RFC 8259, section
 			// 8.1), and a message that is not would be refused downstream.
-			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not UTF-8"}))
+			return nil, step.Permanent(step.Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: "response is not UTF-8"}))
 		}
 		// Compacted as it will travel (jsonwire), so the output's size is
 		// the same number in every message and in the record.
 		out, err := jsonwire.Compact(body)
 		if err != nil {
-			return nil, Permanent(Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: err.Error()}))
+			return nil, step.Permanent(step.Uncertain(&RemoteError{Status: status, Code: CodeBadResponse, Message: err.Error()}))
 		}
 		return out, nil
 	}
@@ -264,7 +266,7 @@ func decodeResponse(status int, retryAfter string, body []byte, truncated bool) 
 		e.Wait = parseRetryAfter(retryAfter)
 		return nil, e
 	}
-	return nil, Permanent(e)
+	return nil, step.Permanent(e)
 }
 
 // parseRetryAfter reads a Retry-After in seconds; an HTTP date or anything

@@ -21,6 +21,7 @@ import (
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
+	"github.com/sasflow/sas/shared/step"
 )
 
 func stepRequest() agent.Request {
@@ -132,7 +133,7 @@ func TestHTTPServiceSendsOutputsAsTheyCame(t *testing.T) {
 	}{
 		{"step", func(s *agent.HTTPService, r agent.Request) error { _, err := s.Do(context.Background(), r); return err }, stepRequest()},
 		{"undo", func(s *agent.HTTPService, r agent.Request) error {
-			_, err := s.Compensate(context.Background(), r)
+			_, err := s.Undo(context.Background(), r)
 			return err
 		}, undoRequest()},
 	} {
@@ -163,8 +164,8 @@ func TestConflictGoldensClassify(t *testing.T) {
 		_, err := agent.NewHTTPService(srv.URL, agent.NewHTTPClient(5*time.Second)).Do(context.Background(), stepRequest())
 		srv.Close()
 		var re *agent.RemoteError
-		if !errors.As(err, &re) || agent.IsPermanent(err) != permanent {
-			t.Errorf("%s: %v, permanent %v; want permanent %v", file, err, agent.IsPermanent(err), permanent)
+		if !errors.As(err, &re) || step.IsPermanent(err) != permanent {
+			t.Errorf("%s: %v, permanent %v; want permanent %v", file, err, step.IsPermanent(err), permanent)
 		}
 	}
 }
@@ -243,11 +244,11 @@ func TestHTTPServiceClassifies(t *testing.T) {
 				}
 				return
 			}
-			if agent.IsPermanent(err) != tt.permanent {
-				t.Errorf("IsPermanent(%v) = %v, want %v", err, agent.IsPermanent(err), tt.permanent)
+			if step.IsPermanent(err) != tt.permanent {
+				t.Errorf("IsPermanent(%v) = %v, want %v", err, step.IsPermanent(err), tt.permanent)
 			}
-			if agent.IsUncertain(err) != tt.uncertain || agent.FaultOf(err).Uncertain != tt.uncertain {
-				t.Errorf("IsUncertain(%v) = %v, want %v", err, agent.IsUncertain(err), tt.uncertain)
+			if step.IsUncertain(err) != tt.uncertain || agent.FaultOf(err).Uncertain != tt.uncertain {
+				t.Errorf("IsUncertain(%v) = %v, want %v", err, step.IsUncertain(err), tt.uncertain)
 			}
 			var re *agent.RemoteError
 			if !errors.As(err, &re) {
@@ -284,7 +285,7 @@ func TestHTTPServiceNetworkErrorsAreTransient(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_, err := agent.NewHTTPService(srv.URL, agent.NewHTTPClient(5*time.Second)).Do(ctx, stepRequest())
-		if err == nil || agent.IsPermanent(err) || !errors.Is(err, context.Canceled) {
+		if err == nil || step.IsPermanent(err) || !errors.Is(err, context.Canceled) {
 			t.Errorf("Do = %v, want a transient context error", err)
 		}
 	})
@@ -294,7 +295,7 @@ func TestHTTPServiceNetworkErrorsAreTransient(t *testing.T) {
 		url := srv.URL
 		srv.Close()
 		_, err := agent.NewHTTPService(url, agent.NewHTTPClient(5*time.Second)).Do(context.Background(), stepRequest())
-		if err == nil || agent.IsPermanent(err) {
+		if err == nil || step.IsPermanent(err) {
 			t.Errorf("Do = %v, want a transient error", err)
 		}
 	})
@@ -308,7 +309,7 @@ func TestHTTPServiceNetworkErrorsAreTransient(t *testing.T) {
 		}))
 		defer srv.Close()
 		_, err := agent.NewHTTPService(srv.URL, agent.NewHTTPClient(5*time.Second)).Do(context.Background(), stepRequest())
-		if err == nil || agent.IsPermanent(err) {
+		if err == nil || step.IsPermanent(err) {
 			t.Errorf("Do = %v, want a transient error", err)
 		}
 	})
@@ -319,7 +320,7 @@ func TestHTTPServiceBadInputIsPermanent(t *testing.T) {
 	r := stepRequest()
 	r.Input = json.RawMessage(`{broken`)
 	_, err := agent.NewHTTPService("http://127.0.0.1:1", agent.NewHTTPClient(time.Second)).Do(context.Background(), r)
-	if !agent.IsPermanent(err) {
+	if !step.IsPermanent(err) {
 		t.Errorf("Do with input that is not JSON = %v, want permanent", err)
 	}
 }
@@ -349,7 +350,7 @@ func TestRequestsGolden(t *testing.T) {
 		call         func(context.Context, agent.Request) (json.RawMessage, error)
 	}{
 		{"step-request.json", "/v1/steps/charge-payment", perform, svc.Do},
-		{"compensate-request.json", "/v1/steps/charge-payment/compensate", undo, svc.Compensate},
+		{"compensate-request.json", "/v1/steps/charge-payment/compensate", undo, svc.Undo},
 	}
 	for _, tc := range tests {
 		if _, err := tc.call(context.Background(), tc.req); err != nil {
@@ -383,16 +384,16 @@ func TestHTTPServiceCompensatesOnce(t *testing.T) {
 	// The first undo is applied but its answer lost: a transient error, and
 	// the retry under the same key must not undo again.
 	sim.Script(undo, remotesim.ApplyThenFail)
-	if _, err := svc.Compensate(ctx, undoRequest()); err == nil || agent.IsPermanent(err) {
-		t.Fatalf("Compensate through ApplyThenFail = %v, want a transient error", err)
+	if _, err := svc.Undo(ctx, undoRequest()); err == nil || step.IsPermanent(err) {
+		t.Fatalf("Undo through ApplyThenFail = %v, want a transient error", err)
 	}
-	first, err := svc.Compensate(ctx, undoRequest())
+	first, err := svc.Undo(ctx, undoRequest())
 	if err != nil {
-		t.Fatalf("Compensate: %v", err)
+		t.Fatalf("Undo: %v", err)
 	}
-	again, err := svc.Compensate(ctx, undoRequest())
+	again, err := svc.Undo(ctx, undoRequest())
 	if err != nil || string(again) != string(first) {
-		t.Errorf("Compensate again = %s, %v; want the stored %s", again, err, first)
+		t.Errorf("Undo again = %s, %v; want the stored %s", again, err, first)
 	}
 	u := decodeUndo(t, first)
 	if !u.Undone || u.EffectKey != effect || u.OrderID != "order-1" || u.Step != testStep || !u.UndoneAt.Equal(t0) {
@@ -413,15 +414,15 @@ func TestHTTPServiceCompensateBeforeTheStep(t *testing.T) {
 	t.Parallel()
 	sim, svc := simService(t)
 	ctx := context.Background()
-	out, err := svc.Compensate(ctx, undoRequest())
+	out, err := svc.Undo(ctx, undoRequest())
 	if err != nil {
-		t.Fatalf("Compensate: %v", err)
+		t.Fatalf("Undo: %v", err)
 	}
 	if u := decodeUndo(t, out); u.Undone {
 		t.Errorf("undo of nothing %+v", u)
 	}
 	_, err = svc.Do(ctx, stepRequest())
-	if !agent.IsPermanent(err) {
+	if !step.IsPermanent(err) {
 		t.Fatalf("Do after the undo = %v, want a permanent error", err)
 	}
 	var re *agent.RemoteError
@@ -458,13 +459,13 @@ func TestHTTPServiceCompensateClassifies(t *testing.T) {
 			t.Parallel()
 			sim, svc := simService(t)
 			tt.prepare(sim)
-			_, err := svc.Compensate(context.Background(), tt.req())
-			if err == nil || agent.IsPermanent(err) != tt.permanent {
-				t.Fatalf("Compensate = %v, want permanent %v", err, tt.permanent)
+			_, err := svc.Undo(context.Background(), tt.req())
+			if err == nil || step.IsPermanent(err) != tt.permanent {
+				t.Fatalf("Undo = %v, want permanent %v", err, tt.permanent)
 			}
 			var re *agent.RemoteError
 			if tt.wantCode != "" && (!errors.As(err, &re) || re.Code != tt.wantCode) {
-				t.Errorf("Compensate = %v, want remote code %q", err, tt.wantCode)
+				t.Errorf("Undo = %v, want remote code %q", err, tt.wantCode)
 			}
 			if sim.Calls() != tt.wantCalls || len(sim.Compensations()) != 0 {
 				t.Errorf("calls %d compensations %v, want %d calls and none", sim.Calls(), sim.Compensations(), tt.wantCalls)
@@ -479,9 +480,9 @@ func TestHTTPServiceSendsTheCompensation(t *testing.T) {
 	svc := agent.NewHTTPService(url+"/", agent.NewHTTPClient(5*time.Second))
 
 	req := undoRequest()
-	out, err := svc.Compensate(context.Background(), req)
+	out, err := svc.Undo(context.Background(), req)
 	if err != nil || string(out) != `{"undone":true}` {
-		t.Fatalf("Compensate = %s, %v", out, err)
+		t.Fatalf("Undo = %s, %v", out, err)
 	}
 	s := <-got
 	if s.method != http.MethodPost || s.path != "/v1/steps/"+testStep+"/compensate" || s.key != "order-1/"+testStep+"/undo" ||
@@ -491,14 +492,14 @@ func TestHTTPServiceSendsTheCompensation(t *testing.T) {
 	checkBody(t, s.body, map[string]string{"orderId": `"order-1"`, "step": `"` + testStep + `"`, "effectKey": `"order-1/` + testStep + `"`,
 		"input": `{"items":[]}`, "previous": `{"validate":{"ok":true}}`})
 
-	// Compensate takes the undo route even when the caller left Action
+	// Undo takes the undo route even when the caller left Action
 	// unset, and Do the step's route even for a Compensate action.
 	req.Action = ""
-	if _, err := svc.Compensate(context.Background(), req); err != nil {
+	if _, err := svc.Undo(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	if s := <-got; s.path != "/v1/steps/"+testStep+"/compensate" {
-		t.Errorf("Compensate without an action posted to %s", s.path)
+		t.Errorf("Undo without an action posted to %s", s.path)
 	}
 	if _, err := svc.Do(context.Background(), undoRequest()); err != nil {
 		t.Fatal(err)
@@ -545,9 +546,9 @@ func TestHTTPServiceUndoWithAnUnusableAnswerIsDone(t *testing.T) {
 				t.Fatal(err)
 			}
 			sim.Script(undoRequest().IdempotencyKey, fault)
-			out, err := svc.Compensate(ctx, undoRequest())
+			out, err := svc.Undo(ctx, undoRequest())
 			if err != nil || out != nil {
-				t.Fatalf("Compensate = %d bytes, %v; want done without output", len(out), err)
+				t.Fatalf("Undo = %d bytes, %v; want done without output", len(out), err)
 			}
 			if n := sim.CompensationCount(undoRequest().EffectKey); n != 1 {
 				t.Fatalf("undone %d times", n)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/step"
 )
 
 // sized is a JSON object of exactly size bytes whose one string is text
@@ -49,7 +50,7 @@ func TestAgentMeasuresTheOutputAsItTravels(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig()
 			cfg.MaxOutputBytes = limit
-			hs := newHarness(t, cfg, agent.ServiceFunc(func(context.Context, agent.Request) (json.RawMessage, error) {
+			hs := newHarness(t, cfg, step.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
 				return json.RawMessage(tc.out), nil
 			}))
 			if resp := hs.handle(t, record("m1", message.Encode(agentRequest("order-1", t0)))); len(resp.BatchItemFailures) != 0 {

@@ -41,11 +41,35 @@ func TestReleasedVersionsDoNotChange(t *testing.T) {
 	v2.Version = 2
 	v2.Steps = slices.Clone(v2.Steps)
 	v2.Steps[1].Retry = &workflow.Retry{MaxFailures: &three, OnExhausted: wait, Wait: 30 * time.Minute, WaitRounds: 3}
-	for _, ref := range []workflow.Definition{workflow.Reference(), v2} {
+	v3 := v2
+	v3.Version = 3
+	v3.Steps = append(slices.Clone(v2.Steps), workflow.Step{Name: "ship-order", Budget: 20 * time.Second, Wait: 5 * time.Second, Compensable: true})
+	for _, ref := range []workflow.Definition{workflow.Reference(), v2, v3} {
 		for _, d := range c.Definitions {
 			if d.ID() == ref.ID() && !reflect.DeepEqual(d, ref) {
 				t.Fatalf("%s was edited in place:\n got %s\nwant %s\norders in flight run it: declare the change as a new version instead", d.ID(), show(d), show(ref))
 			}
+		}
+	}
+}
+
+// TestEveryCodeStepIsALiveStep: every folder of steps/ is a code step
+// (internal/stepgen), which the stack deploys as a step's function; one
+// that no live version has would be deployed for nothing, or name a step
+// that was removed or misspelt.
+func TestEveryCodeStepIsALiveStep(t *testing.T) {
+	t.Parallel()
+	entries, err := os.ReadDir("../../steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := catalog.MustDeployed().AgentNames()
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if !slices.Contains(live, e.Name()) {
+			t.Errorf("steps/%s is a code step, but no live version of shared/catalog/workflows.json has a step %s (its steps: %v)", e.Name(), e.Name(), live)
 		}
 	}
 }

@@ -103,10 +103,14 @@ var SummaryAttrs = []string{
 // publisher compares each write's old and new EventSeq.
 const StateStreamView = types.StreamViewTypeNewAndOldImages
 
-// Tables names the two DynamoDB tables.
+// Tables names the DynamoDB tables: the orders and the state table, which
+// the actors use, and the code steps' idempotency ledger (ledger.go), a
+// table of its own so its writes put nothing in the state table's stream
+// and a code step's role reaches no order.
 type Tables struct {
 	Orders string
 	State  string
+	Ledger string
 }
 
 // Validate reports a missing table name.
@@ -180,30 +184,57 @@ func ValidSortKey(s string) bool {
 	return true
 }
 
-// CreateTableInputs returns the CreateTable requests for both tables, on
-// demand. The CDK stack declares the same keys and index from the constants
-// above; local engines and tests create the tables from these.
+// CreateTableInputs returns the CreateTable requests for the tables t
+// names, on demand, in the order orders, state, ledger. The CDK stack
+// declares the same keys and index from the constants above; local engines
+// and tests create the tables from these.
 func CreateTableInputs(t Tables) []*dynamodb.CreateTableInput {
-	// Keys only: the listing reads the page's state records anyway, and
-	// an index of keys cannot go stale.
-	orders := tableInput(t.Orders, gsi{ByOwnerIndex, OwnerShardAttr, OwnerSortAttr})
-	state := tableInput(t.State,
-		gsi{InFlightIndex, InFlightShardAttr, ""},
-		gsi{ByStateIndex, ByStateKeyAttr, ByStateSortAttr})
-	state.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: StateStreamView}
-	return []*dynamodb.CreateTableInput{orders, state}
+	var out []*dynamodb.CreateTableInput
+	if t.Orders != "" {
+		// Keys only: the listing reads the page's state records anyway,
+		// and an index of keys cannot go stale.
+		out = append(out, tableInput(t.Orders, gsi{ByOwnerIndex, OwnerShardAttr, OwnerSortAttr}))
+	}
+	if t.State != "" {
+		state := tableInput(t.State,
+			gsi{InFlightIndex, InFlightShardAttr, ""},
+			gsi{ByStateIndex, ByStateKeyAttr, ByStateSortAttr})
+		state.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: StateStreamView}
+		out = append(out, state)
+	}
+	if t.Ledger != "" {
+		out = append(out, LedgerTableInput(t.Ledger))
+	}
+	return out
+}
+
+// LedgerTableInput is the CreateTable request of the ledger, on demand:
+// keyed by LedgerKeyAttr alone, no index, no stream. Its TTL is
+// LedgerExpiresAtAttr (TimeToLiveInputs).
+func LedgerTableInput(name string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(LedgerKeyAttr), KeyType: types.KeyTypeHash}},
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(LedgerKeyAttr), AttributeType: types.ScalarAttributeTypeS}},
+	}
 }
 
 // TimeToLiveInputs returns the UpdateTimeToLive requests that turn on TTL
-// on ExpiresAtAttr for both tables: TTL is not part of CreateTable, so the
-// local engines' tables get it from these after CreateTableInputs, and
-// the CDK stack declares the same attribute (TableProps.TimeToLiveAttribute).
+// for the tables t names: on ExpiresAtAttr for the orders and state
+// tables, on LedgerExpiresAtAttr for the ledger. TTL is not part of
+// CreateTable, so the local engines' tables get it from these after
+// CreateTableInputs, and the CDK stack declares the same attribute
+// (TableProps.TimeToLiveAttribute).
 func TimeToLiveInputs(t Tables) []*dynamodb.UpdateTimeToLiveInput {
 	var out []*dynamodb.UpdateTimeToLiveInput
-	for _, name := range []string{t.Orders, t.State} {
+	for _, tt := range []struct{ name, attr string }{{t.Orders, ExpiresAtAttr}, {t.State, ExpiresAtAttr}, {t.Ledger, LedgerExpiresAtAttr}} {
+		if tt.name == "" {
+			continue
+		}
 		out = append(out, &dynamodb.UpdateTimeToLiveInput{
-			TableName:               aws.String(name),
-			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(ExpiresAtAttr), Enabled: aws.Bool(true)},
+			TableName:               aws.String(tt.name),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(tt.attr), Enabled: aws.Bool(true)},
 		})
 	}
 	return out
@@ -258,7 +289,7 @@ type tableOptions struct{ noTTL bool }
 // own clock either way).
 func WithoutTTL() TableOption { return func(o *tableOptions) { o.noTTL = true } }
 
-// CreateTables creates both tables with TTL on (for local engines and
+// CreateTables creates the tables t names with TTL on (for local engines and
 // tests; in AWS the CDK stack owns them). An existing table is left as it
 // is, TTL included.
 func CreateTables(ctx context.Context, c TableCreator, t Tables, opts ...TableOption) error {

@@ -32,11 +32,13 @@ type Client interface {
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 var _ Client = (*dynamodb.Client)(nil)
 
-// Store reads and writes orders and state records.
+// Store reads and writes orders and state records, and the code steps'
+// ledger (ledger.go).
 type Store struct {
 	db     Client
 	tables Tables
@@ -50,7 +52,8 @@ type Option func(*Store)
 // past its ExpiresAt for gone (see expired). The default is the system's.
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clk = c } }
 
-// New returns a Store over the two tables.
+// New returns a Store over the tables named: the orders and state tables
+// for the actors, the ledger for a code step.
 func New(db Client, tables Tables, opts ...Option) *Store {
 	s := &Store{db: db, tables: tables, clk: clock.System{}}
 	for _, o := range opts {

@@ -207,3 +207,17 @@ func TestAChangeOfAnOrderWithoutItsOrdersItemIsWrittenAlone(t *testing.T) {
 		t.Fatalf("resumed without an orders item: %s, %v", got.ProcessState, err)
 	}
 }
+
+// TestLedgerConformance holds the DynamoDB ledger to the ledger's contract
+// on DynamoDB Local: the cases the in-memory double passes too.
+func TestLedgerConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunLedger(t, func(t *testing.T, clk *clock.Fake) statestore.LedgerPort {
+		db := enginetest.DynamoDB(t)
+		tables := statestore.Tables{Ledger: enginetest.UniqueName(t, "ledger")}
+		if err := statestore.CreateTables(context.Background(), db, tables, statestore.WithoutTTL()); err != nil {
+			t.Fatal(err)
+		}
+		return statestore.New(db, tables, statestore.WithClock(clk))
+	})
+}

@@ -37,6 +37,7 @@ const (
 	EnvBreakerCooldown  = "BREAKER_COOLDOWN"
 	EnvAgentConcurrency = "AGENT_CONCURRENCY"
 	EnvSafetyMargin     = "SAFETY_MARGIN"
+	EnvLedgerTable      = "LEDGER_TABLE"
 
 	EnvAdmissionQueues  = "ADMISSION_QUEUES"
 	EnvAdmissionBacklog = "ADMISSION_BACKLOG"
@@ -59,6 +60,9 @@ const (
 	Submission = "submission"
 	Scheduler  = "scheduler"
 	Agent      = "agent"
+	// CodeStep is a code step's function, one per code step: the folder
+	// functions/steps/<step>, generated from steps/<step> (internal/stepgen).
+	CodeStep   = "codestep"
 	Supervisor = "supervisor"
 	Deadline   = "deadline"
 	Timer      = "timer"
@@ -71,8 +75,10 @@ type Resource string
 
 // The resources the actors use.
 const (
-	OrdersTable      Resource = "OrdersTable"
-	StateTable       Resource = "StateTable"
+	OrdersTable Resource = "OrdersTable"
+	StateTable  Resource = "StateTable"
+	// LedgerTable is the code steps' idempotency ledger.
+	LedgerTable      Resource = "LedgerTable"
 	StateStream      Resource = "StateTable.Stream"
 	SchedulerQueue   Resource = "SchedulerQueue"
 	ResponseQueue    Resource = "ResponseQueue"
@@ -98,6 +104,10 @@ func Index(t Resource, name string) Resource { return t + "/index/" + Resource(n
 type Access struct {
 	Actions []string
 	On      []Resource
+	// OwnKeys limits the statement to the items whose partition key is
+	// the function's step name and "#" (LeadingKeys), so one step's
+	// function cannot touch another step's items in a shared table.
+	OwnKeys bool
 }
 
 // Actor describes one deployed function: what invokes it, what it may do
@@ -120,7 +130,7 @@ type Actor struct {
 var deployed = []string{
 	EnvOrdersTable, EnvStateTable, EnvSchedulerQueueURL, EnvResponseQueueURL, EnvAgentQueueURLs,
 	EnvDeadlineQueueURL, EnvAlertTopicARN, EnvOrderEventsTopicARN, EnvOperatorAPIURL,
-	EnvOperatorPrincipals, EnvMaxReceiveCount, EnvAgentStep, EnvRequestQueueURL, EnvRemoteBaseURLs,
+	EnvOperatorPrincipals, EnvMaxReceiveCount, EnvAgentStep, EnvRequestQueueURL, EnvRemoteBaseURLs, EnvLedgerTable,
 	EnvAdmissionQueues, EnvAdmissionBacklog, EnvAdmissionRate, EnvAdmissionRefresh, EnvAdmissionReserve, EnvRetention,
 	EnvTraceSampleRate,
 }
@@ -144,6 +154,7 @@ const (
 	getItem      = "dynamodb:GetItem"
 	putItem      = "dynamodb:PutItem"
 	updateItem   = "dynamodb:UpdateItem"
+	deleteItem   = "dynamodb:DeleteItem"
 	batchGetItem = "dynamodb:BatchGetItem"
 	query        = "dynamodb:Query"
 	// SendMessage also authorizes SendMessageBatch.
@@ -205,6 +216,33 @@ var actors = []Actor{{
 	},
 	Env: []string{
 		EnvAgentStep, EnvResponseQueueURL, EnvRemoteBaseURLs, EnvRemoteBaseURL, EnvRemoteTimeout, EnvRetryBase, EnvRetryMax,
+		EnvBreakerFailures, EnvBreakerCooldown, EnvAgentConcurrency, EnvSafetyMargin, EnvAlertTopicARN,
+		EnvMaxReceiveCount, EnvRequestQueueURL,
+	},
+}, {
+	// One per code step: runs the step with its idempotency ledger behind
+	// the Agent's handler, and replies to the Scheduler. The ledger's
+	// statement is limited to the step's own keys. Its undo writes the
+	// effect's entry and its own in one TransactWriteItems, which IAM
+	// authorizes through the actions of the writes inside it: "Permissions
+	// for Put, Update, Delete, and Get actions are governed by the
+	// permissions used for the underlying PutItem, UpdateItem, DeleteItem,
+	// and GetItem operations" ("Using IAM with DynamoDB transactions",
+	// https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html);
+	// there is no dynamodb:TransactWriteItems action to grant. A
+	// ConditionCheck in the transaction would need
+	// dynamodb:ConditionCheckItem as well; the ledger uses none.
+	Name:     CodeStep,
+	Consumes: []Resource{OwnRequestQueue},
+	Access: []Access{
+		access(ResponseQueue, SendMessage),
+		access(AlertTopic, Publish),
+		// The adapter never puts: it claims and finishes an entry by
+		// UpdateItem and releases it by DeleteItem.
+		{Actions: []string{getItem, updateItem, deleteItem}, On: []Resource{LedgerTable}, OwnKeys: true},
+	},
+	Env: []string{
+		EnvAgentStep, EnvResponseQueueURL, EnvLedgerTable, EnvRetention, EnvRemoteTimeout, EnvRetryBase, EnvRetryMax,
 		EnvBreakerFailures, EnvBreakerCooldown, EnvAgentConcurrency, EnvSafetyMargin, EnvAlertTopicARN,
 		EnvMaxReceiveCount, EnvRequestQueueURL,
 	},

@@ -45,7 +45,7 @@ func TestActorsAreTheFunctions(t *testing.T) {
 			t.Errorf("Describe(%q) is %q", a.Name, got)
 		}
 	}
-	want := []string{topology.Submission, topology.Scheduler, topology.Agent, topology.Supervisor,
+	want := []string{topology.Submission, topology.Scheduler, topology.Agent, topology.CodeStep, topology.Supervisor,
 		topology.Deadline, topology.Timer, topology.Notifier}
 	if !slices.Equal(names, want) {
 		t.Errorf("actors %v, want %v", names, want)
@@ -67,6 +67,18 @@ func TestDescriptorDerivations(t *testing.T) {
 		topology.EnvMaxReceiveCount, topology.EnvRequestQueueURL,
 	}; !slices.Equal(got, want) {
 		t.Errorf("agent's deployed env %v, want %v", got, want)
+	}
+	// A code step reads no remote's URL, and its ledger table; its only
+	// table is the ledger, on its own keys.
+	code := topology.Describe(topology.CodeStep)
+	if got, want := code.DeployedEnv(), []string{
+		topology.EnvAgentStep, topology.EnvResponseQueueURL, topology.EnvLedgerTable, topology.EnvRetention, topology.EnvAlertTopicARN,
+		topology.EnvMaxReceiveCount, topology.EnvRequestQueueURL,
+	}; !slices.Equal(got, want) {
+		t.Errorf("codestep's deployed env %v, want %v", got, want)
+	}
+	if got, want := code.Tables(), []topology.Resource{topology.LedgerTable}; !slices.Equal(got, want) || !code.Access[2].OwnKeys {
+		t.Errorf("codestep tables %v (own keys %v), want %v on its own keys", got, code.Access[2].OwnKeys, want)
 	}
 	if got, want := topology.Readers(topology.EnvDeadlineQueueURL), []string{topology.Deadline, topology.Timer}; !slices.Equal(got, want) {
 		t.Errorf("DEADLINE_QUEUE_URL readers %v, want %v", got, want)

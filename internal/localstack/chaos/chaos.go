@@ -33,6 +33,7 @@ import (
 	"github.com/sasflow/sas/internal/localstack/lossy"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/wiring"
+	"github.com/sasflow/sas/shared/codestep"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/timer"
@@ -85,12 +86,19 @@ const (
 	// it, with no step left to the Supervisor. Its rate is the share of
 	// periods with such a fault (ReplicaOutage).
 	ReplicaFault Point = "replica-fault"
+	// CrashAfterEffect: a code step's effect happened, then its Lambda died
+	// before the ledger recorded it; the next try runs the step again once
+	// the ledger's lease ends (the window docs/architecture.md names).
+	CrashAfterEffect Point = "crash-after-effect"
+	// CrashAfterLedger: a code step's ledger recorded its output, then its
+	// Lambda died before replying; the next try replays the output.
+	CrashAfterLedger Point = "crash-after-ledger"
 )
 
 // Points lists every Point.
 func Points() []Point {
 	return []Point{KillAfterAccept, KillAfterClaim, KillAfterCommit, KillBeforeReply, KillAfterRecover, DuplicateSend, DelaySend, KillAfterPublish,
-		FailDispatch, ThrottleCommit, LoseAnswer, ReplicaFault}
+		FailDispatch, ThrottleCommit, LoseAnswer, ReplicaFault, CrashAfterEffect, CrashAfterLedger}
 }
 
 // Killed is what a killed invocation panics with. Lambda's runtime reports
@@ -468,6 +476,16 @@ func (in *Injector) Transport(next http.RoundTripper) http.RoundTripper {
 
 // Ledger records, in the order the store confirmed them, every claim and
 // every commit (a reply's Advance or Fail), to check fencing afterwards.
+// CodeFaults are the crashes of code steps' tries (codestep.WithFaults):
+// CrashAfterEffect and CrashAfterLedger, each decided per idempotency key
+// and try.
+func (in *Injector) CodeFaults() codestep.Faults {
+	return codestep.Faults{
+		AfterEffect: func(key string) bool { return in.hit(CrashAfterEffect, key) },
+		AfterLedger: func(key string) bool { return in.hit(CrashAfterLedger, key) },
+	}
+}
+
 type Ledger struct {
 	mu     sync.Mutex
 	seq    atomic.Int64

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,31 +32,36 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/sasflow/sas/internal/cost"
+	"github.com/sasflow/sas/internal/localstack"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
 	"github.com/sasflow/sas/internal/localstack/streambridge"
 	"github.com/sasflow/sas/internal/localstack/wiring"
 	"github.com/sasflow/sas/internal/testkit/reqcount"
 	"github.com/sasflow/sas/shared/agent"
+	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/message"
+	"github.com/sasflow/sas/shared/remote"
 	"github.com/sasflow/sas/shared/segments"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
+	"github.com/sasflow/sas/steps"
 )
 
 // Scenario is what happens to every order of a run.
 type Scenario int
 
 const (
-	// Happy: both steps succeed at the first try.
+	// Happy: every step succeeds at the first try.
 	Happy Scenario = iota
 	// Retried: the second step's first reply is lost (its agent died after
 	// the remote call), so the Supervisor times the step out and it runs
 	// again.
 	Retried
 	// Compensated: the remote rejects the second step for good, so the
-	// order is undone: the second step voided, the first released.
+	// order is undone: the second step voided, the first released; no
+	// later step runs.
 	Compensated
 )
 
@@ -81,6 +87,10 @@ type Options struct {
 	Keyed bool
 	// Timeout bounds the run; zero means five minutes plus a second per order.
 	Timeout time.Duration
+	// Workflow is the definition every order runs; the zero value means the
+	// deployed catalog's current default workflow (shared/catalog), whose
+	// code steps run in process around the ledger, as deployed.
+	Workflow workflow.Definition
 }
 
 // Body is the order every run submits: a small, typical one.
@@ -90,6 +100,16 @@ const Body = `{"customerId":"c-1","currency":"EUR","clientId":"cost-client","ite
 func Run(ctx context.Context, o Options) (cost.Usage, error) {
 	if o.Orders < 1 {
 		return cost.Usage{}, errors.New("costrun: at least one order")
+	}
+	if len(o.Workflow.Steps) == 0 {
+		def, err := catalog.MustDeployed().ForNew("")
+		if err != nil {
+			return cost.Usage{}, fmt.Errorf("costrun: the current workflow: %w", err)
+		}
+		o.Workflow = def
+	}
+	if len(o.Workflow.Steps) < 2 {
+		return cost.Usage{}, errors.New("costrun: the scenarios need a workflow of at least two steps")
 	}
 	ctx, cancel := context.WithTimeout(ctx, cmpOr(o.Timeout, 5*time.Minute+time.Duration(o.Orders)*time.Second))
 	defer cancel()
@@ -130,7 +150,9 @@ type rig struct {
 	logs   logBytes
 	fns    functions
 	calls  atomic.Int64
-	ids    []string
+	// stepCalls are the remote calls by the step their path names.
+	stepCalls sync.Map
+	ids       []string
 	// xray receives the segments of the orders, every one of which is
 	// recorded (the model prices them at the deployment's sample rate).
 	xray    *xraySink
@@ -146,6 +168,7 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 	r.xraySrv = httptest.NewServer(r.xray)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.calls.Add(1)
+		r.countCall(req.URL.Path)
 		r.sim.ServeHTTP(w, req)
 	}))
 	// The fake clock stands still while messages flow, so no budget runs
@@ -166,6 +189,13 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 	policy.BackoffBase, policy.BackoffMax = time.Second, time.Second
 	log := slog.New(slog.NewJSONHandler(&r.logs, nil))
 	r.tracer = segments.New(xray.NewFromConfig(cfg(r.xraySrv.URL, true)), log)
+	// The code steps' buckets are made unmetered; their requests (S3) are
+	// metered like the handlers'.
+	stepEnv, err := localstack.CodeStepEnv(ctx, cfg(o.AWSURL, false), prefix, "us-east-1")
+	if err != nil {
+		r.close()
+		return nil, err
+	}
 	sys, err := wiring.Build(ctx, wiring.Options{
 		TraceSampleRate: 1,
 		DynamoDB:        dynamodb.NewFromConfig(cfg(o.DynamoDBURL, true)),
@@ -177,7 +207,8 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 		// Lambda reads the stream for free.
 		Streams: dynamodbstreams.NewFromConfig(cfg(o.DynamoDBURL, false), streambridge.ForDynamoDBLocal),
 		Prefix:  prefix, Region: "us-east-1",
-		Workflows: workflow.Single(workflow.Reference()), Policy: policy, RemoteBaseURL: r.srv.URL, Agent: agent.DefaultConfig(),
+		Workflows: workflow.Single(o.Workflow), Policy: policy, RemoteBaseURL: r.srv.URL, Agent: agent.DefaultConfig(),
+		CodeSteps: steps.All, StepEnv: stepEnv, StepAWS: cfg(o.AWSURL, true),
 		MaxReceiveCount: 5, VisibilityTimeout: 30 * time.Second,
 		Clock: r.clk, Log: log,
 		WrapSender: r.wrapSender,
@@ -194,7 +225,7 @@ func newRig(ctx context.Context, o Options) (*rig, error) {
 	r.reader = statestore.New(dynamodb.NewFromConfig(cfg(o.DynamoDBURL, false)), sys.Tables)
 	r.timeHandlers()
 	if o.Scenario == Compensated {
-		r.sim.RejectStep(workflow.Reference().Steps[1].Name)
+		r.sim.RejectStep(o.Workflow.Steps[1].Name)
 	}
 	return r, nil
 }
@@ -263,7 +294,7 @@ func (r *rig) finish(ctx context.Context) error {
 		// reached its Agent after the clock moved would find its
 		// deadline passed and send no reply to lose.
 		if r.o.Scenario == Retried && !expired && r.lostCount() == left {
-			r.clk.Advance(workflow.Reference().Steps[1].Lease() + time.Second)
+			r.clk.Advance(r.o.Workflow.Steps[1].Lease() + time.Second)
 			expired = true
 		}
 		if expired {
@@ -417,5 +448,33 @@ func (r *rig) usage() cost.Usage {
 	for _, segs := range traces {
 		u.Tracing.Segments += len(segs)
 	}
+	tagged := r.meter.SnapshotTags()
+	records, took := r.fns.stepSnapshot()
+	for _, st := range r.o.Workflow.Steps {
+		m := tagged[st.Name]
+		_, code := steps.All[st.Name]
+		calls, _ := r.stepCalls.Load(st.Name)
+		n, _ := calls.(*atomic.Int64)
+		su := cost.StepUsage{Name: st.Name, Code: code, Records: records[st.Name], HandlerTime: took[st.Name],
+			Requests: m.Requests, Billed: m.Billed, Entries: m.Entries, WRU: m.WRU, RRU: m.RRU, TransactionIndexWRU: m.TransactionIndexWRU}
+		if n != nil {
+			su.RemoteCalls = int(n.Load())
+		}
+		u.Steps = append(u.Steps, su)
+	}
 	return u
+}
+
+// countCall counts a remote call by the step its path names
+// (remote.StepPath, remote.CompensatePath).
+func (r *rig) countCall(path string) {
+	rest, ok := strings.CutPrefix(path, remote.StepPath(""))
+	if !ok {
+		return
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	if name, err := url.PathUnescape(name); err == nil {
+		n, _ := r.stepCalls.LoadOrStore(name, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
 }

@@ -5,8 +5,10 @@ import (
 	"maps"
 	"testing"
 
+	"github.com/sasflow/sas/internal/cost"
 	"github.com/sasflow/sas/internal/localstack/costrun"
 	"github.com/sasflow/sas/internal/testkit/enginetest"
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 func TestMain(m *testing.M) { enginetest.Main(m) }
@@ -19,7 +21,7 @@ func TestWriteUnitsPerOrder(t *testing.T) {
 	t.Parallel()
 	ddb, aws := enginetest.Endpoints(t)
 	const orders = 5
-	u, err := costrun.Run(context.Background(), costrun.Options{DynamoDBURL: ddb, AWSURL: aws, Orders: orders, Scenario: costrun.Happy})
+	u, err := costrun.Run(context.Background(), costrun.Options{DynamoDBURL: ddb, AWSURL: aws, Orders: orders, Scenario: costrun.Happy, Workflow: workflow.Reference()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +66,51 @@ func TestWriteUnitsPerOrder(t *testing.T) {
 	}
 }
 
+// TestCodeStepUsageIsMeasuredApart: on the current catalog's workflow
+// (order v3, whose third step, ship-order, is a code step) the run
+// measures each step's Agent apart: the code step's ledger reads and
+// writes and its S3 PutObject are its own, an HTTP step has neither.
+func TestCodeStepUsageIsMeasuredApart(t *testing.T) {
+	t.Parallel()
+	ddb, aws := enginetest.Endpoints(t)
+	const orders = 5
+	u, err := costrun.Run(context.Background(), costrun.Options{DynamoDBURL: ddb, AWSURL: aws, Orders: orders, Scenario: costrun.Happy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]cost.StepUsage{}
+	for _, s := range u.Steps {
+		byName[s.Name] = s
+	}
+	ship, charge := byName["ship-order"], byName["charge-payment"]
+	if len(u.Steps) != 3 || !ship.Code || charge.Code {
+		t.Fatalf("steps %+v: want order v3's three, ship-order the code step", u.Steps)
+	}
+	// One shipment object per order, on the happy path.
+	if got := ship.Requests["S3 PutObject"]; got != orders {
+		t.Errorf("ship-order made %d S3 PutObject for %d orders (requests %v)", got, orders, ship.Requests)
+	}
+	if u.Requests["S3 PutObject"] != orders {
+		t.Errorf("the run's S3 PutObject %d, want %d", u.Requests["S3 PutObject"], orders)
+	}
+	// The ledger: a claim and a finish, each a write of a small item.
+	if got := ship.WRU["ledger"] / orders; got != 2 {
+		t.Errorf("ship-order's ledger WRU per order = %v, want 2 (claim, finish); requests %v", got, ship.Requests)
+	}
+	if u.WRU["ledger"] != ship.WRU["ledger"] || u.RRU["ledger"] != ship.RRU["ledger"] {
+		t.Errorf("ledger units outside ship-order's Agent: run %v/%v, step %v/%v", u.WRU["ledger"], u.RRU["ledger"], ship.WRU["ledger"], ship.RRU["ledger"])
+	}
+	if charge.WRU["ledger"] != 0 || charge.Requests["S3 PutObject"] != 0 || charge.RemoteCalls != orders || ship.RemoteCalls != 0 {
+		t.Errorf("charge-payment %+v, ship-order %+v: want the remote calls on the HTTP step, the ledger and S3 on the code step", charge, ship)
+	}
+	for _, s := range u.Steps {
+		if s.Records != orders || s.HandlerTime <= 0 || s.Requests["SQS SendMessage"] != orders {
+			t.Errorf("step %s: %d records in %v, requests %v: want one record and one reply per order", s.Name, s.Records, s.HandlerTime, s.Requests)
+		}
+	}
+	t.Logf("ship-order: requests %v, WRU %v, RRU %v", ship.Requests, ship.WRU, ship.RRU)
+}
+
 // TestARecoveredOrderIsStillOneTrace: the Retried scenario's recoveries
 // (the fast path's, from the order's record) join the order's trace; Run
 // fails if any order's segments form more than one trace or a broken path.
@@ -87,7 +134,7 @@ func TestWriteUnitsPerKeyedOrder(t *testing.T) {
 	t.Parallel()
 	ddb, aws := enginetest.Endpoints(t)
 	const orders = 5
-	u, err := costrun.Run(context.Background(), costrun.Options{DynamoDBURL: ddb, AWSURL: aws, Orders: orders, Scenario: costrun.Happy, Keyed: true})
+	u, err := costrun.Run(context.Background(), costrun.Options{DynamoDBURL: ddb, AWSURL: aws, Orders: orders, Scenario: costrun.Happy, Keyed: true, Workflow: workflow.Reference()})
 	if err != nil {
 		t.Fatal(err)
 	}

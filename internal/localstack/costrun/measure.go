@@ -10,7 +10,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/internal/cost"
 	"github.com/sasflow/sas/internal/localstack/streambridge"
+	"github.com/sasflow/sas/internal/testkit/reqcount"
 	"github.com/sasflow/sas/shared/segments"
 )
 
@@ -21,6 +23,32 @@ type functions struct {
 	records     map[string]int
 	invocations map[string]int
 	took        map[string]time.Duration
+	// stepRecords and stepTook are the Agents' records and handler time
+	// by step.
+	stepRecords map[string]int
+	stepTook    map[string]time.Duration
+}
+
+// timeStep runs one invocation of step's Agent with n records: an "agent"
+// invocation, counted by step too.
+func (f *functions) timeStep(step string, n int, call func() error) error {
+	start := time.Now()
+	err := f.time(cost.Agent, n, call)
+	took := time.Since(start)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stepRecords == nil {
+		f.stepRecords, f.stepTook = map[string]int{}, map[string]time.Duration{}
+	}
+	f.stepRecords[step] += n
+	f.stepTook[step] += took
+	return err
+}
+
+func (f *functions) stepSnapshot() (records map[string]int, took map[string]time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.stepRecords), maps.Clone(f.stepTook)
 }
 
 // time runs one invocation of fn with n records.
@@ -59,14 +87,27 @@ func (f *functions) snapshot() (records, invocations map[string]int, took map[st
 // scheduler and response queues feed "scheduler", the agent queues "agent",
 // the state table's stream "notifier".
 func (r *rig) timeHandlers() {
+	steps := map[string]string{}
+	for name, q := range r.sys.AgentQueues {
+		steps[q.URL] = name
+	}
 	for _, b := range r.sys.Bridges {
-		fn := "agent"
-		if b.QueueURL == r.sys.SchedulerQueue.URL || b.QueueURL == r.sys.ResponseQueue.URL {
-			fn = "scheduler"
-		}
 		h := b.Handler
+		if step, ok := steps[b.QueueURL]; ok {
+			// An Agent's requests are tagged with its step, so the meter
+			// counts them by step too (a code step's ledger and S3
+			// requests among them).
+			b.Handler = r.traced(func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
+				err = r.fns.timeStep(step, len(ev.Records), func() error {
+					resp, err = h(reqcount.WithTag(ctx, step), ev)
+					return err
+				})
+				return resp, err
+			})
+			continue
+		}
 		b.Handler = r.traced(func(ctx context.Context, ev events.SQSEvent) (resp events.SQSEventResponse, err error) {
-			err = r.fns.time(fn, len(ev.Records), func() error {
+			err = r.fns.time(cost.Scheduler, len(ev.Records), func() error {
 				resp, err = h(ctx, ev)
 				return err
 			})

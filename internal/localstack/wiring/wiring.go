@@ -28,11 +28,13 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/codestep"
 	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/notifier"
 	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/scheduler"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/step"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
 	"github.com/sasflow/sas/shared/timer"
@@ -106,6 +108,19 @@ type Options struct {
 	WrapEvents func(s notifier.Sender) notifier.Sender
 	// WrapDeadlines wraps what the Timer sends Deadlines with.
 	WrapDeadlines func(s timer.Sender) timer.Sender
+
+	// CodeSteps are the steps that run as Go code, by name, each in
+	// process as its Lambda runs it (shared/codestep around the ledger,
+	// inside the Agent's handler); every other step calls the remote
+	// service. StepEnv is what they read through step.Env.Getenv, StepAWS
+	// their AWS configuration.
+	CodeSteps map[string]step.New
+	StepEnv   map[string]string
+	StepAWS   aws.Config
+	// WrapStep wraps each code step, CodeStepOptions are passed to every
+	// codestep.New: chaos counts effects and crashes tries with them.
+	WrapStep        func(name string, s step.Step) step.Step
+	CodeStepOptions []codestep.Option
 }
 
 // Store is everything the handlers ask of the state store.
@@ -196,7 +211,7 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		o.PollSQS = sqs.New(o.PollSQS.Options(), sqstrace.Carry)
 	}
 	s := &System{
-		Tables:      statestore.Tables{Orders: o.Prefix + "-orders", State: o.Prefix + "-state"},
+		Tables:      statestore.Tables{Orders: o.Prefix + "-orders", State: o.Prefix + "-state", Ledger: o.Prefix + "-ledger"},
 		AgentQueues: map[string]Queue{},
 		Agents:      map[string]*agent.Handler{},
 	}
@@ -378,10 +393,24 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		}
 		cfg.AlertTopicARN, cfg.MaxReceiveCount = s.AlertTopicARN, o.MaxReceiveCount
 		cfg.MaxOutputBytes, cfg.RequestQueueURL = step.OutputLimit(), s.AgentQueues[step.Name].URL
-		svc := agent.NewReplicatedHTTPService(cfg.Endpoints(), agent.NewHTTPClient(cfg.RemoteTimeout))
 		agentClock := o.AgentClock
 		if agentClock == nil {
 			agentClock = o.Clock
+		}
+		var svc agent.Service = agent.NewReplicatedHTTPService(cfg.Endpoints(), agent.NewHTTPClient(cfg.RemoteTimeout))
+		if newStep, ok := o.CodeSteps[step.Name]; ok {
+			cfg.Code, cfg.RemoteBaseURL, cfg.RemoteBaseURLs = true, "", nil
+			// The ledger judges leases by the function's own clock, as in
+			// Lambda, where both run in one process.
+			ledger := s.Store
+			if agentClock != nil {
+				ledger = statestore.New(o.DynamoDB, s.Tables, statestore.WithClock(agentClock))
+			}
+			cs, err := o.codeStep(ctx, step, newStep, ledger, actor.Deps{Clock: agentClock, Log: o.Log.With(slog.String("function", topology.CodeStep))})
+			if err != nil {
+				return nil, err
+			}
+			svc = cs
 		}
 		a, err := agent.New(cfg, svc, o.sender(topology.Agent, send), actor.Deps{Clock: agentClock, Log: o.Log.With(slog.String("function", topology.Agent))},
 			append([]agent.Option{agent.WithAlerts(alerts), agent.WithRedelivery(queue.NewRedeliverer(o.SQS, cfg.RequestQueueURL))}, o.AgentOptions...)...)
@@ -392,6 +421,25 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		s.Bridges = append(s.Bridges, bridge(s.AgentQueues[step.Name], topology.AgentBatchSize, a.Handle))
 	}
 	return s, nil
+}
+
+// codeStep builds the code step st as codestep.Main does, its ledger on
+// ledger.
+func (o Options) codeStep(ctx context.Context, st workflow.Step, newStep step.New, ledger statestore.LedgerPort, deps actor.Deps) (*codestep.Service, error) {
+	env := func(name string) string { return o.StepEnv[name] }
+	code, err := newStep(ctx, step.Env{Getenv: env, AWS: o.StepAWS})
+	if err != nil {
+		return nil, fmt.Errorf("code step %s: %w", st.Name, err)
+	}
+	if o.WrapStep != nil {
+		code = o.WrapStep(st.Name, code)
+	}
+	opts := append([]codestep.Option{codestep.WithMaxOutputBytes(st.OutputLimit())}, o.CodeStepOptions...)
+	svc, err := codestep.New(st.Name, code, ledger, deps, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("code step %s: %w", st.Name, err)
+	}
+	return svc, nil
 }
 
 func createQueue(ctx context.Context, o Options, name string) (Queue, error) {

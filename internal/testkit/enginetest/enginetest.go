@@ -1,5 +1,5 @@
 // Package enginetest gives integration tests AWS clients pointed at local
-// engines: DynamoDB Local for DynamoDB, and fauxqs for SQS and SNS.
+// engines: DynamoDB Local for DynamoDB, and fauxqs for SQS, SNS and S3.
 //
 // The endpoints come from SAS_TEST_DYNAMODB_ENDPOINT and SAS_TEST_AWS_ENDPOINT
 // (scripts/engines.sh sets them, so all test binaries of `make test` share
@@ -45,6 +45,10 @@
 //   - ReceiveMessage returns every message attribute even when
 //     MessageAttributeNames is empty (SQS returns none), and long polls wake
 //     as soon as a message arrives.
+//   - It serves S3 on the same endpoint, by path (UsePathStyle; the SDK's
+//     virtual-hosted default would need a bucket subdomain of the
+//     loopback address). It does not support conditional writes
+//     (If-None-Match, If-Match), so no test may rely on them.
 //   - SNS does not check Subject rules (<100 printable ASCII characters, no
 //     line breaks) nor empty attribute values, which AWS rejects: callers must
 //     keep to them without the engine's help. Deliveries to SQS need no queue
@@ -65,6 +69,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -139,6 +144,21 @@ func SNS(tb testing.TB, optFns ...func(*sns.Options)) *sns.Client {
 	tb.Helper()
 	_, endpoint := Endpoints(tb)
 	return sns.NewFromConfig(config(endpoint), optFns...)
+}
+
+// AWSConfig is the configuration of the fauxqs engine (SQS, SNS, S3), for
+// code that builds its own clients from an aws.Config, such as a code
+// step's step.Env.
+func AWSConfig(tb testing.TB) aws.Config {
+	tb.Helper()
+	_, endpoint := Endpoints(tb)
+	return config(endpoint)
+}
+
+// S3 returns a client for the S3 the fauxqs engine serves, by path.
+func S3(tb testing.TB, optFns ...func(*s3.Options)) *s3.Client {
+	tb.Helper()
+	return s3.NewFromConfig(AWSConfig(tb), append([]func(*s3.Options){func(o *s3.Options) { o.UsePathStyle = true }}, optFns...)...)
 }
 
 // Streams returns a DynamoDB Streams client for the DynamoDB engine.

@@ -1,5 +1,6 @@
 // Package memstore is the state store in memory: statestore.Port without
-// DynamoDB, for the tests of the actors. Its writes are the workflow's own
+// DynamoDB, for the tests of the actors, and the code steps' ledger
+// (statestore.LedgerPort), for the tests of shared/codestep. Its writes are the workflow's own
 // meaning of a change (Fence.Admits, Patch.Apply), its listings answer with
 // what the real store reads (statestore.Summary) and keep the real
 // store's index entries and read them through the real store's
@@ -43,6 +44,8 @@ type Store struct {
 	// listed is the ByState index: the entry of each record in a listed
 	// state, keyed by when it entered the state.
 	listed map[string]entry
+	// ledger is the code steps' ledger, by statestore.LedgerKey.
+	ledger map[string]statestore.LedgerEntry
 	writes int
 }
 
@@ -59,11 +62,15 @@ type entry struct {
 	statestore.Entry
 }
 
-var _ statestore.Port = (*Store)(nil)
+var (
+	_ statestore.Port       = (*Store)(nil)
+	_ statestore.LedgerPort = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{orders: map[string]workflow.Order{}, states: map[string]workflow.State{}, listed: map[string]entry{}, keys: map[string]keyItem{}}
+	return &Store{orders: map[string]workflow.Order{}, states: map[string]workflow.State{}, listed: map[string]entry{}, keys: map[string]keyItem{},
+		ledger: map[string]statestore.LedgerEntry{}}
 }
 
 func (s *Store) fault(method string, c workflow.Change) error {

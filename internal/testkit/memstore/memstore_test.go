@@ -19,3 +19,14 @@ func TestConformance(t *testing.T) {
 		return s
 	})
 }
+
+// TestLedgerConformance holds the in-memory ledger to the ledger's
+// contract, the same cases the DynamoDB store passes on DynamoDB Local.
+func TestLedgerConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunLedger(t, func(_ *testing.T, clk *clock.Fake) statestore.LedgerPort {
+		s := memstore.New()
+		s.Clock = clk
+		return s
+	})
+}

@@ -1,6 +1,7 @@
 package reqcount
 
 import (
+	"context"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,5 +52,30 @@ func TestCapacityIsAskedAndRead(t *testing.T) {
 				t.Errorf("%s: capacity %+v, want the response's", tc.name, c)
 			}
 		}
+	}
+}
+
+// TestTaggedRequestsCountApart: a request made under a tag counts in the
+// totals and under its tag; an untagged one in the totals only.
+func TestTaggedRequestsCountApart(t *testing.T) {
+	t.Parallel()
+	var m Meter
+	ctx := context.Background()
+	step := WithTag(ctx, "ship-order")
+	m.count(step, "DynamoDB UpdateItem", -1, 0)
+	m.consumed(step, []ddbtypes.ConsumedCapacity{{TableName: aws.String("ledger"), Table: &ddbtypes.Capacity{CapacityUnits: aws.Float64(1)}}}, false, false)
+	m.count(ctx, "SQS SendMessage", 10, 0)
+	m.consumed(ctx, []ddbtypes.ConsumedCapacity{{TableName: aws.String("state"), Table: &ddbtypes.Capacity{CapacityUnits: aws.Float64(2)}}}, false, false)
+	all, tags := m.Snapshot(), m.SnapshotTags()
+	if all.Requests["DynamoDB UpdateItem"] != 1 || all.Requests["SQS SendMessage"] != 1 || all.WRU["ledger"] != 1 || all.WRU["state"] != 2 {
+		t.Errorf("totals %+v, want both requests", all)
+	}
+	got := tags["ship-order"]
+	if len(tags) != 1 || got.Requests["DynamoDB UpdateItem"] != 1 || got.Requests["SQS SendMessage"] != 0 || got.WRU["ledger"] != 1 || got.WRU["state"] != 0 {
+		t.Errorf("tags %+v, want the tagged request alone under its tag", tags)
+	}
+	m.Reset()
+	if len(m.SnapshotTags()) != 0 || len(m.Snapshot().Requests) != 0 {
+		t.Error("Reset kept what was measured")
 	}
 }

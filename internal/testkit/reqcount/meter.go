@@ -30,12 +30,43 @@ type Meter struct {
 	// "orders" or "state"); nil reports table names as they are.
 	Table func(name string) string
 
-	mu       sync.Mutex
+	mu  sync.Mutex
+	all tally
+	// tags are the requests made under a context WithTag marked, by tag.
+	tags map[string]*tally
+}
+
+// tally is what the meter measured of some requests.
+type tally struct {
 	requests map[string]int
 	billed   map[string]int
 	entries  map[string]int
 	wru, rru map[string]float64
 	txnIndex map[string]float64
+}
+
+type tagKey struct{}
+
+// WithTag marks the requests made under ctx as tag's: the meter counts them
+// in its totals and apart under the tag too (SnapshotTags), so a caller
+// can tell whose requests they were, e.g. one step's Agent invocations.
+func WithTag(ctx context.Context, tag string) context.Context {
+	return context.WithValue(ctx, tagKey{}, tag)
+}
+
+// tallies are where a request under ctx counts: the totals and its tag's.
+func (m *Meter) tallies(ctx context.Context) []*tally {
+	out := []*tally{&m.all}
+	if tag, _ := ctx.Value(tagKey{}).(string); tag != "" {
+		if m.tags == nil {
+			m.tags = map[string]*tally{}
+		}
+		if m.tags[tag] == nil {
+			m.tags[tag] = &tally{}
+		}
+		out = append(out, m.tags[tag])
+	}
+	return out
 }
 
 // Add is an SDK APIOptions entry: append it to a client's Options.APIOptions.
@@ -44,28 +75,30 @@ func (m *Meter) Add(stack *middleware.Stack) error {
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			key := awsmiddleware.GetServiceID(ctx) + " " + awsmiddleware.GetOperationName(ctx)
 			askCapacity(in.Parameters)
-			m.count(key, payload(in.Parameters), batchEntries(in.Parameters))
+			m.count(ctx, key, payload(in.Parameters), batchEntries(in.Parameters))
 			out, md, err := next.HandleInitialize(ctx, in)
 			if err == nil {
 				op := awsmiddleware.GetOperationName(ctx)
-				m.consumed(capacityOf(out.Result), reads[op], op == "TransactWriteItems")
+				m.consumed(ctx, capacityOf(out.Result), reads[op], op == "TransactWriteItems")
 			}
 			return out, md, err
 		}), middleware.Before)
 }
 
-func (m *Meter) count(key string, bytes, entries int) {
+func (m *Meter) count(ctx context.Context, key string, bytes, entries int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.requests == nil {
-		m.requests, m.billed, m.entries = map[string]int{}, map[string]int{}, map[string]int{}
-	}
-	m.requests[key]++
-	if bytes >= 0 {
-		m.billed[key] += max(1, (bytes+chunk-1)/chunk)
-	}
-	if entries > 0 {
-		m.entries[key] += entries
+	for _, t := range m.tallies(ctx) {
+		if t.requests == nil {
+			t.requests, t.billed, t.entries = map[string]int{}, map[string]int{}, map[string]int{}
+		}
+		t.requests[key]++
+		if bytes >= 0 {
+			t.billed[key] += max(1, (bytes+chunk-1)/chunk)
+		}
+		if entries > 0 {
+			t.entries[key] += entries
+		}
 	}
 }
 
@@ -89,16 +122,22 @@ var reads = map[string]bool{"GetItem": true, "BatchGetItem": true, "Query": true
 // total CapacityUnits; read tells which kind they are.
 // transactional tells which are a transaction's, whose index units are
 // also kept apart (TransactionIndexWRU).
-func (m *Meter) consumed(caps []ddbtypes.ConsumedCapacity, read, transactional bool) {
+func (m *Meter) consumed(ctx context.Context, caps []ddbtypes.ConsumedCapacity, read, transactional bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.wru == nil {
-		m.wru, m.rru, m.txnIndex = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, t := range m.tallies(ctx) {
+		t.consumed(m.Table, caps, read, transactional)
+	}
+}
+
+func (t *tally) consumed(rename func(string) string, caps []ddbtypes.ConsumedCapacity, read, transactional bool) {
+	if t.wru == nil {
+		t.wru, t.rru, t.txnIndex = map[string]float64{}, map[string]float64{}, map[string]float64{}
 	}
 	for _, c := range caps {
 		table := aws.ToString(c.TableName)
-		if m.Table != nil {
-			table = m.Table(table)
+		if rename != nil {
+			table = rename(table)
 		}
 		add := func(name string, cap *ddbtypes.Capacity) {
 			if cap == nil {
@@ -106,16 +145,16 @@ func (m *Meter) consumed(caps []ddbtypes.ConsumedCapacity, read, transactional b
 			}
 			units := aws.ToFloat64(cap.CapacityUnits)
 			if read {
-				m.rru[name] += units
+				t.rru[name] += units
 			} else {
-				m.wru[name] += units
+				t.wru[name] += units
 			}
 		}
 		add(table, c.Table)
 		for ix, cap := range c.GlobalSecondaryIndexes {
 			add(table+"/"+ix, &cap)
 			if transactional && !read {
-				m.txnIndex[table+"/"+ix] += aws.ToFloat64(cap.CapacityUnits)
+				t.txnIndex[table+"/"+ix] += aws.ToFloat64(cap.CapacityUnits)
 			}
 		}
 		for ix, cap := range c.LocalSecondaryIndexes {
@@ -141,8 +180,24 @@ type Usage struct {
 func (m *Meter) Snapshot() Usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u := Usage{Requests: maps.Clone(m.requests), Billed: maps.Clone(m.billed), Entries: maps.Clone(m.entries),
-		WRU: maps.Clone(m.wru), RRU: maps.Clone(m.rru), TransactionIndexWRU: maps.Clone(m.txnIndex)}
+	return m.all.usage()
+}
+
+// SnapshotTags returns what was measured so far of the requests made under
+// each tag (WithTag), by tag.
+func (m *Meter) SnapshotTags() map[string]Usage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Usage, len(m.tags))
+	for tag, t := range m.tags {
+		out[tag] = t.usage()
+	}
+	return out
+}
+
+func (t *tally) usage() Usage {
+	u := Usage{Requests: maps.Clone(t.requests), Billed: maps.Clone(t.billed), Entries: maps.Clone(t.entries),
+		WRU: maps.Clone(t.wru), RRU: maps.Clone(t.rru), TransactionIndexWRU: maps.Clone(t.txnIndex)}
 	for k := range u.Billed {
 		if !strings.HasPrefix(k, "SQS ") && !strings.HasPrefix(k, "SNS ") {
 			delete(u.Billed, k)
@@ -155,7 +210,7 @@ func (m *Meter) Snapshot() Usage {
 func (m *Meter) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.requests, m.billed, m.wru, m.rru, m.txnIndex = nil, nil, nil, nil, nil
+	m.all, m.tags = tally{}, nil
 }
 
 // askCapacity asks DynamoDB to report the capacity a request consumes,
