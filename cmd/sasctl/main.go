@@ -9,6 +9,7 @@
 //	sasctl --endpoint-url https://abc123.execute-api.eu-west-1.amazonaws.com list --state Error
 //	sasctl --endpoint-url http://127.0.0.1:8080 show ORDER_ID
 //	sasctl --region eu-west-1 dlq list --stage dev
+//	sasctl --endpoint-url https://abc123.execute-api.eu-west-1.amazonaws.com ui --stage dev
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/sasflow/sas/internal/console"
 	"github.com/sasflow/sas/internal/opsclient"
 )
 
@@ -33,7 +35,7 @@ func main() {
 
 // run hands the process's arguments, environment and streams to the CLI.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, prog string) int {
-	return opsclient.Run(ctx, args, opsclient.Env{Getenv: getenv, Stdout: stdout, Stderr: stderr, Program: prog, Version: version()})
+	return opsclient.Run(ctx, args, opsclient.Env{Getenv: getenv, Stdout: stdout, Stderr: stderr, Program: prog, Version: version(), UI: console.Run})
 }
 
 // version is the module version `go install ...@version` built this binary

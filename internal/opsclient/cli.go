@@ -47,7 +47,7 @@ commands:
                       (in flight, waiting for an operator) and whether a
                       version can be removed from the catalog
   version             the version this sasctl was built from
-` + DLQUsage + `
+` + UIUsage + DLQUsage + `
 flags:
   --endpoint-url URL  the HTTP API (default $SAS_API_URL, else $AWS_ENDPOINT_URL)
   --region R          region to sign for (default: the endpoint's, else the SDK's)
@@ -92,6 +92,10 @@ type Env struct {
 	// SQSClient, when set, is what the dlq commands call instead of an SQS
 	// client built from LoadAWSConfig.
 	SQSClient dlq.Client
+	// UI serves the console of `sasctl ui` until ctx ends: package console,
+	// which cmd/sasctl wires in (it imports this package, so this one
+	// cannot import it).
+	UI func(ctx context.Context, s UISession) error
 }
 
 // usageError is a mistake on the command line: exit 2.
@@ -207,6 +211,8 @@ func run(ctx context.Context, args []string, env Env) error {
 	switch name {
 	case "dlq":
 		return runDLQ(ctx, g, root, rest, env)
+	case "ui":
+		return runUI(ctx, g, rest, env)
 	case "version":
 		if len(rest) > 0 {
 			return usagef("version takes no arguments, got %q", rest)

@@ -25,6 +25,9 @@
 //	    the operator's credentials (package dlq): list peeks without
 //	    consuming and decodes; redrive starts a message move task, or
 //	    copies where the endpoint has none; tasks shows the move tasks.
+//	sasctl ui [--listen 127.0.0.1:PORT] [--stage S | --prefix P | --no-dlq]
+//	    the same commands as a web console on this machine (package
+//	    console, wired in by cmd/sasctl through Env.UI).
 //	sasctl version
 //	    the module version the binary was built from.
 //

@@ -36,14 +36,48 @@ const timelineLegend = "= last attempt  . earlier attempts, retry waits  - undo 
 	"C cancelled  > running. The record keeps a step's last claim and its end,\n" +
 	"and an undo's end: an undo is drawn from the end of what came before it."
 
-// Timeline draws the order's steps and undos on one time axis, from its
-// creation to its last change (to now while it is in flight), in width
-// columns of plain ASCII: a row per step that ran, with its last attempt
-// as a bar and its earlier attempts and retry waits dotted before it, then
-// a row per undo, each labelled with where its time went. It is a pure
-// function of the order and now.
-func Timeline(o api.Order, now time.Time, width int) []string {
-	width = min(max(width, MinTimelineWidth), MaxTimelineWidth)
+// TimelineEnd says how a timeline row ended.
+type TimelineEnd string
+
+// How a row of the timeline ends.
+const (
+	EndDone      TimelineEnd = "done"      // succeeded (an undo: undone)
+	EndFailed    TimelineEnd = "failed"    // failed for good
+	EndCancelled TimelineEnd = "cancelled" // cancelled while pending or running
+	EndRunning   TimelineEnd = "running"   // still running at the time drawn
+)
+
+// TimelineRow is one row of an order's timeline: a step that ran, or an
+// undo. From is where its time starts (the end of what came before it),
+// Start its last attempt's claim, End its end (clamped to the timeline).
+type TimelineRow struct {
+	// Index is the step's position in the workflow, from 0.
+	Index int
+	Step  string
+	Undo  bool
+	// Attempts and Failures are the step's, or its undo's.
+	Attempts, Failures int
+	From, Start, End   time.Time
+	// Dotted: earlier attempts and retry waits ran from From to Start.
+	Dotted bool
+	Ends   TimelineEnd
+}
+
+// Note says where the row's time went: "853ms, 1 attempt, 1 failed".
+func (r TimelineRow) Note() string {
+	note := fmt.Sprintf("%s, %s", duration(r.End.Sub(r.From)), plural(r.Attempts, "attempt"))
+	if r.Failures > 0 {
+		note += fmt.Sprintf(", %d failed", r.Failures)
+	}
+	return note
+}
+
+// TimelineRows lays the order's steps and undos on one time axis, from its
+// creation (from) to its last change (to; to now while it is in flight): a
+// row per step that ran, then a row per undo, in the order they ended. It
+// is a pure function of the order and now; Timeline draws it in text, the
+// console in SVG.
+func TimelineRows(o api.Order, now time.Time) (from, to time.Time, rows []TimelineRow) {
 	t0 := o.CreatedAt
 	t1 := o.UpdatedAt
 	for _, s := range o.Steps {
@@ -59,14 +93,6 @@ func Timeline(o api.Order, now time.Time, width int) []string {
 	if !t1.After(t0) {
 		t1 = t0.Add(time.Millisecond)
 	}
-
-	type row struct {
-		label, note      string
-		from, start, end time.Time
-		dotted           bool
-		fill, last       rune
-	}
-	var rows []row
 	clamp := func(t time.Time) time.Time {
 		if t.Before(t0) {
 			return t0
@@ -92,14 +118,14 @@ func Timeline(o api.Order, now time.Time, width int) []string {
 		}
 		start := ptr(s.StartedAt, ready)
 		end := ptr(s.FinishedAt, t1)
-		last := markDone
+		last := EndDone
 		switch s.State {
 		case workflow.StepFailed:
-			last = markFailed
+			last = EndFailed
 		case workflow.StepCancelled:
-			last = markCancel
+			last = EndCancelled
 		case workflow.StepPending, workflow.StepProcessing:
-			last = markRunning
+			last = EndRunning
 			if !o.State.InFlight() {
 				end = ptr(s.FinishedAt, clamp(o.UpdatedAt))
 			}
@@ -107,12 +133,8 @@ func Timeline(o api.Order, now time.Time, width int) []string {
 		if start.Before(ready) {
 			ready = start
 		}
-		note := fmt.Sprintf("%s, %s", duration(end.Sub(ready)), plural(s.Attempts, "attempt"))
-		if s.Failures > 0 {
-			note += fmt.Sprintf(", %d failed", s.Failures)
-		}
-		rows = append(rows, row{label: fmt.Sprintf("%d %s", i+1, cell(s.Name, timelineLabelWidth)), note: note,
-			from: ready, start: start, end: end, dotted: s.Attempts > 1 || s.Failures > 0, fill: markRun, last: last})
+		rows = append(rows, TimelineRow{Index: i, Step: s.Name, Attempts: s.Attempts, Failures: s.Failures,
+			From: ready, Start: start, End: end, Dotted: s.Attempts > 1 || s.Failures > 0, Ends: last})
 		if s.FinishedAt != nil {
 			ends = append(ends, end)
 			ready = end
@@ -121,17 +143,17 @@ func Timeline(o api.Order, now time.Time, width int) []string {
 	// Undos run from the last step back: the one that ended first first,
 	// those still running last.
 	type undo struct {
-		name       string
+		index      int
 		s          api.StepHistory
 		end        time.Time
 		inProgress bool
 	}
 	var undos []undo
-	for _, s := range o.Steps {
+	for i, s := range o.Steps {
 		if s.Compensation == "" {
 			continue
 		}
-		u := undo{name: s.Name, s: s, end: ptr(s.CompensatedAt, t1), inProgress: s.CompensatedAt == nil}
+		u := undo{index: i, s: s, end: ptr(s.CompensatedAt, t1), inProgress: s.CompensatedAt == nil}
 		if u.inProgress && s.Compensation != workflow.StepPending && s.Compensation != workflow.StepProcessing {
 			u.end = clamp(o.UpdatedAt) // failed: it ended at the record's last change
 		}
@@ -149,20 +171,43 @@ func Timeline(o api.Order, now time.Time, width int) []string {
 				start = e
 			}
 		}
-		last := markDone
+		last := EndDone
 		switch u.s.Compensation {
 		case workflow.StepFailed:
-			last = markFailed
+			last = EndFailed
 		case workflow.StepPending, workflow.StepProcessing:
-			last = markRunning
+			last = EndRunning
 		}
-		note := fmt.Sprintf("%s, %s", duration(u.end.Sub(start)), plural(u.s.CompensationAttempts, "attempt"))
-		if u.s.CompensationFailures > 0 {
-			note += fmt.Sprintf(", %d failed", u.s.CompensationFailures)
-		}
-		rows = append(rows, row{label: "  undo " + cell(u.name, timelineLabelWidth-7), note: note,
-			from: start, start: start, end: u.end, fill: markUndo, last: last})
+		rows = append(rows, TimelineRow{Index: u.index, Step: u.s.Name, Undo: true, Attempts: u.s.CompensationAttempts,
+			Failures: u.s.CompensationFailures, From: start, Start: start, End: u.end, Ends: last})
 		ends = append(ends, u.end)
+	}
+	return t0, t1, rows
+}
+
+// Timeline draws the order's steps and undos on one time axis, from its
+// creation to its last change (to now while it is in flight), in width
+// columns of plain ASCII: a row per step that ran, with its last attempt
+// as a bar and its earlier attempts and retry waits dotted before it, then
+// a row per undo, each labelled with where its time went (TimelineRows).
+// It is a pure function of the order and now.
+func Timeline(o api.Order, now time.Time, width int) []string {
+	width = min(max(width, MinTimelineWidth), MaxTimelineWidth)
+	t0, t1, timeline := TimelineRows(o, now)
+	type row struct {
+		label, note      string
+		from, start, end time.Time
+		dotted           bool
+		fill, last       rune
+	}
+	marks := map[TimelineEnd]rune{EndDone: markDone, EndFailed: markFailed, EndCancelled: markCancel, EndRunning: markRunning}
+	rows := make([]row, 0, len(timeline))
+	for _, r := range timeline {
+		label, fill := fmt.Sprintf("%d %s", r.Index+1, cell(r.Step, timelineLabelWidth)), markRun
+		if r.Undo {
+			label, fill = "  undo "+cell(r.Step, timelineLabelWidth-7), markUndo
+		}
+		rows = append(rows, row{label: label, note: r.Note(), from: r.From, start: r.Start, end: r.End, dotted: r.Dotted, fill: fill, last: marks[r.Ends]})
 	}
 
 	if len(rows) == 0 {
@@ -232,3 +277,7 @@ func plural(n int, what string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, what)
 }
+
+// Duration is d as the timeline writes it for a person: 120ms, 4.2s,
+// 2m05s, 1h02m.
+func Duration(d time.Duration) string { return duration(d) }

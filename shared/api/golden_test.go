@@ -103,7 +103,7 @@ func TestGoldensAgree(t *testing.T) {
 }
 
 // TestClientDocuments: a client's GET /orders/{id} and its listing are the
-// operators' documents without the owner and the failure texts (lastError,
+// operators' documents without the owner, the trace ID and the failure texts (lastError,
 // a step's error and compensationError), which may quote what AWS or a
 // remote service answered; the reasons stay. The client's decoders read
 // them.
@@ -119,6 +119,7 @@ func TestClientDocuments(t *testing.T) {
 		}
 		delete(doc, "owner")
 		delete(doc, "lastError")
+		delete(doc, "traceId")
 		steps, _ := doc["steps"].([]any)
 		for _, s := range steps {
 			delete(s.(map[string]any), "error")

@@ -25,8 +25,9 @@ const maxCursorBytes = 2048
 // invocation holding the claim, the alert outbox, requeue counts) and the
 // input, which the client sent. Owner and the failure texts (LastError, a
 // step's Error and CompensationError), which may quote what AWS or a remote
-// service answered, are shown on the operators' route only; both routes
-// show the failure's Reason and ReasonText (workflow.ReasonOf).
+// service answered, and the trace ID are shown on the operators' route
+// only; both routes show the failure's Reason and ReasonText
+// (workflow.ReasonOf).
 type Order struct {
 	OrderID  string                `json:"orderId"`
 	Workflow string                `json:"workflow"`
@@ -47,11 +48,14 @@ type Order struct {
 	ReasonText string              `json:"reasonText,omitempty"`
 	ClientID   string              `json:"clientId,omitempty"`
 	Owner      string              `json:"owner,omitempty"`
-	EventSeq   int                 `json:"eventSeq"`
-	Cancelled  bool                `json:"cancelled"`
-	Resubmits  int                 `json:"resubmits"`
-	CreatedAt  time.Time           `json:"createdAt"`
-	UpdatedAt  time.Time           `json:"updatedAt"`
+	// TraceID is the order's trace (its X-Ray Root), which every log line
+	// about the order carries as traceId: operators only.
+	TraceID   string    `json:"traceId,omitempty"`
+	EventSeq  int       `json:"eventSeq"`
+	Cancelled bool      `json:"cancelled"`
+	Resubmits int       `json:"resubmits"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 	// ExpiresAt is when an order that ended for good (Processed,
 	// Compensated, Cancelled) is deleted, the retention after it ended;
 	// absent while it is open or waits for an operator. From then on it is

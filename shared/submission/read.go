@@ -51,8 +51,8 @@ func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.API
 // status view need not echo). A failure is shown to everyone as its
 // workflow.Reason, a code and our own words; its whole cause (LastError and
 // the steps' errors), which may quote what AWS answered (a queue URL, an
-// account ID, a role's ARN) or what a remote service wrote, and the owner
-// only to operators.
+// account ID, a role's ARN) or what a remote service wrote, the owner and
+// the trace ID (the key of the order's log lines) only to operators.
 func newStatus(st workflow.State, operator bool, log *slog.Logger) api.Order {
 	reason := workflow.ReasonOf(st)
 	s := api.Order{
@@ -79,7 +79,7 @@ func newStatus(st workflow.State, operator bool, log *slog.Logger) api.Order {
 		Steps:        make([]api.StepHistory, len(st.Steps)),
 	}
 	if operator {
-		s.Owner, s.LastError = st.Owner, st.LastError
+		s.Owner, s.LastError, s.TraceID = st.Owner, st.LastError, trace.Stored(st.Trace).Root
 	}
 	for i, r := range st.Steps {
 		step, undo := workflow.StepReasons(r)

@@ -1,0 +1,20 @@
+package console
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sasflow/sas/internal/opsclient"
+)
+
+// Run serves the console of `sasctl ui` for s until ctx ends, printing the
+// URL to open: opsclient.Env.UI.
+func Run(ctx context.Context, s opsclient.UISession) error {
+	o := Options{Orders: s.Client, Endpoint: s.Endpoint, Now: s.Now}
+	if s.SQS != nil {
+		o.Queues, o.Scope = SQSQueues{Client: s.SQS, Scope: s.Scope}, s.ScopeName
+	}
+	return Serve(ctx, s.Listen, o, func(url string) {
+		fmt.Fprintf(s.Out, "sasctl ui: open %s\n(the URL carries this session's token: keep it to yourself; Ctrl-C stops the console)\n", url)
+	})
+}
