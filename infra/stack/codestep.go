@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -21,7 +22,7 @@ import (
 // statements, and the ledger on its own keys (topology's CodeStep).
 func (b *builder) codeStep(sh *sharedResources, st workflow.Step, m stepgen.Manifest) *fn {
 	params := map[string]awscdk.CfnParameter{}
-	for _, name := range sortedNames(m.Parameters) {
+	for _, name := range slices.Sorted(maps.Keys(m.Parameters)) {
 		params[name] = awscdk.NewCfnParameter(b.stack, jsii.String(name), &awscdk.CfnParameterProps{
 			Type:        jsii.String("String"),
 			MinLength:   jsii.Number(1),
@@ -116,13 +117,4 @@ func nagPattern(s string) string {
 		}
 	}
 	return out.String()
-}
-
-func sortedNames(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
