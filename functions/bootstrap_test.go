@@ -341,6 +341,16 @@ func (s *system) resolve(t *testing.T, v any) string {
 		}
 		if att, ok := v["Fn::GetAtt"].([]any); ok && len(att) == 2 {
 			id := fmt.Sprint(att[0], ".", att[1])
+			if att[1] == "RoleId" {
+				// A role's unique ID, which SQS stamps on what it sends
+				// (SenderId): an Agent's is its replies' in the samples
+				// (sampleSenders); the others' are fauxqs's, which
+				// stamps every message with one ID, whoever sent it.
+				if local, ok := sampleSenders(t)[id]; ok {
+					return local
+				}
+				return "000000000000"
+			}
 			if local, ok := s.refs[id]; ok {
 				return local
 			}
@@ -445,6 +455,28 @@ func invoke(t *testing.T, f *lambdart.Function, payload []byte, out any) {
 			t.Fatalf("%s response %s: %v", f.Name, res.Response, err)
 		}
 	}
+}
+
+// sampleSenders are the role IDs of the Agents whose replies
+// scheduler-agent-reply.json holds, by the stack's "<Role>.RoleId": the
+// role part of each reply's SenderId, so the Scheduler takes the sample's
+// replies as its Agents' own.
+func sampleSenders(t *testing.T) map[string]string {
+	t.Helper()
+	var ev events.SQSEvent
+	if err := json.Unmarshal(sample(t, "scheduler-agent-reply.json"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range ev.Records {
+		m, err := message.DecodeAgentReply(r.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _, _ := strings.Cut(r.Attributes["SenderId"], ":")
+		out["Agent"+pascal(m.Step)+"Role.RoleId"] = id
+	}
+	return out
 }
 
 func sample(t *testing.T, name string) []byte {

@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -292,6 +293,11 @@ func CodeSteps() (map[string]stepgen.Manifest, error) {
 		out[name] = m
 	}
 	return out, errors.Join(errs...)
+}
+
+// CodeStepNames are the code steps' names, in name order.
+func (c Config) CodeStepNames() []string {
+	return slices.Sorted(maps.Keys(c.CodeSteps))
 }
 
 // CodeStepFolders are the folders of the code steps' functions, relative

@@ -2,6 +2,9 @@ package stack
 
 import (
 	"fmt"
+	"strings"
+
+	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
@@ -32,7 +35,7 @@ func (b *builder) scheduler(sh *sharedResources) *fn {
 		// Every Agent: an order's next step is any step of its pinned
 		// version.
 		topology.EnvAgentQueueURLs: queueURLs(sh.queues, b.cfg.Workflows.AgentNames()),
-	})
+	}, topology.EnvReplySenders)
 	b.consume(f, sh.queues.scheduler, topology.SchedulerBatchSize, 0)
 	b.consume(f, sh.queues.responses, topology.SchedulerBatchSize, 0)
 
@@ -52,4 +55,20 @@ func (b *builder) scheduler(sh *sharedResources) *fn {
 		resp.id, respAge))
 	b.functionErrors(sh.alerts, f)
 	return f
+}
+
+// replySenders tells the Scheduler whose replies to commit: each step's
+// Agent's role, by its unique ID (Fn::GetAtt RoleId, "the stable and
+// unique string identifying the role", AWS::IAM::Role return values,
+// https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-iam-role.html#aws-resource-iam-role-return-values),
+// which SQS stamps on each message the role sends (SenderId,
+// "AROA…:<session>"). A reply from any other principal allowed to send to
+// the response queue is refused. Set once the Agents exist: the Scheduler
+// is declared first.
+func (b *builder) replySenders(scheduler *fn, agents []*fn) {
+	pairs := make([]string, len(agents))
+	for i, a := range agents {
+		pairs[i] = a.step + "=" + *a.role.RoleId()
+	}
+	scheduler.fn.AddEnvironment(jsii.String(topology.EnvReplySenders), jsii.String(strings.Join(pairs, ",")), nil)
 }

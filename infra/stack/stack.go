@@ -79,6 +79,7 @@ func New(scope constructs.Construct, id string, cfg Config, props *awscdk.StackP
 	submission := b.submission(sh)
 	scheduler := b.scheduler(sh)
 	agents := b.agents(sh)
+	b.replySenders(scheduler, agents)
 	supervisor := b.supervisor(sh)
 	timer := b.timer(sh)
 	deadline := b.deadline(sh)

@@ -1,7 +1,10 @@
 package stack
 
 import (
+	"strings"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/jsii-runtime-go"
 
 	"github.com/sasflow/sas/shared/topology"
 )
@@ -18,10 +21,10 @@ type timerActor struct {
 // function's queue (supervisor.go).
 func (b *builder) timer(sh *sharedResources) *timerActor {
 	f := b.actorFunction(Timer, sh, fnSpec{
-		description: "Reads the state table's stream and arms a Deadline, delayed until CompleteBy, for each new phase of a record the Supervisor watches",
+		description: "Reads the state table's stream, arms a Deadline, delayed until CompleteBy, for each new phase of a record the Supervisor watches, and gives an ended order's ledger entries its TTL",
 		trigger:     byStream,
 		timeout:     topology.TimerTimeout, memory: topology.TimerMemoryMB,
-	}, nil)
+	}, map[string]*string{topology.EnvCodeSteps: jsii.String(strings.Join(b.cfg.CodeStepNames(), ","))})
 	failures := b.failureQueue("TimerDLQ", "Timer")
 	b.consumeStream(f, sh.state, failures)
 	b.functionErrors(sh.alerts, f)

@@ -54,6 +54,12 @@ func (r *run) check(end time.Time) Result {
 	states := map[string]workflow.State{}
 	for _, id := range slices.Sorted(mapsKeys(ids)) {
 		s, err := st.Store.GetState(ctx, id)
+		if last := st.last[id].after; err != nil && last.ProcessState.Ended() && last.Expired(end) {
+			// Ended for good more than the retention ago: gone as it
+			// should be; its last write is what it was.
+			states[id] = last
+			continue
+		}
 		if err != nil {
 			bad("lost: order %s has no state record (%v)", id, err)
 			continue
@@ -99,11 +105,15 @@ func (r *run) check(end time.Time) Result {
 			}
 			bound += (1 + s.Resubmits) * mach.MaxFailuresOf(k) * (rounds + 2)
 		}
+		// Each operator's retry takes an Attempt of its own.
+		bound += s.Resubmits
 		if s.Attempt > bound {
 			bad("unbounded: order %s at attempt %d, over %d", id, s.Attempt, bound)
 		}
 		r.checkEffects(s, bad)
 		r.checkEvents(s, bad)
+		r.cancelAlerted(s, bad)
+		r.stuck(s, bad)
 	}
 	for key, n := range rm.effects {
 		if n > 1 {
@@ -126,6 +136,9 @@ func (r *run) check(end time.Time) Result {
 	}
 	for _, v := range st.earlyRecoveries {
 		bad("early recovery: the Supervisor recovered a record whose deadline had not passed: %s", v)
+	}
+	for _, v := range st.forgedCommits {
+		bad("forged: a reply its step's Agent did not send was committed: %s", v)
 	}
 	slices.Sort(res.Violations)
 	res.Violations = slices.Compact(res.Violations)
@@ -169,10 +182,14 @@ func (r *run) checkEffects(s workflow.State, bad func(string, ...any)) {
 	stopped := s.ProcessState == workflow.Compensated || s.ProcessState == workflow.Cancelled
 	for i, step := range s.Steps {
 		key := workflow.IdempotencyKey(s.OrderID, step.Name)
-		applied, undone := rm.effects[key], rm.undos[key]
+		applied, undone := 0, 0
+		keys, _ := workflow.StepKeys(s, i)
+		for _, k := range keys {
+			applied, undone = applied+rm.effects[k], undone+rm.undos[k]
+		}
 		compensable := i < len(def.Steps) && def.Steps[i].Compensable
 		if _, ok := codeSteps[step.Name]; ok {
-			r.sys.code.check(s, step, compensable, bad)
+			r.sys.code.check(s, i, compensable, bad)
 			continue
 		}
 		switch {

@@ -206,20 +206,31 @@ type counted struct {
 	step step.Step
 }
 
+// Do runs the step, as the order ships: with a conditional put
+// (RefuseAfterEffect) a shipment already there is refused for good
+// ("already shipped"), the step's own effect from an earlier try.
 func (c counted) Do(ctx context.Context, req step.Request) (json.RawMessage, error) {
-	out, err := c.step.Do(ctx, req)
-	c.m.last = procOf(ctx)
-	return out, err
+	defer func() { c.m.last = procOf(ctx) }()
+	if _, there := c.m.objects[shiporder.Key(req.OrderID)]; there && c.m.f.ofOrder(RefuseAfterEffect, req.OrderID) {
+		c.m.f.counts["code-refused-after-effect"]++
+		return nil, step.Reject("already_shipped", "the shipment of order "+req.OrderID+" exists")
+	}
+	return c.step.Do(ctx, req)
 }
 
+// Undo runs the step's undo, refused for good while its order is under a
+// hold (Hold): the object cannot be deleted until the hold is lifted.
 func (c counted) Undo(ctx context.Context, req step.Request) (json.RawMessage, error) {
+	defer func() { c.m.last = procOf(ctx) }()
 	u, ok := c.step.(step.Undoer)
 	if !ok {
 		return nil, errors.New("simulation: the undo of a step that has none")
 	}
-	out, err := u.Undo(ctx, req)
-	c.m.last = procOf(ctx)
-	return out, err
+	if c.m.f.held(req.OrderID) {
+		c.m.f.counts["code-held-undo"]++
+		return nil, step.Reject("legal_hold", "the shipment of order "+req.OrderID+" is under a legal hold")
+	}
+	return u.Undo(ctx, req)
 }
 
 // wrap is st as the simulator runs it, with an undo only when st has one.
@@ -266,10 +277,10 @@ type ledger struct{ m *codeModel }
 
 var _ statestore.LedgerPort = ledger{}
 
-func (l ledger) Begin(ctx context.Context, key, owner string, leaseUntil, expiresAt time.Time) (e statestore.LedgerEntry, claimed bool, err error) {
+func (l ledger) Begin(ctx context.Context, key, owner string, leaseUntil time.Time) (e statestore.LedgerEntry, claimed bool, err error) {
 	m := l.m
 	err = m.f.call(ctx, "ledger.Begin", key, true, func() error {
-		e, claimed, err = m.st.Store.Begin(ctx, key, owner, leaseUntil, expiresAt)
+		e, claimed, err = m.st.Store.Begin(ctx, key, owner, leaseUntil)
 		if err == nil && claimed {
 			m.claimed(procOf(ctx), key, owner, leaseUntil)
 		}
@@ -314,12 +325,18 @@ func (l ledger) Release(ctx context.Context, key, owner string) error {
 	})
 }
 
-func (l ledger) Tombstone(ctx context.Context, key string, expiresAt time.Time) (e statestore.LedgerEntry, err error) {
+func (l ledger) Tombstone(ctx context.Context, key string) (e statestore.LedgerEntry, err error) {
 	err = l.m.f.call(ctx, "ledger.Tombstone", key, true, func() error {
-		e, err = l.m.st.Store.Tombstone(ctx, key, expiresAt)
+		e, err = l.m.st.Store.Tombstone(ctx, key)
 		return err
 	})
 	return e, err
+}
+
+func (l ledger) Expire(ctx context.Context, key string, at time.Time) error {
+	return l.m.f.call(ctx, "ledger.Expire", key, true, func() error {
+		return l.m.st.Store.Expire(ctx, key, at)
+	})
 }
 
 func (l ledger) FinishUndo(ctx context.Context, effectKey, undoKey, owner string, output json.RawMessage) error {
@@ -342,12 +359,21 @@ func (l ledger) FinishUndo(ctx context.Context, effectKey, undoKey, owner string
 // for step of order s: it ran as code with its effect recorded by
 // one try at most (checked as it happened), re-run only inside the window,
 // and nothing left by an order that ended compensated or cancelled.
-func (m *codeModel) check(s workflow.State, step workflow.StepRecord, compensable bool, bad func(string, ...any)) {
+func (m *codeModel) check(s workflow.State, i int, compensable bool, bad func(string, ...any)) {
+	step := s.Steps[i]
 	name := step.Name
+	// Every round of the step's key: a new one only after a certain
+	// refusal, under which nothing was applied.
+	keys, _ := workflow.StepKeys(s, i)
 	key := statestore.LedgerKey(name, workflow.IdempotencyKey(s.OrderID, name))
-	puts, reruns, openings := m.puts[key], m.reruns[key], m.openings[key]
+	puts, reruns, openings := 0, 0, 0
+	for _, k := range keys {
+		lk := statestore.LedgerKey(name, k)
+		puts, reruns, openings = puts+m.puts[lk], reruns+m.reruns[lk], openings+m.openings[lk]
+	}
 	_, left := m.objects[shiporder.Key(s.OrderID)]
 	stopped := s.ProcessState == workflow.Compensated || s.ProcessState == workflow.Cancelled
+	named := strings.HasPrefix(s.LastError, workflow.NotUndoablePrefix) && strings.Contains(s.LastError, "step "+name+" ")
 	switch {
 	case reruns > openings:
 		bad("effects: %s applied %d times, re-run %d times after %d tries that applied it and did not record it", key, puts, reruns, openings)
@@ -357,6 +383,10 @@ func (m *codeModel) check(s workflow.State, step workflow.StepRecord, compensabl
 		bad("effects: step %s of processed order %s undone", name, s.OrderID)
 	case stopped && compensable && left:
 		bad("left applied: %s (shipment %s kept after %d puts and %d deletes, order %s)", key, shiporder.Key(s.OrderID), puts, m.deletes[shiporder.Key(s.OrderID)], s.ProcessState)
+	case !compensable && left && s.ProcessState != workflow.Processed && s.ProcessState != workflow.CompensationFailed &&
+		(s.ProcessState == workflow.Compensated || !named):
+		// Applied, no undo, and the order did not complete: it must say so.
+		bad("unreported: %s applied without an undo, order %s, last error %q", key, s.ProcessState, s.LastError)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sasflow/sas/internal/localstack/draw"
 )
 
 // Fault is a kind of fault the simulator injects.
@@ -62,11 +64,27 @@ const (
 	// CrashAfterLedger: a try of a code step dies after the ledger recorded
 	// its outcome and before the reply; the next delivery replays it.
 	CrashAfterLedger Fault = "crash-after-ledger"
+	// Hold: a share of the orders are under a legal hold, whose undos
+	// (remote or code) are refused for good until the hold is lifted.
+	Hold Fault = "hold"
+	// Fix: a day and a half after the faults stop (past the retention,
+	// which such a run sets to its shortest, a day), the operators lift
+	// every hold and retry, twice an hour apart, every order that waits for
+	// one; the run ends when those are terminal again.
+	Fix Fault = "fix"
+	// RefuseAfterEffect: a share of the orders ship with a conditional put,
+	// so a try of ship-order that finds the shipment there already refuses
+	// for good ("already shipped") instead of writing it again.
+	RefuseAfterEffect Fault = "refuse-after-effect"
+	// Forge: a compromised Agent (any principal allowed to send to the
+	// response queue) sends replies naming other steps of other orders.
+	Forge Fault = "forge"
 )
 
 // AllFaults lists every Fault.
 func AllFaults() []Fault {
-	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica, CrashAfterEffect, CrashAfterLedger}
+	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica, CrashAfterEffect, CrashAfterLedger,
+		Hold, Fix, RefuseAfterEffect, Forge}
 }
 
 // Mix is a run's faults: the rate of each kind that is on.
@@ -116,6 +134,8 @@ func Swarm(c Chooser) Mix {
 		Replica: {0.001, 0.01},
 		// Per try of a code step, far fewer than port calls.
 		CrashAfterEffect: {0.02, 0.1}, CrashAfterLedger: {0.02, 0.1},
+		// Shares of the orders.
+		Hold: {0.2, 0.5}, Fix: {1}, RefuseAfterEffect: {0.2, 1}, Forge: {0.05, 0.2},
 	}
 	m := Mix{}
 	for _, f := range AllFaults() {
@@ -146,11 +166,28 @@ type faults struct {
 	budget map[Fault]int
 	counts map[Fault]int
 	calls  int
+	// seed draws the faults that are a share of the orders (ofOrder).
+	seed uint64
+	// lifted: the operators lifted every hold (Fix).
+	lifted bool
 }
 
-func newFaults(w *World, mix Mix) *faults {
-	return &faults{w: w, mix: mix, on: true, counts: map[Fault]int{}}
+func newFaults(w *World, mix Mix, seed uint64) *faults {
+	return &faults{w: w, mix: mix, on: true, counts: map[Fault]int{}, seed: seed}
 }
+
+// ofOrder reports whether kind, a share of the orders (Hold,
+// RefuseAfterEffect), applies to order id: a draw of its own per order and
+// kind, from the seed, so an order's share is the same whatever the
+// scheduler chose before.
+func (f *faults) ofOrder(kind Fault, id string) bool {
+	rate := f.mix[kind]
+	return rate > 0 && f.budget == nil && draw.Unit(f.seed, string(kind)+"/"+id, 0) < rate
+}
+
+// held reports whether order id's undos are refused for good now: it is
+// under a hold that has not been lifted.
+func (f *faults) held(id string) bool { return !f.lifted && f.ofOrder(Hold, id) }
 
 // strike decides whether f strikes now.
 func (f *faults) strike(kind Fault) bool {

@@ -28,6 +28,11 @@ import (
 //   - a compensation undoes the effect under its effectKey at most once per
 //     key of its own; one that finds nothing applied leaves a tombstone, so
 //     a late try of the step is refused 409 compensated;
+//   - a rejection is remembered under its key, for steps and undos alike:
+//     every later call with the key gets it again, and the key is never
+//     applied (an operator's retry of it comes under a new key);
+//   - an order under a hold (Hold) has its undos refused for good until
+//     the operators lift it (Fix);
 //   - while a call that hung is still working on a key (HangThenApply), a
 //     step call with it is 409 in_progress and an undo of it 503;
 //   - faults: 503, 422, hangs until the caller's timeout, applied then 503
@@ -48,9 +53,6 @@ type remoteModel struct {
 	// key reused across orders.
 	keyOrders map[string]string
 	reused    []string
-	// compensable are the steps with an undo in any version; the others
-	// remember a rejection under its key, as the contract asks.
-	compensable map[string]bool
 	// replicas are the hosts the Agents reach the services at, all in
 	// front of this one state; outage is the Replica fault in force.
 	replicas []string
@@ -211,18 +213,29 @@ func (m *remoteModel) serve(key string, undo bool, body []byte) answer {
 		m.effects[key]++
 		return m.store(key, hash, sr.OrderID, sr.Step, fmt.Sprintf(`{"confirmation":"%s-%d","orderId":%q}`, sr.Step, len(m.results), sr.OrderID))
 	}
+	// The contract: a rejection is remembered under its key, so a clean
+	// one proves nothing was applied under the key, ever.
+	refuse := func(code, msg string) answer {
+		if res, ok := m.results[key]; ok {
+			if res.hash != hash {
+				return problem(http.StatusConflict, "idempotency_conflict", "the Idempotency-Key was used with another request body")
+			}
+			return answer{status: res.status, body: res.body}
+		}
+		a := problem(http.StatusUnprocessableEntity, code, msg)
+		m.results[key] = remoteResult{status: a.status, body: a.body, hash: hash, orderID: sr.OrderID, step: sr.Step}
+		return a
+	}
 	_, stored := m.results[key]
+	if undo && !stored && m.f.held(sr.OrderID) {
+		m.f.counts["remote-held-undo"]++
+		return refuse("legal_hold", "the effect is under a legal hold")
+	}
 	switch m.draw(stored) {
 	case remotesim.Transient:
 		return unavailable
 	case remotesim.Permanent:
-		a := problem(http.StatusUnprocessableEntity, "rejected", "rejected")
-		if !undo && !m.compensable[sr.Step] {
-			// The contract: a step without an undo remembers its rejection
-			// under its key, so a clean rejection proves nothing applied.
-			m.results[key] = remoteResult{status: a.status, body: a.body, hash: hash, orderID: sr.OrderID, step: sr.Step}
-		}
-		return a
+		return refuse("rejected", "rejected")
 	case remotesim.Hang:
 		return answer{hang: true}
 	case remotesim.HangThenApply:

@@ -137,6 +137,8 @@ type run struct {
 	called map[string][]string
 	// events are the status events clients got, by order.
 	events map[string][]Delivery
+	// fixed are the orders the operators retried in the fix (Fix).
+	fixed map[string]bool
 }
 
 // Run runs one seed.
@@ -162,7 +164,7 @@ func Run(cfg Config) (Result, error) {
 	log := newLog(start, cfg.Record)
 	w := newWorld(start, c, log)
 	w.exhaustive = cfg.budget != nil
-	f := newFaults(w, cfg.Mix)
+	f := newFaults(w, cfg.Mix, cfg.Seed)
 	f.budget = cfg.budget
 	versions, err := demoVersions()
 	if err != nil {
@@ -182,7 +184,7 @@ func Run(cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := &run{cfg: cfg, w: w, f: f, sys: sys, next: versions.Catalog}
+	r := &run{cfg: cfg, w: w, f: f, sys: sys, next: versions.Catalog, fixed: map[string]bool{}}
 	rate := cfg.Rate
 	if cfg.Mix[Burst] > 0 {
 		rate *= 50
@@ -191,8 +193,12 @@ func Run(cfg Config) (Result, error) {
 	for i := range cfg.Orders {
 		cl := &client{i: i, key: fmt.Sprintf("key-%d", i), clientID: "client-" + strconv.Itoa(i%3)}
 		cl.priority = []workflow.Priority{workflow.PriorityHigh, "", workflow.PriorityLow, workflow.PriorityNormal}[i%4]
-		if !deploy && i%2 == 1 {
+		switch {
+		case deploy:
+		case i%2 == 1:
 			cl.ref = versions.IDs[0] // half the orders name the older version
+		case i%4 == 2 && shipsForGood != "":
+			cl.ref = shipsForGood // a quarter ship with no undo
 		}
 		if cfg.ref != "" {
 			cl.ref = cfg.ref
@@ -213,8 +219,14 @@ func Run(cfg Config) (Result, error) {
 		})
 	}
 	end := faultsEnd.Add(cfg.Settle)
+	if cfg.Mix[Fix] > 0 {
+		fixAt := faultsEnd.Add(fixAfter)
+		r.fix(fixAt)
+		end = fixEnd(fixAt).Add(cfg.Settle)
+	}
+	sys.until = end
 	sys.done = func() bool { return !f.on && r.quiet() }
-	sys.sweep(end)
+	sys.resweep()
 	w.at(faultsEnd, func() {
 		f.on = false
 		w.log.add(w.now, "run", "faults stop", "")
@@ -258,9 +270,48 @@ func (r *run) quiet() bool {
 // row, and the waits are what the runs must exercise.
 var demoVersions = sync.OnceValues(func() (localstack.Versions, error) {
 	v, err := localstack.DemoVersions(catalog.MustDeployed(), 2)
-	v.Catalog = waitSooner(v.Catalog)
-	return v, err
+	if err != nil {
+		return v, err
+	}
+	v.Catalog, shipsForGood = withShipsForGood(waitSooner(v.Catalog))
+	return v, v.Catalog.Validate()
 })
+
+// shipsForGood is the version withShipsForGood adds: the current one with
+// its code step without an undo.
+var shipsForGood string
+
+// withShipsForGood is cat with one more version of its default workflow,
+// after the newest and not current: the current version with every code
+// step that can be undone made one that cannot (a shipment that cannot be
+// called back), which a quarter of the orders name. There a code step is
+// the order's point of no return, whose refusals and timeouts stop the
+// order in Error and wait for an operator.
+func withShipsForGood(cat workflow.Catalog) (workflow.Catalog, string) {
+	cur, err := cat.ForNew("")
+	if err != nil {
+		return cat, ""
+	}
+	next := cur
+	next.Steps = slices.Clone(cur.Steps)
+	changed := false
+	for i, s := range next.Steps {
+		if _, code := codeSteps[s.Name]; code && s.Compensable {
+			next.Steps[i].Compensable, changed = false, true
+		}
+	}
+	if !changed {
+		return cat, ""
+	}
+	for _, d := range cat.Definitions {
+		if d.Name == next.Name {
+			next.Version = max(next.Version, d.Version+1)
+		}
+	}
+	out := cat
+	out.Definitions = append(slices.Clone(cat.Definitions), next)
+	return out, next.ID()
+}
 
 // waitSooner is cat with every step whose retry policy waits waiting at
 // its first failure.
@@ -387,8 +438,11 @@ func (r *run) post(cl *client, dup bool) {
 				}
 				r.w.after(later, func() { r.post(cl, true) })
 			}
+			if first && r.f.strike(Forge) {
+				r.forge(cl.id)
+			}
 			if first && r.f.strike(Operator) {
-				r.w.after(r.w.delay(0, 10*time.Minute), func() { r.operate(cl.id, 0) })
+				r.w.after(r.w.delay(0, 10*time.Minute), func() { r.operate(cl.id) })
 			}
 		default:
 			cl.rejected = fmt.Sprintf("%d %s", resp.StatusCode, resp.Body)
@@ -401,21 +455,11 @@ func (r *run) post(cl *client, dup bool) {
 func clientARN(cl *client) string { return "arn:aws:iam::123456789012:user/" + cl.clientID }
 
 // operate retries or cancels an order as an operator would, on whatever
-// state it is in; a refusal (409) is an answer, a 5xx is tried again.
-func (r *run) operate(id string, tries int) {
+// state it is in.
+func (r *run) operate(id string) {
 	action := "retry"
 	if r.w.choose.Intn(2) == 0 {
 		action = "cancel"
 	}
-	req := r.request(http.MethodPost, "/orders/"+id+"/"+action, operatorCaller, nil, nil)
-	r.w.log.add(r.w.now, "operator", action, id)
-	r.api(req, func(resp events.APIGatewayV2HTTPResponse, killed bool) {
-		if (killed || resp.StatusCode >= 500) && tries < 5 {
-			r.w.after(r.w.delay(time.Millisecond, 5*time.Second), func() { r.operate(id, tries+1) })
-			return
-		}
-		if !killed && resp.StatusCode < 500 && resp.StatusCode != http.StatusConflict && (resp.StatusCode < 200 || resp.StatusCode > 299) {
-			r.violations = append(r.violations, fmt.Sprintf("operator %s of %s: %d %s", action, id, resp.StatusCode, resp.Body))
-		}
-	})
+	r.act(id, action, 0)
 }

@@ -44,9 +44,11 @@ const MaxMessageBytes = workflow.MaxMessageBytes
 const maxDelaySeconds = 900
 
 type sqsMessage struct {
-	id        string
-	body      string
-	trace     string
+	id    string
+	body  string
+	trace string
+	// sender is the SenderId SQS stamped: the sending role's ID and session.
+	sender    string
 	sent      time.Time
 	visibleAt time.Time
 	receives  int
@@ -157,10 +159,10 @@ func (s *SQS) lookup(url string) (*Queue, error) {
 	return q, nil
 }
 
-// enqueue puts a message on q.
-func (s *SQS) enqueue(q *Queue, body, traceHeader string, delay int32) {
+// enqueue puts a message on q, as sent by sender.
+func (s *SQS) enqueue(q *Queue, body, traceHeader, sender string, delay int32) {
 	s.ids++
-	m := &sqsMessage{id: "m" + strconv.Itoa(s.ids), body: body, trace: traceHeader, sent: s.w.now}
+	m := &sqsMessage{id: "m" + strconv.Itoa(s.ids), body: body, trace: traceHeader, sender: sender, sent: s.w.now}
 	q.byID[m.id] = m
 	if delay > 0 {
 		q.hide(m, s.w.now.Add(time.Duration(delay)*time.Second))
@@ -192,8 +194,42 @@ func traceOf(attrs map[string]sqstypes.MessageSystemAttributeValue) string {
 	return ""
 }
 
-// SendMessage is sqs.Client's, through the port's faults.
+// As is the SQS endpoint as the role role (its unique ID) calls it in
+// session: SQS stamps each message it sends with the SenderId
+// "<role>:<session>", which the sender does not choose ("SenderId", ReceiveMessage,
+// Amazon SQS API Reference,
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ReceiveMessage.html).
+func (s *SQS) As(role, session string) *SQSAs { return &SQSAs{SQS: s, sender: role + ":" + session} }
+
+// SQSAs is the SQS endpoint as one role calls it.
+type SQSAs struct {
+	*SQS
+	sender string
+}
+
+var _ queue.Client = (*SQSAs)(nil)
+
+// SendMessage is sqs.Client's, stamped with the role's SenderId.
+func (a *SQSAs) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	return a.SQS.send(ctx, in, a.sender)
+}
+
+// SendMessageBatch is sqs.Client's, stamped with the role's SenderId.
+func (a *SQSAs) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return a.SQS.sendBatch(ctx, in, a.sender)
+}
+
+// SendMessage is sqs.Client's, through the port's faults, from no role of
+// the system's (a test's).
 func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	return s.send(ctx, in, anonymousSender)
+}
+
+// anonymousSender is the SenderId of a message sent by no role of the
+// system's.
+const anonymousSender = "AIDAANONYMOUS"
+
+func (s *SQS) send(ctx context.Context, in *sqs.SendMessageInput, sender string) (*sqs.SendMessageOutput, error) {
 	q, err := s.lookup(aws.ToString(in.QueueUrl))
 	if err != nil {
 		return nil, err
@@ -203,7 +239,7 @@ func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...fu
 		if err := checkMessage(body, in.DelaySeconds); err != nil {
 			return err
 		}
-		s.enqueue(q, body, traceOf(in.MessageSystemAttributes), in.DelaySeconds)
+		s.enqueue(q, body, traceOf(in.MessageSystemAttributes), sender, in.DelaySeconds)
 		return nil
 	})
 	if err != nil {
@@ -214,6 +250,10 @@ func (s *SQS) SendMessage(ctx context.Context, in *sqs.SendMessageInput, _ ...fu
 
 // SendMessageBatch is sqs.Client's: each entry succeeds or fails alone.
 func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	return s.sendBatch(ctx, in, anonymousSender)
+}
+
+func (s *SQS) sendBatch(ctx context.Context, in *sqs.SendMessageBatchInput, sender string) (*sqs.SendMessageBatchOutput, error) {
 	q, err := s.lookup(aws.ToString(in.QueueUrl))
 	if err != nil {
 		return nil, err
@@ -237,7 +277,7 @@ func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInpu
 					Message: aws.String(err.Error()), SenderFault: true})
 				continue
 			}
-			s.enqueue(q, body, traceOf(e.MessageSystemAttributes), e.DelaySeconds)
+			s.enqueue(q, body, traceOf(e.MessageSystemAttributes), sender, e.DelaySeconds)
 			out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id})
 		}
 		return nil
@@ -343,7 +383,7 @@ func (s *SQS) receive(q *Queue, n int) []events.SQSMessage {
 		if q.maxReceiveCount > 0 && m.receives >= q.maxReceiveCount {
 			q.remove(m)
 			s.w.log.add(now, q.name, "sqs.redrive-to-dlq", m.id)
-			s.enqueue(q.dlq, m.body, m.trace, 0)
+			s.enqueue(q.dlq, m.body, m.trace, m.sender, 0)
 			continue
 		}
 		m.receives++
@@ -355,6 +395,7 @@ func (s *SQS) receive(q *Queue, n int) []events.SQSMessage {
 			q.hide(m, now.Add(q.visibility))
 		}
 		attrs := map[string]string{
+			"SenderId":                         m.sender,
 			"ApproximateReceiveCount":          strconv.Itoa(m.receives),
 			"SentTimestamp":                    strconv.FormatInt(m.sent.UnixMilli(), 10),
 			"ApproximateFirstReceiveTimestamp": strconv.FormatInt(now.UnixMilli(), 10),

@@ -29,6 +29,8 @@ type store struct {
 	// their record's CompleteBy; earlyRecoveries, the Supervisor's writes
 	// to a record whose CompleteBy had not passed.
 	staleCommits, lateCommits, earlyRecoveries []string
+	// forgedCommits are commits of a reply its step's Agent did not send.
+	forgedCommits []string
 	// tolerance is how far apart two clocks may be, plus a call's
 	// latency: a commit decided in time may land that much late.
 	tolerance time.Duration
@@ -89,6 +91,9 @@ func (s *store) Apply(ctx context.Context, c workflow.Change) (workflow.State, e
 		}
 		if c.Dispatch {
 			s.claimed[c.OrderID] = max(s.claimed[c.OrderID], st.Attempt)
+		}
+		if f := forged(c); f != "" {
+			s.forgedCommits = append(s.forgedCommits, f)
 		}
 		s.transitions[c.Transition]++
 		prev := s.last[c.OrderID]

@@ -113,8 +113,11 @@ type system struct {
 	skew     time.Duration
 	requests int
 	// done, when set, says the run is over: the Supervisor's schedule
-	// stops.
-	done func() bool
+	// stops, until resweep starts it again (the operators' fix). until
+	// ends it in any case; sweeping says it runs.
+	done     func() bool
+	until    time.Time
+	sweeping bool
 }
 
 // functions are the names a release is deployed under, the Submission
@@ -126,6 +129,11 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 	s := &system{w: w, f: f, policy: workflow.DefaultPolicy(), agent: agent.DefaultConfig(), log: slog.New(slog.DiscardHandler),
 		agentQ: map[string]*Queue{}, steps: map[string]workflow.Step{}, clients: map[string]*Subscription{}, live: map[string]*release{}, skew: skew}
 	s.agent.Concurrency = 1 // one record at a time: one goroutine per invocation
+	if f.mix[Fix] > 0 {
+		// The operators' fix comes past the shortest retention, so what
+		// should outlive an order that waits for them is tested there.
+		s.policy.Retention = workflow.MinRetention
+	}
 	s.sqs = newSQS(w, f)
 	s.sns = newSNS(w, f)
 	s.stream = &stream{w: w}
@@ -134,7 +142,6 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 	s.store.tolerance = 2*skew + 4*time.Second
 	s.remote = newRemote(w, f, s.agent.RemoteTimeout)
 	s.code = newCodeModel(w, f, s.store)
-	s.remote.compensable = map[string]bool{}
 	s.remote.replicas = []string{"remote-a.example.com", "remote-b.example.com"}
 	vis := func(timeout time.Duration) time.Duration { return topology.Visibility(timeout) }
 	s.schedulerQ = s.sqs.queue("scheduler", vis(topology.SchedulerTimeout), topology.MaxReceiveCount)
@@ -146,9 +153,6 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 			if _, ok := s.agentQ[step.Name]; !ok {
 				s.agentQ[step.Name] = s.sqs.queue("agent-"+step.Name, vis(topology.AgentTimeout(step)), topology.MaxReceiveCount)
 				s.steps[step.Name] = step
-			}
-			if step.Compensable {
-				s.remote.compensable[step.Name] = true
 			}
 		}
 	}
@@ -187,7 +191,6 @@ func (s *system) deps(clk clock.Clock) actor.Deps { return actor.Deps{Clock: clk
 // build makes a release of every function for cat.
 func (s *system) build(cat workflow.Catalog) (*release, error) {
 	r := &release{cat: cat, pools: map[string]*pool{}}
-	send := queue.NewSender(s.sqs)
 	alerts := alert.NewPublisher(s.sns, s.alerts.arn)
 	agentURLs := map[string]string{}
 	var urls []string
@@ -211,25 +214,33 @@ func (s *system) build(cat workflow.Catalog) (*release, error) {
 			AgentQueues: first, SchedulerQueueURL: s.schedulerQ.url, Workflows: cat, ClaimTimeout: s.policy.ClaimTimeout,
 			Retention: s.policy.Retention, OrdersTable: "orders", StateTable: "state", Admission: admit,
 			AlertTopicARN: s.alerts.arn, OperatorPrincipals: []string{OperatorARN},
-		}, s.store, send, gate, deps, submission.WithAlerts(alerts), submission.WithOrderIDs(s.orderID))
+		}, s.store, s.sender(topology.Submission), gate, deps, submission.WithAlerts(alerts), submission.WithOrderIDs(s.orderID))
 	}
 	shared := followup.Config{OrdersTable: "orders", StateTable: "state", SchedulerQueueURL: s.schedulerQ.url,
 		AlertTopicARN: s.alerts.arn, OperatorAPIURL: "https://api.example.com", Workflows: cat, Policy: s.policy}
-	schedCfg := scheduler.Config{Config: shared, ResponseQueueURL: s.responseQ.url, AgentQueues: agentURLs, MaxReceiveCount: topology.MaxReceiveCount}
+	// The Scheduler commits a reply only from its step's Agent's role, as
+	// the stack's REPLY_SENDERS names them.
+	senders := map[string]string{}
+	for _, step := range cat.Agents() {
+		senders[step.Name] = roleID("agent-" + step.Name)
+	}
+	schedCfg := scheduler.Config{Config: shared, ResponseQueueURL: s.responseQ.url, AgentQueues: agentURLs, MaxReceiveCount: topology.MaxReceiveCount,
+		ReplySenders: senders}
 	fns[topology.Scheduler] = func() (any, error) {
-		return scheduler.New(schedCfg, s.store, send, alerts, s.deps(s.clockFor()),
+		return scheduler.New(schedCfg, s.store, s.sender(topology.Scheduler), alerts, s.deps(s.clockFor()),
 			scheduler.WithRedelivery(queue.NewRedeliverer(s.sqs, s.schedulerQ.url, s.responseQ.url)))
 	}
 	supCfg := supervisor.Config{Config: shared, BatchLimit: supervisor.DefaultBatchLimit}
 	fns[topology.Supervisor] = func() (any, error) {
-		return supervisor.New(supCfg, s.store, send, alerts, s.deps(s.clockFor()))
+		return supervisor.New(supCfg, s.store, s.sender(topology.Supervisor), alerts, s.deps(s.clockFor()))
 	}
 	fns[topology.Deadline] = func() (any, error) {
-		return supervisor.New(supCfg, s.store, send, alerts, s.deps(s.clockFor()),
+		return supervisor.New(supCfg, s.store, s.sender(topology.Deadline), alerts, s.deps(s.clockFor()),
 			supervisor.WithRedelivery(queue.NewRedeliverer(s.sqs, s.deadlineQ.url)))
 	}
 	fns[topology.Timer] = func() (any, error) {
-		return timer.New(timer.Config{DeadlineQueueURL: s.deadlineQ.url}, send, s.deps(s.clockFor()))
+		return timer.New(timer.Config{DeadlineQueueURL: s.deadlineQ.url, LedgerTable: "ledger", CodeSteps: slices.Sorted(maps.Keys(codeSteps))},
+			s.sender(topology.Timer), ledger{s.code}, s.deps(s.clockFor()))
 	}
 	fns[topology.Notifier] = func() (any, error) {
 		return notifier.New(notifier.Config{OrderEventsTopicARN: s.events.arn}, notifier.NewPublisher(s.sns, s.events.arn), s.deps(s.clockFor()))
@@ -265,7 +276,7 @@ func (s *system) newAgent(step workflow.Step, alerts alert.Sender) (*agent.Handl
 	}
 	cfg.AlertTopicARN, cfg.MaxOutputBytes, cfg.RequestQueueURL = s.alerts.arn, step.OutputLimit(), q.url
 	svc := agent.NewReplicatedHTTPService(cfg.Endpoints(), &http.Client{Transport: s.remote})
-	a, err := agent.New(cfg, svc, queue.NewSender(s.sqs), s.deps(s.clockFor()), agent.WithAlerts(alerts),
+	a, err := agent.New(cfg, svc, s.sender("agent-"+step.Name), s.deps(s.clockFor()), agent.WithAlerts(alerts),
 		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
 		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either))
 	if err != nil {
@@ -285,19 +296,32 @@ func (s *system) newCodeAgent(step workflow.Step, st stepkit.Step, alerts alert.
 	cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL, cfg.RemoteBaseURLs, cfg.Code = step.Name, s.responseQ.url, "", nil, true
 	cfg.AlertTopicARN, cfg.MaxOutputBytes, cfg.RequestQueueURL = s.alerts.arn, step.OutputLimit(), q.url
 	deps := s.deps(s.clockFor())
-	svc, err := codestep.New(step.Name, s.code.wrap(st), ledger{s.code}, deps, codestep.WithRetention(s.policy.Retention),
+	svc, err := codestep.New(step.Name, s.code.wrap(st), ledger{s.code}, deps,
 		codestep.WithMaxOutputBytes(step.OutputLimit()), codestep.WithOwners(s.code.owner),
 		codestep.WithFaults(codestep.Faults{AfterEffect: s.code.crashAfterEffect, AfterLedger: s.code.crashAfterLedger}))
 	if err != nil {
 		return nil, fmt.Errorf("code step %s: %w", step.Name, err)
 	}
-	a, err := agent.New(cfg, svc, queue.NewSender(s.sqs), deps, agent.WithAlerts(alerts),
+	a, err := agent.New(cfg, svc, s.sender("agent-"+step.Name), deps, agent.WithAlerts(alerts),
 		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
 		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either))
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 	}
 	return a, nil
+}
+
+// roleID is the unique ID of function fn's IAM role, as IAM writes one
+// (AROA and upper-case letters and digits): each function its own role, as
+// the stack deploys them.
+func roleID(fn string) string {
+	return "AROA" + strings.ToUpper(strings.NewReplacer("-", "", "_", "").Replace(fn))
+}
+
+// sender is what function fn sends SQS messages through: its own role,
+// whose ID SQS stamps on every message (SenderId).
+func (s *system) sender(fn string) *queue.Sender {
+	return queue.NewSender(s.sqs.As(roleID(fn), "sas-"+fn))
 }
 
 // orderID makes the ID of every new order: a counter, never reused.
@@ -362,12 +386,19 @@ func (s *system) mappings() {
 	}
 }
 
-// sweep runs the Supervisor's scheduled run every minute from now until
-// until, skipping some when MissedRun strikes.
-func (s *system) sweep(until time.Time) {
+// resweep runs the Supervisor's scheduled run every minute from now until
+// s.until or until the run is done, skipping some when MissedRun strikes;
+// a schedule already running goes on alone.
+func (s *system) resweep() {
+	if s.sweeping {
+		return
+	}
+	s.sweeping = true
+	until := s.until
 	var tick func()
 	tick = func() {
 		if s.w.now.After(until) || (s.done != nil && s.done()) {
+			s.sweeping = false
 			return
 		}
 		s.w.after(topology.SupervisorEvery, tick)

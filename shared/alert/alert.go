@@ -82,8 +82,11 @@ type Alert struct {
 	StepIndex int
 	// FailureCount of MaxFailures allowed failures of the step so far.
 	FailureCount, MaxFailures int
-	// Attempt is the order's attempt counter when the alert was raised.
+	// Attempt is the order's attempt counter when the alert was raised,
+	// and State the record's state then: its confirmation is fenced on
+	// both (workflow.Machine.AlertSent).
 	Attempt   int
+	State     workflow.ProcessState
 	LastError string
 	At        time.Time
 	// MessageID is the SQS message ID of a poison message; it tells apart

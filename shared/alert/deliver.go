@@ -32,7 +32,7 @@ func Deliver(ctx context.Context, s Sender, c Confirmer, a Alert, now time.Time,
 		log.Warn("alert not published; the Supervisor will retry", slog.Any("error", err))
 		return
 	}
-	if _, err := c.Apply(ctx, workflow.Machine{}.AlertSent(a.OrderID, a.Attempt, now)); err != nil && !errors.Is(err, workflow.ErrStale) {
+	if _, err := c.Apply(ctx, workflow.Machine{}.AlertSent(a.OrderID, a.Attempt, a.State, now)); err != nil && !errors.Is(err, workflow.ErrStale) {
 		log.Warn("alert published but not confirmed; it may be sent again", slog.Any("error", err))
 	}
 }

@@ -50,7 +50,6 @@ type Service struct {
 	undoer    step.Undoer
 	ledger    statestore.LedgerPort
 	clk       clock.Clock
-	retention time.Duration
 	maxOutput int
 	faults    Faults
 	owner     func() string
@@ -63,11 +62,6 @@ var (
 
 // Option changes a Service built by New.
 type Option func(*Service)
-
-// WithRetention sets how long a ledger entry is kept (its TTL): the state
-// table's retention (RETENTION), so an entry outlives the order whose step
-// it records. The default is workflow.DefaultRetention.
-func WithRetention(d time.Duration) Option { return func(s *Service) { s.retention = d } }
 
 // WithMaxOutputBytes sets the step's output limit (workflow.Step.OutputLimit,
 // the agent Config's MaxOutputBytes); the default is
@@ -106,14 +100,14 @@ func New(name string, st step.Step, ledger statestore.LedgerPort, deps actor.Dep
 	}
 	deps = deps.WithDefaults()
 	s := &Service{name: name, step: st, ledger: ledger, clk: deps.Clock,
-		retention: workflow.DefaultRetention, maxOutput: workflow.DefaultMaxOutputBytes, owner: newOwner}
+		maxOutput: workflow.DefaultMaxOutputBytes, owner: newOwner}
 	s.undoer, _ = st.(step.Undoer)
 	for _, o := range opts {
 		o(s)
 	}
-	if s.retention <= 0 || s.maxOutput <= 0 || s.maxOutput > statestore.MaxLedgerOutputBytes {
-		return nil, fmt.Errorf("code step %s: retention %v and output limit %d must be positive, the limit at most %d",
-			name, s.retention, s.maxOutput, statestore.MaxLedgerOutputBytes)
+	if s.maxOutput <= 0 || s.maxOutput > statestore.MaxLedgerOutputBytes {
+		return nil, fmt.Errorf("code step %s: output limit %d must be positive and at most %d",
+			name, s.maxOutput, statestore.MaxLedgerOutputBytes)
 	}
 	return s, nil
 }
@@ -131,7 +125,6 @@ type try struct {
 	owner      string
 	now        time.Time
 	leaseUntil time.Time
-	expiresAt  time.Time
 	// stepDeadline is the step's own: the try's less step.Margin, kept
 	// for the ledger write.
 	stepDeadline time.Time
@@ -156,19 +149,24 @@ func (s *Service) begin(ctx context.Context) (try, error) {
 	// try's, in another function: it holds ClockSkew longer than the try,
 	// so a clock running behind cannot hand the key on while the step
 	// still runs.
-	return try{owner: s.owner(), now: now, leaseUntil: now.Add(left + ClockSkew), expiresAt: now.Add(s.retention), stepDeadline: dl.Add(-step.Margin)}, nil
+	return try{owner: s.owner(), now: now, leaseUntil: now.Add(left + ClockSkew), stepDeadline: dl.Add(-step.Margin)}, nil
 }
 
 // Do runs the step under its key: a replay when the ledger knows the
 // outcome, in progress when another live try holds it, else the step
 // itself, whose outcome the ledger then records.
+//
+// A try that took the key over from one that left no outcome (it died, or
+// its ledger write failed, possibly after the step's effect) runs after an
+// effect it cannot see: a permanent refusal then ("already shipped") is
+// uncertain, so the order is never undone as if nothing had been applied.
 func (s *Service) Do(ctx context.Context, req step.Request) (json.RawMessage, error) {
 	key := statestore.LedgerKey(s.name, req.IdempotencyKey)
 	t, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
-	held, claimed, err := s.ledger.Begin(ctx, key, t.owner, t.leaseUntil, t.expiresAt)
+	held, claimed, err := s.ledger.Begin(ctx, key, t.owner, t.leaseUntil)
 	if err != nil {
 		return nil, fmt.Errorf("claim %s in the ledger: %w", key, err)
 	}
@@ -178,6 +176,7 @@ func (s *Service) Do(ctx context.Context, req step.Request) (json.RawMessage, er
 	sctx, cancel := context.WithDeadline(ctx, t.stepDeadline)
 	out, err := s.step.Do(sctx, req)
 	cancel()
+	err = afterTakeover(held, err)
 	if s.crash(s.faults.AfterEffect, key) {
 		return nil, fmt.Errorf("%w: the try of %s died after the step ran", agent.ErrRedeliver, key)
 	}
@@ -229,7 +228,7 @@ func (s *Service) Undo(ctx context.Context, req step.Request) (json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
-	held, claimed, err := s.ledger.Begin(ctx, undoKey, t.owner, t.leaseUntil, t.expiresAt)
+	held, claimed, err := s.ledger.Begin(ctx, undoKey, t.owner, t.leaseUntil)
 	if err != nil {
 		return nil, fmt.Errorf("claim %s in the ledger: %w", undoKey, err)
 	}
@@ -251,13 +250,14 @@ func (s *Service) Undo(ctx context.Context, req step.Request) (json.RawMessage, 
 	default:
 		// Absent, rejected, abandoned or undone: refuse the step from now
 		// on before undoing, so no try can apply it after the undo.
-		if _, err := s.ledger.Tombstone(ctx, effectKey, t.expiresAt); err != nil {
+		if _, err := s.ledger.Tombstone(ctx, effectKey); err != nil {
 			return nil, s.release(ctx, undoKey, t.owner, fmt.Errorf("refuse %s before its undo: %w", effectKey, err))
 		}
 	}
 	sctx, cancel := context.WithDeadline(ctx, t.stepDeadline)
 	out, err := s.undoer.Undo(sctx, req)
 	cancel()
+	err = afterTakeover(held, err)
 	if s.crash(s.faults.AfterEffect, undoKey) {
 		return nil, fmt.Errorf("%w: the undo %s died after it ran", agent.ErrRedeliver, undoKey)
 	}
@@ -288,6 +288,15 @@ func (s *Service) Undo(ctx context.Context, req step.Request) (json.RawMessage, 
 		return nil, fmt.Errorf("%w: the undo %s died after the ledger write", agent.ErrRedeliver, undoKey)
 	}
 	return out, nil
+}
+
+// afterTakeover is the error of a try that claimed e: a permanent one
+// after a takeover is uncertain (see Do).
+func afterTakeover(e statestore.LedgerEntry, err error) error {
+	if err != nil && e.TookOver && step.IsPermanent(err) && !step.IsUncertain(err) {
+		return step.Uncertain(err)
+	}
+	return err
 }
 
 // replay answers a try that found the key taken: the recorded outcome, or

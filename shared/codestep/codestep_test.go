@@ -15,6 +15,7 @@ import (
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/codestep"
+	"github.com/sasflow/sas/shared/followup"
 	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/remote"
 	"github.com/sasflow/sas/shared/statestore"
@@ -133,8 +134,10 @@ func TestDoRecordsItsOutputAndReplaysIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No TTL: the entry lives until its order ended for good (the Timer
+	// gives it one then), however long the order waits for an operator.
 	if e, _ := f.entry(t, effectKey("o-1")); e.State != statestore.LedgerDone || string(e.Output) != string(first) ||
-		!e.ExpiresAt.Equal(t0.Add(workflow.DefaultRetention)) {
+		!e.ExpiresAt.IsZero() {
 		t.Fatalf("the entry after a success: %+v", e)
 	}
 	f.clk.Advance(time.Hour)
@@ -230,6 +233,69 @@ func TestACrashAfterTheEffectRunsItAgainAfterTheLease(t *testing.T) {
 	}
 }
 
+// A step without an undo applies its effect and its try dies before the
+// ledger write; the next try takes the key over after the lease and the
+// step refuses for good, since its effect is there ("already shipped").
+// That refusal does not prove nothing was applied: it is uncertain, as
+// the reply the Scheduler commits and as the ledger replays it.
+func TestARefusalAfterATakeoverIsUncertain(t *testing.T) {
+	t.Parallel()
+	shipped := false
+	st := step.Func(func(ctx context.Context, req step.Request) (json.RawMessage, error) {
+		if shipped {
+			return nil, step.Reject("already_shipped", "the shipment of "+req.OrderID+" exists")
+		}
+		shipped = true
+		return json.RawMessage(`{}`), nil
+	})
+	crashes := 1
+	f := newFixture(t, st, codestep.WithFaults(codestep.Faults{AfterEffect: func(string) bool {
+		crashes--
+		return crashes == 0
+	}}))
+	if _, err := f.svc.Do(tryCtx(t), request("o-1")); !errors.Is(err, agent.ErrRedeliver) {
+		t.Fatalf("the crashed try: %v, want ErrRedeliver", err)
+	}
+	running, _ := f.entry(t, effectKey("o-1"))
+	f.clk.Set(running.LeaseUntil)
+	_, err := f.svc.Do(tryCtx(t), request("o-1"))
+	if !step.IsPermanent(err) || !step.IsUncertain(err) || !agent.FaultOf(err).Uncertain {
+		t.Fatalf("the refusal after the takeover: %v (permanent %v, uncertain %v), want permanent and uncertain", err, step.IsPermanent(err), step.IsUncertain(err))
+	}
+	if e, _ := f.entry(t, effectKey("o-1")); e.State != statestore.LedgerRejected || e.Fault == nil || !e.Fault.Uncertain {
+		t.Fatalf("the ledger recorded %+v, want an uncertain rejection", e)
+	}
+	_, err = f.svc.Do(tryCtx(t), request("o-1"))
+	if !step.IsUncertain(err) {
+		t.Fatalf("the replay of the refusal: %v, want uncertain", err)
+	}
+	// A try whose put took effect and whose answer was lost fails
+	// transiently and lets the key go; the next try, at once, finds the
+	// shipment there: its refusal is uncertain too.
+	put := false
+	lost := step.Func(func(ctx context.Context, req step.Request) (json.RawMessage, error) {
+		if put {
+			return nil, step.Reject("already_shipped", "the shipment of "+req.OrderID+" exists")
+		}
+		put = true
+		return nil, errors.New("s3: connection reset (the put may have taken effect)")
+	})
+	h := newFixture(t, lost)
+	if _, err := h.svc.Do(tryCtx(t), request("o-3")); err == nil || step.IsPermanent(err) {
+		t.Fatalf("the try whose answer was lost: %v, want transient", err)
+	}
+	if _, err := h.svc.Do(tryCtx(t), request("o-3")); !step.IsPermanent(err) || !step.IsUncertain(err) {
+		t.Fatalf("the refusal after a released try: %v, want permanent and uncertain", err)
+	}
+	// A first try's own refusal stays certain.
+	g := newFixture(t, step.Func(func(context.Context, step.Request) (json.RawMessage, error) {
+		return nil, step.Reject("invalid_input", "no items")
+	}))
+	if _, err := g.svc.Do(tryCtx(t), request("o-2")); !step.IsPermanent(err) || step.IsUncertain(err) {
+		t.Fatalf("a first try's refusal: %v, want permanent and certain", err)
+	}
+}
+
 // TestACrashAfterTheLedgerWriteReplaysIt: the outcome is recorded, the
 // reply never sent; the redelivery replays it without running the step.
 func TestACrashAfterTheLedgerWriteReplaysIt(t *testing.T) {
@@ -299,7 +365,7 @@ func TestATransientErrorReleasesTheKey(t *testing.T) {
 	if err == nil || step.IsPermanent(err) || !strings.Contains(err.Error(), "slow down") {
 		t.Fatalf("the failed try: %v, want the step's transient error", err)
 	}
-	if e, ok := f.entry(t, effectKey("o-1")); ok {
+	if e, ok := f.entry(t, effectKey("o-1")); ok && e.Live(f.clk.Now()) {
 		t.Fatalf("the key after a transient failure: %+v, want released", e)
 	}
 	// At once, not after the lease.
@@ -392,7 +458,7 @@ func TestUndoWaitsForALiveTry(t *testing.T) {
 	if !errors.Is(err, agent.ErrInProgress) || step.IsPermanent(err) {
 		t.Fatalf("Undo during a live try: %v, want in progress", err)
 	}
-	if e, ok := f.entry(t, statestore.LedgerKey(stepName, workflow.CompensationKey("o-1", stepName))); ok {
+	if e, ok := f.entry(t, statestore.LedgerKey(stepName, workflow.CompensationKey("o-1", stepName))); ok && e.Live(f.clk.Now()) {
 		t.Fatalf("the undo's key after it waited: %+v, want released", e)
 	}
 	if _, err := f.svc.Undo(tryCtx(t), undoRequest("o-1")); err != nil {
@@ -421,7 +487,7 @@ func TestAFailedUndoIsRememberedOrReleased(t *testing.T) {
 	if _, err := f.svc.Undo(tryCtx(t), undoRequest("o-1")); err == nil || step.IsPermanent(err) {
 		t.Fatalf("the first undo: %v, want transient", err)
 	}
-	if _, ok := f.entry(t, undoKey); ok {
+	if e, ok := f.entry(t, undoKey); ok && e.Live(f.clk.Now()) {
 		t.Fatal("a transient undo failure kept the undo's key")
 	}
 	_, first := f.svc.Undo(tryCtx(t), undoRequest("o-1"))
@@ -533,5 +599,73 @@ func TestOnDynamoDBLocal(t *testing.T) {
 	}
 	if runs, undos := st.counts(); runs != 1 || undos != 1 || string(st.undid[0].Previous[stepName]) != string(out) {
 		t.Fatalf("ran %d, undid %d (with %s); want once each, with the output", runs, undos, st.undid[0].Previous[stepName])
+	}
+}
+
+// An undo refused for good (the object is under a legal hold) leaves the
+// order CompensationFailed. The operator lifts the hold and retries, as
+// the runbook says: the retry runs the undo, under the next round of its
+// key, instead of the ledger replaying the recorded refusal.
+func TestAnUndoRefusedForGoodRunsAgainOnceFixed(t *testing.T) {
+	t.Parallel()
+	held := true
+	st := &counted{undo: func(ctx context.Context, n int, req step.Request) (json.RawMessage, error) {
+		if held {
+			return nil, step.Reject("legal_hold", "the shipment is under a legal hold")
+		}
+		return json.RawMessage(`{"deleted":true}`), nil
+	}}
+	f := newFixture(t, st)
+	m := workflow.Machine{Def: workflow.Definition{Name: "ship", Version: 1, Steps: []workflow.Step{
+		{Name: stepName, Budget: 20 * time.Second, Compensable: true}}}, Policy: workflow.DefaultPolicy()}
+	now := t0
+	rec := m.Accept("o-1", json.RawMessage(`{"orderId":"o-1"}`), "submission", now)
+	apply := func(c workflow.Change) {
+		t.Helper()
+		if !c.Fence.Admits(rec) {
+			t.Fatalf("%s refused by %s", c.Transition, rec.ProcessState)
+		}
+		rec = c.Patch.Apply(rec)
+	}
+	run := func() error {
+		t.Helper()
+		req := followup.Request(rec)
+		_, err := f.svc.Undo(tryCtx(t), step.Request{OrderID: req.OrderID, Step: req.Step, StepIndex: req.StepIndex, Attempt: req.Attempt,
+			Action: req.Action, IdempotencyKey: req.IdempotencyKey, EffectKey: req.EffectKey, Input: req.Input})
+		return err
+	}
+	if _, err := f.svc.Do(tryCtx(t), request("o-1")); err != nil {
+		t.Fatal(err)
+	}
+	// The step's reply was lost and the order was cancelled: its undo runs.
+	c, err := m.Cancel(rec, now, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(c)
+	apply(m.Claim("o-1", 0, true, "sched", now))
+	err = run()
+	if !step.IsPermanent(err) || step.IsUncertain(err) {
+		t.Fatalf("the held undo: %v, want a certain refusal", err)
+	}
+	apply(m.UndoRejected("o-1", 0, rec.Attempt, workflow.UndoRejectedPrefix+err.Error(), false, workflow.State{}, now))
+	if rec.ProcessState != workflow.CompensationFailed {
+		t.Fatalf("after the refusal the order is %s", rec.ProcessState)
+	}
+	held = false
+	c, err = m.Resubmit(rec, now.Add(48*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(c)
+	apply(m.Claim("o-1", 0, true, "sched", now.Add(48*time.Hour)))
+	if err := run(); err != nil {
+		t.Fatalf("the undo retried once the hold was lifted: %v", err)
+	}
+	if _, undos := st.counts(); undos != 2 {
+		t.Fatalf("the undo ran %d times, want twice: refused, then done", undos)
+	}
+	if e, _ := f.entry(t, effectKey("o-1")); e.State != statestore.LedgerUndone {
+		t.Fatalf("the effect's entry after the undo: %+v", e)
 	}
 }

@@ -1,24 +1,20 @@
 package codestep
 
 import (
-	"time"
-
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
 	"github.com/sasflow/sas/shared/topology"
-	"github.com/sasflow/sas/shared/workflow"
 )
 
 // Config is a code step's configuration: the agent's without a remote
-// (Code set), with the ledger and its retention.
+// (Code set), with the ledger. How long a ledger entry is kept is not the
+// step's to say: an entry has no TTL until its order ends for good, when
+// the Timer gives it the order's own (see timer.Config.CodeSteps).
 type Config struct {
 	agent.Config
 	// LedgerTable is the idempotency ledger's table.
 	LedgerTable string
-	// Retention is how long a ledger entry is kept: the orders' retention
-	// (RETENTION), so an entry outlives the order whose step it records.
-	Retention time.Duration
 }
 
 // variables names the fields read from the environment, so LoadConfig
@@ -26,7 +22,6 @@ type Config struct {
 var variables = func() map[string]string {
 	names := agent.CodeVariables()
 	names["LedgerTable"] = topology.EnvLedgerTable
-	names["Retention"] = topology.EnvRetention
 	return names
 }()
 
@@ -35,7 +30,6 @@ var variables = func() map[string]string {
 // (REMOTE_TIMEOUT bounds one try of the code), and
 //
 //	LEDGER_TABLE   the idempotency ledger's table
-//	RETENTION      how long a ledger entry is kept (default 2160h, the orders')
 func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(getenv, catalog.Read) }
 
 // loadConfig is LoadConfig with the workflow catalog from workflows.
@@ -44,7 +38,6 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 		return Config{
 			Config:      agent.ReadConfig(r, workflows, true),
 			LedgerTable: r.String(topology.EnvLedgerTable),
-			Retention:   r.Duration(topology.EnvRetention, workflow.DefaultRetention),
 		}
 	})
 }
@@ -58,5 +51,4 @@ func (c Config) Check(r *config.Rules) {
 	// Code unset asks for a remote, which Check then requires.
 	c.Config.Check(r)
 	r.Table("LedgerTable", c.LedgerTable)
-	r.Within("Retention", c.Retention, workflow.MinRetention, workflow.MaxRetention)
 }

@@ -24,12 +24,15 @@ func TestLoadConfig(t *testing.T) {
 	base := agent.DefaultConfig()
 	base.Step, base.ResponseQueueURL, base.RequestQueueURL = deployed["AGENT_STEP"], deployed["RESPONSE_QUEUE_URL"], deployed["REQUEST_QUEUE_URL"]
 	base.MaxOutputBytes, base.Code = workflow.Reference().Steps[0].OutputLimit(), true
-	want := codestep.Config{Config: base, LedgerTable: "sas-LedgerTable-1ABC", Retention: workflow.DefaultRetention}
+	want := codestep.Config{Config: base, LedgerTable: "sas-LedgerTable-1ABC"}
 	tuned := want
-	tuned.RemoteTimeout, tuned.Retention = 2*time.Second, 30*24*time.Hour
+	tuned.RemoteTimeout = 2 * time.Second
 	configtest.Loads(t, codestep.LoadReferenceConfig, deployed, []configtest.Loaded[codestep.Config]{
 		{Name: "defaults", Want: want},
-		{Name: "a try's timeout and the retention", Set: []string{"REMOTE_TIMEOUT", "2s", "RETENTION", "720h"}, Want: tuned},
+		{Name: "a try's timeout", Set: []string{"REMOTE_TIMEOUT", "2s"}, Want: tuned},
+		// A ledger entry's TTL is its order's, given when the order ends
+		// (the Timer's), so a stray RETENTION changes nothing.
+		{Name: "the retention is not read", Set: []string{"RETENTION", "720h"}, Want: want},
 		// A code step reads no remote, so a stray one changes nothing.
 		{Name: "remote variables are not read", Set: []string{"REMOTE_BASE_URLS", "https://r.example.com"}, Want: want},
 	})
@@ -41,7 +44,6 @@ func TestLoadConfigErrors(t *testing.T) {
 		{Name: "all required missing", Set: []string{"AGENT_STEP", "", "RESPONSE_QUEUE_URL", "", "REQUEST_QUEUE_URL", "", "LEDGER_TABLE", ""},
 			Want: []string{"AGENT_STEP is required", "RESPONSE_QUEUE_URL is required", "REQUEST_QUEUE_URL is required", "LEDGER_TABLE is required"}},
 		{Name: "bad table", Set: []string{"LEDGER_TABLE", "no/such table"}, Want: []string{`LEDGER_TABLE="no/such table" is not a DynamoDB table name`}},
-		{Name: "retention too short", Set: []string{"RETENTION", "1h"}, Want: []string{"RETENTION=1h0m0s"}},
 		{Name: "a step outside the workflow", Set: []string{"AGENT_STEP", "no-such-step"}, Want: []string{`AGENT_STEP="no-such-step" is not a step of any deployed workflow version`}},
 	})
 }

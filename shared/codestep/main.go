@@ -37,7 +37,7 @@ func Main(name string, newStep step.New) {
 	st, err := newStep(context.Background(), step.Env{Getenv: os.Getenv, AWS: aws})
 	coldstart.Check(log, "build step "+name, err)
 	ledger := statestore.New(dynamodb.NewFromConfig(aws), statestore.Tables{Ledger: cfg.LedgerTable})
-	svc, err := New(name, st, ledger, actor.Deps{Log: log}, WithRetention(cfg.Retention), WithMaxOutputBytes(cfg.MaxOutputBytes))
+	svc, err := New(name, st, ledger, actor.Deps{Log: log}, WithMaxOutputBytes(cfg.MaxOutputBytes))
 	coldstart.Check(log, "build code step", err)
 	h, err := agent.NewFromConfig(cfg.Config, svc, aws, actor.Deps{Log: log})
 	coldstart.Check(log, "build handler", err)

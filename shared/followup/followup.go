@@ -26,8 +26,9 @@ type Sender interface {
 type Actions struct {
 	Send              Sender
 	SchedulerQueueURL string
-	// Alerts and Confirm deliver an alert and record it sent; nil for an
-	// actor whose changes owe none (the Submission's).
+	// Alerts and Confirm deliver an alert and record it sent (the record's
+	// outbox, alert.Deliver); without both, an alert a change owes is left
+	// to the Supervisor, which delivers what a record owes.
 	Alerts      alert.Sender
 	Confirm     alert.Confirmer
 	MaxFailures int
@@ -53,13 +54,14 @@ func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State
 		log.Log(ctx, c.Transition.Level(), c.Transition.Message(), attrs...)
 	}
 	if c.Notice != "" && a.Alerts != nil {
-		// Not through the outbox: the record goes on by itself, and if it
-		// stops again it owes an alert of its own.
+		// A notice, not an alert: not through the outbox, since the record
+		// goes on by itself (a wait, or a compensation its failed dispatch
+		// started) and if it stops again it owes an alert of its own.
 		if err := a.Alerts.Publish(ctx, a.alert(c.Notice, c.MaxFailures, st, now)); err != nil {
 			log.Warn("alert not published", slog.Any("kind", c.Notice), slog.Any("error", err))
 		}
 	}
-	if c.Alert != "" && a.Alerts != nil {
+	if c.Alert != "" && a.Alerts != nil && a.Confirm != nil {
 		alert.Deliver(ctx, a.Alerts, a.Confirm, a.alert(c.Alert, c.MaxFailures, st, now), now, log)
 	}
 	if h := c.Handback; h != nil {
@@ -90,18 +92,20 @@ func Request(st workflow.State) message.AgentRequest {
 			previous[s.Name] = s.Output
 		}
 	}
+	// The keys of the rounds the record is at: a new round only after an
+	// operator retried a certain rejection (workflow.Machine.Resubmit).
+	stepKey, undoKey := st.Keys(st.StepIndex)
 	req := message.AgentRequest{
 		V: message.Version, Kind: message.KindAgentRequest,
 		OrderID: st.OrderID, Workflow: st.Workflow, Step: st.Step, StepIndex: st.StepIndex, Attempt: st.Attempt,
 		CompleteBy:     st.CompleteBy,
-		IdempotencyKey: workflow.IdempotencyKey(st.OrderID, st.Step),
+		IdempotencyKey: stepKey,
 		Input:          st.Input,
 		Previous:       previous,
 	}
 	if undo {
 		req.Action = message.Compensate
-		req.EffectKey = req.IdempotencyKey
-		req.IdempotencyKey = workflow.CompensationKey(st.OrderID, st.Step)
+		req.EffectKey, req.IdempotencyKey = stepKey, undoKey
 	}
 	return req
 }
@@ -115,7 +119,7 @@ func (a Actions) alert(kind alert.Kind, maxFailures int, st workflow.State, now 
 	}
 	return alert.Alert{
 		Kind: kind, OrderID: st.OrderID, Workflow: st.Workflow, Step: st.Step, StepIndex: st.StepIndex,
-		FailureCount: st.FailureCount, MaxFailures: maxFailures, Attempt: st.Attempt,
+		FailureCount: st.FailureCount, MaxFailures: maxFailures, Attempt: st.Attempt, State: st.ProcessState,
 		LastError: st.LastError, At: now, CLI: a.CLI,
 	}
 }

@@ -25,6 +25,11 @@ type Config struct {
 	// MaxReceiveCount is the queues' redrive setting: a poison message's
 	// last receive raises an alert before it moves to the DLQ.
 	MaxReceiveCount int
+	// ReplySenders maps each step of every live workflow version to the
+	// unique ID of its Agent's IAM role (AROA…), the one principal whose
+	// replies about that step the Scheduler commits: SQS stamps every
+	// message with its sender's ID (SenderId), which no sender chooses.
+	ReplySenders map[string]string
 }
 
 // variables names the fields read from the environment, so LoadConfig
@@ -34,6 +39,7 @@ var variables = func() map[string]string {
 	names["ResponseQueueURL"] = topology.EnvResponseQueueURL
 	names["AgentQueues"] = topology.EnvAgentQueueURLs
 	names["MaxReceiveCount"] = topology.EnvMaxReceiveCount
+	names["ReplySenders"] = topology.EnvReplySenders
 	return names
 }()
 
@@ -45,6 +51,7 @@ var variables = func() map[string]string {
 //	RESPONSE_QUEUE_URL   the agents' response queue (it consumes it)
 //	AGENT_QUEUE_URLS     step=url pairs separated by commas, one per step of every live workflow version
 //	MAX_RECEIVE_COUNT    the queues' redrive maxReceiveCount (default 5)
+//	REPLY_SENDERS        step=id pairs separated by commas: the unique ID of each step's Agent's role
 func LoadConfig(getenv func(string) string) (Config, error) { return loadConfig(getenv, catalog.Read) }
 
 // loadConfig is LoadConfig with the workflow catalog from workflows.
@@ -54,11 +61,16 @@ func loadConfig(getenv func(string) string, workflows catalog.Source) (Config, e
 		if err != nil {
 			r.Fail(topology.EnvAgentQueueURLs, "AGENT_QUEUE_URLS: %v", err)
 		}
+		senders, err := topology.ParseSenders(r.String(topology.EnvReplySenders))
+		if err != nil {
+			r.Fail(topology.EnvReplySenders, "REPLY_SENDERS: %v", err)
+		}
 		return Config{
 			Config:           followup.Load(r, workflows),
 			ResponseQueueURL: r.String(topology.EnvResponseQueueURL),
 			AgentQueues:      queues,
 			MaxReceiveCount:  r.Int(topology.EnvMaxReceiveCount, topology.MaxReceiveCount),
+			ReplySenders:     senders,
 		}
 	})
 }
@@ -77,11 +89,15 @@ func (c Config) Check(r *config.Rules) {
 		r.Required("AgentQueues", "")
 		return
 	}
-	// Every live version's every step has an Agent to dispatch to.
+	// Every live version's every step has an Agent to dispatch to, whose
+	// replies alone are committed.
 	for _, d := range c.Workflows.Definitions {
 		for _, s := range d.Steps {
 			if c.AgentQueues[s.Name] == "" {
 				r.Problem("AgentQueues", "no agent queue for step %q of workflow %s", s.Name, d.ID())
+			}
+			if c.ReplySenders[s.Name] == "" {
+				r.Problem("ReplySenders", "no reply sender for step %q of workflow %s", s.Name, d.ID())
 			}
 		}
 	}

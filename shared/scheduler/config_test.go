@@ -26,6 +26,7 @@ const (
 var deployed = actortest.DeployedEnv(
 	"AGENT_QUEUE_URLS", "reserve-inventory="+sampleReserveQueue+",charge-payment="+sampleChargeQueue,
 	"RESPONSE_QUEUE_URL", sampleRespQueue,
+	"REPLY_SENDERS", "reserve-inventory=AROA4QWERTYEXAMPLEH5T,charge-payment=AROA4QWERTYEXAMPLEC8W",
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -39,6 +40,7 @@ func TestLoadConfig(t *testing.T) {
 		ResponseQueueURL: sampleRespQueue, AgentQueues: queues,
 		// The queues' redrive default, shared with the stack.
 		MaxReceiveCount: topology.MaxReceiveCount,
+		ReplySenders:    map[string]string{"reserve-inventory": "AROA4QWERTYEXAMPLEH5T", "charge-payment": "AROA4QWERTYEXAMPLEC8W"},
 	}
 	with := func(change func(*Config)) Config {
 		c := loaded
@@ -109,6 +111,16 @@ func TestLoadConfigErrors(t *testing.T) {
 			Name: "queue URL not a URL",
 			Set:  []string{"AGENT_QUEUE_URLS", "reserve-inventory=not a url,charge-payment=" + sampleChargeQueue},
 			Want: []string{`AGENT_QUEUE_URLS: step "reserve-inventory": "not a url" is not an absolute http(s) URL`},
+		},
+		{
+			Name: "a step whose replies nobody may send",
+			Set:  []string{"REPLY_SENDERS", "reserve-inventory=AROA4QWERTYEXAMPLEH5T"},
+			Want: []string{`REPLY_SENDERS: no reply sender for step "charge-payment"`},
+		},
+		{
+			Name: "a sender that is not an IAM unique ID",
+			Set:  []string{"REPLY_SENDERS", "reserve-inventory=AROA4QWERTYEXAMPLEH5T,charge-payment=arn:aws:iam::1:role/x"},
+			Want: []string{`REPLY_SENDERS: step "charge-payment": "arn:aws:iam::1:role/x" is not an IAM unique ID`},
 		},
 		{
 			Name: "with the shared settings' problems, at once",

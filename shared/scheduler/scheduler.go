@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -151,9 +152,31 @@ func (h *Handler) handleRecord(ctx context.Context, rec events.SQSMessage, reque
 		if err != nil {
 			return err
 		}
-		return h.reply(ctx, m, owner(requestID, rec.MessageId), log)
+		return h.reply(ctx, m, rec.Attributes[SenderIDAttr], owner(requestID, rec.MessageId), log)
 	}
 	return fmt.Errorf("%w: the Scheduler does not take %q messages", message.ErrPoison, kind)
+}
+
+// ReplyRefused is the message of the ERROR line of a reply not sent by its
+// step's Agent; the stack's ErrorLogLines alarm counts it.
+const ReplyRefused = "reply refused: not sent by its step's Agent"
+
+// SenderIDAttr is the SQS message system attribute that names who sent a
+// message: "For an IAM role, returns the IAM role ID, for example
+// ABCDE1F2GH3I4JK5LMNOP:i-a123b456" (ReceiveMessage, Amazon SQS API
+// Reference,
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ReceiveMessage.html);
+// a Lambda function's role session is its function's. Lambda's SQS event
+// carries it among a record's attributes.
+const SenderIDAttr = "SenderId"
+
+// fromItsAgent reports whether a reply about step was sent by the role of
+// the step's Agent: the role ID of its SenderId, the part before ":", is
+// that step's (Config.ReplySenders).
+func (h *Handler) fromItsAgent(senderID, step string) bool {
+	want := h.cfg.ReplySenders[step]
+	id, _, _ := strings.Cut(senderID, ":")
+	return want != "" && id == want
 }
 
 // owner names the invocation that holds a claim: the Lambda request and the
@@ -267,7 +290,7 @@ func (h *Handler) dispatch(ctx context.Context, st workflow.State) error {
 // (or its compensation). A reply the record no longer waits for (a zombie
 // agent, a duplicate, a reply after the Supervisor stepped in) fails its
 // fence and is dropped.
-func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string, log *slog.Logger) error {
+func (h *Handler) reply(ctx context.Context, m message.AgentReply, senderID, owner string, log *slog.Logger) error {
 	log = log.With(slog.String("orderId", m.OrderID), slog.String("workflow", m.WorkflowID()), slog.String("step", m.Step), slog.Int("attempt", m.Attempt), slog.Bool("compensate", m.Action.Undo()))
 	mach, err := h.machine(m.WorkflowID())
 	if err != nil {
@@ -276,6 +299,14 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	def := mach.Def
 	if m.StepIndex >= len(def.Steps) || def.Steps[m.StepIndex].Name != m.Step {
 		return fmt.Errorf("%w: step %d %q is not in workflow %q", message.ErrPoison, m.StepIndex, m.Step, def.ID())
+	}
+	if !h.fromItsAgent(senderID, m.Step) {
+		// Any principal allowed to send to the response queue could have
+		// written it; whoever did is not the step's Agent. It is deleted
+		// unread: a step it left uncommitted times out, and the
+		// Supervisor retries it.
+		log.Error(ReplyRefused, slog.String("senderId", senderID), slog.String("want", h.cfg.ReplySenders[m.Step]))
+		return nil
 	}
 	now := h.clk.Now()
 	// The limit of the order's own version: the agent checks the largest
@@ -296,13 +327,19 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 	if m.Outcome == message.Failed {
 		log = log.With(slog.String("faultCode", m.Fault.Code))
 	}
-	cancelled := false
-	if m.Action.Undo() && m.Outcome == message.Succeeded && mach.LastUndo(m.StepIndex) {
-		// The last undo ends the order; how depends on who stopped it,
-		// which the record says and the reply does not. A compensation's
-		// start is committed before its first undo is dispatched, and
-		// Cancelled never changes back, so the read cannot be too old.
-		seen, err := h.store.GetState(ctx, m.OrderID)
+	var seen workflow.State
+	if m.Action.Undo() && (m.Outcome == message.Failed || mach.LastUndo(m.StepIndex)) {
+		// The last undo ends the order, and a failed undo stops its
+		// compensation; how depends on who stopped it, on whether it
+		// still owes an alert and on the step whose effect it leaves
+		// (LastError), which the record says and the reply does not. A
+		// compensation's start is committed before its first undo is
+		// dispatched, and Cancelled and that LastError never change
+		// within an attempt of the undo, so the read cannot be too old; an
+		// alert confirmed since the read leaves the ended record in the
+		// Supervisor's index, which takes it out (workflow.Machine.Expired).
+		var err error
+		seen, err = h.store.GetState(ctx, m.OrderID)
 		if errors.Is(err, workflow.ErrNotFound) {
 			log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), slog.Any("outcome", m.Outcome), slog.String("reason", "no such order"))
 			return nil
@@ -310,9 +347,8 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 		if err != nil {
 			return fmt.Errorf("read %s to end its compensation: %w", m.OrderID, err)
 		}
-		cancelled = seen.Cancelled
 	}
-	c := decide(mach, m, cancelled, owner, now)
+	c := decide(mach, m, seen, owner, now)
 	st, err := h.store.Apply(ctx, c)
 	if errors.Is(err, workflow.ErrStale) {
 		log.Warn(workflow.TransitionStaleReply.Message(), workflow.TransitionStaleReply.Attr(), slog.Any("outcome", m.Outcome))
@@ -330,13 +366,13 @@ func (h *Handler) reply(ctx context.Context, m message.AgentReply, owner string,
 }
 
 // decide is the change a reply asks for, by its order's version;
-// cancelled is the record's Cancelled, read for the last undo only.
-func decide(mach workflow.Machine, m message.AgentReply, cancelled bool, owner string, now time.Time) workflow.Change {
+// seen is the record, read for the last undo and a failed undo only.
+func decide(mach workflow.Machine, m message.AgentReply, seen workflow.State, owner string, now time.Time) workflow.Change {
 	switch {
 	case m.Action.Undo() && m.Outcome == message.Failed:
-		return mach.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, workflow.UndoRejectedPrefix+FailureMessage(*m.Fault), now)
+		return mach.UndoRejected(m.OrderID, m.StepIndex, m.Attempt, workflow.UndoRejectedPrefix+FailureMessage(*m.Fault), m.Fault.Uncertain, seen, now)
 	case m.Action.Undo():
-		return mach.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, cancelled, owner, now)
+		return mach.UndoCompleted(m.OrderID, m.StepIndex, m.Attempt, m.Output, seen, owner, now)
 	case m.Outcome == message.Failed:
 		return mach.StepRejected(m.OrderID, m.StepIndex, m.Attempt, FailureMessage(*m.Fault), m.Fault.Uncertain, owner, now)
 	}

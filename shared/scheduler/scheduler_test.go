@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/sasflow/sas/internal/testkit/actortest"
 	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
+	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/alert"
@@ -104,8 +106,12 @@ func testConfig() Config {
 		},
 		MaxReceiveCount:  3,
 		ResponseQueueURL: queuePrefix + "responses",
+		ReplySenders:     map[string]string{"reserve-inventory": senderOf("reserve-inventory"), "charge-payment": senderOf("charge-payment"), "ship-goods": senderOf("ship-goods")},
 	}
 }
+
+// senderOf is the unique ID of the test's Agent role of step.
+func senderOf(step string) string { return "AROA" + strings.ToUpper(strings.ReplaceAll(step, "-", "")) }
 
 func inputOf(orderID string) json.RawMessage {
 	return json.RawMessage(`{"orderId":"` + orderID + `","customerId":"customer-42","currency":"EUR",` +
@@ -197,14 +203,19 @@ func (f *fixture) handle(t *testing.T, ctx context.Context, recs ...events.SQSMe
 	return ids
 }
 
+// record is an SQS record of body; a reply comes from its step's Agent.
 func record(id, body string) events.SQSMessage {
-	return events.SQSMessage{
+	rec := events.SQSMessage{
 		MessageId: id, ReceiptHandle: "AQEB" + id, Body: body,
 		Attributes:     map[string]string{"ApproximateReceiveCount": "1"},
 		EventSource:    "aws:sqs",
 		EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:scheduler",
 		AWSRegion:      "eu-west-1",
 	}
+	if m, err := message.DecodeAgentReply(body); err == nil {
+		rec.Attributes[SenderIDAttr] = senderOf(m.Step) + ":sas-Agent-" + m.Step
+	}
+	return rec
 }
 
 func scheduleBody(orderID string, stepIndex int) string {
@@ -902,12 +913,12 @@ func TestReplyFailed(t *testing.T) {
 	wantAlert := alert.Alert{
 		Kind: alert.KindNotUndoable, OrderID: orderC, Workflow: "order-v1", Step: "charge-payment", StepIndex: 1,
 		FailureCount: failureCount, MaxFailures: cfg.Policy.MaxFailures, Attempt: 3,
-		LastError: lastError, At: testNow, CLI: alert.CLI(""),
+		LastError: lastError, At: testNow, CLI: alert.CLI(""), State: workflow.Error,
 	}
 	if published := f.Publish.Published(); len(published) != 1 || !reflect.DeepEqual(published[0], wantAlert) {
 		t.Fatalf("published = %+v, want [%+v]", published, wantAlert)
 	}
-	if got, want := f.Store.Changes("alert-sent"), (workflow.Machine{}).AlertSent(orderC, 3, testNow); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+	if got, want := f.Store.Changes("alert-sent"), (workflow.Machine{}).AlertSent(orderC, 3, workflow.Error, testNow); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Fatalf("confirmations = %+v, want [%+v]", got, want)
 	}
 }
@@ -968,9 +979,11 @@ func TestUndoReplies(t *testing.T) {
 			want:      actortest.Digest{State: workflow.Cancelled, Attempt: 6},
 		},
 		{
+			// A failed undo reads the record: a LastError naming a step
+			// whose effect stays is kept.
 			name: "undo failed: an operator must act",
 			seed: undoingAt(cfg, orderA, 1, 6, testNow), body: undoReply("charge-payment", 1, message.Failed),
-			wantCalls: []string{"Apply " + orderA + " compensation-failed", "Publish compensation-failed " + orderA, "Apply " + orderA + " alert-sent"},
+			wantCalls: []string{"GetState " + orderA, "Apply " + orderA + " compensation-failed", "Publish compensation-failed " + orderA, "Apply " + orderA + " alert-sent"},
 			want:      actortest.Digest{State: workflow.CompensationFailed, Step: 1, Attempt: 6},
 		},
 	}
@@ -1418,12 +1431,60 @@ func TestRefusalsGiveClientsAReason(t *testing.T) {
 		reply := message.AgentReply{V: message.Version, Kind: message.KindAgentReply, OrderID: orderC, Step: "charge-payment",
 			StepIndex: 1, Attempt: 3, Action: action, Outcome: message.Failed,
 			Fault: &message.Fault{Code: tc.code, Message: secret, Uncertain: tc.uncertain}}
-		after := decide(mach, reply, false, "scheduler/now/msg-1", testNow).Patch.Apply(st)
+		after := decide(mach, reply, workflow.State{}, "scheduler/now/msg-1", testNow).Patch.Apply(st)
 		if !strings.Contains(after.LastError, secret) {
 			t.Errorf("%s: LastError %q lost the cause", tc.code, after.LastError)
 		}
 		if got := workflow.ReasonOf(after); got.Code != tc.want || got.Text != tc.text {
 			t.Errorf("%s (undo %v): reason %+v, want %s %q", tc.code, tc.undo, got, tc.want, tc.text)
 		}
+	}
+}
+
+// Replies come from their Agent: any principal allowed to send to the
+// response queue (every Agent and code step) could write a reply naming
+// another step of another order. The Scheduler commits a reply only when
+// SQS says its sender is the role of the Agent of the step it names; any
+// other is deleted uncommitted, with an ERROR line for the alarm.
+func TestAReplyFromAnotherAgentIsRefused(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	running := processingAt(cfg, orderA, 1, 3, testNow)
+	f := newFixture(t, cfg, testNow, running)
+	var buf logtest.Buffer
+	h, err := New(cfg, f.Store, f.Send, f.Publish, actor.Deps{Clock: f.clk, Log: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := record("forged", succeededBody(orderA, "charge-payment", 1, 3))
+	for _, sender := range []string{senderOf("reserve-inventory") + ":sas-Agent-reserve-inventory", "", "AROA" + senderOf("charge-payment"), "000000000000"} {
+		forged.Attributes[SenderIDAttr] = sender
+		resp, err := h.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{forged}})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("sender %q: %+v, %v; want the record deleted", sender, resp, err)
+		}
+	}
+	if st := f.Store.Record(t, orderA); st.ProcessState != workflow.Processing || st.StepIndex != 1 || st.Attempt != 3 {
+		t.Fatalf("a forged reply moved the record: %s step %d attempt %d", st.ProcessState, st.StepIndex, st.Attempt)
+	}
+	if sent := f.Send.Sent(); len(sent) != 0 {
+		t.Fatalf("a forged reply dispatched %d messages", len(sent))
+	}
+	refused := 0
+	for _, r := range buf.Records(t) {
+		if r["msg"] == ReplyRefused && r["level"] == "ERROR" && r["orderId"] == orderA && r["step"] == "charge-payment" {
+			refused++
+		}
+	}
+	if refused != 4 {
+		t.Fatalf("%d refusals logged at ERROR, want 4:\n%s", refused, buf.String())
+	}
+	// From its own Agent, the same reply commits.
+	genuine := record("genuine", succeededBody(orderA, "charge-payment", 1, 3))
+	if failed := f.handle(t, context.Background(), genuine); len(failed) != 0 {
+		t.Fatalf("the genuine reply failed: %v", failed)
+	}
+	if st := f.Store.Record(t, orderA); st.StepIndex != 2 {
+		t.Fatalf("the genuine reply left the record at step %d", st.StepIndex)
 	}
 }

@@ -97,7 +97,7 @@ func TestOnlyAStateChangeWritesByState(t *testing.T) {
 			return c
 		}, false},
 		{"its alert sent: Error still", func(st workflow.State) workflow.Change {
-			return workflow.Machine{}.AlertSent(st.OrderID, st.Attempt, now)
+			return workflow.Machine{}.AlertSent(st.OrderID, st.Attempt, st.ProcessState, now)
 		}, false},
 		{"retried: out of Error", func(st workflow.State) workflow.Change {
 			c, _ := plain.Resubmit(st, now)

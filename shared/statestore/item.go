@@ -66,6 +66,13 @@ type stepItem struct {
 	CompensatedAt        int64  `dynamodbav:"CompensatedAt,omitempty"`
 	CompensationOutput   string `dynamodbav:"CompensationOutput,omitempty"`
 	CompensationError    string `dynamodbav:"CompensationError,omitempty"`
+
+	// Only after a rejection, and after an operator's retry of one: absent
+	// otherwise, so a step's history costs no byte more.
+	Refused      bool `dynamodbav:"Refused,omitempty"`
+	UndoRefused  bool `dynamodbav:"UndoRefused,omitempty"`
+	KeyRound     int  `dynamodbav:"KeyRound,omitempty"`
+	UndoKeyRound int  `dynamodbav:"UndoKeyRound,omitempty"`
 }
 
 // compactTrace is the order's trace header as its record keeps it: the Root,
@@ -177,7 +184,8 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		si := stepItem{Name: st.Name, State: string(st.State), Attempts: st.Attempts, Failures: st.Failures, Output: string(st.Output), Error: st.Error,
 			Compensation: string(st.Compensation), CompensationAttempts: st.CompensationAttempts, CompensationFailures: st.CompensationFailures,
 			CompensationOutput: string(st.CompensationOutput), CompensationError: st.CompensationError,
-			StartedAt: unixMilliPtr(st.StartedAt), FinishedAt: unixMilliPtr(st.FinishedAt), CompensatedAt: unixMilliPtr(st.CompensatedAt)}
+			StartedAt: unixMilliPtr(st.StartedAt), FinishedAt: unixMilliPtr(st.FinishedAt), CompensatedAt: unixMilliPtr(st.CompensatedAt),
+			Refused: st.Refused, UndoRefused: st.UndoRefused, KeyRound: st.KeyRound, UndoKeyRound: st.UndoKeyRound}
 		it.Steps = append(it.Steps, si)
 	}
 	return attributevalue.MarshalMap(it)
@@ -222,7 +230,8 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		st := workflow.StepRecord{Name: si.Name, State: workflow.StepState(si.State), Attempts: si.Attempts, Failures: si.Failures, Error: si.Error,
 			Compensation: workflow.StepState(si.Compensation), CompensationAttempts: si.CompensationAttempts,
 			CompensationFailures: si.CompensationFailures, CompensationError: si.CompensationError,
-			StartedAt: fromMilliPtr(si.StartedAt), FinishedAt: fromMilliPtr(si.FinishedAt), CompensatedAt: fromMilliPtr(si.CompensatedAt)}
+			StartedAt: fromMilliPtr(si.StartedAt), FinishedAt: fromMilliPtr(si.FinishedAt), CompensatedAt: fromMilliPtr(si.CompensatedAt),
+			Refused: si.Refused, UndoRefused: si.UndoRefused, KeyRound: si.KeyRound, UndoKeyRound: si.UndoKeyRound}
 		if si.Output != "" {
 			st.Output = json.RawMessage(si.Output)
 		}

@@ -105,8 +105,18 @@ type LedgerEntry struct {
 	Output json.RawMessage
 	Fault  *message.Fault
 	// ExpiresAt is the entry's TTL (Unix seconds); a read takes an entry
-	// past it for gone.
+	// past it for gone. Zero while its order may still try the key: an
+	// entry gets its TTL only once its order ended for good (Expire), so
+	// it outlives every try of its key, an operator's retry years later
+	// included.
 	ExpiresAt time.Time
+	// TookOver, on the entry Begin claimed, says another try held the key
+	// before this one and left no outcome (it died, or its ledger write
+	// failed, after its step may have run), or that Begin cannot tell (its
+	// own claim, whose answer was lost): what the step does now may follow
+	// an effect of that try's, so a refusal is no proof that nothing was
+	// applied.
+	TookOver bool
 }
 
 // Live reports whether e is a running entry whose lease holds at now.
@@ -129,10 +139,12 @@ type Outcome struct {
 type LedgerPort interface {
 	// Begin claims key for owner until leaseUntil when it is absent, past
 	// its ExpiresAt, or running with its lease ended, and answers the
-	// entry as written and true. Otherwise it answers the entry as it is,
-	// writing nothing, and true only when owner holds it already (its own
-	// claim, whose answer was lost).
-	Begin(ctx context.Context, key, owner string, leaseUntil, expiresAt time.Time) (LedgerEntry, bool, error)
+	// entry as written (without a TTL, and TookOver when it displaced an
+	// entry) and true. Otherwise it answers the entry as it is, writing
+	// nothing, and true only when owner holds it already (its own claim,
+	// whose answer was lost; TookOver then, since Begin cannot tell what
+	// that claim displaced).
+	Begin(ctx context.Context, key, owner string, leaseUntil time.Time) (LedgerEntry, bool, error)
 	// Entry reads an entry, strongly consistent; workflow.ErrNotFound when
 	// it is absent or past its ExpiresAt.
 	Entry(ctx context.Context, key string) (LedgerEntry, error)
@@ -141,19 +153,26 @@ type LedgerPort interface {
 	// unless owner already finished it with an outcome of the same state
 	// (its own write, whose answer was lost), which is left as it is.
 	Finish(ctx context.Context, key, owner string, out Outcome) error
-	// Release deletes owner's claim of key, so a later try runs the step
-	// again; nil when key is absent, workflow.ErrStale when another holds
-	// or finished it.
+	// Release ends owner's claim of key at once, so a later try runs the
+	// step again: the entry stays, running with its lease ended, and the
+	// try that claims it next takes it over (TookOver), since the try
+	// that let it go may have applied the step before it failed. nil when
+	// key is absent or already released, workflow.ErrStale when another
+	// holds or finished it.
 	Release(ctx context.Context, key, owner string) error
 	// Tombstone marks key undone when it is absent, past its ExpiresAt,
 	// rejected, undone, or running with its lease ended, and answers the
-	// entry as written. Otherwise (done, or running under a live lease) it
-	// answers the entry as it is with workflow.ErrStale.
-	Tombstone(ctx context.Context, key string, expiresAt time.Time) (LedgerEntry, error)
+	// entry as written (without a TTL). Otherwise (done, or running under
+	// a live lease) it answers the entry as it is with workflow.ErrStale.
+	Tombstone(ctx context.Context, key string) (LedgerEntry, error)
 	// FinishUndo, in one transaction, marks effectKey undone (it must be
 	// done or undone) and ends owner's claim of undoKey done with output;
 	// workflow.ErrStale when either condition fails.
 	FinishUndo(ctx context.Context, effectKey, undoKey, owner string, output json.RawMessage) error
+	// Expire gives key's entry the TTL at, once its order ended for good
+	// and no try of the key can come any more; nil, writing nothing, when
+	// key has no entry.
+	Expire(ctx context.Context, key string, at time.Time) error
 }
 
 var _ LedgerPort = (*Store)(nil)
@@ -177,15 +196,15 @@ func ledgerKey(key string) map[string]types.AttributeValue {
 }
 
 // Begin claims key for owner (LedgerPort.Begin) with one conditional
-// UpdateItem that answers the item as it was when its condition fails. A
-// retry whose answer was lost finds the item running under owner: its own
-// claim.
-func (s *Store) Begin(ctx context.Context, key, owner string, leaseUntil, expiresAt time.Time) (LedgerEntry, bool, error) {
+// UpdateItem that answers the item as it was, whether its condition held
+// (ALL_OLD: was there an entry it took over?) or failed. A retry whose
+// answer was lost finds the item running under owner: its own claim.
+func (s *Store) Begin(ctx context.Context, key, owner string, leaseUntil time.Time) (LedgerEntry, bool, error) {
 	now := s.clk.Now()
 	e := newExpr()
 	e.Set(ledgerState, str(string(LedgerRunning))).Set(ledgerOwner, str(owner)).Set(ledgerLease, millis(leaseUntil))
 	e.Remove(ledgerOutput).Remove(ledgerFaultCode).Remove(ledgerFaultMessage).Remove(ledgerUncertain)
-	setExpiry(e, expiresAt)
+	setExpiry(e, time.Time{})
 	cond := "attribute_not_exists(#k) OR #expiresAt <= :nowSec OR (#state = :running AND #leaseUntil <= :nowMs)"
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.tables.Ledger),
@@ -194,7 +213,7 @@ func (s *Store) Begin(ctx context.Context, key, owner string, leaseUntil, expire
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            ledgerNames(e.names),
 		ExpressionAttributeValues:           ledgerValues(e.values, now, LedgerRunning),
-		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
@@ -203,16 +222,16 @@ func (s *Store) Begin(ctx context.Context, key, owner string, leaseUntil, expire
 		if derr != nil {
 			return LedgerEntry{}, false, fmt.Errorf("begin %s: decode the entry: %w", key, derr)
 		}
-		return held, held.State == LedgerRunning && held.Owner == owner, nil
+		own := held.State == LedgerRunning && held.Owner == owner
+		held.TookOver = own
+		return held, own, nil
 	}
 	if err != nil {
 		return LedgerEntry{}, false, fmt.Errorf("begin %s in %s: %w", key, s.tables.Ledger, err)
 	}
-	got, err := decodeLedger(out.Attributes)
-	if err != nil {
-		return LedgerEntry{}, false, fmt.Errorf("begin %s: decode the entry: %w", key, err)
-	}
-	return got, true, nil
+	written := LedgerEntry{Key: key, State: LedgerRunning, Owner: owner, LeaseUntil: fromMilli(leaseUntil.UnixMilli()),
+		TookOver: len(out.Attributes) > 0}
+	return written, true, nil
 }
 
 // Entry reads an entry with a strongly consistent read (LedgerPort.Entry).
@@ -293,15 +312,17 @@ func outcomeState(out Outcome) LedgerState {
 	return LedgerDone
 }
 
-// Release deletes owner's claim (LedgerPort.Release) with a conditional
-// DeleteItem. A retry whose answer was lost finds nothing: done already.
+// Release ends owner's claim (LedgerPort.Release) with a conditional
+// UpdateItem that sets its lease to the epoch: ended for every clock. A
+// retry whose answer was lost does the same again.
 func (s *Store) Release(ctx context.Context, key, owner string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.tables.Ledger),
 		Key:                                 ledgerKey(key),
+		UpdateExpression:                    aws.String("SET #lease = :ended"),
 		ConditionExpression:                 aws.String("#state = :running AND #owner = :owner"),
-		ExpressionAttributeNames:            map[string]string{"#state": ledgerState, "#owner": ledgerOwner},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":running": str(string(LedgerRunning)), ":owner": str(owner)},
+		ExpressionAttributeNames:            map[string]string{"#state": ledgerState, "#owner": ledgerOwner, "#lease": ledgerLease},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":running": str(string(LedgerRunning)), ":owner": str(owner), ":ended": num64(0)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
@@ -320,12 +341,12 @@ func (s *Store) Release(ctx context.Context, key, owner string) error {
 // Tombstone marks key undone where no effect is on record
 // (LedgerPort.Tombstone): one conditional UpdateItem, which creates the
 // entry when it is absent.
-func (s *Store) Tombstone(ctx context.Context, key string, expiresAt time.Time) (LedgerEntry, error) {
+func (s *Store) Tombstone(ctx context.Context, key string) (LedgerEntry, error) {
 	now := s.clk.Now()
 	e := newExpr()
 	e.Set(ledgerState, str(string(LedgerUndone)))
 	e.Remove(ledgerOwner).Remove(ledgerLease).Remove(ledgerOutput).Remove(ledgerFaultCode).Remove(ledgerFaultMessage).Remove(ledgerUncertain)
-	setExpiry(e, expiresAt)
+	setExpiry(e, time.Time{})
 	cond := "attribute_not_exists(#k) OR #expiresAt <= :nowSec OR #state IN (:rejected, :undone) OR (#state = :running AND #leaseUntil <= :nowMs)"
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.tables.Ledger),
@@ -393,6 +414,29 @@ func (s *Store) FinishUndo(ctx context.Context, effectKey, undoKey, owner string
 	}
 	if err != nil {
 		return fmt.Errorf("finish the undo %s of %s in %s: %w", undoKey, effectKey, s.tables.Ledger, err)
+	}
+	return nil
+}
+
+// Expire gives key's entry its TTL (LedgerPort.Expire) with one UpdateItem
+// conditional on the entry's existence, so an absent key stays absent. It
+// is the one write that sets a TTL: an entry lives as long as its order
+// may try its key.
+func (s *Store) Expire(ctx context.Context, key string, at time.Time) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.tables.Ledger),
+		Key:                       ledgerKey(key),
+		UpdateExpression:          aws.String("SET #exp = :exp"),
+		ConditionExpression:       aws.String("attribute_exists(#k)"),
+		ExpressionAttributeNames:  map[string]string{"#k": LedgerKeyAttr, "#exp": LedgerExpiresAtAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":exp": num64(unixSeconds(at))},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("expire %s in %s: %w", key, s.tables.Ledger, err)
 	}
 	return nil
 }

@@ -112,7 +112,7 @@ func TestWriteWhoseAnswerWasLostIsOwnWrite(t *testing.T) {
 			st := claimed(t, s, id)
 			st, err := s.Apply(context.Background(), machine.StepRejected(id, 0, st.Attempt, "rejected", false, "scheduler/b", now))
 			if err == nil {
-				st, err = s.Apply(context.Background(), machine.UndoRejected(id, 0, st.Attempt, "compensation rejected", now))
+				st, err = s.Apply(context.Background(), machine.UndoRejected(id, 0, st.Attempt, "compensation rejected", false, workflow.State{}, now))
 			}
 			if err != nil || st.ProcessState != workflow.CompensationFailed {
 				t.Fatalf("into CompensationFailed: %s, %v", st.ProcessState, err)

@@ -383,6 +383,20 @@ func stepPatchOf(e *expr, path string, sp workflow.StepPatch, now time.Time) {
 	if sp.UndoError != nil {
 		e.Set(path+".CompensationError", str(*sp.UndoError))
 	}
+	flag := func(attr string, v *bool) {
+		switch {
+		case v == nil:
+		case *v:
+			e.Set(path+"."+attr, boolean(true))
+		default:
+			// Off is absent, as in stepItem.
+			e.Remove(path + "." + attr)
+		}
+	}
+	flag("Refused", sp.Refused)
+	flag("UndoRefused", sp.UndoRefused)
+	add("KeyRound", sp.Rekey)
+	add("UndoKeyRound", sp.UndoRekey)
 }
 
 // stepPath is the path of a step's history entry.

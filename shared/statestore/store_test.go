@@ -162,7 +162,7 @@ func TestTablesExpireOnExpiresAt(t *testing.T) {
 	if written.ProcessState.Terminal() {
 		t.Fatalf("the default workflow's rejection at step 0 left %s, want its compensation", written.ProcessState)
 	}
-	written, err = s.Apply(ctx, machine.UndoCompleted(id, 0, written.Attempt, json.RawMessage(`{}`), false, "scheduler/x", ended))
+	written, err = s.Apply(ctx, machine.UndoCompleted(id, 0, written.Attempt, json.RawMessage(`{}`), workflow.State{}, "scheduler/x", ended))
 	if err != nil || written.ProcessState != workflow.Compensated {
 		t.Fatalf("undo: %s, %v", written.ProcessState, err)
 	}
@@ -186,12 +186,12 @@ func TestAChangeOfAnOrderWithoutItsOrdersItemIsWrittenAlone(t *testing.T) {
 	now := t0.Add(time.Second)
 	st, err := s.Apply(ctx, machine.StepRejected("o-orphan", 0, st.Attempt, "no", false, "scheduler/x", now))
 	if err == nil {
-		st, err = s.Apply(ctx, machine.UndoRejected("o-orphan", 0, st.Attempt, "compensation no", now))
+		st, err = s.Apply(ctx, machine.UndoRejected("o-orphan", 0, st.Attempt, "compensation no", false, workflow.State{}, now))
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := workflow.Machine{}.AlertSent("o-orphan", st.Attempt, now.Add(time.Second))
+	c := workflow.Machine{}.AlertSent("o-orphan", st.Attempt, st.ProcessState, now.Add(time.Second))
 	got, err := s.Apply(ctx, c)
 	if err != nil || got.AlertPending || got.InFlight {
 		t.Fatalf("alert confirmed without an orders item: %+v, %v", got, err)

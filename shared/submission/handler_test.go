@@ -833,7 +833,7 @@ func TestRetention(t *testing.T) {
 	f.clk.Advance(1500 * time.Millisecond)
 	written, err := f.store.Apply(context.Background(), m.StepRejected(a.OrderID, 0, st.Attempt, "no", false, "sched", f.clk.Now()))
 	if err == nil {
-		written, err = f.store.Apply(context.Background(), m.UndoCompleted(a.OrderID, 0, written.Attempt, json.RawMessage(`{}`), false, "sched", f.clk.Now()))
+		written, err = f.store.Apply(context.Background(), m.UndoCompleted(a.OrderID, 0, written.Attempt, json.RawMessage(`{}`), workflow.State{}, "sched", f.clk.Now()))
 	}
 	if err != nil || written.ProcessState != workflow.Compensated {
 		t.Fatalf("ending the order: %s, %v", written.ProcessState, err)

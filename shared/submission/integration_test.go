@@ -341,7 +341,7 @@ func TestIntegrationCancel(t *testing.T) {
 
 	// Its compensation fails; an operator retries the compensation.
 	undo := f.claim(t, busy, 0, true)
-	if st := f.apply(t, machine().UndoRejected(busy, 0, undo.Attempt, "warehouse down", f.tick())); st.ProcessState != workflow.CompensationFailed {
+	if st := f.apply(t, machine().UndoRejected(busy, 0, undo.Attempt, "warehouse down", false, workflow.State{}, f.tick())); st.ProcessState != workflow.CompensationFailed {
 		t.Fatalf("failed compensation %+v", st)
 	}
 	readOperatorAccepted(t, f.do(t, post("/orders/"+busy+"/retry")), busy, workflow.CompensationPending)
@@ -455,7 +455,7 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 		f.tick()
 		readOperatorAccepted(t, f.do(t, request("POST", "/orders/"+id+"/cancel", nil, "")), id, workflow.CompensationPending)
 		undo := f.claim(t, id, 0, true)
-		f.apply(t, machine().UndoCompleted(id, 0, undo.Attempt, nil, false, "scheduler-1", f.tick()))
+		f.apply(t, machine().UndoCompleted(id, 0, undo.Attempt, nil, workflow.State{}, "scheduler-1", f.tick()))
 	}
 	ids, _ := f.list(t, "state=Compensated&limit=100")
 	if len(ids) != len(aIDs)+len(bIDs) {

@@ -127,11 +127,13 @@ func notDeployedProblem(orderID string, err error) Problem {
 		"order %s cannot be changed: %v; deploy that version again (shared/catalog/workflows.json), then retry", orderID, err))
 }
 
-// followUp logs a committed change and hands its order to the Scheduler. A
-// failed send is only logged: the record is durable and unclaimed, so the
-// Supervisor re-sends it once its claim deadline passes.
+// followUp logs a committed change, delivers the alert it owes (a cancel
+// past a step without an undo) through the record's outbox, and hands its
+// order to the Scheduler. A failed send or publish is only logged: the
+// record is durable, unclaimed and owes what it owes, so the Supervisor
+// re-sends it once its deadline passes.
 func (h *Handler) followUp(ctx context.Context, log *slog.Logger, c workflow.Change, st workflow.State, now time.Time) {
-	f := followup.Actions{Send: h.sender, SchedulerQueueURL: h.cfg.SchedulerQueueURL, Alerts: h.alerts}
+	f := followup.Actions{Send: h.sender, SchedulerQueueURL: h.cfg.SchedulerQueueURL, Alerts: h.alerts, Confirm: h.store}
 	_ = f.After(ctx, c, st, now, log)
 }
 

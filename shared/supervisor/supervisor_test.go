@@ -293,13 +293,13 @@ func TestRunRecoveryKinds(t *testing.T) {
 			if tt.wantAlert != "" {
 				wantAlert := alert.Alert{
 					Kind: tt.wantAlert, OrderID: orderA, Workflow: st.Workflow, Step: st.Step, StepIndex: st.StepIndex,
-					FailureCount: st.FailureCount, MaxFailures: p.MaxFailures, Attempt: st.Attempt,
+					FailureCount: st.FailureCount, MaxFailures: p.MaxFailures, Attempt: st.Attempt, State: st.ProcessState,
 					LastError: st.LastError, At: testNow, CLI: alert.CLI(""),
 				}
 				if got := f.Publish.Published()[0]; !reflect.DeepEqual(got, wantAlert) {
 					t.Errorf("published\n%+v\nwant\n%+v", got, wantAlert)
 				}
-				if got, want := f.Store.Changes("alert-sent"), (workflow.Machine{}).AlertSent(orderA, st.Attempt, testNow); !reflect.DeepEqual(got, []workflow.Change{want}) {
+				if got, want := f.Store.Changes("alert-sent"), (workflow.Machine{}).AlertSent(orderA, st.Attempt, st.ProcessState, testNow); !reflect.DeepEqual(got, []workflow.Change{want}) {
 					t.Errorf("confirmations %+v, want [%+v]", got, want)
 				}
 				if after := f.Store.Record(t, orderA); after.AlertPending || after.InFlight {

@@ -3,7 +3,10 @@ package timer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -23,24 +26,40 @@ type Sender interface {
 
 var _ Sender = (*queue.Sender)(nil)
 
-// Handler turns the state table's stream into Deadlines. Its event source
-// mapping must have ReportBatchItemFailures on: Handle reports the first
-// record whose Deadline was not sent, and Lambda retries from there.
-type Handler struct {
-	cfg  Config
-	send Sender
-	clk  clock.Clock
-	log  *slog.Logger
+// Ledger gives a code step's ledger entry its TTL; *statestore.Store is one.
+type Ledger interface {
+	Expire(ctx context.Context, key string, at time.Time) error
 }
 
-// New returns a Handler that sends through send, reporting every problem
-// of cfg and of the port at once.
-func New(cfg Config, send Sender, deps actor.Deps) (*Handler, error) {
-	if err := actor.Check("timer", cfg.Validate(), actor.Port{Name: "Sender", Value: send}); err != nil {
+var _ Ledger = (*statestore.Store)(nil)
+
+// Handler follows the state table's stream: it turns each new phase of a
+// watched record into a Deadline, and when an order ends for good it gives
+// the ledger entries of its code steps the record's TTL. Its event source
+// mapping must have ReportBatchItemFailures on: Handle reports the first
+// record whose Deadline was not sent or whose entries were not expired,
+// and Lambda retries from there.
+type Handler struct {
+	cfg    Config
+	send   Sender
+	ledger Ledger
+	clk    clock.Clock
+	log    *slog.Logger
+}
+
+// New returns a Handler that sends through send and expires ledger
+// entries through ledger (nil when cfg names no code step), reporting every
+// problem of cfg and of the ports at once.
+func New(cfg Config, send Sender, ledger Ledger, deps actor.Deps) (*Handler, error) {
+	ports := []actor.Port{{Name: "Sender", Value: send}}
+	if len(cfg.CodeSteps) > 0 {
+		ports = append(ports, actor.Port{Name: "Ledger", Value: ledger})
+	}
+	if err := actor.Check("timer", cfg.Validate(), ports...); err != nil {
 		return nil, err
 	}
 	deps = deps.WithDefaults()
-	return &Handler{cfg: cfg, send: send, clk: deps.Clock, log: deps.Log}, nil
+	return &Handler{cfg: cfg, send: send, ledger: ledger, clk: deps.Clock, log: deps.Log}, nil
 }
 
 // armed is the Deadline of the stream record at index at.
@@ -49,17 +68,30 @@ type armed struct {
 	msg queue.Outgoing
 }
 
-// Handle sends the Deadlines of a batch of stream records, ten to a
-// request. When some are not sent it reports the first of their records
-// alone, so Lambda retries from it: Deadlines after it may go twice, which
-// the Supervisor's fence makes harmless. It never returns an error, which
+// Handle gives the batch's ended orders' ledger entries their TTL, in
+// stream order, and sends the Deadlines of the records before the first
+// whose entries failed, ten to a request. When something failed it reports
+// the first record affected alone, so Lambda retries from it: Deadlines
+// and TTLs after it may be written twice, which the Supervisor's fence and
+// the TTL's idempotence make harmless. It never returns an error, which
 // would make Lambda retry the whole batch.
 func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	log := actor.InvocationLog(ctx, h.log)
 	now := h.clk.Now()
 	var out []armed
+	stuck := len(ev.Records)
 	for i, rec := range ev.Records {
-		d, tr, ok := h.deadlineOf(log, rec)
+		st, old, ok := images(log, rec)
+		if !ok {
+			continue
+		}
+		if err := h.expireEntries(ctx, st, old); err != nil {
+			trace.Log(log, trace.Stored(st.Trace)).Warn(actor.BatchItemFailed, slog.String("reason", "ledger entries not expired; the stream retries from this record"),
+				slog.String("orderId", st.OrderID), slog.Any("error", err), slog.String("sequenceNumber", rec.Change.SequenceNumber))
+			stuck = i
+			break
+		}
+		d, tr, ok := deadlineOf(st, old)
 		if !ok {
 			continue
 		}
@@ -71,58 +103,96 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		// Each Deadline goes in its own order's trace: a batch mixes orders.
 		out = append(out, armed{at: i, msg: queue.Outgoing{Body: message.Encode(d), Delay: max(wait, 0), Trace: tr}})
 	}
-	if len(out) == 0 {
-		return events.DynamoDBEventResponse{}, nil
-	}
-	msgs := make([]queue.Outgoing, len(out))
-	for i, a := range out {
-		msgs[i] = a.msg
-	}
-	err := h.send.SendBatch(ctx, h.cfg.DeadlineQueueURL, msgs)
-	if err == nil {
-		log.Debug("deadlines armed", slog.Int("deadlines", len(out)), slog.Int("records", len(ev.Records)))
-		return events.DynamoDBEventResponse{}, nil
-	}
-	first := 0 // a failure that names no message holds back the whole batch
-	var be *queue.BatchError
-	if errors.As(err, &be) && len(be.Failures) > 0 {
-		first = be.Failures[0].Index
-		for _, f := range be.Failures {
-			first = min(first, f.Index)
+	if err := h.arm(ctx, out); err != nil {
+		first := 0 // a failure that names no message holds back the whole batch
+		var be *queue.BatchError
+		if errors.As(err, &be) && len(be.Failures) > 0 {
+			first = be.Failures[0].Index
+			for _, f := range be.Failures {
+				first = min(first, f.Index)
+			}
 		}
+		stuck = min(stuck, out[first].at)
+		log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline not sent; the stream retries from this record"), slog.Any("error", err),
+			slog.String("sequenceNumber", ev.Records[stuck].Change.SequenceNumber), slog.Int("redelivered", len(ev.Records)-stuck))
+	} else if len(out) > 0 {
+		log.Debug("deadlines armed", slog.Int("deadlines", len(out)), slog.Int("records", len(ev.Records)))
 	}
-	stuck := out[first].at
-	log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline not sent; the stream retries from this record"), slog.Any("error", err),
-		slog.String("sequenceNumber", ev.Records[stuck].Change.SequenceNumber), slog.Int("redelivered", len(ev.Records)-stuck))
+	if stuck == len(ev.Records) {
+		return events.DynamoDBEventResponse{}, nil
+	}
 	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{
 		{ItemIdentifier: ev.Records[stuck].Change.SequenceNumber},
 	}}, nil
 }
 
-// deadlineOf is the Deadline of a stream record, if its write started a new
-// phase of a record the Supervisor watches: the record is in flight, and
-// its Attempt or CompleteBy is not what it was. An unreadable new image is
-// poison: logged and skipped (the sweep still sees the record), never
-// retried, since it would fail the same way and hold back the shard. It
-// returns the order's trace, which the record keeps, with the Deadline.
-func (h *Handler) deadlineOf(log *slog.Logger, rec events.DynamoDBEventRecord) (message.Deadline, trace.Header, bool) {
+// arm sends the Deadlines out.
+func (h *Handler) arm(ctx context.Context, out []armed) error {
+	if len(out) == 0 {
+		return nil
+	}
+	msgs := make([]queue.Outgoing, len(out))
+	for i, a := range out {
+		msgs[i] = a.msg
+	}
+	return h.send.SendBatch(ctx, h.cfg.DeadlineQueueURL, msgs)
+}
+
+// images reads a stream record's new image, and its old one when it has
+// a readable one. An unreadable new image is poison: logged and skipped
+// (the sweep still sees the record), never retried, since it would fail
+// the same way and hold back the shard.
+func images(log *slog.Logger, rec events.DynamoDBEventRecord) (st, old workflow.State, ok bool) {
 	if rec.EventName == string(events.DynamoDBOperationTypeRemove) {
-		return message.Deadline{}, trace.Header{}, false
+		return st, old, false
 	}
 	st, err := statestore.DecodeImage(rec.Change.NewImage)
 	if err != nil {
 		log.Error(actor.RecordSkipped+": new image unreadable", slog.String("sequenceNumber", rec.Change.SequenceNumber), slog.Any("error", err))
-		return message.Deadline{}, trace.Header{}, false
-	}
-	if !st.InFlight || st.CompleteBy.IsZero() {
-		return message.Deadline{}, trace.Header{}, false
+		return st, old, false
 	}
 	if len(rec.Change.OldImage) > 0 {
-		// An unreadable old image counts as a new phase: at worst one
-		// Deadline too many, which the Supervisor drops.
-		if old, err := statestore.DecodeImage(rec.Change.OldImage); err == nil && samePhase(old, st) {
-			return message.Deadline{}, trace.Header{}, false
+		// An unreadable old image reads as none: at worst one Deadline,
+		// or one TTL, written again.
+		old, _ = statestore.DecodeImage(rec.Change.OldImage)
+	}
+	return st, old, true
+}
+
+// expireEntries gives the ledger entries of the code steps of an order
+// that this write ended for good the record's own TTL: every key each of
+// them ran under, as its history tells (workflow.StepKeys). Until then an
+// entry has none, so it outlives every try of its key, an operator's
+// retry of an order that waited for one included; from then on no try
+// comes, and it goes with its order. An entry that does not exist is left
+// absent.
+func (h *Handler) expireEntries(ctx context.Context, st, old workflow.State) error {
+	if len(h.cfg.CodeSteps) == 0 || !st.ProcessState.Ended() || old.ProcessState.Ended() || st.ExpiresAt.IsZero() {
+		return nil
+	}
+	for i, r := range st.Steps {
+		if !slices.Contains(h.cfg.CodeSteps, r.Name) {
+			continue
 		}
+		steps, undos := workflow.StepKeys(st, i)
+		for _, key := range append(steps, undos...) {
+			if err := h.ledger.Expire(ctx, statestore.LedgerKey(r.Name, key), st.ExpiresAt); err != nil {
+				return fmt.Errorf("expire the ledger entry of %s with order %s: %w", key, st.OrderID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// deadlineOf is the Deadline of a write, if it started a new phase of a
+// record the Supervisor watches: the record is in flight, and its Attempt
+// or CompleteBy is not what it was (old is zero for an insert, or an
+// unreadable old image: at worst one Deadline too many, which the
+// Supervisor drops). It returns the order's trace, which the record keeps,
+// with the Deadline.
+func deadlineOf(st, old workflow.State) (message.Deadline, trace.Header, bool) {
+	if !st.InFlight || st.CompleteBy.IsZero() || samePhase(old, st) {
+		return message.Deadline{}, trace.Header{}, false
 	}
 	return message.NewDeadline(st.OrderID, st.StepIndex, st.Attempt, st.CompleteBy), trace.Stored(st.Trace), true
 }

@@ -77,7 +77,7 @@ func newHandler(t *testing.T, send timer.Sender, buf *logtest.Buffer) *timer.Han
 	if buf != nil {
 		deps.Log = slog.New(slog.NewJSONHandler(buf, nil))
 	}
-	h, err := timer.New(timer.Config{DeadlineQueueURL: queueURL}, send, deps)
+	h, err := timer.New(timer.Config{DeadlineQueueURL: queueURL}, send, nil, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestRetriesFromTheFirstRecordNotArmed(t *testing.T) {
 
 func TestNewRejectsBadInput(t *testing.T) {
 	t.Parallel()
-	_, err := timer.New(timer.Config{DeadlineQueueURL: "not a url"}, nil, actor.Deps{})
+	_, err := timer.New(timer.Config{DeadlineQueueURL: "not a url"}, nil, nil, actor.Deps{})
 	if err == nil || !strings.Contains(err.Error(), "DeadlineQueueURL") || !strings.Contains(err.Error(), "Sender") {
 		t.Fatalf("New = %v, want both the URL and the missing Sender named", err)
 	}

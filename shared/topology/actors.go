@@ -25,6 +25,7 @@ const (
 	EnvOperatorPrincipals  = "OPERATOR_PRINCIPALS"
 	EnvMaxReceiveCount     = "MAX_RECEIVE_COUNT"
 	EnvBatchLimit          = "BATCH_LIMIT"
+	EnvReplySenders        = "REPLY_SENDERS"
 
 	EnvAgentStep        = "AGENT_STEP"
 	EnvRequestQueueURL  = "REQUEST_QUEUE_URL"
@@ -38,6 +39,7 @@ const (
 	EnvAgentConcurrency = "AGENT_CONCURRENCY"
 	EnvSafetyMargin     = "SAFETY_MARGIN"
 	EnvLedgerTable      = "LEDGER_TABLE"
+	EnvCodeSteps        = "CODE_STEPS"
 
 	EnvAdmissionQueues  = "ADMISSION_QUEUES"
 	EnvAdmissionBacklog = "ADMISSION_BACKLOG"
@@ -130,7 +132,7 @@ type Actor struct {
 var deployed = []string{
 	EnvOrdersTable, EnvStateTable, EnvSchedulerQueueURL, EnvResponseQueueURL, EnvAgentQueueURLs,
 	EnvDeadlineQueueURL, EnvAlertTopicARN, EnvOrderEventsTopicARN, EnvOperatorAPIURL,
-	EnvOperatorPrincipals, EnvMaxReceiveCount, EnvAgentStep, EnvRequestQueueURL, EnvRemoteBaseURLs, EnvLedgerTable,
+	EnvOperatorPrincipals, EnvMaxReceiveCount, EnvReplySenders, EnvAgentStep, EnvRequestQueueURL, EnvRemoteBaseURLs, EnvLedgerTable, EnvCodeSteps,
 	EnvAdmissionQueues, EnvAdmissionBacklog, EnvAdmissionRate, EnvAdmissionRefresh, EnvAdmissionReserve, EnvRetention,
 	EnvTraceSampleRate,
 }
@@ -205,7 +207,7 @@ var actors = []Actor{{
 		access(SchedulerQueue, SendMessage),
 		access(AlertTopic, Publish),
 	},
-	Env: append(slices.Clone(FollowupEnv), EnvResponseQueueURL, EnvAgentQueueURLs, EnvMaxReceiveCount),
+	Env: append(slices.Clone(FollowupEnv), EnvResponseQueueURL, EnvAgentQueueURLs, EnvMaxReceiveCount, EnvReplySenders),
 }, {
 	// One per step: calls its remote service and replies to the Scheduler.
 	Name:     Agent,
@@ -242,7 +244,7 @@ var actors = []Actor{{
 		{Actions: []string{getItem, updateItem, deleteItem}, On: []Resource{LedgerTable}, OwnKeys: true},
 	},
 	Env: []string{
-		EnvAgentStep, EnvResponseQueueURL, EnvLedgerTable, EnvRetention, EnvRemoteTimeout, EnvRetryBase, EnvRetryMax,
+		EnvAgentStep, EnvResponseQueueURL, EnvLedgerTable, EnvRemoteTimeout, EnvRetryBase, EnvRetryMax,
 		EnvBreakerFailures, EnvBreakerCooldown, EnvAgentConcurrency, EnvSafetyMargin, EnvAlertTopicARN,
 		EnvMaxReceiveCount, EnvRequestQueueURL,
 	},
@@ -274,11 +276,12 @@ var actors = []Actor{{
 	Env: append(slices.Clone(FollowupEnv), EnvBatchLimit, EnvDeadlineQueueURL),
 }, {
 	// Reads the state table's stream and sends each new phase of a watched
-	// record a Deadline, delayed until its CompleteBy.
+	// record a Deadline, delayed until its CompleteBy; when an order ends
+	// for good, gives its code steps' ledger entries its record's TTL.
 	Name:     Timer,
 	Consumes: []Resource{StateStream},
-	Access:   []Access{access(DeadlineQueue, SendMessage)},
-	Env:      []string{EnvDeadlineQueueURL},
+	Access:   []Access{access(DeadlineQueue, SendMessage), access(LedgerTable, updateItem)},
+	Env:      []string{EnvDeadlineQueueURL, EnvCodeSteps, EnvLedgerTable},
 }, {
 	// Publishes each client-visible status change from the stream.
 	Name:     Notifier,

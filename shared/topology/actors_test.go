@@ -72,7 +72,7 @@ func TestDescriptorDerivations(t *testing.T) {
 	// table is the ledger, on its own keys.
 	code := topology.Describe(topology.CodeStep)
 	if got, want := code.DeployedEnv(), []string{
-		topology.EnvAgentStep, topology.EnvResponseQueueURL, topology.EnvLedgerTable, topology.EnvRetention, topology.EnvAlertTopicARN,
+		topology.EnvAgentStep, topology.EnvResponseQueueURL, topology.EnvLedgerTable, topology.EnvAlertTopicARN,
 		topology.EnvMaxReceiveCount, topology.EnvRequestQueueURL,
 	}; !slices.Equal(got, want) {
 		t.Errorf("codestep's deployed env %v, want %v", got, want)

@@ -59,3 +59,30 @@ func ParseAgentQueues(s string) (map[string]string, error) {
 	}
 	return queues, nil
 }
+
+// ParseSenders reads step=id pairs separated by commas (REPLY_SENDERS): each
+// step's Agent's IAM role unique ID, as SQS names a sender (SenderId, before
+// its ":session"). An ID is letters and digits, as IAM writes unique IDs
+// ("IAM identifiers", Unique identifiers,
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids),
+// or the 12 digits an emulator without IAM stamps.
+func ParseSenders(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	senders := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		step, id, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || step == "" || id == "" {
+			return nil, fmt.Errorf("%q is not step=id", pair)
+		}
+		if _, dup := senders[step]; dup {
+			return nil, fmt.Errorf("step %q named twice", step)
+		}
+		if len(id) > 128 || strings.IndexFunc(id, func(r rune) bool { return !('A' <= r && r <= 'Z' || '0' <= r && r <= '9') }) >= 0 {
+			return nil, fmt.Errorf("step %q: %q is not an IAM unique ID", step, id)
+		}
+		senders[step] = id
+	}
+	return senders, nil
+}

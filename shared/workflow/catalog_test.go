@@ -167,7 +167,7 @@ func TestStranded(t *testing.T) {
 	if !ok || again.Alert != AlertWorkflowMissing || !again.Fence.AlertPending || again.Patch.State != "" {
 		t.Fatalf("resend %+v", again)
 	}
-	if _, ok := lost.Stranded(apply(t, stopped, Machine{}.AlertSent("o-1", stopped.Attempt, now)), now.Add(time.Hour)); ok {
+	if _, ok := lost.Stranded(apply(t, stopped, Machine{}.AlertSent("o-1", stopped.Attempt, stopped.ProcessState, now)), now.Add(time.Hour)); ok {
 		t.Fatal("a confirmed alert owed again")
 	}
 

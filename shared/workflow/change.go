@@ -222,6 +222,11 @@ type StepPatch struct {
 	UndoClaimed, UndoFailed, Undone bool
 	UndoOutput                      json.RawMessage
 	UndoError                       *string
+	// Refused and UndoRefused, when set, say whether the step's (its
+	// undo's) last outcome was a certain rejection; Rekey and UndoRekey
+	// start the next round of its key (StepRecord.KeyRound).
+	Refused, UndoRefused *bool
+	Rekey, UndoRekey     bool
 }
 
 // Apply returns s as the patch leaves it. It is the meaning of a Patch: the
@@ -331,6 +336,10 @@ func (sp StepPatch) apply(r StepRecord, now time.Time) StepRecord {
 	stampIf(&r.CompensatedAt, sp.Undone, now)
 	setNonEmpty(&r.CompensationOutput, sp.UndoOutput)
 	setIf(&r.CompensationError, sp.UndoError)
+	setIf(&r.Refused, sp.Refused)
+	setIf(&r.UndoRefused, sp.UndoRefused)
+	count(&r.KeyRound, sp.Rekey)
+	count(&r.UndoKeyRound, sp.UndoRekey)
 	return r
 }
 

@@ -45,6 +45,10 @@ type Definition struct {
 
 var stepName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
+// IsStepName reports whether s is a valid step name: a lower-case letter,
+// then up to 62 lower-case letters, digits and dashes.
+func IsStepName(s string) bool { return stepName.MatchString(s) }
+
 // Validate checks that the definition can run, reporting every problem at
 // once: names, budgets, and payload bounds (see limits.go).
 func (d Definition) Validate() error {

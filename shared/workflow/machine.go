@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -122,6 +123,7 @@ func (m Machine) StepRejected(orderID string, k, attempt int, msg string, uncert
 	defer m.decided(&c, State{})
 	c = reply(orderID, Processing, k, attempt, now)
 	p := &c.Patch
+	p.step(k).Refused = ptr(!uncertain)
 	stop := m.Def.StopAt(k, uncertain, StopPermanent)
 	if stop.UndoFrom >= 0 {
 		stopStep(p, k, StepFailed, msg)
@@ -143,11 +145,13 @@ func (m Machine) StepRejected(orderID string, k, attempt int, msg string, uncert
 // UndoCompleted commits the successful reply of attempt of the undo of step
 // k: the next undo (last step first) is claimed in the same write and
 // dispatched, or, after the last (LastUndo), the order is Compensated, or
-// Cancelled when a cancel started its compensation. cancelled is the
-// record's Cancelled, which only the last undo needs (the Scheduler reads
-// the record for it then): a cancelled order may have left a step without
-// an undo applied (Machine.Cancel), so it is never called Compensated.
-func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMessage, cancelled bool, owner string, now time.Time) (c Change) {
+// Cancelled when a cancel started its compensation. seen is the record as
+// the Scheduler read it for the last undo (zero for any other): a
+// cancelled order may have left a step without an undo applied
+// (Machine.Cancel), so it is never called Compensated, and one that still
+// owes its alert stays in the Supervisor's index until the alert is
+// confirmed, AlertTimeout from now.
+func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMessage, seen State, owner string, now time.Time) (c Change) {
 	defer m.decided(&c, State{})
 	c = reply(orderID, Compensating, k, attempt, now)
 	p := &c.Patch
@@ -159,9 +163,12 @@ func (m Machine) UndoCompleted(orderID string, k, attempt int, output json.RawMe
 		c.Transition, c.Dispatch = TransitionUndone, true
 		return c
 	}
-	p.State, p.InFlight = Compensated, ptr(false)
-	if cancelled {
+	p.State, p.InFlight = Compensated, ptr(seen.AlertPending)
+	if seen.Cancelled {
 		p.State = Cancelled
+	}
+	if seen.AlertPending {
+		p.CompleteBy = now.Add(m.Policy.AlertTimeout)
 	}
 	p.unlock()
 	c.Transition = TransitionCompensated
@@ -174,16 +181,27 @@ func (m Machine) LastUndo(k int) bool { return m.Def.NextCompensation(k) < 0 }
 
 // UndoRejected commits a permanent fault of attempt of the undo of step k:
 // the order is CompensationFailed and owes an alert; a person must act.
-func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, now time.Time) (c Change) {
+// uncertain says the refusal does not prove the undo applied nothing (the
+// agent's Fault.Uncertain): an operator's retry then keeps its key. seen is
+// the record as the Scheduler read it before the commit: one that names a
+// step whose effect stays (a cancel past a step without an undo) keeps
+// that LastError.
+func (m Machine) UndoRejected(orderID string, k, attempt int, msg string, uncertain bool, seen State, now time.Time) (c Change) {
 	defer m.decided(&c, State{})
 	c = reply(orderID, Compensating, k, attempt, now)
 	c.Transition, c.Alert, c.MaxFailures = TransitionCompensationFailed, AlertCompensationFailed, m.MaxFailuresOf(k)
 	p := &c.Patch
 	p.State, p.AlertPending, p.LastError = CompensationFailed, ptr(true), ptr(msg)
+	if strings.HasPrefix(seen.LastError, NotUndoablePrefix) {
+		// A cancel past the point of no return: LastError names the step
+		// whose effect stays, which the order must say however it ends;
+		// the undo's failure is in its step's history.
+		p.LastError = nil
+	}
 	p.CompleteBy = now.Add(m.Policy.AlertTimeout)
 	p.unlock()
 	sp := p.step(k)
-	sp.Compensation, sp.UndoError = StepFailed, ptr(msg)
+	sp.Compensation, sp.UndoError, sp.UndoRefused = StepFailed, ptr(msg), ptr(!uncertain)
 	return c
 }
 

@@ -207,17 +207,17 @@ func (s *sim) play(kind int, param byte) {
 		s.commit(c, s.takesReply(workflow.Processing, k, attempt))
 	case evUndoCompleted:
 		// The Scheduler reads the record for Cancelled (LastUndo).
-		c := s.m.UndoCompleted(seen.OrderID, k, attempt, out, rec.Cancelled, who, s.now)
+		c := s.m.UndoCompleted(seen.OrderID, k, attempt, out, rec, who, s.now)
 		s.commit(c, s.takesReply(workflow.Compensating, k, attempt))
 	case evUndoRejected:
-		c := s.m.UndoRejected(seen.OrderID, k, attempt, workflow.UndoRejectedPrefix+"no", s.now)
+		c := s.m.UndoRejected(seen.OrderID, k, attempt, workflow.UndoRejectedPrefix+"no", param&paramUncertain != 0, rec, s.now)
 		s.commit(c, s.takesReply(workflow.Compensating, k, attempt))
 	case evAlertSent:
-		c := alertSent(seen.OrderID, attempt, s.now)
+		c := alertSent(seen.OrderID, attempt, seen.ProcessState, s.now)
 		if c.Fence.Workflow != "" {
 			s.fail("an alert's confirmation is fenced on version %q: the deliverer confirms alerts of every version", c.Fence.Workflow)
 		}
-		s.commit(c, rec.AlertPending && attempt == rec.Attempt)
+		s.commit(c, rec.AlertPending && attempt == rec.Attempt && seen.ProcessState == rec.ProcessState)
 	case evExpired:
 		s.due(seen, param)
 		c, ok := s.m.Expired(seen, s.now)
@@ -263,8 +263,8 @@ var kindNames = [eventKinds]string{"claim", "step-completed", "step-rejected", "
 
 // The two events the Machine decides without a definition of the order's
 // version, spelled once.
-func alertSent(orderID string, attempt int, now time.Time) workflow.Change {
-	return workflow.Machine{}.AlertSent(orderID, attempt, now)
+func alertSent(orderID string, attempt int, state workflow.ProcessState, now time.Time) workflow.Change {
+	return workflow.Machine{}.AlertSent(orderID, attempt, state, now)
 }
 func stranded(p workflow.Policy, seen workflow.State, now time.Time) (workflow.Change, bool) {
 	return workflow.Machine{Policy: p}.Stranded(seen, now)
@@ -284,7 +284,7 @@ func (s *sim) takesReply(state workflow.ProcessState, k, attempt int) bool {
 func (s *sim) stillAsSeen(seen workflow.State) bool {
 	r := s.rec
 	return r.ProcessState == seen.ProcessState && r.Attempt == seen.Attempt && r.CompleteBy.Equal(seen.CompleteBy) &&
-		(!r.ProcessState.NeedsOperator() || r.AlertPending)
+		(!r.ProcessState.Terminal() || r.AlertPending)
 }
 
 // due moves the clock to seen's CompleteBy, as a Supervisor that runs on a
@@ -374,11 +374,12 @@ func (s *sim) commit(c workflow.Change, admit bool) {
 		s.cov.refused++
 		return
 	}
-	// Terminal states absorb: an order that ended for good admits nothing.
-	if before.ProcessState.Ended() {
-		s.fail("%s admitted by a %s record", c.Transition, before.ProcessState)
-	}
 	after := c.Patch.Apply(before)
+	// Terminal states absorb: an order that ended for good admits nothing
+	// but the delivery of an alert it still owes (a cancel's).
+	if before.ProcessState.Ended() && !reflect.DeepEqual(alertless(after), alertless(before)) {
+		s.fail("%s admitted by a %s record beyond its alert", c.Transition, before.ProcessState)
+	}
 	s.events = append(s.events, fmt.Sprintf("  => %s: %s step %d attempt %d", c.Transition, after.ProcessState, after.StepIndex, after.Attempt))
 	s.cov.transitions[c.Transition]++
 	s.cov.states[after.ProcessState]++
@@ -410,6 +411,7 @@ func (s *sim) checkStep(before, after workflow.State, c workflow.Change) {
 			s.fail("%s: step %d's counters went back: %+v -> %+v", c.Transition, i, b, a)
 		}
 	}
+	s.checkKeys(before, after, c)
 	if workflow.StatusOf(after) != workflow.StatusOf(before) && after.EventSeq == before.EventSeq {
 		s.fail("%s: the status went from %s to %s without an event", c.Transition, workflow.StatusOf(before), workflow.StatusOf(after))
 	}
@@ -463,6 +465,40 @@ func (s *sim) checkStep(before, after workflow.State, c workflow.Change) {
 	}
 }
 
+// checkKeys checks the rounds of the steps' idempotency keys: a rejection
+// says whether it was certain, and only an operator's retry of a step (or
+// undo) whose last outcome was a certain rejection moves its key to the
+// next round; every other outcome keeps the key.
+func (s *sim) checkKeys(before, after workflow.State, c workflow.Change) {
+	s.t.Helper()
+	k := before.StepIndex
+	switch c.Transition {
+	case workflow.TransitionFailed, workflow.TransitionCompensating, workflow.TransitionCompensationFailed:
+		if s.kind == evStepRejected && after.Steps[k].Refused == s.uncertain {
+			s.fail("%s: a rejection (uncertain %v) left Refused %v", c.Transition, s.uncertain, after.Steps[k].Refused)
+		}
+		if s.kind == evUndoRejected && after.Steps[k].UndoRefused == s.uncertain {
+			s.fail("%s: an undo's rejection (uncertain %v) left UndoRefused %v", c.Transition, s.uncertain, after.Steps[k].UndoRefused)
+		}
+	}
+	for i := range after.Steps {
+		b, a := before.Steps[i], after.Steps[i]
+		step, undo := b.KeyRound, b.UndoKeyRound
+		if c.Transition == workflow.TransitionResubmitted && i == k {
+			switch {
+			case before.ProcessState == workflow.CompensationFailed && b.UndoRefused:
+				undo++
+			case before.ProcessState != workflow.CompensationFailed && b.Refused:
+				step++
+			}
+		}
+		if a.KeyRound != step || a.UndoKeyRound != undo {
+			s.fail("%s from %s: step %d's key rounds %d/%d, want %d/%d (refused %v, undo refused %v)",
+				c.Transition, before.ProcessState, i, a.KeyRound, a.UndoKeyRound, step, undo, b.Refused, b.UndoRefused)
+		}
+	}
+}
+
 // checkStop checks an order's stop on its forward path (or a cancel of
 // one in Error), as Definition.StopAt decides it: the undo plan holds
 // every step that may have been applied and has an undo, and no other; an
@@ -489,8 +525,9 @@ func (s *sim) checkStop(before, after workflow.State, c workflow.Change) {
 		}
 	}
 	cancel := c.Transition == workflow.TransitionCancelled
-	if cancel && (len(residue) > 0) != (c.Notice == workflow.AlertNotUndoable) {
-		s.fail("cancelled at step %d with %v not undoable: notice %q", k, residue, c.Notice)
+	if cancel && (len(residue) > 0) != (c.Alert == workflow.AlertNotUndoable && after.AlertPending) {
+		// The operators are told through the outbox, at least once.
+		s.fail("cancelled at step %d with %v not undoable: alert %q, pending %v", k, residue, c.Alert, after.AlertPending)
 	}
 	switch {
 	case after.ProcessState.Undoing():
@@ -532,7 +569,9 @@ func (s *sim) checkRecord(r workflow.State) {
 	switch {
 	case r.InFlight != (st.InFlight() || r.AlertPending):
 		s.fail("InFlight %v in %s with AlertPending %v", r.InFlight, st, r.AlertPending)
-	case r.AlertPending && !st.NeedsOperator():
+	case r.AlertPending && !st.NeedsOperator() && !(r.Cancelled && strings.HasPrefix(r.LastError, workflow.NotUndoablePrefix)):
+		// Outside the states that wait for a person, only a cancel past a
+		// step without an undo owes an alert.
 		s.fail("AlertPending in %s", st)
 	case (r.LockedBy != "") != st.Claimed():
 		s.fail("locked by %q in %s", r.LockedBy, st)

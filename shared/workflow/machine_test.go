@@ -65,7 +65,7 @@ func uncertainlyRejected(s State) Change {
 	return machineOf().StepRejected(s.OrderID, s.StepIndex, s.Attempt, "timeout: no answer (outcome uncertain)", true, "sched", s.UpdatedAt.Add(time.Second))
 }
 func undone(s State) Change {
-	return machineOf().UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), s.Cancelled, "sched", s.UpdatedAt.Add(time.Second))
+	return machineOf().UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), s, "sched", s.UpdatedAt.Add(time.Second))
 }
 func cancelled(s State) Change {
 	return mustChange(machineOf().Cancel(s, s.UpdatedAt.Add(time.Second), s.UpdatedAt.Add(time.Minute)))
@@ -153,7 +153,7 @@ func TestMachine(t *testing.T) {
 	}, {
 		name: "an undo goes on to the one before, past a step without one", before: []func(State) Change{claim, done, done, cancelled, claim}, event: undone,
 		want: want{state: Compensating, step: 0, attempt: 6, seqDelta: 1, lastError: "not undoable: step b was applied", inFlight: true, locked: true,
-			transition: TransitionUndone, dispatch: true},
+			alertPending: true, transition: TransitionUndone, dispatch: true},
 	}, {
 		name: "a rejection past a step without an undo stops in Error with nothing undone", before: []func(State) Change{claim, done, done}, event: rejected,
 		want: want{state: Error, step: 2, attempt: 3, seqDelta: 1, lastError: "not undoable: step b was applied and has no undo; rejected: no",
@@ -174,14 +174,14 @@ func TestMachine(t *testing.T) {
 	}, {
 		name: "a cancel while a step without an undo runs undoes the ones before and tells it", before: []func(State) Change{claim, done}, event: cancelled,
 		want: want{state: CompensationPending, step: 0, attempt: 3, seqDelta: 1, lastError: "not undoable: step b may have been applied and has no undo; cancelled at step b",
-			inFlight: true, transition: TransitionCancelled, handback: &Handback{Undo: true, Reason: "cancelled"}, notice: AlertNotUndoable},
+			inFlight: true, alertPending: true, transition: TransitionCancelled, handback: &Handback{Undo: true, Reason: "cancelled"}, alert: AlertNotUndoable},
 	}, {
 		name: "the last undo of a cancelled order ends Cancelled", before: []func(State) Change{claim, cancelled, claim}, event: undone,
 		want: want{state: Cancelled, attempt: 3, seqDelta: 1, lastError: "cancelled at step a", transition: TransitionCompensated},
 	}, {
 		name: "an undo rejected waits for an operator", before: []func(State) Change{claim, rejected},
 		event: func(s State) Change {
-			return m.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", s.UpdatedAt.Add(time.Second))
+			return m.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", false, s, s.UpdatedAt.Add(time.Second))
 		},
 		want: want{state: CompensationFailed, attempt: 2, seqDelta: 1, lastError: "compensation rejected", inFlight: true, alertPending: true,
 			transition: TransitionCompensationFailed, alert: AlertCompensationFailed},
@@ -228,12 +228,14 @@ func TestMachine(t *testing.T) {
 	}, {
 		name: "an operator resubmits a failed undo", before: []func(State) Change{claim, rejected, undoRejected},
 		event: func(s State) Change { return mustChange(m.Resubmit(s, s.UpdatedAt.Add(time.Second))) },
-		want: want{state: CompensationPending, attempt: 2, seqDelta: 1, lastError: "compensation", inFlight: true,
+		want: want{state: CompensationPending, attempt: 3, seqDelta: 1, lastError: "compensation", inFlight: true,
 			transition: TransitionResubmitted, handback: &Handback{Undo: true, Reason: "resubmitted"}},
 	}, {
 		name: "an alert confirmed takes the record out of the index", before: []func(State) Change{claim, rejected, undoRejected},
-		event: func(s State) Change { return Machine{}.AlertSent(s.OrderID, s.Attempt, s.UpdatedAt.Add(time.Second)) },
-		want:  want{state: CompensationFailed, attempt: 2, lastError: "compensation"},
+		event: func(s State) Change {
+			return Machine{}.AlertSent(s.OrderID, s.Attempt, s.ProcessState, s.UpdatedAt.Add(time.Second))
+		},
+		want: want{state: CompensationFailed, attempt: 2, lastError: "compensation"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -279,7 +281,7 @@ func dispatchFailed(s State) Change {
 }
 
 func undoRejected(s State) Change {
-	return machineOf().UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", s.UpdatedAt.Add(time.Second))
+	return machineOf().UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", false, s, s.UpdatedAt.Add(time.Second))
 }
 
 func mustChange(c Change, err error) Change {
@@ -304,14 +306,14 @@ func TestFencesRefuseWhatTheDecisionDidNotSee(t *testing.T) {
 		{"a reply after CompleteBy", m.StepCompleted("o-1", 0, running.Attempt, nil, "s", running.CompleteBy)},
 		{"a reply for another step", m.StepCompleted("o-1", 1, running.Attempt, nil, "s", running.UpdatedAt)},
 		{"a claim of a claimed step", m.Claim("o-1", 0, false, "other", running.UpdatedAt)},
-		{"an undo's reply while the step runs", m.UndoCompleted("o-1", 0, running.Attempt, nil, false, "s", running.UpdatedAt)},
+		{"an undo's reply while the step runs", m.UndoCompleted("o-1", 0, running.Attempt, nil, State{}, "s", running.UpdatedAt)},
 		{"a recovery of an older deadline", func() Change {
 			old := running
 			old.CompleteBy = running.CompleteBy.Add(-time.Second)
 			c, _ := m.Expired(old, running.CompleteBy)
 			return c
 		}()},
-		{"an alert confirmation of a record that owes none", Machine{}.AlertSent("o-1", running.Attempt, running.UpdatedAt)},
+		{"an alert confirmation of a record that owes none", Machine{}.AlertSent("o-1", running.Attempt, running.ProcessState, running.UpdatedAt)},
 	} {
 		if tc.c.Fence.Admits(running) {
 			t.Errorf("%s: admitted", tc.name)
@@ -481,5 +483,22 @@ func TestCancelKeepsItsResidueThroughAFailedUndo(t *testing.T) {
 	s = record(t, claim, done, cancelled, claim, expired, claim, undone)
 	if s.ProcessState != Cancelled || !strings.Contains(s.LastError, "step b ") {
 		t.Fatalf("at the end: %s, LastError %q, want Cancelled naming step b", s.ProcessState, s.LastError)
+	}
+	// An undo refused for good, or timed out for good, waits for an
+	// operator: the order still names step b, through the operator's
+	// retry to its end.
+	for _, stop := range [][]func(State) Change{
+		{claim, done, cancelled, claim, undoRejected},
+		{claim, done, cancelled, claim, expired, claim, expired, claim, expired},
+	} {
+		s = record(t, stop...)
+		if s.ProcessState != CompensationFailed || !strings.Contains(s.LastError, "step b ") || s.Steps[0].CompensationError == "" {
+			t.Fatalf("after the undo failed for good: %s, LastError %q, undo error %q", s.ProcessState, s.LastError, s.Steps[0].CompensationError)
+		}
+		s = apply(t, s, mustChange(machineOf().Resubmit(s, s.UpdatedAt.Add(time.Second))))
+		s = apply(t, s, claim(s))
+		if s = apply(t, s, undone(s)); s.ProcessState != Cancelled || !strings.Contains(s.LastError, "step b ") {
+			t.Fatalf("after the retried undo: %s, LastError %q, want Cancelled naming step b", s.ProcessState, s.LastError)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -31,10 +32,16 @@ func CanCancel(s State) bool {
 // StopCancel): its compensation waits for a claim until claimBy, or it is
 // Cancelled outright; a compensation a cancel started ends Cancelled too
 // (UndoCompleted). A step that may have been applied and has no undo is
-// named in LastError and told to the operators at once (Notice). It takes
-// a new Attempt, so the reply of an agent still working on the step is
-// refused as stale. An order in Error keeps its failed step's history and
-// LastError, which named such a step already; its alert is no longer owed.
+// named in LastError and owed to the operators as a not-undoable alert,
+// through the record's outbox like every alert (AlertPending): the
+// canceller delivers it at once, and the Supervisor again while it is
+// unconfirmed, so a publish SNS refused is not lost. A record Cancelled
+// outright while it owes that alert stays in the Supervisor's index until
+// the alert is confirmed, with claimBy as its deadline. It takes a new
+// Attempt, so the reply of an agent still working on the step is refused
+// as stale. An order in Error keeps its failed step's history and
+// LastError, which named such a step already; its own alert is no longer
+// owed, the cancel's is.
 func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error) {
 	defer m.decided(&c, seen)
 	if !CanCancel(seen) {
@@ -47,6 +54,16 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error
 	stop := m.Def.StopAt(seen.StepIndex, Uncertain(seen), StopCancel)
 	if seen.ProcessState == Error {
 		p.AlertPending = ptr(false)
+		switch {
+		case len(stop.Residue) == 0:
+		case strings.HasPrefix(seen.LastError, NotUndoablePrefix):
+			// Written again, so the alert the cancel owes names what
+			// stays applied whatever the record says now.
+			p.LastError = ptr(seen.LastError)
+		default:
+			// Stopped for another reason (its version not deployed).
+			p.LastError = ptr(m.Def.notUndoable(seen.StepIndex, stop.Residue, seen.LastError))
+		}
 	} else {
 		msg := CancelledPrefix + seen.Step
 		stopStep(p, seen.StepIndex, StepCancelled, msg)
@@ -54,11 +71,16 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error
 			p.LastError = ptr(m.Def.notUndoable(seen.StepIndex, stop.Residue, msg))
 		}
 	}
-	if len(stop.Residue) > 0 {
-		c.Notice = AlertNotUndoable
+	owes := len(stop.Residue) > 0
+	if owes {
+		p.AlertPending = ptr(true)
+		c.Alert, c.MaxFailures = AlertNotUndoable, m.MaxFailuresOf(seen.StepIndex)
 	}
 	if stop.UndoFrom < 0 {
-		p.State, p.InFlight = stop.Terminal, ptr(false)
+		p.State, p.InFlight = stop.Terminal, ptr(owes)
+		if owes {
+			p.CompleteBy = claimBy
+		}
 		return c, nil
 	}
 	if stop.UndoFrom >= len(seen.Steps) {
@@ -78,21 +100,42 @@ func (m Machine) Cancel(seen State, now, claimBy time.Time) (c Change, err error
 // WaitRound (its step gets its whole retry policy again). The fence is the
 // state and Attempt seen, so of two operators resubmitting at once exactly
 // one wins, and a wait the Supervisor ended first refuses it.
+//
+// Which key the restart runs under follows from the last outcome of the
+// step (or undo): a certain rejection (StepRecord.Refused) starts the
+// next round of its key (StepKey, UndoKey), since its service remembers the
+// rejection under the old key and would only replay it, while it applied
+// nothing under it; any other outcome (a timeout, a failed dispatch, an
+// uncertain rejection) keeps the key, under which an effect that may have
+// been applied is replayed, never applied twice.
 func (m Machine) Resubmit(seen State, now time.Time) (c Change, err error) {
 	defer m.decided(&c, seen)
 	c = Change{OrderID: seen.OrderID, Transition: TransitionResubmitted,
 		Fence: Fence{In: []ProcessState{seen.ProcessState}, Attempt: ptr(seen.Attempt)}}
 	p := &c.Patch
 	sp := p.step(seen.StepIndex)
+	var last StepRecord
+	if k := seen.StepIndex; k >= 0 && k < len(seen.Steps) {
+		last = seen.Steps[k]
+	}
 	switch seen.ProcessState {
 	case Error, Waiting:
 		p.State, sp.State = Pending, StepPending
+		if last.Refused {
+			sp.Rekey, sp.Refused = true, ptr(false)
+		}
 	case CompensationFailed:
 		p.State, sp.Compensation = CompensationPending, StepPending
+		if last.UndoRefused {
+			sp.UndoRekey, sp.UndoRefused = true, ptr(false)
+		}
 	default:
 		return Change{}, fmt.Errorf("order %s is %s: %w", seen.OrderID, seen.ProcessState, ErrNotResubmittable)
 	}
-	p.Now, p.Notify, p.Resubmit = now, true, true
+	// A new Attempt, as a cancel takes: a decision made on the record
+	// before this one (a second operator's, a slow Supervisor's) fails its
+	// fence even once the record is back in the state it saw.
+	p.Now, p.Notify, p.Resubmit, p.NextAttempt = now, true, true, true
 	p.FailureCount, p.WaitRound, p.AlertPending, p.InFlight = ptr(0), ptr(0), ptr(false), ptr(true)
 	p.CompleteBy = now.Add(m.Policy.ClaimTimeout)
 	c.Handback = &Handback{StepIndex: seen.StepIndex, Undo: p.State == CompensationPending, Reason: "resubmitted"}

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"strconv"
 	"time"
 )
 
@@ -61,9 +62,59 @@ func pastTTL(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
 
 // IdempotencyKey is the key an Agent passes to the remote service for a step:
 // the same for every retry of that step of that order, so the remote service
-// applies the effect at most once.
+// applies the effect at most once. It is the key of the step's first round;
+// StepKey names every round.
 func IdempotencyKey(orderID, step string) string { return orderID + "/" + step }
 
 // CompensationKey is the key of the compensation of a step: its own, stable
 // for every retry of the compensation, so the remote undoes at most once.
+// It is the key of the undo's first round; UndoKey names every round.
 func CompensationKey(orderID, step string) string { return orderID + "/" + step + "/undo" }
+
+// StepKey is the key of round round of a step: IdempotencyKey for round 0,
+// then "<orderId>/<step>/r<round>". A round begins only where an operator
+// retries a step whose last outcome was a certain rejection (see
+// Machine.Resubmit): the service remembers that rejection under the old key
+// and never applies it, so a new key is the only way to run the step again,
+// and the effect is still applied at most once, under the one key that ran.
+// Order IDs and step names hold no "/", so no two rounds, steps, undos or
+// orders share a key.
+func StepKey(orderID, step string, round int) string {
+	if round <= 0 {
+		return IdempotencyKey(orderID, step)
+	}
+	return IdempotencyKey(orderID, step) + "/r" + strconv.Itoa(round)
+}
+
+// UndoKey is the key of round round of a step's undo, as StepKey is of the
+// step: CompensationKey, then "<orderId>/<step>/undo/r<round>".
+func UndoKey(orderID, step string, round int) string {
+	if round <= 0 {
+		return CompensationKey(orderID, step)
+	}
+	return CompensationKey(orderID, step) + "/r" + strconv.Itoa(round)
+}
+
+// StepKeys are the keys step i of s has run under, round 0 first, and its
+// undo's, as far as its history says each was claimed: a store of
+// idempotency keys (the code steps' ledger) holds an entry for each of them
+// at most.
+func StepKeys(s State, i int) (step, undo []string) {
+	if i < 0 || i >= len(s.Steps) {
+		return nil, nil
+	}
+	r := s.Steps[i]
+	if r.Attempts > 0 || r.KeyRound > 0 || r.Compensation != "" {
+		// An undo refuses the step's key before it runs, so an undo
+		// claimed means an entry under the step's key too.
+		for n := 0; n <= r.KeyRound; n++ {
+			step = append(step, StepKey(s.OrderID, r.Name, n))
+		}
+	}
+	if r.CompensationAttempts > 0 || r.UndoKeyRound > 0 {
+		for n := 0; n <= r.UndoKeyRound; n++ {
+			undo = append(undo, UndoKey(s.OrderID, r.Name, n))
+		}
+	}
+	return step, undo
+}

@@ -55,7 +55,7 @@ func rejectedWith(msg string) func(State) Change {
 }
 func undoRejectedWith(msg string) func(State) Change {
 	return func(s State) Change {
-		return machineOf().UndoRejected(s.OrderID, s.StepIndex, s.Attempt, UndoRejectedPrefix+msg, s.UpdatedAt.Add(time.Second))
+		return machineOf().UndoRejected(s.OrderID, s.StepIndex, s.Attempt, UndoRejectedPrefix+msg, false, State{}, s.UpdatedAt.Add(time.Second))
 	}
 }
 func dispatchRefused(s State) Change {

@@ -22,6 +22,7 @@ import (
 // time, exactly one write wins.
 func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
 	defer m.decided(&c, seen)
+	defer m.owed(&c, seen)
 	if now.Before(seen.CompleteBy) {
 		return Change{}, false
 	}
@@ -37,17 +38,34 @@ func (m Machine) Expired(seen State, now time.Time) (c Change, ok bool) {
 		return c, true
 	case Waiting:
 		return m.waitOver(seen, now), true
-	case Error, CompensationFailed:
-		if !seen.AlertPending {
-			return Change{}, false
+	case Error, CompensationFailed, Processed, Compensated, Cancelled:
+		switch {
+		case seen.AlertPending:
+			c = m.recovery(seen, now)
+			c.Fence.AlertPending = true
+			c.Patch.CompleteBy = now.Add(m.Policy.AlertTimeout)
+			c.Alert, c.MaxFailures = m.alertOf(seen), m.MaxFailuresOf(seen.StepIndex)
+			return c, true
+		case seen.InFlight && seen.ProcessState.Ended():
+			// Ended while it owed an alert that was confirmed before the
+			// ending write (UndoCompleted read the record first): nothing
+			// is owed, so it leaves the index.
+			c = m.recovery(seen, now)
+			c.Patch.InFlight = ptr(false)
+			return c, true
 		}
-		c = m.recovery(seen, now)
-		c.Fence.AlertPending = true
-		c.Patch.CompleteBy = now.Add(m.Policy.AlertTimeout)
-		c.Alert, c.MaxFailures = m.alertOf(seen), m.MaxFailuresOf(seen.StepIndex)
-		return c, true
 	}
 	return Change{}, false
+}
+
+// owed adds to an Expired change of an in-flight record that still owes an
+// alert (a cancel's not-undoable, whose first delivery failed) the alert
+// itself, so each recovery of the record delivers it again until it is
+// confirmed; a change that raises an alert of its own carries that one.
+func (m Machine) owed(c *Change, seen State) {
+	if seen.AlertPending && c.Alert == "" && c.OrderID != "" {
+		c.Alert, c.MaxFailures = m.alertOf(seen), m.MaxFailuresOf(seen.StepIndex)
+	}
 }
 
 // StrandedPrefix starts the LastError of an order stopped because its
@@ -210,6 +228,10 @@ func (m Machine) undoGivenUp(c *Change, seen State, now time.Time, failures int,
 	p.CompleteBy = now.Add(m.Policy.AlertTimeout)
 	p.State, p.AlertPending, p.FailureCount, p.LastError = CompensationFailed, ptr(true), ptr(failures), ptr(reason)
 	sp.Compensation, sp.UndoError, sp.UndoFailed = StepFailed, ptr(reason), true
+	if strings.HasPrefix(seen.LastError, NotUndoablePrefix) {
+		// As in retry: the step whose effect stays is still named.
+		p.LastError = nil
+	}
 	c.Transition, c.Alert = TransitionCompensationFailed, AlertCompensationFailed
 }
 
@@ -270,10 +292,12 @@ func (m Machine) alertOf(s State) AlertKind {
 	switch {
 	case strings.HasPrefix(s.LastError, StrandedPrefix):
 		return AlertWorkflowMissing
+	case s.ProcessState == CompensationFailed:
+		// Its LastError may still name a step whose effect stays (a
+		// cancel's); what the operator must fix first is the undo.
+		return AlertCompensationFailed
 	case strings.HasPrefix(s.LastError, NotUndoablePrefix):
 		return AlertNotUndoable
-	case s.ProcessState == CompensationFailed:
-		return AlertCompensationFailed
 	case strings.HasPrefix(s.LastError, DispatchFailurePrefix):
 		return AlertDispatchFailed
 	case s.FailureCount < m.policyFor(s.StepIndex).MaxFailures:
@@ -292,17 +316,27 @@ const (
 	CauseDispatch Cause = "dispatch"
 )
 
-// AlertSent confirms that the alert of attempt went out, which takes the
-// record out of the Supervisor's index. The record now waits for a person,
-// who may take any time: its orders item is kept for good with it
-// (KeepOrder; see retention.go). A failed fence means another actor
-// confirmed it first, or an operator acted already. It reads neither Def
-// nor Policy, and is not pinned to a version (no Fence.Workflow): the
-// deliverer confirms the alerts of every version, and the Attempt fence
-// already names the one record state that owes this alert.
-func (Machine) AlertSent(orderID string, attempt int, now time.Time) Change {
+// AlertSent confirms that the alert a record in state owed at attempt went
+// out. A record that waits for a person (Error, CompensationFailed) leaves
+// the Supervisor's index, and since a person may take any time its orders
+// item is kept for good with it (KeepOrder; see retention.go); one that
+// ended for good (Cancelled past a step without an undo) leaves the index
+// and keeps its TTLs; one still in flight (its compensation runs) stays
+// watched. A failed fence means another actor confirmed it first, or the
+// record moved on (it then owes the alert still, and delivers it again).
+// It reads neither Def nor Policy, and is not pinned to a version (no
+// Fence.Workflow): the deliverer confirms the alerts of every version, and
+// the state and Attempt fence already name the one record that owes this
+// alert.
+func (Machine) AlertSent(orderID string, attempt int, state ProcessState, now time.Time) Change {
 	c := Change{OrderID: orderID,
-		Fence: Fence{In: []ProcessState{Error, CompensationFailed}, AlertPending: true, Attempt: ptr(attempt)}}
-	c.Patch = Patch{Now: now, AlertPending: ptr(false), InFlight: ptr(false), KeepOrder: true, Seal: true}
+		Fence: Fence{In: []ProcessState{state}, AlertPending: true, Attempt: ptr(attempt)}}
+	c.Patch = Patch{Now: now, AlertPending: ptr(false)}
+	switch {
+	case state.NeedsOperator():
+		c.Patch.InFlight, c.Patch.KeepOrder, c.Patch.Seal = ptr(false), true, true
+	case !state.InFlight():
+		c.Patch.InFlight = ptr(false)
+	}
 	return c
 }

@@ -35,14 +35,16 @@ func TestRetention(t *testing.T) {
 		}
 	}
 	undoRejectOf := func(m Machine) func(State) Change {
-		return func(s State) Change { return m.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "no", at(s)) }
+		return func(s State) Change {
+			return m.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "no", false, State{}, at(s))
+		}
 	}
 	undoneOf := func(m Machine) func(State) Change {
 		return func(s State) Change {
-			return m.UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{}`), s.Cancelled, "sched", at(s))
+			return m.UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{}`), s, "sched", at(s))
 		}
 	}
-	alertSent := func(s State) Change { return Machine{}.AlertSent(s.OrderID, s.Attempt, at(s)) }
+	alertSent := func(s State) Change { return Machine{}.AlertSent(s.OrderID, s.Attempt, s.ProcessState, at(s)) }
 	resubmitOf := func(m Machine) func(State) Change {
 		return func(s State) Change {
 			c, err := m.Resubmit(s, at(s))
@@ -202,8 +204,8 @@ func TestNothingThatWaitsForAnOperatorExpires(t *testing.T) {
 	// The undo of step a is retried 10 s before OpenUntil and fails for
 	// good: the order is CompensationFailed, its alert is confirmed.
 	s = apply(t, s, m.StepRejected(s.OrderID, 0, s.Attempt, "no", false, "sched", created.Add(time.Second)))
-	s = apply(t, s, m.UndoRejected(s.OrderID, 0, s.Attempt, "undo: down", created.Add(2*time.Second)))
-	s = apply(t, s, Machine{}.AlertSent(s.OrderID, s.Attempt, s.UpdatedAt.Add(time.Second)))
+	s = apply(t, s, m.UndoRejected(s.OrderID, 0, s.Attempt, "undo: down", false, State{}, created.Add(2*time.Second)))
+	s = apply(t, s, Machine{}.AlertSent(s.OrderID, s.Attempt, s.ProcessState, s.UpdatedAt.Add(time.Second)))
 	if s.ProcessState != CompensationFailed || !s.ExpiresAt.IsZero() {
 		t.Fatalf("%s, ExpiresAt %v: want CompensationFailed, never expiring", s.ProcessState, s.ExpiresAt)
 	}
@@ -215,7 +217,7 @@ func TestNothingThatWaitsForAnOperatorExpires(t *testing.T) {
 	}
 	s = apply(t, s, c)
 	s = apply(t, s, m.Claim(s.OrderID, 0, true, "sched", resumedAt.Add(time.Second)))
-	c = m.UndoCompleted(s.OrderID, 0, s.Attempt, nil, s.Cancelled, "sched", resumedAt.Add(2*time.Second))
+	c = m.UndoCompleted(s.OrderID, 0, s.Attempt, nil, s, "sched", resumedAt.Add(2*time.Second))
 	s = apply(t, s, c)
 	if s.ProcessState != Compensated {
 		t.Fatalf("state %s, want Compensated", s.ProcessState)
@@ -268,8 +270,8 @@ func TestTheOrdersItemOutlivesAnOrderTheSchedulerAloneEnds(t *testing.T) {
 	s = apply(t, s, m.Claim("o-1", 0, false, "sched", s.OpenUntil.Add(-time.Millisecond)))
 	s = apply(t, s, m.StepCompleted("o-1", 0, s.Attempt, nil, "sched", last(s)))
 	s = apply(t, s, m.StepRejected("o-1", 1, s.Attempt, "no", false, "sched", last(s)))
-	s = apply(t, s, m.UndoCompleted("o-1", 1, s.Attempt, nil, false, "sched", last(s)))
-	c := m.UndoCompleted("o-1", 0, s.Attempt, nil, false, "sched", last(s))
+	s = apply(t, s, m.UndoCompleted("o-1", 1, s.Attempt, nil, State{}, "sched", last(s)))
+	c := m.UndoCompleted("o-1", 0, s.Attempt, nil, State{}, "sched", last(s))
 	s = apply(t, s, c)
 	if c.MovesOrder() || s.ProcessState != Compensated {
 		t.Fatalf("%s, the orders item moved: %v", s.ProcessState, c.MovesOrder())

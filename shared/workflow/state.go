@@ -147,6 +147,28 @@ type StepRecord struct {
 	CompensatedAt        *time.Time      `json:"compensatedAt,omitempty" dynamodbav:"-"`
 	CompensationOutput   json.RawMessage `json:"compensationOutput,omitempty" dynamodbav:"-"`
 	CompensationError    string          `json:"compensationError,omitempty" dynamodbav:"-"`
+
+	// Refused says the step's last outcome was a certain rejection: its
+	// service refused it and said so cleanly, so nothing was applied under
+	// its key (UndoRefused, the same of its undo). An operator's retry then
+	// runs it under a fresh key, the next round (Machine.Resubmit).
+	Refused     bool `json:"refused,omitempty" dynamodbav:"-"`
+	UndoRefused bool `json:"undoRefused,omitempty" dynamodbav:"-"`
+	// KeyRound and UndoKeyRound are the rounds of the step's and its undo's
+	// idempotency keys (StepKey, UndoKey): 0 until an operator retried a
+	// certain rejection.
+	KeyRound     int `json:"keyRound,omitempty" dynamodbav:"-"`
+	UndoKeyRound int `json:"undoKeyRound,omitempty" dynamodbav:"-"`
+}
+
+// Keys are the idempotency keys step i of s runs under now: its own and
+// its undo's, each of its current round (StepKey, UndoKey).
+func (s State) Keys(i int) (step, undo string) {
+	if i < 0 || i >= len(s.Steps) {
+		return "", ""
+	}
+	r := s.Steps[i]
+	return StepKey(s.OrderID, r.Name, r.KeyRound), UndoKey(s.OrderID, r.Name, r.UndoKeyRound)
 }
 
 // State is the state record the Scheduler keeps for an order: one record per

@@ -40,8 +40,9 @@ func (s *Sim) serveCompensate(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "bad_request", "the compensation needs an Idempotency-Key other than its effectKey")
 		return
 	}
+	rejection := fmt.Sprintf("compensation of step %s of order %s rejected", step, req.OrderID)
 	s.serve(w, r, key, func(f Faults) bool { return slices.Contains(f.RejectUndo, step) },
-		fmt.Sprintf("compensation of step %s of order %s rejected", step, req.OrderID),
+		func() outcome { return s.refuse(routeCompensate, key, req, rejection) },
 		func() outcome { return s.undo(key, req) })
 }
 

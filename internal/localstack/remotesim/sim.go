@@ -14,7 +14,10 @@
 //
 // Like a real idempotent service, a call whose key already has a stored
 // result replays it: neither a random permanent fault nor a rejected step
-// turns a retry of an applied request into a rejection.
+// turns a retry of an applied request into a rejection. A rejection is a
+// result too: the key remembers it, for steps and undos alike, so a late
+// copy of a refused request is refused again and never applied; an
+// operator's retry of a refused step comes under a new key.
 package remotesim
 
 import (
@@ -105,6 +108,10 @@ type result struct {
 	requestHash string
 	orderID     string
 	step        string
+	// refusal, when set, is a permanent rejection the key got: the
+	// contract has a service remember it, so every later call with the key
+	// gets it again and the key is never applied.
+	refusal *outcome
 }
 
 // Sim is the simulator; it is an http.Handler and safe for concurrent use.
@@ -322,8 +329,9 @@ func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
 		writeUnavailable(w)
 		return
 	}
+	rejection := fmt.Sprintf("step %s of order %s rejected", step, req.OrderID)
 	s.serve(w, r, key, func(f Faults) bool { return slices.Contains(f.RejectSteps, step) },
-		fmt.Sprintf("step %s of order %s rejected", step, req.OrderID),
+		func() outcome { return s.refuse(routeStep, key, req, rejection) },
 		func() outcome { return s.apply(key, req) })
 }
 
@@ -436,9 +444,9 @@ var errKeyReused = conflict("idempotency_conflict", "the Idempotency-Key was use
 
 // serve draws the call's fault (see draw; rejected says whether its step
 // is rejected) and acts it out around apply, the call's check-and-apply:
-// faults that come before the effect skip it, the others follow it.
-// rejection is the message of a Permanent fault.
-func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, rejected func(Faults) bool, rejection string, apply func() outcome) {
+// faults that come before the effect skip it, the others follow it. A
+// Permanent fault answers what refuse, which remembers it, answers.
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, rejected func(Faults) bool, refuse, apply func() outcome) {
 	fault, latency := s.draw(key, rejected)
 	if latency > 0 {
 		if err := s.sleep(r.Context(), latency); err != nil {
@@ -450,7 +458,8 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, rejected
 		writeUnavailable(w)
 		return
 	case Permanent:
-		writeProblem(w, http.StatusUnprocessableEntity, "rejected", rejection)
+		out := refuse()
+		writeProblem(w, out.status, out.code, out.msg)
 		return
 	case Hang:
 		s.hang(r.Context())
@@ -481,9 +490,14 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, rejected
 		writeProblem(w, out.status, out.code, out.msg)
 		return
 	}
+	writeJSONBody(w, out.body)
+}
+
+// writeJSONBody answers 200 with body, a step's stored output.
+func writeJSONBody(w http.ResponseWriter, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(out.body)
+	_, _ = w.Write(body)
 }
 
 // draw picks the call's fault (script first, then rejected steps, then the
@@ -562,9 +576,35 @@ func (s *Sim) once(route, key string, req any, do func(hash string) outcome) out
 		if res.requestHash != hash {
 			return errKeyReused
 		}
+		if res.refusal != nil {
+			return *res.refusal
+		}
 		return outcome{status: http.StatusOK, body: res.body}
 	}
 	return do(hash)
+}
+
+// refuse rejects key's request for good, msg saying why, and remembers the
+// rejection as the key's result (or replays what the key has already).
+func (s *Sim) refuse(route, key string, req any, msg string) outcome {
+	var orderID, step string
+	switch v := req.(type) {
+	case remote.StepRequest:
+		orderID, step = v.OrderID, v.Step
+	case remote.CompensateRequest:
+		orderID, step = v.OrderID, v.Step
+	}
+	refusal := outcome{status: http.StatusUnprocessableEntity, code: "rejected", msg: msg}
+	out := s.once(route, key, req, func(hash string) outcome {
+		s.results[key] = result{requestHash: hash, orderID: orderID, step: step, refusal: &refusal}
+		return refusal
+	})
+	if out.status == http.StatusOK {
+		// Only a script rejects a key applied before (draw never does):
+		// it is answered, and the applied result stays the key's.
+		return refusal
+	}
+	return out
 }
 
 // store keeps answer as the result of key's request (hash), naming whose

@@ -274,8 +274,10 @@ func TestScriptedFaults(t *testing.T) {
 	}{
 		{"transient then ok", []remotesim.Fault{remotesim.Transient, remotesim.Transient},
 			[]want{{503, "unavailable", 0}, {503, "unavailable", 0}, {200, "", 1}, {200, "", 1}}},
+		// A rejection is remembered under its key, for steps and undos
+		// alike: a retry of the key is refused again, never applied.
 		{"permanent", []remotesim.Fault{remotesim.Permanent},
-			[]want{{422, "rejected", 0}, {200, "", 1}}},
+			[]want{{422, "rejected", 0}, {422, "rejected", 0}}},
 		{"apply then fail", []remotesim.Fault{remotesim.ApplyThenFail, remotesim.ApplyThenFail},
 			[]want{{503, "unavailable", 1}, {503, "unavailable", 1}, {200, "", 1}}},
 		{"none", []remotesim.Fault{remotesim.None}, []want{{200, "", 1}}},

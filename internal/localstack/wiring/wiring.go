@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -202,6 +204,9 @@ type System struct {
 	NewSupervisor func(clock.Clock) *supervisor.Handler
 }
 
+// EngineSenderID is the SenderId fauxqs gives every message it receives.
+const EngineSenderID = "000000000000"
+
 // Build creates the tables, queues and topic and wires the handlers.
 func Build(ctx context.Context, o Options) (*System, error) {
 	// The engine does not keep AWSTraceHeader; these clients carry it
@@ -261,7 +266,9 @@ func Build(ctx context.Context, o Options) (*System, error) {
 	if o.WrapDeadlines != nil {
 		deadlines = o.WrapDeadlines(deadlines)
 	}
-	if s.Timer, err = timer.New(timer.Config{DeadlineQueueURL: s.DeadlineQueue.URL}, deadlines,
+	timerCfg := timer.Config{DeadlineQueueURL: s.DeadlineQueue.URL, LedgerTable: s.Tables.Ledger,
+		CodeSteps: slices.Sorted(maps.Keys(o.CodeSteps))}
+	if s.Timer, err = timer.New(timerCfg, deadlines, s.Store,
 		actor.Deps{Clock: o.Clock, Log: o.Log.With(slog.String("function", topology.Timer))}); err != nil {
 		return nil, err
 	}
@@ -328,8 +335,16 @@ func Build(ctx context.Context, o Options) (*System, error) {
 		OrdersTable: s.Tables.Orders, StateTable: s.Tables.State, SchedulerQueueURL: s.SchedulerQueue.URL,
 		AlertTopicARN: s.AlertTopicARN, OperatorAPIURL: o.OperatorAPIURL, Workflows: o.Workflows, Policy: o.Policy,
 	}
+	// fauxqs stamps every message with the SenderId 000000000000, whoever
+	// sent it (it has no IAM): locally every Agent is that one sender, and
+	// the Scheduler's check of a reply's sender passes any of them. In AWS
+	// each Agent's role has an ID of its own (the stack's REPLY_SENDERS).
+	senders := map[string]string{}
+	for step := range agentQueues {
+		senders[step] = EngineSenderID
+	}
 	schedCfg := scheduler.Config{Config: shared, ResponseQueueURL: s.ResponseQueue.URL, AgentQueues: agentQueues,
-		MaxReceiveCount: o.MaxReceiveCount}
+		MaxReceiveCount: o.MaxReceiveCount, ReplySenders: senders}
 	// Handlers change the visibility of the messages they fail, as the
 	// deployed ones do with the event source mapping's messages.
 	schedRedeliver := scheduler.WithRedelivery(queue.NewRedeliverer(o.SQS, s.SchedulerQueue.URL, s.ResponseQueue.URL))

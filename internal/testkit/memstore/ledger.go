@@ -29,7 +29,7 @@ func (s *Store) entryAt(key string, now time.Time) (statestore.LedgerEntry, bool
 // Begin claims key for owner when it is absent, expired, or running with
 // its lease ended; otherwise it answers the entry as it is, claimed when
 // it is owner's own.
-func (s *Store) Begin(_ context.Context, key, owner string, leaseUntil, expiresAt time.Time) (statestore.LedgerEntry, bool, error) {
+func (s *Store) Begin(_ context.Context, key, owner string, leaseUntil time.Time) (statestore.LedgerEntry, bool, error) {
 	if err := s.fault("Begin", workflow.Change{OrderID: key}); err != nil {
 		return statestore.LedgerEntry{}, false, err
 	}
@@ -38,13 +38,17 @@ func (s *Store) Begin(_ context.Context, key, owner string, leaseUntil, expiresA
 	now := s.now()
 	if e, ok := s.entryAt(key, now); ok && !(e.State == statestore.LedgerRunning && !now.Before(e.LeaseUntil)) {
 		// The owner's own claim, as the DynamoDB store recognizes a retry
-		// whose answer was lost.
-		return cloneEntry(e), e.State == statestore.LedgerRunning && e.Owner == owner, nil
+		// whose answer was lost; what it displaced is not known.
+		own := e.State == statestore.LedgerRunning && e.Owner == owner
+		e = cloneEntry(e)
+		e.TookOver = own
+		return e, own, nil
 	}
-	e := statestore.LedgerEntry{Key: key, State: statestore.LedgerRunning, Owner: owner,
-		LeaseUntil: milli(leaseUntil), ExpiresAt: seconds(expiresAt)}
+	_, took := s.ledger[key]
+	e := statestore.LedgerEntry{Key: key, State: statestore.LedgerRunning, Owner: owner, LeaseUntil: milli(leaseUntil)}
 	s.ledger[key] = e
 	s.writes++
+	e.TookOver = took
 	return cloneEntry(e), true, nil
 }
 
@@ -96,7 +100,8 @@ func (s *Store) Finish(_ context.Context, key, owner string, out statestore.Outc
 	return nil
 }
 
-// Release deletes owner's claim; nil when key is absent.
+// Release ends owner's claim at once, keeping the entry with its lease
+// ended; nil when key is absent.
 func (s *Store) Release(_ context.Context, key, owner string) error {
 	if err := s.fault("Release", workflow.Change{OrderID: key}); err != nil {
 		return err
@@ -110,14 +115,15 @@ func (s *Store) Release(_ context.Context, key, owner string) error {
 	case e.State != statestore.LedgerRunning || e.Owner != owner:
 		return fmt.Errorf("release %s: %w", key, workflow.ErrStale)
 	}
-	delete(s.ledger, key)
+	e.LeaseUntil = time.Time{} // as a stored 0 reads back
+	s.ledger[key] = e
 	s.writes++
 	return nil
 }
 
 // Tombstone marks key undone where no effect is on record; done, or
 // running under a live lease, is workflow.ErrStale with the entry as it is.
-func (s *Store) Tombstone(_ context.Context, key string, expiresAt time.Time) (statestore.LedgerEntry, error) {
+func (s *Store) Tombstone(_ context.Context, key string) (statestore.LedgerEntry, error) {
 	if err := s.fault("Tombstone", workflow.Change{OrderID: key}); err != nil {
 		return statestore.LedgerEntry{}, err
 	}
@@ -127,7 +133,7 @@ func (s *Store) Tombstone(_ context.Context, key string, expiresAt time.Time) (s
 	if e, ok := s.entryAt(key, now); ok && (e.State == statestore.LedgerDone || e.Live(now)) {
 		return cloneEntry(e), fmt.Errorf("tombstone %s, %s: %w", key, e.State, workflow.ErrStale)
 	}
-	e := statestore.LedgerEntry{Key: key, State: statestore.LedgerUndone, ExpiresAt: seconds(expiresAt)}
+	e := statestore.LedgerEntry{Key: key, State: statestore.LedgerUndone}
 	s.ledger[key] = e
 	s.writes++
 	return cloneEntry(e), nil
@@ -156,6 +162,24 @@ func (s *Store) FinishUndo(_ context.Context, effectKey, undoKey, owner string, 
 		undo.Output = json.RawMessage(slices.Clone(output))
 	}
 	s.ledger[effectKey], s.ledger[undoKey] = effect, undo
+	s.writes++
+	return nil
+}
+
+// Expire gives key's entry its TTL; nil, writing nothing, when it has
+// none.
+func (s *Store) Expire(_ context.Context, key string, at time.Time) error {
+	if err := s.fault("Expire", workflow.Change{OrderID: key}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.ledger[key]
+	if !ok {
+		return nil
+	}
+	e.ExpiresAt = seconds(at)
+	s.ledger[key] = e
 	s.writes++
 	return nil
 }

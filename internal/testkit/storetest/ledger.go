@@ -44,7 +44,9 @@ func RunLedger(t *testing.T, open OpenLedger) {
 		{"UndoIsOneTransaction", ledgerUndo},
 		{"TombstoneOnAnAbsentKey", ledgerTombstone},
 		{"TombstoneRefusesAnEffect", ledgerTombstoneRefuses},
+		{"AnEntryOutlivesEveryTryUntilExpired", ledgerKeptUntilExpired},
 		{"ExpiredEntriesReadAsGone", ledgerExpired},
+		{"ATakeoverIsTold", ledgerTakeoverTold},
 		{"OutputsAreBounded", ledgerBounded},
 	}
 	for _, c := range cases {
@@ -65,7 +67,7 @@ const (
 // test on an error.
 func begin(t *testing.T, l statestore.LedgerPort, clk clock.Clock, key, owner string) (statestore.LedgerEntry, bool) {
 	t.Helper()
-	e, ok, err := l.Begin(context.Background(), key, owner, clk.Now().Add(lease), clk.Now().Add(retention))
+	e, ok, err := l.Begin(context.Background(), key, owner, clk.Now().Add(lease))
 	if err != nil {
 		t.Fatalf("Begin %s by %s: %v", key, owner, err)
 	}
@@ -106,7 +108,7 @@ func sameEntry(t *testing.T, what string, got, want statestore.LedgerEntry) {
 func ledgerClaim(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 	got, ok := begin(t, l, clk, effectKey, "a")
 	want := statestore.LedgerEntry{Key: effectKey, State: statestore.LedgerRunning, Owner: "a",
-		LeaseUntil: t0.Add(lease), ExpiresAt: t0.Add(retention)}
+		LeaseUntil: t0.Add(lease)}
 	if !ok {
 		t.Fatal("Begin of an absent key did not claim it")
 	}
@@ -131,7 +133,7 @@ func ledgerOneClaimWins(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) 
 	for i := range n {
 		owner := string(rune('a' + i))
 		wg.Go(func() {
-			_, ok, err := l.Begin(context.Background(), effectKey, owner, clk.Now().Add(lease), clk.Now().Add(retention))
+			_, ok, err := l.Begin(context.Background(), effectKey, owner, clk.Now().Add(lease))
 			if err != nil {
 				t.Errorf("Begin by %s: %v", owner, err)
 				return
@@ -163,7 +165,7 @@ func ledgerReplayDone(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 		t.Fatal("Begin claimed a done key")
 	}
 	sameEntry(t, "the done entry", got, statestore.LedgerEntry{Key: effectKey, State: statestore.LedgerDone, Owner: "a",
-		Output: out, ExpiresAt: t0.Add(retention)})
+		Output: out})
 	if err := l.Finish(context.Background(), effectKey, "b", statestore.Outcome{Output: json.RawMessage(`{}`)}); !errors.Is(err, workflow.ErrStale) {
 		t.Fatalf("a Finish of a done key by another: %v, want ErrStale", err)
 	}
@@ -188,11 +190,11 @@ func ledgerReplayRejected(t *testing.T, l statestore.LedgerPort, clk *clock.Fake
 		t.Fatal("Begin claimed a rejected key")
 	}
 	sameEntry(t, "the rejected entry", got, statestore.LedgerEntry{Key: effectKey, State: statestore.LedgerRejected, Owner: "a",
-		Fault: fault, ExpiresAt: t0.Add(retention)})
+		Fault: fault})
 }
 
 func ledgerRefuseUndone(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
-	if _, err := l.Tombstone(context.Background(), effectKey, t0.Add(retention)); err != nil {
+	if _, err := l.Tombstone(context.Background(), effectKey); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(time.Hour)
@@ -264,15 +266,21 @@ func ledgerRelease(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 	if err := l.Release(ctx, effectKey, "a"); err != nil {
 		t.Fatalf("Release by the owner: %v", err)
 	}
-	if _, err := l.Entry(ctx, effectKey); !errors.Is(err, workflow.ErrNotFound) {
-		t.Fatalf("the released key: %v, want ErrNotFound", err)
+	// The entry stays, its lease ended: the try that let it go may have
+	// applied the step before its transient failure, and the next try
+	// must know it takes over from one.
+	if e := entry(t, l, effectKey); e.State != statestore.LedgerRunning || e.Owner != "a" || e.Live(clk.Now()) {
+		t.Fatalf("the released key: %+v, want running under a with its lease ended", e)
 	}
-	// Again, as a retry whose answer was lost would: nothing to release.
+	// Again, as a retry whose answer was lost would.
 	if err := l.Release(ctx, effectKey, "a"); err != nil {
+		t.Fatalf("Release again: %v", err)
+	}
+	if err := l.Release(ctx, "ship-order#o-9/ship-order", "a"); err != nil {
 		t.Fatalf("Release of an absent key: %v", err)
 	}
-	if _, ok := begin(t, l, clk, effectKey, "b"); !ok {
-		t.Fatal("a released key is not free")
+	if got, ok := begin(t, l, clk, effectKey, "b"); !ok || !got.TookOver {
+		t.Fatalf("Begin of a released key = %+v, %v; want claimed, taken over", got, ok)
 	}
 	finish(t, l, effectKey, "b", statestore.Outcome{Output: json.RawMessage(`1`)})
 	if err := l.Release(ctx, effectKey, "b"); !errors.Is(err, workflow.ErrStale) {
@@ -310,7 +318,7 @@ func ledgerUndo(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 		t.Fatalf("the effect after its undo: %+v, want undone without its output", e)
 	}
 	sameEntry(t, "the undo", entry(t, l, undoKey), statestore.LedgerEntry{Key: undoKey, State: statestore.LedgerDone, Owner: "u",
-		Output: out, ExpiresAt: t0.Add(retention)})
+		Output: out})
 	// A late try of the step is refused from now on.
 	if e, ok := begin(t, l, clk, effectKey, "late"); ok || e.State != statestore.LedgerUndone {
 		t.Fatalf("Begin after the undo = %+v, %v; want refused as undone", e, ok)
@@ -325,15 +333,15 @@ func ledgerUndo(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 
 func ledgerTombstone(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 	ctx := context.Background()
-	got, err := l.Tombstone(ctx, effectKey, t0.Add(retention))
+	got, err := l.Tombstone(ctx, effectKey)
 	if err != nil {
 		t.Fatalf("Tombstone of an absent key: %v", err)
 	}
-	want := statestore.LedgerEntry{Key: effectKey, State: statestore.LedgerUndone, ExpiresAt: t0.Add(retention)}
+	want := statestore.LedgerEntry{Key: effectKey, State: statestore.LedgerUndone}
 	sameEntry(t, "the tombstone", got, want)
 	sameEntry(t, "the tombstone as read", entry(t, l, effectKey), want)
 	// Again: a tombstone stays one.
-	if _, err := l.Tombstone(ctx, effectKey, t0.Add(retention)); err != nil {
+	if _, err := l.Tombstone(ctx, effectKey); err != nil {
 		t.Fatalf("Tombstone of a tombstone: %v", err)
 	}
 	// A rejected key, and a running one whose lease ended, are tombstoned
@@ -344,7 +352,7 @@ func ledgerTombstone(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 	begin(t, l, clk, abandoned, "a")
 	clk.Advance(lease)
 	for _, k := range []string{rejected, abandoned} {
-		if e, err := l.Tombstone(ctx, k, clk.Now().Add(retention)); err != nil || e.State != statestore.LedgerUndone || e.Owner != "" || e.Fault != nil {
+		if e, err := l.Tombstone(ctx, k); err != nil || e.State != statestore.LedgerUndone || e.Owner != "" || e.Fault != nil {
 			t.Fatalf("Tombstone of %s = %+v, %v; want a bare tombstone", k, e, err)
 		}
 	}
@@ -353,13 +361,13 @@ func ledgerTombstone(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 func ledgerTombstoneRefuses(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 	ctx := context.Background()
 	running, _ := begin(t, l, clk, effectKey, "a")
-	got, err := l.Tombstone(ctx, effectKey, t0.Add(retention))
+	got, err := l.Tombstone(ctx, effectKey)
 	if !errors.Is(err, workflow.ErrStale) {
 		t.Fatalf("Tombstone of a live claim: %v, want ErrStale", err)
 	}
 	sameEntry(t, "the live claim Tombstone answers", got, running)
 	finish(t, l, effectKey, "a", statestore.Outcome{Output: json.RawMessage(`1`)})
-	got, err = l.Tombstone(ctx, effectKey, t0.Add(retention))
+	got, err = l.Tombstone(ctx, effectKey)
 	if !errors.Is(err, workflow.ErrStale) || got.State != statestore.LedgerDone {
 		t.Fatalf("Tombstone of a done key = %+v, %v; want it refused with the entry", got, err)
 	}
@@ -368,12 +376,60 @@ func ledgerTombstoneRefuses(t *testing.T, l statestore.LedgerPort, clk *clock.Fa
 	}
 }
 
-func ledgerExpired(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
+// ledgerKeptUntilExpired: an entry carries no TTL while its order may
+// still try its key (an operator's retry may come years later), and Expire
+// gives it one; an absent key stays absent.
+func ledgerKeptUntilExpired(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
 	ctx := context.Background()
-	if _, _, err := l.Begin(ctx, effectKey, "a", t0.Add(lease), t0.Add(time.Hour)); err != nil {
+	begin(t, l, clk, effectKey, "a")
+	finish(t, l, effectKey, "a", statestore.Outcome{Output: json.RawMessage(`1`)})
+	if _, err := l.Tombstone(ctx, undoKey); err != nil {
 		t.Fatal(err)
 	}
+	clk.Advance(10 * 365 * 24 * time.Hour)
+	for _, key := range []string{effectKey, undoKey} {
+		if e := entry(t, l, key); !e.ExpiresAt.IsZero() {
+			t.Fatalf("%s carries the TTL %v before its order ended", key, e.ExpiresAt)
+		}
+	}
+	at := clk.Now().Add(retention)
+	if err := l.Expire(ctx, effectKey, at); err != nil {
+		t.Fatal(err)
+	}
+	if e := entry(t, l, effectKey); !e.ExpiresAt.Equal(at.Truncate(time.Second)) || e.State != statestore.LedgerDone {
+		t.Fatalf("after Expire: %+v, want done with the TTL %v", e, at)
+	}
+	const absent = "ship-order#o-2/ship-order"
+	if err := l.Expire(ctx, absent, at); err != nil {
+		t.Fatalf("Expire of an absent key: %v", err)
+	}
+	if _, err := l.Entry(ctx, absent); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("Expire created %s: %v", absent, err)
+	}
+}
+
+// ledgerTakeoverTold: Begin says whether it displaced another try's entry.
+func ledgerTakeoverTold(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
+	if got, _ := begin(t, l, clk, effectKey, "a"); got.TookOver {
+		t.Fatal("the first claim of a key took over")
+	}
+	clk.Advance(lease)
+	if got, ok := begin(t, l, clk, effectKey, "b"); !ok || !got.TookOver {
+		t.Fatalf("a claim once a's lease ended = %+v, %v; want taken over", got, ok)
+	}
+	// A retry of b's own claim, whose answer was lost, cannot tell.
+	if got, ok := begin(t, l, clk, effectKey, "b"); !ok || !got.TookOver {
+		t.Fatalf("b's own claim again = %+v, %v; want claimed, taken over", got, ok)
+	}
+}
+
+func ledgerExpired(t *testing.T, l statestore.LedgerPort, clk *clock.Fake) {
+	ctx := context.Background()
+	begin(t, l, clk, effectKey, "a")
 	finish(t, l, effectKey, "a", statestore.Outcome{Output: json.RawMessage(`1`)})
+	if err := l.Expire(ctx, effectKey, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	clk.Advance(time.Hour)
 	if _, err := l.Entry(ctx, effectKey); !errors.Is(err, workflow.ErrNotFound) {
 		t.Fatalf("Entry past its ExpiresAt: %v, want ErrNotFound", err)

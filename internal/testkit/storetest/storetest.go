@@ -216,14 +216,14 @@ func claim(s workflow.State, now time.Time) workflow.Change {
 
 func complete(s workflow.State, now time.Time) workflow.Change {
 	if s.ProcessState == workflow.Compensating {
-		return machine.UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), false, "scheduler/y", now)
+		return machine.UndoCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"undone":true}`), workflow.State{}, "scheduler/y", now)
 	}
 	return machine.StepCompleted(s.OrderID, s.StepIndex, s.Attempt, json.RawMessage(`{"step":"`+s.Step+`"}`), "scheduler/y", now)
 }
 
 func reject(s workflow.State, now time.Time) workflow.Change {
 	if s.ProcessState == workflow.Compensating {
-		return machine.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", now)
+		return machine.UndoRejected(s.OrderID, s.StepIndex, s.Attempt, "compensation rejected", false, workflow.State{}, now)
 	}
 	return machine.StepRejected(s.OrderID, s.StepIndex, s.Attempt, "rejected: no", false, "scheduler/z", now)
 }
@@ -241,7 +241,7 @@ func refuseDispatch(s workflow.State, now time.Time) workflow.Change {
 }
 
 func alertSent(s workflow.State, now time.Time) workflow.Change {
-	return workflow.Machine{}.AlertSent(s.OrderID, s.Attempt, now)
+	return workflow.Machine{}.AlertSent(s.OrderID, s.Attempt, s.ProcessState, now)
 }
 
 func cancel(s workflow.State, now time.Time) workflow.Change {
@@ -327,9 +327,9 @@ func fences(t *testing.T, s statestore.Port) {
 		{"a reply after CompleteBy", machine.StepCompleted("o-fence", 0, running.Attempt, nil, "s", running.CompleteBy)},
 		{"a reply for another step", machine.StepCompleted("o-fence", 1, running.Attempt, nil, "s", t0.Add(2*time.Second))},
 		{"a claim of a claimed step", machine.Claim("o-fence", 0, false, "other", t0.Add(2*time.Second))},
-		{"an undo reply while the step runs", machine.UndoCompleted("o-fence", 0, running.Attempt, nil, false, "s", t0.Add(2*time.Second))},
+		{"an undo reply while the step runs", machine.UndoCompleted("o-fence", 0, running.Attempt, nil, workflow.State{}, "s", t0.Add(2*time.Second))},
 		{"a recovery of a deadline that moved", recovery},
-		{"an alert confirmation of a record that owes none", workflow.Machine{}.AlertSent("o-fence", running.Attempt, t0.Add(2*time.Second))},
+		{"an alert confirmation of a record that owes none", workflow.Machine{}.AlertSent("o-fence", running.Attempt, running.ProcessState, t0.Add(2*time.Second))},
 		{"a change of a missing order", machine.Claim("o-missing", 0, false, "s", t0)},
 		// A message naming another version than the order's: its decision
 		// was made by the wrong definition.
@@ -866,7 +866,7 @@ func ordersItemMovesWithTheRecord(t *testing.T, s statestore.Port) {
 	ctx := context.Background()
 	st := accept(t, s, plain, "o-both", "owner-a", t0)
 	st = apply(t, s, st.OrderID, timed{rejectPlain, t0.Add(time.Second)})
-	stale := workflow.Machine{}.AlertSent(st.OrderID, st.Attempt+1, t0.Add(2*time.Second))
+	stale := workflow.Machine{}.AlertSent(st.OrderID, st.Attempt+1, st.ProcessState, t0.Add(2*time.Second))
 	if _, err := s.Apply(ctx, stale); !errors.Is(err, workflow.ErrStale) {
 		t.Fatalf("a stale alert confirmed: %v, want ErrStale", err)
 	}
@@ -874,7 +874,7 @@ func ordersItemMovesWithTheRecord(t *testing.T, s statestore.Port) {
 		t.Fatalf("after a stale change the order expires at %v, %v; want %v", o.ExpiresAt, err, plain.OrderExpiresAt(t0))
 	}
 	same(t, "after a stale change", get(t, s, "o-both"), st)
-	written, err := s.Apply(ctx, workflow.Machine{}.AlertSent(st.OrderID, st.Attempt, t0.Add(3*time.Second)))
+	written, err := s.Apply(ctx, workflow.Machine{}.AlertSent(st.OrderID, st.Attempt, st.ProcessState, t0.Add(3*time.Second)))
 	if err != nil || written.AlertPending || !written.OpenUntil.IsZero() {
 		t.Fatalf("alert confirmed: %+v, %v", written, err)
 	}
