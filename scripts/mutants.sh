@@ -28,7 +28,7 @@ declare -A mix=(
 	[09]=stale-read=0.5,copy=0.05,slow=0.05,remote=1,missed-run=0.5
 	[10]=throttle=0.05,remote=1,kill-after=0.03
 	[12]=hold=0.5,fix=1,operator=0.05,remote=1
-	[13]=fix=1,crash-after-ledger=0.5
+	[13]=fix=1,kill-before=0.1
 	[14]=refuse-after-effect=1,crash-after-effect=0.1
 	[15]=operator=1,throttle=0.2,refuse-after-effect=1,crash-after-effect=0.1
 	[16]=forge=0.2
