@@ -33,6 +33,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -198,7 +199,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The token leaves the address bar, so it is not copied along with it.
 		q := r.URL.Query()
 		q.Del("token")
-		to := r.URL.Path
+		to := localPath(r.URL.Path)
 		if len(q) > 0 {
 			to += "?" + q.Encode()
 		}
@@ -223,6 +224,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), nonceKey{}, nonce)))
+}
+
+// localPath is where a login leads: the path asked for when the console
+// could serve it as it stands (absolute, clean, of the characters its
+// routes use), else the overview. A path a browser would read as another
+// host's ("//evil.example", "/\evil.example", "/\t/evil.example", each
+// perhaps percent-encoded in the request) is none of those.
+func localPath(p string) string {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || path.Clean(p) != p {
+		return "/"
+	}
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/-_.~", c)) {
+			return "/"
+		}
+	}
+	return p
 }
 
 // nonceKey holds the request's script nonce in its context.
