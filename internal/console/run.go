@@ -11,7 +11,7 @@ import (
 // Run serves the console of `sasctl ui` for s until ctx ends, printing the
 // URL to open: opsclient.Env.UI.
 func Run(ctx context.Context, s opsclient.UISession) error {
-	o := Options{Orders: s.Client, Endpoint: s.Endpoint, Now: s.Now, IdleTimeout: s.IdleTimeout}
+	o := Options{Orders: s.Client, Endpoint: s.Endpoint, Now: s.Now, Log: s.Log, IdleTimeout: s.IdleTimeout}
 	if s.SQS != nil {
 		o.Queues, o.Scope = SQSQueues{Client: s.SQS, Scope: s.Scope}, s.ScopeName
 	}

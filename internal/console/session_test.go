@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sasflow/sas/internal/opsclient"
 	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/clock"
 )
@@ -200,5 +202,67 @@ func TestConsoleEndsAnIdleSession(t *testing.T) {
 				t.Fatalf("session-expired logged %d times, want once:\n%s", expired, logs.String())
 			}
 		})
+	}
+}
+
+// TestConsoleLogsWhatItRefusesAndDoesButNoSecret: every refusal (a rebound
+// Host, a cross-origin POST, a wrong or reused token, no session) and
+// every action (a retry, a cancel, a redrive) is a JSON line with what
+// it was about and how it ended; no line holds the token, the session's
+// cookie or the CSRF token.
+func TestConsoleLogsWhatItRefusesAndDoesButNoSecret(t *testing.T) {
+	t.Parallel()
+	var logs logtest.Buffer
+	s, fake, _ := newServerWith(t, func(o *Options) { o.Log = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	session := s.sessionCookie(t)
+	origin := map[string]string{"Origin": "http://" + addr}
+	form := url.Values{"csrf": {s.csrf}}
+	for _, r := range []request{
+		{method: "GET", path: "/?token=guess"},
+		{method: "GET", path: "/?token=" + token},
+		{method: "GET", path: "/", host: "evil.example:8765", session: true},
+		{method: "GET", path: "/", cookie: "guess"},
+		{method: "POST", path: "/orders/" + errorID + "/retry", session: true, headers: map[string]string{"Origin": "http://evil.example"}, form: form},
+		{method: "POST", path: "/orders/" + errorID + "/retry", session: true, headers: origin, form: form},
+		{method: "POST", path: "/orders/" + errorID + "/cancel", session: true, headers: origin, form: form},
+		{method: "POST", path: "/dlq/scheduler/redrive", session: true, headers: origin, form: form},
+	} {
+		s.do(t, r)
+	}
+	fake.refuse = &opsclient.APIError{Method: "POST", StatusCode: http.StatusConflict}
+	s.do(t, request{method: "POST", path: "/orders/" + errorID + "/retry", session: true, headers: origin, form: form})
+
+	type line struct{ Msg, Code, Action, OrderID, Queue, Outcome string }
+	var got []line
+	for _, r := range logs.Records(t) {
+		b, _ := json.Marshal(r)
+		var l line
+		_ = json.Unmarshal(b, &l)
+		got = append(got, l)
+	}
+	want := []line{
+		{Msg: "console session opened"},
+		{Msg: "console refused a request", Code: "token-refused"},
+		{Msg: "console refused a request", Code: "token-used"},
+		{Msg: "console refused a request", Code: "host-refused"},
+		{Msg: "console refused a request", Code: "no-session"},
+		{Msg: "console refused a request", Code: "origin-refused"},
+		{Msg: "console action", Action: "retry", OrderID: errorID, Outcome: "accepted"},
+		{Msg: "console action", Action: "cancel", OrderID: errorID, Outcome: "accepted"},
+		{Msg: "console action", Action: "redrive", Queue: "scheduler", Outcome: "copied"},
+		{Msg: "console action", Action: "retry", OrderID: errorID, Outcome: "refused"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(got), len(want), logs.String())
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	for name, secret := range map[string]string{"the token": token, "the session's cookie": session, "the CSRF token": s.csrf} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the logs hold %s", name)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -22,7 +23,8 @@ const UIUsage = `  ui [--listen 127.0.0.1:PORT] [--stage S | --prefix P | --no-d
                       free port) and prints the URL to open, whose token
                       opens one session, once; the session ends after
                       --idle-timeout (30m) without a request, and a restart
-                      prints a new URL. --stage, --prefix and
+                      prints a new URL. It logs refusals and actions to
+                      stderr as JSON lines; --stage, --prefix and
                       --sqs-endpoint-url choose the queues as for dlq
 `
 
@@ -41,8 +43,11 @@ type UISession struct {
 	Listen string
 	// IdleTimeout ends a session without a request for this long.
 	IdleTimeout time.Duration
-	Out         io.Writer
-	Now         func() time.Time
+	// Out gets the URL to open; Log the refusals and actions (stderr, as
+	// JSON lines).
+	Out io.Writer
+	Log *slog.Logger
+	Now func() time.Time
 }
 
 // DefaultIdleTimeout is how long a console session lasts without a
@@ -93,7 +98,7 @@ func runUI(ctx context.Context, g globals, args []string, env Env) error {
 	if env.UI == nil {
 		return errors.New("ui: this build of sasctl has no console")
 	}
-	s := UISession{Listen: *listen, IdleTimeout: *idle, Out: env.Stdout, Now: env.Now}
+	s := UISession{Listen: *listen, IdleTimeout: *idle, Out: env.Stdout, Log: slog.New(slog.NewJSONHandler(env.Stderr, nil)), Now: env.Now}
 	if s.Client, err = newCLIClient(ctx, g, env); err != nil {
 		return err
 	}

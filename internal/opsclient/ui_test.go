@@ -11,8 +11,8 @@ import (
 )
 
 // TestUI: `sasctl ui` hands the console the API's client and the queues
-// chosen as the dlq commands choose them and the default idle timeout,
-// and refuses to listen off loopback.
+// chosen as the dlq commands choose them, a logger and the default idle
+// timeout, and refuses to listen off loopback.
 func TestUI(t *testing.T) {
 	t.Parallel()
 	sqsClient := sqs.New(sqs.Options{Region: "us-east-1"})
@@ -51,7 +51,7 @@ func TestUI(t *testing.T) {
 				return
 			}
 			if got == nil || got.Listen != tc.listen || got.Endpoint != "http://127.0.0.1:8080" || got.Client == nil || got.Client.creds == nil ||
-				got.IdleTimeout != DefaultIdleTimeout {
+				got.IdleTimeout != DefaultIdleTimeout || got.Log == nil {
 				t.Fatalf("session %+v", got)
 			}
 			if tc.noSQS != (got.SQS == nil) || got.Scope != tc.scope {
