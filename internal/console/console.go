@@ -261,7 +261,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, tok string) {
 	s.mu.Unlock()
 	if first {
 		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		s.log.Info("console session opened", slog.Duration("idleTimeout", s.o.IdleTimeout))
+		s.log.Info("console session opened", slog.String("idleTimeout", s.o.IdleTimeout.String()))
 	} else if code, _ := s.check(r, true); code != "" {
 		s.refuse(w, r, http.StatusForbidden, "token-used", "This URL was used already: its token opens one session, once. To open the console, "+getBackIn+".")
 		return
