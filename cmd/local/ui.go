@@ -24,7 +24,7 @@ func startConsole(ctx context.Context, st *localstack.Stack, region string, out 
 	}()
 	select {
 	case u := <-ready:
-		fmt.Fprintf(out, "operators' console (sasctl ui): %s\n", u)
+		fmt.Fprintf(out, "operators' console (sasctl ui): %s\n(its token opens one session, once; for another, run the stack's sasctl ui command, which prints a new URL)\n", u)
 		return done, nil
 	case err := <-errs:
 		return nil, err

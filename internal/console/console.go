@@ -16,10 +16,13 @@
 // it send a request acts as the operator. So it listens on loopback only,
 // and every request must pass, in this order (see Server.ServeHTTP): a Host
 // check (only the host:port it listens on, against DNS rebinding), the
-// session (a random token in the URL it prints, then in an HttpOnly,
-// SameSite=Strict cookie), and for every POST an Origin (or
-// Sec-Fetch-Site) check and a CSRF token in the form. Every answer carries
-// a Content-Security-Policy that runs no script but its own, by nonce.
+// session, and for every POST an Origin (or Sec-Fetch-Site) check and a
+// CSRF token in the form. The URL it prints carries a one-time token: the
+// first request that brings it opens the session, with a fresh random
+// HttpOnly, SameSite=Strict cookie, and the token opens nothing after
+// that; a session left idle for the idle timeout ends. Every answer
+// carries a Content-Security-Policy that runs no script but its own, by
+// nonce.
 package console
 
 import (
@@ -33,7 +36,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sasflow/sas/internal/dlq"
@@ -85,14 +90,20 @@ type Options struct {
 	Endpoint, Scope string
 	// Refresh is the live part's refresh period; 0 means DefaultRefresh.
 	Refresh time.Duration
-	// Now is the time an order in flight is drawn up to; nil means
+	// Now is the console's clock: the time an order in flight is drawn up
+	// to, and the one a session's idle time is measured on; nil means
 	// time.Now.
 	Now func() time.Time
-	// Log records the actions taken (retry, cancel, redrive) and refusals;
-	// nil discards.
+	// Log records the session opened, the requests refused (an ended
+	// session's among them) and the actions taken (retry, cancel,
+	// redrive), never a token or a cookie; nil discards.
 	Log *slog.Logger
-	// Token is the session's secret; "" makes a random one. Tests set it.
+	// Token is the URL's one-time login token; "" makes a random one.
+	// Tests set it.
 	Token string
+	// IdleTimeout ends a session without a request of the operator's for
+	// this long; 0 means opsclient.DefaultIdleTimeout.
+	IdleTimeout time.Duration
 }
 
 // maxFormBytes bounds a POST's body: the forms hold one token.
@@ -113,6 +124,15 @@ type Server struct {
 	now    func() time.Time
 	log    *slog.Logger
 	counts counts
+
+	// mu guards the login: whether the token was used, and the session it
+	// opened.
+	mu        sync.Mutex
+	tokenUsed bool
+	// session is the session's cookie, "" while none is open; seen is the
+	// time of its last request of the operator's.
+	session string
+	seen    time.Time
 }
 
 // New checks o and builds the console.
@@ -137,6 +157,9 @@ func New(o Options) (*Server, error) {
 	if o.Refresh <= 0 {
 		s.o.Refresh = DefaultRefresh
 	}
+	if o.IdleTimeout <= 0 {
+		s.o.IdleTimeout = opsclient.DefaultIdleTimeout
+	}
 	if s.token == "" {
 		s.token = randomToken()
 	}
@@ -152,8 +175,8 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// URL is the address to open: the console's root with the session token,
-// which the first request trades for a cookie.
+// URL is the address to open: the console's root with the one-time token,
+// which the first request that brings it trades for a session.
 func (s *Server) URL() string {
 	return s.origin + "/?token=" + url.QueryEscape(s.token)
 }
@@ -190,24 +213,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if tok := r.URL.Query().Get("token"); tok != "" {
-		if !equal(tok, s.token) {
-			s.refuse(w, r, http.StatusForbidden, "token-refused", "The token in the URL is not this session's: open the URL sasctl ui printed.")
-			return
-		}
-		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		// The token leaves the address bar, so it is not copied along with it.
-		q := r.URL.Query()
-		q.Del("token")
-		to := r.URL.Path
-		if len(q) > 0 {
-			to += "?" + q.Encode()
-		}
-		http.Redirect(w, r, to, http.StatusSeeOther)
+		s.login(w, r, tok)
 		return
 	}
-	c, err := r.Cookie(s.cookie)
-	if err != nil || !equal(c.Value, s.token) {
-		s.refuse(w, r, http.StatusUnauthorized, "no-session", "No session: open the URL sasctl ui printed (it carries this session's token).")
+	// The live part's refresh is the page's, not the operator's: it does
+	// not keep a session open.
+	if code, detail := s.check(r, r.Header.Get("X-Console-Live") != "1"); code != "" {
+		s.refuse(w, r, http.StatusUnauthorized, code, detail)
 		return
 	}
 	if r.Method == http.MethodPost {
@@ -223,6 +235,83 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), nonceKey{}, nonce)))
+}
+
+// getBackIn says how an operator opens the console again.
+const getBackIn = "restart sasctl ui (Ctrl-C, then the same command) and open the new URL it prints"
+
+// login trades the URL's one-time token for a session: the first request
+// that brings it gets a fresh random cookie, and leaves for the page asked
+// for without the token in its address. The token opens nothing after
+// that: a second use is refused, unless it comes with the session's own
+// cookie (the operator opened the URL again), which goes in without a new
+// one.
+func (s *Server) login(w http.ResponseWriter, r *http.Request, tok string) {
+	if !equal(tok, s.token) {
+		s.refuse(w, r, http.StatusForbidden, "token-refused", "The token in the URL is not this console's: open the URL sasctl ui printed.")
+		return
+	}
+	s.mu.Lock()
+	first := !s.tokenUsed
+	if first {
+		s.tokenUsed = true
+		s.session, s.seen = randomToken(), s.now()
+	}
+	session := s.session
+	s.mu.Unlock()
+	if first {
+		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		s.log.Info("console session opened", slog.String("idleTimeout", s.o.IdleTimeout.String()))
+	} else if code, _ := s.check(r, true); code != "" {
+		s.refuse(w, r, http.StatusForbidden, "token-used", "This URL was used already: its token opens one session, once. To open the console, "+getBackIn+".")
+		return
+	}
+	// The token leaves the address bar, so it is not copied along with it.
+	q := r.URL.Query()
+	q.Del("token")
+	to := localPath(r.URL.Path)
+	if len(q) > 0 {
+		to += "?" + q.Encode()
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// check finds the session of the request's cookie: "" if it is open, else
+// the refusal's code and detail. A session idle for the idle timeout ends
+// for good. An active request keeps the session open.
+func (s *Server) check(r *http.Request, active bool) (code, detail string) {
+	c, err := r.Cookie(s.cookie)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || s.session == "" || !equal(c.Value, s.session) {
+		return "no-session", "No session: open the URL sasctl ui printed. It opens one session, once; if it was used already, " + getBackIn + "."
+	}
+	now := s.now()
+	if now.Sub(s.seen) >= s.o.IdleTimeout {
+		s.session = ""
+		return "session-expired", "The session ended after " + opsclient.Duration(s.o.IdleTimeout) + " without a request. To open the console again, " + getBackIn + "."
+	}
+	if active {
+		s.seen = now
+	}
+	return "", ""
+}
+
+// localPath is where a login leads: the path asked for when the console
+// could serve it as it stands (absolute, clean, of the characters its
+// routes use), else the overview. A path a browser would read as another
+// host's ("//evil.example", "/\evil.example", "/\t/evil.example", each
+// perhaps percent-encoded in the request) is none of those.
+func localPath(p string) string {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || path.Clean(p) != p {
+		return "/"
+	}
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/-_.~", c)) {
+			return "/"
+		}
+	}
+	return p
 }
 
 // nonceKey holds the request's script nonce in its context.

@@ -139,7 +139,22 @@ func compensationFailed() api.Order {
 	return o
 }
 
-func newServer(t *testing.T) (*Server, *orders, *queues) {
+// testServer is a console under test with the session its requests
+// carry when they ask for one.
+type testServer struct {
+	*Server
+	login   sync.Once
+	session string
+}
+
+func newServer(t *testing.T) (*testServer, *orders, *queues) {
+	t.Helper()
+	return newServerWith(t, nil)
+}
+
+// newServerWith builds the console over the scripted API and queues, with
+// edit applied to its options.
+func newServerWith(t *testing.T, edit func(*Options)) (*testServer, *orders, *queues) {
 	t.Helper()
 	o := errorOrder()
 	fake := &orders{
@@ -153,12 +168,16 @@ func newServer(t *testing.T) (*Server, *orders, *queues) {
 			{ID: hostileImg, ReceiveCount: 6, Body: dlq.DecodeBody(`{"kind":"` + strings.ReplaceAll(hostileScript, `"`, `'`) + `"}`)},
 		},
 	}
-	s, err := New(Options{Orders: fake, Queues: q, Addr: addr, Endpoint: "http://127.0.0.1:8080", Scope: "prefix p-", Token: token,
-		Now: func() time.Time { return t0.Add(time.Minute) }})
+	opts := Options{Orders: fake, Queues: q, Addr: addr, Endpoint: "http://127.0.0.1:8080", Scope: "prefix p-", Token: token,
+		Now: func() time.Time { return t0.Add(time.Minute) }}
+	if edit != nil {
+		edit(&opts)
+	}
+	s, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, fake, q
+	return &testServer{Server: s}, fake, q
 }
 
 // request is one request to the console, as a browser would send it.
@@ -166,11 +185,15 @@ type request struct {
 	method, path string
 	host         string            // "" means addr
 	cookie       string            // "" means none
+	session      bool              // carry the session's cookie (logging in first)
 	headers      map[string]string // added
 	form         url.Values        // a POST's body
 }
 
-func (s *Server) do(t *testing.T, r request) *http.Response {
+// cookieName is the console's cookie at addr's port.
+const cookieName = "sasctl-ui-8765"
+
+func (s *testServer) do(t *testing.T, r request) *http.Response {
 	t.Helper()
 	var body io.Reader
 	if r.form != nil {
@@ -185,7 +208,10 @@ func (s *Server) do(t *testing.T, r request) *http.Response {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	if r.cookie != "" {
-		req.AddCookie(&http.Cookie{Name: "sasctl-ui-8765", Value: r.cookie})
+		req.AddCookie(&http.Cookie{Name: cookieName, Value: r.cookie})
+	}
+	if r.session {
+		req.AddCookie(&http.Cookie{Name: cookieName, Value: s.sessionCookie(t)})
 	}
 	for k, v := range r.headers {
 		req.Header.Set(k, v)
@@ -193,6 +219,24 @@ func (s *Server) do(t *testing.T, r request) *http.Response {
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, req)
 	return w.Result()
+}
+
+// sessionCookie logs in once, as the browser does with the URL sasctl ui
+// printed, and returns the session's cookie.
+func (s *testServer) sessionCookie(t *testing.T) string {
+	t.Helper()
+	s.login.Do(func() {
+		resp := s.do(t, request{method: "GET", path: "/?token=" + token})
+		for _, c := range resp.Cookies() {
+			if c.Name == cookieName {
+				s.session = c.Value
+			}
+		}
+	})
+	if s.session == "" {
+		t.Fatal("the token opened no session")
+	}
+	return s.session
 }
 
 func read(t *testing.T, resp *http.Response) string {
@@ -218,27 +262,27 @@ func TestConsoleRefusesWhatDidNotComeFromItsOwnPage(t *testing.T) {
 		code   string
 		acted  bool
 	}{
-		{"a rebound DNS name", request{method: "GET", path: "/", host: "evil.example:8765", cookie: token}, 403, "host-refused", false},
-		{"another port", request{method: "GET", path: "/", host: "127.0.0.1:9999", cookie: token}, 403, "host-refused", false},
-		{"localhost for 127.0.0.1", request{method: "GET", path: "/", host: "localhost:8765", cookie: token}, 403, "host-refused", false},
+		{"a rebound DNS name", request{method: "GET", path: "/", host: "evil.example:8765", session: true}, 403, "host-refused", false},
+		{"another port", request{method: "GET", path: "/", host: "127.0.0.1:9999", session: true}, 403, "host-refused", false},
+		{"localhost for 127.0.0.1", request{method: "GET", path: "/", host: "localhost:8765", session: true}, 403, "host-refused", false},
 		{"no session", request{method: "GET", path: "/"}, 401, "no-session", false},
 		{"a wrong cookie", request{method: "GET", path: "/", cookie: "guess"}, 401, "no-session", false},
 		{"a wrong token", request{method: "GET", path: "/?token=guess"}, 403, "token-refused", false},
-		{"a POST without Origin or Sec-Fetch-Site", request{method: "POST", path: "/orders/" + errorID + "/retry", cookie: token,
+		{"a POST without Origin or Sec-Fetch-Site", request{method: "POST", path: "/orders/" + errorID + "/retry", session: true,
 			form: url.Values{"csrf": {"x"}}}, 403, "origin-refused", false},
-		{"a POST from another origin", request{method: "POST", path: "/orders/" + errorID + "/retry", cookie: token,
+		{"a POST from another origin", request{method: "POST", path: "/orders/" + errorID + "/retry", session: true,
 			headers: map[string]string{"Origin": "http://evil.example"}, form: url.Values{}}, 403, "origin-refused", false},
-		{"a POST from another site by Sec-Fetch-Site", request{method: "POST", path: "/orders/" + errorID + "/retry", cookie: token,
+		{"a POST from another site by Sec-Fetch-Site", request{method: "POST", path: "/orders/" + errorID + "/retry", session: true,
 			headers: map[string]string{"Sec-Fetch-Site": "cross-site"}, form: url.Values{}}, 403, "origin-refused", false},
-		{"a POST from a sandboxed frame (Origin null) of another site", request{method: "POST", path: "/orders/" + errorID + "/retry", cookie: token,
+		{"a POST from a sandboxed frame (Origin null) of another site", request{method: "POST", path: "/orders/" + errorID + "/retry", session: true,
 			headers: map[string]string{"Origin": "null", "Sec-Fetch-Site": "cross-site"}, form: url.Values{}}, 403, "origin-refused", false},
-		{"a POST without the CSRF token", request{method: "POST", path: "/orders/" + errorID + "/retry", cookie: token,
+		{"a POST without the CSRF token", request{method: "POST", path: "/orders/" + errorID + "/retry", session: true,
 			headers: origin, form: url.Values{}}, 403, "csrf-refused", false},
-		{"a POST with a wrong CSRF token", request{method: "POST", path: "/orders/" + errorID + "/retry", cookie: token,
+		{"a POST with a wrong CSRF token", request{method: "POST", path: "/orders/" + errorID + "/retry", session: true,
 			headers: origin, form: url.Values{"csrf": {"guess"}}}, 403, "csrf-refused", false},
-		{"a bad order ID", request{method: "GET", path: "/orders/" + url.PathEscape("<x>"), cookie: token}, 400, "bad-order-id", false},
-		{"a state not listed", request{method: "GET", path: "/list/Processed", cookie: token}, 400, "state-not-listed", false},
-		{"a pasted ID that is none", request{method: "GET", path: "/find?id=" + url.QueryEscape("x y"), cookie: token}, 400, "bad-order-id", false},
+		{"a bad order ID", request{method: "GET", path: "/orders/" + url.PathEscape("<x>"), session: true}, 400, "bad-order-id", false},
+		{"a state not listed", request{method: "GET", path: "/list/Processed", session: true}, 400, "state-not-listed", false},
+		{"a pasted ID that is none", request{method: "GET", path: "/find?id=" + url.QueryEscape("x y"), session: true}, 400, "bad-order-id", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -256,8 +300,8 @@ func TestConsoleRefusesWhatDidNotComeFromItsOwnPage(t *testing.T) {
 }
 
 // TestConsoleTradesItsTokenForACookie: the URL's token sets an HttpOnly,
-// SameSite=Strict cookie scoped to the console's port, and leaves the
-// address bar.
+// SameSite=Strict cookie scoped to the console's port, a fresh random
+// value and not the token, and leaves the address bar.
 func TestConsoleTradesItsTokenForACookie(t *testing.T) {
 	t.Parallel()
 	s, _, _ := newServer(t)
@@ -269,10 +313,10 @@ func TestConsoleTradesItsTokenForACookie(t *testing.T) {
 		t.Fatalf("%d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	cs := resp.Cookies()
-	if len(cs) != 1 || cs[0].Name != "sasctl-ui-8765" || cs[0].Value != token || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode || cs[0].Path != "/" {
+	if len(cs) != 1 || cs[0].Name != "sasctl-ui-8765" || cs[0].Value == token || len(cs[0].Value) != 43 || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteStrictMode || cs[0].Path != "/" {
 		t.Fatalf("cookies %+v", cs)
 	}
-	if resp := s.do(t, request{method: "GET", path: "/", cookie: token}); resp.StatusCode != http.StatusOK {
+	if resp := s.do(t, request{method: "GET", path: "/", cookie: cs[0].Value}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("with the cookie: %d", resp.StatusCode)
 	}
 }
@@ -284,7 +328,7 @@ func TestConsoleTradesItsTokenForACookie(t *testing.T) {
 func TestConsoleActsOnlyAfterAConfirmation(t *testing.T) {
 	t.Parallel()
 	s, fake, _ := newServer(t)
-	resp := s.do(t, request{method: "GET", path: "/orders/" + errorID + "/retry", cookie: token})
+	resp := s.do(t, request{method: "GET", path: "/orders/" + errorID + "/retry", session: true})
 	page := read(t, resp)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "as attempt 3") || !strings.Contains(page, `name="csrf" value="`+s.csrf+`"`) ||
 		!strings.Contains(page, `action="/orders/`+errorID+`/retry"`) {
@@ -296,7 +340,7 @@ func TestConsoleActsOnlyAfterAConfirmation(t *testing.T) {
 	// A browser names the origin, or says same-origin; under a referrer
 	// policy of no-referrer it sends Origin: null with a form's POST.
 	for _, h := range []map[string]string{{"Origin": "http://" + addr}, {"Sec-Fetch-Site": "same-origin"}, {"Origin": "null", "Sec-Fetch-Site": "same-origin"}} {
-		resp = s.do(t, request{method: "POST", path: "/orders/" + errorID + "/retry", cookie: token, headers: h, form: url.Values{"csrf": {s.csrf}}})
+		resp = s.do(t, request{method: "POST", path: "/orders/" + errorID + "/retry", session: true, headers: h, form: url.Values{"csrf": {s.csrf}}})
 		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/orders/"+errorID+"?done=retry" {
 			t.Fatalf("%v: %d to %q", h, resp.StatusCode, resp.Header.Get("Location"))
 		}
@@ -305,13 +349,13 @@ func TestConsoleActsOnlyAfterAConfirmation(t *testing.T) {
 		t.Fatalf("actions %v", got)
 	}
 	// A state that does not allow it: no form, a conflict.
-	resp = s.do(t, request{method: "GET", path: "/orders/cf-1/cancel", cookie: token})
+	resp = s.do(t, request{method: "GET", path: "/orders/cf-1/cancel", session: true})
 	if body := read(t, resp); resp.StatusCode != http.StatusConflict || strings.Contains(body, `method="post"`) {
 		t.Fatalf("cancel of a CompensationFailed order: %d\n%s", resp.StatusCode, body)
 	}
 	// The API's 409 is the page's.
 	fake.refuse = &opsclient.APIError{Method: "POST", StatusCode: http.StatusConflict, Problem: &api.Problem{Detail: "the order moved on"}}
-	resp = s.do(t, request{method: "POST", path: "/orders/" + errorID + "/cancel", cookie: token, headers: map[string]string{"Origin": "http://" + addr}, form: url.Values{"csrf": {s.csrf}}})
+	resp = s.do(t, request{method: "POST", path: "/orders/" + errorID + "/cancel", session: true, headers: map[string]string{"Origin": "http://" + addr}, form: url.Values{"csrf": {s.csrf}}})
 	if body := read(t, resp); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "the order moved on") {
 		t.Fatalf("a refused cancel: %d\n%s", resp.StatusCode, body)
 	}
@@ -330,7 +374,7 @@ func TestConsoleEscapesWhatTheAPIAndTheQueuesSay(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			t.Parallel()
 			s, _, _ := newServer(t)
-			resp := s.do(t, request{method: "GET", path: path, cookie: token})
+			resp := s.do(t, request{method: "GET", path: path, session: true})
 			page := read(t, resp)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("%d\n%s", resp.StatusCode, page)
@@ -353,7 +397,7 @@ func TestConsoleEscapesWhatTheAPIAndTheQueuesSay(t *testing.T) {
 	}
 	s, _, _ := newServer(t)
 	// And they are there, as text.
-	page := read(t, s.do(t, request{method: "GET", path: "/orders/" + errorID, cookie: token}))
+	page := read(t, s.do(t, request{method: "GET", path: "/orders/" + errorID, session: true}))
 	for _, want := range []string{"&lt;script&gt;alert(&#34;pwned&#34;)&lt;/script&gt;", "&lt;img src=x onerror=alert(1)&gt;", "&lt;svg onload=alert(3)&gt;"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the order page does not show %q", want)
@@ -367,7 +411,7 @@ func TestConsoleEscapesWhatTheAPIAndTheQueuesSay(t *testing.T) {
 func TestConsoleDrawsTheOrder(t *testing.T) {
 	t.Parallel()
 	s, _, _ := newServer(t)
-	page := read(t, s.do(t, request{method: "GET", path: "/orders/cf-1", cookie: token}))
+	page := read(t, s.do(t, request{method: "GET", path: "/orders/cf-1", session: true}))
 	for _, want := range []string{
 		`<li class="node st-succeeded" data-step="reserve-inventory" data-state="succeeded">`,
 		`<li class="node st-failed current" data-step="charge-payment" data-state="failed">`,
@@ -394,11 +438,11 @@ func TestConsoleDrawsTheOrder(t *testing.T) {
 func TestConsoleOpensAPastedOrderID(t *testing.T) {
 	t.Parallel()
 	s, _, _ := newServer(t)
-	resp := s.do(t, request{method: "GET", path: "/find?id=" + errorID, cookie: token})
+	resp := s.do(t, request{method: "GET", path: "/find?id=" + errorID, session: true})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/orders/"+errorID {
 		t.Fatalf("%d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	resp = s.do(t, request{method: "GET", path: "/orders/missing-1", cookie: token})
+	resp = s.do(t, request{method: "GET", path: "/orders/missing-1", session: true})
 	if body := read(t, resp); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "404 Not Found") {
 		t.Fatalf("an unknown order: %d\n%s", resp.StatusCode, body)
 	}
@@ -411,13 +455,13 @@ func TestConsoleDoesNotWaitForTheCount(t *testing.T) {
 	t.Parallel()
 	s, fake, _ := newServer(t)
 	fake.slow = make(chan struct{})
-	page := read(t, s.do(t, request{method: "GET", path: "/", cookie: token}))
+	page := read(t, s.do(t, request{method: "GET", path: "/", session: true}))
 	if !strings.Contains(page, "The API is counting the open orders") || !strings.Contains(page, `data-order="`+errorID+`"`) {
 		t.Fatalf("overview while the count runs:\n%s", page)
 	}
 	close(fake.slow)
 	await.Until(t, 10*time.Second, "the overview shows the count", func() (bool, error) {
-		page := read(t, s.do(t, request{method: "GET", path: "/", cookie: token}))
+		page := read(t, s.do(t, request{method: "GET", path: "/", session: true}))
 		return strings.Contains(page, `<tr data-version="order-v2">`), errors.New("no order-v2 row yet")
 	})
 }
@@ -427,8 +471,8 @@ func TestConsoleDoesNotWaitForTheCount(t *testing.T) {
 func TestConsoleRefreshesItsLivePartAlone(t *testing.T) {
 	t.Parallel()
 	s, _, _ := newServer(t)
-	full := read(t, s.do(t, request{method: "GET", path: "/", cookie: token}))
-	part := read(t, s.do(t, request{method: "GET", path: "/", cookie: token, headers: map[string]string{"X-Console-Live": "1"}}))
+	full := read(t, s.do(t, request{method: "GET", path: "/", session: true}))
+	part := read(t, s.do(t, request{method: "GET", path: "/", session: true, headers: map[string]string{"X-Console-Live": "1"}}))
 	if !strings.Contains(full, "<!DOCTYPE html>") || !strings.Contains(full, `data-refresh="3000"`) {
 		t.Fatalf("full page:\n%s", full)
 	}
@@ -443,22 +487,22 @@ func TestConsoleRefreshesItsLivePartAlone(t *testing.T) {
 func TestConsoleRedrivesAfterAConfirmation(t *testing.T) {
 	t.Parallel()
 	s, _, q := newServer(t)
-	page := read(t, s.do(t, request{method: "GET", path: "/dlq", cookie: token}))
+	page := read(t, s.do(t, request{method: "GET", path: "/dlq", session: true}))
 	if !strings.Contains(page, `<a class="mono" href="/orders/`+errorID+`">`) || !strings.Contains(page, `id="redrive-scheduler"`) || !strings.Contains(page, "1 poison") {
 		t.Fatalf("DLQ page:\n%s", page)
 	}
-	resp := s.do(t, request{method: "GET", path: "/dlq/scheduler/redrive", cookie: token})
+	resp := s.do(t, request{method: "GET", path: "/dlq/scheduler/redrive", session: true})
 	if body := read(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(body, "p-scheduler-dlq (2 now)") {
 		t.Fatalf("%d\n%s", resp.StatusCode, body)
 	}
 	if len(q.redriven) > 0 {
 		t.Fatal("the confirmation page redrove")
 	}
-	resp = s.do(t, request{method: "POST", path: "/dlq/scheduler/redrive", cookie: token, headers: map[string]string{"Origin": "http://" + addr}, form: url.Values{"csrf": {s.csrf}}})
+	resp = s.do(t, request{method: "POST", path: "/dlq/scheduler/redrive", session: true, headers: map[string]string{"Origin": "http://" + addr}, form: url.Values{"csrf": {s.csrf}}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/dlq?done=redrive&moved=1&queue=scheduler" || len(q.redriven) != 1 {
 		t.Fatalf("%d to %q, redriven %v", resp.StatusCode, resp.Header.Get("Location"), q.redriven)
 	}
-	if resp := s.do(t, request{method: "GET", path: "/dlq/nope/redrive", cookie: token}); resp.StatusCode != http.StatusNotFound {
+	if resp := s.do(t, request{method: "GET", path: "/dlq/nope/redrive", session: true}); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("an unknown queue: %d", resp.StatusCode)
 	}
 }

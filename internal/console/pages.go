@@ -325,11 +325,17 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.log.Warn("console action failed", slog.String("action", action), slog.String("orderId", id), slog.Any("error", err))
+		// refused: the API answered 409 (the order moved on, or its state
+		// does not allow it); failed: anything else.
+		outcome := "failed"
+		if errors.Is(err, opsclient.ErrConflict) {
+			outcome = "refused"
+		}
+		s.log.Warn("console action", slog.String("action", action), slog.String("orderId", id), slog.String("outcome", outcome), slog.Any("error", err))
 		s.fail(w, r, action+" of order "+id+" refused", err, "/orders/"+id)
 		return
 	}
-	s.log.Info("console action accepted", slog.String("action", action), slog.String("orderId", id), slog.String("state", string(a.State)))
+	s.log.Info("console action", slog.String("action", action), slog.String("orderId", id), slog.String("outcome", "accepted"), slog.String("state", string(a.State)))
 	http.Redirect(w, r, "/orders/"+id+"?done="+action, http.StatusSeeOther)
 }
 
@@ -484,11 +490,17 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.o.Queues.Redrive(r.Context(), p)
 	if err != nil {
-		s.log.Warn("console redrive failed", slog.String("queue", p.ID), slog.Any("error", err))
+		s.log.Warn("console action", slog.String("action", "redrive"), slog.String("queue", p.ID), slog.String("outcome", "failed"), slog.Any("error", err))
 		s.fail(w, r, "Redrive of "+p.ID+" failed", err, "/dlq")
 		return
 	}
-	s.log.Info("console redrive", slog.String("queue", p.ID), slog.Bool("copied", res.Copied), slog.Int("moved", res.Count))
+	// copied: the console moved Count messages itself; started: an SQS
+	// message move task moves them.
+	if res.Copied {
+		s.log.Info("console action", slog.String("action", "redrive"), slog.String("queue", p.ID), slog.String("outcome", "copied"), slog.Int("moved", res.Count))
+	} else {
+		s.log.Info("console action", slog.String("action", "redrive"), slog.String("queue", p.ID), slog.String("outcome", "started"), slog.String("task", res.Task))
+	}
 	q := url.Values{"done": {"redrive"}, "queue": {p.ID}}
 	if res.Copied {
 		q.Set("moved", strconv.Itoa(res.Count))

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -13,14 +14,17 @@ import (
 )
 
 // UIUsage is the help of the ui command, part of Usage.
-const UIUsage = `  ui [--listen 127.0.0.1:PORT] [--stage S | --prefix P | --no-dlq]
+const UIUsage = `  ui [--listen 127.0.0.1:PORT] [--stage S | --prefix P | --no-dlq] [--idle-timeout D]
                       a web console on this machine over the same API and
                       dead-letter queues, with the same credentials: the
                       orders needing a person, each order's steps and
                       timeline, retry, cancel and redrive behind a
                       confirmation. It listens on loopback only (default a
-                      free port) and prints the URL to open, which carries
-                      the session's token; --stage, --prefix and
+                      free port) and prints the URL to open, whose token
+                      opens one session, once; the session ends after
+                      --idle-timeout (30m) without a request, and a restart
+                      prints a new URL. It logs refusals and actions to
+                      stderr as JSON lines; --stage, --prefix and
                       --sqs-endpoint-url choose the queues as for dlq
 `
 
@@ -37,9 +41,18 @@ type UISession struct {
 	ScopeName string
 	// Listen is the loopback host:port to serve on.
 	Listen string
-	Out    io.Writer
-	Now    func() time.Time
+	// IdleTimeout ends a session without a request for this long.
+	IdleTimeout time.Duration
+	// Out gets the URL to open; Log the refusals and actions (stderr, as
+	// JSON lines).
+	Out io.Writer
+	Log *slog.Logger
+	Now func() time.Time
 }
+
+// DefaultIdleTimeout is how long a console session lasts without a
+// request of the operator's, unless --idle-timeout says.
+const DefaultIdleTimeout = 30 * time.Minute
 
 // DefaultListen is where the console listens unless --listen says: a free
 // port on the IPv4 loopback.
@@ -55,6 +68,7 @@ func runUI(ctx context.Context, g globals, args []string, env Env) error {
 	f.register(sub, "ui")
 	listen := sub.String("listen", DefaultListen, "")
 	noDLQ := sub.Bool("no-dlq", false, "")
+	idle := sub.Duration("idle-timeout", DefaultIdleTimeout, "")
 	pos, err := parseInterspersed(sub, args)
 	if err != nil {
 		return flagError(err)
@@ -71,6 +85,9 @@ func runUI(ctx context.Context, g globals, args []string, env Env) error {
 	if *noDLQ && (f.stage != "" || f.prefix != "" || f.endpoint != "") {
 		return usagef("ui: --no-dlq excludes --stage, --prefix and --sqs-endpoint-url")
 	}
+	if *idle <= 0 {
+		return usagef("ui: --idle-timeout %v: a session needs a positive idle timeout (Go's duration syntax: 30m, 2h)", *idle)
+	}
 	host, _, err := net.SplitHostPort(*listen)
 	if err != nil {
 		return usagef("ui: --listen %q: %v", *listen, err)
@@ -81,7 +98,7 @@ func runUI(ctx context.Context, g globals, args []string, env Env) error {
 	if env.UI == nil {
 		return errors.New("ui: this build of sasctl has no console")
 	}
-	s := UISession{Listen: *listen, Out: env.Stdout, Now: env.Now}
+	s := UISession{Listen: *listen, IdleTimeout: *idle, Out: env.Stdout, Log: slog.New(slog.NewJSONHandler(env.Stderr, nil)), Now: env.Now}
 	if s.Client, err = newCLIClient(ctx, g, env); err != nil {
 		return err
 	}

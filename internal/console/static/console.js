@@ -22,6 +22,17 @@
 	var status = document.getElementById('live-status');
 	if (!period || !live) { return; }
 	var busy = false;
+	var timer;
+
+	// The session ended (idle) or is gone: say so, and stop asking.
+	function ended(r) {
+		clearInterval(timer);
+		return r.json().then(function (p) {
+			status.textContent = p.detail;
+		}, function () {
+			status.textContent = 'The session ended: restart sasctl ui and open the new URL it prints.';
+		});
+	}
 
 	function tick() {
 		// Not while hidden, nor over a request still out.
@@ -29,15 +40,17 @@
 		busy = true;
 		fetch(location.href, { headers: { 'X-Console-Live': '1' }, credentials: 'same-origin', cache: 'no-store', redirect: 'error' })
 			.then(function (r) {
+				if (r.status === 401) { return ended(r).then(function () { return null; }); }
 				if (!r.ok) { throw new Error('HTTP ' + r.status); }
 				return r.text();
 			})
 			.then(function (html) {
+				if (html === null) { return false; }
 				// A <template> parses without running anything; the server
 				// escaped every value it holds.
 				var t = document.createElement('template');
 				t.innerHTML = html;
-				if (t.innerHTML === live.innerHTML) { return; }
+				if (t.innerHTML === live.innerHTML) { return true; }
 				// Keep what the operator had open or focused.
 				var open = Array.prototype.map.call(live.querySelectorAll('details[open][id]'), function (d) { return d.id; });
 				var focused = document.activeElement && live.contains(document.activeElement) ? document.activeElement.id : '';
@@ -50,13 +63,14 @@
 					var f = document.getElementById(focused);
 					if (f) { f.focus(); }
 				}
+				return true;
 			})
-			.then(function () {
-				status.textContent = 'Updated at ' + new Date().toLocaleTimeString() + '; refreshes itself.';
+			.then(function (refreshed) {
+				if (refreshed) { status.textContent = 'Updated at ' + new Date().toLocaleTimeString() + '; refreshes itself.'; }
 			}, function (err) {
 				status.textContent = 'Not refreshed (' + err.message + '); retrying.';
 			})
 			.then(function () { busy = false; });
 	}
-	setInterval(tick, period);
+	timer = setInterval(tick, period);
 }());
