@@ -21,13 +21,28 @@ import (
 // service's URL. Instead it gets the manifest's parameters, variables and
 // statements, and the ledger on its own keys (topology's CodeStep).
 func (b *builder) codeStep(sh *sharedResources, st workflow.Step, m stepgen.Manifest) *fn {
+	// What the rules refuse never reaches the template, whoever built the
+	// Config (FromContext validates it; a Config built in code may not
+	// be).
+	if err := m.Validate(st.Name); err != nil {
+		panic(fmt.Sprintf("stack: code step %s: %v", st.Name, err))
+	}
 	params := map[string]awscdk.CfnParameter{}
+	named := m.ResourceParameters()
 	for _, name := range slices.Sorted(maps.Keys(m.Parameters)) {
-		params[name] = awscdk.NewCfnParameter(b.stack, jsii.String(name), &awscdk.CfnParameterProps{
+		props := &awscdk.CfnParameterProps{
 			Type:        jsii.String("String"),
 			MinLength:   jsii.Number(1),
 			Description: jsii.String(fmt.Sprintf("%s (code step %s, steps/%s/step.json)", m.Parameters[name], st.Name, st.Name)),
-		})
+		}
+		if slices.Contains(named, name) {
+			// A resource is named with it: no wildcard or policy variable
+			// that would widen the grant, and none of the stack's own
+			// names (stepgen.ParameterValue).
+			props.AllowedPattern = jsii.String(stepgen.ParameterPattern())
+			props.ConstraintDescription = jsii.String("a name without *, ?, $ or spaces, and none of the stack's own resources")
+		}
+		params[name] = awscdk.NewCfnParameter(b.stack, jsii.String(name), props)
 	}
 	q := sh.queues.agents[st.Name]
 	actor := topology.Describe(topology.CodeStep)
@@ -54,23 +69,22 @@ func (b *builder) codeStep(sh *sharedResources, st workflow.Step, m stepgen.Mani
 	b.grant(f, actor, sh)
 	for i, s := range m.Statements {
 		resources := make([]*string, len(s.Resources))
-		var wildcards []any
 		for j, r := range s.Resources {
 			resources[j] = b.substitute(r, params)
-			if strings.Contains(r, "*") {
-				wildcards = append(wildcards, jsii.String("Resource::"+nagPattern(r)))
-			}
 		}
 		allow(f.role, s.Actions, resources...)
-		if len(wildcards) > 0 {
-			// stepgen admits a wildcard only in the last segment of a
-			// literal path under one resource (shipments/* of the
-			// bucket): the step's own objects, named at run time.
+		// stepgen admits a wildcard only in the last segment of a literal
+		// path under one resource (shipments/* of the bucket), and decides
+		// which findings that makes: these, and no other, are suppressed.
+		if findings := s.NagFindings(); len(findings) > 0 {
+			applies := make([]any, len(findings))
+			for k, finding := range findings {
+				applies[k] = jsii.String(finding)
+			}
 			cdknag.NagSuppressions_AddResourceSuppressions(f.role, &[]*cdknag.NagPackSuppression{{
-				Id: jsii.String("AwsSolutions-IAM5"),
-				Reason: jsii.String(fmt.Sprintf("Statement %d of steps/%s/step.json: the step names its objects at run time, under a literal path of "+
-					"one resource that is the step's own (stepgen refuses a wildcard anywhere else).", i, st.Name)),
-				AppliesTo: &wildcards,
+				Id:        jsii.String("AwsSolutions-IAM5"),
+				Reason:    jsii.String(fmt.Sprintf("Statement %d of steps/%s/step.json: %s", i, st.Name, stepgen.WildcardReason)),
+				AppliesTo: &applies,
 			}}, jsii.Bool(true))
 		}
 	}
@@ -103,18 +117,4 @@ func (b *builder) substitute(s string, params map[string]awscdk.CfnParameter) *s
 		}
 	}
 	return jsii.String(out.String())
-}
-
-// nagPattern is how cdk-nag names the resource s in its findings: each
-// reference as <Name>.
-func nagPattern(s string) string {
-	var out strings.Builder
-	for _, p := range stepgen.Parts(s) {
-		if p.Ref == "" {
-			out.WriteString(p.Literal)
-		} else {
-			out.WriteString("<" + p.Ref + ">")
-		}
-	}
-	return out.String()
 }

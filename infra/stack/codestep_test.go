@@ -1,11 +1,19 @@
 package stack_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+
 	"github.com/sasflow/sas/infra/stack"
+	"github.com/sasflow/sas/internal/stepgen"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -114,3 +122,187 @@ func TestLedgerTable(t *testing.T) {
 		t.Errorf("deletion protection %v, policies %s/%s", p["DeletionProtectionEnabled"], table.DeletionPolicy, table.UpdateReplacePolicy)
 	}
 }
+
+// grantsManifest is ship-order's manifest with more of what a manifest may
+// grant: a second wildcard path, a queue named by a parameter, another
+// function, and a parameter only a variable reads. The variant deploys it.
+var grantsManifest = func() stepgen.Manifest {
+	m, err := stepgen.Parse("ship-order", []byte(`{
+  "description": "Ships the order, with more grants than the real one.",
+  "parameters": {
+    "ShipOrderBucket": "The bucket.",
+    "ShipOrderCarrierQueue": "The carrier's queue.",
+    "ShipOrderCarrierName": "The carrier's name."
+  },
+  "environment": {"SHIPMENTS_BUCKET": "${ShipOrderBucket}", "CARRIER_NAME": "${ShipOrderCarrierName}"},
+  "statements": [
+    {"actions": ["s3:PutObject", "s3:DeleteObject"], "resources": ["arn:${AWS::Partition}:s3:::${ShipOrderBucket}/shipments/*"]},
+    {"actions": ["dynamodb:Query"], "resources": [
+      "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/orders-archive",
+      "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/orders-archive/index/*"]},
+    {"actions": ["sqs:SendMessage"], "resources": ["arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${ShipOrderCarrierQueue}"]},
+    {"actions": ["lambda:InvokeFunction"], "resources": ["arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:pricing"]}
+  ]
+}`))
+	if err != nil {
+		panic(err)
+	}
+	return m
+}()
+
+// TestCodeStepGrantsAreTheManifestsOnly: the variant's code step's role
+// has its runtime's grants and its manifest's statements, nothing else;
+// the cdk-nag suppressions on it name exactly the findings stepgen admits
+// (NagFindings), each with stepgen's reason, and cdk-nag finds nothing
+// else; a parameter a resource is named with takes only what
+// stepgen.ParameterValue accepts, and one only a variable reads is free.
+func TestCodeStepGrantsAreTheManifestsOnly(t *testing.T) {
+	if g, w := toJSON(variant.grants(t, "StepShipOrderRole")), toJSON(codeStepGrants("ship-order", grantsManifest)); g != w {
+		t.Errorf("actions\n got %s\nwant %s", g, w)
+	}
+	var want []string
+	for _, s := range grantsManifest.Statements {
+		want = append(want, s.NagFindings()...)
+	}
+	sort.Strings(want)
+	_, role := variant.byPath(t, "AWS::IAM::Role", "StepShipOrderRole/Resource")
+	var got []string
+	for _, s := range list(get(role.Metadata, "cdk_nag", "rules_to_suppress")) {
+		if get(s, "id") != "AwsSolutions-IAM5" || toJSON(get(s, "applies_to")) == `["Resource::*"]` {
+			continue // X-Ray's grant, the same on every function
+		}
+		if reason, _ := get(s, "reason").(string); !strings.HasSuffix(reason, stepgen.WildcardReason) {
+			t.Errorf("IAM5 suppressed for %s because %q", toJSON(get(s, "applies_to")), reason)
+		}
+		for _, a := range list(get(s, "applies_to")) {
+			got = append(got, fmt.Sprint(a))
+		}
+	}
+	sort.Strings(got)
+	if len(want) != 2 || !slices.Equal(got, want) {
+		t.Errorf("IAM5 suppressed for %q, want exactly %q", got, want)
+	}
+	if len(variantNag) > 0 {
+		t.Errorf("cdk-nag on the variant:\n%s", strings.Join(variantNag, "\n"))
+	}
+	for p := range grantsManifest.Parameters {
+		pattern, _ := variant.Parameters[p]["AllowedPattern"].(string)
+		if named := slices.Contains(grantsManifest.ResourceParameters(), p); named != (pattern == stepgen.ParameterPattern()) || (!named && pattern != "") {
+			t.Errorf("parameter %s names a resource: %v, AllowedPattern %q", p, named, pattern)
+		}
+	}
+}
+
+// TestParameterPatternIsParameterValue: the AllowedPattern a parameter
+// that names a resource gets, run as JavaScript reads it (as Java reads
+// what it holds: lookahead, classes, anchors), takes the values
+// stepgen.ParameterValue takes and no other.
+func TestParameterPatternIsParameterValue(t *testing.T) {
+	values := []string{
+		"my-shipments-bucket", "orders.example.com", "carrier_queue", "prod/carrier/key-AbCdEf", "Schedules",
+		"*", "a*", "shipments-?", "${aws:username}", "a b", "a\nb", "",
+		"SchedulerAgentSupervisor-dev-StateTable1A2B-0123", "x-scheduleragentsupervisor", "cdk-hnb659fds-assets-1-eu-west-1", "HNB659FDS",
+	}
+	in, err := json.Marshal(map[string]any{"pattern": stepgen.ParameterPattern(), "values": values})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", "-e", `const {pattern, values} = JSON.parse(require("fs").readFileSync(0, "utf8"));
+process.stdout.write(JSON.stringify(values.map(v => new RegExp(pattern).test(v))));`)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	var matched []bool
+	if err := json.Unmarshal(out, &matched); err != nil || len(matched) != len(values) {
+		t.Fatalf("node said %s (%v)", out, err)
+	}
+	accepted := 0
+	for i, v := range values {
+		err := stepgen.ParameterValue(v)
+		if matched[i] != (err == nil) {
+			t.Errorf("%q: the pattern matches %v, ParameterValue says %v", v, matched[i], err)
+		}
+		if err == nil {
+			accepted++
+		}
+	}
+	if accepted != 5 {
+		t.Errorf("%d values accepted, want the first 5", accepted)
+	}
+}
+
+// TestBootstrapQualifierIsTheCDKs: stepgen refuses the names of the
+// bootstrap the app deploys through, the default one.
+func TestBootstrapQualifierIsTheCDKs(t *testing.T) {
+	if q := *awscdk.DefaultStackSynthesizer_DEFAULT_QUALIFIER(); q != stepgen.BootstrapQualifier {
+		t.Errorf("the CDK's bootstrap qualifier is %s, stepgen refuses %s", q, stepgen.BootstrapQualifier)
+	}
+}
+
+// TestStackRefusesWhatStepgenRefuses: a Config holding a manifest stepgen
+// refuses does not validate, and the stack, built from it all the same,
+// stops before any of it reaches the template: one manifest for each kind
+// of rule (a ? wildcard, the stack's own table, an escalating action).
+func TestStackRefusesWhatStepgenRefuses(t *testing.T) {
+	statement := func(action, resource string) stepgen.Manifest {
+		m := grantsManifest
+		m.Statements = append(slices.Clone(m.Statements), stepgen.Statement{Actions: []string{action}, Resources: []string{resource}})
+		return m
+	}
+	bad := map[string]struct {
+		m    stepgen.Manifest
+		want string
+	}{
+		"?":           {statement("s3:GetObject", "arn:${AWS::Partition}:s3:::${ShipOrderBucket}/shipments/order-?.json"), "IAM reads ? as a wildcard"},
+		"state table": {statement("dynamodb:GetItem", "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:table/SchedulerAgentSupervisor-dev-StateTable"), "the stack's own"},
+		"PassRole":    {statement("iam:PassRole", "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/deploy"), "escalate"},
+	}
+	for name, tc := range bad {
+		c := cfg
+		c.CodeSteps = map[string]stepgen.Manifest{"ship-order": tc.m}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Validate = %v, want an error naming %q", name, err, tc.want)
+		}
+	}
+	c := cfg
+	c.CodeSteps = map[string]stepgen.Manifest{"ship-order": bad["?"].m}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "IAM reads ? as a wildcard") {
+			t.Errorf("stack.New with a ? in a manifest: recovered %v, want the manifest refused", r)
+		}
+	}()
+	stack.New(awscdk.NewApp(nil), "Refused", c, nil)
+}
+
+// TestNagMissesWhatTheStacksOwnCheckCatches: cdk-nag's IAM5 reads only *,
+// so the canary's ? path passes it unseen; the stack's own check
+// (wildcardGrants, which every policy of the stack passes) sees both.
+func TestNagMissesWhatTheStacksOwnCheckCatches(t *testing.T) {
+	for _, e := range canaryErr {
+		if strings.Contains(e, canaryQuestion) {
+			t.Errorf("cdk-nag reads ? now: %s (the suppressions may rely on it)", e)
+		}
+	}
+	if !slices.ContainsFunc(canaryErr, func(e string) bool {
+		return strings.Contains(e, "AwsSolutions-IAM5") && strings.Contains(e, canaryStar)
+	}) {
+		t.Errorf("cdk-nag missed the canary's * path: %v", canaryErr)
+	}
+	var found []string
+	for _, id := range canaryTmpl.ofType("AWS::IAM::Policy") {
+		found = append(found, wildcardGrants(canaryTmpl.Resources[id].Properties["PolicyDocument"], func(string) bool { return false })...)
+	}
+	for _, r := range []string{canaryStar, canaryQuestion} {
+		if !slices.ContainsFunc(found, func(f string) bool { return strings.Contains(f, r) }) {
+			t.Errorf("the stack's check missed %s: %v", r, found)
+		}
+	}
+}
+
+// The canary role's wildcard resources.
+const (
+	canaryStar     = "arn:aws:s3:::canary-bucket/shipments/*"
+	canaryQuestion = "arn:aws:s3:::canary-bucket/shipment?.json"
+)

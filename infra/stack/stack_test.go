@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
@@ -31,15 +32,17 @@ import (
 
 // Synthesizing starts a Node.js process and takes seconds, so TestMain does
 // it once: the default stack (with cdk-nag applied, as the app does), a
-// variant with other context values, and a canary stack that breaks the
-// rules on purpose.
+// variant with other context values and a code step granted more, and a
+// canary stack that breaks the rules on purpose.
 var (
-	tmpl      *template // the default stack
-	variant   *template // built with variantCfg
-	nagErrors []string  // cdk-nag errors of the default stack
-	nagWarns  []string
-	canaryErr []string // cdk-nag errors of the canary stack
-	cfg       stack.Config
+	tmpl       *template // the default stack
+	variant    *template // built with variantCfg
+	nagErrors  []string  // cdk-nag errors of the default stack
+	nagWarns   []string
+	canaryErr  []string  // cdk-nag errors of the canary stack
+	canaryTmpl *template // the canary stack
+	variantNag []string  // cdk-nag errors and warnings of the variant
+	cfg        stack.Config
 )
 
 // The variant's capacity model: 70 calls at once of 200 ms, so 7 Agent
@@ -81,6 +84,9 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	vcfg.CodeDir = codeDir
+	// The variant deploys ship-order with more of what a manifest may
+	// grant (TestCodeStepGrantsAreTheManifestsOnly).
+	vcfg.CodeSteps = map[string]stepgen.Manifest{"ship-order": grantsManifest}
 
 	outdir, err := os.MkdirTemp("", "sas-infra-out")
 	if err != nil {
@@ -97,12 +103,22 @@ func run(m *testing.M) int {
 	canary := awscdk.NewStack(app, jsii.String("NagCanary"), nil)
 	// Unencrypted, plain-HTTP, no DLQ: cdk-nag must object.
 	awssqs.NewQueue(canary, jsii.String("Careless"), &awssqs.QueueProps{Encryption: awssqs.QueueEncryption_UNENCRYPTED})
+	// A role granted a * path and a ? path, neither suppressed: cdk-nag
+	// must object to the first (IAM5); it does not read ? (see
+	// TestNagMissesWhatTheStacksOwnCheckCatches).
+	wide := awsiam.NewRole(canary, jsii.String("Wide"), &awsiam.RoleProps{AssumedBy: awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil)})
+	wide.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions: jsii.Strings("s3:GetObject"), Resources: jsii.Strings(canaryStar, canaryQuestion),
+	}))
 	stack.Check(app)
 
 	tmpl = templateOf(main)
 	variant = templateOf(other)
+	canaryTmpl = templateOf(canary)
 	nagErrors = messages(assertions.Annotations_FromStack(main).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
 	nagWarns = messages(assertions.Annotations_FromStack(main).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
+	variantNag = append(messages(assertions.Annotations_FromStack(other).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*")))),
+		messages(assertions.Annotations_FromStack(other).FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))...)
 	canaryErr = messages(assertions.Annotations_FromStack(canary).FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))))
 	return m.Run()
 }
@@ -1240,30 +1256,43 @@ func TestDashboardShowsTheFlowOfOrdersThroughStates(t *testing.T) {
 // wildcard matches an IAM action or literal resource containing a wildcard.
 var wildcard = regexp.MustCompile(`[*?]`)
 
+// wildcardGrants are what the Allow statements of the policy document doc
+// grant beyond exact actions on exact resources: wildcard actions (* or
+// ?), NotAction or NotResource, and literal wildcards in a resource that
+// allowResource does not admit (X-Ray's actions, which take no resource,
+// name "*").
+func wildcardGrants(doc any, allowResource func(string) bool) []string {
+	var out []string
+	for _, s := range list(get(doc, "Statement")) {
+		if get(s, "Effect") != "Allow" {
+			continue
+		}
+		for _, a := range list(get(s, "Action")) {
+			if wildcard.MatchString(fmt.Sprint(a)) {
+				out = append(out, fmt.Sprintf("wildcard action %v", a))
+			}
+		}
+		if get(s, "NotAction") != nil || get(s, "NotResource") != nil {
+			out = append(out, "NotAction/NotResource "+toJSON(s))
+		}
+		if xrayOnly(s) && toJSON(get(s, "Resource")) == `"*"` {
+			continue // X-Ray's actions take no resource
+		}
+		for _, r := range list(get(s, "Resource")) {
+			// A literal string is checked; Fn::GetAtt and Ref name one
+			// resource; a Join is checked for literal wildcards.
+			if lit := toJSON(r); wildcard.MatchString(lit) && !allowResource(lit) {
+				out = append(out, "wildcard resource "+lit)
+			}
+		}
+	}
+	return out
+}
+
 func TestIAMGrantsExactActionsOnExactResources(t *testing.T) {
 	check := func(where string, doc any, allowResource func(string) bool) {
-		for _, s := range list(get(doc, "Statement")) {
-			if get(s, "Effect") != "Allow" {
-				continue
-			}
-			for _, a := range list(get(s, "Action")) {
-				if wildcard.MatchString(fmt.Sprint(a)) {
-					t.Errorf("%s: wildcard action %v", where, a)
-				}
-			}
-			if get(s, "NotAction") != nil || get(s, "NotResource") != nil {
-				t.Errorf("%s: NotAction/NotResource %s", where, toJSON(s))
-			}
-			if xrayOnly(s) && toJSON(get(s, "Resource")) == `"*"` {
-				continue // X-Ray's actions take no resource
-			}
-			for _, r := range list(get(s, "Resource")) {
-				// A literal string is checked; Fn::GetAtt and Ref name one
-				// resource; a Join is checked for literal wildcards.
-				if lit := toJSON(r); wildcard.MatchString(lit) && !allowResource(lit) {
-					t.Errorf("%s: wildcard resource %s", where, lit)
-				}
-			}
+		for _, problem := range wildcardGrants(doc, allowResource) {
+			t.Errorf("%s: %s", where, problem)
 		}
 	}
 	none := func(string) bool { return false }
@@ -1428,40 +1457,47 @@ func TestTraceSampleRateReachesTheSubmission(t *testing.T) {
 func TestEachRoleHasExactlyTheActionsItsHandlerUses(t *testing.T) {
 	for path, want := range roleActions {
 		t.Run(path, func(t *testing.T) {
-			roleID, _ := tmpl.byPath(t, "AWS::IAM::Role", path+"/Resource")
-			got := map[string][]string{}
-			for _, id := range tmpl.ofType("AWS::IAM::Policy") {
-				p := tmpl.Resources[id].Properties
-				if !slices.ContainsFunc(list(p["Roles"]), func(r any) bool { return ref(r) == roleID }) {
-					continue
-				}
-				for _, s := range list(get(p, "PolicyDocument", "Statement")) {
-					// A condition is part of the grant: " if <operator>
-					// <key>=<value>", resolved, sorted.
-					var conds []string
-					if c, ok := get(s, "Condition").(map[string]any); ok {
-						for op, kv := range c {
-							for k, v := range kv.(map[string]any) {
-								conds = append(conds, fmt.Sprintf(" if %s %s=%s", op, k, resolver{t: tmpl}.resolve(t, v)))
-							}
-						}
-						sort.Strings(conds)
-					}
-					for _, a := range list(get(s, "Action")) {
-						for _, r := range list(get(s, "Resource")) {
-							got[a.(string)] = append(got[a.(string)], resourceName(r)+strings.Join(conds, ""))
-						}
-					}
-				}
-			}
-			for a := range got {
-				sort.Strings(got[a])
-			}
-			if g, w := toJSON(got), toJSON(want); g != w {
+			if g, w := toJSON(tmpl.grants(t, path)), toJSON(want); g != w {
 				t.Errorf("actions\n got %s\nwant %s", g, w)
 			}
 		})
 	}
+}
+
+// grants are the actions the role at path (its construct path) has, each
+// with its resources as resourceName writes them, sorted.
+func (tm *template) grants(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	roleID, _ := tm.byPath(t, "AWS::IAM::Role", path+"/Resource")
+	got := map[string][]string{}
+	for _, id := range tm.ofType("AWS::IAM::Policy") {
+		p := tm.Resources[id].Properties
+		if !slices.ContainsFunc(list(p["Roles"]), func(r any) bool { return ref(r) == roleID }) {
+			continue
+		}
+		for _, s := range list(get(p, "PolicyDocument", "Statement")) {
+			// A condition is part of the grant: " if <operator>
+			// <key>=<value>", resolved, sorted.
+			var conds []string
+			if c, ok := get(s, "Condition").(map[string]any); ok {
+				for op, kv := range c {
+					for k, v := range kv.(map[string]any) {
+						conds = append(conds, fmt.Sprintf(" if %s %s=%s", op, k, resolver{t: tm}.resolve(t, v)))
+					}
+				}
+				sort.Strings(conds)
+			}
+			for _, a := range list(get(s, "Action")) {
+				for _, r := range list(get(s, "Resource")) {
+					got[a.(string)] = append(got[a.(string)], resourceName(r)+strings.Join(conds, ""))
+				}
+			}
+		}
+	}
+	for a := range got {
+		sort.Strings(got[a])
+	}
+	return got
 }
 
 // resourceName shortens a resource reference to its construct: the logical
@@ -1497,8 +1533,9 @@ func TestNagFindsNothingUnsuppressed(t *testing.T) {
 	if len(nagWarns) > 0 {
 		t.Errorf("cdk-nag warnings:\n%s", strings.Join(nagWarns, "\n"))
 	}
-	// Both packs run at all: the canary's careless queue is caught.
-	for _, rule := range []string{"AwsSolutions-SQS4", "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy"} {
+	// Both packs run at all: the canary's careless queue and its role's
+	// unsuppressed wildcard are caught.
+	for _, rule := range []string{"AwsSolutions-SQS4", "AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy", "AwsSolutions-IAM5"} {
 		if !slices.ContainsFunc(canaryErr, func(m string) bool { return strings.HasPrefix(m, rule) }) {
 			t.Errorf("cdk-nag missed %s on the canary's queue: %v", rule, canaryErr)
 		}

@@ -339,23 +339,7 @@ const viaSNS = " if StringEquals kms:ViaService=sns.eu-west-1.amazonaws.com"
 // roleActions is what each handler's code calls, by action and resource:
 // the stack must grant exactly this.
 var roleActions = func() map[string]map[string][]string {
-	// Every function logs to its own group and may send X-Ray segments
-	// (the grant Lambda's PassThrough tracing adds), which name no resource.
-	logs := func(fn string) map[string][]string {
-		return map[string][]string{"logs:CreateLogStream": {fn + "Logs"}, "logs:PutLogEvents": {fn + "Logs"},
-			"xray:PutTelemetryRecords": {`"*"`}, "xray:PutTraceSegments": {`"*"`}}
-	}
-	add := func(m map[string][]string, resources []string, actions ...string) map[string][]string {
-		for _, a := range actions {
-			m[a] = append(m[a], resources...)
-			sort.Strings(m[a])
-		}
-		return m
-	}
-	alerts := func(m map[string][]string) map[string][]string {
-		add(m, []string{"AlertTopic"}, "sns:Publish")
-		return add(m, []string{"AlertTopicKey" + viaSNS}, "kms:Decrypt", "kms:GenerateDataKey")
-	}
+	logs, add, alerts := grantLogs, addGrants, grantAlerts
 	out := map[string]map[string][]string{}
 
 	// An operator's cancel that leaves a step without an undo applied tells
@@ -406,19 +390,7 @@ var roleActions = func() map[string]map[string][]string {
 	for _, s := range deployedCatalog().Agents() {
 		add(sched, []string{pascalStep(s.Name) + "Queue"}, "sqs:SendMessage")
 		if m, ok := codeSteps[s.Name]; ok {
-			// A code step replies as an Agent does; it reads and writes
-			// its own entries of the ledger, and what its manifest says.
-			c := alerts(logs("Step" + pascalStep(s.Name)))
-			add(c, []string{"ResponseQueue"}, "sqs:SendMessage")
-			add(c, []string{pascalStep(s.Name) + "Queue"}, consume...)
-			add(c, []string{"LedgerTable if ForAllValues:StringLike dynamodb:LeadingKeys=" + s.Name + "#*"},
-				"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
-			for _, st := range m.Statements {
-				for _, r := range st.Resources {
-					add(c, []string{strings.NewReplacer("${", "", "}", "").Replace(r)}, st.Actions...)
-				}
-			}
-			out["Step"+pascalStep(s.Name)+"Role"] = c
+			out["Step"+pascalStep(s.Name)+"Role"] = codeStepGrants(s.Name, m)
 			continue
 		}
 		a := alerts(logs("Agent" + pascalStep(s.Name)))
@@ -452,6 +424,47 @@ var roleActions = func() map[string]map[string][]string {
 	out["DeadlineRole"] = dl
 	return out
 }()
+
+// grantLogs is what every function is granted: it logs to its own group
+// and may send X-Ray segments (the grant Lambda's PassThrough tracing
+// adds), which name no resource.
+func grantLogs(fn string) map[string][]string {
+	return map[string][]string{"logs:CreateLogStream": {fn + "Logs"}, "logs:PutLogEvents": {fn + "Logs"},
+		"xray:PutTelemetryRecords": {`"*"`}, "xray:PutTraceSegments": {`"*"`}}
+}
+
+// addGrants adds actions on resources to m.
+func addGrants(m map[string][]string, resources []string, actions ...string) map[string][]string {
+	for _, a := range actions {
+		m[a] = append(m[a], resources...)
+		sort.Strings(m[a])
+	}
+	return m
+}
+
+// grantAlerts adds the alert topic's publish to m.
+func grantAlerts(m map[string][]string) map[string][]string {
+	addGrants(m, []string{"AlertTopic"}, "sns:Publish")
+	return addGrants(m, []string{"AlertTopicKey" + viaSNS}, "kms:Decrypt", "kms:GenerateDataKey")
+}
+
+// codeStepGrants is what the code step name with manifest m is granted: it
+// replies as an Agent does; it reads and writes its own entries of the
+// ledger, and what its manifest says, each resource as resourceName writes
+// it.
+func codeStepGrants(name string, m stepgen.Manifest) map[string][]string {
+	c := grantAlerts(grantLogs("Step" + pascalStep(name)))
+	addGrants(c, []string{"ResponseQueue"}, "sqs:SendMessage")
+	addGrants(c, []string{pascalStep(name) + "Queue"}, consume...)
+	addGrants(c, []string{"LedgerTable if ForAllValues:StringLike dynamodb:LeadingKeys=" + name + "#*"},
+		"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+	for _, st := range m.Statements {
+		for _, r := range st.Resources {
+			addGrants(c, []string{strings.NewReplacer("${", "", "}", "").Replace(r)}, st.Actions...)
+		}
+	}
+	return c
+}
 
 // cdkJSONContext reads the context values of the repository's cdk.json as
 // the CDK passes them (numbers as their decimal text).

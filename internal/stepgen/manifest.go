@@ -127,11 +127,11 @@ func Parse(name string, b []byte) (Manifest, error) {
 
 // Validate checks m as the manifest of the code step name: a description;
 // parameters named for the step; variables that neither Lambda nor the
-// runtime reserve; exact actions; resources that are ARNs in the stack's
-// partition, each naming one resource or a path under one (a wildcard only
-// in the last segment of a path of at least one literal segment); and
-// references only to its parameters and the pseudo parameters, each
-// parameter referenced somewhere.
+// runtime reserve; exact actions, none that escalates privileges
+// (escalations); resources that are ARNs in the stack's partition, each
+// naming one resource or a path under one and nothing of the stack's own
+// (checkResource, grant.go); and references only to its parameters and
+// the pseudo parameters, each parameter referenced somewhere.
 func (m Manifest) Validate(name string) error {
 	where := "steps/" + name + "/" + ManifestFile
 	var errs []error
@@ -190,13 +190,16 @@ func (m Manifest) Validate(name string) error {
 			fail("%s needs actions and resources", what)
 		}
 		for _, a := range s.Actions {
-			if !action.MatchString(a) {
+			switch {
+			case !action.MatchString(a):
 				fail("%s: action %q is not one exact service:Action (no wildcard)", what, a)
+			case escalates(a) != "":
+				fail("%s: action %q may escalate privileges: %s", what, a, escalates(a))
 			}
 		}
 		for _, r := range s.Resources {
-			if err := scoped(r); err != nil {
-				fail("%s: resource %q %v", what, r, err)
+			for _, problem := range m.checkResource(r) {
+				fail("%s: resource %q %s", what, r, problem)
 			}
 			refs(what+" resource "+r, r)
 		}
@@ -207,51 +210,6 @@ func (m Manifest) Validate(name string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// scoped reports why the ARN r does not name one resource or a path under
-// one.
-func scoped(r string) error {
-	// References become opaque marks first: a pseudo parameter's name has
-	// colons, and no reference may stand for a literal segment.
-	marked := ref.ReplaceAllStringFunc(r, func(m string) string {
-		return "\x01" + strings.NewReplacer(":", "", "/", "", "*", "").Replace(m[2:len(m)-1]) + "\x01"
-	})
-	fields := strings.SplitN(marked, ":", 6)
-	if len(fields) != 6 || fields[0] != "arn" {
-		return errors.New("is not an ARN (arn:${AWS::Partition}:service:region:account:resource)")
-	}
-	if fields[1] != "\x01AWSPartition\x01" {
-		return fmt.Errorf("must name its partition as ${%s}, so the stack deploys in every partition", Partition)
-	}
-	if strings.Contains(strings.Join(fields[:5], ":"), "*") || fields[2] == "" {
-		return errors.New("has a wildcard or nothing where the service, region or account go")
-	}
-	resource := fields[5]
-	if resource == "" {
-		return errors.New("names no resource")
-	}
-	if !strings.Contains(resource, "*") {
-		return nil
-	}
-	// A wildcard only in the last segment of a path under one resource,
-	// after at least one literal segment: bucket/shipments/*, never
-	// bucket/* or *.
-	segs := strings.Split(resource, "/")
-	if len(segs) < 3 {
-		return errors.New("has a wildcard that is not under a path of its own (resource/path/*)")
-	}
-	for _, s := range segs[:len(segs)-1] {
-		if s == "" || strings.Contains(s, "*") {
-			return errors.New("has a wildcard or an empty segment before the last segment of its path")
-		}
-	}
-	for _, s := range segs[1 : len(segs)-1] {
-		if strings.Contains(s, "\x01") {
-			return errors.New("has a path that is not literal before its wildcard")
-		}
-	}
-	return nil
 }
 
 // References lists the names s references as ${Name}, in order.

@@ -1,11 +1,16 @@
 package agent
 
 import (
+	"errors"
 	"maps"
+	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/config"
@@ -190,16 +195,26 @@ func splitURLs(v string) []string {
 	return parts
 }
 
-// Endpoints are the base URLs of the remote's replicas: RemoteBaseURLs, or
-// RemoteBaseURL alone.
+// Endpoints are the base URLs of the remote's replicas, RemoteBaseURLs or
+// RemoteBaseURL alone, each in its one spelling (BaseURL): what the
+// breakers are keyed by and the logs name. One that is no base URL, which
+// Validate refuses, stays as it is.
 func (c Config) Endpoints() []string {
-	if len(c.RemoteBaseURLs) > 0 {
-		return c.RemoteBaseURLs
+	urls := c.RemoteBaseURLs
+	if len(urls) == 0 {
+		if c.RemoteBaseURL == "" {
+			return nil
+		}
+		urls = []string{c.RemoteBaseURL}
 	}
-	if c.RemoteBaseURL == "" {
-		return nil
+	out := make([]string, len(urls))
+	for i, v := range urls {
+		out[i] = v
+		if n, err := BaseURL(v); err == nil {
+			out[i] = n
+		}
 	}
-	return []string{c.RemoteBaseURL}
+	return out
 }
 
 // checkRemote requires one source of base URLs, 1..MaxReplicas of them,
@@ -225,31 +240,136 @@ func (c Config) checkRemote(r *config.Rules) {
 			r.Bad("RemoteBaseURLs", strings.Join(c.RemoteBaseURLs, ","), "has an empty entry")
 			continue
 		}
-		u := checkBaseURL(r, "RemoteBaseURLs", v)
-		if u == nil {
+		k := checkBaseURL(r, "RemoteBaseURLs", v)
+		if k == "" {
 			continue
 		}
-		// The same replica twice would get twice the share of the tries
-		// and hide that the list has one endpoint fewer than meant.
-		k := strings.ToLower(u.Scheme+"://"+u.Host) + strings.TrimRight(u.Path, "/")
+		// The same replica twice, however spelled, would get two breakers
+		// and twice the share of the tries, and hide that the list has one
+		// endpoint fewer than meant.
 		if seen[k] {
-			r.Bad("RemoteBaseURLs", v, "is listed twice")
+			r.Bad("RemoteBaseURLs", v, "is listed twice (as %s)", k)
 		}
 		seen[k] = true
 	}
 }
 
 // checkBaseURL requires an absolute http(s) URL that paths can be appended
-// to, and returns it parsed, or nil.
-func checkBaseURL(r *config.Rules, field, v string) *url.URL {
+// to, and returns its one spelling (BaseURL), or "".
+func checkBaseURL(r *config.Rules, field, v string) string {
 	u := r.URL(field, v)
-	if u != nil && (u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
+	if u == nil {
+		return ""
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
 		// Paths are appended to it, and user info would be a secret in the
 		// configuration.
 		r.Bad(field, v, "must have no query, fragment or user info")
-		return nil
+		return ""
 	}
-	return u
+	n, err := BaseURL(v)
+	if err != nil {
+		r.Bad(field, v, "%v", err)
+		return ""
+	}
+	return n
+}
+
+// defaultPorts are the ports a scheme's URLs mean when they name none.
+var defaultPorts = map[string]string{"http": "80", "https": "443"}
+
+// BaseURL is the one spelling of the http(s) base URL v, the same for
+// every spelling that names the same endpoint (RFC 3986, section 6.2.2):
+// the scheme and host in lower case, an IP address in its canonical form,
+// the scheme's default port (and a port's leading zeros) dropped, the
+// path's percent-encodings in upper case and decoded where they encode a
+// letter, a digit or -._~, its dot segments removed and its trailing
+// slashes dropped. The path is otherwise kept, case and all. A host must be
+// ASCII, an internationalized one written as its A-label (xn--...), so that
+// it has one spelling too; a name with its root's dot (r.example.com.) is
+// not the name without it, which a resolver may look up under its search
+// domains first.
+func BaseURL(v string) (string, error) {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return "", errors.New("is not an absolute http(s) URL")
+	}
+	host := u.Hostname()
+	if strings.ContainsFunc(host, func(r rune) bool { return r > unicode.MaxASCII }) {
+		return "", errors.New("must name its host in ASCII: an internationalized name as its A-label (xn--...)")
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		host = ip.String() // its zone, an interface's name, keeps its case
+	} else {
+		host = strings.ToLower(host)
+	}
+	port := u.Port()
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil || n > 65535 {
+			return "", errors.New("has a port out of range")
+		}
+		port = strconv.Itoa(n)
+	}
+	// An IPv6 address's zone is escaped in a URL (RFC 6874).
+	host = strings.Replace(host, "%", "%25", 1)
+	hostport := host
+	if strings.Contains(host, ":") {
+		hostport = "[" + host + "]"
+	}
+	if port != "" && port != defaultPorts[u.Scheme] {
+		hostport = net.JoinHostPort(host, port)
+	}
+	return u.Scheme + "://" + hostport + strings.TrimRight(removeDotSegments(normalizeEscapes(u.EscapedPath())), "/"), nil
+}
+
+// normalizeEscapes writes each percent-encoding of the escaped path p in
+// upper case, and decodes those of unreserved characters (RFC 3986,
+// section 6.2.2.2).
+func normalizeEscapes(p string) string {
+	var sb strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' || i+2 >= len(p) {
+			sb.WriteByte(p[i])
+			continue
+		}
+		b, err := strconv.ParseUint(p[i+1:i+3], 16, 8)
+		if err != nil {
+			sb.WriteByte(p[i])
+			continue
+		}
+		if c := byte(b); c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			sb.WriteByte(c)
+		} else {
+			sb.WriteString(strings.ToUpper(p[i : i+3]))
+		}
+		i += 2
+	}
+	return sb.String()
+}
+
+// removeDotSegments removes the . and .. segments of the absolute path p
+// (RFC 3986, section 5.2.4); a .. above the root stays at the root.
+func removeDotSegments(p string) string {
+	segs := strings.Split(p, "/")
+	out := make([]string, 0, len(segs))
+	for i, s := range segs {
+		last := i == len(segs)-1
+		switch {
+		case i > 0 && s == ".":
+		case i > 0 && s == "..":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, s)
+			continue
+		}
+		if last {
+			out = append(out, "")
+		}
+	}
+	return strings.Join(out, "/")
 }
 
 // Validate checks every rule of the configuration and reports every

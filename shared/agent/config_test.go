@@ -214,3 +214,116 @@ func TestVariablesAreTheDescriptors(t *testing.T) {
 	t.Parallel()
 	configtest.ReadsExactly(t, "agent", agent.Variables, topology.Describe(topology.Agent).Env)
 }
+
+// TestReplicasNamingOneServerTwice: two base URLs that name one endpoint
+// (case, a default port, a trailing slash, percent-encoding, dot segments,
+// an IP address's spelling) are one replica listed twice, refused, whether
+// set in code or in REMOTE_BASE_URLS; two that name different endpoints
+// are two replicas. Endpoints, which the breakers are keyed by and the
+// endpoint log attribute is read from (Host), gives the one spelling.
+func TestReplicasNamingOneServerTwice(t *testing.T) {
+	t.Parallel()
+	same := [][2]string{
+		{"https://r.example.com", "https://R.Example.COM"},
+		{"https://r.example.com", "HTTPS://r.example.com"},
+		{"https://r.example.com", "https://r.example.com:443"},
+		{"https://r.example.com", "https://r.example.com:0443/"},
+		{"https://r.example.com", "https://r.example.com:"},
+		{"http://r.example.com/api", "http://r.example.com:80/api/"},
+		{"https://r.example.com/api", "https://r.example.com/api//"},
+		{"https://r.example.com/a~b", "https://r.example.com/a%7Eb"},
+		{"https://r.example.com/api%2Fv1", "https://r.example.com/api%2fv1"},
+		{"https://r.example.com/v1/api", "https://r.example.com/v1/./api"},
+		{"https://r.example.com/api", "https://r.example.com/v1/../api"},
+		{"https://[::1]:8443", "https://[0:0:0::1]:8443"},
+		{"https://[::1]", "https://[::1]:443"},
+		{"https://127.0.0.1", "https://127.0.0.1:443/"},
+	}
+	distinct := [][2]string{
+		{"https://r.example.com", "http://r.example.com"},
+		{"https://r.example.com", "https://r.example.com:8443"},
+		{"https://r.example.com", "http://r.example.com:443"},
+		{"https://r.example.com/api", "https://r.example.com/API"},
+		{"https://r.example.com/api", "https://r.example.com/api/v2"},
+		{"https://r.example.com/api/v1", "https://r.example.com/api%2Fv1"},
+		// A name with its root's dot is absolute; without it, a resolver
+		// may try its search domains first.
+		{"https://r", "https://r."},
+		{"https://[::1]", "https://127.0.0.1"},
+	}
+	for _, pair := range same {
+		t.Run("same "+pair[0]+" "+pair[1], func(t *testing.T) {
+			t.Parallel()
+			c := testConfig()
+			c.RemoteBaseURL, c.RemoteBaseURLs = "", pair[:]
+			configtest.Problems(t, "Validate", c.Validate(), fmt.Sprintf("RemoteBaseURLs=%q is listed twice", pair[1]))
+			_, err := agent.LoadReferenceConfig(configtest.Env(deployed, "REMOTE_BASE_URLS", pair[0]+","+pair[1]))
+			if err == nil || !strings.Contains(err.Error(), "REMOTE_BASE_URLS=") || !strings.Contains(err.Error(), "is listed twice") {
+				t.Errorf("LoadConfig = %v, want %s listed twice", err, pair[1])
+			}
+			one, other := agent.Config{RemoteBaseURL: pair[0]}.Endpoints(), agent.Config{RemoteBaseURL: pair[1]}.Endpoints()
+			if !reflect.DeepEqual(one, other) || agent.Host(one[0]) != agent.Host(other[0]) {
+				t.Errorf("endpoints %q and %q, hosts %q and %q", one, other, agent.Host(one[0]), agent.Host(other[0]))
+			}
+		})
+	}
+	for _, pair := range distinct {
+		t.Run("distinct "+pair[0]+" "+pair[1], func(t *testing.T) {
+			t.Parallel()
+			c := testConfig()
+			c.RemoteBaseURL, c.RemoteBaseURLs = "", pair[:]
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate = %v", err)
+			}
+			if eps := c.Endpoints(); len(eps) != 2 || eps[0] == eps[1] {
+				t.Errorf("endpoints %q", eps)
+			}
+		})
+	}
+	// The one spelling, as the breakers and the logs see it.
+	c := agent.Config{RemoteBaseURLs: []string{"HTTPS://Eu.Remote.Example.com:443/v1/./api/", "http://[0:0::1]:80", "https://r.example.com:8443/a%7e%2f"}}
+	if want := []string{"https://eu.remote.example.com/v1/api", "http://[::1]", "https://r.example.com:8443/a~%2F"}; !reflect.DeepEqual(c.Endpoints(), want) {
+		t.Errorf("Endpoints = %q, want %q", c.Endpoints(), want)
+	}
+	if h := agent.Host(c.Endpoints()[0]); h != "eu.remote.example.com" {
+		t.Errorf("the endpoint attribute of %s is %q", c.RemoteBaseURLs[0], h)
+	}
+}
+
+// A host is written in ASCII (an internationalized one as its A-label), so
+// it has one spelling; a port out of range is no port.
+func TestReplicaHostsHaveOneSpelling(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"https://bücher.example", "https://b%C3%BCcher.example", "https://r.example.com:65536"} {
+		c := testConfig()
+		c.RemoteBaseURL, c.RemoteBaseURLs = "", []string{"https://xn--bcher-kva.example", v}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("RemoteBaseURLs=%q", v)) {
+			t.Errorf("%s: Validate = %v", v, err)
+		}
+	}
+	if err := (agent.Config{RemoteBaseURL: "https://xn--bcher-kva.example"}).Validate(); err != nil && strings.Contains(err.Error(), "RemoteBaseURL=") {
+		t.Errorf("an A-label refused: %v", err)
+	}
+}
+
+// BaseURL's spelling is a base URL whose spelling is itself, with the same
+// host for the logs.
+func FuzzBaseURL(f *testing.F) {
+	for _, v := range []string{"https://R.Example.COM:443/api/", "http://r:80/v1/./a/../b//", "https://[0:0::1]:8443/a%7e%2f",
+		"https://[fe80::1%25eth0]", "https://r.example.com.", "https://bücher.example", "https://r:/x", "https://r.example.com/%zz"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		n, err := agent.BaseURL(v)
+		if err != nil {
+			return
+		}
+		again, err := agent.BaseURL(n)
+		if err != nil || again != n {
+			t.Fatalf("BaseURL(%q) = %q, whose own is %q (%v)", v, n, again, err)
+		}
+		if strings.HasSuffix(n, "/") || agent.Host(n) != agent.Host(again) {
+			t.Fatalf("BaseURL(%q) = %q", v, n)
+		}
+	})
+}
