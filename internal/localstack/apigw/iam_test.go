@@ -71,9 +71,10 @@ func TestIAMAuthorization(t *testing.T) {
 			t.Fatalf("status %d: %s", w.Code, w.Body)
 		}
 		ev := f.only(t)
+		id := apigw.LocalUniqueID(apigw.UserIDPrefix, "arn:aws:iam::000000000000:user/demo-client", 0)
 		want := &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-			AccessKey: "demo-client", AccountID: "000000000000", CallerID: "demo-client",
-			UserARN: "arn:aws:iam::000000000000:user/demo-client", UserID: "demo-client",
+			AccessKey: "demo-client", AccountID: "000000000000", CallerID: id,
+			UserARN: "arn:aws:iam::000000000000:user/demo-client", UserID: id,
 		}
 		if ev.RequestContext.Authorizer == nil || !reflect.DeepEqual(ev.RequestContext.Authorizer.IAM, want) {
 			t.Fatalf("authorizer %+v, want iam %+v", ev.RequestContext.Authorizer, want)
@@ -494,3 +495,4 @@ func TestLocalCognitoIdentity(t *testing.T) {
 		}
 	}
 }
+
