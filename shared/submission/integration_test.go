@@ -300,8 +300,8 @@ func TestIntegrationCancel(t *testing.T) {
 	// written before that has none (seeded as such here).
 	idle := randomOrderID()
 	old := workflow.NewState(idle, workflow.Reference(), json.RawMessage(`{}`), f.tick(), f.clk.Now().Add(time.Minute))
-	old.Owner = callerA
-	if err := f.db.CreateOrder(context.Background(), workflow.Order{OrderID: idle, Owner: callerA, CreatedAt: f.clk.Now()}, old); err != nil {
+	ownBy(&old, callerA)
+	if err := f.db.CreateOrder(context.Background(), workflow.Order{OrderID: idle, Owner: old.Owner, OwnerID: old.OwnerID, CreatedAt: f.clk.Now()}, old); err != nil {
 		t.Fatal(err)
 	}
 	f.tick()
@@ -405,7 +405,7 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 		bIDs = append(bIDs, readAccepted(t, post(callerB, "")).OrderID)
 	}
 	for _, id := range aIDs {
-		if o, err := f.db.GetOrder(context.Background(), id); err != nil || o.Owner != callerA || f.get(t, id).Owner != callerA {
+		if o, err := f.db.GetOrder(context.Background(), id); err != nil || o.Owner != callerA || o.OwnerID != ownerA.ID || f.get(t, id).OwnerKey() != ownerA.Key() {
 			t.Fatalf("order %s: %+v, %v", id, o, err)
 		}
 	}
