@@ -221,7 +221,7 @@ func TestShow(t *testing.T) {
 				"Order:", "err-01", "Workflow:", "order-v1", "State:", "Error (client status error)", "Priority:", "high",
 				"Step:", "charge-payment (step 2 of 2)", "Attempt:", "5", "Failures:", "3 (of the current step)",
 				"Last error:", "payment service: 503 Service Unavailable",
-				"Owner:", "arn:aws:sts::111122223333:assumed-role/shop-checkout", "Cancelled:", "no",
+				"Owner:", "arn:aws:sts::111122223333:assumed-role/shop-checkout", "Owner ID:", "AROAZ3EXAMPLEROLE0001", "Cancelled:", "no",
 				"#  STEP", "STATE", "ATTEMPTS", "FAILURES", "STARTED", "FINISHED", "COMPENSATION", "C.ATTEMPTS", "C.FAILURES", "COMPENSATED",
 				"1  reserve-inventory  succeeded  1         0         2026-11-22T12:00:00Z  2026-11-22T12:01:00Z  -             -           -           -",
 				"2  charge-payment     failed     3         3         2026-11-22T12:01:00Z  -                     -             -           -           -",
