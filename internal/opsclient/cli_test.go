@@ -304,10 +304,11 @@ func TestUsage(t *testing.T) {
 		stderrAbsent string
 	}{
 		{"help flag", []string{"--help"}, ExitOK, "usage: sasctl", "", ""},
-		{"help command", []string{"help"}, ExitOK, "exit codes: 0 ok, 1 API, SQS or network error, 2 usage error, 3 conflict,\n4 not found", "", ""},
+		{"help command", []string{"help"}, ExitOK, "exit codes: 0 ok, 1 API, SQS, DynamoDB, IAM or network error, 2 usage error,\n3 conflict, 4 not found", "", ""},
 		{"version", []string{"version"}, ExitOK, "sasctl (devel)\n", "", ""},
 		{"timeline too narrow", []string{"show", "o-1", "--width", "10"}, ExitUsage, "", "--width 10 outside 40..400", ""},
 		{"help of a command", []string{"list", "-h"}, ExitOK, "list --state STATE", "", ""},
+		{"help of owners", []string{"owners", "help"}, ExitOK, "owners stamp --orders-table T --state-table S [--dry-run]", "", ""},
 		{"no command shows the usage", nil, ExitUsage, "", "sasctl: no command\n\nusage: sasctl", ""},
 		{"unknown command", []string{"purge"}, ExitUsage, "", `unknown command "purge"`, "usage: sasctl"},
 		{"unknown global flag", []string{"--verbose", "list"}, ExitUsage, "", "flag provided but not defined: -verbose", ""},

@@ -116,12 +116,12 @@ func Principal(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescriptio
 			return Owner{}, fmt.Errorf("%w: assumed-role ARN is not assumed-role/ROLE/SESSION", ErrNoIdentity)
 		}
 		roleID, session, ok := strings.Cut(iam.UserID, ":")
-		if !ok || !uniqueID(roleID, RolePrefix) || !sessionName(session) {
+		if !ok || !ValidUniqueID(roleID, RolePrefix) || !sessionName(session) {
 			return Owner{}, fmt.Errorf("%w: the userId of a role session is not %s…:SESSION (the role's unique ID, then the session's name)", ErrNoIdentity, RolePrefix)
 		}
 		return Owner{Name: strings.Join(parts[:5], ":") + ":assumed-role/" + segs[1], ID: roleID}, nil
 	case service == "iam" && strings.HasPrefix(resource, "user/") && !strings.HasSuffix(resource, "/"):
-		if !uniqueID(iam.UserID, UserPrefix) {
+		if !ValidUniqueID(iam.UserID, UserPrefix) {
 			return Owner{}, fmt.Errorf("%w: the userId of an IAM user is not its unique ID (%s…)", ErrNoIdentity, UserPrefix)
 		}
 		return Owner{Name: arn, ID: iam.UserID}, nil
@@ -162,8 +162,9 @@ const (
 	maxSessionName = 64
 )
 
-// uniqueID reports whether s is a unique ID of IAM's with prefix.
-func uniqueID(s, prefix string) bool {
+// ValidUniqueID reports whether s is a unique ID of IAM's with prefix
+// (UserPrefix, RolePrefix): one the Submission takes from API Gateway.
+func ValidUniqueID(s, prefix string) bool {
 	if len(s) < minUniqueID || len(s) > maxUniqueID || !strings.HasPrefix(s, prefix) {
 		return false
 	}

@@ -177,11 +177,11 @@ func FuzzPrincipal(f *testing.F) {
 		case strings.Contains(owner, ":assumed-role/"):
 			// The role's owner is not a session ARN, so it does not pass
 			// again; its ID is the role's, from its session's userId.
-			if !strings.HasPrefix(arn, owner+"/") || !strings.HasPrefix(userID, got.ID+":") || !uniqueID(got.ID, RolePrefix) {
+			if !strings.HasPrefix(arn, owner+"/") || !strings.HasPrefix(userID, got.ID+":") || !ValidUniqueID(got.ID, RolePrefix) {
 				t.Fatalf("Principal(%q, %q) = %+v is not the session's role", arn, userID, got)
 			}
 		case strings.Contains(owner, ":user/"):
-			if got.ID != userID || !uniqueID(got.ID, UserPrefix) {
+			if got.ID != userID || !ValidUniqueID(got.ID, UserPrefix) {
 				t.Fatalf("Principal(%q, %q) = %+v: not the user's unique ID", arn, userID, got)
 			}
 		default:
