@@ -56,7 +56,7 @@ type Owner struct {
 // and has nothing to stamp: false.
 func ParseOwner(owner string) (Owner, bool) {
 	parts := strings.SplitN(owner, ":", 6)
-	if len(parts) != 6 || parts[0] != "arn" || parts[1] == "" || parts[3] != "" || parts[4] == "" {
+	if len(parts) != 6 || parts[0] != "arn" || !partition(parts[1]) || parts[3] != "" || !account(parts[4]) {
 		return Owner{}, false
 	}
 	o := Owner{ARN: owner, Partition: parts[1], Account: parts[4]}
@@ -73,6 +73,14 @@ func ParseOwner(owner string) (Owner, bool) {
 	}
 	return o, true
 }
+
+// partition is a partition's name: aws, aws-cn, aws-us-gov, ...
+func partition(s string) bool {
+	return s != "" && len(s) <= 32 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == ""
+}
+
+// account is an account's ID: 12 digits.
+func account(s string) bool { return len(s) == 12 && strings.Trim(s, "0123456789") == "" }
 
 // is reports whether arn, a user's or role's ARN as IAM answers it
 // (arn:PARTITION:iam::ACCOUNT:user/PATH/NAME, .../role/PATH/NAME), names

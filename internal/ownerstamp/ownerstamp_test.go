@@ -17,6 +17,7 @@ import (
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -46,6 +47,8 @@ func TestParseOwner(t *testing.T) {
 		{"arn:aws:iam::111122223333:user/", ownerstamp.Owner{}},
 		{"arn:aws:iam::111122223333:role/shop", ownerstamp.Owner{}},
 		{"arn:aws:iam:eu-west-1:111122223333:user/alice", ownerstamp.Owner{}},
+		{"arn:aws:iam::12345:user/alice", ownerstamp.Owner{}},
+		{"arn:AWS:iam::111122223333:user/alice", ownerstamp.Owner{}},
 		{"", ownerstamp.Owner{}},
 	} {
 		got, ok := ownerstamp.ParseOwner(tc.owner)
@@ -293,4 +296,56 @@ func (f scanFunc) ScanUnstamped(_ context.Context, each func(statestore.Unstampe
 
 func (scanFunc) StampOwner(context.Context, statestore.Unstamped, string) (statestore.Stamp, error) {
 	return statestore.Stamp{}, errors.New("nothing is stamped here")
+}
+
+// stampRecorder is a Store of one order that records the IDs it is
+// stamped with.
+type stampRecorder struct {
+	order   statestore.Unstamped
+	stamped []string
+}
+
+func (s *stampRecorder) ScanUnstamped(_ context.Context, each func(statestore.Unstamped) error) error {
+	return each(s.order)
+}
+
+func (s *stampRecorder) StampOwner(_ context.Context, _ statestore.Unstamped, id string) (statestore.Stamp, error) {
+	s.stamped = append(s.stamped, id)
+	return statestore.Stamp{Record: true, Key: statestore.KeyNone}, nil
+}
+
+// FuzzLookupAnswer: whatever IAM answers for an owner (the ARN and the ID
+// of the principal it found), Run never panics, and stamps an order only
+// with an ID the Submission takes from API Gateway, of the owner's kind,
+// and only when the answered ARN is the owner's principal: its partition,
+// account, kind and name.
+func FuzzLookupAnswer(f *testing.F) {
+	f.Add(alice, "arn:aws:iam::111122223333:user/team/alice", aliceID)
+	f.Add(alice, "arn:aws:iam::111122223333:user/alice", aliceID)
+	f.Add(alice, "arn:aws:iam::999988887777:user/team/alice", aliceID)
+	f.Add(shop, "arn:aws:iam::111122223333:role/shop", shopID)
+	f.Add(shop, "arn:aws:iam::111122223333:user/shop", shopID)
+	f.Add(shop, "arn:aws:iam::111122223333:role/shop", aliceID)
+	f.Add(alice, "arn:aws:iam::111122223333:user/", "")
+	f.Add(root, "", "")
+	f.Fuzz(func(t *testing.T, owner, arn, id string) {
+		store := &stampRecorder{order: statestore.Unstamped{OrderID: "o-1", Owner: owner, CreatedAt: t0}}
+		r, err := ownerstamp.Run(context.Background(), store, lookupFunc(func(context.Context, ownerstamp.Owner) (ownerstamp.Principal, error) {
+			return ownerstamp.Principal{ID: id, ARN: arn, Created: t0.Add(-time.Hour)}, nil
+		}), false)
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		if len(store.stamped) == 0 {
+			return
+		}
+		o, ok := ownerstamp.ParseOwner(owner)
+		prefix := map[ownerstamp.Kind]string{ownerstamp.User: submission.UserPrefix, ownerstamp.Role: submission.RolePrefix}[o.Kind]
+		parts := strings.SplitN(arn, ":", 6)
+		if !ok || len(store.stamped) != 1 || store.stamped[0] != id || !submission.ValidUniqueID(id, prefix) || len(parts) != 6 ||
+			parts[1] != o.Partition || parts[2] != "iam" || parts[4] != o.Account || !strings.HasPrefix(parts[5], string(o.Kind)+"/") ||
+			!strings.HasSuffix(parts[5], "/"+o.Name) || r.Stamped() != 1 {
+			t.Fatalf("owner %q stamped %v for IAM's answer %q %q (report %+v)", owner, store.stamped, arn, id, r)
+		}
+	})
 }
