@@ -14,6 +14,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.7
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.73.1
 	github.com/aws/aws-sdk-go-v2/service/dynamodbstreams v1.46.6
+	github.com/aws/aws-sdk-go-v2/service/iam v1.64.8
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.8
 	github.com/aws/aws-sdk-go-v2/service/sns v1.47.9
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/sasflow/sas/internal/localstack/apigw"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/wiring"
 	"github.com/sasflow/sas/internal/testkit/reqcount"
@@ -88,7 +89,7 @@ func run(ctx context.Context, orders int, out io.Writer) error {
 		// The identity API Gateway's IAM authorization passes: every route
 		// takes one (the orders are their caller's).
 		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/requestcount"}}
+			IAM: apigw.LocalUser(apigw.Credential{AccessKeyID: "requestcount"})}
 		resp, err := sys.Submission.Handle(ctx, req)
 		if err != nil || resp.StatusCode != 202 {
 			return fmt.Errorf("submit: %d %s %v", resp.StatusCode, resp.Body, err)

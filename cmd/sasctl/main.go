@@ -1,14 +1,16 @@
 // Command sasctl is the operators' CLI of the system's HTTP API: list orders
 // by state, show one with its step history and timeline, resubmit a failed
-// one, cancel one in flight; and of its dead-letter queues, which it reads
-// and redrives through SQS directly. See package opsclient for the
-// commands. Requests to the API are always SigV4-signed; against the local
+// one, cancel one in flight; of its dead-letter queues, which it reads and
+// redrives through SQS directly; and of the upgrade that stamps older
+// orders with their owner's unique ID, through DynamoDB and IAM directly.
+// See package opsclient for the commands. Requests to the API are always SigV4-signed; against the local
 // stack, without AWS credentials, as the access key local-operator.
 //
 //	go install github.com/sasflow/sas/cmd/sasctl@latest
 //	sasctl --endpoint-url https://abc123.execute-api.eu-west-1.amazonaws.com list --state Error
 //	sasctl --endpoint-url http://127.0.0.1:8080 show ORDER_ID
 //	sasctl --region eu-west-1 dlq list --stage dev
+//	sasctl --region eu-west-1 owners stamp --orders-table T --state-table S --dry-run
 //	sasctl --endpoint-url https://abc123.execute-api.eu-west-1.amazonaws.com ui --stage dev
 package main
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/internal/localstack/apigw"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/shared/topology"
 	"github.com/sasflow/sas/shared/workflow"
@@ -291,7 +292,7 @@ func (l Load) submit(ctx context.Context, requestID string, class workflow.Prior
 	req.RequestContext.HTTP.Method = http.MethodPost
 	req.RequestContext.RequestID = "load-" + requestID
 	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/load"}}
+		IAM: apigw.LocalUser(apigw.Credential{AccessKeyID: "load"})}
 	resp, err := l.Stack.Sys.Submission.Handle(ctx, req)
 	if err != nil {
 		return "", 0

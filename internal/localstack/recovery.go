@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/sasflow/sas/internal/localstack/apigw"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/shared/agent"
 	"github.com/sasflow/sas/shared/topology"
@@ -127,7 +128,7 @@ func (r Recovery) Run(ctx context.Context) (RecoveryResult, error) {
 		req.RequestContext.HTTP.Method = http.MethodPost
 		req.RequestContext.RequestID = "recovery-" + strconv.Itoa(i)
 		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/recovery"}}
+			IAM: apigw.LocalUser(apigw.Credential{AccessKeyID: "recovery"})}
 		resp, err := r.Stack.Sys.Submission.Handle(ctx, req)
 		if err != nil || resp.StatusCode != http.StatusAccepted {
 			return RecoveryResult{}, fmt.Errorf("submit: %d %s %v", resp.StatusCode, resp.Body, err)

@@ -261,6 +261,52 @@ type Stack struct {
 	wg      sync.WaitGroup
 	servers []*http.Server
 	log     *slog.Logger
+
+	// callers is who signs with a credential (Options.caller), before
+	// Recreate; incarnations counts, by principal (a user's ARN, a
+	// role's), how often Recreate deleted a local user or role and created
+	// it anew.
+	callers        func(apigw.Credential) apigw.Caller
+	incarnationsMu sync.Mutex
+	incarnations   map[string]int
+}
+
+// Recreate deletes the local user or role that signs with accessKeyID and
+// creates it anew under the same name, as IAM would: from then on its
+// requests, and those of every session of the role, carry the same ARN
+// and a new unique ID (apigw.Recreated), so the Submission takes it for
+// another client than the one it was. A Cognito identity has no user or
+// role of its own and stays as it is.
+func (s *Stack) Recreate(accessKeyID string) {
+	iam := s.callers(apigw.Credential{AccessKeyID: accessKeyID}).IAM
+	s.incarnationsMu.Lock()
+	defer s.incarnationsMu.Unlock()
+	if s.incarnations == nil {
+		s.incarnations = map[string]int{}
+	}
+	s.incarnations[principalOf(iam.UserARN)]++
+}
+
+// recreated is who signs with a credential (callers), with the identity of
+// its user's or role's current incarnation (Recreate).
+func (s *Stack) recreated(c apigw.Credential) apigw.Caller {
+	who := s.callers(c)
+	s.incarnationsMu.Lock()
+	n := s.incarnations[principalOf(who.IAM.UserARN)]
+	s.incarnationsMu.Unlock()
+	who.IAM = apigw.Recreated(who.IAM, n)
+	return who
+}
+
+// principalOf is the principal an identity's ARN is of: a user's ARN is
+// its own, a role session's the role's (its ARN without the session).
+func principalOf(userArn string) string {
+	if i := strings.Index(userArn, ":assumed-role/"); i >= 0 {
+		if j := strings.LastIndexByte(userArn, '/'); j > i+len(":assumed-role/") {
+			return userArn[:j]
+		}
+	}
+	return userArn
 }
 
 // Crashes counts the Agent invocations killed so far.
@@ -282,7 +328,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	s := &Stack{log: o.Log, policy: o.Policy, workflows: o.Workflows, chaos: o.Chaos}
+	s := &Stack{log: o.Log, policy: o.Policy, workflows: o.Workflows, chaos: o.Chaos, callers: o.caller}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	fail := func(err error) (*Stack, error) {
@@ -401,7 +447,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	// SigV4, its access key names it (see apigw.WithIAMAuthorization), and
 	// the stack's client or operator policy says what it may invoke.
 	gw, err := apigw.New(routes(), s.Sys.Submission.Handle, apigw.WithLogger(o.Log), apigw.WithIAMAuthorization(),
-		apigw.WithCallers(o.caller))
+		apigw.WithCallers(s.recreated))
 	if err != nil {
 		return fail(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sasflow/sas/internal/localstack"
+	"github.com/sasflow/sas/internal/localstack/apigw"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -135,5 +136,58 @@ func TestTenantIsolationEndToEnd(t *testing.T) {
 	// And a client is told where that listing is, not given it.
 	if r := call(t, "GET", st.APIURL+"/orders?state=Processed", "", clientA, nil); r.status != 400 || !strings.Contains(r.body, "GET /ops/orders") {
 		t.Fatalf("a client's listing by state = %d %s", r.status, r.body)
+	}
+}
+
+// TestARecreatedOwnerSeesNoneOfItsPredecessorsOrdersEndToEnd: over signed
+// HTTP, a client's IAM user is deleted and created anew under its name
+// (Stack.Recreate): the same access key signs as the same ARN with a new
+// unique ID, as IAM would have it. The new user reads none of the old one's
+// orders (404), lists none, cannot page on with the old one's cursor, and
+// its use of the old one's Idempotency-Key makes a new order; the
+// operators see the old orders with the ARN and the old unique ID.
+func TestARecreatedOwnerSeesNoneOfItsPredecessorsOrdersEndToEnd(t *testing.T) {
+	t.Parallel()
+	st, _ := start(t, func(o *localstack.Options) { o.Crash = 0 })
+	const client = "client-recreated"
+	oldID := apigw.LocalUniqueID(apigw.UserIDPrefix, apigw.LocalUserARN(client), 0)
+	old := []string{submit(t, st, client, "k-1"), submit(t, st, client, "")}
+	var page struct {
+		Orders []struct {
+			OrderID string `json:"orderId"`
+		} `json:"orders"`
+		NextCursor string `json:"nextCursor"`
+	}
+	if r := call(t, "GET", st.APIURL+"/orders?limit=1", "", client, nil); r.status != 200 || json.Unmarshal([]byte(r.body), &page) != nil || page.NextCursor == "" {
+		t.Fatalf("the old user's first page: %d %s", r.status, r.body)
+	}
+
+	st.Recreate(client)
+	for _, id := range old {
+		if r := call(t, "GET", st.APIURL+"/orders/"+id, "", client, nil); r.status != 404 {
+			t.Fatalf("the new user reading the old one's %s: %d %s", id, r.status, r.body)
+		}
+	}
+	if r := call(t, "GET", st.APIURL+"/orders", "", client, nil); r.status != 200 || strings.Contains(r.body, old[0]) || strings.Contains(r.body, old[1]) {
+		t.Fatalf("the new user's listing: %d %s", r.status, r.body)
+	}
+	if r := call(t, "GET", st.APIURL+"/orders?cursor="+url.QueryEscape(page.NextCursor), "", client, nil); r.status != 400 || !strings.Contains(r.body, `"field":"cursor"`) {
+		t.Fatalf("the old user's cursor for the new one: %d %s", r.status, r.body)
+	}
+	r := call(t, "POST", st.APIURL+"/orders", order, client, map[string]string{"Idempotency-Key": "k-1"})
+	if r.status != 202 || strings.Contains(r.body, old[0]) {
+		t.Fatalf("the old user's key for the new one: %d %s", r.status, r.body)
+	}
+	mine := submit(t, st, client, "k-1") // its own retry is its order's replay
+	if !strings.Contains(r.body, mine) {
+		t.Fatalf("the new user's retry made %s, its first answer %s", mine, r.body)
+	}
+	if r := call(t, "GET", st.APIURL+"/orders/"+mine, "", client, nil); r.status != 200 {
+		t.Fatalf("the new user reading its order: %d %s", r.status, r.body)
+	}
+
+	out, code := sasctl(t, st, "show", old[0])
+	if code != 0 || !strings.Contains(out, apigw.LocalUserARN(client)) || !strings.Contains(out, oldID) {
+		t.Fatalf("sasctl show of the old user's order = %d (want its owner %s, %s)\n%s", code, apigw.LocalUserARN(client), oldID, out)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/sasflow/sas/internal/dlq"
+	"github.com/sasflow/sas/internal/ownerstamp"
 	"github.com/sasflow/sas/shared/api"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -47,7 +48,7 @@ commands:
                       (in flight, waiting for an operator) and whether a
                       version can be removed from the catalog
   version             the version this sasctl was built from
-` + UIUsage + DLQUsage + `
+` + UIUsage + DLQUsage + OwnersUsage + `
 flags:
   --endpoint-url URL  the HTTP API (default $SAS_API_URL, else $AWS_ENDPOINT_URL)
   --region R          region to sign for (default: the endpoint's, else the SDK's)
@@ -63,8 +64,8 @@ http, signed with the chain's credentials or, if it has none, as the access
 key ` + LocalAccessKey + `, the local stack's operator (any other key is a
 client there: AWS_ACCESS_KEY_ID=` + LocalAccessKey + ` signs as it anyway).
 
-exit codes: 0 ok, 1 API, SQS or network error, 2 usage error, 3 conflict,
-4 not found (an order, or the queue of dlq --queue)
+exit codes: 0 ok, 1 API, SQS, DynamoDB, IAM or network error, 2 usage error,
+3 conflict, 4 not found (an order, or the queue of dlq --queue)
 `
 
 // Env is what one run of the CLI takes from its process, so tests run it
@@ -92,6 +93,11 @@ type Env struct {
 	// SQSClient, when set, is what the dlq commands call instead of an SQS
 	// client built from LoadAWSConfig.
 	SQSClient dlq.Client
+	// StampStore and Directory, when both are set, are what owners stamp
+	// stamps and asks IAM with instead of the DynamoDB and IAM clients
+	// built from LoadAWSConfig.
+	StampStore ownerstamp.Store
+	Directory  ownerstamp.Directory
 	// UI serves the console of `sasctl ui` until ctx ends: package console,
 	// which cmd/sasctl wires in (it imports this package, so this one
 	// cannot import it).
@@ -211,6 +217,8 @@ func run(ctx context.Context, args []string, env Env) error {
 	switch name {
 	case "dlq":
 		return runDLQ(ctx, g, root, rest, env)
+	case "owners":
+		return runOwners(ctx, g, rest, env)
 	case "ui":
 		return runUI(ctx, g, rest, env)
 	case "version":

@@ -221,7 +221,7 @@ func TestShow(t *testing.T) {
 				"Order:", "err-01", "Workflow:", "order-v1", "State:", "Error (client status error)", "Priority:", "high",
 				"Step:", "charge-payment (step 2 of 2)", "Attempt:", "5", "Failures:", "3 (of the current step)",
 				"Last error:", "payment service: 503 Service Unavailable",
-				"Owner:", "arn:aws:sts::111122223333:assumed-role/shop-checkout", "Cancelled:", "no",
+				"Owner:", "arn:aws:sts::111122223333:assumed-role/shop-checkout", "Owner ID:", "AROAZ3EXAMPLEROLE0001", "Cancelled:", "no",
 				"#  STEP", "STATE", "ATTEMPTS", "FAILURES", "STARTED", "FINISHED", "COMPENSATION", "C.ATTEMPTS", "C.FAILURES", "COMPENSATED",
 				"1  reserve-inventory  succeeded  1         0         2026-11-22T12:00:00Z  2026-11-22T12:01:00Z  -             -           -           -",
 				"2  charge-payment     failed     3         3         2026-11-22T12:01:00Z  -                     -             -           -           -",
@@ -304,10 +304,11 @@ func TestUsage(t *testing.T) {
 		stderrAbsent string
 	}{
 		{"help flag", []string{"--help"}, ExitOK, "usage: sasctl", "", ""},
-		{"help command", []string{"help"}, ExitOK, "exit codes: 0 ok, 1 API, SQS or network error, 2 usage error, 3 conflict,\n4 not found", "", ""},
+		{"help command", []string{"help"}, ExitOK, "exit codes: 0 ok, 1 API, SQS, DynamoDB, IAM or network error, 2 usage error,\n3 conflict, 4 not found", "", ""},
 		{"version", []string{"version"}, ExitOK, "sasctl (devel)\n", "", ""},
 		{"timeline too narrow", []string{"show", "o-1", "--width", "10"}, ExitUsage, "", "--width 10 outside 40..400", ""},
 		{"help of a command", []string{"list", "-h"}, ExitOK, "list --state STATE", "", ""},
+		{"help of owners", []string{"owners", "help"}, ExitOK, "owners stamp --orders-table T --state-table S [--dry-run]", "", ""},
 		{"no command shows the usage", nil, ExitUsage, "", "sasctl: no command\n\nusage: sasctl", ""},
 		{"unknown command", []string{"purge"}, ExitUsage, "", `unknown command "purge"`, "usage: sasctl"},
 		{"unknown global flag", []string{"--verbose", "list"}, ExitUsage, "", "flag provided but not defined: -verbose", ""},

@@ -25,6 +25,11 @@
 //	    the operator's credentials (package dlq): list peeks without
 //	    consuming and decodes; redrive starts a message move task, or
 //	    copies where the endpoint has none; tasks shows the move tasks.
+//	sasctl owners stamp --orders-table T --state-table S [--dry-run]
+//	    once, after the upgrade that records owners' unique IDs: gives each
+//	    older order of an IAM user or role the unique ID of the principal
+//	    that made it, looked up in IAM, through DynamoDB and IAM directly
+//	    (package ownerstamp).
 //	sasctl ui [--listen 127.0.0.1:PORT] [--stage S | --prefix P | --no-dlq]
 //	    the same commands as a web console on this machine (package
 //	    console, wired in by cmd/sasctl through Env.UI).

@@ -55,6 +55,7 @@ func newFakeAPI(t *testing.T, errorOrders int) *fakeAPI {
 			OrderID: id, Workflow: "order-v1", State: "Error", Status: "error", Priority: "high", Step: "charge-payment", StepIndex: 1,
 			FailureCount: 3, Attempt: 5, LastError: "payment service: 503 Service Unavailable",
 			EventSeq: 3, CreatedAt: t0, UpdatedAt: *ts(i), Owner: "arn:aws:sts::111122223333:assumed-role/shop-checkout",
+			OwnerID: "AROAZ3EXAMPLEROLE0001",
 			Steps: []api.StepHistory{
 				{Name: "reserve-inventory", State: "succeeded", Attempts: 1, StartedAt: ts(0), FinishedAt: ts(1), Output: json.RawMessage(`{"reservation":"r-1"}`)},
 				{Name: "charge-payment", State: "failed", Attempts: 3, Failures: 3, StartedAt: ts(1), Error: "payment service: 503 Service Unavailable"},

@@ -114,6 +114,7 @@ func writeOrder(w io.Writer, o Order, cmd string, now time.Time, width int) erro
 		{"Last error", cell(o.LastError, fullTextWidth)},
 		{"Client", cell(o.ClientID, cellWidth)},
 		{"Owner", cell(o.Owner, fullTextWidth)},
+		{"Owner ID", cell(o.OwnerID, fullTextWidth)},
 		{"Cancelled", yesNo(o.Cancelled)},
 		{"Resubmits", strconv.Itoa(o.Resubmits)},
 		{"Created", stamp(o.CreatedAt)},

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/sasflow/sas/internal/localstack"
+	"github.com/sasflow/sas/internal/localstack/apigw"
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/topology"
@@ -375,10 +376,24 @@ func (r *run) request(method, path, principal string, headers map[string]string,
 			AccountID: "123456789012", RequestID: "req-" + strconv.Itoa(r.sys.requests), Stage: "$default",
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1"},
 			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "123456789012", UserARN: principal},
+				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "123456789012", UserARN: principal, UserID: userIDOf(principal)},
 			},
 		},
 	}
+}
+
+// userIDOf is the userId API Gateway passes beside principal, an IAM user
+// of the simulation's account or a session of one of its roles: the user's
+// unique ID, or the role's and the session's name. There is no IAM here, so
+// the IDs are the local stack's (apigw.LocalUniqueID): one per principal,
+// the same in every run.
+func userIDOf(principal string) string {
+	rest, session, ok := strings.Cut(principal, ":assumed-role/")
+	if !ok {
+		return apigw.LocalUniqueID(apigw.UserIDPrefix, principal, 0)
+	}
+	role, session, _ := strings.Cut(session, "/")
+	return apigw.LocalUniqueID(apigw.RoleIDPrefix, strings.Replace(rest, ":sts:", ":iam:", 1)+":role/"+role, 0) + ":" + session
 }
 
 // api calls the Submission's current release as API Gateway does, and

@@ -103,10 +103,10 @@ func TestGoldensAgree(t *testing.T) {
 }
 
 // TestClientDocuments: a client's GET /orders/{id} and its listing are the
-// operators' documents without the owner, the trace ID and the failure texts (lastError,
-// a step's error and compensationError), which may quote what AWS or a
-// remote service answered; the reasons stay. The client's decoders read
-// them.
+// operators' documents without the owner, its unique ID, the trace ID and
+// the failure texts (lastError, a step's error and compensationError),
+// which may quote what AWS or a remote service answered; the reasons stay.
+// The client's decoders read them.
 func TestClientDocuments(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ operators, client string }{
@@ -118,6 +118,7 @@ func TestClientDocuments(t *testing.T) {
 			t.Fatal(err)
 		}
 		delete(doc, "owner")
+		delete(doc, "ownerId")
 		delete(doc, "lastError")
 		delete(doc, "traceId")
 		steps, _ := doc["steps"].([]any)
@@ -141,7 +142,7 @@ func TestClientDocuments(t *testing.T) {
 		}
 	}
 	o, err := api.DecodeOrder(golden(t, "client-order.json"))
-	if err != nil || o.LastError != "" || o.Owner != "" || o.Reason == "" || o.Steps[1].CompensationReason == "" {
+	if err != nil || o.LastError != "" || o.Owner != "" || o.OwnerID != "" || o.Reason == "" || o.Steps[1].CompensationReason == "" {
 		t.Fatalf("DecodeOrder(client-order.json) = %+v, %v", o, err)
 	}
 }

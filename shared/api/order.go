@@ -23,10 +23,10 @@ const maxCursorBytes = 2048
 // Order is an order's state record as GET /orders/{id} and GET
 // /ops/orders/{id} show it. It leaves out what is internal (the Scheduler
 // invocation holding the claim, the alert outbox, requeue counts) and the
-// input, which the client sent. Owner and the failure texts (LastError, a
-// step's Error and CompensationError), which may quote what AWS or a remote
-// service answered, and the trace ID are shown on the operators' route
-// only; both routes show the failure's Reason and ReasonText
+// input, which the client sent. Owner, OwnerID and the failure texts
+// (LastError, a step's Error and CompensationError), which may quote what
+// AWS or a remote service answered, and the trace ID are shown on the
+// operators' route only; both routes show the failure's Reason and ReasonText
 // (workflow.ReasonOf).
 type Order struct {
 	OrderID  string                `json:"orderId"`
@@ -48,6 +48,13 @@ type Order struct {
 	ReasonText string              `json:"reasonText,omitempty"`
 	ClientID   string              `json:"clientId,omitempty"`
 	Owner      string              `json:"owner,omitempty"`
+	// OwnerID is the unique ID of the owner's IAM principal (an IAM
+	// user's AIDA…, a role's AROA…), which tells apart two principals of
+	// one ARN, one created anew under the other's name: operators only.
+	// Absent for an owner unique by itself (the root user, a federated
+	// user, a Cognito identity) and on an order of a user or role not yet
+	// stamped with it.
+	OwnerID string `json:"ownerId,omitempty"`
 	// TraceID is the order's trace (its X-Ray Root), which every log line
 	// about the order carries as traceId: operators only.
 	TraceID   string    `json:"traceId,omitempty"`

@@ -35,6 +35,7 @@ type stateItem struct {
 	Requeues      int        `dynamodbav:"Requeues,omitempty"`
 	ClientID      string     `dynamodbav:"ClientID,omitempty"`
 	Owner         string     `dynamodbav:"Owner,omitempty"`
+	OwnerID       string     `dynamodbav:"OwnerID,omitempty"`
 	Priority      string     `dynamodbav:"Priority,omitempty"`
 	Trace         string     `dynamodbav:"Trace,omitempty"`
 	EventSeq      int        `dynamodbav:"EventSeq"`
@@ -166,6 +167,7 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 		Requeues:     s.Requeues,
 		ClientID:     s.ClientID,
 		Owner:        s.Owner,
+		OwnerID:      s.OwnerID,
 		Priority:     string(s.Priority.Stored()),
 		Trace:        compactTrace(s.Trace),
 		EventSeq:     s.EventSeq,
@@ -214,6 +216,7 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		Requeues:     it.Requeues,
 		ClientID:     it.ClientID,
 		Owner:        it.Owner,
+		OwnerID:      it.OwnerID,
 		Priority:     workflow.Priority(it.Priority),
 		Trace:        expandTrace(it.Trace),
 		EventSeq:     it.EventSeq,

@@ -14,7 +14,7 @@ import (
 )
 
 // An Idempotency-Key lives in the orders table as an item of its own, its
-// key item, under KeySlot(owner, key): it names the order the key made
+// key item, under KeySlot(ownerKey, key): it names the order the key made
 // (KeyOrderAttr) and the fingerprint of the request that made it, until
 // the key's ExpiresAt (workflow.Machine.KeyExpiresAt). The order itself has
 // a random ID of its own, so a key reused once it is forgotten makes a new
@@ -34,14 +34,15 @@ const keyNamespace = "sasflow/submission/order-id/v2\x00"
 // made; an orders item has none.
 const KeyOrderAttr = "KeyOrder"
 
-// KeySlot is where the Idempotency-Key key of owner (the caller, see
-// workflow.Order.Owner) lives in the orders table: a UUID of version 8
-// (RFC 9562's custom-hash version) hashed from both, so another caller's
-// same key has a slot of its own.
-func KeySlot(owner, key string) string {
-	// An owner is printable ASCII, so the NUL between the two keeps
+// KeySlot is where the Idempotency-Key key of the owner matched on
+// ownerKey (the caller's workflow.OwnerKey) lives in the orders table: a
+// UUID of version 8 (RFC 9562's custom-hash version) hashed from both, so
+// another caller's same key has a slot of its own, and so has the same key
+// of a principal created anew under an old one's name.
+func KeySlot(ownerKey, key string) string {
+	// An owner's key is printable ASCII, so the NUL between the two keeps
 	// (owner, key) pairs apart.
-	sum := sha256.Sum256([]byte(keyNamespace + owner + "\x00" + key))
+	sum := sha256.Sum256([]byte(keyNamespace + ownerKey + "\x00" + key))
 	return message.UUID([16]byte(sum[:16]), 8)
 }
 
@@ -50,6 +51,7 @@ type keyItem struct {
 	Slot        string `dynamodbav:"OrderID"`
 	OrderID     string `dynamodbav:"KeyOrder"`
 	Owner       string `dynamodbav:"Owner"`
+	OwnerID     string `dynamodbav:"OwnerID,omitempty"`
 	RequestHash string `dynamodbav:"RequestHash"`
 	CreatedAt   int64  `dynamodbav:"CreatedAt"`
 	ExpiresAt   int64  `dynamodbav:"ExpiresAt,omitempty"`
@@ -58,7 +60,7 @@ type keyItem struct {
 // encodeKey is the key item of o, an order with an Idempotency-Key.
 func encodeKey(o workflow.Order) (map[string]types.AttributeValue, error) {
 	return attributevalue.MarshalMap(keyItem{
-		Slot: KeySlot(o.Owner, o.IdempotencyKey), OrderID: o.OrderID, Owner: o.Owner, RequestHash: o.RequestHash,
+		Slot: KeySlot(o.OwnerKey(), o.IdempotencyKey), OrderID: o.OrderID, Owner: o.Owner, OwnerID: o.OwnerID, RequestHash: o.RequestHash,
 		CreatedAt: unixMilli(o.CreatedAt), ExpiresAt: unixSeconds(o.KeyExpiresAt),
 	})
 }
@@ -68,21 +70,22 @@ func encodeKey(o workflow.Order) (map[string]types.AttributeValue, error) {
 func decodeKey(item map[string]types.AttributeValue) (use workflow.KeyUse, expiresAt time.Time, err error) {
 	if _, ok := item[KeyOrderAttr]; !ok {
 		o, err := decodeOrder(item)
-		return workflow.KeyUse{OrderID: o.OrderID, Owner: o.Owner, RequestHash: o.RequestHash}, o.ExpiresAt, err
+		return workflow.KeyUse{OrderID: o.OrderID, Owner: o.Owner, OwnerID: o.OwnerID, RequestHash: o.RequestHash}, o.ExpiresAt, err
 	}
 	var k keyItem
 	if err := attributevalue.UnmarshalMap(item, &k); err != nil {
 		return workflow.KeyUse{}, time.Time{}, err
 	}
-	return workflow.KeyUse{OrderID: k.OrderID, Owner: k.Owner, RequestHash: k.RequestHash}, fromSeconds(k.ExpiresAt), nil
+	return workflow.KeyUse{OrderID: k.OrderID, Owner: k.Owner, OwnerID: k.OwnerID, RequestHash: k.RequestHash}, fromSeconds(k.ExpiresAt), nil
 }
 
-// GetKey reads what the Idempotency-Key key of owner made: the order and
-// its request's fingerprint, with a strongly consistent read (the
-// transaction that wrote it may have just committed). workflow.ErrNotFound
-// when the key made nothing or is forgotten (past its ExpiresAt).
-func (s *Store) GetKey(ctx context.Context, owner, key string) (workflow.KeyUse, error) {
-	slot := KeySlot(owner, key)
+// GetKey reads what the Idempotency-Key key of the owner matched on
+// ownerKey (workflow.OwnerKey) made: the order and its request's
+// fingerprint, with a strongly consistent read (the transaction that wrote
+// it may have just committed). workflow.ErrNotFound when the key made
+// nothing or is forgotten (past its ExpiresAt).
+func (s *Store) GetKey(ctx context.Context, ownerKey, key string) (workflow.KeyUse, error) {
+	slot := KeySlot(ownerKey, key)
 	item, err := s.get(ctx, s.tables.Orders, slot, true)
 	if err != nil {
 		return workflow.KeyUse{}, err

@@ -18,15 +18,17 @@ import (
 )
 
 // encodeOrder is an order as stored: its fields, and, when it has an owner,
-// its keys in the ByOwner index. The item is written once, so the index
-// entry never moves.
+// its keys in the ByOwner index, under the key its owner is matched on
+// (workflow.OwnerKey). The keys are written once, so the index entry never
+// moves (but when an operator stamps an older order with its owner's
+// unique ID, StampOwner).
 func encodeOrder(o workflow.Order) (map[string]types.AttributeValue, error) {
 	item, err := attributevalue.MarshalMap(o)
 	if err != nil {
 		return nil, err
 	}
 	if o.Owner != "" {
-		item[OwnerShardAttr] = str(OwnerShard(o.Owner, o.OrderID))
+		item[OwnerShardAttr] = str(OwnerShard(o.OwnerKey(), o.OrderID))
 		item[OwnerSortAttr] = str(SortKey(o.CreatedAt, o.OrderID))
 	}
 	if !o.ExpiresAt.IsZero() {
@@ -59,42 +61,46 @@ const batchGetTries = 5
 // batchGetBackoff is the wait before the second try; it doubles each try.
 var batchGetBackoff = 20 * time.Millisecond
 
-// OwnerListing is the listing of the orders owner submitted, newest first,
-// from the ByOwner index. Its cursors name the owner by OwnerTag, so every
-// other caller's listing refuses them.
-func OwnerListing(owner string) Listing {
+// OwnerListing is the listing of the orders of the owner matched on
+// ownerKey (workflow.OwnerKey), newest first, from the ByOwner index. Its
+// cursors name the owner by OwnerTag(ownerKey), so every other caller's
+// listing refuses them, a principal created anew under an old one's name
+// included.
+func OwnerListing(ownerKey string) Listing {
 	l := Listing{
 		name: "list by owner", index: ByOwnerIndex,
 		partAttr: OwnerShardAttr, sortAttr: OwnerSortAttr,
-		part: func(shard int) string { return listPartition(owner, shard) },
+		part: func(shard int) string { return listPartition(ownerKey, shard) },
 		resume: func(cursor string) (string, error) {
 			c, err := DecodeOwnerCursor(cursor)
 			if err != nil {
 				return "", err
 			}
-			if c.Owner != OwnerTag(owner) {
+			if c.Owner != OwnerTag(ownerKey) {
 				return "", fmt.Errorf("%w: it belongs to another caller's listing", ErrBadCursor)
 			}
 			return c.After, nil
 		},
-		cursor: func(after string) string { return EncodeOwnerCursor(OwnerCursor{Owner: OwnerTag(owner), After: after}) },
+		cursor: func(after string) string {
+			return EncodeOwnerCursor(OwnerCursor{Owner: OwnerTag(ownerKey), After: after})
+		},
 	}
-	if owner == "" {
+	if ownerKey == "" {
 		l.refused = errors.New("no owner")
 	}
 	return l
 }
 
-// ListByOwner lists the orders owner submitted, newest first, at most limit
-// (1..MaxPage) per page. It reads a page of order IDs from the ByOwner
+// ListByOwner lists the orders of the owner matched on ownerKey
+// (workflow.OwnerKey), newest first, at most limit (1..MaxPage) per page. It reads a page of order IDs from the ByOwner
 // index, then those orders' state records in one BatchGetItem, and returns
 // them in the index's order. Records carry SummaryAttrs only (no Input, no
 // step history). A cursor that is not one of this owner's listings wraps
 // ErrBadCursor.
-func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, after string) (Page, error) {
+func (s *Store) ListByOwner(ctx context.Context, ownerKey string, limit int, after string) (Page, error) {
 	// Both records are written in one transaction, so a state is missing
 	// only if someone deleted it; the listing goes on without it.
-	return s.list(ctx, s.tables.Orders, OwnerListing(owner), limit, after, func(workflow.State) bool { return true })
+	return s.list(ctx, s.tables.Orders, OwnerListing(ownerKey), limit, after, func(workflow.State) bool { return true })
 }
 
 // batchGetStates reads attrs (nil: every attribute) of the state records
@@ -157,7 +163,7 @@ func (s *Store) batchGetStates(ctx context.Context, ids []string, attrs []string
 }
 
 // OwnerCursor is the position after a page of a listing by owner: a tag of
-// the owner it was listed for, so a cursor is refused by every other
+// the owner's key it was listed for, so a cursor is refused by every other
 // caller's listing, and the sort key in ByOwner of the page's last order.
 // The tag is a hash, so a cursor does not carry the caller's identity
 // around.
@@ -173,9 +179,9 @@ const ownerTagNamespace = "sasflow/statestore/owner-cursor/v1\x00"
 // base64url.
 const ownerTagLen = 16
 
-// OwnerTag names an owner inside a cursor.
-func OwnerTag(owner string) string {
-	sum := sha256.Sum256([]byte(ownerTagNamespace + owner))
+// OwnerTag names an owner inside a cursor, by its key (workflow.OwnerKey).
+func OwnerTag(ownerKey string) string {
+	sum := sha256.Sum256([]byte(ownerTagNamespace + ownerKey))
 	return base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 

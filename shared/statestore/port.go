@@ -22,10 +22,11 @@ type Port interface {
 	// workflow.ErrKeyUsed when the key made an order the store still
 	// remembers, workflow.ErrExists when the ID is taken.
 	CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error
-	// GetKey reads what an owner's Idempotency-Key made;
+	// GetKey reads what an owner's Idempotency-Key made, the owner named by
+	// its key (workflow.OwnerKey);
 	// workflow.ErrNotFound when nothing, or when the key is forgotten (past
 	// its Order.KeyExpiresAt).
-	GetKey(ctx context.Context, owner, key string) (workflow.KeyUse, error)
+	GetKey(ctx context.Context, ownerKey, key string) (workflow.KeyUse, error)
 	// GetOrder and GetState read one item; workflow.ErrNotFound when it is
 	// missing or past its ExpiresAt (DynamoDB's TTL deletes it later).
 	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
@@ -45,13 +46,14 @@ type Port interface {
 	Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error)
 	// ListByState pages through the records in a listed state
 	// (workflow.ProcessState.Listed), newest entry into the state first;
-	// any other state wraps ErrNotListed. ListByOwner pages through an
-	// owner's orders, newest first. Records carry SummaryAttrs only
+	// any other state wraps ErrNotListed. ListByOwner pages through the
+	// orders of the owner whose key (workflow.OwnerKey) it is given,
+	// newest first. Records carry SummaryAttrs only
 	// (Summary); a record past its ExpiresAt is left out of its page, whose
 	// cursor still follows the index. A cursor that is not the listing's
 	// own wraps ErrBadCursor.
 	ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (Page, error)
-	ListByOwner(ctx context.Context, owner string, limit int, cursor string) (Page, error)
+	ListByOwner(ctx context.Context, ownerKey string, limit int, cursor string) (Page, error)
 	// CountOpen counts the open orders of each workflow version, from the
 	// in-flight index and ByState's OpenStates, each order once, none past
 	// its ExpiresAt; it reads at most limit (1..MaxOpenLimit) index

@@ -60,9 +60,10 @@ const (
 	// Keys only, spread over ListShards per owner like ByState. Orders
 	// without an owner, or written before it existed, stay out of it.
 	ByOwnerIndex = "ByOwner"
-	// OwnerShardAttr is its partition key, "<Owner>#<shard>" (OwnerShard),
-	// the owner being the normalized IAM principal that submitted the order
-	// (workflow.Order.Owner).
+	// OwnerShardAttr is its partition key, "<owner key>#<shard>"
+	// (OwnerShard), the key being what the order's owner is matched on
+	// (workflow.OwnerKey): its principal's unique ID, or the owner itself
+	// where it is unique by itself.
 	OwnerShardAttr = "OwnerShard"
 	// OwnerSortAttr is its sort key, "<ms>#<OrderID>" (SortKey) of the
 	// order's creation.
@@ -150,9 +151,10 @@ func ByStateKey(state workflow.ProcessState, orderID string) string {
 	return listPartition(string(state), ListShardOf(orderID))
 }
 
-// OwnerShard is the ByOwner partition of an order of owner.
-func OwnerShard(owner, orderID string) string {
-	return listPartition(owner, ListShardOf(orderID))
+// OwnerShard is the ByOwner partition of an order of the owner matched on
+// ownerKey (workflow.OwnerKey).
+func OwnerShard(ownerKey, orderID string) string {
+	return listPartition(ownerKey, ListShardOf(orderID))
 }
 
 // listPartition is a listing's partition of shard shard of part.

@@ -30,8 +30,8 @@ func worstState(d workflow.Definition) workflow.State {
 		FailureCount: big, WaitRound: big, Attempt: big, LastError: text(workflow.MaxErrorBytes), AlertPending: true, Requeues: big,
 		ClientID: strings.Repeat("c", 64), Priority: workflow.PriorityHigh,
 		// An IAM principal ARN of up to 1,024 bytes (the Submission's bound),
-		// or a shorter Cognito identity.
-		Owner: strings.Repeat("p", 1024),
+		// or a shorter Cognito identity, and IAM's longest unique ID.
+		Owner: strings.Repeat("p", 1024), OwnerID: "AIDA" + strings.Repeat("i", 124),
 		Trace: "Root=1-6b02b8b1-4d2e6f8a0b1c3d5e7f9a1b2c;Sampled=1", EventSeq: big, Cancelled: true, Resubmits: big,
 		InFlight: true, Input: output(workflow.MaxInputBytes), CreatedAt: now, UpdatedAt: now, ExpiresAt: now, OpenUntil: now,
 	}

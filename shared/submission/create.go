@@ -55,7 +55,7 @@ func (h *Handler) createOrder(ctx context.Context, log *slog.Logger, req events.
 	// Every order gets an ID of its own, never one derived from its key:
 	// a key the store has forgotten makes a new order that shares nothing
 	// with the old one (see statestore's key.go).
-	orderID := h.newID(a.owner, key)
+	orderID := h.newID(a.owner.Key(), key)
 	tr := h.orderTrace(ctx)
 	ctx, log, span := trace.Begin(ctx, log.With(slog.String("orderId", orderID), slog.String("workflow", def.ID())), tr, SegmentName)
 	span.Annotate("order_id", orderID)
@@ -122,14 +122,15 @@ func (h *Handler) shed(ctx context.Context, log *slog.Logger, req events.APIGate
 
 // newOrder is the order record of a request: what was asked and by whom,
 // with the key and the hash a retry of the request is checked against.
-func newOrder(orderID, owner, key string, r OrderRequest, now time.Time) workflow.Order {
+func newOrder(orderID string, owner Owner, key string, r OrderRequest, now time.Time) workflow.Order {
 	total, _ := r.TotalCents() // DecodeOrder guarantees it fits
 	return workflow.Order{
 		OrderID:        orderID,
 		CustomerID:     r.CustomerID,
 		ClientID:       r.ClientID,
 		Priority:       r.Priority.Stored(),
-		Owner:          owner,
+		Owner:          owner.Name,
+		OwnerID:        owner.ID,
 		Currency:       r.Currency,
 		Items:          r.Items,
 		TotalCents:     total,
@@ -147,8 +148,13 @@ func initialState(mach workflow.Machine, o workflow.Order, input []byte, request
 	// The record carries it too: the event publisher reads only the stream
 	// of state records, and the order-events topic filters on it.
 	state.ClientID = o.ClientID
-	// And its owner, which GET /orders/{id} checks on the record it reads.
-	state.Owner = o.Owner
+	// And what its owner is matched on, which GET /orders/{id} checks on
+	// the record it reads: the unique ID, or the owner where it has none,
+	// not both, since the record is written again and again and the order
+	// once (workflow.State.Owner).
+	if state.OwnerID = o.OwnerID; state.OwnerID == "" {
+		state.Owner = o.Owner
+	}
 	// And its class, which the API and the events show.
 	state.Priority = o.Priority
 	// And its trace, for the actors that start from a schedule or a
@@ -194,7 +200,7 @@ func (h *Handler) submit(ctx context.Context, log *slog.Logger, req events.APIGa
 // false when the store remembers no order made with the key (it never made
 // one, or has forgotten it), and resp is then nothing.
 func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, o workflow.Order) (resp events.APIGatewayV2HTTPResponse, used bool) {
-	k, err := h.store.GetKey(ctx, o.Owner, o.IdempotencyKey)
+	k, err := h.store.GetKey(ctx, o.OwnerKey(), o.IdempotencyKey)
 	switch {
 	case errors.Is(err, workflow.ErrNotFound):
 		return resp, false
@@ -206,7 +212,7 @@ func (h *Handler) replay(ctx context.Context, log *slog.Logger, req events.APIGa
 	// The logger names the ID this request would have made; the replay's
 	// order goes under its own key, so no key is on the line twice.
 	log = log.With(slog.String("replayOf", k.OrderID))
-	if k.Owner != o.Owner {
+	if k.OwnerKey() != o.OwnerKey() {
 		// The slot hashes the owner with the key, so only a hash collision
 		// lands here: not the client's doing, and nothing of the other
 		// order may show.

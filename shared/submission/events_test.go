@@ -14,22 +14,26 @@ import (
 // with locally; running them here keeps them from drifting from the handler.
 
 // sampleCaller is the owner of the samples' caller, a session of the role
-// shop-checkout.
-const sampleCaller = "arn:aws:sts::123456789012:assumed-role/shop-checkout"
+// shop-checkout, and sampleCallerID the role's unique ID, the part of the
+// samples' userId before its session.
+const (
+	sampleCaller   = "arn:aws:sts::123456789012:assumed-role/shop-checkout"
+	sampleCallerID = "AROAZ3EXAMPLEROLE0001"
+)
 
 func TestSamplePostOrderEvent(t *testing.T) {
 	t.Parallel()
 	req := eventsample.Load[events.APIGatewayV2HTTPRequest](t, "submission-post-order.json")
 	f := newFixture(t, nil)
 	a := readAccepted(t, f.do(t, req))
-	if k, err := f.store.GetKey(t.Context(), sampleCaller, req.Headers["idempotency-key"]); err != nil || k.OrderID != a.OrderID {
+	if k, err := f.store.GetKey(t.Context(), sampleCallerID, req.Headers["idempotency-key"]); err != nil || k.OrderID != a.OrderID {
 		t.Fatalf("the sample's key names %+v, %v; want order %s", k, err, a.OrderID)
 	}
 	if len(f.out.sent()) != 1 {
 		t.Fatalf("sent %d messages, want 1", len(f.out.sent()))
 	}
-	if o := f.order(t, a.OrderID); o.Owner != sampleCaller || f.state(t, a.OrderID).Owner != sampleCaller {
-		t.Fatalf("owner %q, want the role of the sample's session %q", o.Owner, sampleCaller)
+	if o, st := f.order(t, a.OrderID), f.state(t, a.OrderID); o.Owner != sampleCaller || st.Owner != "" || o.OwnerID != sampleCallerID || st.OwnerID != sampleCallerID {
+		t.Fatalf("owner %q %q, want the role of the sample's session %q %q", o.Owner, o.OwnerID, sampleCaller, sampleCallerID)
 	}
 }
 
@@ -40,20 +44,22 @@ func TestSampleGetOrderEvent(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		owner string // of the record; "": no record
+		owner Owner // of the record; zero: no record
 		want  int
 	}{
-		{"unknown order", "", 404},
-		{"known order", sampleCaller, 200},
-		{"another caller's order", callerA, 404},
+		{"unknown order", Owner{}, 404},
+		{"known order", Owner{sampleCaller, sampleCallerID}, 200},
+		{"another caller's order", ownerA, 404},
+		{"an order of the role before it was created anew", Owner{sampleCaller, "AROAZ3EXAMPLEROLE0000"}, 404},
+		{"an order of the role not yet stamped with its ID", Owner{Name: sampleCaller}, 404},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, nil)
-			if tt.owner != "" {
+			if tt.owner != (Owner{}) {
 				st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), testNow, testNow.Add(testConfig().ClaimTimeout))
-				st.Owner = tt.owner
+				st.Owner, st.OwnerID = tt.owner.Name, tt.owner.ID
 				f.put(st)
 			}
 			resp := f.do(t, req)

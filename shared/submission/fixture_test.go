@@ -3,7 +3,10 @@ package submission
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -277,7 +280,8 @@ const (
 )
 
 // as makes req come from the principal userArn, as API Gateway's IAM
-// authorization passes it; "" takes the identity away.
+// authorization passes it, with the unique ID userIDOf gives it; "" takes
+// the identity away.
 func as(req events.APIGatewayV2HTTPRequest, userArn string) events.APIGatewayV2HTTPRequest {
 	if userArn == "" {
 		req.RequestContext.Authorizer = nil
@@ -287,13 +291,69 @@ func as(req events.APIGatewayV2HTTPRequest, userArn string) events.APIGatewayV2H
 	if parts := strings.Split(userArn, ":"); len(parts) > 4 {
 		account = parts[4]
 	}
+	id := userIDOf(userArn)
 	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
 			AccessKey: "AKIAEXAMPLE" + strconv.Itoa(len(userArn)), AccountID: account,
-			CallerID: "AIDAEXAMPLE", UserARN: userArn, UserID: "AIDAEXAMPLE",
+			CallerID: id, UserARN: userArn, UserID: id,
 		},
 	}
 	return req
+}
+
+// userIDOf is the userId API Gateway passes beside userArn, of the form of
+// its kind: an IAM user's unique ID (AIDA…), a role session's role ID and
+// session (AROA…:SESSION), the root user's account, a federated user's
+// ACCOUNT:NAME. The IDs are the tests' own, one per user or role, of the
+// length IAM's have; anything else gets "".
+func userIDOf(userArn string) string {
+	parts := strings.SplitN(userArn, ":", 6)
+	if len(parts) != 6 {
+		return ""
+	}
+	account, resource := parts[4], parts[5]
+	switch {
+	case strings.HasPrefix(resource, "user/"):
+		return testUniqueID(UserPrefix, userArn)
+	case strings.HasPrefix(resource, "assumed-role/"):
+		role, session, _ := strings.Cut(strings.TrimPrefix(resource, "assumed-role/"), "/")
+		return testUniqueID(RolePrefix, "role/"+account+"/"+role) + ":" + session
+	case resource == "root":
+		return account
+	case strings.HasPrefix(resource, "federated-user/"):
+		return account + ":" + strings.TrimPrefix(resource, "federated-user/")
+	}
+	return ""
+}
+
+// testUniqueID is a unique ID of 21 characters, as IAM's are: prefix, then
+// 17 upper-case letters and digits drawn from name.
+func testUniqueID(prefix, name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return prefix + base32.StdEncoding.EncodeToString(sum[:])[:17]
+}
+
+// ownerA and ownerOfB are the owners of callerA and callerB.
+var ownerA, ownerOfB = mustOwner(callerA), mustOwner(callerB)
+
+// mustOwner is the owner the Submission records for a caller of the tests.
+func mustOwner(userArn string) Owner {
+	o, err := caller(as(events.APIGatewayV2HTTPRequest{}, userArn))
+	if err != nil {
+		panic(fmt.Sprintf("the owner of %s: %v", userArn, err))
+	}
+	return o
+}
+
+// ownBy makes st the record of an order of the caller userArn, as the
+// Submission writes it: with the owner's unique ID, or where it has none
+// with the owner (workflow.State.Owner).
+func ownBy(st *workflow.State, userArn string) {
+	o := mustOwner(userArn)
+	st.Owner, st.OwnerID = "", o.ID
+	if o.ID == "" {
+		st.Owner = o.Name
+	}
 }
 
 // request builds a $default-route request as API Gateway sends it, from

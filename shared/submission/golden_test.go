@@ -45,6 +45,7 @@ func goldenState() workflow.State {
 		Requeues:     1,    // never shown
 		ClientID:     "shop-web",
 		Owner:        "arn:aws:sts::111122223333:assumed-role/shop-checkout/session-1",
+		OwnerID:      "AROAZ3EXAMPLEROLE0001",
 		Trace:        "Root=1-6740510d-5d9f3a2b1c4e8f7a6b5c4d3e;Parent=53995c3f42cd8ad8;Sampled=1",
 		EventSeq:     5,
 		Cancelled:    true,

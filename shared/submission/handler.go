@@ -53,22 +53,26 @@ type Store interface {
 	// store still remembers, and workflow.ErrExists when an order with that
 	// OrderID already exists.
 	CreateOrder(ctx context.Context, o workflow.Order, s workflow.State) error
-	// GetKey returns what an owner's Idempotency-Key made, or an error
-	// wrapping workflow.ErrNotFound when nothing or when it is forgotten.
-	GetKey(ctx context.Context, owner, key string) (workflow.KeyUse, error)
-	// GetState returns an error wrapping workflow.ErrNotFound when absent.
+	// GetKey returns what an owner's Idempotency-Key made, the owner named
+	// by its key (Owner.Key), or an error wrapping workflow.ErrNotFound
+	// when nothing or when it is forgotten.
+	GetKey(ctx context.Context, ownerKey, key string) (workflow.KeyUse, error)
+	// GetState and GetOrder return an error wrapping workflow.ErrNotFound
+	// when absent.
 	GetState(ctx context.Context, orderID string) (workflow.State, error)
+	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
 	// ListByState lists the records in a listed state, newest entry into
 	// the state first, limit 1..100, from cursor ("" for the first page).
 	// The records carry only the listing's attributes. A cursor it cannot
 	// decode is an error wrapping statestore.ErrBadCursor; a state that is
 	// not listed, one wrapping statestore.ErrNotListed.
 	ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (statestore.Page, error)
-	// ListByOwner lists the orders owner submitted, newest first, limit
-	// 1..100, from cursor ("" for the first page), with the same attributes
-	// as ListByState. A cursor it cannot decode, or one of another owner's
-	// listing, is an error wrapping statestore.ErrBadCursor.
-	ListByOwner(ctx context.Context, owner string, limit int, cursor string) (statestore.Page, error)
+	// ListByOwner lists the orders of the owner named by its key
+	// (Owner.Key), newest first, limit 1..100, from cursor ("" for the
+	// first page), with the same attributes as ListByState. A cursor it
+	// cannot decode, or one of another owner's listing, is an error
+	// wrapping statestore.ErrBadCursor.
+	ListByOwner(ctx context.Context, ownerKey string, limit int, cursor string) (statestore.Page, error)
 	// CountOpen counts the open orders of each workflow version, reading
 	// at most limit index entries (statestore.Port.CountOpen).
 	CountOpen(ctx context.Context, limit int) (statestore.OpenCount, error)
@@ -111,7 +115,8 @@ type Handler struct {
 type Option func(*Handler)
 
 // WithOrderIDs makes next the source of new orders' IDs instead of random
-// UUIDs, from the caller and the order's Idempotency-Key ("" for none), so
+// UUIDs, from the caller's key (Owner.Key) and the order's Idempotency-Key
+// ("" for none), so
 // a test knows an order's ID before it submits it, and a demo's seed
 // replays the same orders. Each must be new: an ID that is taken fails the
 // order (500).

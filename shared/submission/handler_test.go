@@ -47,7 +47,8 @@ func TestCreateOrder(t *testing.T) {
 		TotalCents:  4248,
 		RequestHash: mustDecode(t, validBody).Hash(),
 		CreatedAt:   testNow,
-		Owner:       callerA,
+		Owner:       ownerA.Name,
+		OwnerID:     ownerA.ID,
 		// Twice the retention: its record may be reopened for one.
 		ExpiresAt: testNow.Add(2 * workflow.DefaultRetention).Truncate(time.Second),
 	}
@@ -61,7 +62,7 @@ func TestCreateOrder(t *testing.T) {
 	// would leave it: by this request, attempt 1, one step budget to go.
 	first := workflow.Reference().Steps[0]
 	wantState := workflow.NewState(a.OrderID, workflow.Reference(), json.RawMessage(wantInput), testNow, testNow.Add(first.Lease()))
-	wantState.Owner = callerA
+	wantState.OwnerID = ownerA.ID // the record keeps the ID alone
 	wantState.ProcessState, wantState.Attempt, wantState.LockedBy = workflow.Processing, 1, "submission/req-1"
 	wantState.Steps[0].State, wantState.Steps[0].Attempts, wantState.Steps[0].StartedAt = workflow.StepProcessing, 1, &testNow
 	// Outside Lambda the order starts a trace of its own, at its time.
@@ -307,7 +308,7 @@ func TestIdempotentReplay(t *testing.T) {
 	const key = "checkout-7731"
 	first := f.do(t, postOrder(validBody, "Idempotency-Key", key))
 	a := readAccepted(t, first)
-	if k, err := f.store.GetKey(t.Context(), callerA, key); err != nil || k.OrderID != a.OrderID || a.OrderID[14] != '4' {
+	if k, err := f.store.GetKey(t.Context(), ownerA.Key(), key); err != nil || k.OrderID != a.OrderID || a.OrderID[14] != '4' {
 		t.Fatalf("orderId %q, key %+v, %v: want a random ID the key names", a.OrderID, k, err)
 	}
 	if got := f.order(t, a.OrderID).IdempotencyKey; got != key {
@@ -465,7 +466,7 @@ func TestGetOrder(t *testing.T) {
 	st.ClientID, st.EventSeq, st.Resubmits = "shop.web-1", 2, 1
 	// A timeout being retried: the client is told its reason, not the text.
 	st.CompleteBy, st.UpdatedAt, st.LastError = testNow.Add(time.Minute), finished, "step charge-payment attempt 2 did not complete by 2025-02-04T10:15:32Z"
-	st.Owner = callerA
+	ownBy(&st, callerA)
 	st.Steps[0] = workflow.StepRecord{Name: "reserve-inventory", State: workflow.StepSucceeded, Attempts: 1,
 		StartedAt: &started, FinishedAt: &finished, Output: json.RawMessage(`{"reservationId":"r-1"}`)}
 	st.Steps[1] = workflow.StepRecord{Name: "charge-payment", State: workflow.StepProcessing, Attempts: 2, Failures: 1,
@@ -501,7 +502,8 @@ func TestGetOrderOmitsZeroCompleteBy(t *testing.T) {
 	t.Parallel()
 	const id = "abc"
 	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), testNow, testNow)
-	st.ProcessState, st.CompleteBy, st.Owner = workflow.Processed, time.Time{}, callerA
+	st.ProcessState, st.CompleteBy = workflow.Processed, time.Time{}
+	ownBy(&st, callerA)
 	f := newFixture(t, nil)
 	f.put(st)
 	resp := f.do(t, request("GET", "/orders/"+id, nil, ""))
@@ -704,7 +706,7 @@ func FuzzHandle(f *testing.F) {
 	// Cursors the store gives, for the seeded order o-1, in the links the
 	// handler gives.
 	byState := statestore.EncodeCursor(statestore.Cursor{State: "Error", After: statestore.SortKey(testNow, "o-1")})
-	byOwner := statestore.EncodeOwnerCursor(statestore.OwnerCursor{Owner: statestore.OwnerTag(callerA), After: statestore.SortKey(testNow, "o-1")})
+	byOwner := statestore.EncodeOwnerCursor(statestore.OwnerCursor{Owner: statestore.OwnerTag(ownerA.Key()), After: statestore.SortKey(testNow, "o-1")})
 	f.Add("GET", "/ops/orders", "", false, "", []byte(ListQuery{State: workflow.Error, Limit: 1, Cursor: byState}.Encode()), uint8(3), callerA)
 	f.Add("GET", "/orders", "", false, "", []byte(ListQuery{Limit: 1, Cursor: byOwner}.Encode()), uint8(3), callerA)
 	f.Add("GET", "/orders", "", false, "", []byte("limit=1"), uint8(3), callerA)
@@ -735,9 +737,9 @@ func FuzzHandle(f *testing.F) {
 		// show and, a page of one at a time, a cursor to give.
 		if owner, err := caller(as(request(method, path, nil, ""), userArn)); err == nil {
 			st := stateOf("o-1")
-			st.Owner = owner
+			st.Owner, st.OwnerID = owner.Name, owner.ID
 			seeded["o-1"] = true
-			if err := fx.store.CreateOrder(context.Background(), workflow.Order{OrderID: "o-1", Owner: owner, CreatedAt: testNow}, st); err != nil {
+			if err := fx.store.CreateOrder(context.Background(), workflow.Order{OrderID: "o-1", Owner: owner.Name, OwnerID: owner.ID, CreatedAt: testNow}, st); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -781,7 +783,7 @@ func FuzzHandle(f *testing.F) {
 				t.Fatalf("202 for a request without an identity: %v", err)
 			}
 			if hasKey && method == "POST" && path == "/orders" {
-				if k, err := fx.store.GetKey(t.Context(), owner, key); err != nil || k.OrderID != a.OrderID {
+				if k, err := fx.store.GetKey(t.Context(), owner.Key(), key); err != nil || k.OrderID != a.OrderID {
 					t.Fatalf("orderId %s, but the key %q names %+v, %v", a.OrderID, key, k, err)
 				}
 			}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/sasflow/sas/shared/workflow"
 )
 
 // ErrNoIdentity is wrapped by Principal when a request carries no usable IAM
@@ -18,6 +20,22 @@ var ErrNoIdentity = errors.New("no IAM identity")
 // far below DynamoDB's 2048-byte limit for an index's partition key.
 const maxPrincipalLen = 1024
 
+// Owner is who owns what a caller submits, as an order records it
+// (workflow.Order.Owner and OwnerID), and is matched on its Key.
+type Owner struct {
+	// Name is the owner as operators read it: the principal's ARN, every
+	// session of one role being the role, or a Cognito identity.
+	Name string
+	// ID is the unique ID IAM gave the principal, a user's (AIDA…) or a
+	// role's (AROA…), which no principal created anew under the same name
+	// has; empty for the owners that are unique by their Name.
+	ID string
+}
+
+// Key is what the owner is matched on (workflow.OwnerKey): its ID, else its
+// Name.
+func (o Owner) Key() string { return workflow.OwnerKey(o.Name, o.ID) }
+
 // Principal returns the owner of what the caller submits. For a caller with
 // Cognito identity pool credentials, API Gateway passes the Cognito
 // identity (requestContext.authorizer.iam.cognitoIdentity) beside a session
@@ -28,57 +46,152 @@ const maxPrincipalLen = 1024
 //
 // which names both, is printable ASCII of at most 128 bytes, and, not
 // starting with "arn:", is never an IAM principal's owner. Authenticated
-// and unauthenticated (guest) identities alike: each is its own client.
+// and unauthenticated (guest) identities alike: each is its own client, and
+// unique by its name, since Cognito never gives an identity ID twice. The
+// userId beside it, the pool role's session every user shares, says
+// nothing of the owner and is not read.
 //
-// Otherwise the owner is the IAM principal API Gateway authenticated
-// (requestContext.authorizer.iam.userArn), with every session of one role
-// made one client. For an assumed role,
+// Otherwise the owner is the IAM principal API Gateway authenticated:
+// its ARN (requestContext.authorizer.iam.userArn), for operators to read,
+// and the unique ID IAM gave it (userId), which it is matched on. IAM never
+// gives a unique ID again: a user or role deleted and created anew under
+// the same name has the same ARN and a new ID, so it is another owner ("IAM
+// identifiers", Unique identifiers,
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids).
+// userId carries the aws:userid of the caller, whose form follows the
+// principal's kind ("Policy variables", Principal key values,
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_variables.html#principaltable;
+// $context.identity.user, "Customize HTTP API access logs",
+// https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-logging-variables.html):
 //
-//	arn:aws:sts::111122223333:assumed-role/ROLE/SESSION
+//	IAM user        arn:aws:iam::111122223333:user/PATH/NAME             userId AIDA…            owner the ARN, ID AIDA…
+//	role session    arn:aws:sts::111122223333:assumed-role/ROLE/SESSION  userId AROA…:SESSION    owner arn:aws:sts::111122223333:assumed-role/ROLE, ID AROA…
+//	root user       arn:aws:iam::111122223333:root                       userId 111122223333     owner the ARN
+//	federated user  arn:aws:sts::111122223333:federated-user/NAME        userId 111122223333:NAME owner the ARN
 //
-// the owner is arn:aws:sts::111122223333:assumed-role/ROLE: the session name
-// is chosen by whoever assumes the role, so it names nobody. Any other ARN
-// (an IAM user, the root user, a federated user) is the owner as it is.
+// Every session of one role is one client: the session name is chosen by
+// whoever assumes the role, so it names nobody, and the owner's ID is the
+// role's, the part of userId before its ":". The root user and a federated
+// user have no ID of their own: the root user is its account's, which is
+// never another account's, and a federated user's userId names nothing its
+// ARN does not; their ARN is their key, as before IDs were recorded.
 //
 // Both are outside input as far as this code knows: anything that is not a
 // well-formed Cognito identity, or with none a well-formed IAM or STS
-// principal ARN, wraps ErrNoIdentity.
-func Principal(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) (string, error) {
+// principal ARN of one of the four kinds with a userId of that kind's form,
+// wraps ErrNoIdentity.
+func Principal(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) (Owner, error) {
 	if iam == nil {
-		return "", ErrNoIdentity
+		return Owner{}, ErrNoIdentity
 	}
 	if hasCognitoIdentity(iam) {
-		return cognitoOwner(iam.CognitoIdentity)
+		name, err := cognitoOwner(iam.CognitoIdentity)
+		if err != nil {
+			return Owner{}, err
+		}
+		return Owner{Name: name}, nil
 	}
 	if iam.UserARN == "" {
-		return "", ErrNoIdentity
+		return Owner{}, ErrNoIdentity
 	}
 	arn := iam.UserARN
 	if len(arn) > maxPrincipalLen {
-		return "", fmt.Errorf("%w: userArn longer than %d bytes", ErrNoIdentity, maxPrincipalLen)
+		return Owner{}, fmt.Errorf("%w: userArn longer than %d bytes", ErrNoIdentity, maxPrincipalLen)
 	}
 	for i := 0; i < len(arn); i++ {
 		if arn[i] <= ' ' || arn[i] > '~' {
-			return "", fmt.Errorf("%w: userArn has a space, control or non-ASCII character", ErrNoIdentity)
+			return Owner{}, fmt.Errorf("%w: userArn has a space, control or non-ASCII character", ErrNoIdentity)
 		}
 	}
 	// arn:partition:service:region:account:resource
 	parts := strings.SplitN(arn, ":", 6)
 	if len(parts) != 6 || parts[0] != "arn" || !partitionName(parts[1]) || parts[3] != "" || !accountID(parts[4]) || parts[5] == "" {
-		return "", fmt.Errorf("%w: userArn is not a principal ARN", ErrNoIdentity)
+		return Owner{}, fmt.Errorf("%w: userArn is not a principal ARN", ErrNoIdentity)
 	}
-	service, resource := parts[2], parts[5]
+	service, account, resource := parts[2], parts[4], parts[5]
 	switch {
 	case service == "sts" && strings.HasPrefix(resource, "assumed-role/"):
 		segs := strings.Split(resource, "/")
 		if len(segs) != 3 || segs[1] == "" || segs[2] == "" {
-			return "", fmt.Errorf("%w: assumed-role ARN is not assumed-role/ROLE/SESSION", ErrNoIdentity)
+			return Owner{}, fmt.Errorf("%w: assumed-role ARN is not assumed-role/ROLE/SESSION", ErrNoIdentity)
 		}
-		return strings.Join(parts[:5], ":") + ":assumed-role/" + segs[1], nil
+		roleID, session, ok := strings.Cut(iam.UserID, ":")
+		if !ok || !ValidUniqueID(roleID, RolePrefix) || !sessionName(session) {
+			return Owner{}, fmt.Errorf("%w: the userId of a role session is not %s…:SESSION (the role's unique ID, then the session's name)", ErrNoIdentity, RolePrefix)
+		}
+		return Owner{Name: strings.Join(parts[:5], ":") + ":assumed-role/" + segs[1], ID: roleID}, nil
+	case service == "iam" && strings.HasPrefix(resource, "user/") && !strings.HasSuffix(resource, "/"):
+		if !ValidUniqueID(iam.UserID, UserPrefix) {
+			return Owner{}, fmt.Errorf("%w: the userId of an IAM user is not its unique ID (%s…)", ErrNoIdentity, UserPrefix)
+		}
+		return Owner{Name: arn, ID: iam.UserID}, nil
+	case service == "iam" && resource == "root":
+		if iam.UserID != account {
+			return Owner{}, fmt.Errorf("%w: the userId of the root user is not its account's ID", ErrNoIdentity)
+		}
+		return Owner{Name: arn}, nil
+	case service == "sts" && strings.HasPrefix(resource, "federated-user/") && len(resource) > len("federated-user/"):
+		if iam.UserID != account+":"+strings.TrimPrefix(resource, "federated-user/") {
+			return Owner{}, fmt.Errorf("%w: the userId of a federated user is not ACCOUNT:NAME of its ARN", ErrNoIdentity)
+		}
+		return Owner{Name: arn}, nil
 	case service == "sts" || service == "iam":
-		return arn, nil
+		return Owner{}, fmt.Errorf("%w: userArn is no IAM user, root user, role session or federated user", ErrNoIdentity)
 	}
-	return "", fmt.Errorf("%w: userArn of service %q is not an IAM or STS principal", ErrNoIdentity, service)
+	return Owner{}, fmt.Errorf("%w: userArn of service %q is not an IAM or STS principal", ErrNoIdentity, service)
+}
+
+// The prefixes of the unique IDs of an IAM user and of a role ("IAM
+// identifiers", Understanding unique ID prefixes,
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-prefixes).
+const (
+	UserPrefix = "AIDA"
+	RolePrefix = "AROA"
+)
+
+// IAM's bounds on a unique ID: 16..128 of [\w]+ (the UserId of User and the
+// RoleId of Role in IAM's API reference,
+// https://docs.aws.amazon.com/IAM/latest/APIReference/API_User.html,
+// https://docs.aws.amazon.com/IAM/latest/APIReference/API_Role.html), and on
+// a role session's name: 2..64 of [\w+=,.@-] (RoleSessionName,
+// https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRole.html),
+// of which one character is let through too.
+const (
+	minUniqueID    = 16
+	maxUniqueID    = 128
+	maxSessionName = 64
+)
+
+// ValidUniqueID reports whether s is a unique ID of IAM's with prefix
+// (UserPrefix, RolePrefix): one the Submission takes from API Gateway.
+func ValidUniqueID(s, prefix string) bool {
+	if len(s) < minUniqueID || len(s) > maxUniqueID || !strings.HasPrefix(s, prefix) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !wordChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sessionName reports whether s is a role session's name.
+func sessionName(s string) bool {
+	if s == "" || len(s) > maxSessionName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !wordChar(s[i]) && !strings.ContainsRune("+=,.@-", rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// wordChar is [\w]: an ASCII letter, digit or underscore.
+func wordChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
 // CognitoOwnerPrefix starts the owner of a Cognito identity.
@@ -301,9 +414,9 @@ func ParseOperatorPrincipals(s string) []string {
 }
 
 // caller reads the owner of a request.
-func caller(req events.APIGatewayV2HTTPRequest) (string, error) {
+func caller(req events.APIGatewayV2HTTPRequest) (Owner, error) {
 	if req.RequestContext.Authorizer == nil {
-		return "", ErrNoIdentity
+		return Owner{}, ErrNoIdentity
 	}
 	return Principal(req.RequestContext.Authorizer.IAM)
 }

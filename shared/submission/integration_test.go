@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/sasflow/sas/internal/testkit/enginetest"
 	"github.com/sasflow/sas/internal/testkit/logtest"
@@ -30,8 +31,10 @@ func TestMain(m *testing.M) { enginetest.Main(m) }
 
 type dynamoFixture struct {
 	*fixture
-	db  *statestore.Store
-	clk *clock.Fake
+	db     *statestore.Store
+	clk    *clock.Fake
+	client *dynamodb.Client
+	tables statestore.Tables
 }
 
 // newDynamoFixture builds a Handler over fresh tables; wrap, if given, wraps
@@ -49,7 +52,7 @@ func newDynamoFixture(t *testing.T, wrap func(Store) Store) *dynamoFixture {
 	if wrap != nil {
 		store = wrap(db)
 	}
-	f := &dynamoFixture{fixture: &fixture{out: &outbox{}, logs: &logtest.Buffer{}}, db: db, clk: clk}
+	f := &dynamoFixture{fixture: &fixture{out: &outbox{}, logs: &logtest.Buffer{}}, db: db, clk: clk, client: client, tables: tables}
 	log := slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	f.h = mustNew(t, testConfig(), store, f.out.sender(), admitAll, actor.Deps{Clock: f.clk, Log: log})
 	return f
@@ -300,8 +303,8 @@ func TestIntegrationCancel(t *testing.T) {
 	// written before that has none (seeded as such here).
 	idle := randomOrderID()
 	old := workflow.NewState(idle, workflow.Reference(), json.RawMessage(`{}`), f.tick(), f.clk.Now().Add(time.Minute))
-	old.Owner = callerA
-	if err := f.db.CreateOrder(context.Background(), workflow.Order{OrderID: idle, Owner: callerA, CreatedAt: f.clk.Now()}, old); err != nil {
+	ownBy(&old, callerA)
+	if err := f.db.CreateOrder(context.Background(), workflow.Order{OrderID: idle, Owner: old.Owner, OwnerID: old.OwnerID, CreatedAt: f.clk.Now()}, old); err != nil {
 		t.Fatal(err)
 	}
 	f.tick()
@@ -405,7 +408,7 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 		bIDs = append(bIDs, readAccepted(t, post(callerB, "")).OrderID)
 	}
 	for _, id := range aIDs {
-		if o, err := f.db.GetOrder(context.Background(), id); err != nil || o.Owner != callerA || f.get(t, id).Owner != callerA {
+		if o, err := f.db.GetOrder(context.Background(), id); err != nil || o.Owner != callerA || o.OwnerID != ownerA.ID || f.get(t, id).OwnerKey() != ownerA.Key() {
 			t.Fatalf("order %s: %+v, %v", id, o, err)
 		}
 	}
@@ -460,5 +463,56 @@ func TestIntegrationTenantIsolation(t *testing.T) {
 	ids, _ := f.list(t, "state=Compensated&limit=100")
 	if len(ids) != len(aIDs)+len(bIDs) {
 		t.Fatalf("the operators list %v, want all of %v and %v", ids, aIDs, bIDs)
+	}
+}
+
+// TestIntegrationAStampedOrderIsItsOwnersAgain: an order of an IAM user
+// written before owners' unique IDs were recorded is no client's on
+// DynamoDB Local; once stamped with the user's ID (sasctl owners stamp),
+// the user reads it, lists it and has its Idempotency-Key replay it, and
+// the operators see its owner and ID.
+func TestIntegrationAStampedOrderIsItsOwnersAgain(t *testing.T) {
+	t.Parallel()
+	f := newDynamoFixture(t, nil)
+	ctx := context.Background()
+	at := f.tick()
+	const id = "5b0c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d"
+	o := workflow.Order{OrderID: id, Owner: callerA, CustomerID: "c-42", Currency: "EUR", IdempotencyKey: "k-legacy",
+		RequestHash: mustDecode(t, validBody).Hash(), CreatedAt: at, KeyExpiresAt: at.Add(time.Hour)}
+	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), at, at.Add(time.Minute))
+	st.Owner = callerA
+	if err := f.db.CreateOrder(ctx, o, st); err != nil {
+		t.Fatal(err)
+	}
+	visible := func() bool {
+		t.Helper()
+		r := f.do(t, as(request("GET", "/orders/"+id, nil, ""), callerA))
+		l := readList(t, f.do(t, ownOrders("", callerA)))
+		if (r.StatusCode == 200) != (len(l.Orders) == 1) {
+			t.Fatalf("read %d, listed %+v", r.StatusCode, l.Orders)
+		}
+		return r.StatusCode == 200
+	}
+	if visible() {
+		t.Fatal("the unstamped order is its ARN's")
+	}
+
+	stamper := statestore.NewStamper(f.client, f.tables, f.clk)
+	if err := stamper.ScanUnstamped(ctx, func(u statestore.Unstamped) error {
+		_, err := stamper.StampOwner(ctx, u, ownerA.ID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !visible() {
+		t.Fatal("the stamped order is not its owner's")
+	}
+	r := f.do(t, postOrder(validBody, "Idempotency-Key", "k-legacy"))
+	if readAccepted(t, r).OrderID != id || r.Headers[ReplayedHeader] != "true" {
+		t.Fatalf("the legacy key after the stamp: %s %v", r.Body, r.Headers)
+	}
+	ops := f.do(t, request("GET", "/ops/orders/"+id, nil, ""))
+	if ops.StatusCode != 200 || !strings.Contains(ops.Body, `"owner":"`+callerA+`","ownerId":"`+ownerA.ID+`"`) {
+		t.Fatalf("the operators' view: %d %s", ops.StatusCode, ops.Body)
 	}
 }

@@ -242,7 +242,7 @@ func (h *Handler) listOwnOrders(ctx context.Context, log *slog.Logger, req event
 	if err != nil {
 		return h.reject(ctx, log, req, queryProblem(err), nil)
 	}
-	page, err := h.store.ListByOwner(ctx, a.owner, q.Limit, q.Cursor)
+	page, err := h.store.ListByOwner(ctx, a.owner.Key(), q.Limit, q.Cursor)
 	if errors.Is(err, statestore.ErrBadCursor) {
 		return h.reject(ctx, log, req, badCursorProblem(), nil)
 	}

@@ -415,6 +415,16 @@ func apiCases() []apiCase {
 			}
 		}
 	}
+	// created writes the records with their orders, of callerA.
+	created := func(sts ...workflow.State) func(*testing.T, *fixture) {
+		return func(t *testing.T, f *fixture) {
+			for _, st := range sts {
+				if err := f.store.CreateOrder(context.Background(), workflow.Order{OrderID: st.OrderID, Owner: ownerA.Name, OwnerID: ownerA.ID, CreatedAt: st.CreatedAt}, st); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 	// submitted orders get the IDs submittedID gives, so a request can
 	// name one before it exists.
 	submitted := func(n int) func(*testing.T, *fixture) {
@@ -527,7 +537,7 @@ func apiCases() []apiCase {
 		{method: "GET", path: "/ops/orders", status: 500, name: "store down", wrap: func(s Store) Store { return failingLists{s} }, req: withQuery(get("/ops/orders"), "state=Error")},
 
 		// GET /ops/orders/{id}
-		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "with owner", prep: put(inError), req: get("/ops/orders/" + orderA), contains: `"owner":"` + callerA + `"`},
+		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "with owner", prep: created(inError), req: get("/ops/orders/" + orderA), contains: `"owner":"` + callerA + `","ownerId":"` + ownerA.ID + `"`},
 		{method: "GET", path: "/ops/orders/{id}", status: 200, name: "compensation", prep: put(at(orderA, workflow.CompensationFailed, 1, 3)), req: get("/ops/orders/" + orderA)},
 		{method: "GET", path: "/ops/orders/{id}", status: 400, name: "bad ID", req: get("/ops/orders/not_an_id")},
 		{method: "GET", path: "/ops/orders/{id}", status: 403, name: "no identity", req: as(get("/ops/orders/"+orderA), "")},

@@ -26,7 +26,7 @@ const orderA = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 func at(id string, ps workflow.ProcessState, i, attempts int) workflow.State {
 	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), testNow.Add(-time.Hour), testNow.Add(-time.Hour))
 	st.ProcessState, st.StepIndex, st.Step = ps, i, st.Steps[i].Name
-	st.Owner = callerA
+	ownBy(&st, callerA)
 	st.Attempt = i + attempts
 	st.EventSeq = 1 + i
 	for j := 0; j < i; j++ {
@@ -133,9 +133,7 @@ func TestRetry(t *testing.T) {
 			f.out.err = tt.sendErr
 			tt.seen.FailureCount = 2
 			f.put(tt.seen)
-			req := post("/orders/" + orderA + "/retry")
-			req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: operatorUser}}
+			req := as(post("/orders/"+orderA+"/retry"), operatorUser)
 			readOperatorAccepted(t, f.do(t, req), orderA, tt.wantState)
 
 			st := f.state(t, orderA)

@@ -3,6 +3,8 @@ package submission
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -17,31 +19,49 @@ import (
 // getOwnOrder answers a client's GET /orders/{id}: one of the caller's own
 // orders.
 func (h *Handler) getOwnOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, a args) events.APIGatewayV2HTTPResponse {
-	return h.getOrder(ctx, log, req, a.orderID, a.owner)
+	return h.getOrder(ctx, log, req, a.orderID, &a.owner)
 }
 
 // getAnyOrder answers the operators' GET /ops/orders/{id}: any caller's
 // order, with its owner and its failures' causes.
 func (h *Handler) getAnyOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, a args) events.APIGatewayV2HTTPResponse {
-	return h.getOrder(ctx, log, req, a.orderID, "")
+	return h.getOrder(ctx, log, req, a.orderID, nil)
 }
 
 // getOrder answers GET /orders/{id} for owner, or GET /ops/orders/{id} when
-// owner is "" (the operators' route, which shows any order and its owner).
-// Another caller's order is answered exactly as a missing one, so a client
-// cannot even learn that an ID exists.
-func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID, owner string) events.APIGatewayV2HTTPResponse {
+// owner is nil (the operators' route, which shows any order and its owner).
+// The record is owner's when it matches on owner's key (Owner.Key). Another
+// owner's order is answered exactly as a missing one, so a client cannot
+// even learn that an ID exists: another caller's, and as well one of a
+// principal that had the caller's ARN before it, whose unique ID is not the
+// caller's.
+func (h *Handler) getOrder(ctx context.Context, log *slog.Logger, req events.APIGatewayV2HTTPRequest, orderID string, owner *Owner) events.APIGatewayV2HTTPResponse {
 	st, resp, ok := h.readState(ctx, log, req, orderID)
 	if !ok {
 		return resp
 	}
 	ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
-	switch {
-	case owner != "" && st.Owner != owner:
-		log.InfoContext(ctx, "order of another caller asked for; answered as missing", slog.String("caller", owner))
-		return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
+	if owner != nil {
+		if st.OwnerKey() == "" || st.OwnerKey() != owner.Key() {
+			log.InfoContext(ctx, "order of another caller asked for; answered as missing", slog.String("caller", owner.Name), slog.String("callerId", owner.ID))
+			return h.reject(ctx, log, req, notFoundProblem(orderID), nil)
+		}
+		return respond(http.StatusOK, contentTypeJSON, newStatus(st, false, log), nil)
 	}
-	return respond(http.StatusOK, contentTypeJSON, newStatus(st, owner == "", log), nil)
+	if st.OwnerID != "" {
+		// The record keeps only the owner's unique ID; its ARN, which
+		// operators read, is the order's.
+		o, err := h.store.GetOrder(ctx, orderID)
+		switch {
+		case errors.Is(err, workflow.ErrNotFound):
+			log.WarnContext(ctx, "the order of a state record is missing; its owner is shown by its unique ID only")
+		case err != nil:
+			return h.internal(ctx, log, req, fmt.Errorf("read the owner of order %s: %w", orderID, err))
+		case o.OwnerID == st.OwnerID:
+			st.Owner = o.Owner
+		}
+	}
+	return respond(http.StatusOK, contentTypeJSON, newStatus(st, true, log), nil)
 }
 
 // newStatus is what GET /orders/{id} shows of a state record (api.Order),
@@ -79,7 +99,7 @@ func newStatus(st workflow.State, operator bool, log *slog.Logger) api.Order {
 		Steps:        make([]api.StepHistory, len(st.Steps)),
 	}
 	if operator {
-		s.Owner, s.LastError, s.TraceID = st.Owner, st.LastError, trace.Stored(st.Trace).Root
+		s.Owner, s.OwnerID, s.LastError, s.TraceID = st.Owner, st.OwnerID, st.LastError, trace.Stored(st.Trace).Root
 	}
 	for i, r := range st.Steps {
 		step, undo := workflow.StepReasons(r)

@@ -29,7 +29,7 @@ type Route struct {
 // args are what a route's handler gets from Handle beside the request.
 type args struct {
 	// owner is the caller (Principal), who owns what it submits.
-	owner string
+	owner Owner
 	// orderID is the path's {id}, already checked by message.ValidOrderID;
 	// "" on a route without one.
 	orderID string

@@ -1,6 +1,7 @@
 package submission
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"github.com/sasflow/sas/shared/workflow"
 )
 
+// TestPrincipal: the ARNs a principal is read from, each with the userId
+// of its kind, and the ARNs refused whatever their userId.
 func TestPrincipal(t *testing.T) {
 	t.Parallel()
 	long := "arn:aws:iam::123456789012:user/" + strings.Repeat("p/", 500) + "x"
@@ -44,6 +47,10 @@ func TestPrincipal(t *testing.T) {
 		{"assumed role with an empty session", "arn:aws:sts::123456789012:assumed-role/shop/", ""},
 		{"assumed role with an empty role", "arn:aws:sts::123456789012:assumed-role//s", ""},
 		{"assumed role with extra segments", "arn:aws:sts::123456789012:assumed-role/shop/s/x", ""},
+		{"a user without a name", "arn:aws:iam::123456789012:user/team/", ""},
+		{"a federated user without a name", "arn:aws:sts::123456789012:federated-user/", ""},
+		{"a role, which never signs", "arn:aws:iam::123456789012:role/shop", ""},
+		{"a group", "arn:aws:iam::123456789012:group/ops", ""},
 		{"a space", "arn:aws:iam::123456789012:user/al ice", ""},
 		{"a control character", "arn:aws:iam::123456789012:user/al\x00ice", ""},
 		{"non-ASCII", "arn:aws:iam::123456789012:user/alicé", ""},
@@ -52,15 +59,15 @@ func TestPrincipal(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: tt.arn})
+			got, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: tt.arn, UserID: userIDOf(tt.arn)})
 			if tt.want == "" {
-				if err == nil || !errors.Is(err, ErrNoIdentity) || got != "" {
-					t.Fatalf("Principal(%q) = %q, %v; want ErrNoIdentity", tt.arn, got, err)
+				if err == nil || !errors.Is(err, ErrNoIdentity) || got != (Owner{}) {
+					t.Fatalf("Principal(%q) = %+v, %v; want ErrNoIdentity", tt.arn, got, err)
 				}
 				return
 			}
-			if err != nil || got != tt.want {
-				t.Fatalf("Principal(%q) = %q, %v; want %q", tt.arn, got, err, tt.want)
+			if err != nil || got.Name != tt.want {
+				t.Fatalf("Principal(%q) = %+v, %v; want %q", tt.arn, got, err, tt.want)
 			}
 		})
 	}
@@ -69,38 +76,127 @@ func TestPrincipal(t *testing.T) {
 	}
 }
 
-// FuzzPrincipal: whatever userArn arrives, Principal never panics, and an
-// owner it returns is a printable ARN that is its own owner (a normalized
-// owner normalizes to itself, so the owner of a record and of the request
-// reading it compare equal).
-func FuzzPrincipal(f *testing.F) {
-	for _, s := range []string{
-		"arn:aws:iam::123456789012:user/alice", "arn:aws:sts::123456789012:assumed-role/shop/s",
-		"arn:aws:sts::123456789012:assumed-role/shop", "arn:aws:iam::123456789012:root", "arn:aws:s3:::b",
-		"arn:aws:sts::123456789012:assumed-role//", "arn:::::", "", "arn:aws:iam::123456789012:user/a:b",
-	} {
-		f.Add(s)
+// TestPrincipalUserID: the userId beside each kind of ARN, and the owner's
+// unique ID it makes: an IAM user's is its userId, a role's the part of its
+// session's userId before ":"; the root user and a federated user have
+// none, their userId only has to be what their ARN implies. Any other
+// userId is refused, missing or of another kind.
+func TestPrincipalUserID(t *testing.T) {
+	t.Parallel()
+	const (
+		user      = "arn:aws:iam::123456789012:user/alice"
+		session   = "arn:aws:sts::123456789012:assumed-role/shop/i-0abc"
+		root      = "arn:aws:iam::123456789012:root"
+		federated = "arn:aws:sts::123456789012:federated-user/bob"
+		userID    = "AIDAJQABLZS4A3QDU576Q"
+		roleID    = "AROADBQP57FF2AEXAMPLE"
+	)
+	tests := []struct {
+		name, arn, userID, want string // want "-": refused
+	}{
+		{"an IAM user's unique ID", user, userID, userID},
+		{"the shortest unique ID", user, "AIDA" + strings.Repeat("X", 12), "AIDA" + strings.Repeat("X", 12)},
+		{"the longest unique ID", user, "AIDA" + strings.Repeat("x_9", 41), "AIDA" + strings.Repeat("x_9", 41)},
+		{"a role session's role ID", session, roleID + ":i-0abc", roleID},
+		{"a session named otherwise than its ARN", session, roleID + ":other", roleID},
+		{"a session name of every allowed character", session, roleID + ":a_Z9+=,.@-", roleID},
+		{"the root user's account", root, "123456789012", ""},
+		{"a federated user's account and name", federated, "123456789012:bob", ""},
+
+		{"an IAM user without one", user, "", "-"},
+		{"an IAM user with a role's ID", user, roleID, "-"},
+		{"an IAM user with a session", user, userID + ":s", "-"},
+		{"an IAM user with an access key ID", user, "AKIAIOSFODNN7EXAMPLE", "-"},
+		{"a unique ID too short", user, "AIDA" + strings.Repeat("X", 11), "-"},
+		{"a unique ID too long", user, "AIDA" + strings.Repeat("X", 125), "-"},
+		{"a unique ID with a dash", user, "AIDAJQABLZS4A3-DU576Q", "-"},
+		{"a unique ID with a space", user, "AIDAJQABLZS4A3 DU576Q", "-"},
+		{"a lower-case prefix", user, "aidaJQABLZS4A3QDU576Q", "-"},
+		{"a role session without one", session, "", "-"},
+		{"a role session without its session", session, roleID, "-"},
+		{"a role session with an empty session", session, roleID + ":", "-"},
+		{"a role session with an empty role ID", session, ":i-0abc", "-"},
+		{"a role session with a user's ID", session, userID + ":i-0abc", "-"},
+		{"a role session with a second colon", session, roleID + ":i-0abc:x", "-"},
+		{"a role session with a slash in the session", session, roleID + ":i/0abc", "-"},
+		{"a role session with a session too long", session, roleID + ":" + strings.Repeat("s", 65), "-"},
+		{"the root user without one", root, "", "-"},
+		{"the root user with another account", root, "210987654321", "-"},
+		{"the root user with a unique ID", root, userID, "-"},
+		{"a federated user without one", federated, "", "-"},
+		{"a federated user with another name", federated, "123456789012:eve", "-"},
+		{"a federated user with another account", federated, "210987654321:bob", "-"},
 	}
-	f.Fuzz(func(t *testing.T, arn string) {
-		owner, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: tt.arn, UserID: tt.userID})
+			if tt.want == "-" {
+				if !errors.Is(err, ErrNoIdentity) || got != (Owner{}) {
+					t.Fatalf("Principal(%q, %q) = %+v, %v; want ErrNoIdentity", tt.arn, tt.userID, got, err)
+				}
+				return
+			}
+			if err != nil || got.ID != tt.want || got.Key() != cmp.Or(tt.want, got.Name) {
+				t.Fatalf("Principal(%q, %q) = %+v, %v; want the ID %q", tt.arn, tt.userID, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzPrincipal: whatever userArn and userId arrive, Principal never
+// panics, and an owner it returns is a printable ARN that is its own owner
+// (a normalized owner normalizes to itself, so the owner of a record and of
+// the request reading it compare equal) with, for an IAM user or a role, a
+// unique ID of IAM's of that kind, the one it is matched on: never an ARN,
+// so never another owner's key.
+func FuzzPrincipal(f *testing.F) {
+	for _, s := range [][2]string{
+		{"arn:aws:iam::123456789012:user/alice", "AIDAJQABLZS4A3QDU576Q"}, {"arn:aws:sts::123456789012:assumed-role/shop/s", "AROADBQP57FF2AEXAMPLE:s"},
+		{"arn:aws:sts::123456789012:assumed-role/shop", "AROADBQP57FF2AEXAMPLE"}, {"arn:aws:iam::123456789012:root", "123456789012"},
+		{"arn:aws:sts::123456789012:federated-user/bob", "123456789012:bob"}, {"arn:aws:s3:::b", ""},
+		{"arn:aws:sts::123456789012:assumed-role//", ":"}, {"arn:::::", ""}, {"", "AIDAJQABLZS4A3QDU576Q"},
+		{"arn:aws:iam::123456789012:user/a:b", "AIDA:JQABLZS4A3QDU576Q"}, {"arn:aws:iam::123456789012:user/alice", "arn:aws:iam::123456789012:user/alice"},
+		{"arn:aws:sts::123456789012:assumed-role/shop/s", "AROADBQP57FF2AEXAMPLE:s:t"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, arn, userID string) {
+		got, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn, UserID: userID})
 		if err != nil {
-			if !errors.Is(err, ErrNoIdentity) || owner != "" {
-				t.Fatalf("Principal(%q) = %q, %v", arn, owner, err)
+			if !errors.Is(err, ErrNoIdentity) || got != (Owner{}) {
+				t.Fatalf("Principal(%q, %q) = %+v, %v", arn, userID, got, err)
 			}
 			return
 		}
+		owner := got.Name
 		if !strings.HasPrefix(owner, "arn:") || len(owner) > len(arn) || strings.ContainsFunc(owner, func(r rune) bool { return r <= ' ' || r > '~' }) {
-			t.Fatalf("Principal(%q) = %q", arn, owner)
+			t.Fatalf("Principal(%q, %q) = %+v", arn, userID, got)
+		}
+		switch {
+		case strings.Contains(owner, ":assumed-role/"):
+			// The role's owner is not a session ARN, so it does not pass
+			// again; its ID is the role's, from its session's userId.
+			if !strings.HasPrefix(arn, owner+"/") || !strings.HasPrefix(userID, got.ID+":") || !ValidUniqueID(got.ID, RolePrefix) {
+				t.Fatalf("Principal(%q, %q) = %+v is not the session's role", arn, userID, got)
+			}
+		case strings.Contains(owner, ":user/"):
+			if got.ID != userID || !ValidUniqueID(got.ID, UserPrefix) {
+				t.Fatalf("Principal(%q, %q) = %+v: not the user's unique ID", arn, userID, got)
+			}
+		default:
+			if got.ID != "" {
+				t.Fatalf("Principal(%q, %q) = %+v: an ID for a principal without one", arn, userID, got)
+			}
+		}
+		if key := got.Key(); strings.HasPrefix(key, "arn:") != (got.ID == "") || strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			t.Fatalf("Principal(%q, %q) = %+v, key %q", arn, userID, got, key)
 		}
 		if strings.Contains(owner, ":assumed-role/") {
-			// The role's owner is not a session ARN, so it does not pass again.
-			if !strings.HasPrefix(arn, owner+"/") {
-				t.Fatalf("Principal(%q) = %q is not the session's role", arn, owner)
-			}
 			return
 		}
-		if again, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: owner}); err != nil || again != owner {
-			t.Fatalf("owner %q of %q normalizes to %q, %v", owner, arn, again, err)
+		if again, err := Principal(&events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: owner, UserID: userID}); err != nil || again != got {
+			t.Fatalf("owner %+v of %q normalizes to %+v, %v", got, arn, again, err)
 		}
 	})
 }
@@ -163,7 +259,7 @@ func TestTenantIsolation(t *testing.T) {
 	if aID == bID || a1.Headers[ReplayedHeader] != "" || b1.Headers[ReplayedHeader] != "" {
 		t.Fatalf("A's %s and B's %s with one key; replayed %q %q", aID, bID, a1.Headers[ReplayedHeader], b1.Headers[ReplayedHeader])
 	}
-	for owner, id := range map[string]string{callerA: aID, ownerB: bID} {
+	for owner, id := range map[string]string{ownerA.Key(): aID, ownerOfB.Key(): bID} {
 		if k, err := f.store.GetKey(t.Context(), owner, "checkout-1"); err != nil || k.OrderID != id {
 			t.Fatalf("%s's key names %+v, %v; want %s", owner, k, err, id)
 		}
@@ -173,11 +269,14 @@ func TestTenantIsolation(t *testing.T) {
 	if readAccepted(t, again).OrderID != bID || again.Headers[ReplayedHeader] != "true" {
 		t.Fatalf("B's other session got %s", again.Body)
 	}
-	if o, s := f.order(t, aID), f.state(t, aID); o.Owner != callerA || s.Owner != callerA {
-		t.Fatalf("A's order owned by %q, %q", o.Owner, s.Owner)
+	// The order keeps the owner and its unique ID; the record, written
+	// again and again, the ID alone.
+	if o, s := f.order(t, aID), f.state(t, aID); o.Owner != callerA || s.Owner != "" || o.OwnerID != ownerA.ID || s.OwnerID != ownerA.ID {
+		t.Fatalf("A's order owned by %q %q, %q %q", o.Owner, o.OwnerID, s.Owner, s.OwnerID)
 	}
-	if o, s := f.order(t, bID), f.state(t, bID); o.Owner != ownerB || s.Owner != ownerB {
-		t.Fatalf("B's order owned by %q, %q", o.Owner, s.Owner)
+	if o, s := f.order(t, bID), f.state(t, bID); o.Owner != ownerB || s.Owner != "" || o.OwnerID != ownerOfB.ID || s.OwnerID != ownerOfB.ID ||
+		!strings.HasPrefix(ownerOfB.ID, RolePrefix) {
+		t.Fatalf("B's order owned by %q %q, %q %q", o.Owner, o.OwnerID, s.Owner, s.OwnerID)
 	}
 	var aIDs, bIDs []string
 	aIDs = append(aIDs, aID)
@@ -257,8 +356,8 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	}
 	r := f.do(t, as(request("GET", "/ops/orders/"+aID, nil, ""), callerOp))
-	var st struct{ OrderID, Owner string }
-	if err := json.Unmarshal([]byte(r.Body), &st); r.StatusCode != 200 || err != nil || st.OrderID != aID || st.Owner != callerA {
+	var st struct{ OrderID, Owner, OwnerID string }
+	if err := json.Unmarshal([]byte(r.Body), &st); r.StatusCode != 200 || err != nil || st.OrderID != aID || st.Owner != callerA || st.OwnerID != ownerA.ID {
 		t.Fatalf("the operators' view of A's order: %d %s", r.StatusCode, r.Body)
 	}
 }
@@ -270,7 +369,7 @@ func TestOrdersWithoutOwnerAreOperatorsOnly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	st := at(orderA, workflow.Processed, 1, 1)
-	st.Owner = ""
+	st.Owner, st.OwnerID = "", ""
 	if err := f.store.CreateOrder(context.Background(), workflow.Order{OrderID: orderA, CreatedAt: testNow}, st); err != nil {
 		t.Fatal(err)
 	}

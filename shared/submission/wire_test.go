@@ -21,7 +21,8 @@ func TestAnswersCarryOutputsAsTheyCame(t *testing.T) {
 		fault  = "rejected: <b>sold out</b> & gone"
 	)
 	st := workflow.NewState(id, workflow.Reference(), json.RawMessage(`{}`), testNow, time.Time{})
-	st.ProcessState, st.Owner, st.LastError = workflow.Error, callerA, fault
+	st.ProcessState, st.LastError = workflow.Error, fault
+	ownBy(&st, callerA)
 	st.Steps[0] = workflow.StepRecord{Name: "reserve-inventory", State: workflow.StepSucceeded, Attempts: 1, Output: json.RawMessage(output)}
 	f := newFixture(t, nil)
 	f.put(st)

@@ -19,9 +19,19 @@ type Order struct {
 	// ClientID, when set, names the client application to notify of the
 	// order's progress on the order-events topic.
 	ClientID string `json:"clientId,omitempty" dynamodbav:"ClientID,omitempty"`
-	// Owner is the caller who submitted the order: the IAM principal API
-	// Gateway authenticated. Only its owner reads or lists an order.
+	// Owner is the caller who submitted the order, as operators read it:
+	// the IAM principal API Gateway authenticated (its ARN, every session
+	// of one role being the role), or a Cognito identity. Only its owner
+	// reads or lists an order, matched on OwnerKey.
 	Owner string `json:"-" dynamodbav:"Owner,omitempty"`
+	// OwnerID is the unique ID IAM gave Owner's principal, an IAM user's
+	// (AIDA…) or a role's (AROA…): IAM never gives it again, not even to
+	// a principal created anew under the same name, which has Owner's ARN.
+	// Empty where Owner is unique by itself (the root user, a federated
+	// user, a Cognito identity), and on an order of a user or role written
+	// before unique IDs were recorded, until an operator stamps it
+	// (`sasctl owners stamp`).
+	OwnerID string `json:"-" dynamodbav:"OwnerID,omitempty"`
 	// Priority is the order's class (see Priority), empty for normal: it
 	// decides only whether the order was admitted, so the agents' input
 	// leaves it out.
@@ -48,10 +58,33 @@ type Order struct {
 }
 
 // KeyUse is what the store remembers of an Idempotency-Key: the order it
-// made, and the fingerprint of the request that made it.
+// made, its owner, and the fingerprint of the request that made it.
 type KeyUse struct {
-	OrderID, Owner, RequestHash string
+	OrderID, Owner, OwnerID, RequestHash string
 }
+
+// OwnerKey is what an owner is matched on (see OwnerKey).
+func (k KeyUse) OwnerKey() string { return OwnerKey(k.Owner, k.OwnerID) }
+
+// OwnerKey is what an owner is matched on: the order's reads, its place in
+// its owner's listing, its listing's cursors and its Idempotency-Key's
+// scope all follow it. It is the owner's unique ID where it has one, so a
+// principal created anew with an old one's ARN is another owner; else the
+// owner itself, which is then unique by itself. IDs are word characters
+// (AIDA…, AROA…), owners an ARN ("arn:…") or a Cognito identity
+// ("cognito-identity:…"), so no ID is ever another owner's key. An order
+// of a user or role written before unique IDs were recorded has its ARN
+// for key, which no caller has any more: no client reads it until it is
+// stamped with its ID.
+func OwnerKey(owner, ownerID string) string {
+	if ownerID != "" {
+		return ownerID
+	}
+	return owner
+}
+
+// OwnerKey is what the order's owner is matched on (see OwnerKey).
+func (o Order) OwnerKey() string { return OwnerKey(o.Owner, o.OwnerID) }
 
 // Expired reports whether the order is past its ExpiresAt at now: gone,
 // whether or not DynamoDB's TTL has deleted it yet.

@@ -205,8 +205,16 @@ type State struct {
 	// ClientID names the client application that asked to be told of the
 	// order's progress; empty when it did not ask.
 	ClientID string
-	// Owner is the caller who submitted the order (see Order.Owner).
-	Owner string
+	// Owner and OwnerID are what the record keeps of the caller who
+	// submitted the order (see Order.Owner and Order.OwnerID): what the
+	// owner is matched on (OwnerKey), and no more, since every write of
+	// the record costs a write unit per started KiB of it. So OwnerID
+	// where the owner's principal has a unique ID, and Owner only where it
+	// has none (the root user, a federated user, a Cognito identity, an
+	// order written before IDs were recorded); the order keeps both, for
+	// operators to read.
+	Owner   string
+	OwnerID string
 	// Priority is the order's class (see Priority); empty for normal.
 	Priority Priority
 	// Trace is the order's X-Ray trace header (its Root and sampling
@@ -245,6 +253,9 @@ type State struct {
 	// expires); zero for a record written before retention existed.
 	OpenUntil time.Time
 }
+
+// OwnerKey is what the record's owner is matched on (see OwnerKey).
+func (s State) OwnerKey() string { return OwnerKey(s.Owner, s.OwnerID) }
 
 // Expired reports whether the record is past its ExpiresAt at now: gone,
 // whether or not DynamoDB's TTL has deleted it yet.

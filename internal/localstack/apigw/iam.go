@@ -1,10 +1,13 @@
 package apigw
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,11 +28,12 @@ import (
 // API Gateway would pass for an IAM user of that name in the local account,
 //
 //	requestContext.authorizer.iam = {accessKey: AKID, accountId: "000000000000",
-//	    callerId: AKID, userId: AKID, userArn: "arn:aws:iam::000000000000:user/AKID"}
+//	    callerId: ID, userId: ID, userArn: "arn:aws:iam::000000000000:user/AKID"}
 //
-// allowed to invoke every route, so a local client picks who it is by the
-// access key it signs with (curl --aws-sigv4 "aws:amz:us-east-1:execute-api"
-// --user AKID:anything). A session token is ignored.
+// ID being the user's unique ID (LocalUniqueID), allowed to invoke every
+// route, so a local client picks who it is by the access key it signs with
+// (curl --aws-sigv4 "aws:amz:us-east-1:execute-api" --user AKID:anything).
+// A session token is ignored.
 func WithIAMAuthorization() Option { return func(g *Gateway) { g.iam = true } }
 
 // WithCallers says who signs with a credential and what its IAM policy
@@ -106,12 +110,69 @@ func wildcardMatch(pattern, s string) bool {
 const LocalAccount = accountID
 
 // LocalUser is the identity API Gateway passes for an IAM user of the local
-// account named by the credential's access key.
+// account named by the credential's access key: its ARN, and as userId its
+// unique ID (LocalUniqueID).
 func LocalUser(c Credential) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription {
+	arn := LocalUserARN(c.AccessKeyID)
+	id := LocalUniqueID(UserIDPrefix, arn, 0)
 	return &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-		AccessKey: c.AccessKeyID, AccountID: accountID, CallerID: c.AccessKeyID,
-		UserARN: LocalUserARN(c.AccessKeyID), UserID: c.AccessKeyID,
+		AccessKey: c.AccessKeyID, AccountID: accountID, CallerID: id,
+		UserARN: arn, UserID: id,
 	}
+}
+
+// The prefixes IAM starts the unique IDs of users and of roles with ("IAM
+// identifiers", Understanding unique ID prefixes,
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-prefixes).
+const (
+	UserIDPrefix = "AIDA"
+	RoleIDPrefix = "AROA"
+)
+
+// uniqueIDNamespace separates the local unique IDs from any other hash of
+// an ARN.
+const uniqueIDNamespace = "sasflow/localstack/apigw/unique-id/v1\x00"
+
+// LocalUniqueID is the unique ID of a local user or role, whose ARN is arn
+// (arn:aws:iam::000000000000:user/NAME, LocalRoleARN), in its incarnation:
+// prefix (UserIDPrefix or RoleIDPrefix), then 17 upper-case letters and
+// digits of a hash of both, 21 characters as IAM's are. There is no IAM
+// locally, so the ID is derived, the same for the same principal at every
+// start. Incarnation 0 is the principal as first created; IAM gives a
+// principal deleted and created anew under the same name the same ARN and
+// a new unique ID ("IAM identifiers", Unique identifiers,
+// https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-unique-ids),
+// which incarnation 1, 2, ... stand for (Recreated).
+func LocalUniqueID(prefix, arn string, incarnation int) string {
+	sum := sha256.Sum256([]byte(uniqueIDNamespace + arn + "\x00" + strconv.Itoa(incarnation)))
+	return prefix + base32.StdEncoding.EncodeToString(sum[:])[:17]
+}
+
+// Recreated is iam, the identity a local user or role session signs with,
+// as it is once its user or role was deleted and created anew under the
+// same name incarnation times: the same ARN, the unique ID of that
+// incarnation (LocalUniqueID). Incarnation 0, or any other identity (a
+// Cognito identity's is its pool role's), is iam as it is.
+func Recreated(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription, incarnation int) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription {
+	if iam == nil || incarnation == 0 || iam.CognitoIdentity.IdentityID != "" {
+		return iam
+	}
+	out := *iam
+	parts := strings.SplitN(iam.UserARN, ":", 6)
+	if len(parts) != 6 {
+		return iam
+	}
+	switch kind, rest, _ := strings.Cut(parts[5], "/"); kind {
+	case "user":
+		out.UserID = LocalUniqueID(UserIDPrefix, iam.UserARN, incarnation)
+	case "assumed-role":
+		role, session, _ := strings.Cut(rest, "/")
+		out.UserID = LocalUniqueID(RoleIDPrefix, "arn:"+parts[1]+":iam::"+parts[4]+":role/"+role, incarnation) + ":" + session
+	default:
+		return iam
+	}
+	out.CallerID = out.UserID
+	return &out
 }
 
 // LocalCaller is who signs with a credential locally: a Cognito identity
@@ -183,9 +244,9 @@ func LocalRoleARN(role string) string { return "arn:aws:iam::" + accountID + ":r
 // LocalRoleSession is the identity API Gateway passes for a session of the
 // local role named role, whose session name is the credential's access key:
 // userArn arn:aws:sts::000000000000:assumed-role/ROLE/AKID, and callerId and
-// userId the role's unique ID and the session name.
+// userId the role's unique ID (LocalUniqueID) and the session name.
 func LocalRoleSession(role string, c Credential) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription {
-	id := "AROA" + strings.ToUpper(role) + ":" + c.AccessKeyID
+	id := LocalUniqueID(RoleIDPrefix, LocalRoleARN(role), 0) + ":" + c.AccessKeyID
 	return &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
 		AccessKey: c.AccessKeyID, AccountID: accountID, CallerID: id,
 		UserARN: "arn:aws:sts::" + accountID + ":assumed-role/" + role + "/" + c.AccessKeyID, UserID: id,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sasflow/sas/internal/localstack/apigw"
 	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/submission"
 )
 
 const (
@@ -71,9 +72,10 @@ func TestIAMAuthorization(t *testing.T) {
 			t.Fatalf("status %d: %s", w.Code, w.Body)
 		}
 		ev := f.only(t)
+		id := apigw.LocalUniqueID(apigw.UserIDPrefix, "arn:aws:iam::000000000000:user/demo-client", 0)
 		want := &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-			AccessKey: "demo-client", AccountID: "000000000000", CallerID: "demo-client",
-			UserARN: "arn:aws:iam::000000000000:user/demo-client", UserID: "demo-client",
+			AccessKey: "demo-client", AccountID: "000000000000", CallerID: id,
+			UserARN: "arn:aws:iam::000000000000:user/demo-client", UserID: id,
 		}
 		if ev.RequestContext.Authorizer == nil || !reflect.DeepEqual(ev.RequestContext.Authorizer.IAM, want) {
 			t.Fatalf("authorizer %+v, want iam %+v", ev.RequestContext.Authorizer, want)
@@ -492,5 +494,63 @@ func TestLocalCognitoIdentity(t *testing.T) {
 		if iam.UserARN != apigw.LocalUserARN(key) || iam.CognitoIdentity.IdentityID != "" || iam.CognitoIdentity.AMR != nil {
 			t.Errorf("%s: %+v", key, iam)
 		}
+	}
+}
+
+// TestLocalUniqueIDs: a local user and a local role have a unique ID of
+// IAM's form, stable from start to start, that the Submission reads as the
+// owner's; every session of a role shares the role's. A principal created
+// anew under its name (Recreated) keeps its ARN and gets another ID, so the
+// Submission sees another owner; a Cognito identity is its own owner
+// whatever its pool role's ID.
+func TestLocalUniqueIDs(t *testing.T) {
+	t.Parallel()
+	owner := func(iam *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription) submission.Owner {
+		t.Helper()
+		o, err := submission.Principal(iam)
+		if err != nil {
+			t.Fatalf("the Submission refuses %+v: %v", iam, err)
+		}
+		return o
+	}
+	iamForm := func(id, prefix string) bool {
+		return len(id) == 21 && strings.HasPrefix(id, prefix) && strings.IndexFunc(id, func(r rune) bool { return (r < 'A' || r > 'Z') && (r < '2' || r > '7') }) < 0
+	}
+	alice := apigw.LocalUser(apigw.Credential{AccessKeyID: "alice"})
+	if alice.UserID != alice.CallerID || !iamForm(alice.UserID, apigw.UserIDPrefix) ||
+		!reflect.DeepEqual(apigw.LocalUser(apigw.Credential{AccessKeyID: "alice"}), alice) || apigw.LocalUser(apigw.Credential{AccessKeyID: "bob"}).UserID == alice.UserID {
+		t.Fatalf("alice: %+v", alice)
+	}
+	if o := owner(alice); o != (submission.Owner{Name: apigw.LocalUserARN("alice"), ID: alice.UserID}) {
+		t.Fatalf("alice's owner %+v", o)
+	}
+	ops1 := apigw.LocalRoleSession("OrderOperatorRole", apigw.Credential{AccessKeyID: "s1"})
+	ops2 := apigw.LocalRoleSession("OrderOperatorRole", apigw.Credential{AccessKeyID: "s2"})
+	roleID := apigw.LocalUniqueID(apigw.RoleIDPrefix, apigw.LocalRoleARN("OrderOperatorRole"), 0)
+	if ops1.UserID != roleID+":s1" || !iamForm(roleID, apigw.RoleIDPrefix) || owner(ops1) != owner(ops2) || owner(ops1).ID != roleID {
+		t.Fatalf("two sessions of a role: %+v, %+v", ops1, ops2)
+	}
+
+	seen := map[string]bool{}
+	for n := range 3 {
+		again := apigw.Recreated(alice, n)
+		session := apigw.Recreated(ops1, n)
+		if again.UserARN != alice.UserARN || again.AccessKey != alice.AccessKey || again.CallerID != again.UserID ||
+			session.UserARN != ops1.UserARN || !strings.HasSuffix(session.UserID, ":s1") {
+			t.Fatalf("incarnation %d: %+v, %+v", n, again, session)
+		}
+		for _, key := range []string{owner(again).Key(), owner(session).Key()} {
+			if seen[key] {
+				t.Fatalf("incarnation %d has the key %s of an earlier one", n, key)
+			}
+			seen[key] = true
+		}
+	}
+	if apigw.Recreated(alice, 0) != alice || !reflect.DeepEqual(apigw.Recreated(alice, 1), apigw.Recreated(alice, 1)) {
+		t.Fatal("incarnations are not stable")
+	}
+	pool, _ := apigw.LocalCognitoIdentity(apigw.Credential{AccessKeyID: "cognito-0a1b", Region: "eu-west-1"})
+	if apigw.Recreated(pool, 1) != pool || owner(pool).Name != submission.CognitoOwnerPrefix+"eu-west-1:"+apigw.LocalIdentityPoolGUID+"/eu-west-1:0a1b" {
+		t.Fatalf("a Cognito identity: %+v", owner(pool))
 	}
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/sasflow/sas/internal/cost"
 	"github.com/sasflow/sas/internal/localstack"
+	"github.com/sasflow/sas/internal/localstack/apigw"
 	"github.com/sasflow/sas/internal/localstack/remotesim"
 	"github.com/sasflow/sas/internal/localstack/sqsbridge"
 	"github.com/sasflow/sas/internal/localstack/streambridge"
@@ -248,7 +249,7 @@ func (r *rig) submit(ctx context.Context) error {
 		req.RequestContext.HTTP.Method = "POST"
 		req.RequestContext.RequestID = "cost-" + strconv.Itoa(i)
 		req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: "arn:aws:iam::000000000000:user/cost"}}
+			IAM: apigw.LocalUser(apigw.Credential{AccessKeyID: "cost"})}
 		var resp events.APIGatewayV2HTTPResponse
 		// Timed inside, sent outside, as traced does.
 		submit := segments.Wrap(r.tracer, time.Now, func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {

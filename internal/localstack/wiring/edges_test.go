@@ -240,8 +240,8 @@ func (e *env) operator(method, path, id string) events.APIGatewayV2HTTPResponse 
 	req.RequestContext.RequestID = "req-operator"
 	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-			AccessKey: "AKIAOPERATOR", AccountID: "111122223333", CallerID: "AIDAOPERATOR",
-			UserARN: testOperator, UserID: "AIDAOPERATOR",
+			AccessKey: "AKIAOPERATOR", AccountID: "111122223333", CallerID: "AIDAZ3EXAMPLEOPERATOR",
+			UserARN: testOperator, UserID: "AIDAZ3EXAMPLEOPERATOR",
 		},
 	}
 	resp, err := e.sys.Submission.Handle(e.ctx, req)

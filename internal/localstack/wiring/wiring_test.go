@@ -200,8 +200,8 @@ func (e *env) post(body, key string) events.APIGatewayV2HTTPResponse {
 func testClient() *events.APIGatewayV2HTTPRequestContextAuthorizerDescription {
 	return &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 		IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{
-			AccessKey: "AKIATESTCLIENT", AccountID: "111122223333", CallerID: "AIDATESTCLIENT",
-			UserARN: "arn:aws:iam::111122223333:user/test-client", UserID: "AIDATESTCLIENT",
+			AccessKey: "AKIATESTCLIENT", AccountID: "111122223333", CallerID: "AIDAZ3EXAMPLETCLIENT1",
+			UserARN: "arn:aws:iam::111122223333:user/test-client", UserID: "AIDAZ3EXAMPLETCLIENT1",
 		},
 	}
 }

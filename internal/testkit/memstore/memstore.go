@@ -89,7 +89,7 @@ func (s *Store) CreateOrder(_ context.Context, o workflow.Order, st workflow.Sta
 	defer s.mu.Unlock()
 	slot := ""
 	if o.IdempotencyKey != "" {
-		slot = statestore.KeySlot(o.Owner, o.IdempotencyKey)
+		slot = statestore.KeySlot(o.OwnerKey(), o.IdempotencyKey)
 		if _, ok := s.key(slot); ok {
 			return fmt.Errorf("create order %s: %w", o.OrderID, workflow.ErrKeyUsed)
 		}
@@ -100,7 +100,7 @@ func (s *Store) CreateOrder(_ context.Context, o workflow.Order, st workflow.Sta
 		return fmt.Errorf("create order %s: %w", o.OrderID, workflow.ErrExists)
 	}
 	if slot != "" {
-		s.keys[slot] = keyItem{workflow.KeyUse{OrderID: o.OrderID, Owner: o.Owner, RequestHash: o.RequestHash},
+		s.keys[slot] = keyItem{workflow.KeyUse{OrderID: o.OrderID, Owner: o.Owner, OwnerID: o.OwnerID, RequestHash: o.RequestHash},
 			o.KeyExpiresAt.Truncate(time.Second)}
 	}
 	o.ExpiresAt = o.ExpiresAt.Truncate(time.Second) // as a TTL is stored
@@ -135,9 +135,10 @@ func (s *Store) now() time.Time {
 // pastTTL reports whether a TTL (zero: none) has come at now.
 func pastTTL(at, now time.Time) bool { return !at.IsZero() && !now.Before(at) }
 
-// GetKey reads what an owner's key made; a forgotten key made nothing.
-func (s *Store) GetKey(_ context.Context, owner, key string) (workflow.KeyUse, error) {
-	slot := statestore.KeySlot(owner, key)
+// GetKey reads what the key of the owner matched on ownerKey made; a
+// forgotten key made nothing.
+func (s *Store) GetKey(_ context.Context, ownerKey, key string) (workflow.KeyUse, error) {
+	slot := statestore.KeySlot(ownerKey, key)
 	if err := s.fault("GetKey", workflow.Change{OrderID: slot}); err != nil {
 		return workflow.KeyUse{}, err
 	}
@@ -156,7 +157,7 @@ func (s *Store) GetKey(_ context.Context, owner, key string) (workflow.KeyUse, e
 func (s *Store) key(slot string) (keyItem, bool) {
 	k, ok := s.keys[slot]
 	if o, legacy := s.orders[slot]; !ok && legacy {
-		k, ok = keyItem{workflow.KeyUse{OrderID: o.OrderID, Owner: o.Owner, RequestHash: o.RequestHash}, o.ExpiresAt}, true
+		k, ok = keyItem{workflow.KeyUse{OrderID: o.OrderID, Owner: o.Owner, OwnerID: o.OwnerID, RequestHash: o.RequestHash}, o.ExpiresAt}, true
 	}
 	return k, ok && !pastTTL(k.expiresAt, s.now())
 }
@@ -312,12 +313,13 @@ func (s *Store) ListByState(ctx context.Context, state workflow.ProcessState, li
 	})
 }
 
-// ListByOwner pages through the orders owner submitted, newest first.
-func (s *Store) ListByOwner(ctx context.Context, owner string, limit int, cursor string) (statestore.Page, error) {
-	return s.page(ctx, statestore.OwnerListing(owner), limit, cursor, func() (index []entry) {
+// ListByOwner pages through the orders of the owner matched on ownerKey
+// (workflow.OwnerKey), newest first.
+func (s *Store) ListByOwner(ctx context.Context, ownerKey string, limit int, cursor string) (statestore.Page, error) {
+	return s.page(ctx, statestore.OwnerListing(ownerKey), limit, cursor, func() (index []entry) {
 		for id, o := range s.orders {
 			if o.Owner != "" {
-				index = append(index, entry{statestore.OwnerShard(o.Owner, id),
+				index = append(index, entry{statestore.OwnerShard(o.OwnerKey(), id),
 					statestore.Entry{OrderID: id, Sort: statestore.SortKey(o.CreatedAt, id)}})
 			}
 		}

@@ -54,6 +54,7 @@ func Run(t *testing.T, openAt Open) {
 	t.Run("WaitingIsListedAndFoundDue", func(t *testing.T) { t.Parallel(); waiting(t, open(t)) })
 	t.Run("ListByOwnerIsolatesOwners", func(t *testing.T) { t.Parallel(); listByOwner(t, open(t)) })
 	t.Run("ListByOwnerPagesEveryShardExactly", func(t *testing.T) { t.Parallel(); listByOwnerShards(t, open(t)) })
+	t.Run("OwnersAreMatchedOnTheirUniqueID", func(t *testing.T) { t.Parallel(); ownersByUniqueID(t, open(t)) })
 	t.Run("ListingsPageThroughTies", func(t *testing.T) { t.Parallel(); listingTies(t, open(t)) })
 	t.Run("RetentionIsWrittenWithTheChanges", func(t *testing.T) { t.Parallel(); retentionWritten(t, open(t)) })
 	t.Run("OrdersItemMovesWithTheRecord", func(t *testing.T) { t.Parallel(); ordersItemMovesWithTheRecord(t, open(t)) })
@@ -679,6 +680,55 @@ func listByOwner(t *testing.T, s statestore.Port) {
 	}
 	if none, err := s.ListByOwner(ctx, "owner-c", 5, ""); err != nil || len(none.States) != 0 {
 		t.Errorf("a caller with no orders lists %+v, %v", none, err)
+	}
+}
+
+// ownersByUniqueID: two principals of one ARN, the second created anew
+// under the first one's name, and an order of that ARN written before
+// unique IDs were recorded, are three owners: each lists only its orders,
+// refuses the others' cursors, and has keys of its own, while the orders
+// and records keep the ARN and the ID as written.
+func ownersByUniqueID(t *testing.T, s statestore.Port) {
+	ctx := context.Background()
+	const arn, before, after = "arn:aws:iam::123456789012:user/re", "AIDAPREDECESSOR00001", "AIDASUCCESSOR0000001"
+	keyed := func(id, ownerID, key string, at time.Time) {
+		t.Helper()
+		o, st := newOrder(id, arn, at)
+		o.OwnerID, st.OwnerID = ownerID, ownerID
+		if key != "" {
+			o.IdempotencyKey, o.KeyExpiresAt = key, at.Add(machine.Policy.Retention)
+		}
+		if err := s.CreateOrder(ctx, o, st); err != nil {
+			t.Fatalf("create %s: %v", id, err)
+		}
+	}
+	keyed("o-u-old-0", before, "k", t0)
+	keyed("o-u-old-1", before, "", t0.Add(time.Second))
+	keyed("o-u-new-0", after, "k", t0.Add(2*time.Second))
+	keyed("o-u-legacy", "", "k", t0.Add(3*time.Second))
+	if o, err := s.GetOrder(ctx, "o-u-old-0"); err != nil || o.Owner != arn || o.OwnerID != before {
+		t.Fatalf("GetOrder = %+v, %v; want owner %s, %s", o, err, arn, before)
+	}
+	if st := get(t, s, "o-u-new-0"); st.Owner != arn || st.OwnerID != after || st.OwnerKey() != after {
+		t.Fatalf("the record's owner %q, %q", st.Owner, st.OwnerID)
+	}
+	for key, want := range map[string][]string{before: {"o-u-old-1", "o-u-old-0"}, after: {"o-u-new-0"}, arn: {"o-u-legacy"}} {
+		got := listAll(t, func(cursor string) (statestore.Page, error) { return s.ListByOwner(ctx, key, 1, cursor) }, func(workflow.State) {})
+		if !slices.Equal(got, want) {
+			t.Errorf("%s lists %v, want %v", key, got, want)
+		}
+		if k, err := s.GetKey(ctx, key, "k"); err != nil || k.OrderID != want[len(want)-1] || k.Owner != arn || k.OwnerKey() != key {
+			t.Errorf("%s's key names %+v, %v", key, k, err)
+		}
+	}
+	page, err := s.ListByOwner(ctx, before, 1, "")
+	if err != nil || page.Next == "" {
+		t.Fatalf("the first page of %s: %+v, %v", before, page, err)
+	}
+	for _, other := range []string{after, arn} {
+		if _, err := s.ListByOwner(ctx, other, 1, page.Next); !errors.Is(err, statestore.ErrBadCursor) {
+			t.Errorf("%s's cursor used by %s: %v", before, other, err)
+		}
 	}
 }
 
