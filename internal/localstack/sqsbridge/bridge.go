@@ -28,6 +28,7 @@ type Handler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventRespo
 type Client interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
 var _ Client = (*sqs.Client)(nil)
@@ -45,6 +46,15 @@ const (
 	// idlePause keeps Run from spinning on an empty queue when WaitTime is
 	// too short to long-poll.
 	idlePause = 200 * time.Millisecond
+	// receiveMargin is how long a receive may take beyond its long poll
+	// before the poller gives up on its answer: room for an engine slowed
+	// down by a loaded machine. A receive given up on may have taken a
+	// batch that then stays invisible for the visibility timeout, so it is
+	// reported, never retried.
+	receiveMargin = 20 * time.Second
+	// settleTimeout bounds the delete or the give-back that finishes a
+	// batch, which a stopping poller still makes.
+	settleTimeout = 20 * time.Second
 )
 
 // ErrBatchFailed marks a batch the handler failed as a whole, by returning
@@ -75,33 +85,44 @@ type Bridge struct {
 
 // PollOnce receives one batch, gives it to the handler if it is not empty,
 // and deletes the messages the handler did not report as failed. It returns
-// how many messages it received. A batch the handler failed as a whole
-// yields an error wrapping ErrBatchFailed.
-func (b *Bridge) PollOnce(ctx context.Context) (received int, err error) {
+// how many messages it gave the handler. A batch the handler failed as a
+// whole yields an error wrapping ErrBatchFailed.
+//
+// A receive, once sent, is never abandoned: the engine takes the messages
+// that arrive during its long poll whether or not anyone still waits for
+// the answer, and a batch whose answer is lost stays invisible for the
+// whole visibility timeout with no handler having seen it. So ctx ending
+// (the poller stopping) does not cut the receive short: it runs to the end
+// of its wait, bounded by WaitTime plus receiveMargin, and a batch that
+// arrives after ctx ended is given back at once (visibility 0), unhandled.
+// Nor does the SDK retry a receive: a retry after an answer lost on the way
+// back would lose that answer's batch silently, where a failed receive is
+// reported.
+func (b *Bridge) PollOnce(ctx context.Context) (handled int, err error) {
 	if err := b.validate(); err != nil {
 		return 0, err
 	}
-	out, err := b.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(b.QueueURL),
-		MaxNumberOfMessages:         int32(b.batchSize()),
-		WaitTimeSeconds:             int32((b.WaitTime + time.Second - 1) / time.Second),
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		MessageAttributeNames:       []string{"All"},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("receive from %s: %w", b.QueueURL, err)
+	if err := ctx.Err(); err != nil {
+		return 0, err
 	}
-	if len(out.Messages) == 0 {
+	msgs, err := b.receive(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if len(msgs) == 0 {
 		return 0, nil
 	}
-	ev := b.event(out.Messages)
+	if ctx.Err() != nil {
+		return 0, b.giveBack(ctx, msgs)
+	}
+	ev := b.event(msgs)
 	resp, err := esm.Call(ctx, b.Handler, ev)
 	if err != nil {
-		return len(out.Messages), fmt.Errorf("%w: handler for %s: %w", ErrBatchFailed, b.QueueURL, err)
+		return len(msgs), fmt.Errorf("%w: handler for %s: %w", ErrBatchFailed, b.QueueURL, err)
 	}
 	keep, err := failedItems(ev, resp)
 	if err != nil {
-		return len(out.Messages), fmt.Errorf("%w: handler for %s: %w", ErrBatchFailed, b.QueueURL, err)
+		return len(msgs), fmt.Errorf("%w: handler for %s: %w", ErrBatchFailed, b.QueueURL, err)
 	}
 	var done []events.SQSMessage
 	for _, m := range ev.Records {
@@ -109,7 +130,54 @@ func (b *Bridge) PollOnce(ctx context.Context) (received int, err error) {
 			done = append(done, m)
 		}
 	}
-	return len(out.Messages), b.delete(ctx, done)
+	// The handler is done with them: a poller stopping now still deletes
+	// them, or they would run again.
+	return len(msgs), b.delete(ctx, done)
+}
+
+// receive makes one ReceiveMessage call that neither ctx's end nor an SDK
+// retry cuts short (see PollOnce).
+func (b *Bridge) receive(ctx context.Context) ([]types.Message, error) {
+	wait := (b.WaitTime + time.Second - 1) / time.Second
+	limit := time.Duration(wait)*time.Second + receiveMargin
+	if wait == 0 {
+		limit = MaxWaitTime + receiveMargin // the queue's own wait, at most MaxWaitTime
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	defer cancel()
+	out, err := b.Client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(b.QueueURL),
+		MaxNumberOfMessages:         int32(b.batchSize()),
+		WaitTimeSeconds:             int32(wait),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{"All"},
+	}, noRetry)
+	if err != nil {
+		return nil, fmt.Errorf("receive from %s: %w", b.QueueURL, err)
+	}
+	return out.Messages, nil
+}
+
+// noRetry makes one attempt of a call.
+func noRetry(o *sqs.Options) { o.RetryMaxAttempts = 1 }
+
+// giveBack makes msgs visible again at once, for another poller to take.
+func (b *Bridge) giveBack(ctx context.Context, msgs []types.Message) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(msgs))
+	for i, m := range msgs {
+		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}
+	}
+	out, err := b.Client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(b.QueueURL), Entries: entries})
+	if err != nil {
+		return fmt.Errorf("give %d message(s) received while stopping back to %s: %w", len(msgs), b.QueueURL, err)
+	}
+	if len(out.Failed) > 0 {
+		return fmt.Errorf("give messages received while stopping back to %s: %d failed, so they come back after the visibility timeout: %s",
+			b.QueueURL, len(out.Failed), failures(out.Failed, len(msgs), func(i int) string { return aws.ToString(msgs[i].MessageId) }))
+	}
+	return nil
 }
 
 // Run polls until ctx is done, then returns nil. Errors do not stop it: they
@@ -123,6 +191,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 		n, err := b.PollOnce(ctx)
 		switch {
 		case ctx.Err() != nil:
+			// Stopping: only what the stop did not cause is a failure, such
+			// as a batch that could not be given back.
+			if err != nil && !errors.Is(err, context.Canceled) && b.OnError != nil {
+				b.OnError(err)
+			}
 			return 0
 		case err != nil:
 			if b.OnError != nil {
@@ -231,6 +304,8 @@ func (b *Bridge) delete(ctx context.Context, msgs []events.SQSMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
 	entries := make([]types.DeleteMessageBatchRequestEntry, len(msgs))
 	for i, m := range msgs {
 		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.ReceiptHandle)}
@@ -242,14 +317,20 @@ func (b *Bridge) delete(ctx context.Context, msgs []events.SQSMessage) error {
 	if len(out.Failed) == 0 {
 		return nil
 	}
-	failed := make([]string, len(out.Failed))
-	for i, f := range out.Failed {
-		id := aws.ToString(f.Id)
-		if n, err := strconv.Atoi(id); err == nil && n >= 0 && n < len(msgs) {
-			id = msgs[n].MessageId
-		}
-		failed[i] = fmt.Sprintf("%s (%s: %s)", id, aws.ToString(f.Code), aws.ToString(f.Message))
-	}
 	return fmt.Errorf("delete handled messages from %s: %d failed, so they will be handled again: %s",
-		b.QueueURL, len(failed), strings.Join(failed, "; "))
+		b.QueueURL, len(out.Failed), failures(out.Failed, len(msgs), func(i int) string { return msgs[i].MessageId }))
+}
+
+// failures names the failed entries of a batch call on n messages whose
+// entry IDs are the messages' indexes, by the message IDs id gives.
+func failures(failed []types.BatchResultErrorEntry, n int, id func(int) string) string {
+	names := make([]string, len(failed))
+	for i, f := range failed {
+		name := aws.ToString(f.Id)
+		if k, err := strconv.Atoi(name); err == nil && k >= 0 && k < n {
+			name = id(k)
+		}
+		names[i] = fmt.Sprintf("%s (%s: %s)", name, aws.ToString(f.Code), aws.ToString(f.Message))
+	}
+	return strings.Join(names, "; ")
 }

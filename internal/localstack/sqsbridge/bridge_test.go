@@ -23,6 +23,7 @@ const (
 type fakeClient struct {
 	receive func(*sqs.ReceiveMessageInput) (*sqs.ReceiveMessageOutput, error)
 	del     func(*sqs.DeleteMessageBatchInput) (*sqs.DeleteMessageBatchOutput, error)
+	back    func(*sqs.ChangeMessageVisibilityBatchInput) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
 func (f fakeClient) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
@@ -31,6 +32,10 @@ func (f fakeClient) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInpu
 
 func (f fakeClient) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
 	return f.del(in)
+}
+
+func (f fakeClient) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	return f.back(in)
 }
 
 func messages(ids ...string) []types.Message {
@@ -309,5 +314,149 @@ func TestRunReportsErrorsAndStops(t *testing.T) {
 	}
 	if calls != 2 || len(reported) != 1 || !errors.Is(reported[0], ErrBatchFailed) {
 		t.Errorf("calls = %d, reported = %v", calls, reported)
+	}
+}
+
+// stopClient is a Client that records the contexts and calls it gets.
+type stopClient struct {
+	onReceive  func() // runs while the receive is in flight
+	received   int
+	live       []bool // per call: its context was not done
+	deleted    []string
+	givenBack  []string
+	backFailed []string // entry IDs the give-back reports failed
+}
+
+func (c *stopClient) ReceiveMessage(ctx context.Context, _ *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	c.received++
+	o := sqs.Options{RetryMaxAttempts: 3}
+	for _, f := range optFns {
+		f(&o)
+	}
+	if o.RetryMaxAttempts != 1 {
+		return nil, errors.New("the receive may be retried")
+	}
+	if c.onReceive != nil {
+		c.onReceive()
+	}
+	c.live = append(c.live, ctx.Err() == nil)
+	return &sqs.ReceiveMessageOutput{Messages: messages("a", "b", "c")}, nil
+}
+
+func (c *stopClient) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	c.live = append(c.live, ctx.Err() == nil)
+	for _, e := range in.Entries {
+		c.deleted = append(c.deleted, aws.ToString(e.ReceiptHandle))
+	}
+	return &sqs.DeleteMessageBatchOutput{}, nil
+}
+
+func (c *stopClient) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	c.live = append(c.live, ctx.Err() == nil)
+	out := &sqs.ChangeMessageVisibilityBatchOutput{}
+	for _, e := range in.Entries {
+		if e.VisibilityTimeout != 0 {
+			return nil, errors.New("visibility not 0")
+		}
+		c.givenBack = append(c.givenBack, aws.ToString(e.ReceiptHandle))
+		if slices.Contains(c.backFailed, aws.ToString(e.Id)) {
+			out.Failed = append(out.Failed, types.BatchResultErrorEntry{Id: e.Id, Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("gone")})
+		}
+	}
+	return out, nil
+}
+
+// TestAStoppingPollerFinishesItsBatch: a poller that stops (its context
+// ends) lets the receive it made, the delete and the give-back run to
+// their end on a context of their own; a batch received after it stopped
+// goes back to the queue at once instead of to the handler; a poller
+// already stopped receives nothing.
+func TestAStoppingPollerFinishesItsBatch(t *testing.T) {
+	tests := []struct {
+		name          string
+		stopBefore    bool // the poller stopped before PollOnce
+		stopReceiving bool // it stops while the receive is in flight
+		stopHandling  bool // it stops while the handler runs
+		backFailed    []string
+		wantN         int
+		wantHandled   bool
+		wantDeleted   []string
+		wantGivenBack []string
+		wantErr       string
+	}{
+		{name: "running", wantN: 3, wantHandled: true, wantDeleted: []string{"rh-a", "rh-b", "rh-c"}},
+		{name: "stopped before", stopBefore: true, wantErr: "context canceled"},
+		{name: "stopped while receiving", stopReceiving: true, wantGivenBack: []string{"rh-a", "rh-b", "rh-c"}},
+		{
+			name: "give-back refused", stopReceiving: true, backFailed: []string{"2"},
+			wantGivenBack: []string{"rh-a", "rh-b", "rh-c"}, wantErr: "1 failed, so they come back after the visibility timeout: c (ReceiptHandleIsInvalid",
+		},
+		{name: "stopped while handling", stopHandling: true, wantN: 3, wantHandled: true, wantDeleted: []string{"rh-a", "rh-b", "rh-c"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			if tc.stopBefore {
+				stop()
+			}
+			c := &stopClient{backFailed: tc.backFailed}
+			if tc.stopReceiving {
+				c.onReceive = stop
+			}
+			handled := false
+			b := &Bridge{Client: c, QueueURL: testURL, QueueARN: testARN, WaitTime: time.Second,
+				Handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+					handled = true
+					if tc.stopHandling {
+						stop()
+					}
+					return events.SQSEventResponse{}, nil
+				}}
+			n, err := b.PollOnce(ctx)
+			if n != tc.wantN || handled != tc.wantHandled {
+				t.Errorf("PollOnce = %d, handled %v; want %d, %v", n, handled, tc.wantN, tc.wantHandled)
+			}
+			if (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+			wantReceives := 1
+			if tc.stopBefore {
+				wantReceives = 0
+			}
+			if c.received != wantReceives {
+				t.Errorf("received %d times, want %d", c.received, wantReceives)
+			}
+			if !slices.Equal(c.deleted, tc.wantDeleted) || !slices.Equal(c.givenBack, tc.wantGivenBack) {
+				t.Errorf("deleted %v, given back %v; want %v, %v", c.deleted, c.givenBack, tc.wantDeleted, tc.wantGivenBack)
+			}
+			if slices.Contains(c.live, false) {
+				t.Errorf("calls on a done context: %v", c.live)
+			}
+		})
+	}
+}
+
+// TestRunReportsABatchItCouldNotGiveBack: a poller that stops while its
+// receive is in flight and cannot give the batch back says so, though it
+// is stopping.
+func TestRunReportsABatchItCouldNotGiveBack(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var reported []error
+	b := &Bridge{
+		Client:   &stopClient{onReceive: stop, backFailed: []string{"0"}},
+		QueueURL: testURL, QueueARN: testARN, WaitTime: time.Second,
+		Handler: func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+			t.Error("handler called")
+			return events.SQSEventResponse{}, nil
+		},
+		OnError: func(err error) { reported = append(reported, err) },
+	}
+	if err := b.Run(ctx); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "a (ReceiptHandleIsInvalid") {
+		t.Errorf("reported %v, want the batch not given back", reported)
 	}
 }

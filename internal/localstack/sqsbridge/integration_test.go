@@ -6,9 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,5 +232,94 @@ func TestBridgeAlwaysFailingEndsInDLQ(t *testing.T) {
 	defer mu.Unlock()
 	if len(runErrs) != 0 {
 		t.Errorf("Run reported %v; item failures are not errors", runErrs)
+	}
+}
+
+// TestAReceiveTheMappingAbandonedLosesNoBatch: a poller stopped while the
+// engine holds its long poll does not abandon the receive. The engine
+// takes the messages that arrive during the wait whether or not the
+// client is still listening, and would keep them invisible for the whole
+// visibility timeout; the stopping poller waits for the answer instead
+// and gives the batch back at once, unhandled, so the next poller gets it
+// within seconds.
+func TestAReceiveTheMappingAbandonedLosesNoBatch(t *testing.T) {
+	t.Parallel()
+	c := enginetest.SQS(t)
+	q := enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), enginetest.QueueOptions{VisibilityTimeout: 5 * time.Minute})
+	stopped := &recorder{}
+	b := newBridge(c, q, stopped.handle)
+	b.WaitTime = sqsbridge.MaxWaitTime
+
+	// Stop the poller as soon as its receive is on the wire: the engine
+	// holds it, waiting for a message.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var once sync.Once
+	onTheWire := make(chan struct{})
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(func() { close(onTheWire) }) },
+	})
+	polled := make(chan error, 1)
+	go func() {
+		_, err := b.PollOnce(ctx)
+		polled <- err
+	}()
+	<-onTheWire
+	stop()
+	send(t, c, q.URL, "sent-while-the-poller-stopped")
+	if err := <-polled; err != nil {
+		t.Errorf("the stopped poll: %v", err)
+	}
+	if n := len(stopped.seen()); n != 0 {
+		t.Errorf("the stopped poller handed %d message(s) to its handler", n)
+	}
+
+	next := &recorder{}
+	pollUntil(t, newBridge(c, q, next.handle), 1)
+	// Its second receive: the stopped poller's took it and gave it back.
+	if got := next.seen(); len(got) != 1 || got[0].Body != "sent-while-the-poller-stopped" || got[0].Attributes["ApproximateReceiveCount"] != "2" {
+		t.Errorf("the next poller handled %+v, want the message on its second receive", got)
+	}
+}
+
+// loseFirstReceive is a transport on which the first ReceiveMessage
+// reaches the engine and is answered, and the answer is lost on the way
+// back, as a connection reset does.
+type loseFirstReceive struct {
+	next http.RoundTripper
+	lost atomic.Bool
+}
+
+func (l *loseFirstReceive) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.next.RoundTrip(req)
+	if err != nil || req.Header.Get("X-Amz-Target") != "AmazonSQS.ReceiveMessage" || l.lost.Swap(true) {
+		return resp, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+}
+
+// TestAReceiveWhoseAnswerWasLostIsReported: a receive whose answer was
+// lost after the engine took its batch is not retried, and the poller says
+// so. The batch stays invisible until its visibility timeout whatever the
+// poller does; a retry that came back empty (or with other messages) would
+// only hide that it is missing.
+func TestAReceiveWhoseAnswerWasLostIsReported(t *testing.T) {
+	t.Parallel()
+	lossy := &loseFirstReceive{next: http.DefaultTransport}
+	c := enginetest.SQS(t, func(o *sqs.Options) { o.HTTPClient = &http.Client{Transport: lossy} })
+	q := enginetest.CreateQueue(t, c, enginetest.UniqueName(t, "q"), enginetest.QueueOptions{VisibilityTimeout: 5 * time.Minute})
+	send(t, c, q.URL, "answer-lost")
+	rec := &recorder{}
+	n, err := newBridge(c, q, rec.handle).PollOnce(context.Background())
+	if !lossy.lost.Load() {
+		t.Fatal("no receive was made")
+	}
+	if n != 0 || err == nil || !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("PollOnce = %d, %v; want 0 and the reset connection", n, err)
+	}
+	if v, f := counts(t, c, q.URL); v != "0" || f != "1" {
+		t.Errorf("%s visible, %s in flight; want the lost batch in flight", v, f)
 	}
 }
