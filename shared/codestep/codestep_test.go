@@ -669,3 +669,26 @@ func TestAnUndoRefusedForGoodRunsAgainOnceFixed(t *testing.T) {
 		t.Fatalf("the effect's entry after the undo: %+v", e)
 	}
 }
+
+// An order in Error or CompensationFailed is kept for good, and an
+// operator may retry it years later: a ledger entry must outlive it. The
+// entry has no TTL until the Timer gives it its order's, once the order
+// ended for good; a retry two days later (past the shortest retention, a
+// day) replays the recorded output and does not run the step again.
+func TestAnEntryOutlivesARetryDaysLater(t *testing.T) {
+	t.Parallel()
+	st := &counted{}
+	f := newFixture(t, st)
+	first, err := f.svc.Do(tryCtx(t), request("o-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(2 * workflow.MinRetention)
+	again, err := f.svc.Do(tryCtx(t), request("o-1"))
+	if err != nil || string(again) != string(first) {
+		t.Fatalf("the retry two days later: %s, %v; want the recorded %s", again, err, first)
+	}
+	if runs, _ := st.counts(); runs != 1 {
+		t.Fatalf("the step ran %d times, want once: its entry expired under an order that may still try its key", runs)
+	}
+}
