@@ -40,7 +40,7 @@ func (s *Sim) serveCompensate(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, "bad_request", "the compensation needs an Idempotency-Key other than its effectKey")
 		return
 	}
-	s.serve(w, r, key, func(f Faults) bool { return slices.Contains(f.RejectUndo, step) },
+	s.serve(w, r, key, Injection{OrderID: req.OrderID, Step: step, Undo: true}, func(f Faults) bool { return slices.Contains(f.RejectUndo, step) },
 		fmt.Sprintf("compensation of step %s of order %s rejected", step, req.OrderID),
 		func() outcome { return s.undo(key, req) })
 }
