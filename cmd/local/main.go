@@ -190,11 +190,11 @@ func run(args []string, out io.Writer) error {
 		if sum.Err() != nil {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d waits=%d supervisor-retries=%d replica-failed-tries=%d replica-retries=%d code-effects=%d code-reruns=%d injected[%s] outages=%d: %s\n",
+		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d waits=%d supervisor-retries=%d replica-failed-tries=%d replica-repeats=%d replica-retries=%d code-effects=%d code-reruns=%d injected[%s] outages=%d: %s\n",
 			o.Seed, sum.Submitted, sum.Submitted-sum.InFlight, sum.Compensated, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.LeftApplied),
 			sum.NotUndoable, len(sum.Unreported),
 			len(sum.StaleCommits), len(sum.OverThreshold), len(sum.Unbounded), len(sum.Orphans), len(sum.UndoErrors), len(sum.EventErrors),
-			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Waits, sum.SupervisorRetries, sum.ReplicaFailedTries, sum.ReplicaRetries, sum.CodeSteps, sum.CodeReruns, sum.Injected, sum.Outages, verdict)
+			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Waits, sum.SupervisorRetries, sum.ReplicaFailedTries, sum.ReplicaRepeats, sum.ReplicaRetries, sum.CodeSteps, sum.CodeReruns, sum.Injected, sum.Outages, verdict)
 	}
 	return sum.Err()
 }

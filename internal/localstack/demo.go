@@ -98,10 +98,16 @@ type Summary struct {
 	// From the handlers' transition logs. Waits counts the extended waits
 	// of steps whose retry policy waits (Waiting).
 	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults, Waits int
+	// RetryCauses and StaleCauses count the Supervisor's retries and the
+	// stale replies by what made each claim outlive its deadline: a fault
+	// the run injected into it, or its wait in the queue (Cause).
+	RetryCauses, StaleCauses map[Cause]int
 	// Under chaos's replica fault: the Agents' tries that failed on a
-	// replica at fault, and the Supervisor's retries of steps that had one
-	// (the routing's goal is none).
-	ReplicaFailedTries, ReplicaRetries int
+	// replica at fault; the tries sent back to one after a try of the same
+	// claim had failed there while another replica could take it; and the
+	// Supervisor's retries the fault caused (RetryCauses). The routing's
+	// goal is no repeat and no retry.
+	ReplicaFailedTries, ReplicaRepeats, ReplicaRetries int
 	// RecoveredBySupervisor counts Processed orders that the Supervisor
 	// retried or requeued at least once.
 	RecoveredBySupervisor int
@@ -216,6 +222,8 @@ summary (%v)
               stopped with an effect that has no undo, told in LastError and an alert %d · not told %d
   recovery    Supervisor retries %d · requeues %d · extended waits %d (%d notices) · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
+              retries by cause: %s
+              stale replies by cause: %s
   events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
   alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed · %d dispatch-failed
   remote      %d calls · %d completed steps · effects per key: %s
@@ -232,6 +240,7 @@ summary (%v)
 		s.NotUndoable, len(s.Unreported),
 		s.SupervisorRetries, s.Requeues, s.Waits, s.WaitNotices, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
+		causeLine(s.RetryCauses), causeLine(s.StaleCauses),
 		s.Events, s.EventDeliveries, len(s.EventErrors),
 		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed, s.DispatchAlerts,
 		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
@@ -261,6 +270,19 @@ func versionTable(s Summary) string {
 	}
 	fmt.Fprintf(&b, "              orders on another version than they named, or effects of another version's steps: %d\n", len(s.VersionErrors))
 	return b.String()
+}
+
+// causeLine lists counts by cause, most first: "queue wait 3 · agent
+// crash 2", or "none".
+func causeLine(m map[Cause]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, c := range causeOrder(m) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, m[c]))
+	}
+	return strings.Join(parts, " · ")
 }
 
 func chaosLine(s Summary) string {
@@ -381,10 +403,26 @@ summarize:
 	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
 	sum.StaleReplies, sum.GaveUp, sum.PermanentFaults = counts[workflow.TransitionStaleReply], counts[workflow.TransitionGaveUp], counts[workflow.TransitionFailed]
 	sum.Waits = counts[workflow.TransitionWaiting]
-	sum.ReplicaFailedTries, sum.ReplicaRetries = d.Tap.ReplicaFaults()
+	sum.ReplicaFailedTries, sum.ReplicaRepeats = d.Tap.ReplicaFaults()
+	sum.RetryCauses, sum.StaleCauses = d.attribute()
+	sum.ReplicaRetries = sum.RetryCauses[CauseReplica]
 	sum.AgentCrashes = d.Stack.Crashes()
 	sum.RemoteCalls = d.Stack.Sim.Calls()
 	return sum, nil
+}
+
+// attribute names the cause of every Supervisor retry and stale reply from
+// what the run recorded: each claim's request on its way to the Agents
+// (Stack.claims), the remote's faults, the replica faults the Agents met,
+// chaos's strikes and the engine outages.
+func (d Demo) attribute() (retries, stales map[Cause]int) {
+	marks := slices.Concat(remoteMarks(d.Stack.Sim.Injections()), d.Tap.replicaMarks(), d.Stack.outageMarksSoFar())
+	if in := d.Stack.chaos; in != nil {
+		marks = append(marks, chaosMarks(in.Strikes())...)
+	}
+	a := newAttribution(d.Stack.claims.snapshot(), marks, d.Stack.lease, d.Stack.agentLag)
+	r, s := d.Tap.events()
+	return a.count(r), a.count(s)
 }
 
 func (d Demo) progress(c map[workflow.Transition]int, total, done int, elapsed time.Duration) {

@@ -44,6 +44,7 @@ import (
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/codestep"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
@@ -251,6 +252,14 @@ type Stack struct {
 	policy    workflow.Policy
 	workflows workflow.Catalog
 	chaos     *chaos.Injector
+	// claims records each claim's request as the Agents' event source
+	// mappings hand it over, and its reply as sent; outageMarks the engine
+	// outages; agentLag the Agents' clocks' lag: what the attribution of
+	// retries reads (Cause).
+	claims      claims
+	outageMu    sync.Mutex
+	outageMarks []mark
+	agentLag    bool
 
 	ddbProxy, awsProxy *outageProxy
 	outageCount        atomic.Int64
@@ -282,7 +291,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	s := &Stack{log: o.Log, policy: o.Policy, workflows: o.Workflows, chaos: o.Chaos}
+	s := &Stack{log: o.Log, policy: o.Policy, workflows: o.Workflows, chaos: o.Chaos, agentLag: o.AgentLag > 0}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	fail := func(err error) (*Stack, error) {
@@ -379,8 +388,19 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		lag.Advance(-o.AgentLag)
 		sysOpts.AgentClock = lag
 	}
+	// The Agents' replies are noted as sent (Stack.claims), under chaos's
+	// faults: a reply chaos kills was never sent.
+	sysOpts.WrapSender = func(role string, snd wiring.Sender) wiring.Sender {
+		if role == topology.Agent {
+			snd = replySender{next: snd, claims: &s.claims}
+		}
+		if o.Chaos != nil {
+			snd = o.Chaos.Sender(role, snd)
+		}
+		return snd
+	}
 	if o.Chaos != nil {
-		sysOpts.WrapStore, sysOpts.WrapSender, sysOpts.WrapEvents = o.Chaos.Store, o.Chaos.Sender, o.Chaos.Events
+		sysOpts.WrapStore, sysOpts.WrapEvents = o.Chaos.Store, o.Chaos.Events
 		sysOpts.WrapDeadlines = o.Chaos.Deadlines
 	}
 	s.Sys, err = wiring.Build(ctx, sysOpts)
@@ -428,9 +448,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			}
 			if i < 2 {
 				p.Handler = schedulers[j%len(schedulers)]
-			}
-			if i >= 2 && o.Crash > 0 {
-				p.Handler = s.crashing(b.Handler, o.Crash, seed)
+			} else {
+				p.Handler = s.agent(b.Handler, o.Crash, seed)
 			}
 			s.wg.Go(func() { _ = p.Run(runCtx) })
 		}
@@ -497,6 +516,10 @@ func (s *Stack) outages(ctx context.Context, every, length time.Duration) {
 		}
 		s.outageCount.Add(1)
 		s.log.Warn("chaos: engine unreachable", slog.String("engine", name), slog.Duration("for", length))
+		now := time.Now()
+		s.outageMu.Lock()
+		s.outageMarks = append(s.outageMarks, mark{cause: CauseOutage, from: now, to: now.Add(length), phase: phaseRequest})
+		s.outageMu.Unlock()
 		p.outage(length)
 	}
 }
@@ -533,11 +556,19 @@ func (s *Stack) replicaFaults(ctx context.Context, in *chaos.Injector, steps []s
 		}
 		struck = s.Replicas[o.Replica]
 		s.log.Warn(msgReplicaAtFault, slog.String("replica", struck.URL()), slog.String("fault", o.Fault.String()),
-			slog.Duration("for", ReplicaFaultPeriod))
+			slog.Duration("for", ReplicaFaultPeriod), slog.Duration("slow", o.Fault.Slow))
 		if err := struck.SetFault(o.Fault); err != nil {
 			s.log.Warn("chaos: replica fault not set", slog.String("replica", struck.URL()), slog.Any("error", err))
 		}
 	}
+}
+
+// outageMarksSoFar returns the engine outages so far, as marks of every
+// order.
+func (s *Stack) outageMarksSoFar() []mark {
+	s.outageMu.Lock()
+	defer s.outageMu.Unlock()
+	return slices.Clone(s.outageMarks)
 }
 
 // StopOutages ends the engine outages, for the final reads.
@@ -581,22 +612,49 @@ func routes() []apigw.Route {
 
 var errCrash = errors.New("localrun: simulated crash of the Agent invocation")
 
-// crashing kills an invocation before it starts with probability p, decided
-// by the seed, the batch's first message and its receive count, so a seed
-// kills the same deliveries in a replay.
-func (s *Stack) crashing(h sqsbridge.Handler, p float64, seed uint64) sqsbridge.Handler {
+// agent is an Agent's handler as its event source mapping invokes it: it
+// kills an invocation before it starts with probability crash, decided by
+// the seed, the batch's first message and its receive count, so a seed
+// kills the same deliveries in a replay; and it notes when each request
+// reached an invocation, and whether that one was killed (Stack.claims).
+func (s *Stack) agent(h sqsbridge.Handler, crash float64, seed uint64) sqsbridge.Handler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		if len(ev.Records) == 0 {
 			return h(ctx, ev)
 		}
 		r := ev.Records[0]
 		n, _ := strconv.Atoi(r.Attributes["ApproximateReceiveCount"])
-		if draw.Unit(seed, "crash|"+chaos.MessageOp(r.EventSourceARN, r.Body), uint64(n)) >= p {
+		crashed := crash > 0 && draw.Unit(seed, "crash|"+chaos.MessageOp(r.EventSourceARN, r.Body), uint64(n)) < crash
+		now := time.Now()
+		for _, r := range ev.Records {
+			if req, err := message.DecodeAgentRequest(r.Body); err == nil {
+				s.claims.delivered(req, s.budget(req), now, crashed)
+			}
+		}
+		if !crashed {
 			return h(ctx, ev)
 		}
 		s.crashes.Add(1)
 		return events.SQSEventResponse{}, errCrash
 	}
+}
+
+// budget is the Budget of req's step in its order's version.
+func (s *Stack) budget(req message.AgentRequest) time.Duration {
+	if d, err := s.workflows.Resolve(req.Workflow); err == nil && req.StepIndex < len(d.Steps) {
+		return d.Steps[req.StepIndex].Budget
+	}
+	return s.lease(req.Step)
+}
+
+// lease is a step's longest lease of any version (Wait plus Budget).
+func (s *Stack) lease(step string) time.Duration {
+	for _, a := range s.workflows.Agents() {
+		if a.Name == step {
+			return a.Lease()
+		}
+	}
+	return 0
 }
 
 // supervise fires a Supervisor like the EventBridge rule. A run that dies
