@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -52,6 +54,9 @@ type Demo struct {
 	// default's current version). Empty: every order names none.
 	// DemoVersions makes it.
 	Workflows []string
+
+	// shed counts the 429s the clients got so far (Summary.Shed).
+	shed *atomic.Int64
 }
 
 // Summary is what a demo did, read back from the state records, the remote
@@ -95,6 +100,10 @@ type Summary struct {
 	Unbounded []string
 	// Rejected submissions got no 202 (they would be client mistakes here).
 	Rejected int
+	// Shed counts the 429s of the admission check: each client waited its
+	// Retry-After and submitted the order again under the same
+	// Idempotency-Key, as a client of the API should.
+	Shed int
 	// From the handlers' transition logs. Waits counts the extended waits
 	// of steps whose retry policy waits (Waiting).
 	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults, Waits int
@@ -217,7 +226,7 @@ func (s Summary) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, `
 summary (%v)
-  orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
+  orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d · shed (429, then resubmitted) %d
 %s  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
               stopped with an effect that has no undo, told in LastError and an alert %d · not told %d
   recovery    Supervisor retries %d · requeues %d · extended waits %d (%d notices) · orders recovered by the Supervisor %d
@@ -234,7 +243,7 @@ summary (%v)
 %s  verdict     %s
 `,
 		s.Elapsed.Round(100*time.Millisecond),
-		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected,
+		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected, s.Shed,
 		versionTable(s),
 		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeftApplied),
 		s.NotUndoable, len(s.Unreported),
@@ -308,6 +317,7 @@ func (d Demo) Run(ctx context.Context) (Summary, error) {
 	defer cancel()
 	start := time.Now()
 	sum := Summary{Faults: d.Stack.Sim.Faults()}
+	d.shed = &atomic.Int64{}
 
 	// Submit in the background and draw progress meanwhile: a paced run
 	// takes minutes to submit.
@@ -406,6 +416,7 @@ summarize:
 	sum.ReplicaFailedTries, sum.ReplicaRepeats = d.Tap.ReplicaFaults()
 	sum.RetryCauses, sum.StaleCauses = d.attribute()
 	sum.ReplicaRetries = sum.RetryCauses[CauseReplica]
+	sum.Shed = int(d.shed.Load())
 	sum.AgentCrashes = d.Stack.Crashes()
 	sum.RemoteCalls = d.Stack.Sim.Calls()
 	return sum, nil
@@ -432,11 +443,11 @@ func (d Demo) progress(c map[workflow.Transition]int, total, done int, elapsed t
 		filled = width * done / total
 	}
 	inFlight := total - done
-	line := fmt.Sprintf("[%s%s] %d/%d terminal · in flight %d · Processed %d · Error %d · Compensated %d · retries %d · requeues %d · crashes %d · %v",
+	line := fmt.Sprintf("[%s%s] %d/%d terminal · in flight %d · Processed %d · Error %d · Compensated %d · retries %d · requeues %d · crashes %d · 429s %d · %v",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, max(inFlight, 0),
 		c[workflow.TransitionProcessed], c[workflow.TransitionFailed]+c[workflow.TransitionGaveUp],
 		c[workflow.TransitionCompensated],
-		c[workflow.TransitionRetried], c[workflow.TransitionRequeued], d.Stack.Crashes(), elapsed.Round(100*time.Millisecond))
+		c[workflow.TransitionRetried], c[workflow.TransitionRequeued], d.Stack.Crashes(), d.shed.Load(), elapsed.Round(100*time.Millisecond))
 	if d.Live {
 		fmt.Fprintf(d.Progress, "\r\033[K%s", line)
 	} else {
@@ -452,8 +463,9 @@ var closedTime = func() <-chan time.Time {
 }()
 
 // submit posts the orders through the HTTP API. A failed request is retried
-// with the same Idempotency-Key, as a careful client would. named maps each
-// accepted order to the workflow its submission named.
+// with the same Idempotency-Key, as a careful client would, and a shed one
+// (429) after its Retry-After. named maps each accepted order to the
+// workflow its submission named.
 func (d Demo) submit(ctx context.Context) (ids []string, named map[string]string, classes map[string]workflow.Priority, rejected int, err error) {
 	named, classes = map[string]string{}, map[string]workflow.Priority{}
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -535,10 +547,17 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 	}
 	body, _ := json.Marshal(order)
 	var last error
-	for try := range 4 {
-		if try > 0 {
-			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+	// failures counts the tries that failed (an error or a 5xx); a 429 is
+	// an answer, and its Retry-After says when to come back.
+	for failures, wait := 0, time.Duration(0); failures < 4; {
+		if wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return "", 0, fmt.Errorf("POST /orders: %w", ctx.Err())
+			}
 		}
+		wait = time.Duration(failures+1) * 200 * time.Millisecond
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Stack.APIURL+"/orders", bytes.NewReader(body))
 		if err != nil {
 			return "", 0, err
@@ -552,6 +571,7 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 		resp, err := client.Do(req)
 		if err != nil {
 			last = err
+			failures++
 			continue
 		}
 		var out struct {
@@ -559,8 +579,14 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 		}
 		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&out)
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			d.shed.Add(1)
+			wait = retryAfter(resp.Header.Get("Retry-After"))
+			continue
+		}
 		if resp.StatusCode >= 500 {
 			last = fmt.Errorf("POST /orders: %s", resp.Status)
+			failures++
 			continue
 		}
 		if resp.StatusCode == http.StatusAccepted && (err != nil || out.OrderID == "") {
@@ -569,6 +595,18 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 		return out.OrderID, resp.StatusCode, nil
 	}
 	return "", 0, fmt.Errorf("POST /orders failed 4 times: %w", last)
+}
+
+// retryAfter is how long a 429's Retry-After (whole seconds) says to wait,
+// a second when it says nothing usable, and a tenth more at most, drawn,
+// so clients shed together do not all come back at once.
+func retryAfter(header string) time.Duration {
+	secs, err := strconv.Atoi(strings.TrimSpace(header))
+	if err != nil || secs < 1 {
+		secs = 1
+	}
+	wait := time.Duration(secs) * time.Second
+	return wait + rand.N(wait/10+1)
 }
 
 // readStates reads every order's state record and checks the remote

@@ -130,6 +130,41 @@ func TestStartRejectsBadOptions(t *testing.T) {
 	}
 }
 
+// The demo runs the capacity model as the stack deploys one: admission,
+// each Agent's concurrency, a Scheduler that is not the bottleneck, a
+// queue allowance that the model accepts, and visibility timeouts past
+// every lease, so a killed Agent's step is the Supervisor's. Without the allowance the model refuses the workflow (a
+// wait under twice the admit wait), as it did the demo's, which ran with
+// none.
+func TestDemoRunsItsCapacityModelAsDeployed(t *testing.T) {
+	t.Parallel()
+	c := localstack.DemoCapacity()
+	plain := localstack.DemoOptions()
+	plain.Capacity = &c
+	if err := plain.Validate(); err == nil || !strings.Contains(err.Error(), "must be at least twice the admit wait") {
+		t.Errorf("the demo's workflows without an allowance under the model: %v", err)
+	}
+	o := localstack.WithCapacity(localstack.DemoOptions(), c)
+	o.DynamoDBEndpoint, o.AWSEndpoint = "http://127.0.0.1:1", "http://127.0.0.1:2"
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if o.Capacity == nil || *o.Capacity != c || o.AgentPollers != c.AgentMaxConcurrency() || o.PollersPerQueue != localstack.SchedulerPollers {
+		t.Errorf("capacity %v, Agent pollers %d, Scheduler pollers %d", o.Capacity, o.AgentPollers, o.PollersPerQueue)
+	}
+	wait := localstack.QueueAllowance(c)
+	if wait < 2*c.AdmitWait {
+		t.Errorf("allowance %v under twice the admit wait %v", wait, c.AdmitWait)
+	}
+	for _, d := range o.Workflows.Definitions {
+		for _, s := range d.Steps {
+			if s.Wait != wait || s.Budget != 3*time.Second || o.Visibility <= s.Lease() {
+				t.Errorf("%s/%s: wait %v, budget %v, lease %v under visibility %v", d.ID(), s.Name, s.Wait, s.Budget, s.Lease(), o.Visibility)
+			}
+		}
+	}
+}
+
 func TestTapCountsTransitionsAndPassesLinesOn(t *testing.T) {
 	t.Parallel()
 	var next bytes.Buffer

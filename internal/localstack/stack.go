@@ -88,8 +88,9 @@ type Options struct {
 	// Visibility of every queue; MaxReceiveCount as deployed.
 	Visibility time.Duration
 	// PollersPerQueue is how many concurrent invocations each event source
-	// mapping runs; AgentPollers, when set, is the Agents' instead (the
-	// stack's MaximumConcurrency).
+	// mapping runs (the Scheduler's: the stack lets them scale);
+	// AgentPollers, when set, is the Agents' instead (the stack's
+	// MaximumConcurrency).
 	PollersPerQueue, AgentPollers int
 	// Capacity, when set, is the capacity model the stack deploys: the
 	// Submission's admission check follows it (set AgentPollers to its
@@ -128,9 +129,11 @@ type Options struct {
 	InvokeAll []string
 }
 
-// DemoOptions are the settings of `make demo`: the deployed workflow and
+// DemoOptions are the local runs' settings: the deployed workflow and
 // policy, scaled down so that timeouts, retries and recoveries happen within
-// seconds.
+// seconds. `make chaos` and the end-to-end tests run them as they are;
+// `make demo` adds the capacity model as the stack deploys one
+// (WithCapacity, DemoCapacity).
 func DemoOptions() Options {
 	return DemoOptionsOf(catalog.MustDeployed())
 }
@@ -164,11 +167,12 @@ func DemoOptionsOf(cat workflow.Catalog) Options {
 }
 
 // Scaled is cat with every step's budget set to budget and no queue
-// allowance (the local runs have no admission check, and their timeouts are
-// meant to happen within seconds), and every extended wait of a step's
-// retry policy (Retry.Wait) set to twice the budget, once at most, so an
-// order that waits comes back within a run and takes at most one
-// threshold's worth of attempts longer than one that gives up.
+// allowance (WithCapacity gives one, with the admission check that keeps
+// the queues within it; without both, timeouts happen within seconds),
+// and every extended wait of a step's retry policy (Retry.Wait) set to
+// twice the budget, once at most, so an order that waits comes back within
+// a run and takes at most one threshold's worth of attempts longer than
+// one that gives up.
 func Scaled(cat workflow.Catalog, budget time.Duration) workflow.Catalog {
 	out := cat
 	out.Definitions = make([]workflow.Definition, len(cat.Definitions))
@@ -185,6 +189,65 @@ func Scaled(cat workflow.Catalog, budget time.Duration) workflow.Catalog {
 		out.Definitions[i] = d
 	}
 	return out
+}
+
+// DemoCapacity is `make demo`'s capacity model. The local stack is bound
+// by the machine (two cores shared by DynamoDB Local, fauxqs and every
+// handler), not by the simulator's few milliseconds a call, so the model
+// has the fewest calls at once the topology allows, 20 an Agent
+// (MaximumConcurrency 2), each taking 500 ms: 40 orders a second, shedding
+// past one second of queued work (40 requests an Agent queue). Under it,
+// on a loaded machine, no request of a 300-order demo waited in its
+// Agent's queue past its allowance (CauseQueue).
+func DemoCapacity() topology.Capacity {
+	return topology.Capacity{RemoteLatency: 500 * time.Millisecond, RemoteConcurrency: 20, AdmitWait: time.Second}
+}
+
+// QueueAllowance is the Wait allowance of a step under the capacity model
+// c: as many times c's AdmitWait as the deployed steps' (workflow.DefaultWait)
+// is of the deployed model's (topology.DefaultCapacity), so a burst the
+// admission check sees late still leaves every Agent its whole Budget.
+func QueueAllowance(c topology.Capacity) time.Duration {
+	return c.AdmitWait * (workflow.DefaultWait / topology.DefaultCapacity().AdmitWait)
+}
+
+// SchedulerPollers is how many invocations at once each of the Scheduler's
+// event source mappings runs under WithCapacity. The stack caps only the
+// Agents' (MaximumConcurrency); the Scheduler's scale with their queues.
+// Locally a fixed number has to stand for that, and the Scheduler works a
+// batch one record after another: on a loaded 2-core machine, 300-order
+// demos with the 4 of DemoOptions saw the replies wait for it past their
+// steps' leases (p50 22, 12 and 21 s; in two runs of three, over 90% of
+// the retries a reply's wait), with 16 few did (p50 1.7, 1.5 and 2.9 s).
+const SchedulerPollers = 16
+
+// WithCapacity is o with the capacity model c in force as the stack
+// deploys one: the Submission sheds new orders past c's backlog (429 with
+// Retry-After), each Agent runs c's MaximumConcurrency invocations, the
+// Scheduler SchedulerPollers, and every step may wait QueueAllowance(c) in
+// its queue without costing its Budget (Step.Wait, CompleteBy). Every
+// queue's visibility timeout then outlasts the longest lease by two
+// seconds, as the deployed one outlasts an Agent's function timeout: a
+// killed Agent's request comes back only after the Supervisor has retried
+// it. Apply it after the workflows are final (Scaled).
+func WithCapacity(o Options, c topology.Capacity) Options {
+	o.Capacity, o.AgentPollers = &c, c.AgentMaxConcurrency()
+	o.PollersPerQueue = max(o.PollersPerQueue, SchedulerPollers)
+	wait := QueueAllowance(c)
+	cat := o.Workflows
+	cat.Definitions = make([]workflow.Definition, len(o.Workflows.Definitions))
+	for i, d := range o.Workflows.Definitions {
+		d.Steps = slices.Clone(d.Steps)
+		for j := range d.Steps {
+			d.Steps[j].Wait = wait
+		}
+		cat.Definitions[i] = d
+	}
+	o.Workflows = cat
+	for _, a := range cat.Agents() {
+		o.Visibility = max(o.Visibility, a.Lease()+2*time.Second)
+	}
+	return o
 }
 
 // Validate reports what keeps o from starting.
