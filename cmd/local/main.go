@@ -76,6 +76,7 @@ func run(args []string, out io.Writer) error {
 	}
 	versions := fs.Int("versions", defVersions, "demo: workflow versions run at once, 1 or 2 (2: every other order names the older version; a single deployed version gets a v2 with ship-order added, which has no undo); chaos runs 2 by default")
 	plain := fs.Bool("plain", false, "demo: print progress as lines, not a redrawn bar (CI logs)")
+	admit := fs.Bool("admission", true, "demo: the stack as deployed with the local capacity model (localstack.DemoCapacity, WithCapacity): the Submission sheds orders past its backlog (429, resubmitted after Retry-After), each step's queue wait is allowed for beyond its budget, the Scheduler is not the bottleneck; false runs the chaos run's settings, where the demo's own burst outlives the budgets")
 	wait := fs.Bool("wait", false, fmt.Sprintf("demo: instead of -orders, one order whose waiting step (a retry policy with \"onExhausted\": \"wait\") keeps timing out until the order waits, its wait shortened to %v; then the remote heals and the order comes back and finishes", localstack.DemoRetryWait))
 	ui := fs.Bool("ui", false, "demo and serve: start the operators' console (sasctl ui) on the stack and print its URL; the demo then keeps the stack and the console up until Ctrl-C")
 	logPath := fs.String("log", "local.log", "file for the handlers' JSON logs")
@@ -107,6 +108,8 @@ func run(args []string, out io.Writer) error {
 		// until the order waits.
 		o.Workflows = localstack.WithRetryWait(o.Workflows, catalog.MustDeployed(), localstack.DemoRetryWait)
 		o.Faults, o.Crash = remotesim.Faults{}, 0
+	} else if mode == "demo" && *admit {
+		o = localstack.WithCapacity(o, localstack.DemoCapacity())
 	}
 	o.APIAddr, o.RemoteAddr = pick(*api, mode, "127.0.0.1:8080"), pick(*remote, mode, "127.0.0.1:9090")
 	onEngines(&o)
@@ -163,6 +166,10 @@ func run(args []string, out io.Writer) error {
 		return localstack.WaitDemo{Stack: st, Progress: out, RunID: strconv.FormatUint(o.Seed, 36), Timeout: *timeout}.Run(ctx)
 	}
 	fmt.Fprintf(out, "%s: %d orders, %d clients, step budget %v, remote faults %s, agent crash %.3g, %s\n", mode, *orders, *clients, *budget, faultsJSON, o.Crash, vers)
+	if c := o.Capacity; c != nil {
+		fmt.Fprintf(out, "%s: capacity model %.0f orders/s (%d calls at once an Agent of %v each): the API sheds past %d queued requests an Agent (429 with Retry-After, the clients resubmit), each step may wait %v in its queue beyond its budget, the Scheduler runs %d invocations at once a queue, visibility %v\n",
+			mode, c.OrdersPerSecond(), c.Slots(), c.RemoteLatency, c.Backlog(), localstack.QueueAllowance(*c), o.PollersPerQueue, o.Visibility)
+	}
 	if mode == "chaos" {
 		replay := ""
 		if *versions != defVersions {
@@ -190,11 +197,11 @@ func run(args []string, out io.Writer) error {
 		if sum.Err() != nil {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d waits=%d supervisor-retries=%d replica-failed-tries=%d replica-retries=%d code-effects=%d code-reruns=%d injected[%s] outages=%d: %s\n",
+		fmt.Fprintf(out, "chaos seed=%d orders=%d terminal=%d compensated=%d lost=%d duplicated-effects=%d left-applied=%d not-undoable=%d unreported=%d stale-commits=%d over-threshold=%d unbounded=%d orphans=%d undo-breaches=%d event-gaps=%d alerts=%d/%d waits=%d supervisor-retries=%d replica-failed-tries=%d replica-repeats=%d replica-retries=%d code-effects=%d code-reruns=%d injected[%s] outages=%d: %s\n",
 			o.Seed, sum.Submitted, sum.Submitted-sum.InFlight, sum.Compensated, sum.InFlight+len(sum.MissingEffects), len(sum.DuplicateEffects), len(sum.LeftApplied),
 			sum.NotUndoable, len(sum.Unreported),
 			len(sum.StaleCommits), len(sum.OverThreshold), len(sum.Unbounded), len(sum.Orphans), len(sum.UndoErrors), len(sum.EventErrors),
-			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Waits, sum.SupervisorRetries, sum.ReplicaFailedTries, sum.ReplicaRetries, sum.CodeSteps, sum.CodeReruns, sum.Injected, sum.Outages, verdict)
+			sum.Alerts, sum.Errored+sum.CompensationFailed, sum.Waits, sum.SupervisorRetries, sum.ReplicaFailedTries, sum.ReplicaRepeats, sum.ReplicaRetries, sum.CodeSteps, sum.CodeReruns, sum.Injected, sum.Outages, verdict)
 	}
 	return sum.Err()
 }

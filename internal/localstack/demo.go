@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -52,6 +54,9 @@ type Demo struct {
 	// default's current version). Empty: every order names none.
 	// DemoVersions makes it.
 	Workflows []string
+
+	// shed counts the 429s the clients got so far (Summary.Shed).
+	shed *atomic.Int64
 }
 
 // Summary is what a demo did, read back from the state records, the remote
@@ -95,13 +100,23 @@ type Summary struct {
 	Unbounded []string
 	// Rejected submissions got no 202 (they would be client mistakes here).
 	Rejected int
+	// Shed counts the 429s of the admission check: each client waited its
+	// Retry-After and submitted the order again under the same
+	// Idempotency-Key, as a client of the API should.
+	Shed int
 	// From the handlers' transition logs. Waits counts the extended waits
 	// of steps whose retry policy waits (Waiting).
 	SupervisorRetries, Requeues, StaleReplies, GaveUp, PermanentFaults, Waits int
+	// RetryCauses and StaleCauses count the Supervisor's retries and the
+	// stale replies by what made each claim outlive its deadline: a fault
+	// the run injected into it, or its wait in the queue (Cause).
+	RetryCauses, StaleCauses map[Cause]int
 	// Under chaos's replica fault: the Agents' tries that failed on a
-	// replica at fault, and the Supervisor's retries of steps that had one
-	// (the routing's goal is none).
-	ReplicaFailedTries, ReplicaRetries int
+	// replica at fault; the tries sent back to one after a try of the same
+	// claim had failed there while another replica could take it; and the
+	// Supervisor's retries the fault caused (RetryCauses). The routing's
+	// goal is no repeat and no retry.
+	ReplicaFailedTries, ReplicaRepeats, ReplicaRetries int
 	// RecoveredBySupervisor counts Processed orders that the Supervisor
 	// retried or requeued at least once.
 	RecoveredBySupervisor int
@@ -211,11 +226,13 @@ func (s Summary) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, `
 summary (%v)
-  orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d
+  orders      submitted %d · Processed %d · Error %d · in flight %d · rejected %d · shed (429, then resubmitted) %d
 %s  undo        Compensated %d · CompensationFailed %d · Cancelled %d · steps undone %d · invariant breaches %d · left applied %d
               stopped with an effect that has no undo, told in LastError and an alert %d · not told %d
   recovery    Supervisor retries %d · requeues %d · extended waits %d (%d notices) · orders recovered by the Supervisor %d
               stale replies refused %d · gave up %d · permanent faults %d · agent crashes %d
+              retries by cause: %s
+              stale replies by cause: %s
   events      %d status events (%d deliveries) to the client's queue · gaps or mismatches %d
   alerts      %d raised (%d deliveries) for %d orders in Error or CompensationFailed · %d dispatch-failed
   remote      %d calls · %d completed steps · effects per key: %s
@@ -226,12 +243,13 @@ summary (%v)
 %s  verdict     %s
 `,
 		s.Elapsed.Round(100*time.Millisecond),
-		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected,
+		s.Submitted, s.Processed, s.Errored, s.InFlight, s.Rejected, s.Shed,
 		versionTable(s),
 		s.Compensated, s.CompensationFailed, s.Cancelled, s.UndoneSteps, len(s.UndoErrors), len(s.LeftApplied),
 		s.NotUndoable, len(s.Unreported),
 		s.SupervisorRetries, s.Requeues, s.Waits, s.WaitNotices, s.RecoveredBySupervisor,
 		s.StaleReplies, s.GaveUp, s.PermanentFaults, s.AgentCrashes,
+		causeLine(s.RetryCauses), causeLine(s.StaleCauses),
 		s.Events, s.EventDeliveries, len(s.EventErrors),
 		s.Alerts, s.AlertDeliveries, s.Errored+s.CompensationFailed, s.DispatchAlerts,
 		s.RemoteCalls, s.CompletedSteps, effectsVerdict(s),
@@ -263,6 +281,19 @@ func versionTable(s Summary) string {
 	return b.String()
 }
 
+// causeLine lists counts by cause, most first: "queue wait 3 · agent
+// crash 2", or "none".
+func causeLine(m map[Cause]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, c := range causeOrder(m) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, m[c]))
+	}
+	return strings.Join(parts, " · ")
+}
+
 func chaosLine(s Summary) string {
 	if s.Injected == "" && s.Outages == 0 {
 		return ""
@@ -286,6 +317,7 @@ func (d Demo) Run(ctx context.Context) (Summary, error) {
 	defer cancel()
 	start := time.Now()
 	sum := Summary{Faults: d.Stack.Sim.Faults()}
+	d.shed = &atomic.Int64{}
 
 	// Submit in the background and draw progress meanwhile: a paced run
 	// takes minutes to submit.
@@ -381,10 +413,27 @@ summarize:
 	sum.SupervisorRetries, sum.Requeues = counts[workflow.TransitionRetried], counts[workflow.TransitionRequeued]
 	sum.StaleReplies, sum.GaveUp, sum.PermanentFaults = counts[workflow.TransitionStaleReply], counts[workflow.TransitionGaveUp], counts[workflow.TransitionFailed]
 	sum.Waits = counts[workflow.TransitionWaiting]
-	sum.ReplicaFailedTries, sum.ReplicaRetries = d.Tap.ReplicaFaults()
+	sum.ReplicaFailedTries, sum.ReplicaRepeats = d.Tap.ReplicaFaults()
+	sum.RetryCauses, sum.StaleCauses = d.attribute()
+	sum.ReplicaRetries = sum.RetryCauses[CauseReplica]
+	sum.Shed = int(d.shed.Load())
 	sum.AgentCrashes = d.Stack.Crashes()
 	sum.RemoteCalls = d.Stack.Sim.Calls()
 	return sum, nil
+}
+
+// attribute names the cause of every Supervisor retry and stale reply from
+// what the run recorded: each claim's request on its way to the Agents
+// (Stack.claims), the remote's faults, the replica faults the Agents met,
+// chaos's strikes and the engine outages.
+func (d Demo) attribute() (retries, stales map[Cause]int) {
+	marks := slices.Concat(remoteMarks(d.Stack.Sim.Injections()), d.Tap.replicaMarks(), d.Stack.outageMarksSoFar())
+	if in := d.Stack.chaos; in != nil {
+		marks = append(marks, chaosMarks(in.Strikes())...)
+	}
+	a := newAttribution(d.Stack.claims.snapshot(), marks, d.Stack.lease, d.Stack.agentLag)
+	r, s := d.Tap.events()
+	return a.count(r), a.count(s)
 }
 
 func (d Demo) progress(c map[workflow.Transition]int, total, done int, elapsed time.Duration) {
@@ -394,11 +443,11 @@ func (d Demo) progress(c map[workflow.Transition]int, total, done int, elapsed t
 		filled = width * done / total
 	}
 	inFlight := total - done
-	line := fmt.Sprintf("[%s%s] %d/%d terminal · in flight %d · Processed %d · Error %d · Compensated %d · retries %d · requeues %d · crashes %d · %v",
+	line := fmt.Sprintf("[%s%s] %d/%d terminal · in flight %d · Processed %d · Error %d · Compensated %d · retries %d · requeues %d · crashes %d · 429s %d · %v",
 		strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total, max(inFlight, 0),
 		c[workflow.TransitionProcessed], c[workflow.TransitionFailed]+c[workflow.TransitionGaveUp],
 		c[workflow.TransitionCompensated],
-		c[workflow.TransitionRetried], c[workflow.TransitionRequeued], d.Stack.Crashes(), elapsed.Round(100*time.Millisecond))
+		c[workflow.TransitionRetried], c[workflow.TransitionRequeued], d.Stack.Crashes(), d.shed.Load(), elapsed.Round(100*time.Millisecond))
 	if d.Live {
 		fmt.Fprintf(d.Progress, "\r\033[K%s", line)
 	} else {
@@ -414,8 +463,9 @@ var closedTime = func() <-chan time.Time {
 }()
 
 // submit posts the orders through the HTTP API. A failed request is retried
-// with the same Idempotency-Key, as a careful client would. named maps each
-// accepted order to the workflow its submission named.
+// with the same Idempotency-Key, as a careful client would, and a shed one
+// (429) after its Retry-After. named maps each accepted order to the
+// workflow its submission named.
 func (d Demo) submit(ctx context.Context) (ids []string, named map[string]string, classes map[string]workflow.Priority, rejected int, err error) {
 	named, classes = map[string]string{}, map[string]workflow.Priority{}
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -497,10 +547,17 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 	}
 	body, _ := json.Marshal(order)
 	var last error
-	for try := range 4 {
-		if try > 0 {
-			time.Sleep(time.Duration(try) * 200 * time.Millisecond)
+	// failures counts the tries that failed (an error or a 5xx); a 429 is
+	// an answer, and its Retry-After says when to come back.
+	for failures, wait := 0, time.Duration(0); failures < 4; {
+		if wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return "", 0, fmt.Errorf("POST /orders: %w", ctx.Err())
+			}
 		}
+		wait = time.Duration(failures+1) * 200 * time.Millisecond
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.Stack.APIURL+"/orders", bytes.NewReader(body))
 		if err != nil {
 			return "", 0, err
@@ -514,6 +571,7 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 		resp, err := client.Do(req)
 		if err != nil {
 			last = err
+			failures++
 			continue
 		}
 		var out struct {
@@ -521,8 +579,14 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 		}
 		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&out)
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			d.shed.Add(1)
+			wait = retryAfter(resp.Header.Get("Retry-After"))
+			continue
+		}
 		if resp.StatusCode >= 500 {
 			last = fmt.Errorf("POST /orders: %s", resp.Status)
+			failures++
 			continue
 		}
 		if resp.StatusCode == http.StatusAccepted && (err != nil || out.OrderID == "") {
@@ -531,6 +595,18 @@ func (d Demo) post(ctx context.Context, client *http.Client, i int) (string, int
 		return out.OrderID, resp.StatusCode, nil
 	}
 	return "", 0, fmt.Errorf("POST /orders failed 4 times: %w", last)
+}
+
+// retryAfter is how long a 429's Retry-After (whole seconds) says to wait,
+// a second when it says nothing usable, and a tenth more at most, drawn,
+// so clients shed together do not all come back at once.
+func retryAfter(header string) time.Duration {
+	secs, err := strconv.Atoi(strings.TrimSpace(header))
+	if err != nil || secs < 1 {
+		secs = 1
+	}
+	wait := time.Duration(secs) * time.Second
+	return wait + rand.N(wait/10+1)
 }
 
 // readStates reads every order's state record and checks the remote

@@ -44,6 +44,7 @@ import (
 	"github.com/sasflow/sas/shared/catalog"
 	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/codestep"
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/submission"
 	"github.com/sasflow/sas/shared/supervisor"
@@ -87,8 +88,9 @@ type Options struct {
 	// Visibility of every queue; MaxReceiveCount as deployed.
 	Visibility time.Duration
 	// PollersPerQueue is how many concurrent invocations each event source
-	// mapping runs; AgentPollers, when set, is the Agents' instead (the
-	// stack's MaximumConcurrency).
+	// mapping runs (the Scheduler's: the stack lets them scale);
+	// AgentPollers, when set, is the Agents' instead (the stack's
+	// MaximumConcurrency).
 	PollersPerQueue, AgentPollers int
 	// Capacity, when set, is the capacity model the stack deploys: the
 	// Submission's admission check follows it (set AgentPollers to its
@@ -127,9 +129,11 @@ type Options struct {
 	InvokeAll []string
 }
 
-// DemoOptions are the settings of `make demo`: the deployed workflow and
+// DemoOptions are the local runs' settings: the deployed workflow and
 // policy, scaled down so that timeouts, retries and recoveries happen within
-// seconds.
+// seconds. `make chaos` and the end-to-end tests run them as they are;
+// `make demo` adds the capacity model as the stack deploys one
+// (WithCapacity, DemoCapacity).
 func DemoOptions() Options {
 	return DemoOptionsOf(catalog.MustDeployed())
 }
@@ -163,11 +167,12 @@ func DemoOptionsOf(cat workflow.Catalog) Options {
 }
 
 // Scaled is cat with every step's budget set to budget and no queue
-// allowance (the local runs have no admission check, and their timeouts are
-// meant to happen within seconds), and every extended wait of a step's
-// retry policy (Retry.Wait) set to twice the budget, once at most, so an
-// order that waits comes back within a run and takes at most one
-// threshold's worth of attempts longer than one that gives up.
+// allowance (WithCapacity gives one, with the admission check that keeps
+// the queues within it; without both, timeouts happen within seconds),
+// and every extended wait of a step's retry policy (Retry.Wait) set to
+// twice the budget, once at most, so an order that waits comes back within
+// a run and takes at most one threshold's worth of attempts longer than
+// one that gives up.
 func Scaled(cat workflow.Catalog, budget time.Duration) workflow.Catalog {
 	out := cat
 	out.Definitions = make([]workflow.Definition, len(cat.Definitions))
@@ -184,6 +189,65 @@ func Scaled(cat workflow.Catalog, budget time.Duration) workflow.Catalog {
 		out.Definitions[i] = d
 	}
 	return out
+}
+
+// DemoCapacity is `make demo`'s capacity model. The local stack is bound
+// by the machine (two cores shared by DynamoDB Local, fauxqs and every
+// handler), not by the simulator's few milliseconds a call, so the model
+// has the fewest calls at once the topology allows, 20 an Agent
+// (MaximumConcurrency 2), each taking 500 ms: 40 orders a second, shedding
+// past one second of queued work (40 requests an Agent queue). Under it,
+// on a loaded machine, no request of a 300-order demo waited in its
+// Agent's queue past its allowance (CauseQueue).
+func DemoCapacity() topology.Capacity {
+	return topology.Capacity{RemoteLatency: 500 * time.Millisecond, RemoteConcurrency: 20, AdmitWait: time.Second}
+}
+
+// QueueAllowance is the Wait allowance of a step under the capacity model
+// c: as many times c's AdmitWait as the deployed steps' (workflow.DefaultWait)
+// is of the deployed model's (topology.DefaultCapacity), so a burst the
+// admission check sees late still leaves every Agent its whole Budget.
+func QueueAllowance(c topology.Capacity) time.Duration {
+	return c.AdmitWait * (workflow.DefaultWait / topology.DefaultCapacity().AdmitWait)
+}
+
+// SchedulerPollers is how many invocations at once each of the Scheduler's
+// event source mappings runs under WithCapacity. The stack caps only the
+// Agents' (MaximumConcurrency); the Scheduler's scale with their queues.
+// Locally a fixed number has to stand for that, and the Scheduler works a
+// batch one record after another: on a loaded 2-core machine, 300-order
+// demos with the 4 of DemoOptions saw the replies wait for it past their
+// steps' leases (p50 22, 12 and 21 s; in two runs of three, over 90% of
+// the retries a reply's wait), with 16 few did (p50 1.7, 1.5 and 2.9 s).
+const SchedulerPollers = 16
+
+// WithCapacity is o with the capacity model c in force as the stack
+// deploys one: the Submission sheds new orders past c's backlog (429 with
+// Retry-After), each Agent runs c's MaximumConcurrency invocations, the
+// Scheduler SchedulerPollers, and every step may wait QueueAllowance(c) in
+// its queue without costing its Budget (Step.Wait, CompleteBy). Every
+// queue's visibility timeout then outlasts the longest lease by two
+// seconds, as the deployed one outlasts an Agent's function timeout: a
+// killed Agent's request comes back only after the Supervisor has retried
+// it. Apply it after the workflows are final (Scaled).
+func WithCapacity(o Options, c topology.Capacity) Options {
+	o.Capacity, o.AgentPollers = &c, c.AgentMaxConcurrency()
+	o.PollersPerQueue = max(o.PollersPerQueue, SchedulerPollers)
+	wait := QueueAllowance(c)
+	cat := o.Workflows
+	cat.Definitions = make([]workflow.Definition, len(o.Workflows.Definitions))
+	for i, d := range o.Workflows.Definitions {
+		d.Steps = slices.Clone(d.Steps)
+		for j := range d.Steps {
+			d.Steps[j].Wait = wait
+		}
+		cat.Definitions[i] = d
+	}
+	o.Workflows = cat
+	for _, a := range cat.Agents() {
+		o.Visibility = max(o.Visibility, a.Lease()+2*time.Second)
+	}
+	return o
 }
 
 // Validate reports what keeps o from starting.
@@ -251,6 +315,14 @@ type Stack struct {
 	policy    workflow.Policy
 	workflows workflow.Catalog
 	chaos     *chaos.Injector
+	// claims records each claim's request as the Agents' event source
+	// mappings hand it over, and its reply as sent; outageMarks the engine
+	// outages; agentLag the Agents' clocks' lag: what the attribution of
+	// retries reads (Cause).
+	claims      claims
+	outageMu    sync.Mutex
+	outageMarks []mark
+	agentLag    bool
 
 	ddbProxy, awsProxy *outageProxy
 	outageCount        atomic.Int64
@@ -328,7 +400,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	s := &Stack{log: o.Log, policy: o.Policy, workflows: o.Workflows, chaos: o.Chaos, callers: o.caller}
+	s := &Stack{log: o.Log, policy: o.Policy, workflows: o.Workflows, chaos: o.Chaos, callers: o.caller, agentLag: o.AgentLag > 0}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	fail := func(err error) (*Stack, error) {
@@ -425,8 +497,19 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		lag.Advance(-o.AgentLag)
 		sysOpts.AgentClock = lag
 	}
+	// The Agents' replies are noted as sent (Stack.claims), under chaos's
+	// faults: a reply chaos kills was never sent.
+	sysOpts.WrapSender = func(role string, snd wiring.Sender) wiring.Sender {
+		if role == topology.Agent {
+			snd = replySender{next: snd, claims: &s.claims}
+		}
+		if o.Chaos != nil {
+			snd = o.Chaos.Sender(role, snd)
+		}
+		return snd
+	}
 	if o.Chaos != nil {
-		sysOpts.WrapStore, sysOpts.WrapSender, sysOpts.WrapEvents = o.Chaos.Store, o.Chaos.Sender, o.Chaos.Events
+		sysOpts.WrapStore, sysOpts.WrapEvents = o.Chaos.Store, o.Chaos.Events
 		sysOpts.WrapDeadlines = o.Chaos.Deadlines
 	}
 	s.Sys, err = wiring.Build(ctx, sysOpts)
@@ -474,9 +557,8 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 			}
 			if i < 2 {
 				p.Handler = schedulers[j%len(schedulers)]
-			}
-			if i >= 2 && o.Crash > 0 {
-				p.Handler = s.crashing(b.Handler, o.Crash, seed)
+			} else {
+				p.Handler = s.agent(b.Handler, o.Crash, seed)
 			}
 			s.wg.Go(func() { _ = p.Run(runCtx) })
 		}
@@ -543,6 +625,10 @@ func (s *Stack) outages(ctx context.Context, every, length time.Duration) {
 		}
 		s.outageCount.Add(1)
 		s.log.Warn("chaos: engine unreachable", slog.String("engine", name), slog.Duration("for", length))
+		now := time.Now()
+		s.outageMu.Lock()
+		s.outageMarks = append(s.outageMarks, mark{cause: CauseOutage, from: now, to: now.Add(length), phase: phaseRequest})
+		s.outageMu.Unlock()
 		p.outage(length)
 	}
 }
@@ -579,11 +665,19 @@ func (s *Stack) replicaFaults(ctx context.Context, in *chaos.Injector, steps []s
 		}
 		struck = s.Replicas[o.Replica]
 		s.log.Warn(msgReplicaAtFault, slog.String("replica", struck.URL()), slog.String("fault", o.Fault.String()),
-			slog.Duration("for", ReplicaFaultPeriod))
+			slog.Duration("for", ReplicaFaultPeriod), slog.Duration("slow", o.Fault.Slow))
 		if err := struck.SetFault(o.Fault); err != nil {
 			s.log.Warn("chaos: replica fault not set", slog.String("replica", struck.URL()), slog.Any("error", err))
 		}
 	}
+}
+
+// outageMarksSoFar returns the engine outages so far, as marks of every
+// order.
+func (s *Stack) outageMarksSoFar() []mark {
+	s.outageMu.Lock()
+	defer s.outageMu.Unlock()
+	return slices.Clone(s.outageMarks)
 }
 
 // StopOutages ends the engine outages, for the final reads.
@@ -627,22 +721,49 @@ func routes() []apigw.Route {
 
 var errCrash = errors.New("localrun: simulated crash of the Agent invocation")
 
-// crashing kills an invocation before it starts with probability p, decided
-// by the seed, the batch's first message and its receive count, so a seed
-// kills the same deliveries in a replay.
-func (s *Stack) crashing(h sqsbridge.Handler, p float64, seed uint64) sqsbridge.Handler {
+// agent is an Agent's handler as its event source mapping invokes it: it
+// kills an invocation before it starts with probability crash, decided by
+// the seed, the batch's first message and its receive count, so a seed
+// kills the same deliveries in a replay; and it notes when each request
+// reached an invocation, and whether that one was killed (Stack.claims).
+func (s *Stack) agent(h sqsbridge.Handler, crash float64, seed uint64) sqsbridge.Handler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		if len(ev.Records) == 0 {
 			return h(ctx, ev)
 		}
 		r := ev.Records[0]
 		n, _ := strconv.Atoi(r.Attributes["ApproximateReceiveCount"])
-		if draw.Unit(seed, "crash|"+chaos.MessageOp(r.EventSourceARN, r.Body), uint64(n)) >= p {
+		crashed := crash > 0 && draw.Unit(seed, "crash|"+chaos.MessageOp(r.EventSourceARN, r.Body), uint64(n)) < crash
+		now := time.Now()
+		for _, r := range ev.Records {
+			if req, err := message.DecodeAgentRequest(r.Body); err == nil {
+				s.claims.delivered(req, s.budget(req), now, crashed)
+			}
+		}
+		if !crashed {
 			return h(ctx, ev)
 		}
 		s.crashes.Add(1)
 		return events.SQSEventResponse{}, errCrash
 	}
+}
+
+// budget is the Budget of req's step in its order's version.
+func (s *Stack) budget(req message.AgentRequest) time.Duration {
+	if d, err := s.workflows.Resolve(req.Workflow); err == nil && req.StepIndex < len(d.Steps) {
+		return d.Steps[req.StepIndex].Budget
+	}
+	return s.lease(req.Step)
+}
+
+// lease is a step's longest lease of any version (Wait plus Budget).
+func (s *Stack) lease(step string) time.Duration {
+	for _, a := range s.workflows.Agents() {
+		if a.Name == step {
+			return a.Lease()
+		}
+	}
+	return 0
 }
 
 // supervise fires a Supervisor like the EventBridge rule. A run that dies

@@ -20,8 +20,10 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,6 +121,8 @@ type Injector struct {
 	// bursts holds, for each dispatch FailDispatch struck, how many of its
 	// sends still fail.
 	bursts map[string]int
+	// strikes records every strike on an order (Strikes).
+	strikes []Strike
 
 	ledger Ledger
 }
@@ -133,14 +137,46 @@ func New(seed uint64, rates map[Point]float64) (*Injector, error) {
 	return &Injector{seed: seed, rates: maps.Clone(rates), tries: map[string]int{}, counts: map[Point]int{}, bursts: map[string]int{}}, nil
 }
 
-// hit decides whether p strikes the operation op. The n-th decision for the
-// same (p, op) hashes n in, so a redelivered message is not killed forever.
-func (in *Injector) hit(p Point, op string) bool { return in.strike(p, op, false) }
+// Strike is one fault struck on an order: where, when, and what it struck,
+// so a run can tell which of its Supervisor retries and stale replies a
+// fault caused (localstack's attribution).
+type Strike struct {
+	At    time.Time
+	Point Point
+	// OrderID is the order struck; Attempt the claim of its step struck,
+	// 0 when the operation names none (a lost answer, a code step's try,
+	// a published event), and then the time tells which it was.
+	OrderID string
+	Attempt int
+	// Message is the kind of message struck (message.KindAgentRequest,
+	// ...), when a message was.
+	Message string
+}
+
+// on is what an operation is about, as a Strike records it.
+type on struct {
+	order   string
+	attempt int
+	message string
+}
+
+// Strikes returns every strike on an order so far, in the order struck.
+// A replica fault strikes a replica, not an order, and is not among them.
+func (in *Injector) Strikes() []Strike {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Clone(in.strikes)
+}
+
+// hit decides whether p strikes the operation op, which is about what. The
+// n-th decision for the same (p, op) hashes n in, so a redelivered message
+// is not killed forever.
+func (in *Injector) hit(p Point, op string, what on) bool { return in.strike(p, op, what, false) }
 
 // hitFirst is hit where only the first decision for (p, op) may strike.
-func (in *Injector) hitFirst(p Point, op string) bool { return in.strike(p, op, true) }
+func (in *Injector) hitFirst(p Point, op string, what on) bool { return in.strike(p, op, what, true) }
 
-func (in *Injector) strike(p Point, op string, firstOnly bool) bool {
+func (in *Injector) strike(p Point, op string, what on, firstOnly bool) bool {
 	rate := in.rates[p]
 	if rate == 0 {
 		return false
@@ -154,6 +190,9 @@ func (in *Injector) strike(p Point, op string, firstOnly bool) bool {
 		return false
 	}
 	in.counts[p]++
+	if what.order != "" {
+		in.strikes = append(in.strikes, Strike{At: time.Now(), Point: p, OrderID: what.order, Attempt: what.attempt, Message: what.message})
+	}
 	return true
 }
 
@@ -169,7 +208,7 @@ type ReplicaOutage struct {
 // replica, for which step, down (503 or refusing) or slower than slow.
 func (in *Injector) ReplicaOutage(n int, steps []string, replicas int, slow time.Duration) (ReplicaOutage, bool) {
 	op := "period-" + strconv.Itoa(n)
-	if replicas < 2 || len(steps) == 0 || !in.hit(ReplicaFault, op) {
+	if replicas < 2 || len(steps) == 0 || !in.hit(ReplicaFault, op, on{}) {
 		return ReplicaOutage{}, false
 	}
 	pick := func(what string, n int) int {
@@ -239,7 +278,7 @@ type publisher struct {
 func (p *publisher) PublishBatch(ctx context.Context, evs []notifier.Event) (int, error) {
 	n, err := p.next.PublishBatch(ctx, evs)
 	for _, ev := range evs[:n] {
-		if p.in.hitFirst(KillAfterPublish, ev.OrderID+"/"+strconv.Itoa(ev.Seq)) {
+		if p.in.hitFirst(KillAfterPublish, ev.OrderID+"/"+strconv.Itoa(ev.Seq), on{order: ev.OrderID}) {
 			panic(Killed{KillAfterPublish})
 		}
 	}
@@ -264,7 +303,7 @@ func (s *store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.S
 		// The first step comes claimed (workflow.Machine.Accept).
 		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
 	}
-	if s.in.hit(KillAfterAccept, o.OrderID) {
+	if s.in.hit(KillAfterAccept, o.OrderID, on{order: o.OrderID, attempt: st.Attempt}) {
 		panic(Killed{KillAfterAccept})
 	}
 	return nil
@@ -281,7 +320,7 @@ var ErrThrottled = &types.ProvisionedThroughputExceededException{Message: aws.St
 // records the claims and commits the store confirmed.
 func (s *store) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
 	op := changeOp(c)
-	if c.CommitsReply() && s.role == "scheduler" && s.in.hit(ThrottleCommit, op) {
+	if c.CommitsReply() && s.role == "scheduler" && s.in.hit(ThrottleCommit, op, on{order: c.OrderID, attempt: *c.Fence.Attempt}) {
 		return workflow.State{}, fmt.Errorf("commit %s: %w", op, ErrThrottled)
 	}
 	st, err := s.Store.Apply(ctx, c)
@@ -294,18 +333,20 @@ func (s *store) Apply(ctx context.Context, c workflow.Change) (workflow.State, e
 	if c.Dispatch {
 		s.in.ledger.claimed(st.OrderID, st.StepIndex, st.Attempt)
 	}
+	// The claim the write leaves: what a kill now leaves undispatched.
+	claim := on{order: st.OrderID, attempt: st.Attempt}
 	switch {
 	case c.Transition == workflow.TransitionClaimed:
-		if s.in.hit(KillAfterClaim, opKey(st.OrderID, st.StepIndex, st.Attempt)) {
+		if s.in.hit(KillAfterClaim, opKey(st.OrderID, st.StepIndex, st.Attempt), claim) {
 			panic(Killed{KillAfterClaim})
 		}
 	case c.CommitsReply() && c.Alert == "":
 		// Committed, and what comes next claimed and not yet dispatched.
-		if s.in.hit(KillAfterCommit, op) {
+		if s.in.hit(KillAfterCommit, op, claim) {
 			panic(Killed{KillAfterCommit})
 		}
 	case !c.Fence.CompleteBy.IsZero():
-		if s.in.hit(KillAfterRecover, op) {
+		if s.in.hit(KillAfterRecover, op, claim) {
 			panic(Killed{KillAfterRecover})
 		}
 	}
@@ -331,10 +372,11 @@ type sender struct {
 	role string
 }
 
-// late is how much later a DelaySend strike makes the message op arrive:
-// 1–3 s, the same for every send of op; 0 when it does not strike.
-func (in *Injector) late(op string) time.Duration {
-	if !in.hit(DelaySend, op) {
+// late is how much later a DelaySend strike makes the message op, about
+// what, arrive: 1–3 s, the same for every send of op; 0 when it does not
+// strike.
+func (in *Injector) late(op string, what on) time.Duration {
+	if !in.hit(DelaySend, op, what) {
 		return 0
 	}
 	h := fnv.New64a()
@@ -356,10 +398,10 @@ func (d *deadlines) SendBatch(ctx context.Context, queueURL string, msgs []queue
 	out := make([]queue.Outgoing, 0, len(msgs))
 	var dups []queue.Outgoing
 	for _, m := range msgs {
-		op := MessageOp(queueURL, m.Body)
-		m.Delay += d.in.late(op)
+		op, what := MessageOp(queueURL, m.Body), messageOn(m.Body)
+		m.Delay += d.in.late(op, what)
 		out = append(out, m)
-		if d.in.hit(DuplicateSend, op) {
+		if d.in.hit(DuplicateSend, op, what) {
 			dups = append(dups, queue.Outgoing{Body: m.Body})
 		}
 	}
@@ -372,6 +414,19 @@ func (d *deadlines) SendBatch(ctx context.Context, queueURL string, msgs []queue
 		return d.next.SendBatch(ctx, queueURL, dups)
 	}
 	return nil
+}
+
+// messageOn is what a message is about: its kind, order and attempt.
+func messageOn(body string) on {
+	var m struct {
+		Kind    string `json:"kind"`
+		OrderID string `json:"orderId"`
+		Attempt int    `json:"attempt"`
+	}
+	if json.Unmarshal([]byte(body), &m) != nil {
+		return on{}
+	}
+	return on{order: m.OrderID, attempt: m.Attempt, message: m.Kind}
 }
 
 // MessageOp names a message by what it is, not by its bytes, which carry
@@ -406,7 +461,7 @@ func (s *sender) refused(body string) bool {
 	}
 	var m struct {
 		Kind, OrderID, Action string
-		StepIndex             int
+		StepIndex, Attempt    int
 	}
 	if json.Unmarshal([]byte(body), &m) != nil || m.Kind != "agent.request" {
 		return false
@@ -418,7 +473,7 @@ func (s *sender) refused(body string) bool {
 	in.mu.Unlock()
 	if !decided {
 		left = 0
-		if in.hit(FailDispatch, op) {
+		if in.hit(FailDispatch, op, on{order: m.OrderID, attempt: m.Attempt, message: m.Kind}) {
 			left = []int{1, 2, burstForever}[int(draw.Unit(in.seed, "burst|"+op, 0)*3)]
 		}
 	}
@@ -439,15 +494,15 @@ func (s *sender) Send(ctx context.Context, queueURL, body string, delay time.Dur
 	if s.refused(body) {
 		return ErrDispatchRefused
 	}
-	op := MessageOp(queueURL, body)
-	if s.role == "agent" && s.in.hit(KillBeforeReply, op) {
+	op, what := MessageOp(queueURL, body), messageOn(body)
+	if s.role == "agent" && s.in.hit(KillBeforeReply, op, what) {
 		panic(Killed{KillBeforeReply})
 	}
-	delay += s.in.late(op)
+	delay += s.in.late(op, what)
 	if err := s.next.Send(ctx, queueURL, body, delay); err != nil {
 		return err
 	}
-	if s.in.hit(DuplicateSend, op) {
+	if s.in.hit(DuplicateSend, op, what) {
 		return s.next.Send(ctx, queueURL, body, 0)
 	}
 	return nil
@@ -470,22 +525,29 @@ func (in *Injector) Transport(next http.RoundTripper) http.RoundTripper {
 		if json.Unmarshal(body, &req) != nil || req.Key.OrderID.S == "" {
 			return false
 		}
-		return in.hit(LoseAnswer, req.Key.OrderID.S)
+		return in.hit(LoseAnswer, req.Key.OrderID.S, on{order: req.Key.OrderID.S})
 	}}
 }
 
-// Ledger records, in the order the store confirmed them, every claim and
-// every commit (a reply's Advance or Fail), to check fencing afterwards.
 // CodeFaults are the crashes of code steps' tries (codestep.WithFaults):
 // CrashAfterEffect and CrashAfterLedger, each decided per idempotency key
 // and try.
 func (in *Injector) CodeFaults() codestep.Faults {
 	return codestep.Faults{
-		AfterEffect: func(key string) bool { return in.hit(CrashAfterEffect, key) },
-		AfterLedger: func(key string) bool { return in.hit(CrashAfterLedger, key) },
+		AfterEffect: func(key string) bool { return in.hit(CrashAfterEffect, key, keyOn(key)) },
+		AfterLedger: func(key string) bool { return in.hit(CrashAfterLedger, key, keyOn(key)) },
 	}
 }
 
+// keyOn is the order of an idempotency key (workflow.IdempotencyKey): a
+// code step's try names no attempt.
+func keyOn(key string) on {
+	order, _, _ := strings.Cut(key, "/")
+	return on{order: order}
+}
+
+// Ledger records, in the order the store confirmed them, every claim and
+// every commit (a reply's Advance or Fail), to check fencing afterwards.
 type Ledger struct {
 	mu     sync.Mutex
 	seq    atomic.Int64

@@ -142,6 +142,10 @@ func TestKillsHappenAfterTheWrite(t *testing.T) {
 					t.Fatalf("write %d (killed at %q) left %+v, %v; want %s at step %d attempt %d",
 						i, p, got, err, want.ProcessState, want.StepIndex, want.Attempt)
 				}
+				// A kill is recorded against the claim it left undispatched.
+				if st := in.Strikes(); p != "" && (len(st) != kills || st[kills-1].Point != p || st[kills-1].OrderID != "o" || st[kills-1].Attempt != want.Attempt) {
+					t.Fatalf("write %d killed at %s: strikes end %+v, want %d, the last of order o at attempt %d", i, p, st[len(st)-1], kills, want.Attempt)
+				}
 			}
 			if ms.Writes() != 200 || kills < 60 || kills > 140 || in.Counts()[tt.point] != kills {
 				t.Fatalf("writes %d, kills %d, counted %v", ms.Writes(), kills, in.Counts())
@@ -199,6 +203,37 @@ func TestSenderDuplicatesAndKillsAgentReplies(t *testing.T) {
 	}
 	if kills == 0 || kills == 50 || len(fs.sent)-before < 50-kills {
 		t.Fatalf("kills %d, sent %d", kills, len(fs.sent)-before)
+	}
+	// The bodies name no order: nothing to record against one.
+	if st := in.Strikes(); len(st) != 0 {
+		t.Fatalf("strikes %+v", st)
+	}
+}
+
+// A strike on a message is recorded against the order, attempt and kind
+// of message its body names.
+func TestStrikesNameTheMessagesOrderAndAttempt(t *testing.T) {
+	t.Parallel()
+	in := injector(t, 3, map[chaos.Point]float64{chaos.KillBeforeReply: 0.5})
+	agent := in.Sender("agent", &fakeSender{})
+	kills := 0
+	for i := range 20 {
+		body := fmt.Sprintf(`{"kind":"agent.reply","orderId":"o%d","stepIndex":1,"attempt":%d}`, i, i+1)
+		if killed(func() { _ = agent.Send(context.Background(), "r", body, 0) }) != chaos.KillBeforeReply {
+			continue
+		}
+		kills++
+		st := in.Strikes()
+		if len(st) != kills {
+			t.Fatalf("%d kills, strikes %+v", kills, st)
+		}
+		if got := st[kills-1]; got.Point != chaos.KillBeforeReply || got.OrderID != fmt.Sprintf("o%d", i) || got.Attempt != i+1 ||
+			got.Message != "agent.reply" || got.At.IsZero() {
+			t.Errorf("strike of reply %d = %+v", i, got)
+		}
+	}
+	if kills == 0 {
+		t.Fatal("no reply killed")
 	}
 }
 

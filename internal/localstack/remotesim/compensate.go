@@ -41,7 +41,7 @@ func (s *Sim) serveCompensate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rejection := fmt.Sprintf("compensation of step %s of order %s rejected", step, req.OrderID)
-	s.serve(w, r, key, func(f Faults) bool { return slices.Contains(f.RejectUndo, step) },
+	s.serve(w, r, key, Injection{OrderID: req.OrderID, Step: step, Undo: true}, func(f Faults) bool { return slices.Contains(f.RejectUndo, step) },
 		func() outcome { return s.refuse(routeCompensate, key, req, rejection) },
 		func() outcome { return s.undo(key, req) })
 }

@@ -144,6 +144,8 @@ type Sim struct {
 	// traces holds the X-Amzn-Trace-Id headers each key's calls came
 	// with, in order.
 	traces map[string][]string
+	// injected records every fault served, in order (Injections).
+	injected []Injection
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -312,6 +314,38 @@ func (s *Sim) TraceHeaders(key string) []string {
 	return slices.Clone(s.traces[key])
 }
 
+// Injection is one fault the simulator served: to which call, when. A run
+// that wants to know why a step outlived its deadline looks here for what
+// was done to its calls (localstack's attribution of retries).
+type Injection struct {
+	At      time.Time
+	OrderID string
+	Step    string
+	// Undo says the call was the step's compensation.
+	Undo  bool
+	Fault Fault
+}
+
+// Injections returns every fault served so far, random, scripted or
+// configured (RejectSteps, HangSteps), in the order served; added latency
+// is no fault.
+func (s *Sim) Injections() []Injection {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.injected)
+}
+
+// inject records a fault served to the call about.
+func (s *Sim) inject(about Injection, f Fault) {
+	if f == None {
+		return
+	}
+	about.At, about.Fault = s.clk.Now(), f
+	s.mu.Lock()
+	s.injected = append(s.injected, about)
+	s.mu.Unlock()
+}
+
 // Calls returns how many step and compensation calls arrived, good or bad.
 func (s *Sim) Calls() int {
 	s.mu.Lock()
@@ -324,13 +358,15 @@ func (s *Sim) serveStep(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	about := Injection{OrderID: req.OrderID, Step: step}
 	if s.hangs(step) {
+		s.inject(about, Hang)
 		s.hang(r.Context())
 		writeUnavailable(w)
 		return
 	}
 	rejection := fmt.Sprintf("step %s of order %s rejected", step, req.OrderID)
-	s.serve(w, r, key, func(f Faults) bool { return slices.Contains(f.RejectSteps, step) },
+	s.serve(w, r, key, about, func(f Faults) bool { return slices.Contains(f.RejectSteps, step) },
 		func() outcome { return s.refuse(routeStep, key, req, rejection) },
 		func() outcome { return s.apply(key, req) })
 }
@@ -443,11 +479,13 @@ func conflict(code, msg string) outcome {
 var errKeyReused = conflict("idempotency_conflict", "the Idempotency-Key was used with another request body")
 
 // serve draws the call's fault (see draw; rejected says whether its step
-// is rejected) and acts it out around apply, the call's check-and-apply:
-// faults that come before the effect skip it, the others follow it. A
-// Permanent fault answers what refuse, which remembers it, answers.
-func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, rejected func(Faults) bool, refuse, apply func() outcome) {
+// is rejected), records it as injected into the call about, and acts it
+// out around apply, the call's check-and-apply: faults that come before
+// the effect skip it, the others follow it. A Permanent fault answers what
+// refuse, which remembers it, answers.
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request, key string, about Injection, rejected func(Faults) bool, refuse, apply func() outcome) {
 	fault, latency := s.draw(key, rejected)
+	s.inject(about, fault)
 	if latency > 0 {
 		if err := s.sleep(r.Context(), latency); err != nil {
 			return

@@ -1026,3 +1026,37 @@ func TestCompensateAnotherStepsEffect(t *testing.T) {
 		t.Errorf("a mismatched compensation undid %d times", n)
 	}
 }
+
+func TestInjectionsRecordEveryFaultServed(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	sim := remotesim.New(remotesim.WithClock(clk))
+	sim.Script(effectKey, remotesim.Transient, remotesim.None)
+	sim.Script(undoKey, remotesim.ApplyThenFail)
+	callStep(t, sim, effectKey, "o1")
+	clk.Advance(time.Second)
+	callStep(t, sim, effectKey, "o1") // None: no fault
+	callUndo(t, sim, undoKey, "o1", effectKey)
+	if err := sim.SetFaults(remotesim.Faults{HangSteps: []string{"charge-payment"}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the hanging call's caller is gone already
+	call(t, ctx, sim, "o2/charge-payment", "/v1/steps/charge-payment", `{"orderId":"o2","step":"charge-payment","input":{}}`)
+
+	want := []remotesim.Injection{
+		{At: t0, OrderID: "o1", Step: step, Fault: remotesim.Transient},
+		{At: t0.Add(time.Second), OrderID: "o1", Step: step, Undo: true, Fault: remotesim.ApplyThenFail},
+		{At: t0.Add(time.Second), OrderID: "o2", Step: "charge-payment", Fault: remotesim.Hang},
+	}
+	got := sim.Injections()
+	if len(got) != len(want) {
+		t.Fatalf("injections %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if !got[i].At.Equal(want[i].At) || got[i].OrderID != want[i].OrderID || got[i].Step != want[i].Step ||
+			got[i].Undo != want[i].Undo || got[i].Fault != want[i].Fault {
+			t.Errorf("injection %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
