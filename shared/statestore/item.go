@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/sasflow/sas/shared/trace"
@@ -190,14 +189,14 @@ func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 			Refused: st.Refused, UndoRefused: st.UndoRefused, KeyRound: st.KeyRound, UndoKeyRound: st.UndoKeyRound}
 		it.Steps = append(it.Steps, si)
 	}
-	return attributevalue.MarshalMap(it)
+	return it.marshal(), nil
 }
 
 // DecodeState reads a state record as stored: from GetItem, UpdateItem's
 // ALL_NEW or a stream image converted to AttributeValues.
 func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 	var it stateItem
-	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+	if err := it.unmarshal(av); err != nil {
 		return workflow.State{}, fmt.Errorf("decode state record: %w", err)
 	}
 	s := workflow.State{

@@ -1,0 +1,265 @@
+package statestore
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The state record's codec, written out. Every write's answer (ALL_NEW),
+// every read and every stream image of a record goes through it: the
+// Scheduler, the Timer and the Notifier decode one per record they touch,
+// and the SDK's reflective codec (attributevalue) spent more time on it
+// than the handlers themselves. stateItem's tags stay the schema: the
+// encoder writes exactly what attributevalue.MarshalMap writes for it, and
+// the decoder reads a well-formed item the way UnmarshalMap does and hands
+// anything else (a NULL, a number where a string is kept, a type out of
+// place) to UnmarshalMap, so an odd item gets the SDK's very answer.
+// TestTheWrittenCodecIsTheSDKs holds the two together.
+
+// marshal is attributevalue.MarshalMap(it), written out.
+func (it stateItem) marshal() map[string]types.AttributeValue {
+	m := make(map[string]types.AttributeValue, 32)
+	m["OrderID"] = avS(it.OrderID)
+	m["Workflow"] = avS(it.Workflow)
+	m["StepIndex"] = avN(int64(it.StepIndex))
+	m["Step"] = avS(it.Step)
+	m["ProcessState"] = avS(it.ProcessState)
+	putS(m, "LockedBy", it.LockedBy)
+	m["CompleteBy"] = avN(it.CompleteBy)
+	putS(m, "InFlightShard", it.InFlightShard)
+	putN(m, "FailureCount", int64(it.FailureCount))
+	putN(m, "WaitRound", int64(it.WaitRound))
+	m["Attempt"] = avN(int64(it.Attempt))
+	putS(m, "LastError", it.LastError)
+	putBool(m, "AlertPending", it.AlertPending)
+	putN(m, "Requeues", int64(it.Requeues))
+	putS(m, "ClientID", it.ClientID)
+	putS(m, "Owner", it.Owner)
+	putS(m, "OwnerID", it.OwnerID)
+	putS(m, "Priority", it.Priority)
+	putS(m, "Trace", it.Trace)
+	m["EventSeq"] = avN(int64(it.EventSeq))
+	putBool(m, "Cancelled", it.Cancelled)
+	putN(m, "Resubmits", int64(it.Resubmits))
+	putS(m, "Input", it.Input)
+	if it.Steps == nil {
+		m["Steps"] = &types.AttributeValueMemberNULL{Value: true}
+	} else {
+		steps := make([]types.AttributeValue, len(it.Steps))
+		for i, s := range it.Steps {
+			steps[i] = &types.AttributeValueMemberM{Value: s.marshal()}
+		}
+		m["Steps"] = &types.AttributeValueMemberL{Value: steps}
+	}
+	m["CreatedAt"] = avN(it.CreatedAt)
+	m["UpdatedAt"] = avN(it.UpdatedAt)
+	putN(m, "ExpiresAt", it.ExpiresAt)
+	putN(m, "OpenUntil", it.OpenUntil)
+	return m
+}
+
+func (s stepItem) marshal() map[string]types.AttributeValue {
+	m := make(map[string]types.AttributeValue, 8)
+	m["Name"] = avS(s.Name)
+	m["State"] = avS(s.State)
+	putN(m, "Attempts", int64(s.Attempts))
+	putN(m, "Failures", int64(s.Failures))
+	putN(m, "StartedAt", s.StartedAt)
+	putN(m, "FinishedAt", s.FinishedAt)
+	putS(m, "Output", s.Output)
+	putS(m, "Error", s.Error)
+	putS(m, "Compensation", s.Compensation)
+	putN(m, "CompensationAttempts", int64(s.CompensationAttempts))
+	putN(m, "CompensationFailures", int64(s.CompensationFailures))
+	putN(m, "CompensatedAt", s.CompensatedAt)
+	putS(m, "CompensationOutput", s.CompensationOutput)
+	putS(m, "CompensationError", s.CompensationError)
+	putBool(m, "Refused", s.Refused)
+	putBool(m, "UndoRefused", s.UndoRefused)
+	putN(m, "KeyRound", int64(s.KeyRound))
+	putN(m, "UndoKeyRound", int64(s.UndoKeyRound))
+	return m
+}
+
+func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func avN(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+
+// putS, putN and putBool write an omitempty attribute: left out at its
+// zero value.
+func putS(m map[string]types.AttributeValue, name, v string) {
+	if v != "" {
+		m[name] = avS(v)
+	}
+}
+
+func putN(m map[string]types.AttributeValue, name string, v int64) {
+	if v != 0 {
+		m[name] = avN(v)
+	}
+}
+
+func putBool(m map[string]types.AttributeValue, name string, v bool) {
+	if v {
+		m[name] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+}
+
+// unmarshal is attributevalue.UnmarshalMap(av, it).
+func (it *stateItem) unmarshal(av map[string]types.AttributeValue) error {
+	var r avReader
+	r.names(av, stateNames)
+	it.OrderID = r.s(av, "OrderID")
+	it.Workflow = r.s(av, "Workflow")
+	it.StepIndex = int(r.n(av, "StepIndex"))
+	it.Step = r.s(av, "Step")
+	it.ProcessState = r.s(av, "ProcessState")
+	it.LockedBy = r.s(av, "LockedBy")
+	it.CompleteBy = r.n(av, "CompleteBy")
+	it.InFlightShard = r.s(av, "InFlightShard")
+	it.FailureCount = int(r.n(av, "FailureCount"))
+	it.WaitRound = int(r.n(av, "WaitRound"))
+	it.Attempt = int(r.n(av, "Attempt"))
+	it.LastError = r.s(av, "LastError")
+	it.AlertPending = r.bool(av, "AlertPending")
+	it.Requeues = int(r.n(av, "Requeues"))
+	it.ClientID = r.s(av, "ClientID")
+	it.Owner = r.s(av, "Owner")
+	it.OwnerID = r.s(av, "OwnerID")
+	it.Priority = r.s(av, "Priority")
+	it.Trace = r.s(av, "Trace")
+	it.EventSeq = int(r.n(av, "EventSeq"))
+	it.Cancelled = r.bool(av, "Cancelled")
+	it.Resubmits = int(r.n(av, "Resubmits"))
+	it.Input = r.s(av, "Input")
+	it.CreatedAt = r.n(av, "CreatedAt")
+	it.UpdatedAt = r.n(av, "UpdatedAt")
+	it.ExpiresAt = r.n(av, "ExpiresAt")
+	it.OpenUntil = r.n(av, "OpenUntil")
+	if v, ok := av["Steps"]; ok {
+		l, isList := v.(*types.AttributeValueMemberL)
+		if !isList {
+			r.odd = true
+		} else {
+			it.Steps = make([]stepItem, len(l.Value))
+			for i, e := range l.Value {
+				m, isMap := e.(*types.AttributeValueMemberM)
+				if !isMap {
+					r.odd = true
+					break
+				}
+				r.names(m.Value, stepNames)
+				it.Steps[i].unmarshal(&r, m.Value)
+			}
+		}
+	}
+	if r.odd {
+		*it = stateItem{}
+		return attributevalue.UnmarshalMap(av, it)
+	}
+	return nil
+}
+
+func (s *stepItem) unmarshal(r *avReader, av map[string]types.AttributeValue) {
+	s.Name = r.s(av, "Name")
+	s.State = r.s(av, "State")
+	s.Attempts = int(r.n(av, "Attempts"))
+	s.Failures = int(r.n(av, "Failures"))
+	s.StartedAt = r.n(av, "StartedAt")
+	s.FinishedAt = r.n(av, "FinishedAt")
+	s.Output = r.s(av, "Output")
+	s.Error = r.s(av, "Error")
+	s.Compensation = r.s(av, "Compensation")
+	s.CompensationAttempts = int(r.n(av, "CompensationAttempts"))
+	s.CompensationFailures = int(r.n(av, "CompensationFailures"))
+	s.CompensatedAt = r.n(av, "CompensatedAt")
+	s.CompensationOutput = r.s(av, "CompensationOutput")
+	s.CompensationError = r.s(av, "CompensationError")
+	s.Refused = r.bool(av, "Refused")
+	s.UndoRefused = r.bool(av, "UndoRefused")
+	s.KeyRound = int(r.n(av, "KeyRound"))
+	s.UndoKeyRound = int(r.n(av, "UndoKeyRound"))
+}
+
+// avReader reads the attributes of a well-formed item, noting the first
+// one that is not (odd): the caller then reads the item reflectively.
+type avReader struct{ odd bool }
+
+// names notes as odd an item with an attribute whose name matches one of
+// known only without regard to case, which UnmarshalMap reads into that
+// field as encoding/json does; the item's other attributes (WriteToken, the
+// listings' keys) it ignores, as UnmarshalMap does.
+func (r *avReader) names(av map[string]types.AttributeValue, known map[string]bool) {
+	for name := range av {
+		if !known[name] && known[strings.ToLower(name)] {
+			r.odd = true
+		}
+	}
+}
+
+// stateNames and stepNames are the attribute names of stateItem and
+// stepItem, as written and in lower case.
+var stateNames, stepNames = fieldNames(stateItem{}.marshalAll()), fieldNames(stepItem{}.marshalAll())
+
+func fieldNames(m map[string]types.AttributeValue) map[string]bool {
+	out := map[string]bool{}
+	for name := range m {
+		out[name], out[strings.ToLower(name)] = true, true
+	}
+	return out
+}
+
+// marshalAll writes every attribute, as a full item has them.
+func (it stateItem) marshalAll() map[string]types.AttributeValue {
+	it.LockedBy, it.InFlightShard, it.FailureCount, it.WaitRound, it.LastError, it.AlertPending = "x", "x", 1, 1, "x", true
+	it.Requeues, it.ClientID, it.Owner, it.OwnerID, it.Priority, it.Trace, it.Cancelled = 1, "x", "x", "x", "x", "x", true
+	it.Resubmits, it.Input, it.ExpiresAt, it.OpenUntil = 1, "x", 1, 1
+	return it.marshal()
+}
+
+func (s stepItem) marshalAll() map[string]types.AttributeValue {
+	s.Attempts, s.Failures, s.StartedAt, s.FinishedAt, s.Output, s.Error, s.Compensation = 1, 1, 1, 1, "x", "x", "x"
+	s.CompensationAttempts, s.CompensationFailures, s.CompensatedAt, s.CompensationOutput, s.CompensationError = 1, 1, 1, "x", "x"
+	s.Refused, s.UndoRefused, s.KeyRound, s.UndoKeyRound = true, true, 1, 1
+	return s.marshal()
+}
+
+func (r *avReader) s(av map[string]types.AttributeValue, name string) string {
+	v, ok := av[name]
+	if !ok {
+		return ""
+	}
+	if s, isS := v.(*types.AttributeValueMemberS); isS {
+		return s.Value
+	}
+	r.odd = true
+	return ""
+}
+
+func (r *avReader) n(av map[string]types.AttributeValue, name string) int64 {
+	v, ok := av[name]
+	if !ok {
+		return 0
+	}
+	if n, isN := v.(*types.AttributeValueMemberN); isN {
+		if i, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+			return i
+		}
+	}
+	r.odd = true
+	return 0
+}
+
+func (r *avReader) bool(av map[string]types.AttributeValue, name string) bool {
+	v, ok := av[name]
+	if !ok {
+		return false
+	}
+	if b, isB := v.(*types.AttributeValueMemberBOOL); isB {
+		return b.Value
+	}
+	r.odd = true
+	return false
+}
