@@ -113,7 +113,7 @@ func TestSummaryPrintsTheVersionTableAndItsBreaches(t *testing.T) {
 	var out bytes.Buffer
 	sum.Print(&out)
 	for _, want := range []string{
-		"  orders      submitted 5 · Processed 3 · Error 1 · in flight 0 · rejected 0\n",
+		"  orders      submitted 5 · Processed 3 · Error 1 · in flight 0 · rejected 0 · shed (429, then resubmitted) 0\n",
 		"  versions    version   steps  submitted  Processed  Compensated  error/other  in flight  effects\n",
 		"              order-v1      2          2          1            1            0          0        3\n",
 		"              order-v2      3          3          2            0            1          0        7\n",
