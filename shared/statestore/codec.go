@@ -85,7 +85,9 @@ func (s stepItem) marshal() map[string]types.AttributeValue {
 }
 
 func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func avN(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+func avN(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
 
 // putS, putN and putBool write an omitempty attribute: left out at its
 // zero value.
