@@ -410,11 +410,13 @@ var roleActions = func() map[string]map[string][]string {
 	out["NotifierRole"] = notifier
 
 	// The Supervisor's fast path: the Timer reads the stream like the
-	// Notifier and sends Deadlines; the Deadline function consumes them,
-	// reads the record, and recovers it as the sweep does.
+	// Notifier and sends Deadlines (and gives an ended order's ledger
+	// entries their TTL); the Deadline function consumes them, reads the
+	// record, and recovers it as the sweep does.
 	tmr := logs("Timer")
 	add(tmr, []string{"StateTable.StreamArn"}, "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams")
 	add(tmr, []string{"TimerDLQ", "DeadlineQueue"}, "sqs:SendMessage")
+	add(tmr, []string{"LedgerTable"}, "dynamodb:UpdateItem")
 	out["TimerRole"] = tmr
 	dl := alerts(logs("Deadline"))
 	add(dl, []string{"StateTable"}, "dynamodb:GetItem", "dynamodb:UpdateItem")
