@@ -49,8 +49,9 @@ const (
 	Deploy Fault = "deploy"
 	// Duplicate: clients post an order again with its Idempotency-Key.
 	Duplicate Fault = "duplicate"
-	// Burst: clients post at 50 times the usual rate, past what the
-	// Agents' queues are sized for, so the Submission sheds.
+	// Burst: clients post at 100 times the usual rate (2,000 orders a
+	// second), past what the Agents take with their deployed concurrency,
+	// so their queues fill past the backlog and the Submission sheds.
 	Burst Fault = "burst"
 	// Replica: one replica of the remote services is down for a while
 	// (its calls refused, or answered 503 without reaching the shared
@@ -232,12 +233,20 @@ func (f *faults) call(ctx context.Context, site, about string, write bool, apply
 	if p == nil {
 		return apply()
 	}
-	if p.dead {
+	if p.dead() {
 		p.exit()
 	}
 	f.calls++
-	p.suspend(f.latency())
 	w := f.w
+	if p.wait(f.latency()) {
+		// The invocation died (killed, or timed out) while the call was on
+		// its way: a request already sent is processed by the service all
+		// the same, or never arrived; no answer comes back either way.
+		if w.choose.Intn(2) == 1 && apply() == nil {
+			w.log.add(w.now, p.String(), "landed after the death "+site, about)
+		}
+		p.exit()
+	}
 	if f.strike(KillBefore) {
 		w.log.add(w.now, p.String(), "killed before "+site, about)
 		p.exit()
@@ -271,7 +280,7 @@ func (f *faults) sleep(ctx context.Context, d time.Duration) error {
 	if p == nil {
 		return nil
 	}
-	if p.dead {
+	if p.dead() {
 		p.exit()
 	}
 	if d > 0 {

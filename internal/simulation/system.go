@@ -128,7 +128,6 @@ var functions = []string{topology.Scheduler, topology.Supervisor, topology.Deadl
 func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog, skew time.Duration) (*system, error) {
 	s := &system{w: w, f: f, policy: workflow.DefaultPolicy(), agent: agent.DefaultConfig(), log: slog.New(slog.DiscardHandler),
 		agentQ: map[string]*Queue{}, steps: map[string]workflow.Step{}, clients: map[string]*Subscription{}, live: map[string]*release{}, skew: skew}
-	s.agent.Concurrency = 1 // one record at a time: one goroutine per invocation
 	if f.mix[Fix] > 0 {
 		// The operators' fix comes past the shortest retention, so what
 		// should outlive an order that waits for them is tested there.
@@ -278,7 +277,7 @@ func (s *system) newAgent(step workflow.Step, alerts alert.Sender) (*agent.Handl
 	svc := agent.NewReplicatedHTTPService(cfg.Endpoints(), &http.Client{Transport: s.remote})
 	a, err := agent.New(cfg, svc, s.sender("agent-"+step.Name), s.deps(s.clockFor()), agent.WithAlerts(alerts),
 		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
-		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either))
+		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either), agent.WithWorkers(s.w.workers))
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 	}
@@ -304,7 +303,7 @@ func (s *system) newCodeAgent(step workflow.Step, st stepkit.Step, alerts alert.
 	}
 	a, err := agent.New(cfg, svc, s.sender("agent-"+step.Name), deps, agent.WithAlerts(alerts),
 		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
-		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either))
+		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either), agent.WithWorkers(s.w.workers))
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 	}
