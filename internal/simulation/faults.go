@@ -80,12 +80,18 @@ const (
 	// Forge: a compromised Agent (any principal allowed to send to the
 	// response queue) sends replies naming other steps of other orders.
 	Forge Fault = "forge"
+	// PartialBatch: a batch request succeeds and some of its entries fail,
+	// each at this rate: SNS PublishBatch and SQS SendMessageBatch list
+	// them in Failed (a server-side error), and an event source mapping's
+	// delete of a handled message fails, so the message comes back when its
+	// visibility timeout ends.
+	PartialBatch Fault = "partial-batch"
 )
 
 // AllFaults lists every Fault.
 func AllFaults() []Fault {
 	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica, CrashAfterEffect, CrashAfterLedger,
-		Hold, Fix, RefuseAfterEffect, Forge}
+		Hold, Fix, RefuseAfterEffect, Forge, PartialBatch}
 }
 
 // Mix is a run's faults: the rate of each kind that is on.
@@ -137,6 +143,8 @@ func Swarm(c Chooser) Mix {
 		CrashAfterEffect: {0.02, 0.1}, CrashAfterLedger: {0.02, 0.1},
 		// Shares of the orders.
 		Hold: {0.2, 0.5}, Fix: {1}, RefuseAfterEffect: {0.2, 1}, Forge: {0.05, 0.2},
+		// Per entry of a batch request.
+		PartialBatch: {0.005, 0.02, 0.1},
 	}
 	m := Mix{}
 	for _, f := range AllFaults() {

@@ -264,3 +264,26 @@ func TestCallsLandAfterTheirLambdaDied(t *testing.T) {
 		t.Fatalf("%d calls landed after their invocation died; violations %v", landed, res.Violations)
 	}
 }
+
+// TestPartialBatchesKeepEveryInvariant: with entries of every batch request
+// failing (PublishBatch's and SendMessageBatch's Failed, the event source
+// mappings' deletes), the handlers retry what was not done and every
+// invariant holds, the Timer's Deadlines included.
+func TestPartialBatchesKeepEveryInvariant(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 6, Orders: 300, Mix: Mix{PartialBatch: 0.1}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]int{}
+	for _, l := range res.Log {
+		for _, what := range []string{"publish entry failed", "sqs.send entry failed", "sqs.delete failed"} {
+			if strings.Contains(l, what) {
+				failed[what]++
+			}
+		}
+	}
+	if len(failed) != 3 || len(res.Violations) > 0 {
+		t.Fatalf("failed entries %v, want some of each of 3 kinds; violations %v", failed, res.Violations)
+	}
+}

@@ -146,6 +146,7 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 	s.schedulerQ = s.sqs.queue("scheduler", vis(topology.SchedulerTimeout), topology.MaxReceiveCount)
 	s.responseQ = s.sqs.queue("responses", vis(topology.SchedulerTimeout), topology.MaxReceiveCount)
 	s.deadlineQ = s.sqs.queue("deadlines", vis(topology.DeadlineTimeout), topology.MaxReceiveCount)
+	s.deadlineQ.kept = true // for the check that every phase had its Deadline
 	// Every step any release may run has its queue from the start.
 	for _, c := range []workflow.Catalog{cat, extra} {
 		for _, step := range c.Agents() {
