@@ -86,12 +86,19 @@ const (
 	// delete of a handled message fails, so the message comes back when its
 	// visibility timeout ends.
 	PartialBatch Fault = "partial-batch"
+	// LateRun: a scheduled Supervisor run is delivered late, up to a few
+	// minutes after its minute (EventBridge's retries, Lambda's
+	// asynchronous queue).
+	LateRun Fault = "late-run"
+	// DoubleRun: a scheduled Supervisor run is delivered twice, the second
+	// at once or up to minutes later.
+	DoubleRun Fault = "double-run"
 )
 
 // AllFaults lists every Fault.
 func AllFaults() []Fault {
 	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica, CrashAfterEffect, CrashAfterLedger,
-		Hold, Fix, RefuseAfterEffect, Forge, PartialBatch}
+		Hold, Fix, RefuseAfterEffect, Forge, PartialBatch, LateRun, DoubleRun}
 }
 
 // Mix is a run's faults: the rate of each kind that is on.
@@ -145,6 +152,8 @@ func Swarm(c Chooser) Mix {
 		Hold: {0.2, 0.5}, Fix: {1}, RefuseAfterEffect: {0.2, 1}, Forge: {0.05, 0.2},
 		// Per entry of a batch request.
 		PartialBatch: {0.005, 0.02, 0.1},
+		// Per scheduled run.
+		LateRun: {0.1, 0.5}, DoubleRun: {0.1, 0.5},
 	}
 	m := Mix{}
 	for _, f := range AllFaults() {

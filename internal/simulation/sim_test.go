@@ -287,3 +287,26 @@ func TestPartialBatchesKeepEveryInvariant(t *testing.T) {
 		t.Fatalf("failed entries %v, want some of each of 3 kinds; violations %v", failed, res.Violations)
 	}
 }
+
+// TestScheduledRunsComeLateTwiceAndAgain: EventBridge delivers scheduled
+// Supervisor runs late and twice, Lambda retries a run that failed, and
+// every invariant holds.
+func TestScheduledRunsComeLateTwiceAndAgain(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 8, Orders: 300, Rate: 1, Record: true,
+		Mix: Mix{LateRun: 0.5, DoubleRun: 0.5, Throttle: 0.05, KillBefore: 0.01, Remote: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, l := range res.Log {
+		for _, what := range []string{"supervisor run late by", "supervisor run delivered twice", "Lambda retries it"} {
+			if strings.Contains(l, what) {
+				seen[what]++
+			}
+		}
+	}
+	if len(seen) != 3 || len(res.Violations) > 0 {
+		t.Fatalf("scheduled runs %v, want some of each of 3 kinds; violations %v", seen, res.Violations)
+	}
+}

@@ -387,8 +387,20 @@ func (s *system) mappings() {
 }
 
 // resweep runs the Supervisor's scheduled run every minute from now until
-// s.until or until the run is done, skipping some when MissedRun strikes;
-// a schedule already running goes on alone.
+// s.until or until the run is done; a schedule already running goes on
+// alone. EventBridge invokes the Supervisor asynchronously, and each run
+// may not happen (MissedRun), come late (LateRun: EventBridge retries a
+// delivery that failed for up to a day, "How EventBridge retries
+// delivering events",
+// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-retry-policy.html,
+// and an asynchronous event may wait in Lambda's queue, "Understanding
+// retry behavior in Lambda",
+// https://docs.aws.amazon.com/lambda/latest/dg/invocation-retries.html),
+// or come twice (DoubleRun: "it's possible for it to receive the same event
+// from Lambda multiple times because the queue itself is eventually
+// consistent", "How Lambda handles errors and retries with asynchronous
+// invocation",
+// https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html).
 func (s *system) resweep() {
 	if s.sweeping {
 		return
@@ -406,14 +418,49 @@ func (s *system) resweep() {
 			s.w.log.add(s.w.now, "schedule", "supervisor run missed", "")
 			return
 		}
-		s.w.spawn("supervisor", topology.SupervisorTimeout, func(ctx context.Context) {
-			ctx = s.invocation(ctx, procOf(ctx).String())
-			h := s.container(ctx, topology.Supervisor).(*supervisor.Handler)
-			_ = h.Handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events", Time: s.w.now})
-		}, nil)
+		fired := s.w.now
+		late := time.Duration(0)
+		if s.f.strike(LateRun) {
+			late = s.w.delay(time.Second, lateRunMax)
+			s.w.log.add(s.w.now, "schedule", "supervisor run late by "+late.String(), "")
+		}
+		s.w.after(late, func() { s.scheduled(fired, 0) })
+		if s.f.strike(DoubleRun) {
+			again := late + s.w.delay(0, 2*time.Minute)
+			s.w.log.add(s.w.now, "schedule", "supervisor run delivered twice, again in "+again.String(), "")
+			s.w.after(again, func() { s.scheduled(fired, 0) })
+		}
 	}
 	s.w.after(s.w.delay(0, time.Minute), tick)
 }
+
+// lateRunMax bounds how late a scheduled run comes (LateRun).
+const lateRunMax = 5 * time.Minute
+
+// scheduled invokes the Supervisor with the scheduled event of the run
+// fired at fired, as Lambda's asynchronous invocation does: a run that
+// returns an error or dies (killed, timed out) runs again, "two more
+// times, with a one-minute wait between the first two attempts, and two
+// minutes between the second and third" ("How Lambda handles errors and
+// retries with asynchronous invocation").
+func (s *system) scheduled(fired time.Time, retry int) {
+	var err error
+	s.w.spawn("supervisor", topology.SupervisorTimeout, func(ctx context.Context) {
+		ctx = s.invocation(ctx, procOf(ctx).String())
+		h := s.container(ctx, topology.Supervisor).(*supervisor.Handler)
+		err = h.Handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events", Time: fired})
+	}, func(killed bool) {
+		if (killed || err != nil) && retry < asyncRetries {
+			wait := time.Duration(retry+1) * time.Minute
+			s.w.log.add(s.w.now, "schedule", "supervisor run failed; Lambda retries it in "+wait.String(), "")
+			s.w.after(wait, func() { s.scheduled(fired, retry+1) })
+		}
+	})
+}
+
+// asyncRetries is how many times Lambda retries an asynchronous invocation
+// that failed, by default.
+const asyncRetries = 2
 
 // deploy rolls out a release for cat: each function at its own moment
 // within a minute, the Submission last.
