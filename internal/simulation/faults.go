@@ -91,7 +91,7 @@ const (
 	// asynchronous queue).
 	LateRun Fault = "late-run"
 	// DoubleRun: a scheduled Supervisor run is delivered twice, the second
-	// at once or up to minutes later.
+	// within a second (half the time) or up to two minutes later.
 	DoubleRun Fault = "double-run"
 )
 
