@@ -5,11 +5,12 @@
 // failure found once is found again, and shrunk.
 //
 // The actors are the real handlers (shared/...), wired as the stack wires
-// them; only their ports end in the models. Each invocation runs as a
-// coroutine: a goroutine that runs only while the scheduler waits for it,
-// and hands control back at every port call and every sleep. So exactly one
-// goroutine runs at any time, and the order of everything is the
-// scheduler's choice, drawn from the seed.
+// them; only their ports end in the models. Each invocation runs as one or
+// more coroutines (an Agent's records each on one of its own): goroutines
+// that run only while the scheduler waits for them, and hand control back
+// at every port call and every sleep. So exactly one goroutine runs at any
+// time, and the order of everything is the scheduler's choice, drawn from
+// the seed.
 package simulation
 
 import (
@@ -168,6 +169,13 @@ type invocation struct {
 	parked []*proc
 	// workers counts the workers it started, to name them.
 	workers int
+	// deadline is when the function's timeout stops it (zero: none);
+	// armed says the event that does so is scheduled, which it is only
+	// once a coroutine waits past it.
+	deadline time.Time
+	armed    bool
+	// label names it in the log.
+	label string
 	// then runs once the invocation has ended, killed or not.
 	then func(killed bool)
 	// ends run then too, in the order they were added.
@@ -208,15 +216,27 @@ func procOf(ctx context.Context) *proc {
 // stops a function that runs past its timeout.
 func (w *World) spawn(name string, timeout time.Duration, body func(ctx context.Context), then func(killed bool)) {
 	inv := &invocation{then: then}
-	p := w.coroutine(inv, name, "", context.Background(), body, nil)
 	if timeout > 0 {
-		w.after(timeout, func() {
-			if !inv.ended {
-				w.log.add(w.now, p.String(), "timed out", "")
-				w.kill(inv)
-			}
-		})
+		inv.deadline = w.now.Add(timeout)
 	}
+	p := w.coroutine(inv, name, "", context.Background(), body, nil)
+	inv.label = p.String()
+}
+
+// arm schedules inv's timeout if a wait until wake would outlast it: an
+// invocation can only live past its timeout through such a wait, so one
+// that ends sooner (most do) costs no event.
+func (w *World) arm(inv *invocation, wake time.Time) {
+	if inv.armed || inv.deadline.IsZero() || !wake.After(inv.deadline) {
+		return
+	}
+	inv.armed = true
+	w.at(inv.deadline, func() {
+		if !inv.ended {
+			w.log.add(w.now, inv.label, "timed out", "")
+			w.kill(inv)
+		}
+	})
 }
 
 // coroutine starts body as a coroutine of inv now, with ctx naming it.
@@ -294,6 +314,7 @@ func (p *proc) suspend(d time.Duration) {
 // instead of exiting, for a call already sent, which may still land.
 func (p *proc) wait(d time.Duration) (died bool) {
 	w := p.w
+	w.arm(p.inv, w.now.Add(d))
 	w.after(d, func() { w.resume(p) })
 	w.yield <- struct{}{}
 	<-p.wake
