@@ -310,3 +310,26 @@ func TestScheduledRunsComeLateTwiceAndAgain(t *testing.T) {
 		t.Fatalf("scheduled runs %v, want some of each of 3 kinds; violations %v", seen, res.Violations)
 	}
 }
+
+// TestTimeoutsStopInvocations: with every call slow, invocations run past
+// their function's timeout (the Submission's 10 s first); Lambda stops
+// them there, calls they had sent land after, and every invariant holds.
+func TestTimeoutsStopInvocations(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 3, Orders: 300, Mix: Mix{Slow: 1}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	timedOut, landed := 0, 0
+	for _, l := range res.Log {
+		switch {
+		case strings.Contains(l, "timed out"):
+			timedOut++
+		case strings.Contains(l, "landed after the death"):
+			landed++
+		}
+	}
+	if timedOut == 0 || landed == 0 || len(res.Violations) > 0 {
+		t.Fatalf("%d invocations timed out, %d calls landed after; violations %v", timedOut, landed, res.Violations)
+	}
+}
