@@ -33,6 +33,11 @@ declare -A mix=(
 	[15]=operator=1,throttle=0.2,refuse-after-effect=1,crash-after-effect=0.1
 	[16]=forge=0.2
 	[17]=operator=1,hold=0.5,refuse-after-effect=1,crash-after-effect=0.1,fix=1
+	[18]=partial-batch=0.05
+	[19]=partial-batch=0.05
+	[20]=partial-batch=0.1
+	[21]=kill-before=0.01
+	[22]=skew=1,slow=0.05,kill-before=0.03,kill-after=0.03,crash-after-effect=0.1
 )
 # Orders per seed for holes that need a long seed: shedding starts only
 # once a seed's burst fills the queues past their backlog (500 messages).

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sasflow/sas/shared/message"
 	"github.com/sasflow/sas/shared/notifier"
+	"github.com/sasflow/sas/shared/queue"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
@@ -140,6 +142,7 @@ func (r *run) check(end time.Time) Result {
 	for _, v := range st.forgedCommits {
 		bad("forged: a reply its step's Agent did not send was committed: %s", v)
 	}
+	r.checkDeadlines(bad)
 	slices.Sort(res.Violations)
 	res.Violations = slices.Compact(res.Violations)
 	return res
@@ -255,4 +258,49 @@ func (r *run) checkEvents(s workflow.State, bad func(string, ...any)) {
 	if last, ok := got[s.EventSeq]; ok && last != s.ProcessState {
 		bad("events: order %s: the last event says %s, the record %s", s.OrderID, last, s.ProcessState)
 	}
+}
+
+// checkDeadlines holds the Timer to the fast path: every write that began
+// a new phase of a record the Supervisor watches (in flight, with a new
+// Attempt or CompleteBy) due within SQS's longest delay had its Deadline
+// sent, once at least. The sweep recovers a phase whose Deadline was lost
+// within its minute, so no other invariant tells a Timer that drops
+// Deadlines from one that sends them. The phase's due time is measured from
+// its UpdatedAt, stamped by the writer's clock, which the Timer's may trail
+// by up to the store's tolerance.
+func (r *run) checkDeadlines(bad func(string, ...any)) {
+	sent := map[string]bool{}
+	for _, body := range r.sys.deadlineQ.sent {
+		d, err := message.DecodeDeadline(body)
+		if err != nil {
+			bad("deadline: a message on the deadline queue is no Deadline: %v", err)
+			continue
+		}
+		sent[phaseKey(d.OrderID, d.Attempt, d.CompleteBy)] = true
+	}
+	within := queue.MaxDelay - r.sys.store.tolerance
+	missed := map[string]string{}
+	for _, shard := range r.sys.stream.shards {
+		for _, rec := range shard {
+			st, old := rec.after, rec.before
+			if !rec.hadBefore {
+				old = workflow.State{}
+			}
+			if !st.InFlight || st.CompleteBy.IsZero() || st.CompleteBy.Sub(st.UpdatedAt) > within ||
+				old.InFlight && old.Attempt == st.Attempt && old.CompleteBy.Equal(st.CompleteBy) {
+				continue
+			}
+			if k := phaseKey(st.OrderID, st.Attempt, st.CompleteBy); !sent[k] && missed[st.OrderID] == "" {
+				missed[st.OrderID] = fmt.Sprintf("attempt %d, %s, CompleteBy %s", st.Attempt, st.ProcessState, st.CompleteBy.Format(time.TimeOnly))
+			}
+		}
+	}
+	for _, id := range slices.Sorted(mapsKeys(missed)) {
+		bad("deadline: order %s began a phase (%s) and no Deadline of it was sent", id, missed[id])
+	}
+}
+
+// phaseKey names a phase of an order as its Deadline does.
+func phaseKey(orderID string, attempt int, completeBy time.Time) string {
+	return orderID + "/" + strconv.Itoa(attempt) + "/" + strconv.FormatInt(completeBy.UnixMilli(), 10)
 }

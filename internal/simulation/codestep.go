@@ -73,10 +73,10 @@ type codeModel struct {
 	// openings by the key's tries, and what ended them.
 	openings map[string]int
 	report   CodeStepReport
-	// tries are the tries running, by invocation: an Agent's invocation
-	// works one record at a time, so one try at a time.
+	// tries are the tries running, by coroutine: each record of an
+	// Agent's batch runs on a coroutine of its own, one try at a time.
 	tries map[*proc]*codeTry
-	// last is the invocation that last returned from the step or the
+	// last is the coroutine that last returned from the step or the
 	// ledger: the fault points, called right after, belong to it.
 	last       *proc
 	owners     int
@@ -115,10 +115,14 @@ func (m *codeModel) claimed(p *proc, key, owner string, leaseUntil time.Time) {
 	if t := m.tries[p]; t != nil {
 		m.close(t)
 	} else {
-		p.atEnd(func(bool) {
+		p.atEnd(func(killed bool) {
 			if t := m.tries[p]; t != nil {
 				m.close(t)
-				delete(m.tries, p)
+				// A dead invocation's call already sent may land later
+				// (lateEffect): its try stays known.
+				if !killed {
+					delete(m.tries, p)
+				}
 			}
 		})
 	}
@@ -151,7 +155,15 @@ func (m *codeModel) close(t *codeTry) {
 func (m *codeModel) applied(ctx context.Context, what string) *codeTry {
 	p := procOf(ctx)
 	t := m.tries[p]
-	if t == nil || t.closed {
+	switch {
+	case t != nil && t.closed && p.dead():
+		// A call its invocation sent before it died, landing after: the
+		// try applied its effect and never recorded it.
+		if !t.applied && !t.recorded {
+			m.openings[t.key]++
+			m.report.Openings++
+		}
+	case t == nil || t.closed:
 		m.violations = append(m.violations, fmt.Sprintf("effects: %s by %v, which holds no key of a code step", what, p))
 		return nil
 	}
@@ -303,15 +315,13 @@ func (l ledger) Finish(ctx context.Context, key, owner string, out statestore.Ou
 		if err := m.st.Store.Finish(ctx, key, owner, out); err != nil {
 			return err
 		}
-		if t := m.tries[procOf(ctx)]; t != nil && t.key == key && t.owner == owner && !t.closed {
-			t.recorded = true
+		if t := m.recording(procOf(ctx), key, owner); t != nil {
 			if t.applied && out.Fault == nil {
 				m.recorded[key]++
 				if m.recorded[key] > 1 {
 					m.violations = append(m.violations, fmt.Sprintf("effects: %s recorded done by %d tries that applied it", key, m.recorded[key]))
 				}
 			}
-			m.close(t)
 		}
 		return nil
 	})
@@ -345,14 +355,32 @@ func (l ledger) FinishUndo(ctx context.Context, effectKey, undoKey, owner string
 		if err := m.st.Store.FinishUndo(ctx, effectKey, undoKey, owner, output); err != nil {
 			return err
 		}
-		if t := m.tries[procOf(ctx)]; t != nil && t.key == undoKey && t.owner == owner {
-			t.recorded = true
-			m.close(t)
-		}
+		m.recording(procOf(ctx), undoKey, owner)
 		return nil
 	})
 	m.last = procOf(ctx)
 	return err
+}
+
+// recording marks p's try of key under owner recorded in the ledger and
+// returns it, or nil when p holds no such try. A write its invocation sent
+// before it died may land after it: the try closed as one that applied its
+// effect and did not record it, which it now has.
+func (m *codeModel) recording(p *proc, key, owner string) *codeTry {
+	t := m.tries[p]
+	if t == nil || t.key != key || t.owner != owner || t.recorded || t.closed && !p.dead() {
+		return nil
+	}
+	if t.closed && t.applied {
+		m.openings[key]--
+		m.report.Openings--
+		if t.crashed {
+			m.report.CrashOpenings--
+		}
+	}
+	t.recorded = true
+	m.close(t)
+	return t
 }
 
 // check holds the code steps to their invariants at the end of a run,

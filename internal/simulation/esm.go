@@ -13,7 +13,16 @@ import (
 // window), up to concurrency invocations at once; after an invocation, the
 // messages it did not report as failed are deleted; the failed ones, and
 // every message of an invocation that failed or died, come back when
-// their visibility timeout ends (or when the handler changed it).
+// their visibility timeout ends (or when the handler changed it). The
+// deletes go in DeleteMessageBatch requests, which report "the result of
+// the action on each message individually" (the SQS API Reference's
+// DeleteMessageBatch,
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_DeleteMessageBatch.html):
+// a message whose delete failed (PartialBatch) stays in flight and comes
+// back when its visibility timeout ends, handled or not, as Lambda warns
+// ("Lambda event source mappings process each event at least once, and
+// duplicate processing of records can occur",
+// https://docs.aws.amazon.com/lambda/latest/dg/invocation-eventsourcemapping.html).
 type sqsMapping struct {
 	s           *SQS
 	q           *Queue
@@ -83,9 +92,16 @@ func (m *sqsMapping) invoke(recs []events.SQSMessage) {
 				failed[f.ItemIdentifier] = true
 			}
 			for _, r := range recs {
-				if !failed[r.MessageId] {
-					m.s.delete(m.q, r.ReceiptHandle)
+				if failed[r.MessageId] {
+					continue
 				}
+				if m.s.f.strike(PartialBatch) {
+					// DeleteMessageBatch reports each entry alone; one it
+					// failed stays in flight and comes back.
+					w.log.add(w.now, m.q.name, "sqs.delete failed", r.MessageId)
+					continue
+				}
+				m.s.delete(m.q, r.ReceiptHandle)
 			}
 		}
 		m.poll()

@@ -49,8 +49,9 @@ const (
 	Deploy Fault = "deploy"
 	// Duplicate: clients post an order again with its Idempotency-Key.
 	Duplicate Fault = "duplicate"
-	// Burst: clients post at 50 times the usual rate, past what the
-	// Agents' queues are sized for, so the Submission sheds.
+	// Burst: clients post at 100 times the usual rate (2,000 orders a
+	// second), past what the Agents take with their deployed concurrency,
+	// so their queues fill past the backlog and the Submission sheds.
 	Burst Fault = "burst"
 	// Replica: one replica of the remote services is down for a while
 	// (its calls refused, or answered 503 without reaching the shared
@@ -79,12 +80,25 @@ const (
 	// Forge: a compromised Agent (any principal allowed to send to the
 	// response queue) sends replies naming other steps of other orders.
 	Forge Fault = "forge"
+	// PartialBatch: a batch request succeeds and some of its entries fail,
+	// each at this rate: SNS PublishBatch and SQS SendMessageBatch list
+	// them in Failed (a server-side error), and an event source mapping's
+	// delete of a handled message fails, so the message comes back when its
+	// visibility timeout ends.
+	PartialBatch Fault = "partial-batch"
+	// LateRun: a scheduled Supervisor run is delivered late, up to a few
+	// minutes after its minute (EventBridge's retries, Lambda's
+	// asynchronous queue).
+	LateRun Fault = "late-run"
+	// DoubleRun: a scheduled Supervisor run is delivered twice, the second
+	// within a second (half the time) or up to two minutes later.
+	DoubleRun Fault = "double-run"
 )
 
 // AllFaults lists every Fault.
 func AllFaults() []Fault {
 	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica, CrashAfterEffect, CrashAfterLedger,
-		Hold, Fix, RefuseAfterEffect, Forge}
+		Hold, Fix, RefuseAfterEffect, Forge, PartialBatch, LateRun, DoubleRun}
 }
 
 // Mix is a run's faults: the rate of each kind that is on.
@@ -136,6 +150,10 @@ func Swarm(c Chooser) Mix {
 		CrashAfterEffect: {0.02, 0.1}, CrashAfterLedger: {0.02, 0.1},
 		// Shares of the orders.
 		Hold: {0.2, 0.5}, Fix: {1}, RefuseAfterEffect: {0.2, 1}, Forge: {0.05, 0.2},
+		// Per entry of a batch request.
+		PartialBatch: {0.005, 0.02, 0.1},
+		// Per scheduled run.
+		LateRun: {0.1, 0.5}, DoubleRun: {0.1, 0.5},
 	}
 	m := Mix{}
 	for _, f := range AllFaults() {
@@ -232,12 +250,20 @@ func (f *faults) call(ctx context.Context, site, about string, write bool, apply
 	if p == nil {
 		return apply()
 	}
-	if p.dead {
+	if p.dead() {
 		p.exit()
 	}
 	f.calls++
-	p.suspend(f.latency())
 	w := f.w
+	if p.wait(f.latency()) {
+		// The invocation died (killed, or timed out) while the call was on
+		// its way: a request already sent is processed by the service all
+		// the same, or never arrived; no answer comes back either way.
+		if w.choose.Intn(2) == 1 && apply() == nil {
+			w.log.add(w.now, p.String(), "landed after the death "+site, about)
+		}
+		p.exit()
+	}
 	if f.strike(KillBefore) {
 		w.log.add(w.now, p.String(), "killed before "+site, about)
 		p.exit()
@@ -271,7 +297,7 @@ func (f *faults) sleep(ctx context.Context, d time.Duration) error {
 	if p == nil {
 		return nil
 	}
-	if p.dead {
+	if p.dead() {
 		p.exit()
 	}
 	if d > 0 {

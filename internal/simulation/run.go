@@ -188,7 +188,7 @@ func Run(cfg Config) (Result, error) {
 	r := &run{cfg: cfg, w: w, f: f, sys: sys, next: versions.Catalog, fixed: map[string]bool{}}
 	rate := cfg.Rate
 	if cfg.Mix[Burst] > 0 {
-		rate *= 50
+		rate *= 100
 	}
 	arrivals := time.Duration(float64(cfg.Orders) / rate * float64(time.Second))
 	for i := range cfg.Orders {

@@ -88,6 +88,7 @@ func TestBurstSheds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("a burst shed %d requests", res.Faults["shed"])
 	if res.Faults["shed"] == 0 || len(res.Violations) > 0 {
 		t.Fatalf("a burst shed %d requests, want some; violations %v", res.Faults["shed"], res.Violations)
 	}
@@ -205,5 +206,130 @@ func TestEveryCodeStepIsModelled(t *testing.T) {
 		if _, ok := codeSteps[name]; !ok {
 			t.Errorf("code step %s has no model in the simulator (codeSteps)", name)
 		}
+	}
+}
+
+// TestAgentsWorkBatchesConcurrently: the Agents run with their deployed
+// AGENT_CONCURRENCY, each record of a batch on a coroutine of the
+// invocation (agent.WithWorkers), and their calls interleave: a worker's
+// call comes between two calls of another worker of the same invocation.
+func TestAgentsWorkBatchesConcurrently(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 2, Orders: 300, Mix: Mix{Burst: 1}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Violations) > 0 {
+		t.Fatalf("violations %v", res.Violations)
+	}
+	// last is each invocation's worker that made its latest call; called,
+	// the workers that made one.
+	last := map[string]string{}
+	called := map[string]bool{}
+	interleaved := 0
+	for _, l := range res.Log {
+		f := strings.Fields(l)
+		if len(f) < 2 || !strings.HasPrefix(f[1], "agent-") {
+			continue
+		}
+		inv, worker, ok := strings.Cut(f[1], ".")
+		if !ok {
+			continue
+		}
+		if last[inv] != worker && called[f[1]] {
+			interleaved++ // worker called, another did, and it again
+		}
+		last[inv], called[f[1]] = worker, true
+	}
+	if interleaved == 0 {
+		t.Fatal("no two workers of an Agent's invocation interleaved their calls")
+	}
+}
+
+// TestCallsLandAfterTheirLambdaDied: a call an invocation sent before it
+// was killed may still take effect, and every invariant holds.
+func TestCallsLandAfterTheirLambdaDied(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 4, Orders: 300, Mix: Mix{KillBefore: 0.03, KillAfter: 0.03, Slow: 0.05, Remote: 1}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	landed := 0
+	for _, l := range res.Log {
+		if strings.Contains(l, "landed after the death") {
+			landed++
+		}
+	}
+	if landed == 0 || len(res.Violations) > 0 {
+		t.Fatalf("%d calls landed after their invocation died; violations %v", landed, res.Violations)
+	}
+}
+
+// TestPartialBatchesKeepEveryInvariant: with entries of every batch request
+// failing (PublishBatch's and SendMessageBatch's Failed, the event source
+// mappings' deletes), the handlers retry what was not done and every
+// invariant holds, the Timer's Deadlines included.
+func TestPartialBatchesKeepEveryInvariant(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 6, Orders: 300, Mix: Mix{PartialBatch: 0.1}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := map[string]int{}
+	for _, l := range res.Log {
+		for _, what := range []string{"publish entry failed", "sqs.send entry failed", "sqs.delete failed"} {
+			if strings.Contains(l, what) {
+				failed[what]++
+			}
+		}
+	}
+	if len(failed) != 3 || len(res.Violations) > 0 {
+		t.Fatalf("failed entries %v, want some of each of 3 kinds; violations %v", failed, res.Violations)
+	}
+}
+
+// TestScheduledRunsComeLateTwiceAndAgain: EventBridge delivers scheduled
+// Supervisor runs late and twice, Lambda retries a run that failed, and
+// every invariant holds.
+func TestScheduledRunsComeLateTwiceAndAgain(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 8, Orders: 300, Rate: 1, Record: true,
+		Mix: Mix{LateRun: 0.5, DoubleRun: 0.5, Throttle: 0.05, KillBefore: 0.01, Remote: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, l := range res.Log {
+		for _, what := range []string{"supervisor run late by", "supervisor run delivered twice", "Lambda retries it"} {
+			if strings.Contains(l, what) {
+				seen[what]++
+			}
+		}
+	}
+	if len(seen) != 3 || len(res.Violations) > 0 {
+		t.Fatalf("scheduled runs %v, want some of each of 3 kinds; violations %v", seen, res.Violations)
+	}
+}
+
+// TestTimeoutsStopInvocations: with every call slow, invocations run past
+// their function's timeout (the Submission's 10 s first); Lambda stops
+// them there, calls they had sent land after, and every invariant holds.
+func TestTimeoutsStopInvocations(t *testing.T) {
+	t.Parallel()
+	res, err := Run(Config{Seed: 3, Orders: 300, Mix: Mix{Slow: 1}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	timedOut, landed := 0, 0
+	for _, l := range res.Log {
+		switch {
+		case strings.Contains(l, "timed out"):
+			timedOut++
+		case strings.Contains(l, "landed after the death"):
+			landed++
+		}
+	}
+	if timedOut == 0 || landed == 0 || len(res.Violations) > 0 {
+		t.Fatalf("%d invocations timed out, %d calls landed after; violations %v", timedOut, landed, res.Violations)
 	}
 }

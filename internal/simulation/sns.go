@@ -17,7 +17,10 @@ import (
 // one of the policy's strings, as the SNS Developer Guide's exact string
 // matching); a message and a PublishBatch are at most 256 KiB
 // (MaxPublishBytes), a batch at most 10 messages, each entry succeeding or
-// failing alone.
+// failing alone: PublishBatch "reports the result of publishing each
+// message individually", so a request that succeeds may list some entries
+// in Failed (PartialBatch; the SNS API Reference's PublishBatch,
+// https://docs.aws.amazon.com/sns/latest/api/API_PublishBatch.html).
 
 // MaxPublishBytes is SNS's limit on a message and on a whole PublishBatch
 // request: 256 KiB, a topic's default (the SNS Developer Guide's "Amazon
@@ -135,6 +138,12 @@ func (s *SNS) PublishBatch(ctx context.Context, in *sns.PublishBatchInput, _ ...
 	out := &sns.PublishBatchOutput{}
 	err = s.f.call(ctx, "sns.PublishBatch", "", true, func() error {
 		for _, e := range in.PublishBatchRequestEntries {
+			if s.f.strike(PartialBatch) {
+				s.w.log.add(s.w.now, "sns", "publish entry failed", aws.ToString(e.MessageAttributes["orderId"].StringValue))
+				out.Failed = append(out.Failed, snstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"),
+					Message: aws.String("the message was not published"), SenderFault: false})
+				continue
+			}
 			t.deliver(aws.ToString(e.Message), e.MessageAttributes)
 			out.Successful = append(out.Successful, snstypes.PublishBatchResultEntry{Id: e.Id})
 		}

@@ -75,6 +75,9 @@ type Queue struct {
 	live     int
 	// onSend runs when a message is enqueued, so the queue's poller wakes.
 	onSend func()
+	// sent keeps every body enqueued, when kept is set, for the checks.
+	kept bool
+	sent []string
 }
 
 type waiting struct {
@@ -171,6 +174,9 @@ func (s *SQS) enqueue(q *Queue, body, traceHeader, sender string, delay int32) {
 		q.ready = append(q.ready, m)
 	}
 	q.live++
+	if q.kept {
+		q.sent = append(q.sent, body)
+	}
 	s.w.log.add(s.w.now, q.name, "sqs.enqueue", m.id)
 	if q.onSend != nil {
 		q.onSend()
@@ -248,7 +254,11 @@ func (s *SQS) send(ctx context.Context, in *sqs.SendMessageInput, sender string)
 	return &sqs.SendMessageOutput{}, nil
 }
 
-// SendMessageBatch is sqs.Client's: each entry succeeds or fails alone.
+// SendMessageBatch is sqs.Client's: each entry succeeds or fails alone,
+// "reported individually in the response", a request that succeeds with
+// some entries in Failed included (PartialBatch; the SQS API Reference's
+// SendMessageBatch,
+// https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html).
 func (s *SQS) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	return s.sendBatch(ctx, in, anonymousSender)
 }
@@ -275,6 +285,12 @@ func (s *SQS) sendBatch(ctx context.Context, in *sqs.SendMessageBatchInput, send
 			if err := checkMessage(body, e.DelaySeconds); err != nil {
 				out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InvalidParameterValue"),
 					Message: aws.String(err.Error()), SenderFault: true})
+				continue
+			}
+			if s.f.strike(PartialBatch) {
+				s.w.log.add(s.w.now, q.name, "sqs.send entry failed", aws.ToString(e.Id))
+				out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String("InternalError"),
+					Message: aws.String("the message was not sent"), SenderFault: false})
 				continue
 			}
 			s.enqueue(q, body, traceOf(e.MessageSystemAttributes), sender, e.DelaySeconds)

@@ -128,7 +128,6 @@ var functions = []string{topology.Scheduler, topology.Supervisor, topology.Deadl
 func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog, skew time.Duration) (*system, error) {
 	s := &system{w: w, f: f, policy: workflow.DefaultPolicy(), agent: agent.DefaultConfig(), log: slog.New(slog.DiscardHandler),
 		agentQ: map[string]*Queue{}, steps: map[string]workflow.Step{}, clients: map[string]*Subscription{}, live: map[string]*release{}, skew: skew}
-	s.agent.Concurrency = 1 // one record at a time: one goroutine per invocation
 	if f.mix[Fix] > 0 {
 		// The operators' fix comes past the shortest retention, so what
 		// should outlive an order that waits for them is tested there.
@@ -147,6 +146,7 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 	s.schedulerQ = s.sqs.queue("scheduler", vis(topology.SchedulerTimeout), topology.MaxReceiveCount)
 	s.responseQ = s.sqs.queue("responses", vis(topology.SchedulerTimeout), topology.MaxReceiveCount)
 	s.deadlineQ = s.sqs.queue("deadlines", vis(topology.DeadlineTimeout), topology.MaxReceiveCount)
+	s.deadlineQ.kept = true // for the check that every phase had its Deadline
 	// Every step any release may run has its queue from the start.
 	for _, c := range []workflow.Catalog{cat, extra} {
 		for _, step := range c.Agents() {
@@ -278,7 +278,7 @@ func (s *system) newAgent(step workflow.Step, alerts alert.Sender) (*agent.Handl
 	svc := agent.NewReplicatedHTTPService(cfg.Endpoints(), &http.Client{Transport: s.remote})
 	a, err := agent.New(cfg, svc, s.sender("agent-"+step.Name), s.deps(s.clockFor()), agent.WithAlerts(alerts),
 		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
-		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either))
+		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either), agent.WithWorkers(s.w.workers))
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 	}
@@ -304,7 +304,7 @@ func (s *system) newCodeAgent(step workflow.Step, st stepkit.Step, alerts alert.
 	}
 	a, err := agent.New(cfg, svc, s.sender("agent-"+step.Name), deps, agent.WithAlerts(alerts),
 		agent.WithRedelivery(queue.NewRedeliverer(s.sqs, q.url)), agent.WithSleep(s.f.sleep),
-		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either))
+		agent.WithJitter(s.w.float), agent.WithRouteDraw(s.w.either), agent.WithWorkers(s.w.workers))
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", step.Name, err)
 	}
@@ -387,8 +387,20 @@ func (s *system) mappings() {
 }
 
 // resweep runs the Supervisor's scheduled run every minute from now until
-// s.until or until the run is done, skipping some when MissedRun strikes;
-// a schedule already running goes on alone.
+// s.until or until the run is done; a schedule already running goes on
+// alone. EventBridge invokes the Supervisor asynchronously, and each run
+// may not happen (MissedRun), come late (LateRun: EventBridge retries a
+// delivery that failed for up to a day, "How EventBridge retries
+// delivering events",
+// https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-retry-policy.html,
+// and an asynchronous event may wait in Lambda's queue, "Understanding
+// retry behavior in Lambda",
+// https://docs.aws.amazon.com/lambda/latest/dg/invocation-retries.html),
+// or come twice (DoubleRun: "it's possible for it to receive the same event
+// from Lambda multiple times because the queue itself is eventually
+// consistent", "How Lambda handles errors and retries with asynchronous
+// invocation",
+// https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html).
 func (s *system) resweep() {
 	if s.sweeping {
 		return
@@ -406,14 +418,54 @@ func (s *system) resweep() {
 			s.w.log.add(s.w.now, "schedule", "supervisor run missed", "")
 			return
 		}
-		s.w.spawn("supervisor", topology.SupervisorTimeout, func(ctx context.Context) {
-			ctx = s.invocation(ctx, procOf(ctx).String())
-			h := s.container(ctx, topology.Supervisor).(*supervisor.Handler)
-			_ = h.Handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events", Time: s.w.now})
-		}, nil)
+		fired := s.w.now
+		late := time.Duration(0)
+		if s.f.strike(LateRun) {
+			late = s.w.delay(time.Second, lateRunMax)
+			s.w.log.add(s.w.now, "schedule", "supervisor run late by "+late.String(), "")
+		}
+		s.w.after(late, func() { s.scheduled(fired, 0) })
+		if s.f.strike(DoubleRun) {
+			// Half at once, two pollers of Lambda's queue taking the
+			// event; half later.
+			again := late + s.w.delay(0, time.Second)
+			if s.w.either(2) == 1 {
+				again = late + s.w.delay(0, 2*time.Minute)
+			}
+			s.w.log.add(s.w.now, "schedule", "supervisor run delivered twice, again in "+again.String(), "")
+			s.w.after(again, func() { s.scheduled(fired, 0) })
+		}
 	}
 	s.w.after(s.w.delay(0, time.Minute), tick)
 }
+
+// lateRunMax bounds how late a scheduled run comes (LateRun).
+const lateRunMax = 5 * time.Minute
+
+// scheduled invokes the Supervisor with the scheduled event of the run
+// fired at fired, as Lambda's asynchronous invocation does: a run that
+// returns an error or dies (killed, timed out) runs again, "two more
+// times, with a one-minute wait between the first two attempts, and two
+// minutes between the second and third" ("How Lambda handles errors and
+// retries with asynchronous invocation").
+func (s *system) scheduled(fired time.Time, retry int) {
+	var err error
+	s.w.spawn("supervisor", topology.SupervisorTimeout, func(ctx context.Context) {
+		ctx = s.invocation(ctx, procOf(ctx).String())
+		h := s.container(ctx, topology.Supervisor).(*supervisor.Handler)
+		err = h.Handle(ctx, events.EventBridgeEvent{DetailType: "Scheduled Event", Source: "aws.events", Time: fired})
+	}, func(killed bool) {
+		if (killed || err != nil) && retry < asyncRetries {
+			wait := time.Duration(retry+1) * time.Minute
+			s.w.log.add(s.w.now, "schedule", "supervisor run failed; Lambda retries it in "+wait.String(), "")
+			s.w.after(wait, func() { s.scheduled(fired, retry+1) })
+		}
+	})
+}
+
+// asyncRetries is how many times Lambda retries an asynchronous invocation
+// that failed, by default.
+const asyncRetries = 2
 
 // deploy rolls out a release for cat: each function at its own moment
 // within a minute, the Submission last.

@@ -5,11 +5,12 @@
 // failure found once is found again, and shrunk.
 //
 // The actors are the real handlers (shared/...), wired as the stack wires
-// them; only their ports end in the models. Each invocation runs as a
-// coroutine: a goroutine that runs only while the scheduler waits for it,
-// and hands control back at every port call and every sleep. So exactly one
-// goroutine runs at any time, and the order of everything is the
-// scheduler's choice, drawn from the seed.
+// them; only their ports end in the models. Each invocation runs as one or
+// more coroutines (an Agent's records each on one of its own): goroutines
+// that run only while the scheduler waits for them, and hand control back
+// at every port call and every sleep. So exactly one goroutine runs at any
+// time, and the order of everything is the scheduler's choice, drawn from
+// the seed.
 package simulation
 
 import (
@@ -17,6 +18,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"strconv"
 	"time"
 )
 
@@ -150,42 +153,98 @@ func (w *World) run(until time.Time) {
 	}
 }
 
-// proc is one invocation of a handler, run as a coroutine.
-type proc struct {
-	w    *World
-	name string
-	id   int
-	wake chan struct{}
-	// dead: the invocation was killed; its goroutines end at their next
-	// port call.
+// invocation is one Lambda invocation. Its coroutines (the handler's, and
+// the workers it starts, as an Agent does for the records of a batch) live
+// and die together: a kill or the Lambda's timeout ends the invocation at
+// once, and each of its coroutines exits when it next wakes.
+type invocation struct {
+	// dead: the invocation was killed or timed out.
 	dead bool
-	done bool
-	// started is when it began, for the Lambda's timeout.
-	started time.Time
-	timeout time.Duration
+	// ended: its ends have run.
+	ended bool
+	// live counts its coroutines that have not returned.
+	live int
+	// parked are its coroutines that wait without an event of their own
+	// (a handler waiting for its workers).
+	parked []*proc
+	// workers counts the workers it started, to name them.
+	workers int
+	// deadline is when the function's timeout stops it (zero: none);
+	// armed says the event that does so is scheduled, which it is only
+	// once a coroutine waits past it.
+	deadline time.Time
+	armed    bool
+	// label names it in the log.
+	label string
 	// then runs once the invocation has ended, killed or not.
 	then func(killed bool)
 	// ends run then too, in the order they were added.
 	ends []func(killed bool)
 }
 
+// proc is one coroutine of an invocation: its handler's, or a worker's.
+type proc struct {
+	w    *World
+	inv  *invocation
+	name string
+	// id is unique in the run; label names the coroutine in the log.
+	id    int
+	label string
+	wake  chan struct{}
+	done  bool
+	// onDone runs in the scheduler once the coroutine has returned.
+	onDone func()
+	parked bool
+}
+
 // atEnd runs fn once the invocation has ended, killed or not.
-func (p *proc) atEnd(fn func(killed bool)) { p.ends = append(p.ends, fn) }
+func (p *proc) atEnd(fn func(killed bool)) { p.inv.ends = append(p.inv.ends, fn) }
+
+// dead reports whether p's invocation was killed or timed out.
+func (p *proc) dead() bool { return p.inv.dead }
 
 type procKey struct{}
 
-// procOf is the invocation ctx belongs to.
+// procOf is the coroutine ctx belongs to.
 func procOf(ctx context.Context) *proc {
 	p, _ := ctx.Value(procKey{}).(*proc)
 	return p
 }
 
 // spawn starts body as an invocation now; then, if set, runs when it
-// ends (killed or not).
+// ends (killed or not). At timeout, if set, the invocation dies as Lambda
+// stops a function that runs past its timeout.
 func (w *World) spawn(name string, timeout time.Duration, body func(ctx context.Context), then func(killed bool)) {
+	inv := &invocation{then: then}
+	if timeout > 0 {
+		inv.deadline = w.now.Add(timeout)
+	}
+	p := w.coroutine(inv, name, "", context.Background(), body, nil)
+	inv.label = p.String()
+}
+
+// arm schedules inv's timeout if a wait until wake would outlast it: an
+// invocation can only live past its timeout through such a wait, so one
+// that ends sooner (most do) costs no event.
+func (w *World) arm(inv *invocation, wake time.Time) {
+	if inv.armed || inv.deadline.IsZero() || !wake.After(inv.deadline) {
+		return
+	}
+	inv.armed = true
+	w.at(inv.deadline, func() {
+		if !inv.ended {
+			w.log.add(w.now, inv.label, "timed out", "")
+			w.kill(inv)
+		}
+	})
+}
+
+// coroutine starts body as a coroutine of inv now, with ctx naming it.
+func (w *World) coroutine(inv *invocation, name, label string, ctx context.Context, body func(ctx context.Context), onDone func()) *proc {
 	w.procs++
-	p := &proc{w: w, name: name, id: w.procs, wake: make(chan struct{}), started: w.now, timeout: timeout, then: then}
-	ctx := context.WithValue(context.Background(), procKey{}, p)
+	p := &proc{w: w, inv: inv, name: name, id: w.procs, label: label, wake: make(chan struct{}), onDone: onDone}
+	inv.live++
+	ctx = context.WithValue(ctx, procKey{}, p)
 	go func() {
 		<-p.wake
 		defer func() {
@@ -195,44 +254,142 @@ func (w *World) spawn(name string, timeout time.Duration, body func(ctx context.
 		body(ctx)
 	}()
 	w.at(w.now, func() { w.resume(p) })
+	return p
 }
 
 // resume runs p until it yields or ends. Called by the scheduler only.
 func (w *World) resume(p *proc) {
 	p.wake <- struct{}{}
 	<-w.yield
-	if p.done {
-		for _, fn := range p.ends {
-			fn(p.dead)
-		}
-		if p.then != nil {
-			p.then(p.dead)
-		}
-		p.ends, p.then = nil, nil
+	if !p.done {
+		return
+	}
+	inv := p.inv
+	inv.live--
+	if p.onDone != nil {
+		p.onDone()
+	}
+	switch {
+	case inv.dead:
+		w.kill(inv)
+	case inv.live == 0:
+		w.end(inv)
 	}
 }
 
+// kill ends inv now, as a dead Lambda: its parked coroutines wake to
+// exit, the others exit at their next wake.
+func (w *World) kill(inv *invocation) {
+	inv.dead = true
+	for _, p := range inv.parked {
+		w.unpark(p)
+	}
+	w.end(inv)
+}
+
+// end runs inv's ends, once.
+func (w *World) end(inv *invocation) {
+	if inv.ended {
+		return
+	}
+	inv.ended = true
+	for _, fn := range inv.ends {
+		fn(inv.dead)
+	}
+	if inv.then != nil {
+		inv.then(inv.dead)
+	}
+	inv.ends, inv.then = nil, nil
+}
+
 // suspend hands control back to the scheduler for d of simulated time.
-// Called from p's own goroutine.
+// Called from p's own goroutine; p exits if its invocation died meanwhile.
 func (p *proc) suspend(d time.Duration) {
-	w := p.w
-	w.after(d, func() { w.resume(p) })
-	w.yield <- struct{}{}
-	<-p.wake
-	if p.dead || p.expired() {
+	if p.wait(d) {
 		p.exit()
 	}
 }
 
-// exit ends the calling goroutine of a killed invocation.
+// wait is suspend that reports whether p's invocation died meanwhile
+// instead of exiting, for a call already sent, which may still land.
+func (p *proc) wait(d time.Duration) (died bool) {
+	w := p.w
+	w.arm(p.inv, w.now.Add(d))
+	w.after(d, func() { w.resume(p) })
+	w.yield <- struct{}{}
+	<-p.wake
+	return p.inv.dead
+}
+
+// park hands control back until unpark; p exits if its invocation died
+// meanwhile.
+func (p *proc) park() {
+	p.parked = true
+	p.inv.parked = append(p.inv.parked, p)
+	p.w.yield <- struct{}{}
+	<-p.wake
+	if p.inv.dead {
+		p.exit()
+	}
+}
+
+// unpark wakes a parked p now.
+func (w *World) unpark(p *proc) {
+	if !p.parked {
+		return
+	}
+	p.parked = false
+	p.inv.parked = slices.DeleteFunc(p.inv.parked, func(q *proc) bool { return q == p })
+	w.at(w.now, func() { w.resume(p) })
+}
+
+// exit ends the calling coroutine, and its invocation with it: a Lambda
+// that dies takes every goroutine of its invocation down.
 func (p *proc) exit() {
-	p.dead = true
+	p.inv.dead = true
 	runtime.Goexit()
 }
 
-// expired reports whether the invocation ran past its Lambda timeout.
-func (p *proc) expired() bool {
-	return p.timeout > 0 && p.w.now.Sub(p.started) > p.timeout
+// workers runs work(ctx, i) for i in [0, n) as coroutines of ctx's
+// invocation, at most limit at a time, each started once a slot is free,
+// in order, and returns when every one has returned (agent.Workers). They
+// die with the invocation. Outside an invocation they run one by one.
+func (w *World) workers(ctx context.Context, n, limit int, work func(ctx context.Context, i int)) {
+	p := procOf(ctx)
+	if p == nil {
+		for i := range n {
+			work(ctx, i)
+		}
+		return
+	}
+	if n == 0 {
+		return
+	}
+	inv := p.inv
+	next, running := 0, 0
+	var start func()
+	start = func() {
+		for running < limit && next < n && !inv.dead {
+			i := next
+			next++
+			running++
+			inv.workers++
+			w.coroutine(inv, p.name, p.String()+"."+strconv.Itoa(inv.workers), ctx, func(ctx context.Context) { work(ctx, i) }, func() {
+				running--
+				start()
+				if running == 0 && (next == n || inv.dead) {
+					w.unpark(p)
+				}
+			})
+		}
+	}
+	start()
+	p.park()
 }
 
-func (p *proc) String() string { return fmt.Sprintf("%s#%d", p.name, p.id) }
+func (p *proc) String() string {
+	if p.label != "" {
+		return p.label
+	}
+	return fmt.Sprintf("%s#%d", p.name, p.id)
+}

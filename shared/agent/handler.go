@@ -51,6 +51,32 @@ type Handler struct {
 	intn      func(n int) int
 	alerts    alert.Sender
 	redeliver Redeliverer
+	workers   Workers
+}
+
+// Workers runs work(ctx, i) for every i in [0, n), at most limit at a
+// time, and returns once every call has returned. Handle runs a batch's
+// records through it, each with the context its call is given.
+type Workers func(ctx context.Context, n, limit int, work func(ctx context.Context, i int))
+
+// WithWorkers replaces how Handle runs the records of a batch at once: by
+// default each on a goroutine of its own. The deterministic simulation runs
+// them as coroutines of the invocation, which its scheduler orders.
+func WithWorkers(run Workers) Option { return func(h *Handler) { h.workers = run } }
+
+// goroutines is the default Workers: a goroutine per call, limit at once,
+// started in order.
+func goroutines(ctx context.Context, n, limit int, work func(ctx context.Context, i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, limit)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			work(ctx, i)
+		})
+	}
+	wg.Wait()
 }
 
 // Redeliverer brings a failed message back after a wait of the handler's
@@ -106,6 +132,7 @@ func New(cfg Config, svc Service, replies ReplySender, deps actor.Deps, opts ...
 		log:     deps.Log.With(slog.String("agentStep", cfg.Step)),
 		sleep:   clock.Sleep,
 		backoff: Backoff{Base: cfg.RetryBase, Max: cfg.RetryMax, Rand: rand.Float64},
+		workers: goroutines,
 	}
 	for _, o := range opts {
 		o(h)
@@ -151,21 +178,15 @@ func (h *Handler) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 	var (
 		resp events.SQSEventResponse
 		mu   sync.Mutex
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, h.cfg.Concurrency)
 	)
-	for _, rec := range ev.Records {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if h.handleRecord(ctx, log, rec) == redeliver {
-				mu.Lock()
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	h.workers(ctx, len(ev.Records), h.cfg.Concurrency, func(ctx context.Context, i int) {
+		rec := ev.Records[i]
+		if h.handleRecord(ctx, log, rec) == redeliver {
+			mu.Lock()
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+			mu.Unlock()
+		}
+	})
 	return resp, nil
 }
 

@@ -657,6 +657,58 @@ func TestHandlerBoundsConcurrency(t *testing.T) {
 	}
 }
 
+// workerKey marks the context a test's Workers gives each record.
+type workerKey struct{}
+
+// TestHandlerRunsRecordsThroughItsWorkers: with WithWorkers, Handle runs
+// every record of a batch through the Workers given, once, bounded by
+// Concurrency, in the context the Workers hands each one, and reports the
+// records to redeliver whatever order they ran in.
+func TestHandlerRunsRecordsThroughItsWorkers(t *testing.T) {
+	t.Parallel()
+	var (
+		runs       int
+		gotN, gotL int
+	)
+	// Last record first, each in a context of its own.
+	reversed := func(ctx context.Context, n, limit int, work func(ctx context.Context, i int)) {
+		runs++
+		gotN, gotL = n, limit
+		for i := n - 1; i >= 0; i-- {
+			work(context.WithValue(ctx, workerKey{}, i), i)
+		}
+	}
+	var c calls
+	hs := newHarness(t, testConfig(), step.Func(func(ctx context.Context, r agent.Request) (json.RawMessage, error) {
+		if _, ok := ctx.Value(workerKey{}).(int); !ok {
+			t.Errorf("order %s ran outside the context its worker was given", r.OrderID)
+		}
+		c.add(r)
+		return json.RawMessage(`{}`), nil
+	}), agent.WithWorkers(reversed))
+	resp := hs.handle(t,
+		record("m0", message.Encode(agentRequest("order-0", t0))),
+		record("m1", "{not a request"),
+		record("m2", message.Encode(agentRequest("order-2", t0))),
+	)
+	if runs != 1 || gotN != 3 || gotL != testConfig().Concurrency {
+		t.Errorf("workers ran %d times with n=%d limit=%d, want once with n=3 limit=%d", runs, gotN, gotL, testConfig().Concurrency)
+	}
+	if got := failedIDs(resp); len(got) != 1 || got[0] != "m1" {
+		t.Errorf("failures %v, want [m1]", got)
+	}
+	var orders []string
+	for _, r := range c.rs {
+		orders = append(orders, r.OrderID)
+	}
+	if strings.Join(orders, ",") != "order-2,order-0" {
+		t.Errorf("the service ran %v, want order-2 then order-0 (the workers' order)", orders)
+	}
+	if n := len(hs.out.replies()); n != 2 {
+		t.Errorf("%d replies, want 2", n)
+	}
+}
+
 func TestHandlerWaitsForOpenBreaker(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
