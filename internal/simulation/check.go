@@ -53,7 +53,7 @@ func (r *run) check(end time.Time) Result {
 	res.CodeStep = code.report
 	states := map[string]workflow.State{}
 	for _, id := range slices.Sorted(mapsKeys(ids)) {
-		s, err := st.Store.GetState(ctx, id)
+		s, err := st.truth.GetState(ctx, id)
 		if last := st.last[id].after; err != nil && last.ProcessState.Ended() && last.Expired(end) {
 			// Ended for good more than the retention ago: gone as it
 			// should be; its last write is what it was.
@@ -64,7 +64,7 @@ func (r *run) check(end time.Time) Result {
 			bad("lost: order %s has no state record (%v)", id, err)
 			continue
 		}
-		if _, err := st.Store.GetOrder(ctx, id); err != nil {
+		if _, err := st.truth.GetOrder(ctx, id); err != nil {
 			bad("lost: order %s has no order item (%v)", id, err)
 		}
 		states[id] = s

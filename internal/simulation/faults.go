@@ -79,12 +79,15 @@ const (
 	// Forge: a compromised Agent (any principal allowed to send to the
 	// response queue) sends replies naming other steps of other orders.
 	Forge Fault = "forge"
+	// Unprocessed: BatchGetItem leaves a key unprocessed, as DynamoDB does
+	// when a read is throttled; the store asks for it again.
+	Unprocessed Fault = "unprocessed"
 )
 
 // AllFaults lists every Fault.
 func AllFaults() []Fault {
 	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica, CrashAfterEffect, CrashAfterLedger,
-		Hold, Fix, RefuseAfterEffect, Forge}
+		Hold, Fix, RefuseAfterEffect, Forge, Unprocessed}
 }
 
 // Mix is a run's faults: the rate of each kind that is on.
@@ -136,6 +139,8 @@ func Swarm(c Chooser) Mix {
 		CrashAfterEffect: {0.02, 0.1}, CrashAfterLedger: {0.02, 0.1},
 		// Shares of the orders.
 		Hold: {0.2, 0.5}, Fix: {1}, RefuseAfterEffect: {0.2, 1}, Forge: {0.05, 0.2},
+		// Per key of a batch.
+		Unprocessed: {0.01, 0.1},
 	}
 	m := Mix{}
 	for _, f := range AllFaults() {
@@ -257,6 +262,65 @@ func (f *faults) call(ctx context.Context, site, about string, write bool, apply
 	if f.strike(LoseAnswer) {
 		w.log.add(w.now, p.String(), "answer lost "+site, about)
 		return fmt.Errorf("%s: %w", site, errLostAnswer)
+	}
+	if f.strike(KillAfter) {
+		w.log.add(w.now, p.String(), "killed after "+site, about)
+		p.exit()
+	}
+	return nil
+}
+
+// sdkCall carries out one AWS API call of the invocation ctx belongs to as
+// the AWS SDK makes it: it takes its latency, and may be killed before it,
+// fail (a throttle, once the SDK's retries are spent), or, a write, take
+// effect and be killed after it, or lose its answer. A lost answer is what
+// it is in production: the SDK sends the same request again (attempt, once
+// more, against the tables as they are then), and the caller gets that
+// answer, unless it is lost too. So a conditional write that took effect
+// comes back as its own condition failing, and a transaction as the one
+// its ClientRequestToken already committed. Outside an invocation it just
+// runs.
+func (f *faults) sdkCall(ctx context.Context, site, about string, write bool, attempt func() error) error {
+	p := procOf(ctx)
+	if p == nil {
+		return attempt()
+	}
+	if p.dead {
+		p.exit()
+	}
+	f.calls++
+	p.suspend(f.latency())
+	w := f.w
+	if (write || f.budget == nil) && f.strike(KillBefore) {
+		w.log.add(w.now, p.String(), "killed before "+site, about)
+		p.exit()
+	}
+	if f.strike(Throttle) {
+		w.log.add(w.now, p.String(), "throttled "+site, about)
+		return fmt.Errorf("%s: %w", site, errThrottled)
+	}
+	if err := attempt(); err != nil {
+		w.log.add(w.now, p.String(), site+" refused", about)
+		return err
+	}
+	w.log.add(w.now, p.String(), site, about)
+	if !write {
+		return nil
+	}
+	if f.strike(LoseAnswer) {
+		w.log.add(w.now, p.String(), "answer lost "+site+", sent again", about)
+		p.suspend(f.latency())
+		if f.strike(LoseAnswer) {
+			w.log.add(w.now, p.String(), "answer lost again "+site, about)
+			return fmt.Errorf("%s: %w", site, errLostAnswer)
+		}
+		err := attempt()
+		what := site + " again"
+		if err != nil {
+			what += " refused"
+		}
+		w.log.add(w.now, p.String(), what, about)
+		return err
 	}
 	if f.strike(KillAfter) {
 		w.log.add(w.now, p.String(), "killed after "+site, about)

@@ -75,7 +75,7 @@ func (r *run) stuck(s workflow.State, bad func(string, ...any)) {
 			if s.ProcessState == workflow.CompensationFailed {
 				key = undoKey
 			}
-			e, err := r.sys.store.Store.Entry(context.Background(), statestore.LedgerKey(name, key))
+			e, err := r.sys.store.truth.Entry(context.Background(), statestore.LedgerKey(name, key))
 			if err == nil && e.State == statestore.LedgerRejected && e.Fault != nil && e.Fault.Uncertain {
 				return
 			}

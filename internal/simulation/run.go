@@ -404,7 +404,7 @@ func (r *run) post(cl *client, dup bool) {
 				r.f.counts["shed"]++
 				// A key that made an order is answered with it, shed or
 				// not: the client must learn its order exists.
-				if use, err := r.sys.store.Store.GetKey(context.Background(), clientARN(cl), cl.key); err == nil {
+				if use, err := r.sys.store.truth.GetKey(context.Background(), clientARN(cl), cl.key); err == nil {
 					r.violations = append(r.violations, fmt.Sprintf("shed replay: %s made order %s, and its retry was shed", cl.key, use.OrderID))
 				}
 			}
