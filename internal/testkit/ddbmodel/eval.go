@@ -636,22 +636,29 @@ func valueSize(v types.AttributeValue) int {
 }
 
 // numberSize counts a number's significant digits, leading and trailing
-// zeros trimmed, at one byte per two, and one byte more.
+// zeros trimmed (an exponent's digits are not the number's), at one byte
+// per two, and one byte more.
 func numberSize(s string) int {
-	digits := strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return r
+	first, last, n := -1, -1, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == 'e' || c == 'E' {
+			break
 		}
-		return -1
-	}, strings.TrimLeft(s, "+-"))
-	if e := strings.IndexAny(s, "eE"); e >= 0 {
-		digits = strings.Map(func(r rune) rune {
-			if r >= '0' && r <= '9' {
-				return r
+		if c < '0' || c > '9' {
+			continue
+		}
+		if c != '0' {
+			if first < 0 {
+				first = n
 			}
-			return -1
-		}, strings.TrimLeft(s[:e], "+-"))
+			last = n
+		}
+		n++
 	}
-	digits = strings.Trim(digits, "0")
-	return (len(digits)+1)/2 + 1
+	digits := 0
+	if first >= 0 {
+		digits = last - first + 1
+	}
+	return (digits+1)/2 + 1
 }

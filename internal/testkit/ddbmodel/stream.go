@@ -4,8 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -101,12 +99,12 @@ func Image(it map[string]types.AttributeValue) (map[string]events.DynamoDBAttrib
 		return nil, nil
 	}
 	out := make(map[string]events.DynamoDBAttributeValue, len(it))
-	for _, k := range slices.Sorted(maps.Keys(it)) {
-		v, err := eventValue(it[k])
+	for k, v := range it {
+		e, err := eventValue(v)
 		if err != nil {
 			return nil, fmt.Errorf("attribute %q: %w", k, err)
 		}
-		out[k] = v
+		out[k] = e
 	}
 	return out, nil
 }
