@@ -54,7 +54,7 @@ func (r *run) check(end time.Time) Result {
 	states := map[string]workflow.State{}
 	for _, id := range slices.Sorted(mapsKeys(ids)) {
 		s, err := st.truth.GetState(ctx, id)
-		if last := st.last[id].after; err != nil && last.ProcessState.Ended() && last.Expired(end) {
+		if last := st.last[id].state(); err != nil && last.ProcessState.Ended() && last.Expired(end) {
 			// Ended for good more than the retention ago: gone as it
 			// should be; its last write is what it was.
 			states[id] = last

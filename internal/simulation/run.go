@@ -245,7 +245,7 @@ func Run(cfg Config) (Result, error) {
 // holds is terminal and owes no alert, and no message waits in a queue.
 func (r *run) quiet() bool {
 	for _, l := range r.sys.store.last {
-		if !l.after.ProcessState.Terminal() || l.after.AlertPending {
+		if st := l.state(); !st.ProcessState.Terminal() || st.AlertPending {
 			return false
 		}
 	}

@@ -33,7 +33,7 @@ type store struct {
 	// simulated time, without faults: the checks' reads.
 	truth *statestore.Store
 	// last is each record as last written, and when.
-	last map[string]written
+	last map[string]*written
 	// claimed is the latest Attempt a claim of each order wrote.
 	claimed map[string]int
 	// staleCommits lists commits of an attempt older than a claim the
@@ -51,9 +51,27 @@ type store struct {
 	tokens      int
 }
 
+// written is a record as last written: the item, read into a
+// workflow.State when asked for (most writes are never read so).
 type written struct {
-	after workflow.State
+	item  map[string]types.AttributeValue
 	at    time.Time
+	after *workflow.State
+}
+
+// state is the record as last written; the zero State when there is none.
+func (w *written) state() workflow.State {
+	if w == nil {
+		return workflow.State{}
+	}
+	if w.after == nil {
+		st, err := statestore.DecodeState(w.item)
+		if err != nil {
+			panic(fmt.Sprintf("simulation: a state record as written: %v", err))
+		}
+		w.after = &st
+	}
+	return *w.after
 }
 
 // newStore creates the tables on a new model: eventually consistent reads
@@ -61,7 +79,7 @@ type written struct {
 // unprocessed keys when Unprocessed strikes, and TTL deleting an expired
 // item some time within two days, drawn per run.
 func newStore(w *World, f *faults, s *stream) *store {
-	st := &store{w: w, f: f, stream: s, last: map[string]written{}, claimed: map[string]int{},
+	st := &store{w: w, f: f, stream: s, last: map[string]*written{}, claimed: map[string]int{},
 		transitions: map[workflow.Transition]int{}}
 	st.db = ddbmodel.New(ddbmodel.Options{
 		Clock:       worldClock{w},
@@ -148,38 +166,51 @@ func (s *store) wrote(ctx context.Context, w ddbmodel.Write) {
 // write, checking each as it lands: a reply committed late or of a
 // superseded attempt, a recovery before its deadline, a forged reply.
 func (s *store) wroteState(ctx context.Context, w ddbmodel.Write) {
-	st, err := statestore.DecodeState(w.New)
-	if err != nil {
-		panic(fmt.Sprintf("simulation: the state record %s as written: %v", w.Key, err))
-	}
-	before := s.last[w.Key].after
-	s.last[w.Key] = written{after: st, at: w.At}
+	// The deadline before the write, and the Attempt after it, read from
+	// the items: decoding every write would cost more than the rest of
+	// the bookkeeping.
+	completeBy := time.UnixMilli(numberAttr(w.Old, statestore.CompleteByAttr)).UTC()
+	attempt := int(numberAttr(w.New, "Attempt"))
+	s.last[w.Key] = &written{item: w.New, at: w.At}
 	c, _ := ctx.Value(changeKey{}).(*workflow.Change)
 	if c == nil {
 		// The creation of the order, with its first claim, if it has one.
-		if st.Attempt > 0 {
-			s.claimed[st.OrderID] = max(s.claimed[st.OrderID], st.Attempt)
+		if attempt > 0 {
+			s.claimed[w.Key] = max(s.claimed[w.Key], attempt)
 		}
 		return
 	}
 	now := s.w.now
-	if c.CommitsReply() && now.After(before.CompleteBy.Add(s.tolerance)) {
-		s.lateCommits = append(s.lateCommits, fmt.Sprintf("%s %s %v after CompleteBy", c.OrderID, c.Transition, now.Sub(before.CompleteBy)))
+	if c.CommitsReply() && now.After(completeBy.Add(s.tolerance)) {
+		s.lateCommits = append(s.lateCommits, fmt.Sprintf("%s %s %v after CompleteBy", c.OrderID, c.Transition, now.Sub(completeBy)))
 	}
 	if p := procOf(ctx); p != nil && (p.name == "supervisor" || p.name == "deadline") && c.Transition != "" &&
-		before.CompleteBy.After(now.Add(s.tolerance)) {
-		s.earlyRecoveries = append(s.earlyRecoveries, fmt.Sprintf("%s %s by %s, %v before CompleteBy", c.OrderID, c.Transition, p.name, before.CompleteBy.Sub(now)))
+		completeBy.After(now.Add(s.tolerance)) {
+		s.earlyRecoveries = append(s.earlyRecoveries, fmt.Sprintf("%s %s by %s, %v before CompleteBy", c.OrderID, c.Transition, p.name, completeBy.Sub(now)))
 	}
 	if c.CommitsReply() && c.Fence.Attempt != nil && *c.Fence.Attempt < s.claimed[c.OrderID] {
 		s.staleCommits = append(s.staleCommits, c.OrderID)
 	}
 	if c.Dispatch {
-		s.claimed[c.OrderID] = max(s.claimed[c.OrderID], st.Attempt)
+		s.claimed[c.OrderID] = max(s.claimed[c.OrderID], attempt)
 	}
 	if f := forged(*c); f != "" {
 		s.forgedCommits = append(s.forgedCommits, f)
 	}
 	s.transitions[c.Transition]++
+}
+
+// numberAttr reads a number attribute of an item; 0 when it has none.
+func numberAttr(it map[string]types.AttributeValue, name string) int64 {
+	v, ok := it[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("simulation: attribute %s of a state record: %v", name, err))
+	}
+	return n
 }
 
 // expire is TTL's background pass, run with the Supervisor's schedule.
