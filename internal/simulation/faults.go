@@ -278,8 +278,10 @@ func (f *faults) call(ctx context.Context, site, about string, write bool, apply
 // more, against the tables as they are then), and the caller gets that
 // answer, unless it is lost too. So a conditional write that took effect
 // comes back as its own condition failing, and a transaction as the one
-// its ClientRequestToken already committed. Outside an invocation it just
-// runs.
+// its ClientRequestToken already committed. The exhaustive search crashes
+// only at writes: a crash before a read leaves the tables as a crash
+// before the next write, or after the last one, does. Outside an
+// invocation it just runs.
 func (f *faults) sdkCall(ctx context.Context, site, about string, write bool, attempt func() error) error {
 	p := procOf(ctx)
 	if p == nil {
