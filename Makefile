@@ -37,7 +37,7 @@ test: test-app test-infra
 # runs twice. They are the packages with goroutines, locks or atomics of
 # their own outside their tests (the Agent's breakers and admission, the
 # clock, the DynamoDB store, a trace recording and its sending, the engine harness, the local Lambda runtime,
-# the log capture, the memory store, and of the local stack the chaos
+# the log capture, the memory store, the DynamoDB model, and of the local stack the chaos
 # faults, the cost run, the remote simulator and the stream bridge, and the
 # operators' console (its overview's requests at once, its cached count); the kits
 # without tests of their own, storetest and tbrecord, run under it through
@@ -56,6 +56,7 @@ test: test-app test-infra
 RACE_PKGS := ./shared/admission ./shared/agent ./shared/clock ./shared/statestore ./shared/trace ./shared/segments \
 	./shared/workflow ./shared/followup ./shared/scheduler ./shared/supervisor ./shared/timer \
 	./internal/testkit/enginetest ./internal/testkit/lambdart ./internal/testkit/logtest ./internal/testkit/memstore \
+	./internal/testkit/ddbmodel \
 	./internal/localstack/chaos ./internal/localstack/costrun ./internal/localstack/remotesim ./internal/localstack/streambridge \
 	./internal/console
 

@@ -55,8 +55,8 @@ func (r *run) check(end time.Time) Result {
 	res.CodeStep = code.report
 	states := map[string]workflow.State{}
 	for _, id := range slices.Sorted(mapsKeys(ids)) {
-		s, err := st.Store.GetState(ctx, id)
-		if last := st.last[id].after; err != nil && last.ProcessState.Ended() && last.Expired(end) {
+		s, err := st.truth.GetState(ctx, id)
+		if last := st.last[id].state(); err != nil && last.ProcessState.Ended() && last.Expired(end) {
 			// Ended for good more than the retention ago: gone as it
 			// should be; its last write is what it was.
 			states[id] = last
@@ -66,7 +66,7 @@ func (r *run) check(end time.Time) Result {
 			bad("lost: order %s has no state record (%v)", id, err)
 			continue
 		}
-		if _, err := st.Store.GetOrder(ctx, id); err != nil {
+		if _, err := st.truth.GetOrder(ctx, id); err != nil {
 			bad("lost: order %s has no order item (%v)", id, err)
 		}
 		states[id] = s
@@ -282,10 +282,7 @@ func (r *run) checkDeadlines(bad func(string, ...any)) {
 	missed := map[string]string{}
 	for _, shard := range r.sys.stream.shards {
 		for _, rec := range shard {
-			st, old := rec.after, rec.before
-			if !rec.hadBefore {
-				old = workflow.State{}
-			}
+			st, old, _ := rec.states()
 			if !st.InFlight || st.CompleteBy.IsZero() || st.CompleteBy.Sub(st.UpdatedAt) > within ||
 				old.InFlight && old.Attempt == st.Attempt && old.CompleteBy.Equal(st.CompleteBy) {
 				continue

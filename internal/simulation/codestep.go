@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sasflow/sas/internal/testkit/ddbmodel"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/step"
 	"github.com/sasflow/sas/shared/workflow"
@@ -168,7 +169,7 @@ func (m *codeModel) applied(ctx context.Context, what string) *codeTry {
 		return nil
 	}
 	t.applied = true
-	e, err := m.st.Store.Entry(context.Background(), t.key)
+	e, err := m.st.truth.Entry(context.Background(), t.key)
 	if err == nil && e.State == statestore.LedgerRunning && e.Owner == t.owner {
 		return t
 	}
@@ -282,84 +283,94 @@ func (m *codeModel) crashAfterLedger(key string) bool {
 	return true
 }
 
-// ledger is the idempotency ledger the code steps are given: the store's
-// (memstore's, which passes the ledger's conformance cases), behind the
-// port's faults, as its own table with no stream. It follows each try.
-type ledger struct{ m *codeModel }
+// ledger is the idempotency ledger the code steps are given: the real
+// store's (statestore.Store) on the ledger's table of the DynamoDB model,
+// with the container's clock, as its own table with no stream; the faults
+// strike at its API calls. The tries are followed from the writes the
+// table takes (ledgerWrote): a claim or an outcome that took effect counts
+// whatever answer its caller got.
+type ledger struct {
+	m  *codeModel
+	st *statestore.Store
+}
 
 var _ statestore.LedgerPort = ledger{}
 
-func (l ledger) Begin(ctx context.Context, key, owner string, leaseUntil time.Time) (e statestore.LedgerEntry, claimed bool, err error) {
-	m := l.m
-	err = m.f.call(ctx, "ledger.Begin", key, true, func() error {
-		e, claimed, err = m.st.Store.Begin(ctx, key, owner, leaseUntil)
-		if err == nil && claimed {
-			m.claimed(procOf(ctx), key, owner, leaseUntil)
-		}
-		return err
-	})
-	return e, claimed, err
+// ledgerOp is the ledger call a write belongs to, in its context.
+type ledgerOp struct {
+	op         string
+	key, owner string
+	leaseUntil time.Time
+	fault      bool
 }
 
-func (l ledger) Entry(ctx context.Context, key string) (e statestore.LedgerEntry, err error) {
-	err = l.m.f.call(ctx, "ledger.Entry", key, false, func() error {
-		e, err = l.m.st.Store.Entry(ctx, key)
-		return err
-	})
-	return e, err
+type ledgerOpKey struct{}
+
+func withLedgerOp(ctx context.Context, op ledgerOp) context.Context {
+	return context.WithValue(ctx, ledgerOpKey{}, &op)
+}
+
+func (l ledger) Begin(ctx context.Context, key, owner string, leaseUntil time.Time) (statestore.LedgerEntry, bool, error) {
+	return l.st.Begin(withLedgerOp(ctx, ledgerOp{op: "begin", key: key, owner: owner, leaseUntil: leaseUntil}), key, owner, leaseUntil)
+}
+
+func (l ledger) Entry(ctx context.Context, key string) (statestore.LedgerEntry, error) {
+	return l.st.Entry(ctx, key)
 }
 
 func (l ledger) Finish(ctx context.Context, key, owner string, out statestore.Outcome) error {
-	m := l.m
-	err := m.f.call(ctx, "ledger.Finish", key, true, func() error {
-		if err := m.st.Store.Finish(ctx, key, owner, out); err != nil {
-			return err
-		}
-		if t := m.recording(procOf(ctx), key, owner); t != nil {
-			if t.applied && out.Fault == nil {
-				m.recorded[key]++
-				if m.recorded[key] > 1 {
-					m.violations = append(m.violations, fmt.Sprintf("effects: %s recorded done by %d tries that applied it", key, m.recorded[key]))
-				}
-			}
-		}
-		return nil
-	})
-	m.last = procOf(ctx)
+	err := l.st.Finish(withLedgerOp(ctx, ledgerOp{op: "finish", key: key, owner: owner, fault: out.Fault != nil}), key, owner, out)
+	l.m.last = procOf(ctx)
 	return err
 }
 
 func (l ledger) Release(ctx context.Context, key, owner string) error {
-	return l.m.f.call(ctx, "ledger.Release", key, true, func() error {
-		return l.m.st.Store.Release(ctx, key, owner)
-	})
+	return l.st.Release(ctx, key, owner)
 }
 
-func (l ledger) Tombstone(ctx context.Context, key string) (e statestore.LedgerEntry, err error) {
-	err = l.m.f.call(ctx, "ledger.Tombstone", key, true, func() error {
-		e, err = l.m.st.Store.Tombstone(ctx, key)
-		return err
-	})
-	return e, err
+func (l ledger) Tombstone(ctx context.Context, key string) (statestore.LedgerEntry, error) {
+	return l.st.Tombstone(ctx, key)
 }
 
 func (l ledger) Expire(ctx context.Context, key string, at time.Time) error {
-	return l.m.f.call(ctx, "ledger.Expire", key, true, func() error {
-		return l.m.st.Store.Expire(ctx, key, at)
-	})
+	return l.st.Expire(ctx, key, at)
 }
 
 func (l ledger) FinishUndo(ctx context.Context, effectKey, undoKey, owner string, output json.RawMessage) error {
-	m := l.m
-	err := m.f.call(ctx, "ledger.FinishUndo", undoKey, true, func() error {
-		if err := m.st.Store.FinishUndo(ctx, effectKey, undoKey, owner, output); err != nil {
-			return err
-		}
-		m.recording(procOf(ctx), undoKey, owner)
-		return nil
-	})
-	m.last = procOf(ctx)
+	err := l.st.FinishUndo(withLedgerOp(ctx, ledgerOp{op: "finishUndo", key: undoKey, owner: owner}), effectKey, undoKey, owner, output)
+	l.m.last = procOf(ctx)
 	return err
+}
+
+// The ledger's attributes the tries are followed by (shared/statestore's
+// ledger.go).
+const (
+	ledgerStateAttr = "state"
+	ledgerOwnerAttr = "owner"
+)
+
+// ledgerWrote follows the tries by the ledger's writes: a claim starts a
+// try, an outcome recorded by the try that holds the key ends it.
+func (m *codeModel) ledgerWrote(ctx context.Context, w ddbmodel.Write) {
+	op, _ := ctx.Value(ledgerOpKey{}).(*ledgerOp)
+	p := procOf(ctx)
+	if op == nil || p == nil || w.Key != op.key || ledgerAttr(w.New, ledgerOwnerAttr) != op.owner {
+		return
+	}
+	state := statestore.LedgerState(ledgerAttr(w.New, ledgerStateAttr))
+	switch {
+	case op.op == "begin" && state == statestore.LedgerRunning:
+		m.claimed(p, op.key, op.owner, op.leaseUntil)
+	case op.op == "finish" && (state == statestore.LedgerDone || state == statestore.LedgerRejected):
+		if t := m.recording(p, op.key, op.owner); t != nil && t.applied && !op.fault {
+			m.recorded[op.key]++
+			if m.recorded[op.key] > 1 {
+				m.violations = append(m.violations, fmt.Sprintf("effects: %s recorded done by %d tries that applied it", op.key, m.recorded[op.key]))
+			}
+		}
+	case op.op == "finishUndo" && state == statestore.LedgerDone:
+		m.recording(p, op.key, op.owner)
+	}
 }
 
 // recording marks p's try of key under owner recorded in the ledger and

@@ -93,12 +93,15 @@ const (
 	// DoubleRun: a scheduled Supervisor run is delivered twice, the second
 	// within a second (half the time) or up to two minutes later.
 	DoubleRun Fault = "double-run"
+	// Unprocessed: BatchGetItem leaves a key unprocessed, as DynamoDB does
+	// when a read is throttled; the store asks for it again.
+	Unprocessed Fault = "unprocessed"
 )
 
 // AllFaults lists every Fault.
 func AllFaults() []Fault {
 	return []Fault{KillBefore, KillAfter, Throttle, LoseAnswer, Slow, Copy, StaleRead, MissedRun, Skew, Remote, Operator, Deploy, Duplicate, Burst, Replica, CrashAfterEffect, CrashAfterLedger,
-		Hold, Fix, RefuseAfterEffect, Forge, PartialBatch, LateRun, DoubleRun}
+		Hold, Fix, RefuseAfterEffect, Forge, PartialBatch, LateRun, DoubleRun, Unprocessed}
 }
 
 // Mix is a run's faults: the rate of each kind that is on.
@@ -154,6 +157,8 @@ func Swarm(c Chooser) Mix {
 		PartialBatch: {0.005, 0.02, 0.1},
 		// Per scheduled run.
 		LateRun: {0.1, 0.5}, DoubleRun: {0.1, 0.5},
+		// Per key of a batch.
+		Unprocessed: {0.01, 0.1},
 	}
 	m := Mix{}
 	for _, f := range AllFaults() {
@@ -283,6 +288,75 @@ func (f *faults) call(ctx context.Context, site, about string, write bool, apply
 	if f.strike(LoseAnswer) {
 		w.log.add(w.now, p.String(), "answer lost "+site, about)
 		return fmt.Errorf("%s: %w", site, errLostAnswer)
+	}
+	if f.strike(KillAfter) {
+		w.log.add(w.now, p.String(), "killed after "+site, about)
+		p.exit()
+	}
+	return nil
+}
+
+// sdkCall carries out one AWS API call of the invocation ctx belongs to as
+// the AWS SDK makes it: it takes its latency, and may be killed before it,
+// fail (a throttle, once the SDK's retries are spent), or, a write, take
+// effect and be killed after it, or lose its answer. A lost answer is what
+// it is in production: the SDK sends the same request again (attempt, once
+// more, against the tables as they are then), and the caller gets that
+// answer, unless it is lost too. So a conditional write that took effect
+// comes back as its own condition failing, and a transaction as the one
+// its ClientRequestToken already committed. The exhaustive search crashes
+// only at writes: a crash before a read leaves the tables as a crash
+// before the next write, or after the last one, does. Outside an
+// invocation it just runs.
+func (f *faults) sdkCall(ctx context.Context, site, about string, write bool, attempt func() error) error {
+	p := procOf(ctx)
+	if p == nil {
+		return attempt()
+	}
+	if p.dead() {
+		p.exit()
+	}
+	f.calls++
+	w := f.w
+	if p.wait(f.latency()) {
+		// The invocation died (killed, or timed out) while the request was
+		// on its way: DynamoDB processes one already sent all the same, or
+		// it never arrived; no answer comes back either way.
+		if w.choose.Intn(2) == 1 && attempt() == nil {
+			w.log.add(w.now, p.String(), "landed after the death "+site, about)
+		}
+		p.exit()
+	}
+	if (write || f.budget == nil) && f.strike(KillBefore) {
+		w.log.add(w.now, p.String(), "killed before "+site, about)
+		p.exit()
+	}
+	if f.strike(Throttle) {
+		w.log.add(w.now, p.String(), "throttled "+site, about)
+		return fmt.Errorf("%s: %w", site, errThrottled)
+	}
+	if err := attempt(); err != nil {
+		w.log.add(w.now, p.String(), site+" refused", about)
+		return err
+	}
+	w.log.add(w.now, p.String(), site, about)
+	if !write {
+		return nil
+	}
+	if f.strike(LoseAnswer) {
+		w.log.add(w.now, p.String(), "answer lost "+site+", sent again", about)
+		p.suspend(f.latency())
+		if f.strike(LoseAnswer) {
+			w.log.add(w.now, p.String(), "answer lost again "+site, about)
+			return fmt.Errorf("%s: %w", site, errLostAnswer)
+		}
+		err := attempt()
+		what := site + " again"
+		if err != nil {
+			what += " refused"
+		}
+		w.log.add(w.now, p.String(), what, about)
+		return err
 	}
 	if f.strike(KillAfter) {
 		w.log.add(w.now, p.String(), "killed after "+site, about)

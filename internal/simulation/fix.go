@@ -46,7 +46,7 @@ func (r *run) fix(at time.Time) {
 				r.w.log.add(r.w.now, "operator", "holds lifted", "")
 			}
 			for _, id := range slices.Sorted(mapsKeys(r.sys.store.last)) {
-				if r.sys.store.last[id].after.ProcessState.NeedsOperator() {
+				if r.sys.store.last[id].state().ProcessState.NeedsOperator() {
 					r.fixed[id] = true
 					r.act(id, "retry", 0)
 				}
@@ -75,7 +75,7 @@ func (r *run) stuck(s workflow.State, bad func(string, ...any)) {
 			if s.ProcessState == workflow.CompensationFailed {
 				key = undoKey
 			}
-			e, err := r.sys.store.Store.Entry(context.Background(), statestore.LedgerKey(name, key))
+			e, err := r.sys.store.truth.Entry(context.Background(), statestore.LedgerKey(name, key))
 			if err == nil && e.State == statestore.LedgerRejected && e.Fault != nil && e.Fault.Uncertain {
 				return
 			}
@@ -95,7 +95,7 @@ const forgedMark = `{"forged":true}`
 // the reply its own Agent would send, but from another Agent's role.
 func (r *run) forge(id string) {
 	r.w.after(r.w.delay(0, 30*time.Second), func() {
-		st := r.sys.store.last[id].after
+		st := r.sys.store.last[id].state()
 		if !st.ProcessState.Claimed() {
 			return
 		}

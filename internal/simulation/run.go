@@ -246,7 +246,7 @@ func Run(cfg Config) (Result, error) {
 // holds is terminal and owes no alert, and no message waits in a queue.
 func (r *run) quiet() bool {
 	for _, l := range r.sys.store.last {
-		if !l.after.ProcessState.Terminal() || l.after.AlertPending {
+		if st := l.state(); !st.ProcessState.Terminal() || st.AlertPending {
 			return false
 		}
 	}
@@ -419,7 +419,7 @@ func (r *run) post(cl *client, dup bool) {
 				r.f.counts["shed"]++
 				// A key that made an order is answered with it, shed or
 				// not: the client must learn its order exists.
-				if use, err := r.sys.store.Store.GetKey(context.Background(), clientARN(cl), cl.key); err == nil {
+				if use, err := r.sys.store.truth.GetKey(context.Background(), clientARN(cl), cl.key); err == nil {
 					r.violations = append(r.violations, fmt.Sprintf("shed replay: %s made order %s, and its retry was shed", cl.key, use.OrderID))
 				}
 			}

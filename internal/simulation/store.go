@@ -3,25 +3,37 @@ package simulation
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
-	"github.com/sasflow/sas/internal/testkit/memstore"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/sasflow/sas/internal/testkit/ddbmodel"
+	"github.com/sasflow/sas/shared/clock"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
 
-// store is the state store every actor is given: the in-memory store that
-// passes the store's conformance suite, behind the port's faults, feeding
-// the state table's stream with every write and keeping the ledger of
-// claims and commits.
+// simTables are the tables of a run, as the stack declares them.
+var simTables = statestore.Tables{Orders: "orders", State: "state", Ledger: "ledger"}
+
+// store is DynamoDB in a run: the model of its API (ddbmodel) under the
+// real store of every container (statestore.Store), with the faults at
+// each API call, the state table's stream fed by the model's writes, and
+// the bookkeeping of claims and commits that the invariants read, kept
+// from the writes the tables took.
 type store struct {
-	*memstore.Store
 	w      *World
 	f      *faults
+	db     *ddbmodel.Model
 	stream *stream
-	// last is each record as last written and when, for the stream's old
-	// image and for stale reads.
-	last map[string]written
+	// code sees the ledger's writes.
+	code *codeModel
+	// truth reads the tables as they are, strongly consistent, on the
+	// simulated time, without faults: the checks' reads.
+	truth *statestore.Store
+	// last is each record as last written, and when.
+	last map[string]*written
 	// claimed is the latest Attempt a claim of each order wrote.
 	claimed map[string]int
 	// staleCommits lists commits of an attempt older than a claim the
@@ -36,155 +48,181 @@ type store struct {
 	tolerance time.Duration
 	// transitions counts the committed changes by their Transition.
 	transitions map[workflow.Transition]int
+	tokens      int
 }
 
+// written is a record as last written: the item, read into a
+// workflow.State when asked for (most writes are never read so).
 type written struct {
-	before, after workflow.State
-	at            time.Time
-	had           bool
+	item  map[string]types.AttributeValue
+	at    time.Time
+	after *workflow.State
 }
 
+// state is the record as last written; the zero State when there is none.
+func (w *written) state() workflow.State {
+	if w == nil {
+		return workflow.State{}
+	}
+	if w.after == nil {
+		st, err := statestore.DecodeState(w.item)
+		if err != nil {
+			panic(fmt.Sprintf("simulation: a state record as written: %v", err))
+		}
+		w.after = &st
+	}
+	return *w.after
+}
+
+// newStore creates the tables on a new model: eventually consistent reads
+// within a second (stale ones when StaleRead strikes), BatchGetItem's
+// unprocessed keys when Unprocessed strikes, and TTL deleting an expired
+// item some time within two days, drawn per run.
 func newStore(w *World, f *faults, s *stream) *store {
-	inner := memstore.New()
-	inner.Clock = worldClock{w}
-	return &store{Store: inner, w: w, f: f, stream: s, last: map[string]written{}, claimed: map[string]int{},
+	st := &store{w: w, f: f, stream: s, last: map[string]*written{}, claimed: map[string]int{},
 		transitions: map[workflow.Transition]int{}}
-}
-
-// CreateOrder is the transaction of the order, its record and its key.
-func (s *store) CreateOrder(ctx context.Context, o workflow.Order, st workflow.State) error {
-	return s.f.call(ctx, "ddb.CreateOrder", o.OrderID, true, func() error {
-		if err := s.Store.CreateOrder(ctx, o, st); err != nil {
-			return err
-		}
-		stored, err := s.Store.PeekState(ctx, st.OrderID)
-		if err != nil {
-			return err
-		}
-		s.wrote(workflow.State{}, false, stored)
-		if stored.Attempt > 0 {
-			s.claimed[stored.OrderID] = max(s.claimed[stored.OrderID], stored.Attempt)
-		}
-		return nil
+	st.db = ddbmodel.New(ddbmodel.Options{
+		Clock:       worldClock{w},
+		Stale:       st.stale,
+		Unprocessed: func(string, string) bool { return f.strike(Unprocessed) },
+		TTLDelay:    w.delay(time.Second, ddbmodel.DefaultTTLDelay),
+		Call: func(ctx context.Context, c ddbmodel.Call) error {
+			return f.sdkCall(ctx, "ddb."+c.Op+" "+c.Table, c.Key, c.Write, c.Attempt)
+		},
+		OnWrite: st.wrote,
+		Tokens:  st.token,
 	})
+	if err := statestore.CreateTables(context.Background(), st.db, simTables); err != nil {
+		panic("simulation: create the tables: " + err.Error())
+	}
+	st.truth = statestore.New(st.db, simTables, statestore.WithClock(worldClock{w}))
+	return st
 }
 
-// Apply is one conditional write of a record.
-func (s *store) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
-	var out workflow.State
-	err := s.f.call(ctx, "ddb.Apply "+string(c.Transition), c.OrderID, true, func() error {
-		before := s.last[c.OrderID].after
-		st, err := s.Store.Apply(ctx, c)
-		if err != nil {
-			return err
+// port is the store a container is given: the real store on its own
+// clock (the :now its conditions send is that clock's, skew and all), its
+// reads one after the other and its waits in simulated time, so the
+// scheduler orders every call.
+func (s *store) port(clk clock.Clock) port {
+	return port{Store: statestore.New(s.db, simTables, statestore.WithClock(clk), statestore.WithSerialReads(), statestore.WithSleep(s.f.sleep)), s: s}
+}
+
+// port is statestore.Store with each Apply's change in its context, for
+// the bookkeeping of the writes it makes.
+type port struct {
+	*statestore.Store
+	s *store
+}
+
+var _ statestore.Port = port{}
+
+type changeKey struct{}
+
+// Apply is the store's, with the change in the context its calls carry.
+func (p port) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
+	return p.Store.Apply(context.WithValue(ctx, changeKey{}, &c), c)
+}
+
+// stale is the model's choice of an eventually consistent read: the
+// latest, unless StaleRead strikes, and then an older version within the
+// lag ("the responses may not reflect the results of a recently completed
+// write operation", the DynamoDB Developer Guide's "Read consistency").
+func (s *store) stale(n int) int {
+	if !s.f.strike(StaleRead) {
+		return 0
+	}
+	return 1 + s.w.choose.Intn(n-1)
+}
+
+// token is the ClientRequestToken the SDK fills in: a counter, so a run
+// replays exactly.
+func (s *store) token() string {
+	s.tokens++
+	return "sdk-token-" + strconv.Itoa(s.tokens)
+}
+
+// wrote sees every write the tables take: a state record's feeds the
+// stream and the bookkeeping, a ledger entry's the code steps' tries.
+func (s *store) wrote(ctx context.Context, w ddbmodel.Write) {
+	if w.ByTTL {
+		s.w.log.add(s.w.now, "ttl", "deleted from "+w.Table, w.Key)
+	}
+	switch w.Table {
+	case simTables.State:
+		if w.Record != nil {
+			s.stream.append(w.Record)
 		}
-		now := s.w.now
-		if c.CommitsReply() && now.After(before.CompleteBy.Add(s.tolerance)) {
-			s.lateCommits = append(s.lateCommits, fmt.Sprintf("%s %s %v after CompleteBy", c.OrderID, c.Transition, now.Sub(before.CompleteBy)))
+		if w.New != nil {
+			s.wroteState(ctx, w)
 		}
-		if p := procOf(ctx); p != nil && (p.name == "supervisor" || p.name == "deadline") && c.Transition != "" &&
-			before.CompleteBy.After(now.Add(s.tolerance)) {
-			s.earlyRecoveries = append(s.earlyRecoveries, fmt.Sprintf("%s %s by %s, %v before CompleteBy", c.OrderID, c.Transition, p.name, before.CompleteBy.Sub(now)))
+	case simTables.Ledger:
+		if s.code != nil && w.New != nil {
+			s.code.ledgerWrote(ctx, w)
 		}
-		if c.CommitsReply() && c.Fence.Attempt != nil && *c.Fence.Attempt < s.claimed[c.OrderID] {
-			s.staleCommits = append(s.staleCommits, c.OrderID)
+	}
+}
+
+// wroteState keeps the ledger of claims and commits for a state record's
+// write, checking each as it lands: a reply committed late or of a
+// superseded attempt, a recovery before its deadline, a forged reply.
+func (s *store) wroteState(ctx context.Context, w ddbmodel.Write) {
+	// The deadline before the write, and the Attempt after it, read from
+	// the items: decoding every write would cost more than the rest of
+	// the bookkeeping.
+	completeBy := time.UnixMilli(numberAttr(w.Old, statestore.CompleteByAttr)).UTC()
+	attempt := int(numberAttr(w.New, "Attempt"))
+	s.last[w.Key] = &written{item: w.New, at: w.At}
+	c, _ := ctx.Value(changeKey{}).(*workflow.Change)
+	if c == nil {
+		// The creation of the order, with its first claim, if it has one.
+		if attempt > 0 {
+			s.claimed[w.Key] = max(s.claimed[w.Key], attempt)
 		}
-		if c.Dispatch {
-			s.claimed[c.OrderID] = max(s.claimed[c.OrderID], st.Attempt)
-		}
-		if f := forged(c); f != "" {
-			s.forgedCommits = append(s.forgedCommits, f)
-		}
-		s.transitions[c.Transition]++
-		prev := s.last[c.OrderID]
-		s.wrote(prev.after, prev.had, st)
-		out = st
-		return nil
-	})
-	return out, err
+		return
+	}
+	now := s.w.now
+	if c.CommitsReply() && now.After(completeBy.Add(s.tolerance)) {
+		s.lateCommits = append(s.lateCommits, fmt.Sprintf("%s %s %v after CompleteBy", c.OrderID, c.Transition, now.Sub(completeBy)))
+	}
+	if p := procOf(ctx); p != nil && (p.name == "supervisor" || p.name == "deadline") && c.Transition != "" &&
+		completeBy.After(now.Add(s.tolerance)) {
+		s.earlyRecoveries = append(s.earlyRecoveries, fmt.Sprintf("%s %s by %s, %v before CompleteBy", c.OrderID, c.Transition, p.name, completeBy.Sub(now)))
+	}
+	if c.CommitsReply() && c.Fence.Attempt != nil && *c.Fence.Attempt < s.claimed[c.OrderID] {
+		s.staleCommits = append(s.staleCommits, c.OrderID)
+	}
+	if c.Dispatch {
+		s.claimed[c.OrderID] = max(s.claimed[c.OrderID], attempt)
+	}
+	if f := forged(*c); f != "" {
+		s.forgedCommits = append(s.forgedCommits, f)
+	}
+	s.transitions[c.Transition]++
 }
 
-// wrote feeds the stream and remembers the write.
-func (s *store) wrote(before workflow.State, had bool, after workflow.State) {
-	s.last[after.OrderID] = written{before: before, after: after, at: s.w.now, had: true}
-	s.stream.append(before, had, after)
+// numberAttr reads a number attribute of an item; 0 when it has none.
+func numberAttr(it map[string]types.AttributeValue, name string) int64 {
+	v, ok := it[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		panic(fmt.Sprintf("simulation: attribute %s of a state record: %v", name, err))
+	}
+	return n
 }
 
-func (s *store) GetKey(ctx context.Context, owner, key string) (use workflow.KeyUse, err error) {
-	err = s.f.call(ctx, "ddb.GetKey", key, false, func() error {
-		use, err = s.Store.GetKey(ctx, owner, key)
-		return err
-	})
-	return use, err
-}
+// expire is TTL's background pass, run with the Supervisor's schedule.
+func (s *store) expire() { s.db.RunTTL() }
 
-func (s *store) GetOrder(ctx context.Context, orderID string) (o workflow.Order, err error) {
-	err = s.f.call(ctx, "ddb.GetOrder", orderID, false, func() error {
-		o, err = s.Store.GetOrder(ctx, orderID)
-		return err
-	})
-	return o, err
+// ledgerAttr reads a string attribute of a ledger entry.
+func ledgerAttr(it map[string]types.AttributeValue, name string) string {
+	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
 }
-
-func (s *store) GetState(ctx context.Context, orderID string) (st workflow.State, err error) {
-	err = s.f.call(ctx, "ddb.GetState", orderID, false, func() error {
-		st, err = s.Store.GetState(ctx, orderID)
-		return err
-	})
-	return st, err
-}
-
-// PeekState is eventually consistent: within a second of a write it may
-// return the record as it was before (the DynamoDB Developer Guide's "Read
-// consistency": an eventually consistent read "might not reflect the
-// results of a recently completed write operation").
-func (s *store) PeekState(ctx context.Context, orderID string) (st workflow.State, err error) {
-	err = s.f.call(ctx, "ddb.PeekState", orderID, false, func() error {
-		if l, ok := s.last[orderID]; ok && s.w.now.Sub(l.at) < time.Second && s.f.strike(StaleRead) {
-			if !l.before.CreatedAt.IsZero() {
-				st = l.before
-				return nil
-			}
-		}
-		st, err = s.Store.PeekState(ctx, orderID)
-		return err
-	})
-	return st, err
-}
-
-func (s *store) Expired(ctx context.Context, now time.Time, limit int) (out []workflow.State, err error) {
-	err = s.f.call(ctx, "ddb.Expired", "", false, func() error {
-		out, err = s.Store.Expired(ctx, now, limit)
-		return err
-	})
-	return out, err
-}
-
-func (s *store) CountOpen(ctx context.Context, limit int) (out statestore.OpenCount, err error) {
-	err = s.f.call(ctx, "ddb.CountOpen", "", false, func() error {
-		out, err = s.Store.CountOpen(ctx, limit)
-		return err
-	})
-	return out, err
-}
-
-func (s *store) ListByState(ctx context.Context, state workflow.ProcessState, limit int, cursor string) (out statestore.Page, err error) {
-	err = s.f.call(ctx, "ddb.ListByState", string(state), false, func() error {
-		out, err = s.Store.ListByState(ctx, state, limit, cursor)
-		return err
-	})
-	return out, err
-}
-
-func (s *store) ListByOwner(ctx context.Context, owner string, limit int, cursor string) (out statestore.Page, err error) {
-	err = s.f.call(ctx, "ddb.ListByOwner", owner, false, func() error {
-		out, err = s.Store.ListByOwner(ctx, owner, limit, cursor)
-		return err
-	})
-	return out, err
-}
-
-var _ statestore.Port = (*store)(nil)
 
 // worldClock is the simulated time, exactly.
 type worldClock struct{ w *World }

@@ -3,11 +3,12 @@ package simulation
 import (
 	"context"
 	"hash/fnv"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/sasflow/sas/internal/testkit/ddbmodel"
 	"github.com/sasflow/sas/shared/statestore"
 	"github.com/sasflow/sas/shared/workflow"
 )
@@ -24,6 +25,9 @@ import (
 //     item failure is retried from that record (ReportBatchItemFailures),
 //     until it succeeds (RetryAttempts -1): at least once, in order;
 //   - NEW_AND_OLD_IMAGES; INSERT and MODIFY only (the stack filters REMOVE).
+//
+// The records are the DynamoDB model's (ddbmodel.Record): one of each
+// write the state table took, with the images as the table held them.
 
 const (
 	streamShards = 4
@@ -31,11 +35,9 @@ const (
 )
 
 type streamRecord struct {
-	seq       string
-	orderID   string
-	before    workflow.State
-	hadBefore bool
-	after     workflow.State
+	seq     string
+	orderID string
+	rec     *ddbmodel.Record
 	// ev is the record as Lambda hands it over, made on first use.
 	ev *events.DynamoDBEventRecord
 }
@@ -43,7 +45,6 @@ type streamRecord struct {
 type stream struct {
 	w       *World
 	shards  [streamShards][]*streamRecord
-	seq     int
 	readers []*streamReader
 }
 
@@ -64,12 +65,15 @@ func shardOf(orderID string) int {
 	return int(h.Sum32() % streamShards)
 }
 
-// append adds the record of a write.
-func (s *stream) append(before workflow.State, had bool, after workflow.State) {
-	s.seq++
-	sh := shardOf(after.OrderID)
-	s.shards[sh] = append(s.shards[sh], &streamRecord{seq: strconv.Itoa(100000000 + s.seq), orderID: after.OrderID,
-		before: before, hadBefore: had, after: after})
+// append adds the record of a write; a REMOVE (a TTL deletion) the event
+// source mappings' filter drops, as the stack's does.
+func (s *stream) append(rec *ddbmodel.Record) {
+	if rec.EventName == events.DynamoDBOperationTypeRemove {
+		return
+	}
+	id := rec.Keys[statestore.KeyOrderID].(*types.AttributeValueMemberS).Value
+	sh := shardOf(id)
+	s.shards[sh] = append(s.shards[sh], &streamRecord{seq: rec.SequenceNumber(), orderID: id, rec: rec})
 	for _, r := range s.readers {
 		s.wake(r, sh)
 	}
@@ -135,29 +139,9 @@ func (rec *streamRecord) event() events.DynamoDBEventRecord {
 	if rec.ev != nil {
 		return *rec.ev
 	}
-	newImage, err := statestore.EncodeImage(rec.after)
+	ev, err := rec.rec.Event("us-east-1", "arn:aws:dynamodb:us-east-1:123456789012:table/sim-state/stream/2026-01-01T00:00:00.000")
 	if err != nil {
-		panic("simulation: encode a stream image: " + err.Error())
-	}
-	ev := events.DynamoDBEventRecord{
-		EventID:        rec.seq,
-		EventName:      string(events.DynamoDBOperationTypeInsert),
-		EventSource:    "aws:dynamodb",
-		EventVersion:   "1.1",
-		AWSRegion:      "us-east-1",
-		EventSourceArn: "arn:aws:dynamodb:us-east-1:123456789012:table/sim-state/stream/2026-01-01T00:00:00.000",
-		Change: events.DynamoDBStreamRecord{
-			Keys:           map[string]events.DynamoDBAttributeValue{"OrderID": events.NewStringAttribute(rec.orderID)},
-			NewImage:       newImage,
-			SequenceNumber: rec.seq,
-			StreamViewType: string(events.DynamoDBStreamViewTypeNewAndOldImages),
-		},
-	}
-	if rec.hadBefore {
-		ev.EventName = string(events.DynamoDBOperationTypeModify)
-		if ev.Change.OldImage, err = statestore.EncodeImage(rec.before); err != nil {
-			panic("simulation: encode a stream image: " + err.Error())
-		}
+		panic("simulation: a stream record: " + err.Error())
 	}
 	rec.ev = &ev
 	return ev
@@ -170,4 +154,21 @@ func (s *stream) behind(r *streamReader) int {
 		n += len(s.shards[sh]) - r.pos[sh]
 	}
 	return n
+}
+
+// states decodes the record's images: the record after the write, and the
+// one before it, when there was one.
+func (rec *streamRecord) states() (after, before workflow.State, hadBefore bool) {
+	after, err := statestore.DecodeState(rec.rec.NewImage)
+	if err != nil {
+		panic("simulation: a stream record's new image: " + err.Error())
+	}
+	if rec.rec.OldImage == nil {
+		return after, workflow.State{}, false
+	}
+	before, err = statestore.DecodeState(rec.rec.OldImage)
+	if err != nil {
+		panic("simulation: a stream record's old image: " + err.Error())
+	}
+	return after, before, true
 }

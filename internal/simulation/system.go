@@ -141,6 +141,7 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 	s.store.tolerance = 2*skew + 4*time.Second
 	s.remote = newRemote(w, f, s.agent.RemoteTimeout)
 	s.code = newCodeModel(w, f, s.store)
+	s.store.code = s.code
 	s.remote.replicas = []string{"remote-a.example.com", "remote-b.example.com"}
 	vis := func(timeout time.Duration) time.Duration { return topology.Visibility(timeout) }
 	s.schedulerQ = s.sqs.queue("scheduler", vis(topology.SchedulerTimeout), topology.MaxReceiveCount)
@@ -177,6 +178,11 @@ func (s *system) subscribe(clientID string) {
 	}
 }
 
+// ledger is the code steps' ledger a container with clock clk is given.
+func (s *system) ledger(clk clock.Clock) ledger {
+	return ledger{m: s.code, st: s.store.port(clk).Store}
+}
+
 // clockFor is a new container's clock: off by up to skew either way.
 func (s *system) clockFor() clock.Clock {
 	if s.skew <= 0 {
@@ -205,7 +211,8 @@ func (s *system) build(cat workflow.Catalog) (*release, error) {
 	admit := topology.DefaultCapacity().Admission(urls)
 	fns := map[string]func() (any, error){}
 	fns[topology.Submission] = func() (any, error) {
-		deps := s.deps(s.clockFor())
+		clk := s.clockFor()
+		deps := s.deps(clk)
 		gate, err := admission.New(admit, queue.NewDepths(s.sqs), deps)
 		if err != nil {
 			return nil, err
@@ -214,7 +221,7 @@ func (s *system) build(cat workflow.Catalog) (*release, error) {
 			AgentQueues: first, SchedulerQueueURL: s.schedulerQ.url, Workflows: cat, ClaimTimeout: s.policy.ClaimTimeout,
 			Retention: s.policy.Retention, OrdersTable: "orders", StateTable: "state", Admission: admit,
 			AlertTopicARN: s.alerts.arn, OperatorPrincipals: []string{OperatorARN},
-		}, s.store, s.sender(topology.Submission), gate, deps, submission.WithAlerts(alerts), submission.WithOrderIDs(s.orderID))
+		}, s.store.port(clk), s.sender(topology.Submission), gate, deps, submission.WithAlerts(alerts), submission.WithOrderIDs(s.orderID))
 	}
 	shared := followup.Config{OrdersTable: "orders", StateTable: "state", SchedulerQueueURL: s.schedulerQ.url,
 		AlertTopicARN: s.alerts.arn, OperatorAPIURL: "https://api.example.com", Workflows: cat, Policy: s.policy}
@@ -227,20 +234,24 @@ func (s *system) build(cat workflow.Catalog) (*release, error) {
 	schedCfg := scheduler.Config{Config: shared, ResponseQueueURL: s.responseQ.url, AgentQueues: agentURLs, MaxReceiveCount: topology.MaxReceiveCount,
 		ReplySenders: senders}
 	fns[topology.Scheduler] = func() (any, error) {
-		return scheduler.New(schedCfg, s.store, s.sender(topology.Scheduler), alerts, s.deps(s.clockFor()),
+		clk := s.clockFor()
+		return scheduler.New(schedCfg, s.store.port(clk), s.sender(topology.Scheduler), alerts, s.deps(clk),
 			scheduler.WithRedelivery(queue.NewRedeliverer(s.sqs, s.schedulerQ.url, s.responseQ.url)))
 	}
 	supCfg := supervisor.Config{Config: shared, BatchLimit: supervisor.DefaultBatchLimit}
 	fns[topology.Supervisor] = func() (any, error) {
-		return supervisor.New(supCfg, s.store, s.sender(topology.Supervisor), alerts, s.deps(s.clockFor()))
+		clk := s.clockFor()
+		return supervisor.New(supCfg, s.store.port(clk), s.sender(topology.Supervisor), alerts, s.deps(clk))
 	}
 	fns[topology.Deadline] = func() (any, error) {
-		return supervisor.New(supCfg, s.store, s.sender(topology.Deadline), alerts, s.deps(s.clockFor()),
+		clk := s.clockFor()
+		return supervisor.New(supCfg, s.store.port(clk), s.sender(topology.Deadline), alerts, s.deps(clk),
 			supervisor.WithRedelivery(queue.NewRedeliverer(s.sqs, s.deadlineQ.url)))
 	}
 	fns[topology.Timer] = func() (any, error) {
+		clk := s.clockFor()
 		return timer.New(timer.Config{DeadlineQueueURL: s.deadlineQ.url, LedgerTable: "ledger", CodeSteps: slices.Sorted(maps.Keys(codeSteps))},
-			s.sender(topology.Timer), ledger{s.code}, s.deps(s.clockFor()))
+			s.sender(topology.Timer), s.ledger(clk), s.deps(clk))
 	}
 	fns[topology.Notifier] = func() (any, error) {
 		return notifier.New(notifier.Config{OrderEventsTopicARN: s.events.arn}, notifier.NewPublisher(s.sns, s.events.arn), s.deps(s.clockFor()))
@@ -295,8 +306,9 @@ func (s *system) newCodeAgent(step workflow.Step, st stepkit.Step, alerts alert.
 	q := s.agentQ[step.Name]
 	cfg.Step, cfg.ResponseQueueURL, cfg.RemoteBaseURL, cfg.RemoteBaseURLs, cfg.Code = step.Name, s.responseQ.url, "", nil, true
 	cfg.AlertTopicARN, cfg.MaxOutputBytes, cfg.RequestQueueURL = s.alerts.arn, step.OutputLimit(), q.url
-	deps := s.deps(s.clockFor())
-	svc, err := codestep.New(step.Name, s.code.wrap(st), ledger{s.code}, deps,
+	clk := s.clockFor()
+	deps := s.deps(clk)
+	svc, err := codestep.New(step.Name, s.code.wrap(st), s.ledger(clk), deps,
 		codestep.WithMaxOutputBytes(step.OutputLimit()), codestep.WithOwners(s.code.owner),
 		codestep.WithFaults(codestep.Faults{AfterEffect: s.code.crashAfterEffect, AfterLedger: s.code.crashAfterLedger}))
 	if err != nil {
@@ -414,6 +426,7 @@ func (s *system) resweep() {
 			return
 		}
 		s.w.after(topology.SupervisorEvery, tick)
+		s.store.expire()
 		if s.f.strike(MissedRun) {
 			s.w.log.add(s.w.now, "schedule", "supervisor run missed", "")
 			return

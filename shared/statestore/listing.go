@@ -50,6 +50,7 @@ const readParallel = 8
 type Listing struct {
 	name     string // names the listing in errors
 	refused  error  // why the listing cannot be read at all; nil when it can
+	serial   bool   // read the shards one after the other (WithSerialReads)
 	index    string
 	partAttr string                       // the index's partition key,
 	part     func(int) string             // and the partition of each shard
@@ -124,7 +125,7 @@ func (l Listing) start(limit int, cursor string) (string, error) {
 // cancels the others.
 func (l Listing) readShards(ctx context.Context, after string, limit int, read ReadShard) ([]Shard, error) {
 	shards := make([]Shard, ListShards)
-	err := readEach(ctx, len(shards), func(ctx context.Context, i int) (err error) {
+	err := readEach(ctx, len(shards), l.serial, func(ctx context.Context, i int) (err error) {
 		shards[i], err = read(ctx, l.part(i), after, limit)
 		return err
 	})
@@ -134,9 +135,18 @@ func (l Listing) readShards(ctx context.Context, after string, limit int, read R
 	return shards, nil
 }
 
-// readEach runs read for 0..n-1, readParallel at a time; the first failure
-// cancels the others and is the one returned.
-func readEach(ctx context.Context, n int, read func(ctx context.Context, i int) error) error {
+// readEach runs read for 0..n-1, readParallel at a time (one after the
+// other in the caller's goroutine when serial); the first failure cancels
+// the others and is the one returned.
+func readEach(ctx context.Context, n int, serial bool, read func(ctx context.Context, i int) error) error {
+	if serial {
+		for i := range n {
+			if err := read(ctx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, n)
@@ -243,6 +253,7 @@ func entryOf(item map[string]types.AttributeValue, sortAttr string) (Entry, erro
 // records in one BatchGetItem, and returns those keep admits in the index's
 // order. Records carry SummaryAttrs only (no Input, no step history).
 func (s *Store) list(ctx context.Context, table string, l Listing, limit int, cursor string, keep func(workflow.State) bool) (Page, error) {
+	l.serial = s.serial
 	ids, next, err := l.Read(ctx, limit, cursor, s.shardReader(table, l))
 	if err != nil {
 		return Page{}, err

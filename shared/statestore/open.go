@@ -126,7 +126,7 @@ type openPart struct {
 func (s *Store) openEntries(ctx context.Context, parts []openPart, b *budget) (ids []string, stopped bool, err error) {
 	found := make([][]string, len(parts))
 	more := make([]bool, len(parts))
-	err = readEach(ctx, len(parts), func(ctx context.Context, i int) (err error) {
+	err = readEach(ctx, len(parts), s.serial, func(ctx context.Context, i int) (err error) {
 		found[i], more[i], err = s.partEntries(ctx, parts[i], b)
 		return err
 	})

@@ -151,12 +151,8 @@ func (s *Store) batchGetStates(ctx context.Context, ids []string, attrs []string
 			return nil, fmt.Errorf("batch get: %d of %d state records still unprocessed after %d tries", len(left.Keys), len(ids), try)
 		}
 		req = map[string]types.KeysAndAttributes{s.tables.State: left}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		if err := s.sleep(ctx, wait); err != nil {
+			return nil, err
 		}
 		wait *= 2
 	}

@@ -43,6 +43,10 @@ type Store struct {
 	db     Client
 	tables Tables
 	clk    clock.Clock
+	// serial: the reads of many partitions run one after the other, in the
+	// caller's goroutine (WithSerialReads).
+	serial bool
+	sleep  func(ctx context.Context, d time.Duration) error
 }
 
 // Option changes a Store's defaults.
@@ -52,10 +56,24 @@ type Option func(*Store)
 // past its ExpiresAt for gone (see expired). The default is the system's.
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clk = c } }
 
+// WithSerialReads makes the reads of many partitions (Expired's shards, a
+// listing's shards, CountOpen's partitions) run one after the other in the
+// caller's goroutine, instead of several at once on goroutines of their
+// own: for a caller that orders every call itself (the deterministic
+// simulation, internal/simulation). The answers are the same.
+func WithSerialReads() Option { return func(s *Store) { s.serial = true } }
+
+// WithSleep makes the store wait with sleep (the backoff before asking
+// again for the keys BatchGetItem left unprocessed) instead of a timer:
+// for a caller on a simulated clock. sleep returns early with ctx's error.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(s *Store) { s.sleep = sleep }
+}
+
 // New returns a Store over the tables named: the orders and state tables
 // for the actors, the ledger for a code step.
 func New(db Client, tables Tables, opts ...Option) *Store {
-	s := &Store{db: db, tables: tables, clk: clock.System{}}
+	s := &Store{db: db, tables: tables, clk: clock.System{}, sleep: sleepTimer}
 	for _, o := range opts {
 		o(s)
 	}
@@ -494,6 +512,18 @@ func (s *Store) updateWithOrder(ctx context.Context, orderID string, e *expr, p 
 	return s.state(ctx, orderID, true)
 }
 
+// sleepTimer waits d, or until ctx ends.
+func sleepTimer(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // WriteTokenAttr holds the random token of the record's last write, so a
 // writer whose answer was lost recognizes its own write (see update).
 const WriteTokenAttr = "WriteToken"
@@ -519,6 +549,14 @@ func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]workfl
 	shards := ShardNames()
 	results := make([][]workflow.State, len(shards))
 	errs := make([]error, len(shards))
+	if s.serial {
+		for i, shard := range shards {
+			if results[i], errs[i] = s.expiredInShard(ctx, shard, now, limit); errs[i] != nil {
+				return nil, errs[i]
+			}
+		}
+		return slices.Concat(results...), nil
+	}
 	sem := make(chan struct{}, expiredParallel)
 	var wg sync.WaitGroup
 	for i, shard := range shards {

@@ -1,0 +1,144 @@
+package ddbmodel_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sasflow/sas/internal/testkit/ddbmodel"
+	"github.com/sasflow/sas/shared/clock"
+	"github.com/sasflow/sas/shared/statestore"
+	"github.com/sasflow/sas/shared/workflow"
+)
+
+var machine = workflow.Machine{Def: workflow.Reference(), Policy: workflow.DefaultPolicy()}
+
+// losing is a Call hook that loses the answer of the writes lose picks,
+// as the network does: the write took effect, and the SDK sends the same
+// request again, whose answer the store gets.
+func losing(lose func(c ddbmodel.Call) bool, lost *atomic.Int64) func(context.Context, ddbmodel.Call) error {
+	return func(_ context.Context, c ddbmodel.Call) error {
+		if err := c.Attempt(); err != nil || !c.Write || !lose(c) {
+			return err
+		}
+		lost.Add(1)
+		return c.Attempt()
+	}
+}
+
+func order(id string, at time.Time) (workflow.Order, workflow.State) {
+	o := workflow.Order{OrderID: id, CustomerID: "c-1", Currency: "EUR", Items: []workflow.Item{{SKU: "A", Quantity: 1, UnitPriceCents: 100}},
+		TotalCents: 100, RequestHash: "h", CreatedAt: at, IdempotencyKey: "k-" + id, Owner: "arn:aws:iam::1:user/u"}
+	return o, workflow.NewState(id, workflow.Reference(), json.RawMessage(`{"orderId":"`+id+`"}`), at, at.Add(time.Minute))
+}
+
+// TestTheStoreKnowsItsOwnWriteWhoseAnswerWasLost runs the real store on
+// the model with every answer of a write lost once: the creation's
+// transaction is answered by its ClientRequestToken, a conditional update
+// by its own WriteToken in the item its failed condition returns; so each
+// call answers as if nothing was lost. Another writer's change is still
+// refused as stale.
+func TestTheStoreKnowsItsOwnWriteWhoseAnswerWasLost(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	var lost atomic.Int64
+	m := open(t, ddbmodel.Options{Clock: clk, Call: losing(func(ddbmodel.Call) bool { return true }, &lost)})
+	s := statestore.New(m, tables, statestore.WithClock(clk))
+	ctx := context.Background()
+	o, st := order("o1", t0)
+	if err := s.CreateOrder(ctx, o, st); err != nil {
+		t.Fatalf("a creation whose answer was lost: %v", err)
+	}
+	now := t0.Add(time.Second)
+	claimed, err := s.Apply(ctx, machine.Claim("o1", 0, false, "scheduler/a", now))
+	if err != nil || claimed.ProcessState != workflow.Processing || claimed.Attempt != 1 {
+		t.Fatalf("a claim whose answer was lost: %+v, %v", claimed, err)
+	}
+	done, err := s.Apply(ctx, machine.StepCompleted("o1", 0, claimed.Attempt, []byte(`{"ok":true}`), "scheduler/b", now))
+	if err != nil || done.StepIndex != 1 || done.Attempt != 2 {
+		t.Fatalf("a commit whose answer was lost: %+v, %v", done, err)
+	}
+	stored, err := s.GetState(ctx, "o1")
+	if err != nil || stored.Attempt != done.Attempt || stored.LockedBy != done.LockedBy {
+		t.Fatalf("stored %+v, %v; returned %+v", stored, err, done)
+	}
+	if lost.Load() != 3 {
+		t.Fatalf("%d answers lost, want 3", lost.Load())
+	}
+	// A claim of the step another Scheduler has is stale, lost answer or
+	// not.
+	if _, err := s.Apply(ctx, machine.Claim("o1", 1, false, "scheduler/c", now)); !errors.Is(err, workflow.ErrStale) {
+		t.Fatalf("a second claim: %v", err)
+	}
+	// The key made the order, once.
+	o2, st2 := order("o2", t0)
+	o2.IdempotencyKey = o.IdempotencyKey
+	if err := s.CreateOrder(ctx, o2, st2); !errors.Is(err, workflow.ErrKeyUsed) {
+		t.Fatalf("the key again: %v", err)
+	}
+}
+
+// TestPeekStateReadsAsAWSMayAnswer: the store's eventually consistent read
+// of a record written within the lag may be the record as it was; its
+// strongly consistent read is the latest.
+func TestPeekStateReadsAsAWSMayAnswer(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	m := open(t, ddbmodel.Options{Clock: clk, Stale: func(n int) int { return n - 1 }})
+	s := statestore.New(m, tables, statestore.WithClock(clk))
+	ctx := context.Background()
+	o, st := order("o1", t0)
+	if err := s.CreateOrder(ctx, o, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PeekState(ctx, "o1"); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("created within the lag: %v, may be absent", err)
+	}
+	clk.Advance(2 * time.Second)
+	if _, err := s.Apply(ctx, machine.Claim("o1", 0, false, "scheduler/a", clk.Now())); err != nil {
+		t.Fatal(err)
+	}
+	peek, err := s.PeekState(ctx, "o1")
+	if err != nil || peek.ProcessState != workflow.Pending {
+		t.Fatalf("PeekState within the lag: %s, %v, want the record before the claim", peek.ProcessState, err)
+	}
+	got, err := s.GetState(ctx, "o1")
+	if err != nil || got.ProcessState != workflow.Processing {
+		t.Fatalf("GetState: %s, %v", got.ProcessState, err)
+	}
+}
+
+// TestUnprocessedKeysAreAskedForAgainAfterTheStoresSleep: the keys a
+// BatchGetItem left unprocessed are asked for again, after the wait the
+// store's sleep (statestore.WithSleep) takes, doubling.
+func TestUnprocessedKeysAreAskedForAgainAfterTheStoresSleep(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	refusals := map[string]int{"o2": 2, "o3": 1}
+	m := open(t, ddbmodel.Options{Clock: clk, Unprocessed: func(_, k string) bool {
+		refusals[k]--
+		return refusals[k] >= 0
+	}})
+	var waits []time.Duration
+	s := statestore.New(m, tables, statestore.WithClock(clk), statestore.WithSerialReads(),
+		statestore.WithSleep(func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }))
+	ctx := context.Background()
+	for i, id := range []string{"o1", "o2", "o3"} {
+		o, st := order(id, t0.Add(time.Duration(i)*time.Second))
+		if err := s.CreateOrder(ctx, o, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute)
+	p, err := s.ListByOwner(ctx, "arn:aws:iam::1:user/u", 10, "")
+	var got []string
+	for _, st := range p.States {
+		got = append(got, st.OrderID)
+	}
+	if err != nil || len(got) != 3 || got[0] != "o3" || len(waits) != 2 || waits[1] != 2*waits[0] {
+		t.Fatalf("listed %v, %v, after waits %v", got, err, waits)
+	}
+}
