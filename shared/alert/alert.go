@@ -99,10 +99,15 @@ type Alert struct {
 
 // ID identifies the alert so consumers can drop a re-sent copy: the order
 // ID and attempt, or for a poison message the SQS message ID, which a
-// redelivery keeps.
+// redelivery keeps. The not-undoable alert that goes with a
+// compensation-failed one of the same attempt (workflow.AlertsOf) has its
+// kind in its ID too.
 func (a Alert) ID() string {
-	if a.Kind == KindPoisonMessage && a.MessageID != "" {
+	switch {
+	case a.Kind == KindPoisonMessage && a.MessageID != "":
 		return "poison/" + a.MessageID
+	case a.Kind == KindNotUndoable && a.State == workflow.CompensationFailed:
+		return a.OrderID + "/" + strconv.Itoa(a.Attempt) + "/" + string(a.Kind)
 	}
 	return a.OrderID + "/" + strconv.Itoa(a.Attempt)
 }
@@ -243,6 +248,9 @@ func (a Alert) writeHeadline(b *strings.Builder, order, step string) {
 	case KindNotUndoable:
 		fmt.Fprintf(b, "Order %s stopped at step %s, and a step that was applied, or may have been, has no undo (the last error names it): the order cannot be undone whole. If it was cancelled, everything else was undone (state Cancelled); otherwise nothing was undone and it waits in Error for your decision.\n",
 			order, step)
+		if a.State == workflow.CompensationFailed {
+			b.WriteString("It was cancelled, and undoing the rest then failed (state CompensationFailed): a compensation-failed alert of the same attempt says which undo. Once that undo is fixed and retried, the order ends Cancelled; the step without an undo stays applied either way.\n")
+		}
 	case KindWaiting:
 		fmt.Fprintf(b, "Order %s is waiting: step %s failed %d times, as often as its retry policy allows, and the policy says to wait (state Waiting) before the Supervisor hands it back to the Scheduler. Nothing runs, and nothing is spent, while it waits. This is a notice: the order goes on by itself.\n",
 			order, step, a.MaxFailures)
@@ -289,6 +297,9 @@ func (a Alert) writeNextSteps(b *strings.Builder, order, step string) {
 		fmt.Fprintf(b, "   Cancelled: undo by hand, at its service, what the step without an undo applied.\n")
 	case KindCompensationFailed:
 		fmt.Fprintf(b, "1. Inspect order %s: which steps were undone and why the undo of %s failed:\n     %s show %s\n", order, step, cli, id)
+		if strings.HasPrefix(a.LastError, workflow.NotUndoablePrefix) {
+			b.WriteString("   The last error names a step the order's cancel left applied, which has no undo (a not-undoable alert of the same attempt goes with this one); the undo's own error is in its step's history.\n")
+		}
 		fmt.Fprintf(b, "2. Fix the cause of the last error above (the agent, the service it calls, or the order's data).\n")
 		fmt.Fprintf(b, "3. Resume the compensation from step %s with a fresh failure count:\n     %s retry %s\n", step, cli, id)
 	default:

@@ -184,6 +184,10 @@ func TestID(t *testing.T) {
 		{Alert{Kind: KindPermanentFailure, OrderID: "o1", Attempt: 0}, "o1/0"},
 		{Alert{Kind: KindPoisonMessage, OrderID: "o1", Attempt: 2, MessageID: "m"}, "poison/m"},
 		{Alert{Kind: KindPoisonMessage, OrderID: "o1", Attempt: 2}, "o1/2"},
+		{Alert{Kind: KindNotUndoable, OrderID: "o1", Attempt: 4, State: workflow.Cancelled}, "o1/4"},
+		// Goes with a compensation-failed alert of the same attempt.
+		{Alert{Kind: KindNotUndoable, OrderID: "o1", Attempt: 4, State: workflow.CompensationFailed}, "o1/4/not-undoable"},
+		{Alert{Kind: KindCompensationFailed, OrderID: "o1", Attempt: 4, State: workflow.CompensationFailed}, "o1/4"},
 	}
 	for _, tc := range tests {
 		if got := tc.a.ID(); got != tc.want {

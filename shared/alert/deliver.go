@@ -22,16 +22,23 @@ type Confirmer interface {
 	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
 }
 
-// Deliver publishes the alert of a record that owes one and confirms it in
-// the store. Failures are logged, not returned: the record keeps
-// AlertPending and the Supervisor publishes the alert once AlertTimeout
-// passes. A crash between publish and confirm sends it twice, which the
-// alertId attribute lets subscribers de-duplicate.
-func Deliver(ctx context.Context, s Sender, c Confirmer, a Alert, now time.Time, log *slog.Logger) {
-	if err := s.Publish(ctx, a); err != nil {
-		log.Warn("alert not published; the Supervisor will retry", slog.Any("error", err))
+// Deliver publishes the alerts of a record that owes them
+// (workflow.AlertsOf: one, or two about one Attempt) and confirms them in
+// the store once all went out. Failures are logged, not returned: the
+// record keeps AlertPending and the Supervisor publishes them again once
+// AlertTimeout passes. A crash between publish and confirm sends them
+// twice, which the alertId attribute lets subscribers de-duplicate.
+func Deliver(ctx context.Context, s Sender, c Confirmer, alerts []Alert, now time.Time, log *slog.Logger) {
+	if len(alerts) == 0 {
 		return
 	}
+	for _, a := range alerts {
+		if err := s.Publish(ctx, a); err != nil {
+			log.Warn("alert not published; the Supervisor will retry", slog.Any("kind", a.Kind), slog.Any("error", err))
+			return
+		}
+	}
+	a := alerts[0]
 	if _, err := c.Apply(ctx, workflow.Machine{}.AlertSent(a.OrderID, a.Attempt, a.State, now)); err != nil && !errors.Is(err, workflow.ErrStale) {
 		log.Warn("alert published but not confirmed; it may be sent again", slog.Any("error", err))
 	}

@@ -62,7 +62,12 @@ func (a Actions) After(ctx context.Context, c workflow.Change, st workflow.State
 		}
 	}
 	if c.Alert != "" && a.Alerts != nil && a.Confirm != nil {
-		alert.Deliver(ctx, a.Alerts, a.Confirm, a.alert(c.Alert, c.MaxFailures, st, now), now, log)
+		kinds := workflow.AlertsOf(c.Alert, st)
+		alerts := make([]alert.Alert, len(kinds))
+		for i, k := range kinds {
+			alerts[i] = a.alert(k, c.MaxFailures, st, now)
+		}
+		alert.Deliver(ctx, a.Alerts, a.Confirm, alerts, now, log)
 	}
 	if h := c.Handback; h != nil {
 		msg := message.NewSchedule(st.OrderID, st.Workflow, h.StepIndex, h.Reason)

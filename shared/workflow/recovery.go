@@ -306,6 +306,21 @@ func (m Machine) alertOf(s State) AlertKind {
 	return AlertRetriesExhausted
 }
 
+// AlertsOf is what an alert of kind a record owes goes out as, st being
+// the record as the change that raised it left it: the alert itself, and
+// with a compensation-failed alert of an order cancelled past a step
+// without an undo (its LastError names that step) the not-undoable alert
+// too. The record's outbox holds one alert; without the second, a failed
+// undo before the cancel's alert went out would leave the operators
+// never told of the effect that stays (their fix of the undo ends the order
+// Cancelled, owing nothing).
+func AlertsOf(kind AlertKind, st State) []AlertKind {
+	if kind == AlertCompensationFailed && st.Cancelled && strings.HasPrefix(st.LastError, NotUndoablePrefix) {
+		return []AlertKind{kind, AlertNotUndoable}
+	}
+	return []AlertKind{kind}
+}
+
 // Cause says why a claimed step or undo failed to run.
 type Cause string
 

@@ -1,6 +1,8 @@
 package workflow
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -139,5 +141,42 @@ func TestACancelsNotUndoableAlertGoesThroughTheOutbox(t *testing.T) {
 	out := apply(t, r, c)
 	if out.ProcessState != Cancelled || !out.AlertPending || !out.InFlight || !out.CompleteBy.Equal(mt0.Add(time.Minute)) || c.Alert != AlertNotUndoable {
 		t.Errorf("cancelled outright: %s, alert pending %v, in flight %v, CompleteBy %v, alert %q", out.ProcessState, out.AlertPending, out.InFlight, out.CompleteBy, c.Alert)
+	}
+}
+
+// A cancel's not-undoable alert still owed when an undo of the rest then
+// fails goes out with the compensation-failed alert: the outbox holds one
+// alert, and the compensation-failed one must not take its place, or the
+// operators who fix the undo are never told of the effect that stays.
+func TestAFailedUndoAfterANotUndoableCancelOwesBothAlerts(t *testing.T) {
+	t.Parallel()
+	m := machineOf()
+	running := record(t, claim, done, cancelled, claim)
+	c := m.UndoRejected(running.OrderID, running.StepIndex, running.Attempt, "legal_hold: held", false, running, running.UpdatedAt.Add(time.Second))
+	failed := apply(t, running, c)
+	if failed.ProcessState != CompensationFailed || !failed.AlertPending || !strings.HasPrefix(failed.LastError, NotUndoablePrefix) {
+		t.Fatalf("after the failed undo: %s, alert pending %v, last error %q", failed.ProcessState, failed.AlertPending, failed.LastError)
+	}
+	want := []AlertKind{AlertCompensationFailed, AlertNotUndoable}
+	if got := AlertsOf(c.Alert, failed); !slices.Equal(got, want) {
+		t.Errorf("the failed undo delivers %v, want %v", got, want)
+	}
+	// Delivered again by the Supervisor, still both.
+	again, ok := m.Expired(failed, failed.CompleteBy)
+	if !ok {
+		t.Fatal("the Supervisor leaves the record that owes its alerts")
+	}
+	if got := AlertsOf(again.Alert, apply(t, failed, again)); !slices.Equal(got, want) {
+		t.Errorf("the Supervisor delivers %v, want %v", got, want)
+	}
+	// A failed undo of an order not cancelled, or cancelled with nothing
+	// left applied, owes one alert.
+	for _, s := range []State{
+		{ProcessState: CompensationFailed, LastError: "compensation legal_hold: held"},
+		{ProcessState: CompensationFailed, Cancelled: true, LastError: "compensation legal_hold: held"},
+	} {
+		if got := AlertsOf(AlertCompensationFailed, s); !slices.Equal(got, []AlertKind{AlertCompensationFailed}) {
+			t.Errorf("a failed undo (cancelled %v) delivers %v", s.Cancelled, got)
+		}
 	}
 }
