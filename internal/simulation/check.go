@@ -139,6 +139,9 @@ func (r *run) check(end time.Time) Result {
 	for _, v := range st.earlyRecoveries {
 		bad("early recovery: the Supervisor recovered a record whose deadline had not passed: %s", v)
 	}
+	for _, v := range st.notOwnWrites {
+		bad("own write: %s", v)
+	}
 	for _, v := range st.forgedCommits {
 		bad("forged: a reply its step's Agent did not send was committed: %s", v)
 	}

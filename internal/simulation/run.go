@@ -470,11 +470,19 @@ func (r *run) post(cl *client, dup bool) {
 func clientARN(cl *client) string { return "arn:aws:iam::123456789012:user/" + cl.clientID }
 
 // operate retries or cancels an order as an operator would, on whatever
-// state it is in.
+// state it is in. A quarter of the time a second operator acts on the same
+// order within a second (the console and the CLI, two people answering one
+// alert), so their writes meet those of the actors the first one woke.
 func (r *run) operate(id string) {
-	action := "retry"
-	if r.w.choose.Intn(2) == 0 {
-		action = "cancel"
+	action := func() string {
+		if r.w.choose.Intn(2) == 0 {
+			return "cancel"
+		}
+		return "retry"
 	}
-	r.act(id, action, 0)
+	r.act(id, action(), 0)
+	if r.w.either(4) == 1 {
+		second := action()
+		r.w.after(r.w.delay(0, time.Second), func() { r.act(id, second, 0) })
+	}
 }

@@ -43,6 +43,9 @@ type store struct {
 	staleCommits, lateCommits, earlyRecoveries []string
 	// forgedCommits are commits of a reply its step's Agent did not send.
 	forgedCommits []string
+	// notOwnWrites are Applies that returned another record than the one
+	// their own write left.
+	notOwnWrites []string
 	// tolerance is how far apart two clocks may be, plus a call's
 	// latency: a commit decided in time may land that much late.
 	tolerance time.Duration
@@ -118,9 +121,38 @@ var _ statestore.Port = port{}
 
 type changeKey struct{}
 
+// applying is an Apply under way: its change, and the item its own write
+// to the state table left, once it wrote.
+type applying struct {
+	c       workflow.Change
+	written map[string]types.AttributeValue
+}
+
 // Apply is the store's, with the change in the context its calls carry.
+// What it returns must be the record its own write left: the caller's
+// follow-up (its log line, its alert and that alert's confirmation, the
+// answer an operator gets) is about that write, even when another writer's
+// comes right after it.
 func (p port) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
-	return p.Store.Apply(context.WithValue(ctx, changeKey{}, &c), c)
+	a := &applying{c: c}
+	st, err := p.Store.Apply(context.WithValue(ctx, changeKey{}, a), c)
+	if err != nil || a.written == nil {
+		return st, err
+	}
+	own, derr := statestore.DecodeState(a.written)
+	if derr != nil {
+		panic("simulation: a state record written: " + derr.Error())
+	}
+	if own.ProcessState != st.ProcessState || own.Attempt != st.Attempt || own.StepIndex != st.StepIndex || own.LockedBy != st.LockedBy ||
+		own.AlertPending != st.AlertPending || own.InFlight != st.InFlight || !own.CompleteBy.Equal(st.CompleteBy) || !own.UpdatedAt.Equal(st.UpdatedAt) {
+		what := string(c.Transition)
+		if what == "" {
+			what = "a change"
+		}
+		p.s.notOwnWrites = append(p.s.notOwnWrites, fmt.Sprintf("%s of %s returned %s at step %d attempt %d, its write left %s at step %d attempt %d",
+			what, c.OrderID, st.ProcessState, st.StepIndex, st.Attempt, own.ProcessState, own.StepIndex, own.Attempt))
+	}
+	return st, err
 }
 
 // stale is the model's choice of an eventually consistent read: the
@@ -172,14 +204,16 @@ func (s *store) wroteState(ctx context.Context, w ddbmodel.Write) {
 	completeBy := time.UnixMilli(numberAttr(w.Old, statestore.CompleteByAttr)).UTC()
 	attempt := int(numberAttr(w.New, "Attempt"))
 	s.last[w.Key] = &written{item: w.New, at: w.At}
-	c, _ := ctx.Value(changeKey{}).(*workflow.Change)
-	if c == nil {
+	a, _ := ctx.Value(changeKey{}).(*applying)
+	if a == nil {
 		// The creation of the order, with its first claim, if it has one.
 		if attempt > 0 {
 			s.claimed[w.Key] = max(s.claimed[w.Key], attempt)
 		}
 		return
 	}
+	a.written = w.New
+	c := &a.c
 	now := s.w.now
 	if c.CommitsReply() && now.After(completeBy.Add(s.tolerance)) {
 		s.lateCommits = append(s.lateCommits, fmt.Sprintf("%s %s %v after CompleteBy", c.OrderID, c.Transition, now.Sub(completeBy)))

@@ -463,13 +463,75 @@ func (s *Store) update(ctx context.Context, orderID string, e *expr) (workflow.S
 // OpenUntil), which is why the transaction's double write units are
 // acceptable here. An orders item that does not exist (deleted by hand,
 // or by the TTL of an older release) has nothing to keep, and the record
-// is written alone. A transaction returns no item, so the record as
-// written is read back, strongly consistent; the SDK's idempotency token
-// makes a retry of a transaction whose answer was lost succeed again
-// rather than fail its condition.
+// is written alone.
+//
+// A transaction returns no item, and a read after it may find a later
+// writer's record (the Scheduler's claim right after an operator's retry),
+// whose follow-up would then be taken for this one's. So the record is read
+// first, strongly consistent, the transaction is also conditioned on that
+// read's WriteToken, and the record as written is the read with the patch
+// applied (workflow.Patch.Apply, which the conformance suite holds this
+// store's expressions to). The read costs what the read after did. A write
+// that lands between the read and the transaction fails only the token:
+// the change is tried again on a fresh read, up to ownWriteTries times.
+// The SDK's idempotency token makes a retry of a transaction whose answer
+// was lost succeed again rather than fail its condition.
 func (s *Store) updateWithOrder(ctx context.Context, orderID string, e *expr, p workflow.Patch) (workflow.State, error) {
+	base := e.condition()
+	for try := 1; ; try++ {
+		item, err := s.get(ctx, s.tables.State, orderID, true)
+		if errors.Is(err, workflow.ErrNotFound) {
+			// The fence requires the record: nothing to write.
+			return workflow.State{}, workflow.ErrStale
+		}
+		if err != nil {
+			return workflow.State{}, fmt.Errorf("read state %s before its update with its order's TTL: %w", orderID, err)
+		}
+		before, err := DecodeState(item)
+		if err != nil {
+			return workflow.State{}, err
+		}
+		st, err := s.transactWithOrder(ctx, orderID, e, base, tokenOf(item), p, before)
+		if errors.Is(err, errTokenMoved) {
+			if try < ownWriteTries {
+				continue
+			}
+			return workflow.State{}, fmt.Errorf("update state %s with its order's TTL: written by others %d times between a read and the write", orderID, try)
+		}
+		return st, err
+	}
+}
+
+// ownWriteTries bounds updateWithOrder's reads and writes: each try lost
+// means another actor wrote the record within a few milliseconds.
+const ownWriteTries = 4
+
+// errTokenMoved: the record was written between updateWithOrder's read and
+// its transaction, which its fence may still admit.
+var errTokenMoved = errors.New("the record was written since it was read")
+
+func tokenOf(item map[string]types.AttributeValue) string {
+	if v, ok := item[WriteTokenAttr].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+// transactWithOrder is one try of updateWithOrder: e's update under the
+// condition base and the record's WriteToken being prev, with the orders
+// item's TTL.
+func (s *Store) transactWithOrder(ctx context.Context, orderID string, e *expr, base *string, prev string, p workflow.Patch, before workflow.State) (workflow.State, error) {
 	token := newWriteToken()
 	e.Set(WriteTokenAttr, str(token))
+	cond := "attribute_not_exists(#" + WriteTokenAttr + ")"
+	delete(e.values, ":prevToken")
+	if prev != "" {
+		cond = "#" + WriteTokenAttr + " = :prevToken"
+		e.values[":prevToken"] = str(prev)
+	}
+	if base != nil {
+		cond = *base + " AND " + cond
+	}
 	order := &types.Update{
 		TableName:                aws.String(s.tables.Orders),
 		Key:                      map[string]types.AttributeValue{KeyOrderID: str(orderID)},
@@ -486,7 +548,7 @@ func (s *Store) updateWithOrder(ctx context.Context, orderID string, e *expr, p 
 			TableName:                           aws.String(s.tables.State),
 			Key:                                 map[string]types.AttributeValue{KeyOrderID: str(orderID)},
 			UpdateExpression:                    aws.String(e.update()),
-			ConditionExpression:                 e.condition(),
+			ConditionExpression:                 aws.String(cond),
 			ExpressionAttributeNames:            e.names,
 			ExpressionAttributeValues:           e.values,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -498,18 +560,30 @@ func (s *Store) updateWithOrder(ctx context.Context, orderID string, e *expr, p 
 		state, orders := canceled.CancellationReasons[0], canceled.CancellationReasons[1]
 		switch {
 		case aws.ToString(state.Code) == "ConditionalCheckFailed":
-			if v, ok := state.Item[WriteTokenAttr].(*types.AttributeValueMemberS); ok && v.Value == token {
+			switch now := tokenOf(state.Item); {
+			case state.Item == nil:
+				return workflow.State{}, workflow.ErrStale
+			case now == token:
+				// Its own write, whose answer was lost: nothing since.
 				return DecodeState(state.Item)
+			case now != prev:
+				return workflow.State{}, errTokenMoved
 			}
 			return workflow.State{}, workflow.ErrStale
 		case aws.ToString(orders.Code) == "ConditionalCheckFailed":
+			delete(e.values, ":prevToken")
 			return s.update(ctx, orderID, e)
 		}
 	}
 	if err != nil {
 		return workflow.State{}, fmt.Errorf("update state %s with its order's TTL: %w", orderID, err)
 	}
-	return s.state(ctx, orderID, true)
+	// Written on exactly the record read: as stored, that record patched.
+	written, err := encodeState(p.Apply(before))
+	if err != nil {
+		return workflow.State{}, err
+	}
+	return DecodeState(written)
 }
 
 // sleepTimer waits d, or until ctx ends.

@@ -142,3 +142,102 @@ func TestUnprocessedKeysAreAskedForAgainAfterTheStoresSleep(t *testing.T) {
 		t.Fatalf("listed %v, %v, after waits %v", got, err, waits)
 	}
 }
+
+// TestApplyReturnsItsOwnWrite: a change that moves the orders item's TTL
+// is a transaction, which returns no item. Another writer may write the
+// record right after it (the Scheduler's claim of the undo an operator's
+// retry hands back) or between the store's read and its transaction (the
+// alert's confirmation); Apply still returns the record as its own write
+// left it, which the caller's follow-up (its log, its alert) is about.
+func TestApplyReturnsItsOwnWrite(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// after: the other write comes after the store's call op.
+		op string
+	}{
+		{"a claim right after the retry", "TransactWriteItems"},
+		{"a confirmation between the read and the retry", "GetItem"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clk := clock.NewFake(t0)
+			ctx := context.Background()
+			var armed atomic.Bool
+			var other func() error
+			m := open(t, ddbmodel.Options{Clock: clk, Call: func(_ context.Context, c ddbmodel.Call) error {
+				err := c.Attempt()
+				if err == nil && c.Op == tc.op && c.Table == tables.State && armed.CompareAndSwap(true, false) {
+					if oerr := other(); oerr != nil {
+						t.Errorf("the other write: %v", oerr)
+					}
+				}
+				return err
+			}})
+			s := statestore.New(m, tables, statestore.WithClock(clk))
+			o, st := order("o1", t0)
+			if err := s.CreateOrder(ctx, o, st); err != nil {
+				t.Fatal(err)
+			}
+			now := t0
+			tick := func() time.Time { now = now.Add(time.Second); return now }
+			step := func(c workflow.Change) workflow.State {
+				t.Helper()
+				got, err := s.Apply(ctx, c)
+				if err != nil {
+					t.Fatalf("%s: %v", c.Transition, err)
+				}
+				return got
+			}
+			claimed := step(machine.Claim("o1", 0, false, "scheduler/a", tick()))
+			done := step(machine.StepCompleted("o1", 0, claimed.Attempt, []byte(`{}`), "scheduler/a", tick()))
+			refused := step(machine.StepRejected("o1", 1, done.Attempt, "declined", false, "scheduler/a", tick()))
+			undoing := refused
+			if refused.ProcessState == workflow.CompensationPending {
+				undoing = step(machine.Claim("o1", 0, true, "scheduler/a", tick()))
+			}
+			failed := step(machine.UndoRejected("o1", undoing.StepIndex, undoing.Attempt, "legal_hold", false, undoing, tick()))
+			if undoing.ProcessState != workflow.Compensating || failed.ProcessState != workflow.CompensationFailed {
+				t.Fatalf("set up: %s then %s", undoing.ProcessState, failed.ProcessState)
+			}
+			retry, err := machine.Resubmit(failed, now.Add(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch tc.op {
+			case "TransactWriteItems":
+				other = func() error {
+					_, err := s.Apply(ctx, machine.Claim("o1", failed.StepIndex, true, "scheduler/c", now.Add(2*time.Second)))
+					return err
+				}
+			default:
+				other = func() error {
+					_, err := s.Apply(ctx, workflow.Machine{}.AlertSent("o1", failed.Attempt, failed.ProcessState, now.Add(time.Second)))
+					return err
+				}
+			}
+			armed.Store(true)
+			got, err := s.Apply(ctx, retry)
+			if err != nil {
+				t.Fatalf("the retry: %v", err)
+			}
+			if armed.Load() {
+				t.Fatal("the other write never came")
+			}
+			if got.ProcessState != workflow.CompensationPending || got.Attempt != failed.Attempt+1 || got.LockedBy != "" {
+				t.Errorf("the retry returned %s, attempt %d, locked by %q; want its own write: CompensationPending, attempt %d, unlocked",
+					got.ProcessState, got.Attempt, got.LockedBy, failed.Attempt+1)
+			}
+			stored, err := s.GetState(ctx, "o1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.op == "GetItem" && (stored.ProcessState != got.ProcessState || stored.Attempt != got.Attempt || stored.AlertPending) {
+				t.Errorf("stored %s attempt %d alert pending %v; want the retry's write on the confirmed record", stored.ProcessState, stored.Attempt, stored.AlertPending)
+			}
+			if tc.op == "TransactWriteItems" && stored.ProcessState != workflow.Compensating {
+				t.Errorf("stored %s; want the claim that came after", stored.ProcessState)
+			}
+		})
+	}
+}
