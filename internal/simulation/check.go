@@ -53,6 +53,7 @@ func (r *run) check(end time.Time) Result {
 	}
 	res.Violations = append(res.Violations, code.violations...)
 	res.CodeStep = code.report
+	res.Sweeps = r.sys.store.sweeps
 	states := map[string]workflow.State{}
 	for _, id := range slices.Sorted(mapsKeys(ids)) {
 		s, err := st.truth.GetState(ctx, id)

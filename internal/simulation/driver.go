@@ -86,12 +86,14 @@ func Main(out io.Writer, o Options) (int, error) {
 	wall := time.Since(wall0)
 	orders, violations := 0, 0
 	var code CodeStepReport
+	var sweeps SweepReport
 	for i, r := range results {
 		if errs[i] != nil {
 			return 2, fmt.Errorf("seed %d: %w", o.FirstSeed+uint64(i), errs[i])
 		}
 		orders += r.Orders
 		code.add(r.CodeStep)
+		sweeps.add(r.Sweeps)
 		if len(r.Violations) == 0 {
 			continue
 		}
@@ -109,6 +111,7 @@ func Main(out io.Writer, o Options) (int, error) {
 	rate := float64(orders) / cpu.Seconds()
 	fmt.Fprintf(out, "sim: %d seeds of %d orders on %d workers: %.1f s CPU, %.1f s wall\n", seeds, o.PerSeed, workers, cpu.Seconds(), wall.Seconds())
 	fmt.Fprintf(out, "sim: code steps: %s\n", code)
+	fmt.Fprintf(out, "sim: supervisor: %s\n", sweeps)
 	fmt.Fprintf(out, "sim orders=%d seeds=%d violations=%d orders_per_cpu_s=%.0f\n", orders, seeds, violations, rate)
 	if violations > 0 {
 		return 1, nil

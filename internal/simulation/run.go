@@ -104,6 +104,8 @@ type Result struct {
 	Calls  int
 	// CodeStep is what the code steps did, and their window.
 	CodeStep CodeStepReport
+	// Sweeps counts the Supervisor's listings.
+	Sweeps SweepReport
 }
 
 // start is the simulated time every run begins at.

@@ -46,6 +46,8 @@ type store struct {
 	// notOwnWrites are Applies that returned another record than the one
 	// their own write left.
 	notOwnWrites []string
+	// sweeps counts the Supervisor's listings of expired records.
+	sweeps SweepReport
 	// tolerance is how far apart two clocks may be, plus a call's
 	// latency: a commit decided in time may land that much late.
 	tolerance time.Duration
@@ -153,6 +155,41 @@ func (p port) Apply(ctx context.Context, c workflow.Change) (workflow.State, err
 			what, c.OrderID, st.ProcessState, st.StepIndex, st.Attempt, own.ProcessState, own.StepIndex, own.Attempt))
 	}
 	return st, err
+}
+
+// Expired is the store's, counted: a listing that failed in part returns
+// what it read, which the sweep recovers.
+func (p port) Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error) {
+	found, err := p.Store.Expired(ctx, now, limit)
+	r := &p.s.sweeps
+	r.Listings++
+	switch {
+	case err != nil && len(found) > 0:
+		r.Partial++
+		r.FromPartial += len(found)
+	case err != nil:
+		r.Failed++
+	}
+	return found, err
+}
+
+// SweepReport counts the Supervisor's listings of expired records: those
+// that failed in part, with the records they found all the same, and
+// those that failed whole.
+type SweepReport struct {
+	Listings, Partial, FromPartial, Failed int
+}
+
+func (r *SweepReport) add(o SweepReport) {
+	r.Listings += o.Listings
+	r.Partial += o.Partial
+	r.FromPartial += o.FromPartial
+	r.Failed += o.Failed
+}
+
+func (r SweepReport) String() string {
+	return fmt.Sprintf("%d listings of expired records, %d failed in part (%d records found by them, recovered all the same), %d failed whole",
+		r.Listings, r.Partial, r.FromPartial, r.Failed)
 }
 
 // stale is the model's choice of an eventually consistent read: the

@@ -42,7 +42,10 @@ type Port interface {
 	// same transaction, if the orders item exists.
 	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
 	// Expired returns the records the Supervisor watches whose CompleteBy
-	// is at or before now, at most limit per shard, whole.
+	// is at or before now, at most limit per shard, whole. A read that
+	// failed (a shard of the index, a batch of records) is in the error,
+	// and what was read is returned with it: one throttled call of a
+	// sweep's many must not stop the recovery of what the rest found.
 	Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error)
 	// ListByState pages through the records in a listed state
 	// (workflow.ProcessState.Listed), newest entry into the state first;

@@ -625,30 +625,22 @@ func (s *Store) Expired(ctx context.Context, now time.Time, limit int) ([]workfl
 	errs := make([]error, len(shards))
 	if s.serial {
 		for i, shard := range shards {
-			if results[i], errs[i] = s.expiredInShard(ctx, shard, now, limit); errs[i] != nil {
-				return nil, errs[i]
-			}
-		}
-		return slices.Concat(results...), nil
-	}
-	sem := make(chan struct{}, expiredParallel)
-	var wg sync.WaitGroup
-	for i, shard := range shards {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
 			results[i], errs[i] = s.expiredInShard(ctx, shard, now, limit)
-		})
+		}
+	} else {
+		sem := make(chan struct{}, expiredParallel)
+		var wg sync.WaitGroup
+		for i, shard := range shards {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				results[i], errs[i] = s.expiredInShard(ctx, shard, now, limit)
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	var all []workflow.State
-	for _, r := range results {
-		all = append(all, r...)
-	}
-	return all, nil
+	// What was read goes back with what failed (Port.Expired).
+	return slices.Concat(results...), errors.Join(errs...)
 }
 
 // expiredParallel bounds the shards read at once.
@@ -660,10 +652,12 @@ func (s *Store) expiredInShard(ctx context.Context, shard string, now time.Time,
 		return nil, err
 	}
 	var found []workflow.State
+	var errs []error
 	for chunk := range slices.Chunk(ids, MaxPage) {
 		states, err := s.batchGetStates(ctx, chunk, nil)
 		if err != nil {
-			return nil, fmt.Errorf("read in-flight records of shard %s: %w", shard, err)
+			errs = append(errs, fmt.Errorf("read in-flight records of shard %s: %w", shard, err))
+			continue
 		}
 		for _, id := range chunk {
 			st, ok := states[id]
@@ -675,7 +669,7 @@ func (s *Store) expiredInShard(ctx context.Context, shard string, now time.Time,
 	slices.SortFunc(found, func(a, b workflow.State) int {
 		return cmp.Or(a.CompleteBy.Compare(b.CompleteBy), cmp.Compare(a.OrderID, b.OrderID))
 	})
-	return found[:min(len(found), limit)], nil
+	return found[:min(len(found), limit)], errors.Join(errs...)
 }
 
 // shardEntries lists the order IDs in one shard of the in-flight index.

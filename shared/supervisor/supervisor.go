@@ -78,7 +78,7 @@ func New(cfg Config, store Store, send Sender, alerts alert.Sender, deps actor.D
 func (h *Handler) Handle(ctx context.Context, ev events.EventBridgeEvent) error {
 	log := actor.InvocationLog(ctx, h.log)
 	rep, err := h.Run(ctx, log)
-	if err != nil {
+	if err != nil && rep.Expired == 0 {
 		return err
 	}
 	log.Info("supervisor run", slog.Int("expired", rep.Expired), slog.Int("retried", rep.Retried), slog.Int("gaveUp", rep.GaveUp), slog.Int("waited", rep.Waited),
@@ -86,17 +86,24 @@ func (h *Handler) Handle(ctx context.Context, ev events.EventBridgeEvent) error 
 	if rep.Failed > 0 {
 		// Surface partial failure as a Lambda error so the error alarm sees it;
 		// the next run retries the records.
-		return fmt.Errorf("supervisor: %d of %d expired records not recovered", rep.Failed, rep.Expired)
+		err = errors.Join(err, fmt.Errorf("supervisor: %d of %d expired records not recovered", rep.Failed, rep.Expired))
 	}
-	return nil
+	return err
 }
 
 // Run recovers every expired record it finds now.
 func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 	now := h.clk.Now()
-	expired, err := h.store.Expired(ctx, now, h.cfg.BatchLimit)
-	if err != nil {
-		return Report{}, fmt.Errorf("supervisor: list expired records: %w", err)
+	// A listing that failed in part still recovers what it found; the
+	// error, returned after, makes the run fail for the alarm and the
+	// asynchronous invocation's retry.
+	expired, listErr := h.store.Expired(ctx, now, h.cfg.BatchLimit)
+	if listErr != nil {
+		listErr = fmt.Errorf("supervisor: list expired records: %w", listErr)
+		if len(expired) == 0 {
+			return Report{}, listErr
+		}
+		log.Warn("expired records listed in part; recovering those found", slog.Int("found", len(expired)), slog.Any("error", listErr))
 	}
 	rep := Report{Expired: len(expired)}
 	for _, seen := range expired {
@@ -105,7 +112,7 @@ func (h *Handler) Run(ctx context.Context, log *slog.Logger) (Report, error) {
 		h.recover(rctx, seen, now, &rep, rlog)
 		span.End(false)
 	}
-	return rep, nil
+	return rep, listErr
 }
 
 // SegmentName names a recovery the sweep makes in a recorded order's trace.

@@ -664,3 +664,35 @@ func TestRunWaitsThenHandsTheStepBack(t *testing.T) {
 		t.Fatalf("after the wait: %s, sent %+v", st.ProcessState, sent)
 	}
 }
+
+// partListed is a store whose listing of expired records fails in part: a
+// shard's query or a batch of reads was throttled, and the rest was read.
+type partListed struct{ *actortest.Store }
+
+func (s partListed) Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error) {
+	found, err := s.Store.Expired(ctx, now, limit)
+	return found, errors.Join(err, errStore)
+}
+
+// A sweep whose listing failed in part recovers what it did read, and
+// still fails its run, for the alarm and Lambda's retry: one throttled call
+// of a sweep's many must not stop every recovery while throttling lasts.
+func TestASweepRecoversWhatItReadWhenPartOfTheListingFails(t *testing.T) {
+	t.Parallel()
+	past := testNow.Add(-time.Second)
+	f := newFixture(t, testConfig(), testNow, []workflow.State{processing(orderA, 0, past), processing(orderB, 0, past)})
+	h, err := New(f.cfg, partListed{f.Store}, f.Send, f.Publish, actor.Deps{Clock: f.clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.Run(context.Background(), h.log)
+	if !errors.Is(err, errStore) {
+		t.Errorf("Run = %v, want the listing's error", err)
+	}
+	if rep.Expired != 2 || rep.Retried != 2 {
+		t.Errorf("report %+v, want both records found and retried", rep)
+	}
+	if err := h.Handle(context.Background(), events.EventBridgeEvent{}); !errors.Is(err, errStore) {
+		t.Errorf("Handle = %v, want the run failed with the listing's error", err)
+	}
+}

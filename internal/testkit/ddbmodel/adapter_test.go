@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -239,5 +240,53 @@ func TestApplyReturnsItsOwnWrite(t *testing.T) {
 				t.Errorf("stored %s; want the claim that came after", stored.ProcessState)
 			}
 		})
+	}
+}
+
+// TestExpiredReturnsWhatItReadWithWhatFailed: one shard of the in-flight
+// index refuses its query (throttled past the SDK's retries); the listing
+// returns the due records of every other shard, and the error.
+func TestExpiredReturnsWhatItReadWithWhatFailed(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	ctx := context.Background()
+	var queries atomic.Int64
+	throttled := errors.New("ThrottlingException: rate exceeded")
+	m := open(t, ddbmodel.Options{Clock: clk, Call: func(_ context.Context, c ddbmodel.Call) error {
+		if c.Op == "Query" && queries.Add(1) == 1 {
+			return throttled
+		}
+		return c.Attempt()
+	}})
+	s := statestore.New(m, tables, statestore.WithClock(clk), statestore.WithSerialReads())
+	const orders = 200
+	for i := range orders {
+		o, st := order(fmt.Sprintf("o%d", i), t0)
+		if err := s.CreateOrder(ctx, o, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due, err := s.Expired(ctx, t0.Add(time.Hour), 1000)
+	if !errors.Is(err, throttled) {
+		t.Fatalf("Expired: %v, want the failed query's error", err)
+	}
+	// The first shard's records are missing, every other shard's are there.
+	if len(due) == 0 || len(due) >= orders {
+		t.Fatalf("%d of %d due records returned, want all but the first shard's", len(due), orders)
+	}
+	first := statestore.ShardNames()[0]
+	for _, st := range due {
+		if statestore.ShardOf(st.OrderID) == first {
+			t.Errorf("%s of the failed shard %s returned", st.OrderID, first)
+		}
+	}
+	want := 0
+	for i := range orders {
+		if statestore.ShardOf(fmt.Sprintf("o%d", i)) != first {
+			want++
+		}
+	}
+	if len(due) != want {
+		t.Errorf("%d due records returned, want %d", len(due), want)
 	}
 }
