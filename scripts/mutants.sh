@@ -40,6 +40,7 @@ declare -A mix=(
 	[22]=skew=1,slow=0.05,kill-before=0.03,kill-after=0.03,crash-after-effect=0.1
 	[23]=operator=1,throttle=0.2,refuse-after-effect=1,crash-after-effect=0.1
 	[24]=operator=1,throttle=0.2,refuse-after-effect=1,crash-after-effect=0.1
+	[25]=throttle=0.05,remote=1,kill-after=0.03
 )
 # Orders per seed for holes that need a long seed: shedding starts only
 # once a seed's burst fills the queues past their backlog (500 messages).
