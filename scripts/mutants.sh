@@ -37,7 +37,7 @@ declare -A mix=(
 	[19]=partial-batch=0.05
 	[20]=partial-batch=0.1
 	[21]=kill-before=0.01
-	[22]=skew=1,slow=0.05,kill-before=0.03,kill-after=0.03,crash-after-effect=0.1
+	[22]=skew=1,slow=0.5,copy=0.2,crash-after-effect=0.1
 	[23]=operator=1,throttle=0.2,refuse-after-effect=1,crash-after-effect=0.1
 	[24]=operator=1,throttle=0.2,refuse-after-effect=1,crash-after-effect=0.1
 	[25]=throttle=0.05,remote=1,kill-after=0.03

@@ -140,6 +140,9 @@ func (r *run) check(end time.Time) Result {
 	for _, v := range st.earlyRecoveries {
 		bad("early recovery: the Supervisor recovered a record whose deadline had not passed: %s", v)
 	}
+	for _, v := range st.ignored {
+		bad("sweep: %s", v)
+	}
 	for _, v := range st.notOwnWrites {
 		bad("own write: %s", v)
 	}

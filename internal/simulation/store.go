@@ -3,6 +3,8 @@ package simulation
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -48,6 +50,13 @@ type store struct {
 	notOwnWrites []string
 	// sweeps counts the Supervisor's listings of expired records.
 	sweeps SweepReport
+	// due says whether a record the Supervisor listed at now is due for a
+	// recovery (workflow.Machine.Expired); unacted lists the due records
+	// each sweep listed and has not yet written (its Apply, won or lost),
+	// and ignored the sweeps that ended alive with some left.
+	due     func(seen workflow.State, now time.Time) bool
+	unacted map[*proc]map[string]bool
+	ignored []string
 	// tolerance is how far apart two clocks may be, plus a call's
 	// latency: a commit decided in time may land that much late.
 	tolerance time.Duration
@@ -136,6 +145,9 @@ type applying struct {
 // answer an operator gets) is about that write, even when another writer's
 // comes right after it.
 func (p port) Apply(ctx context.Context, c workflow.Change) (workflow.State, error) {
+	if left := p.s.unacted[procOf(ctx)]; left != nil {
+		delete(left, c.OrderID)
+	}
 	a := &applying{c: c}
 	st, err := p.Store.Apply(context.WithValue(ctx, changeKey{}, a), c)
 	if err != nil || a.written == nil {
@@ -161,6 +173,7 @@ func (p port) Apply(ctx context.Context, c workflow.Change) (workflow.State, err
 // what it read, which the sweep recovers.
 func (p port) Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error) {
 	found, err := p.Store.Expired(ctx, now, limit)
+	p.s.listed(procOf(ctx), found, now)
 	r := &p.s.sweeps
 	r.Listings++
 	switch {
@@ -171,6 +184,34 @@ func (p port) Expired(ctx context.Context, now time.Time, limit int) ([]workflow
 		r.Failed++
 	}
 	return found, err
+}
+
+// listed holds the sweep of proc to the due records its listing read: it
+// must try to recover each before it ends, alive, whatever else its
+// listing failed to read.
+func (s *store) listed(p *proc, found []workflow.State, now time.Time) {
+	if p == nil || s.due == nil {
+		return
+	}
+	left := map[string]bool{}
+	for _, st := range found {
+		if s.due(st, now) {
+			left[st.OrderID] = true
+		}
+	}
+	if len(left) == 0 {
+		return
+	}
+	if s.unacted == nil {
+		s.unacted = map[*proc]map[string]bool{}
+	}
+	s.unacted[p] = left
+	p.atEnd(func(killed bool) {
+		if left := s.unacted[p]; !killed && len(left) > 0 {
+			s.ignored = append(s.ignored, fmt.Sprintf("%s listed %d due records it did not recover, %s among them", p, len(left), slices.Min(slices.Collect(maps.Keys(left)))))
+		}
+		delete(s.unacted, p)
+	})
 }
 
 // SweepReport counts the Supervisor's listings of expired records: those

@@ -137,6 +137,14 @@ func newSystem(w *World, f *faults, cat workflow.Catalog, extra workflow.Catalog
 	s.sns = newSNS(w, f)
 	s.stream = &stream{w: w}
 	s.store = newStore(w, f, s.stream)
+	s.store.due = func(seen workflow.State, now time.Time) bool {
+		m, err := extra.Machine(seen.Workflow, s.policy)
+		if err != nil {
+			return true // stranded: stopped with an alert
+		}
+		_, due := m.Expired(seen, now)
+		return due
+	}
 	// Clocks up to 2*skew apart, and a call up to 3 s slow, plus a second.
 	s.store.tolerance = 2*skew + 4*time.Second
 	s.remote = newRemote(w, f, s.agent.RemoteTimeout)
