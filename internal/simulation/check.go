@@ -289,13 +289,13 @@ func (r *run) checkDeadlines(bad func(string, ...any)) {
 	missed := map[string]string{}
 	for _, shard := range r.sys.stream.shards {
 		for _, rec := range shard {
-			st, old, _ := rec.states()
-			if !st.InFlight || st.CompleteBy.IsZero() || st.CompleteBy.Sub(st.UpdatedAt) > within ||
-				old.InFlight && old.Attempt == st.Attempt && old.CompleteBy.Equal(st.CompleteBy) {
+			st, old := phaseOf(rec.rec.NewImage), phaseOf(rec.rec.OldImage)
+			if !st.inFlight || st.completeBy.IsZero() || st.completeBy.UnixMilli() == 0 || st.completeBy.Sub(st.updated) > within ||
+				old.inFlight && old.attempt == st.attempt && old.completeBy.Equal(st.completeBy) {
 				continue
 			}
-			if k := phaseKey(st.OrderID, st.Attempt, st.CompleteBy); !sent[k] && missed[st.OrderID] == "" {
-				missed[st.OrderID] = fmt.Sprintf("attempt %d, %s, CompleteBy %s", st.Attempt, st.ProcessState, st.CompleteBy.Format(time.TimeOnly))
+			if k := phaseKey(st.orderID, st.attempt, st.completeBy); !sent[k] && missed[st.orderID] == "" {
+				missed[st.orderID] = fmt.Sprintf("attempt %d, %s, CompleteBy %s", st.attempt, st.state, st.completeBy.Format(time.TimeOnly))
 			}
 		}
 	}

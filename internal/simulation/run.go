@@ -235,6 +235,7 @@ func Run(cfg Config) (Result, error) {
 		w.log.add(w.now, "run", "faults stop", "")
 	})
 	w.run(end)
+	w.close()
 	res := r.check(end)
 	res.Seed, res.Mix, res.Orders = cfg.Seed, cfg.Mix, cfg.Orders
 	res.Hash, res.Events, res.Log = log.Hash(), log.Events(), log.Lines()

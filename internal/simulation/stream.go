@@ -10,7 +10,6 @@ import (
 
 	"github.com/sasflow/sas/internal/testkit/ddbmodel"
 	"github.com/sasflow/sas/shared/statestore"
-	"github.com/sasflow/sas/shared/workflow"
 )
 
 // The state table's stream and Lambda's event source mapping on it, as the
@@ -156,19 +155,32 @@ func (s *stream) behind(r *streamReader) int {
 	return n
 }
 
-// states decodes the record's images: the record after the write, and the
-// one before it, when there was one.
-func (rec *streamRecord) states() (after, before workflow.State, hadBefore bool) {
-	after, err := statestore.DecodeState(rec.rec.NewImage)
-	if err != nil {
-		panic("simulation: a stream record's new image: " + err.Error())
+// phase is what the deadline check reads of a state record, straight from
+// its item: decoding every record of the stream whole would cost more than
+// the rest of the check.
+type phase struct {
+	orderID             string
+	state               string
+	inFlight            bool
+	attempt             int
+	completeBy, updated time.Time
+}
+
+func phaseOf(it map[string]types.AttributeValue) phase {
+	if it == nil {
+		return phase{}
 	}
-	if rec.rec.OldImage == nil {
-		return after, workflow.State{}, false
+	id, _ := it[statestore.KeyOrderID].(*types.AttributeValueMemberS)
+	st, _ := it[statestore.ProcessStateAttr].(*types.AttributeValueMemberS)
+	_, inFlight := it[statestore.InFlightShardAttr]
+	p := phase{inFlight: inFlight, attempt: int(numberAttr(it, "Attempt")),
+		completeBy: time.UnixMilli(numberAttr(it, statestore.CompleteByAttr)).UTC(),
+		updated:    time.UnixMilli(numberAttr(it, "UpdatedAt")).UTC()}
+	if id != nil {
+		p.orderID = id.Value
 	}
-	before, err = statestore.DecodeState(rec.rec.OldImage)
-	if err != nil {
-		panic("simulation: a stream record's old image: " + err.Error())
+	if st != nil {
+		p.state = st.Value
 	}
-	return after, before, true
+	return p
 }

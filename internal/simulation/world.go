@@ -34,6 +34,10 @@ type World struct {
 	// yield is how the running coroutine hands control back.
 	yield chan struct{}
 	procs int
+	// idle are the goroutines whose coroutine returned, each waiting for
+	// the next: their stacks have grown to what the handlers need, which a
+	// new goroutine would grow again, copy by copy.
+	idle []*runner
 	// exhaustive: every choice that matters is made by the Chooser, and
 	// the others take a fixed value (see delay).
 	exhaustive bool
@@ -245,16 +249,62 @@ func (w *World) coroutine(inv *invocation, name, label string, ctx context.Conte
 	p := &proc{w: w, inv: inv, name: name, id: w.procs, label: label, wake: make(chan struct{}), onDone: onDone}
 	inv.live++
 	ctx = context.WithValue(ctx, procKey{}, p)
-	go func() {
-		<-p.wake
-		defer func() {
-			p.done = true
-			w.yield <- struct{}{}
-		}()
-		body(ctx)
-	}()
+	r := w.runner()
+	r.tasks <- task{p: p, ctx: ctx, body: body}
 	w.at(w.now, func() { w.resume(p) })
 	return p
+}
+
+// runner is a goroutine that runs coroutines one after another.
+type runner struct{ tasks chan task }
+
+type task struct {
+	p    *proc
+	ctx  context.Context
+	body func(ctx context.Context)
+}
+
+// runner returns an idle runner, or a new one.
+func (w *World) runner() *runner {
+	if n := len(w.idle); n > 0 {
+		r := w.idle[n-1]
+		w.idle = w.idle[:n-1]
+		return r
+	}
+	r := &runner{tasks: make(chan task, 1)}
+	go r.loop(w)
+	return r
+}
+
+// loop runs each task once the scheduler first resumes it. A coroutine
+// that exits (runtime.Goexit: its invocation died) takes its goroutine
+// with it; one that returns hands it back idle, before it yields, while it
+// still holds the scheduler's turn.
+func (r *runner) loop(w *World) {
+	for t := range r.tasks {
+		p := t.p
+		<-p.wake
+		returned := false
+		func() {
+			defer func() {
+				p.done = true
+				if returned {
+					w.idle = append(w.idle, r)
+				}
+				w.yield <- struct{}{}
+			}()
+			t.body(t.ctx)
+			returned = true
+		}()
+	}
+}
+
+// close ends the idle runners' goroutines once the run is over.
+func (w *World) close() {
+	for _, r := range w.idle {
+		close(r.tasks)
+	}
+	w.idle = nil
 }
 
 // resume runs p until it yields or ends. Called by the scheduler only.

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -111,7 +112,30 @@ func putBool(m map[string]types.AttributeValue, name string, v bool) {
 
 // unmarshal is attributevalue.UnmarshalMap(av, it).
 func (it *stateItem) unmarshal(av map[string]types.AttributeValue) error {
-	var r avReader
+	if readState[types.AttributeValue, sdkValues](av, it) {
+		return nil
+	}
+	*it = stateItem{}
+	return attributevalue.UnmarshalMap(av, it)
+}
+
+// values reads one kind of attribute value: the SDK's (sdkValues), or a
+// stream image's as the Lambda event carries it (imageValues), so an image
+// is decoded without being converted first. Each accessor reports false
+// for a value of another type.
+type values[V any] interface {
+	str(V) (string, bool)
+	num(V) (string, bool)
+	boolean(V) (bool, bool)
+	list(V) ([]V, bool)
+	object(V) (map[string]V, bool)
+}
+
+// readState reads a well-formed item into it, and reports false at the
+// first attribute that is not (a type out of place, a name in another
+// case): the caller then decodes it the SDK's way.
+func readState[V any, A values[V]](av map[string]V, it *stateItem) bool {
+	r := avReader[V, A]{}
 	r.names(av, stateNames)
 	it.OrderID = r.s(av, "OrderID")
 	it.Workflow = r.s(av, "Workflow")
@@ -141,30 +165,26 @@ func (it *stateItem) unmarshal(av map[string]types.AttributeValue) error {
 	it.ExpiresAt = r.n(av, "ExpiresAt")
 	it.OpenUntil = r.n(av, "OpenUntil")
 	if v, ok := av["Steps"]; ok {
-		l, isList := v.(*types.AttributeValueMemberL)
+		l, isList := r.a.list(v)
 		if !isList {
 			r.odd = true
 		} else {
-			it.Steps = make([]stepItem, len(l.Value))
-			for i, e := range l.Value {
-				m, isMap := e.(*types.AttributeValueMemberM)
+			it.Steps = make([]stepItem, len(l))
+			for i, e := range l {
+				m, isMap := r.a.object(e)
 				if !isMap {
 					r.odd = true
 					break
 				}
-				r.names(m.Value, stepNames)
-				it.Steps[i].unmarshal(&r, m.Value)
+				r.names(m, stepNames)
+				readStep(&r, m, &it.Steps[i])
 			}
 		}
 	}
-	if r.odd {
-		*it = stateItem{}
-		return attributevalue.UnmarshalMap(av, it)
-	}
-	return nil
+	return !r.odd
 }
 
-func (s *stepItem) unmarshal(r *avReader, av map[string]types.AttributeValue) {
+func readStep[V any, A values[V]](r *avReader[V, A], av map[string]V, s *stepItem) {
 	s.Name = r.s(av, "Name")
 	s.State = r.s(av, "State")
 	s.Attempts = int(r.n(av, "Attempts"))
@@ -187,18 +207,143 @@ func (s *stepItem) unmarshal(r *avReader, av map[string]types.AttributeValue) {
 
 // avReader reads the attributes of a well-formed item, noting the first
 // one that is not (odd): the caller then reads the item reflectively.
-type avReader struct{ odd bool }
+type avReader[V any, A values[V]] struct {
+	a   A
+	odd bool
+}
 
 // names notes as odd an item with an attribute whose name matches one of
 // known only without regard to case, which UnmarshalMap reads into that
 // field as encoding/json does; the item's other attributes (WriteToken, the
 // listings' keys) it ignores, as UnmarshalMap does.
-func (r *avReader) names(av map[string]types.AttributeValue, known map[string]bool) {
+func (r *avReader[V, A]) names(av map[string]V, known map[string]bool) {
 	for name := range av {
 		if !known[name] && known[strings.ToLower(name)] {
 			r.odd = true
 		}
 	}
+}
+
+func (r *avReader[V, A]) s(av map[string]V, name string) string {
+	v, ok := av[name]
+	if !ok {
+		return ""
+	}
+	if s, isS := r.a.str(v); isS {
+		return s
+	}
+	r.odd = true
+	return ""
+}
+
+func (r *avReader[V, A]) n(av map[string]V, name string) int64 {
+	v, ok := av[name]
+	if !ok {
+		return 0
+	}
+	if n, isN := r.a.num(v); isN {
+		if i, err := strconv.ParseInt(n, 10, 64); err == nil {
+			return i
+		}
+	}
+	r.odd = true
+	return 0
+}
+
+func (r *avReader[V, A]) bool(av map[string]V, name string) bool {
+	v, ok := av[name]
+	if !ok {
+		return false
+	}
+	if b, isB := r.a.boolean(v); isB {
+		return b
+	}
+	r.odd = true
+	return false
+}
+
+// sdkValues reads the SDK's attribute values.
+type sdkValues struct{}
+
+func (sdkValues) str(v types.AttributeValue) (string, bool) {
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		return "", false
+	}
+	return s.Value, true
+}
+
+func (sdkValues) num(v types.AttributeValue) (string, bool) {
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (sdkValues) boolean(v types.AttributeValue) (bool, bool) {
+	b, ok := v.(*types.AttributeValueMemberBOOL)
+	if !ok {
+		return false, false
+	}
+	return b.Value, true
+}
+
+func (sdkValues) list(v types.AttributeValue) ([]types.AttributeValue, bool) {
+	l, ok := v.(*types.AttributeValueMemberL)
+	if !ok {
+		return nil, false
+	}
+	return l.Value, true
+}
+
+func (sdkValues) object(v types.AttributeValue) (map[string]types.AttributeValue, bool) {
+	m, ok := v.(*types.AttributeValueMemberM)
+	if !ok {
+		return nil, false
+	}
+	return m.Value, true
+}
+
+// imageValues reads a stream image's attribute values. Their accessors
+// panic on a value of another type, and a zero value claims a type it
+// does not hold (toAttributeValue), so the type is checked first and a
+// value without one is odd.
+type imageValues struct{}
+
+func (imageValues) str(v events.DynamoDBAttributeValue) (string, bool) {
+	if v.DataType() != events.DataTypeString || v.IsNull() {
+		return "", false
+	}
+	return v.String(), true
+}
+
+func (imageValues) num(v events.DynamoDBAttributeValue) (string, bool) {
+	if v.DataType() != events.DataTypeNumber || v.IsNull() {
+		return "", false
+	}
+	return v.Number(), true
+}
+
+func (imageValues) boolean(v events.DynamoDBAttributeValue) (bool, bool) {
+	if v.DataType() != events.DataTypeBoolean || v.IsNull() {
+		return false, false
+	}
+	return v.Boolean(), true
+}
+
+func (imageValues) list(v events.DynamoDBAttributeValue) ([]events.DynamoDBAttributeValue, bool) {
+	if v.DataType() != events.DataTypeList || v.IsNull() {
+		return nil, false
+	}
+	return v.List(), true
+}
+
+func (imageValues) object(v events.DynamoDBAttributeValue) (map[string]events.DynamoDBAttributeValue, bool) {
+	if v.DataType() != events.DataTypeMap || v.IsNull() {
+		return nil, false
+	}
+	return v.Map(), true
 }
 
 // stateNames and stepNames are the attribute names of stateItem and
@@ -226,42 +371,4 @@ func (s stepItem) marshalAll() map[string]types.AttributeValue {
 	s.CompensationAttempts, s.CompensationFailures, s.CompensatedAt, s.CompensationOutput, s.CompensationError = 1, 1, 1, "x", "x"
 	s.Refused, s.UndoRefused, s.KeyRound, s.UndoKeyRound = true, true, 1, 1
 	return s.marshal()
-}
-
-func (r *avReader) s(av map[string]types.AttributeValue, name string) string {
-	v, ok := av[name]
-	if !ok {
-		return ""
-	}
-	if s, isS := v.(*types.AttributeValueMemberS); isS {
-		return s.Value
-	}
-	r.odd = true
-	return ""
-}
-
-func (r *avReader) n(av map[string]types.AttributeValue, name string) int64 {
-	v, ok := av[name]
-	if !ok {
-		return 0
-	}
-	if n, isN := v.(*types.AttributeValueMemberN); isN {
-		if i, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
-			return i
-		}
-	}
-	r.odd = true
-	return 0
-}
-
-func (r *avReader) bool(av map[string]types.AttributeValue, name string) bool {
-	v, ok := av[name]
-	if !ok {
-		return false
-	}
-	if b, isB := v.(*types.AttributeValueMemberBOOL); isB {
-		return b.Value
-	}
-	r.odd = true
-	return false
 }

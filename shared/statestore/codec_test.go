@@ -106,3 +106,34 @@ func randomItem(rng *rand.Rand) stateItem {
 	}
 	return it
 }
+
+// FuzzTheImageDecoderIsDecodeStates: on any stream image, DecodeImage's
+// direct read fails exactly when decoding the image converted to the
+// SDK's AttributeValues does, and otherwise reads the same record.
+func FuzzTheImageDecoderIsDecodeStates(f *testing.F) {
+	for _, s := range []string{
+		`{"OrderID":{"S":"o"},"EventSeq":{"N":"3"},"Steps":{"L":[{"M":{"Name":{"S":"a"},"Attempts":{"N":"2"}}}]}}`,
+		`{"OrderID":{"N":"12"},"EventSeq":{"S":"3"}}`,
+		`{"Steps":{"NULL":true},"Cancelled":{"BOOL":true},"Attempt":{"N":"+3"}}`,
+		`{"Steps":{"L":[{"NULL":true},{"S":"x"}]}}`,
+		`{"steps":{"L":[]},"orderid":{"S":"o"}}`,
+		`{"CompleteBy":{"N":"99999999999999999999"},"Input":{"S":"{}"}}`,
+		`{"LockedBy":{"NULL":true},"AlertPending":{"S":"true"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		img, ok := unmarshalImage(b)
+		if !ok || len(img) == 0 {
+			return
+		}
+		got, gerr := DecodeImage(img)
+		want, werr := decodeConverted(img)
+		if (gerr == nil) != (werr == nil) {
+			t.Fatalf("direct read: %v, converted: %v", gerr, werr)
+		}
+		if gerr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("direct read %+v, converted %+v", got, want)
+		}
+	})
+}

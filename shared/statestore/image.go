@@ -11,9 +11,10 @@ import (
 )
 
 // DecodeImage reads a state record from a DynamoDB stream image as the
-// Lambda event carries it. The image is converted to the SDK's
-// AttributeValues so that it is decoded by DecodeState, the same code that
-// reads GetItem results: the two can never disagree on the schema.
+// Lambda event carries it. A well-formed image is read by the same written
+// codec as GetItem results (readState), without a copy; any other is
+// converted to the SDK's AttributeValues and decoded by DecodeState, so the
+// two can never disagree on the schema (FuzzTheImageDecoderIsDecodeStates).
 //
 // It never panics, whatever the image holds: a zero DynamoDBAttributeValue,
 // whose accessors panic, is reported as an error.
@@ -21,6 +22,15 @@ func DecodeImage(img map[string]events.DynamoDBAttributeValue) (workflow.State, 
 	if len(img) == 0 {
 		return workflow.State{}, errors.New("decode stream image: image is empty")
 	}
+	var it stateItem
+	if readState[events.DynamoDBAttributeValue, imageValues](img, &it) {
+		return it.state(), nil
+	}
+	return decodeConverted(img)
+}
+
+// decodeConverted is DecodeImage by way of the SDK's AttributeValues.
+func decodeConverted(img map[string]events.DynamoDBAttributeValue) (workflow.State, error) {
 	av, err := eachAttribute(img, toAttributeValue)
 	if err != nil {
 		return workflow.State{}, fmt.Errorf("decode stream image: %w", err)

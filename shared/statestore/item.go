@@ -199,6 +199,11 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 	if err := it.unmarshal(av); err != nil {
 		return workflow.State{}, fmt.Errorf("decode state record: %w", err)
 	}
+	return it.state(), nil
+}
+
+// state is the record the item holds.
+func (it *stateItem) state() workflow.State {
 	s := workflow.State{
 		OrderID:      it.OrderID,
 		Workflow:     it.Workflow,
@@ -242,5 +247,5 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 		}
 		s.Steps = append(s.Steps, st)
 	}
-	return s, nil
+	return s
 }
