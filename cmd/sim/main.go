@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 
 	"github.com/sasflow/sas/internal/simulation"
 )
@@ -26,11 +27,24 @@ func main() {
 	flag.BoolVar(&o.Replay, "replay", false, "run one seed (-seed, -per-seed, -mix), shrink a failure and print its event log")
 	flag.BoolVar(&o.Explore, "explore", false, "search the smallest configuration exhaustively (one order of two steps, one crash, one duplicate delivery)")
 	flag.IntVar(&o.Deviations, "deviations", 2, "with -explore: the most choices a run takes off the first option")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	// Each seed's world is small and short-lived: collecting it less often
 	// is most of a run's time back (GOGC=800 halves a run's CPU time).
 	debug.SetGCPercent(800)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sim:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "sim:", err)
+			os.Exit(2)
+		}
+	}
 	code, err := simulation.Main(os.Stdout, o)
+	pprof.StopCPUProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sim:", err)
 		os.Exit(2)

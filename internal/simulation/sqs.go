@@ -58,7 +58,20 @@ type sqsMessage struct {
 	// version tells a message's current place among the waiting from the
 	// places it left.
 	version int
+	// inReady: the message is visible, in its queue's ready list at
+	// entry shown; its older entries there are stale.
+	inReady bool
+	shown   int
 }
+
+// readyEntry is a place in a queue's ready list: the message's current
+// one when it is visible and was shown as shown.
+type readyEntry struct {
+	m     *sqsMessage
+	shown int
+}
+
+func (e readyEntry) live() bool { return e.m.inReady && e.m.shown == e.shown }
 
 // Queue is one SQS standard queue.
 type Queue struct {
@@ -66,9 +79,13 @@ type Queue struct {
 	visibility      time.Duration
 	maxReceiveCount int
 	dlq             *Queue
-	// ready are the visible messages (some may be gone); waiting, the
-	// invisible ones by when they show.
-	ready    []*sqsMessage
+	// ready are the visible messages, and stale entries of those that
+	// have since gone or been hidden (nready counts the first, stale the
+	// second, so counting them costs nothing and the list is compacted
+	// only once half of it is stale); waiting, the invisible ones by when
+	// they show.
+	ready         []readyEntry
+	nready, stale int
 	waiting  waitHeap
 	byID     map[string]*sqsMessage
 	receipts int
@@ -101,6 +118,7 @@ func (h *waitHeap) Pop() any {
 
 // hide makes m invisible until at.
 func (q *Queue) hide(m *sqsMessage, at time.Time) {
+	q.leave(m)
 	m.visibleAt = at
 	m.version++
 	heap.Push(&q.waiting, waiting{at: at, m: m, version: m.version})
@@ -111,7 +129,7 @@ func (q *Queue) promote(now time.Time) {
 	for len(q.waiting) > 0 && !q.waiting[0].at.After(now) {
 		e := heap.Pop(&q.waiting).(waiting)
 		if !e.m.gone && e.version == e.m.version {
-			q.ready = append(q.ready, e.m)
+			q.show(e.m)
 		}
 	}
 }
@@ -119,10 +137,29 @@ func (q *Queue) promote(now time.Time) {
 // remove marks m deleted.
 func (q *Queue) remove(m *sqsMessage) {
 	if !m.gone {
+		q.leave(m)
 		m.gone = true
 		m.version++
 		q.live--
 		delete(q.byID, m.id)
+	}
+}
+
+// show adds m to the ready list.
+func (q *Queue) show(m *sqsMessage) {
+	q.leave(m)
+	m.shown++
+	q.ready = append(q.ready, readyEntry{m: m, shown: m.shown})
+	m.inReady = true
+	q.nready++
+}
+
+// leave makes m's entry in the ready list, if it has one, stale.
+func (q *Queue) leave(m *sqsMessage) {
+	if m.inReady {
+		m.inReady = false
+		q.nready--
+		q.stale++
 	}
 }
 
@@ -171,7 +208,7 @@ func (s *SQS) enqueue(q *Queue, body, traceHeader, sender string, delay int32) {
 		q.hide(m, s.w.now.Add(time.Duration(delay)*time.Second))
 	} else {
 		m.visibleAt = s.w.now
-		q.ready = append(q.ready, m)
+		q.show(m)
 	}
 	q.live++
 	if q.kept {
@@ -367,18 +404,21 @@ func (q *Queue) byReceipt(handle string) *sqsMessage {
 	return nil
 }
 
-// visible counts the visible messages.
+// visible counts the visible messages, leaving the ready list without
+// stale entries.
 func (q *Queue) visible(now time.Time) int {
 	q.promote(now)
-	live := q.ready[:0]
-	for _, m := range q.ready {
-		if !m.gone && !m.visibleAt.After(now) {
-			live = append(live, m)
+	if q.stale > q.nready {
+		live := q.ready[:0]
+		for _, e := range q.ready {
+			if e.live() {
+				live = append(live, e)
+			}
 		}
+		clear(q.ready[len(live):])
+		q.ready, q.stale = live, 0
 	}
-	clear(q.ready[len(live):])
-	q.ready = live
-	return len(live)
+	return q.nready
 }
 
 // receive takes up to n visible messages, picked at random, each made
@@ -393,9 +433,16 @@ func (s *SQS) receive(q *Queue, n int) []events.SQSMessage {
 	var copies []*sqsMessage
 	for len(out) < n && len(q.ready) > 0 {
 		i := s.w.choose.Intn(len(q.ready))
-		m := q.ready[i]
+		e := q.ready[i]
 		q.ready[i] = q.ready[len(q.ready)-1]
 		q.ready = q.ready[:len(q.ready)-1]
+		if !e.live() {
+			q.stale--
+			continue
+		}
+		m := e.m
+		m.inReady = false
+		q.nready--
 		if q.maxReceiveCount > 0 && m.receives >= q.maxReceiveCount {
 			q.remove(m)
 			s.w.log.add(now, q.name, "sqs.redrive-to-dlq", m.id)
@@ -422,7 +469,9 @@ func (s *SQS) receive(q *Queue, n int) []events.SQSMessage {
 		out = append(out, events.SQSMessage{MessageId: m.id, ReceiptHandle: m.receipt, Body: m.body, Attributes: attrs,
 			EventSourceARN: q.arn, EventSource: "aws:sqs", AWSRegion: "us-east-1"})
 	}
-	q.ready = append(q.ready, copies...)
+	for _, m := range copies {
+		q.show(m)
+	}
 	return out
 }
 
