@@ -79,6 +79,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.EventBridgeEvent) error 
 	log := actor.InvocationLog(ctx, h.log)
 	rep, err := h.Run(ctx, log)
 	if err != nil && rep.Expired == 0 {
+		// An error line for the alarm: a sweep that cannot list leaves
+		// every recovery to the fast path.
+		log.Error("expired records not listed; the next run tries again", slog.Any("error", err))
 		return err
 	}
 	log.Info("supervisor run", slog.Int("expired", rep.Expired), slog.Int("retried", rep.Retried), slog.Int("gaveUp", rep.GaveUp), slog.Int("waited", rep.Waited),

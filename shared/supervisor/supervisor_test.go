@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/sasflow/sas/internal/testkit/actortest"
 	"github.com/sasflow/sas/internal/testkit/configtest"
 	"github.com/sasflow/sas/internal/testkit/eventsample"
+	"github.com/sasflow/sas/internal/testkit/logtest"
 	"github.com/sasflow/sas/shared/actor"
 	"github.com/sasflow/sas/shared/alert"
 	"github.com/sasflow/sas/shared/clock"
@@ -695,4 +697,33 @@ func TestASweepRecoversWhatItReadWhenPartOfTheListingFails(t *testing.T) {
 	if err := h.Handle(context.Background(), events.EventBridgeEvent{}); !errors.Is(err, errStore) {
 		t.Errorf("Handle = %v, want the run failed with the listing's error", err)
 	}
+}
+
+// unlisted is a store whose listing of expired records fails whole.
+type unlisted struct{ *actortest.Store }
+
+func (unlisted) Expired(context.Context, time.Time, int) ([]workflow.State, error) {
+	return nil, errStore
+}
+
+// A sweep that cannot list at all fails its run with an ERROR line, which
+// the ErrorLogLines alarm sees: until it lists again only the fast path
+// recovers expired steps.
+func TestASweepThatCannotListLogsAnError(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testConfig(), testNow, nil)
+	var buf logtest.Buffer
+	h, err := New(f.cfg, unlisted{f.Store}, f.Send, f.Publish, actor.Deps{Clock: f.clk, Log: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Handle(context.Background(), events.EventBridgeEvent{}); !errors.Is(err, errStore) {
+		t.Fatalf("Handle = %v, want the listing's error", err)
+	}
+	for _, r := range buf.Records(t) {
+		if r["level"] == "ERROR" && r["msg"] == "expired records not listed; the next run tries again" {
+			return
+		}
+	}
+	t.Errorf("no ERROR line for the failed listing in:\n%s", buf.String())
 }
