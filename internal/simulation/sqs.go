@@ -86,10 +86,10 @@ type Queue struct {
 	// they show.
 	ready         []readyEntry
 	nready, stale int
-	waiting  waitHeap
-	byID     map[string]*sqsMessage
-	receipts int
-	live     int
+	waiting       waitHeap
+	byID          map[string]*sqsMessage
+	receipts      int
+	live          int
 	// onSend runs when a message is enqueued, so the queue's poller wakes.
 	onSend func()
 	// sent keeps every body enqueued, when kept is set, for the checks.

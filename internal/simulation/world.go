@@ -29,9 +29,9 @@ type World struct {
 	events eventHeap
 	// due are the events due at dueAt (the simulated now), taken off the
 	// heap in the order they were scheduled, one of which runs next.
-	due   []event
-	dueAt int64
-	seq   uint64
+	due    []event
+	dueAt  int64
+	seq    uint64
 	choose Chooser
 	log    *Log
 	// yield is how the running coroutine hands control back.
