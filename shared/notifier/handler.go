@@ -153,25 +153,32 @@ func (h *Handler) eventOf(rec events.DynamoDBEventRecord, q *queued) (ok bool) {
 	// image is that same unreadable item, which is why an unreadable old
 	// image below publishes rather than skips. Clients that see a gap, or
 	// no terminal status in time, read the order's status from the API.
-	st, err := statestore.DecodeImage(rec.Change.NewImage)
+	// The head first (no steps): most writes leave the client's status
+	// alone, and need nothing more read.
+	head, err := statestore.DecodeImageHead(rec.Change.NewImage)
 	if err != nil {
 		q.log.Error(actor.RecordSkipped+": new image unreadable", slog.Any("error", err))
 		return false
 	}
-	if st.ClientID == "" {
+	if head.ClientID == "" {
 		return false // nobody asked to be told
 	}
-	q.trace = trace.Stored(st.Trace)
-	q.log = trace.Log(q.log.With(slog.String("orderId", st.OrderID), slog.Int("seq", st.EventSeq)), q.trace)
+	q.trace = trace.Stored(head.Trace)
+	q.log = trace.Log(q.log.With(slog.String("orderId", head.OrderID), slog.Int("seq", head.EventSeq)), q.trace)
 
 	oldSeq := oldSeqOf(q.log, rec)
-	if st.EventSeq <= oldSeq {
+	if head.EventSeq <= oldSeq {
 		return false // this write left the client's status alone
 	}
-	if oldSeq > 0 && st.EventSeq > oldSeq+1 {
+	if oldSeq > 0 && head.EventSeq > oldSeq+1 {
 		// Writers add exactly one per change; more is a writer's bug that
 		// clients will see as a gap.
 		q.log.Warn("event sequence skipped numbers", slog.Int("oldSeq", oldSeq))
+	}
+	st, err := statestore.DecodeImage(rec.Change.NewImage)
+	if err != nil {
+		q.log.Error(actor.RecordSkipped+": new image unreadable", slog.Any("error", err))
+		return false
 	}
 
 	q.ev = EventOf(st)
@@ -191,7 +198,7 @@ func oldSeqOf(log *slog.Logger, rec events.DynamoDBEventRecord) int {
 	if len(rec.Change.OldImage) == 0 {
 		return 0
 	}
-	old, err := statestore.DecodeImage(rec.Change.OldImage)
+	old, err := statestore.DecodeImageHead(rec.Change.OldImage)
 	if err != nil {
 		log.Warn("old image unreadable; publishing the new state as a change", slog.Any("error", err))
 		return 0

@@ -112,7 +112,7 @@ func putBool(m map[string]types.AttributeValue, name string, v bool) {
 
 // unmarshal is attributevalue.UnmarshalMap(av, it).
 func (it *stateItem) unmarshal(av map[string]types.AttributeValue) error {
-	if readState[types.AttributeValue, sdkValues](av, it) {
+	if readState[types.AttributeValue, sdkValues](av, it, true) {
 		return nil
 	}
 	*it = stateItem{}
@@ -131,10 +131,11 @@ type values[V any] interface {
 	object(V) (map[string]V, bool)
 }
 
-// readState reads a well-formed item into it, and reports false at the
-// first attribute that is not (a type out of place, a name in another
-// case): the caller then decodes it the SDK's way.
-func readState[V any, A values[V]](av map[string]V, it *stateItem) bool {
+// readState reads a well-formed item into it, its steps too when steps
+// is set, and reports false at the first attribute that is not (a type
+// out of place, a name in another case): the caller then decodes it the
+// SDK's way.
+func readState[V any, A values[V]](av map[string]V, it *stateItem, steps bool) bool {
 	r := avReader[V, A]{}
 	r.names(av, stateNames)
 	it.OrderID = r.s(av, "OrderID")
@@ -164,7 +165,7 @@ func readState[V any, A values[V]](av map[string]V, it *stateItem) bool {
 	it.UpdatedAt = r.n(av, "UpdatedAt")
 	it.ExpiresAt = r.n(av, "ExpiresAt")
 	it.OpenUntil = r.n(av, "OpenUntil")
-	if v, ok := av["Steps"]; ok {
+	if v, ok := av["Steps"]; ok && steps {
 		l, isList := r.a.list(v)
 		if !isList {
 			r.odd = true

@@ -109,7 +109,8 @@ func randomItem(rng *rand.Rand) stateItem {
 
 // FuzzTheImageDecoderIsDecodeStates: on any stream image, DecodeImage's
 // direct read fails exactly when decoding the image converted to the
-// SDK's AttributeValues does, and otherwise reads the same record.
+// SDK's AttributeValues does, and otherwise reads the same record, which
+// DecodeImageHead reads too, but for its steps.
 func FuzzTheImageDecoderIsDecodeStates(f *testing.F) {
 	for _, s := range []string{
 		`{"OrderID":{"S":"o"},"EventSeq":{"N":"3"},"Steps":{"L":[{"M":{"Name":{"S":"a"},"Attempts":{"N":"2"}}}]}}`,
@@ -134,6 +135,15 @@ func FuzzTheImageDecoderIsDecodeStates(f *testing.F) {
 		}
 		if gerr == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("direct read %+v, converted %+v", got, want)
+		}
+		// The head reads every image the whole read reads, the same but
+		// for the steps.
+		head, herr := DecodeImageHead(img)
+		if gerr == nil {
+			want.Steps = nil
+			if herr != nil || !reflect.DeepEqual(head, want) {
+				t.Fatalf("head %+v, %v; the whole read without its steps %+v", head, herr, want)
+			}
 		}
 	})
 }

@@ -23,10 +23,31 @@ func DecodeImage(img map[string]events.DynamoDBAttributeValue) (workflow.State, 
 		return workflow.State{}, errors.New("decode stream image: image is empty")
 	}
 	var it stateItem
-	if readState[events.DynamoDBAttributeValue, imageValues](img, &it) {
+	if readState[events.DynamoDBAttributeValue, imageValues](img, &it, true) {
 		return it.state(), nil
 	}
 	return decodeConverted(img)
+}
+
+// DecodeImageHead is DecodeImage without the record's steps: every other
+// attribute, for a reader that compares an image's phase or sequence
+// number (the Timer's old image, the Notifier's) and would decode the
+// steps only to drop them. An image whose steps alone are odd still reads.
+func DecodeImageHead(img map[string]events.DynamoDBAttributeValue) (workflow.State, error) {
+	if len(img) == 0 {
+		return workflow.State{}, errors.New("decode stream image: image is empty")
+	}
+	var it stateItem
+	if readState[events.DynamoDBAttributeValue, imageValues](img, &it, false) {
+		return it.state(), nil
+	}
+	head := make(map[string]events.DynamoDBAttributeValue, len(img))
+	for name, v := range img {
+		if name != "Steps" {
+			head[name] = v
+		}
+	}
+	return decodeConverted(head)
 }
 
 // decodeConverted is DecodeImage by way of the SDK's AttributeValues.

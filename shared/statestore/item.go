@@ -141,14 +141,6 @@ func fromMilli(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-func fromMilliPtr(ms int64) *time.Time {
-	if ms == 0 {
-		return nil
-	}
-	t := time.UnixMilli(ms).UTC()
-	return &t
-}
-
 func encodeState(s workflow.State) (map[string]types.AttributeValue, error) {
 	it := stateItem{
 		OrderID:      s.OrderID,
@@ -233,11 +225,26 @@ func (it *stateItem) state() workflow.State {
 	}
 	s.CreatedAt, s.UpdatedAt = fromMilli(it.CreatedAt), fromMilli(it.UpdatedAt)
 	s.ExpiresAt, s.OpenUntil = fromSeconds(it.ExpiresAt), fromMilli(it.OpenUntil)
-	for _, si := range it.Steps {
-		st := workflow.StepRecord{Name: si.Name, State: workflow.StepState(si.State), Attempts: si.Attempts, Failures: si.Failures, Error: si.Error,
+	if len(it.Steps) == 0 {
+		return s
+	}
+	// One allocation for the steps' times, not one a time: a record is
+	// decoded for every write, read and stream record.
+	times := make([]time.Time, 0, 3*len(it.Steps))
+	at := func(ms int64) *time.Time {
+		if ms == 0 {
+			return nil
+		}
+		times = append(times, time.UnixMilli(ms).UTC())
+		return &times[len(times)-1]
+	}
+	s.Steps = make([]workflow.StepRecord, len(it.Steps))
+	for i, si := range it.Steps {
+		st := &s.Steps[i]
+		*st = workflow.StepRecord{Name: si.Name, State: workflow.StepState(si.State), Attempts: si.Attempts, Failures: si.Failures, Error: si.Error,
 			Compensation: workflow.StepState(si.Compensation), CompensationAttempts: si.CompensationAttempts,
 			CompensationFailures: si.CompensationFailures, CompensationError: si.CompensationError,
-			StartedAt: fromMilliPtr(si.StartedAt), FinishedAt: fromMilliPtr(si.FinishedAt), CompensatedAt: fromMilliPtr(si.CompensatedAt),
+			StartedAt: at(si.StartedAt), FinishedAt: at(si.FinishedAt), CompensatedAt: at(si.CompensatedAt),
 			Refused: si.Refused, UndoRefused: si.UndoRefused, KeyRound: si.KeyRound, UndoKeyRound: si.UndoKeyRound}
 		if si.Output != "" {
 			st.Output = json.RawMessage(si.Output)
@@ -245,7 +252,6 @@ func (it *stateItem) state() workflow.State {
 		if si.CompensationOutput != "" {
 			st.CompensationOutput = json.RawMessage(si.CompensationOutput)
 		}
-		s.Steps = append(s.Steps, st)
 	}
 	return s
 }

@@ -138,8 +138,9 @@ func (h *Handler) arm(ctx context.Context, out []armed) error {
 	return h.send.SendBatch(ctx, h.cfg.DeadlineQueueURL, msgs)
 }
 
-// images reads a stream record's new image, and its old one when it has
-// a readable one. An unreadable new image is poison: logged and skipped
+// images reads a stream record's new image, and its old one (without its
+// steps, which nothing here compares) when it has a readable one. An
+// unreadable new image is poison: logged and skipped
 // (the sweep still sees the record), never retried, since it would fail
 // the same way and hold back the shard.
 func images(log *slog.Logger, rec events.DynamoDBEventRecord) (st, old workflow.State, ok bool) {
@@ -154,7 +155,7 @@ func images(log *slog.Logger, rec events.DynamoDBEventRecord) (st, old workflow.
 	if len(rec.Change.OldImage) > 0 {
 		// An unreadable old image reads as none: at worst one Deadline,
 		// or one TTL, written again.
-		old, _ = statestore.DecodeImage(rec.Change.OldImage)
+		old, _ = statestore.DecodeImageHead(rec.Change.OldImage)
 	}
 	return st, old, true
 }
