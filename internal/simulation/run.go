@@ -379,10 +379,16 @@ func (r *run) request(method, path, principal string, headers map[string]string,
 			AccountID: "123456789012", RequestID: "req-" + strconv.Itoa(r.sys.requests), Stage: "$default",
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path, Protocol: "HTTP/1.1"},
 			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "123456789012", UserARN: principal, UserID: userIDOf(principal)},
+				IAM: callerOf(principal),
 			},
 		},
 	}
+}
+
+// callerOf is the caller API Gateway's IAM authorization names for
+// principal.
+func callerOf(principal string) *events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription {
+	return &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{AccountID: "123456789012", UserARN: principal, UserID: userIDOf(principal)}
 }
 
 // userIDOf is the userId API Gateway passes beside principal, an IAM user
@@ -422,7 +428,7 @@ func (r *run) post(cl *client, dup bool) {
 				r.f.counts["shed"]++
 				// A key that made an order is answered with it, shed or
 				// not: the client must learn its order exists.
-				if use, err := r.sys.store.truth.GetKey(context.Background(), clientARN(cl), cl.key); err == nil {
+				if use, err := r.keyUse(cl); err == nil {
 					r.violations = append(r.violations, fmt.Sprintf("shed replay: %s made order %s, and its retry was shed", cl.key, use.OrderID))
 				}
 			}
@@ -467,6 +473,18 @@ func (r *run) post(cl *client, dup bool) {
 			r.violations = append(r.violations, fmt.Sprintf("%s refused: %s", cl.key, cl.rejected))
 		}
 	})
+}
+
+// keyUse is the order cl's key made, if it made one: looked up under the
+// owner key the Submission keeps it under, which it derives from the
+// caller API Gateway names (submission.Principal: the principal's unique
+// ID).
+func (r *run) keyUse(cl *client) (workflow.KeyUse, error) {
+	owner, err := submission.Principal(callerOf(clientARN(cl)))
+	if err != nil {
+		return workflow.KeyUse{}, err
+	}
+	return r.sys.store.truth.GetKey(context.Background(), workflow.OwnerKey(owner.Name, owner.ID), cl.key)
 }
 
 // clientARN is the IAM user a client signs as, its orders' owner.
