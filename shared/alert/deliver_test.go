@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sasflow/sas/shared/workflow"
-	"io"
 	"log/slog"
 )
 
@@ -54,7 +53,7 @@ func TestDeliverConfirmsOnlyOnceEveryAlertWentOut(t *testing.T) {
 				return nil
 			})
 			c := confirmerFunc(func(ch workflow.Change) error { confirmed = append(confirmed, ch); return nil })
-			Deliver(context.Background(), s, c, pair, now, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+			Deliver(context.Background(), s, c, pair, now, slog.New(slog.DiscardHandler))
 			if len(sent) != len(tc.wantSent) {
 				t.Fatalf("sent %v, want %v", sent, tc.wantSent)
 			}

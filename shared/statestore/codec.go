@@ -131,6 +131,14 @@ type values[V any] interface {
 	object(V) (map[string]V, bool)
 }
 
+// Both readers are values; the assertions also tell staticcheck, which
+// does not follow methods called through a type parameter, that they are
+// used.
+var (
+	_ values[types.AttributeValue]          = sdkValues{}
+	_ values[events.DynamoDBAttributeValue] = imageValues{}
+)
+
 // readState reads a well-formed item into it, its steps too when steps
 // is set, and reports false at the first attribute that is not (a type
 // out of place, a name in another case): the caller then decodes it the
