@@ -145,7 +145,6 @@ var (
 // SDK's way.
 func readState[V any, A values[V]](av map[string]V, it *stateItem, steps bool) bool {
 	r := avReader[V, A]{}
-	r.names(av, stateNames)
 	it.OrderID = r.s(av, "OrderID")
 	it.Workflow = r.s(av, "Workflow")
 	it.StepIndex = int(r.n(av, "StepIndex"))
@@ -173,6 +172,10 @@ func readState[V any, A values[V]](av map[string]V, it *stateItem, steps bool) b
 	it.UpdatedAt = r.n(av, "UpdatedAt")
 	it.ExpiresAt = r.n(av, "ExpiresAt")
 	it.OpenUntil = r.n(av, "OpenUntil")
+	if _, ok := av["Steps"]; ok {
+		r.seen++
+	}
+	r.names(av, stateNames)
 	if v, ok := av["Steps"]; ok && steps {
 		l, isList := r.a.list(v)
 		if !isList {
@@ -185,8 +188,9 @@ func readState[V any, A values[V]](av map[string]V, it *stateItem, steps bool) b
 					r.odd = true
 					break
 				}
-				r.names(m, stepNames)
+				r.seen = 0
 				readStep(&r, m, &it.Steps[i])
+				r.names(m, stepNames)
 			}
 		}
 	}
@@ -219,6 +223,10 @@ func readStep[V any, A values[V]](r *avReader[V, A], av map[string]V, s *stepIte
 type avReader[V any, A values[V]] struct {
 	a   A
 	odd bool
+	// seen counts the attributes read by their exact names since the
+	// map's reading began: when it is every attribute, none can match a
+	// name in another case, and names need not look.
+	seen int
 }
 
 // names notes as odd an item with an attribute whose name matches one of
@@ -226,8 +234,14 @@ type avReader[V any, A values[V]] struct {
 // field as encoding/json does; the item's other attributes (WriteToken, the
 // listings' keys) it ignores, as UnmarshalMap does.
 func (r *avReader[V, A]) names(av map[string]V, known map[string]bool) {
+	if len(av) == r.seen {
+		return
+	}
 	for name := range av {
-		if !known[name] && known[strings.ToLower(name)] {
+		if known[name] {
+			continue
+		}
+		if _, ok := known[strings.ToLower(name)]; ok {
 			r.odd = true
 		}
 	}
@@ -238,6 +252,7 @@ func (r *avReader[V, A]) s(av map[string]V, name string) string {
 	if !ok {
 		return ""
 	}
+	r.seen++
 	if s, isS := r.a.str(v); isS {
 		return s
 	}
@@ -250,6 +265,7 @@ func (r *avReader[V, A]) n(av map[string]V, name string) int64 {
 	if !ok {
 		return 0
 	}
+	r.seen++
 	if n, isN := r.a.num(v); isN {
 		if i, err := strconv.ParseInt(n, 10, 64); err == nil {
 			return i
@@ -264,6 +280,7 @@ func (r *avReader[V, A]) bool(av map[string]V, name string) bool {
 	if !ok {
 		return false
 	}
+	r.seen++
 	if b, isB := r.a.boolean(v); isB {
 		return b
 	}
@@ -356,13 +373,18 @@ func (imageValues) object(v events.DynamoDBAttributeValue) (map[string]events.Dy
 }
 
 // stateNames and stepNames are the attribute names of stateItem and
-// stepItem, as written and in lower case.
+// stepItem: true for each name as written, false for its lower case.
 var stateNames, stepNames = fieldNames(stateItem{}.marshalAll()), fieldNames(stepItem{}.marshalAll())
 
 func fieldNames(m map[string]types.AttributeValue) map[string]bool {
 	out := map[string]bool{}
 	for name := range m {
-		out[name], out[strings.ToLower(name)] = true, true
+		out[name] = true
+	}
+	for name := range m {
+		if lower := strings.ToLower(name); !out[lower] {
+			out[lower] = false
+		}
 	}
 	return out
 }

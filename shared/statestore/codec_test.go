@@ -46,6 +46,8 @@ func FuzzTheWrittenDecoderIsTheSDKs(f *testing.F) {
 		`{"Steps":{"NULL":true},"Cancelled":{"BOOL":true},"Attempt":{"N":"+3"}}`,
 		`{"Steps":{"L":[{"NULL":true},{"S":"x"}]}}`,
 		`{"Steps":{"M":{}}}`,
+		`{"Steps":{"L":[{"M":{"name":{"S":"a"},"Attempts":{"N":"2"}}}]}}`,
+		`{"Steps":{"L":[{"M":{"Name":{"S":"a"},"compensationERROR":{"S":"b"}}}]},"Workflow":{"S":"w"},"orderID":{"S":"p"}}`,
 		`{"CompleteBy":{"N":"99999999999999999999"}}`,
 		`{"LockedBy":{"NULL":true},"AlertPending":{"S":"true"}}`,
 	} {
@@ -118,6 +120,8 @@ func FuzzTheImageDecoderIsDecodeStates(f *testing.F) {
 		`{"Steps":{"NULL":true},"Cancelled":{"BOOL":true},"Attempt":{"N":"+3"}}`,
 		`{"Steps":{"L":[{"NULL":true},{"S":"x"}]}}`,
 		`{"steps":{"L":[]},"orderid":{"S":"o"}}`,
+		`{"Steps":{"L":[{"M":{"name":{"S":"a"},"Attempts":{"N":"2"}}}]}}`,
+		`{"Steps":{"L":[{"M":{"Name":{"S":"a"},"compensationERROR":{"S":"b"}}}]},"Workflow":{"S":"w"},"orderID":{"S":"p"}}`,
 		`{"CompleteBy":{"N":"99999999999999999999"},"Input":{"S":"{}"}}`,
 		`{"LockedBy":{"NULL":true},"AlertPending":{"S":"true"}}`,
 	} {
