@@ -194,6 +194,21 @@ func DecodeState(av map[string]types.AttributeValue) (workflow.State, error) {
 	return it.state(), nil
 }
 
+// decodeHead is DecodeState without the record's steps (Steps is nil).
+func decodeHead(av map[string]types.AttributeValue) (workflow.State, error) {
+	var it stateItem
+	if readState[types.AttributeValue, sdkValues](av, &it, false) {
+		return it.state(), nil
+	}
+	head := make(map[string]types.AttributeValue, len(av))
+	for name, v := range av {
+		if name != "Steps" {
+			head[name] = v
+		}
+	}
+	return DecodeState(head)
+}
+
 // state is the record the item holds.
 func (it *stateItem) state() workflow.State {
 	s := workflow.State{

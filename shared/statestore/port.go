@@ -31,10 +31,11 @@ type Port interface {
 	// missing or past its ExpiresAt (DynamoDB's TTL deletes it later).
 	GetOrder(ctx context.Context, orderID string) (workflow.Order, error)
 	GetState(ctx context.Context, orderID string) (workflow.State, error)
-	// PeekState is GetState eventually consistent, at half the read units:
-	// for a reader whose every write is fenced anyway (the Supervisor's
-	// fast path), so a stale read costs at most a refused write.
-	PeekState(ctx context.Context, orderID string) (workflow.State, error)
+	// PeekHead is GetState without the record's steps (Steps is nil),
+	// eventually consistent, at half the read units: for a reader that
+	// only asks whether a record is still in a phase (the Supervisor's
+	// fast path), and reads the whole record when it is.
+	PeekHead(ctx context.Context, orderID string) (workflow.State, error)
 	// Apply writes a change when its fence admits the record, and returns
 	// the record as written, exactly as workflow.Patch.Apply leaves it;
 	// workflow.ErrStale when the fence does not admit it. A change that

@@ -164,17 +164,26 @@ func (s *Store) GetState(ctx context.Context, orderID string) (workflow.State, e
 	return s.state(ctx, orderID, true)
 }
 
-// PeekState reads a state record eventually consistent (Port.PeekState).
-func (s *Store) PeekState(ctx context.Context, orderID string) (workflow.State, error) {
-	return s.state(ctx, orderID, false)
+// PeekHead reads a state record's head eventually consistent
+// (Port.PeekHead). It reads the whole item, which costs the same read
+// units as a projection of it ("the size of the item" is what a read
+// consumes, GetItem,
+// https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_GetItem.html),
+// and decodes all but the steps.
+func (s *Store) PeekHead(ctx context.Context, orderID string) (workflow.State, error) {
+	return s.read(ctx, orderID, false, decodeHead)
 }
 
 func (s *Store) state(ctx context.Context, orderID string, consistent bool) (workflow.State, error) {
+	return s.read(ctx, orderID, consistent, DecodeState)
+}
+
+func (s *Store) read(ctx context.Context, orderID string, consistent bool, decode func(map[string]types.AttributeValue) (workflow.State, error)) (workflow.State, error) {
 	item, err := s.get(ctx, s.tables.State, orderID, consistent)
 	if err != nil {
 		return workflow.State{}, err
 	}
-	st, err := DecodeState(item)
+	st, err := decode(item)
 	if err != nil {
 		return workflow.State{}, err
 	}

@@ -72,7 +72,7 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 		return 0, err
 	}
 	log = log.With(slog.String("orderId", d.OrderID), slog.Int("stepIndex", d.StepIndex), slog.Int("attempt", d.Attempt))
-	st, err := h.store.PeekState(ctx, d.OrderID)
+	head, err := h.store.PeekHead(ctx, d.OrderID)
 	if errors.Is(err, workflow.ErrNotFound) {
 		log.Warn("deadline of an order that does not exist; dropped")
 		return 0, nil
@@ -84,16 +84,30 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 	}
 	if _, ok := trace.FromContext(ctx); !ok {
 		// A Deadline sent without a trace: the record keeps its order's.
-		ctx, log = trace.Join(ctx, log, trace.Stored(st.Trace))
+		ctx, log = trace.Join(ctx, log, trace.Stored(head.Trace))
 	}
-	if !st.InFlight || st.Attempt != d.Attempt || !st.CompleteBy.Equal(d.CompleteBy) {
+	if !inPhase(head, d) {
 		return 0, nil // the record left that phase: the usual case
 	}
 	now := h.clk.Now()
-	if early := st.CompleteBy.Sub(now); early > 0 {
+	if early := head.CompleteBy.Sub(now); early > 0 {
 		// Clocks of two functions disagree by a little: look again then.
 		log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline came before its CompleteBy; it comes back then"), slog.Any("error", errNotDue), slog.Duration("in", early))
 		return early, errNotDue
+	}
+	// The recovery decides on the whole record, read as it is now.
+	st, err := h.store.GetState(ctx, d.OrderID)
+	if errors.Is(err, workflow.ErrNotFound) {
+		log.Warn("deadline of an order that does not exist; dropped")
+		return 0, nil
+	}
+	if err != nil {
+		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
+		log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline not checked; it comes back"), slog.Any("error", err), slog.Duration("in", wait))
+		return wait, err
+	}
+	if !inPhase(st, d) {
+		return 0, nil
 	}
 	rep.Expired++
 	failed := rep.Failed
@@ -117,3 +131,8 @@ var (
 	errNotDue        = errors.New("deadline came before its CompleteBy")
 	errRecoverFailed = errors.New("recovery failed")
 )
+
+// inPhase reports whether st is still in the phase d was sent for.
+func inPhase(st workflow.State, d message.Deadline) bool {
+	return st.InFlight && st.Attempt == d.Attempt && st.CompleteBy.Equal(d.CompleteBy)
+}

@@ -64,15 +64,37 @@ func TestDeadlinesRecoverLikeTheSweep(t *testing.T) {
 		t.Fatalf("redeliveries %v, want %v (poison waits out its visibility)", again, want)
 	}
 	f.Calls.Check(t,
-		"PeekState "+orderA, "Apply "+orderA+" retried", "Send scheduler "+orderA,
-		"PeekState "+orderA,
-		"PeekState "+orderB,
-		"PeekState "+orderC,
-		"PeekState "+orderD,
+		"PeekHead "+orderA, "GetState "+orderA, "Apply "+orderA+" retried", "Send scheduler "+orderA,
+		"PeekHead "+orderA,
+		"PeekHead "+orderB,
+		"PeekHead "+orderC,
+		"PeekHead "+orderD,
 	)
 	if st := f.Store.Record(t, orderA); st.ProcessState != workflow.Pending || st.FailureCount != 1 {
 		t.Fatalf("recovered record %+v", st)
 	}
+}
+
+// TestADeadlineRecoversOnlyWhatTheWholeReadFindsInItsPhase: the head, read
+// eventually consistent, may still show a phase the record has left; the
+// recovery reads the whole record and leaves one that moved on.
+func TestADeadlineRecoversOnlyWhatTheWholeReadFindsInItsPhase(t *testing.T) {
+	t.Parallel()
+	stuck := processing(orderA, 0, testNow.Add(-time.Second))
+	f := newFixture(t, testConfig(), testNow, []workflow.State{stuck})
+	moved := stuck
+	moved.Attempt++ // another Supervisor recovered it after the head was read
+	f.Store.Fault = func(method string, _ workflow.Change) error {
+		if method == "GetState" {
+			f.Store.Put(moved)
+		}
+		return nil
+	}
+	resp, err := f.h.HandleDeadlines(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-1", Body: deadlineOf(stuck)}}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("failures %+v, %v", resp.BatchItemFailures, err)
+	}
+	f.Calls.Check(t, "PeekHead "+orderA, "GetState "+orderA)
 }
 
 // TestDeadlineRecoveryThatFailsComesBackSoon: a store that refuses the

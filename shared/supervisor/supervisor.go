@@ -27,10 +27,12 @@ import (
 type Store interface {
 	Expired(ctx context.Context, now time.Time, limit int) ([]workflow.State, error)
 	Apply(ctx context.Context, c workflow.Change) (workflow.State, error)
-	// PeekState reads one record, eventually consistent, for a Deadline
-	// of the fast path: the recovery's write is fenced, so a stale read
-	// costs at most a refused write.
-	PeekState(ctx context.Context, orderID string) (workflow.State, error)
+	// PeekHead reads one record without its steps, eventually consistent,
+	// for a Deadline of the fast path: most find the record out of the
+	// phase they were sent for. One still in it is read whole (GetState)
+	// for its recovery, whose write is fenced anyway.
+	PeekHead(ctx context.Context, orderID string) (workflow.State, error)
+	GetState(ctx context.Context, orderID string) (workflow.State, error)
 }
 
 var _ Store = (*statestore.Store)(nil)

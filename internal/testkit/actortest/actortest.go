@@ -89,7 +89,7 @@ func New() Doubles {
 }
 
 // Calls is the log of the calls the doubles saw, one line each: "Apply
-// <orderId> <Label>", "GetState <orderId>", "PeekState <orderId>", "Expired", "Send <queue name>
+// <orderId> <Label>", "GetState <orderId>", "PeekHead <orderId>", "Expired", "Send <queue name>
 // <orderId>", "Publish <kind> <orderId>". It is safe for concurrent use.
 type Calls struct {
 	mu    sync.Mutex
@@ -197,10 +197,10 @@ func (s *Store) GetState(ctx context.Context, orderID string) (workflow.State, e
 	return s.Store.GetState(ctx, orderID)
 }
 
-// PeekState logs the read and reads.
-func (s *Store) PeekState(ctx context.Context, orderID string) (workflow.State, error) {
-	s.calls.add("PeekState " + orderID)
-	return s.Store.PeekState(ctx, orderID)
+// PeekHead logs the read and reads.
+func (s *Store) PeekHead(ctx context.Context, orderID string) (workflow.State, error) {
+	s.calls.add("PeekHead " + orderID)
+	return s.Store.PeekHead(ctx, orderID)
 }
 
 // Record reads the record of orderID as the store holds it, without

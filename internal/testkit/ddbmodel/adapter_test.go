@@ -82,10 +82,10 @@ func TestTheStoreKnowsItsOwnWriteWhoseAnswerWasLost(t *testing.T) {
 	}
 }
 
-// TestPeekStateReadsAsAWSMayAnswer: the store's eventually consistent read
+// TestPeekHeadReadsAsAWSMayAnswer: the store's eventually consistent read
 // of a record written within the lag may be the record as it was; its
 // strongly consistent read is the latest.
-func TestPeekStateReadsAsAWSMayAnswer(t *testing.T) {
+func TestPeekHeadReadsAsAWSMayAnswer(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	m := open(t, ddbmodel.Options{Clock: clk, Stale: func(n int) int { return n - 1 }})
@@ -95,16 +95,16 @@ func TestPeekStateReadsAsAWSMayAnswer(t *testing.T) {
 	if err := s.CreateOrder(ctx, o, st); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PeekState(ctx, "o1"); !errors.Is(err, workflow.ErrNotFound) {
+	if _, err := s.PeekHead(ctx, "o1"); !errors.Is(err, workflow.ErrNotFound) {
 		t.Fatalf("created within the lag: %v, may be absent", err)
 	}
 	clk.Advance(2 * time.Second)
 	if _, err := s.Apply(ctx, machine.Claim("o1", 0, false, "scheduler/a", clk.Now())); err != nil {
 		t.Fatal(err)
 	}
-	peek, err := s.PeekState(ctx, "o1")
+	peek, err := s.PeekHead(ctx, "o1")
 	if err != nil || peek.ProcessState != workflow.Pending {
-		t.Fatalf("PeekState within the lag: %s, %v, want the record before the claim", peek.ProcessState, err)
+		t.Fatalf("PeekHead within the lag: %s, %v, want the record before the claim", peek.ProcessState, err)
 	}
 	got, err := s.GetState(ctx, "o1")
 	if err != nil || got.ProcessState != workflow.Processing {

@@ -176,9 +176,12 @@ func (s *Store) GetState(_ context.Context, orderID string) (workflow.State, err
 	return s.state("GetState", orderID)
 }
 
-// PeekState reads a state record; the store is never stale.
-func (s *Store) PeekState(_ context.Context, orderID string) (workflow.State, error) {
-	return s.state("PeekState", orderID)
+// PeekHead reads a state record without its steps; the store is never
+// stale.
+func (s *Store) PeekHead(_ context.Context, orderID string) (workflow.State, error) {
+	st, err := s.state("PeekHead", orderID)
+	st.Steps = nil
+	return st, err
 }
 
 func (s *Store) state(method, orderID string) (workflow.State, error) {

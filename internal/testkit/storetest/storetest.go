@@ -195,13 +195,15 @@ func createAndRead(t *testing.T, s statestore.Port) {
 	if _, err := s.GetState(ctx, "nope"); !errors.Is(err, workflow.ErrNotFound) {
 		t.Fatalf("GetState of a missing order: %v", err)
 	}
-	if peeked, err := s.PeekState(ctx, "o-create"); err != nil {
-		t.Fatalf("PeekState: %v", err)
+	if peeked, err := s.PeekHead(ctx, "o-create"); err != nil {
+		t.Fatalf("PeekHead: %v", err)
 	} else {
-		same(t, "the state as peeked", peeked, st)
+		head := st
+		head.Steps = nil
+		same(t, "the state as peeked", peeked, head)
 	}
-	if _, err := s.PeekState(ctx, "nope"); !errors.Is(err, workflow.ErrNotFound) {
-		t.Fatalf("PeekState of a missing order: %v", err)
+	if _, err := s.PeekHead(ctx, "nope"); !errors.Is(err, workflow.ErrNotFound) {
+		t.Fatalf("PeekHead of a missing order: %v", err)
 	}
 	if _, err := s.GetOrder(ctx, "nope"); !errors.Is(err, workflow.ErrNotFound) {
 		t.Fatalf("GetOrder of a missing order: %v", err)
@@ -1012,7 +1014,7 @@ func plainDone(s workflow.State, now time.Time) workflow.Change {
 }
 
 // expiredGone: from its ExpiresAt on, a record reads as missing (GetState,
-// PeekState), leaves the listings (whose pages still reach every other
+// PeekHead), leaves the listings (whose pages still reach every other
 // record exactly once) and the Supervisor's sweep, and its order reads as
 // missing from the order's own ExpiresAt on; DynamoDB's TTL deletes them
 // only later, so this is the store's doing.
@@ -1070,8 +1072,8 @@ func expiredGone(t *testing.T, open Open) {
 	if _, err := s.GetState(ctx, ids[0]); !errors.Is(err, workflow.ErrNotFound) {
 		t.Errorf("GetState of an expired record: %v, want ErrNotFound", err)
 	}
-	if _, err := s.PeekState(ctx, ids[2]); !errors.Is(err, workflow.ErrNotFound) {
-		t.Errorf("PeekState of an expired record: %v, want ErrNotFound", err)
+	if _, err := s.PeekHead(ctx, ids[2]); !errors.Is(err, workflow.ErrNotFound) {
+		t.Errorf("PeekHead of an expired record: %v, want ErrNotFound", err)
 	}
 	if _, err := s.GetState(ctx, ids[3]); err != nil {
 		t.Errorf("GetState of one not yet expired: %v", err)
