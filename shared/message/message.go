@@ -209,6 +209,11 @@ func Peek(body string) (Kind, error) {
 	if err := json.Unmarshal([]byte(body), &h); err != nil {
 		return "", poison("not a JSON object: %v", err)
 	}
+	return h.kind()
+}
+
+// kind is h's kind, when its version and kind are known.
+func (h header) kind() (Kind, error) {
 	if h.V != Version {
 		return "", poison("unknown version %d", h.V)
 	}
@@ -371,26 +376,43 @@ func NewCompensation(orderID, workflowID string, stepIndex int, reason string) S
 	return m
 }
 
-func decode(body string, want Kind, into any) error {
-	kind, err := Peek(body)
-	if err != nil {
-		return err
-	}
-	if kind != want {
-		return poison("kind %q where %q was expected", kind, want)
-	}
-	if err := jsonstrict.Decode([]byte(body), into); err != nil {
-		return poison("%s: %v", want, err)
-	}
-	return nil
+// message is a decoded message: its header, and its own rules.
+type message interface {
+	header() header
+	validate() error
 }
 
+func (m Schedule) header() header     { return header{V: m.V, Kind: m.Kind} }
+func (m AgentRequest) header() header { return header{V: m.V, Kind: m.Kind} }
+func (m AgentReply) header() header   { return header{V: m.V, Kind: m.Kind} }
+func (m Deadline) header() header     { return header{V: m.V, Kind: m.Kind} }
+
 // decodeValid decodes body as a message of kind want, then applies the
-// message's own rules; with an error it returns the zero message.
-func decodeValid[M interface{ validate() error }](body string, want Kind) (M, error) {
+// message's own rules; with an error it returns the zero message. A body
+// is parsed once, and its header read from the message; only one that does
+// not decode is parsed again (Peek), so that its error names its version
+// or kind when those are what is wrong, as routing by Peek first would.
+func decodeValid[M message](body string, want Kind) (M, error) {
 	var m, zero M
-	if err := decode(body, want, &m); err != nil {
+	if err := checkBody(body); err != nil {
 		return zero, err
+	}
+	if err := jsonstrict.Decode([]byte(body), &m); err != nil {
+		kind, perr := Peek(body)
+		switch {
+		case perr != nil:
+			return zero, perr
+		case kind != want:
+			return zero, poison("kind %q where %q was expected", kind, want)
+		}
+		return zero, poison("%s: %v", want, err)
+	}
+	kind, err := m.header().kind()
+	if err != nil {
+		return zero, err
+	}
+	if kind != want {
+		return zero, poison("kind %q where %q was expected", kind, want)
 	}
 	if err := m.validate(); err != nil {
 		return zero, err

@@ -3,11 +3,15 @@ package message
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sasflow/sas/shared/jsonstrict"
 )
 
 var validRequest = `{"v":1,"kind":"agent.request","orderId":"o-1","step":"charge-payment","stepIndex":1,"attempt":2,` +
@@ -248,4 +252,54 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed %s into %s", encoded, twice)
 		}
 	})
+}
+
+// peekThenDecode is how a message was decoded before the header came from
+// the message itself: Peek, the kind compared, then the strict decode.
+func peekThenDecode[M message](body string, want Kind) (M, error) {
+	var m, zero M
+	kind, err := Peek(body)
+	if err != nil {
+		return zero, err
+	}
+	if kind != want {
+		return zero, poison("kind %q where %q was expected", kind, want)
+	}
+	if err := jsonstrict.Decode([]byte(body), &m); err != nil {
+		return zero, poison("%s: %v", want, err)
+	}
+	if err := m.validate(); err != nil {
+		return zero, err
+	}
+	return m, nil
+}
+
+// FuzzOneParseDecodesAsPeekingFirst: decoding a body once, its header read
+// from the message, answers every body as Peek first and the strict decode
+// after did: the same message, or the same error.
+func FuzzOneParseDecodesAsPeekingFirst(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.json")
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		f.Add(string(b))
+	}
+	for _, s := range []string{validRequest, `null`, `{"v":1,"kind":"deadline","orderId":"o"}`, `{"v":1,"kind":"schedule","orderId":"o","stepIndex":0} x`,
+		`{"V":1,"KIND":"schedule","orderId":"o","stepIndex":0}`, `{"v":1,"kind":"schedule","kind":"deadline","orderId":"o"}`, `{"v":1.5,"kind":"schedule"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		same(t, body, KindSchedule, DecodeSchedule, peekThenDecode[Schedule])
+		same(t, body, KindAgentRequest, DecodeAgentRequest, peekThenDecode[AgentRequest])
+		same(t, body, KindAgentReply, DecodeAgentReply, peekThenDecode[AgentReply])
+		same(t, body, KindDeadline, DecodeDeadline, peekThenDecode[Deadline])
+	})
+}
+
+func same[M message](t *testing.T, body string, kind Kind, decode func(string) (M, error), before func(string, Kind) (M, error)) {
+	t.Helper()
+	got, gerr := decode(body)
+	want, werr := before(body, kind)
+	if fmt.Sprint(gerr) != fmt.Sprint(werr) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s of %q: %+v, %v; peeking first: %+v, %v", kind, body, got, gerr, want, werr)
+	}
 }
