@@ -28,10 +28,13 @@ func main() {
 	flag.BoolVar(&o.Explore, "explore", false, "search the smallest configuration exhaustively (one order of two steps, one crash, one duplicate delivery)")
 	flag.IntVar(&o.Deviations, "deviations", 2, "with -explore: the most choices a run takes off the first option")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	memprofile := flag.String("memprofile", "", "write a heap profile at the run's end to this file (its alloc_space: every allocation of the run)")
 	flag.Parse()
 	// Each seed's world is small and short-lived: collecting it less often
 	// is most of a run's time back (GOGC=800 halves a run's CPU time).
-	debug.SetGCPercent(800)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(800)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -45,9 +48,27 @@ func main() {
 	}
 	code, err := simulation.Main(os.Stdout, o)
 	pprof.StopCPUProfile()
+	if *memprofile != "" {
+		if perr := writeHeap(*memprofile); perr != nil {
+			fmt.Fprintln(os.Stderr, "sim:", perr)
+			os.Exit(2)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sim:", err)
 		os.Exit(2)
 	}
 	os.Exit(code)
+}
+
+func writeHeap(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -82,6 +82,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	stuck := len(ev.Records)
 	for i, rec := range ev.Records {
 		st, old, ok := images(log, rec)
+		if ok {
+			st, ok = h.withSteps(log, rec, st, old)
+		}
 		if !ok {
 			continue
 		}
@@ -138,18 +141,18 @@ func (h *Handler) arm(ctx context.Context, out []armed) error {
 	return h.send.SendBatch(ctx, h.cfg.DeadlineQueueURL, msgs)
 }
 
-// images reads a stream record's new image, and its old one (without its
-// steps, which nothing here compares) when it has a readable one. An
-// unreadable new image is poison: logged and skipped
-// (the sweep still sees the record), never retried, since it would fail
-// the same way and hold back the shard.
+// images reads a stream record's new image and its old one without their
+// steps, which only an order's end needs (see withSteps); the old one
+// only when it is readable. An unreadable new image is poison: logged and
+// skipped (the sweep still sees the record), never retried, since it
+// would fail the same way and hold back the shard.
 func images(log *slog.Logger, rec events.DynamoDBEventRecord) (st, old workflow.State, ok bool) {
 	if rec.EventName == string(events.DynamoDBOperationTypeRemove) {
 		return st, old, false
 	}
-	st, err := statestore.DecodeImage(rec.Change.NewImage)
+	st, err := statestore.DecodeImageHead(rec.Change.NewImage)
 	if err != nil {
-		log.Error(actor.RecordSkipped+": new image unreadable", slog.String("sequenceNumber", rec.Change.SequenceNumber), slog.Any("error", err))
+		unreadable(log, rec, err)
 		return st, old, false
 	}
 	if len(rec.Change.OldImage) > 0 {
@@ -160,6 +163,30 @@ func images(log *slog.Logger, rec events.DynamoDBEventRecord) (st, old workflow.
 	return st, old, true
 }
 
+// withSteps reads the new image whole when this write ended the order, so
+// expireEntries can read the steps' keys; false when it is unreadable.
+func (h *Handler) withSteps(log *slog.Logger, rec events.DynamoDBEventRecord, st, old workflow.State) (workflow.State, bool) {
+	if !h.ends(st, old) {
+		return st, true
+	}
+	whole, err := statestore.DecodeImage(rec.Change.NewImage)
+	if err != nil {
+		unreadable(log, rec, err)
+		return st, false
+	}
+	return whole, true
+}
+
+func unreadable(log *slog.Logger, rec events.DynamoDBEventRecord, err error) {
+	log.Error(actor.RecordSkipped+": new image unreadable", slog.String("sequenceNumber", rec.Change.SequenceNumber), slog.Any("error", err))
+}
+
+// ends reports whether the write from old to st ended an order whose code
+// steps' ledger entries take its TTL.
+func (h *Handler) ends(st, old workflow.State) bool {
+	return len(h.cfg.CodeSteps) > 0 && st.ProcessState.Ended() && !old.ProcessState.Ended() && !st.ExpiresAt.IsZero()
+}
+
 // expireEntries gives the ledger entries of the code steps of an order
 // that this write ended for good the record's own TTL: every key each of
 // them ran under, as its history tells (workflow.StepKeys). Until then an
@@ -168,7 +195,7 @@ func images(log *slog.Logger, rec events.DynamoDBEventRecord) (st, old workflow.
 // comes, and it goes with its order. An entry that does not exist is left
 // absent.
 func (h *Handler) expireEntries(ctx context.Context, st, old workflow.State) error {
-	if len(h.cfg.CodeSteps) == 0 || !st.ProcessState.Ended() || old.ProcessState.Ended() || st.ExpiresAt.IsZero() {
+	if !h.ends(st, old) {
 		return nil
 	}
 	for i, r := range st.Steps {

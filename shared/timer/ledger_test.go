@@ -117,3 +117,34 @@ func TestCodeStepsNeedTheLedger(t *testing.T) {
 		}
 	}
 }
+
+// The Timer reads an image's steps only at an order's end: a record whose
+// steps do not read still has its Deadline sent, and an end whose steps do
+// not read is skipped as unreadable (the keys it would expire are unknown),
+// never given a TTL from a partial read.
+func TestStepsAreReadOnlyAtAnOrdersEnd(t *testing.T) {
+	t.Parallel()
+	const a, b = "0b7f3c9e-6a52-4c1e-9d55-5b1e0f4a2c11", "3f2c1a9e-7b4d-4e21-9c3a-5d8e6f7a8b90"
+	claimed := phase(a, workflow.Processing, 1, 30*time.Second)
+	running := phase(b, workflow.Processing, 1, 30*time.Second)
+	running.Steps[0].Attempts = 1
+	ended := *running
+	ended.ProcessState, ended.InFlight, ended.ExpiresAt = workflow.Processed, false, now.Add(time.Hour)
+	var sent, expired int
+	h, err := timer.New(timer.Config{DeadlineQueueURL: queueURL, LedgerTable: "sas-ledger", CodeSteps: []string{"reserve-inventory"}},
+		sendFunc(func(_ context.Context, _ string, msgs []queue.Outgoing) error { sent += len(msgs); return nil }),
+		expireFunc(func(context.Context, string, time.Time) error { expired++; return nil }), actor.Deps{Clock: clock.NewFake(now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oddSteps := func(r events.DynamoDBEventRecord) events.DynamoDBEventRecord {
+		r.Change.NewImage["Steps"] = events.NewStringAttribute("not a list")
+		return r
+	}
+	resp, err := h.Handle(context.Background(), events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{
+		oddSteps(rec(t, "100", nil, claimed)), oddSteps(rec(t, "200", running, &ended)),
+	}})
+	if err != nil || len(resp.BatchItemFailures) != 0 || sent != 1 || expired != 0 {
+		t.Fatalf("Handle = %+v, %v; %d deadlines sent, %d entries expired; want the claim's deadline and no TTL", resp, err, sent, expired)
+	}
+}
