@@ -196,6 +196,9 @@ type entry struct {
 type version struct {
 	at   time.Time
 	item item
+	// size is ItemSize(item), counted once at the write: the reads, pages
+	// and stream records that size it are many more.
+	size int
 }
 
 func (e *entry) latest() item { return e.versions[len(e.versions)-1].item }
@@ -227,21 +230,27 @@ func candidates(e *entry, now time.Time, lag time.Duration) int {
 // read is the item of key as a read sees it: the latest when consistent,
 // otherwise the version Stale picks among those within the lag.
 func (m *Model) read(t *table, key string, consistent bool) item {
+	return m.readVersion(t, key, consistent).item
+}
+
+// readVersion is read's version, with the item's size.
+func (m *Model) readVersion(t *table, key string, consistent bool) version {
 	e := t.items[key]
 	if e == nil {
-		return nil
+		return version{}
 	}
 	n := candidates(e, m.now(), m.o.Lag)
 	if consistent || n == 1 || m.o.Stale == nil {
-		return e.latest()
+		return e.versions[len(e.versions)-1]
 	}
 	k := min(max(m.o.Stale(n), 0), n-1)
-	return e.versions[len(e.versions)-1-k].item
+	return e.versions[len(e.versions)-1-k]
 }
 
-// write makes it (nil: absent) the item of key at at, keeps the indexes,
-// TTL's queue and the stream, and adds the write to ws.
-func (m *Model) write(t *table, key string, it item, at time.Time, byTTL bool, ws *[]Write) {
+// write makes it (nil: absent), of size bytes (checkItem's count), the
+// item of key at at, keeps the indexes, TTL's queue and the stream, and
+// adds the write to ws.
+func (m *Model) write(t *table, key string, it item, size int, at time.Time, byTTL bool, ws *[]Write) {
 	e := t.items[key]
 	if e == nil {
 		// Absent since ever: a read within the lag of its creation may
@@ -249,9 +258,10 @@ func (m *Model) write(t *table, key string, it item, at time.Time, byTTL bool, w
 		e = &entry{versions: []version{{}}}
 		t.items[key] = e
 	}
-	old := e.latest()
+	before := e.versions[len(e.versions)-1]
+	old := before.item
 	candidates(e, at, m.o.Lag)
-	e.versions = append(e.versions, version{at: at, item: it})
+	e.versions = append(e.versions, version{at: at, item: it, size: size})
 	for _, g := range t.gsis {
 		g.wrote(key, it)
 	}
@@ -263,7 +273,7 @@ func (m *Model) write(t *table, key string, it item, at time.Time, byTTL bool, w
 	w := Write{Table: t.name, Key: key, Old: old, New: it, At: at, ByTTL: byTTL}
 	if t.stream != "" && !(old == nil && it == nil) && (old == nil || it == nil || !sameItem(old, it)) {
 		t.seq++
-		w.Record = newRecord(t, key, old, it, at, byTTL)
+		w.Record = newRecord(t, key, before, version{item: it, size: size}, at, byTTL)
 	}
 	*ws = append(*ws, w)
 }
@@ -291,13 +301,14 @@ func (t *table) keyOf(key map[string]types.AttributeValue) (string, item, error)
 }
 
 // checkItem refuses an item t cannot hold: over the size limit, or with an
-// index key of the wrong type or empty.
-func (t *table) checkItem(it item) error {
+// index key of the wrong type or empty; it returns the item's size.
+func (t *table) checkItem(it item) (int, error) {
 	if it == nil {
-		return nil
+		return 0, nil
 	}
-	if n := ItemSize(it); n > MaxItemBytes {
-		return validation("Item size has exceeded the maximum allowed size")
+	n := ItemSize(it)
+	if n > MaxItemBytes {
+		return n, validation("Item size has exceeded the maximum allowed size")
 	}
 	for _, g := range t.gsis {
 		for _, a := range []string{g.hash, g.sort} {
@@ -310,14 +321,14 @@ func (t *table) checkItem(it item) error {
 			}
 			s, isS := v.(*types.AttributeValueMemberS)
 			if !isS {
-				return validation("One or more parameter values were invalid: Type mismatch for Index Key %s Expected: S Actual: %T IndexName: %s", a, v, g.name)
+				return n, validation("One or more parameter values were invalid: Type mismatch for Index Key %s Expected: S Actual: %T IndexName: %s", a, v, g.name)
 			}
 			if s.Value == "" {
-				return validation("One or more parameter values are not valid. A value specified for a secondary index key is not supported. The AttributeValue for a key attribute cannot contain an empty string value. IndexName: %s, IndexKey: %s", g.name, a)
+				return n, validation("One or more parameter values are not valid. A value specified for a secondary index key is not supported. The AttributeValue for a key attribute cannot contain an empty string value. IndexName: %s, IndexKey: %s", g.name, a)
 			}
 		}
 	}
-	return nil
+	return n, nil
 }
 
 // copyItem is an item as an answer carries it: a map of its own, so the

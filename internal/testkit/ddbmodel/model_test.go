@@ -620,4 +620,11 @@ func TestTTLAndTheStream(t *testing.T) {
 	if err != nil || ev.UserIdentity == nil || ev.UserIdentity.PrincipalID != "dynamodb.amazonaws.com" || ev.EventName != "REMOVE" {
 		t.Fatalf("event %+v, %v", ev, err)
 	}
+	// SizeBytes counts the keys and both images, as StreamRecord's does.
+	for _, r := range recs {
+		ev, err := r.Event("us-east-1", "arn:stream")
+		if want := ddbmodel.ItemSize(r.Keys) + ddbmodel.ItemSize(r.NewImage) + ddbmodel.ItemSize(r.OldImage); err != nil || ev.Change.SizeBytes != int64(want) {
+			t.Errorf("%s %d: SizeBytes %d, %v; want %d", r.EventName, r.Seq, ev.Change.SizeBytes, err, want)
+		}
+	}
 }

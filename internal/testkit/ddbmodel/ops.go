@@ -206,7 +206,8 @@ func (m *Model) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ 
 			if err != nil {
 				return err
 			}
-			if err := t.checkItem(next); err != nil {
+			size, err := t.checkItem(next)
+			if err != nil {
 				return err
 			}
 			out = &dynamodb.UpdateItemOutput{}
@@ -219,7 +220,7 @@ func (m *Model) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, _ 
 			default:
 				return validation("ddbmodel: ReturnValues %s is not modelled", in.ReturnValues)
 			}
-			m.write(t, key, next, m.now(), false, ws)
+			m.write(t, key, next, size, m.now(), false, ws)
 			return nil
 		})
 	}})
@@ -252,7 +253,7 @@ func (m *Model) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, _ 
 				out.Attributes = copyItem(old)
 			}
 			if old != nil {
-				m.write(t, key, nil, m.now(), false, ws)
+				m.write(t, key, nil, 0, m.now(), false, ws)
 			}
 			return nil
 		})
@@ -357,6 +358,7 @@ func (m *Model) transact(items []types.TransactWriteItem, token string, fp uint6
 	}
 	reasons := make([]types.CancellationReason, len(acts))
 	next := make([]item, len(acts))
+	sizes := make([]int, len(acts))
 	cancelled := false
 	for i, a := range acts {
 		old := a.t.latest(a.key)
@@ -381,7 +383,7 @@ func (m *Model) transact(items []types.TransactWriteItem, token string, fp uint6
 			next[i] = old
 		}
 		if err == nil {
-			err = a.t.checkItem(next[i])
+			sizes[i], err = a.t.checkItem(next[i])
 		}
 		if err != nil {
 			reasons[i] = types.CancellationReason{Code: aws.String("ValidationError"), Message: aws.String(errorMessage(err))}
@@ -405,7 +407,7 @@ func (m *Model) transact(items []types.TransactWriteItem, token string, fp uint6
 		if a.del && a.t.latest(a.key) == nil {
 			continue
 		}
-		m.write(a.t, a.key, next[i], now, false, ws)
+		m.write(a.t, a.key, next[i], sizes[i], now, false, ws)
 	}
 	m.tokens[token] = txnToken{fingerprint: fp, at: now}
 	m.tokenOrder = append(m.tokenOrder, token)
@@ -855,12 +857,12 @@ func (m *Model) batchGet(in *dynamodb.BatchGetItemInput, names []string) (*dynam
 				continue
 			}
 			read++
-			it := m.read(t, k, aws.ToBool(ka.ConsistentRead))
-			if it == nil {
+			v := m.readVersion(t, k, aws.ToBool(ka.ConsistentRead))
+			if v.item == nil {
 				continue
 			}
-			size += ItemSize(it)
-			out.Responses[name] = append(out.Responses[name], project(it, ps[0], ka.ExpressionAttributeNames))
+			size += v.size
+			out.Responses[name] = append(out.Responses[name], project(v.item, ps[0], ka.ExpressionAttributeNames))
 		}
 		if len(left) > 0 {
 			rest := ka

@@ -36,9 +36,12 @@ type Record struct {
 	// Records[].userIdentity.principalId "dynamodb.amazonaws.com"",
 	// https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_streams_Record.html).
 	ByTTL bool
+	// sizeBytes is SizeBytes: the sizes of its keys and images.
+	sizeBytes int
 }
 
-func newRecord(t *table, key string, old, next item, at time.Time, byTTL bool) *Record {
+func newRecord(t *table, key string, before, after version, at time.Time, byTTL bool) *Record {
+	old, next := before.item, after.item
 	r := &Record{Table: t.name, Seq: t.seq, View: t.stream, At: at, ByTTL: byTTL,
 		Keys: map[string]types.AttributeValue{t.hash: &types.AttributeValueMemberS{Value: key}}}
 	switch {
@@ -49,11 +52,14 @@ func newRecord(t *table, key string, old, next item, at time.Time, byTTL bool) *
 	default:
 		r.EventName = events.DynamoDBOperationTypeModify
 	}
+	r.sizeBytes = ItemSize(r.Keys)
 	if t.stream == types.StreamViewTypeNewImage || t.stream == types.StreamViewTypeNewAndOldImages {
 		r.NewImage = next
+		r.sizeBytes += after.size
 	}
 	if t.stream == types.StreamViewTypeOldImage || t.stream == types.StreamViewTypeNewAndOldImages {
 		r.OldImage = old
+		r.sizeBytes += before.size
 	}
 	return r
 }
@@ -77,7 +83,7 @@ func (r *Record) Event(region, sourceARN string) (events.DynamoDBEventRecord, er
 		Change: events.DynamoDBStreamRecord{
 			ApproximateCreationDateTime: events.SecondsEpochTime{Time: r.At.Truncate(time.Second)},
 			Keys:                        keys, SequenceNumber: r.SequenceNumber(), StreamViewType: string(r.View),
-			SizeBytes: int64(ItemSize(r.Keys) + ItemSize(r.NewImage) + ItemSize(r.OldImage)),
+			SizeBytes: int64(r.sizeBytes),
 		},
 	}
 	if ev.Change.NewImage, err = Image(r.NewImage); err != nil {
@@ -235,7 +241,7 @@ func (m *Model) RunTTL() int {
 			if exp, ok := ttlOf(it, t.ttl); it == nil || !ok || exp != d.expiry {
 				continue
 			}
-			m.write(t, d.key, nil, now, true, ws)
+			m.write(t, d.key, nil, 0, now, true, ws)
 			n++
 		}
 		return nil
