@@ -287,16 +287,13 @@ func (r *run) checkDeadlines(bad func(string, ...any)) {
 	}
 	within := queue.MaxDelay - r.sys.store.tolerance
 	missed := map[string]string{}
-	for _, shard := range r.sys.stream.shards {
-		for _, rec := range shard {
-			st, old := phaseOf(rec.rec.NewImage), phaseOf(rec.rec.OldImage)
-			if !st.inFlight || st.completeBy.IsZero() || st.completeBy.UnixMilli() == 0 || st.completeBy.Sub(st.updated) > within ||
-				old.inFlight && old.attempt == st.attempt && old.completeBy.Equal(st.completeBy) {
-				continue
-			}
-			if k := phaseKey(st.orderID, st.attempt, st.completeBy); !sent[k] && missed[st.orderID] == "" {
-				missed[st.orderID] = fmt.Sprintf("attempt %d, %s, CompleteBy %s", st.attempt, st.state, st.completeBy.Format(time.TimeOnly))
-			}
+	for _, b := range r.sys.stream.phases {
+		st := b.phase
+		if st.completeBy.IsZero() || st.completeBy.UnixMilli() == 0 || st.completeBy.Sub(st.updated) > within {
+			continue
+		}
+		if k := phaseKey(st.orderID, st.attempt, st.completeBy); !sent[k] && missed[st.orderID] == "" {
+			missed[st.orderID] = fmt.Sprintf("attempt %d, %s, CompleteBy %s", st.attempt, st.state, st.completeBy.Format(time.TimeOnly))
 		}
 	}
 	for _, id := range slices.Sorted(mapsKeys(missed)) {

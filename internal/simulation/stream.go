@@ -27,6 +27,9 @@ import (
 //
 // The records are the DynamoDB model's (ddbmodel.Record): one of each
 // write the state table took, with the images as the table held them.
+// Once every reader is past a record it is dropped (its images are every
+// version of every record the run wrote); what the deadline check needs of
+// it is kept (stream.phases).
 
 const (
 	streamShards = 4
@@ -42,15 +45,30 @@ type streamRecord struct {
 }
 
 type stream struct {
-	w       *World
+	w *World
+	// shards holds each shard's records from base on: those before it
+	// every reader has had.
 	shards  [streamShards][]*streamRecord
+	base    [streamShards]int
 	readers []*streamReader
+	// phases are the new phases the records began, in stream order.
+	phases []phaseBegun
 }
+
+// phaseBegun is a write that left a record in flight in a phase it was
+// not in before: a new Attempt or CompleteBy.
+type phaseBegun struct{ phase }
+
+// trimAt is how many records every reader must be past before they are
+// dropped: the copy that drops them is then rare.
+const trimAt = 1024
 
 // streamReader is one consumer's event source mapping.
 type streamReader struct {
-	name    string
-	batch   int
+	name  string
+	batch int
+	// pos is the next record's sequence in its shard, counted from the
+	// shard's first record (dropped ones included).
 	pos     [streamShards]int
 	busy    [streamShards]bool
 	polling [streamShards]bool
@@ -72,6 +90,9 @@ func (s *stream) append(rec *ddbmodel.Record) {
 	}
 	id := rec.Keys[statestore.KeyOrderID].(*types.AttributeValueMemberS).Value
 	sh := shardOf(id)
+	if st, old := phaseOf(rec.NewImage), phaseOf(rec.OldImage); st.inFlight && !(old.inFlight && old.attempt == st.attempt && old.completeBy.Equal(st.completeBy)) {
+		s.phases = append(s.phases, phaseBegun{st})
+	}
 	s.shards[sh] = append(s.shards[sh], &streamRecord{seq: rec.SequenceNumber(), orderID: id, rec: rec})
 	for _, r := range s.readers {
 		s.wake(r, sh)
@@ -90,14 +111,30 @@ func (s *stream) wake(r *streamReader, sh int) {
 	})
 }
 
+// end is the sequence, in shard sh, after its last record.
+func (s *stream) end(sh int) int { return s.base[sh] + len(s.shards[sh]) }
+
+// trim drops the records of shard sh that every reader has had, once
+// there are trimAt of them.
+func (s *stream) trim(sh int) {
+	done := s.end(sh)
+	for _, r := range s.readers {
+		done = min(done, r.pos[sh])
+	}
+	if n := done - s.base[sh]; n >= trimAt {
+		s.shards[sh] = append([]*streamRecord(nil), s.shards[sh][n:]...)
+		s.base[sh] = done
+	}
+}
+
 // poll hands r the next batch of shard sh, if any.
 func (s *stream) poll(r *streamReader, sh int) {
-	recs := s.shards[sh]
-	if r.busy[sh] || r.pos[sh] >= len(recs) {
+	if r.busy[sh] || r.pos[sh] >= s.end(sh) {
 		return
 	}
-	end := min(len(recs), r.pos[sh]+r.batch)
-	batch := recs[r.pos[sh]:end]
+	recs := s.shards[sh]
+	from := r.pos[sh] - s.base[sh]
+	batch := recs[from:min(len(recs), from+r.batch)]
 	ev := events.DynamoDBEvent{Records: make([]events.DynamoDBEventRecord, len(batch))}
 	for i, rec := range batch {
 		ev.Records[i] = rec.event()
@@ -127,7 +164,8 @@ func (s *stream) poll(r *streamReader, sh int) {
 		default:
 			r.pos[sh] = start + len(batch)
 		}
-		if r.pos[sh] < len(s.shards[sh]) {
+		s.trim(sh)
+		if r.pos[sh] < s.end(sh) {
 			s.wake(r, sh)
 		}
 	})
@@ -150,7 +188,7 @@ func (rec *streamRecord) event() events.DynamoDBEventRecord {
 func (s *stream) behind(r *streamReader) int {
 	n := 0
 	for sh := range s.shards {
-		n += len(s.shards[sh]) - r.pos[sh]
+		n += s.end(sh) - r.pos[sh]
 	}
 	return n
 }

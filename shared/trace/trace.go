@@ -70,6 +70,7 @@ func (h Header) String() string {
 		return ""
 	}
 	var b strings.Builder
+	b.Grow(len("Root=;Parent=;Sampled=") + len(h.Root) + len(h.Parent) + len(h.Sampled))
 	b.WriteString("Root=")
 	b.WriteString(h.Root)
 	if h.Parent != "" {
