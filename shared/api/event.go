@@ -210,6 +210,12 @@ func DecodeEvent(body string) (Event, error) {
 	if len(body) > MaxDocumentBytes {
 		return Event{}, fmt.Errorf("decode order event: body of %d bytes exceeds %d", len(body), MaxDocumentBytes)
 	}
+	if ev, ok := decodeCurrent(body); ok {
+		if err := ev.Validate(); err != nil {
+			return Event{}, fmt.Errorf("decode order event: %w", err)
+		}
+		return ev, nil
+	}
 	raw, err := unwrap([]byte(body))
 	if err != nil {
 		return Event{}, fmt.Errorf("decode order event: %w", err)
@@ -238,6 +244,21 @@ func DecodeEvent(body string) (Event, error) {
 		return Event{}, fmt.Errorf("decode order event: %w", err)
 	}
 	return ev, nil
+}
+
+// decodeCurrent reads, in one parse, a body that is an event of the
+// current version as it is (raw message delivery); false for any other
+// body, which DecodeEvent then reads member by member to say what it is.
+// A body naming "Type" may be an SNS envelope, and is left to unwrap.
+func decodeCurrent(body string) (Event, bool) {
+	if strings.Contains(body, `"Type"`) {
+		return Event{}, false
+	}
+	var ev Event
+	if jsonstrict.Decode([]byte(body), &ev) != nil || ev.V != EventVersion {
+		return Event{}, false
+	}
+	return ev, true
 }
 
 // decodeStrict is jsonstrict.Decode, saying which data trails.
