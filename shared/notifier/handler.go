@@ -153,8 +153,14 @@ func (h *Handler) eventOf(rec events.DynamoDBEventRecord, q *queued) (ok bool) {
 	// image is that same unreadable item, which is why an unreadable old
 	// image below publishes rather than skips. Clients that see a gap, or
 	// no terminal status in time, read the order's status from the API.
-	// The head first (no steps): most writes leave the client's status
-	// alone, and need nothing more read.
+	// Most writes leave the client's status alone: their images' EventSeq
+	// attributes say so, and neither image is decoded. Then the head (no
+	// steps), and the whole new image only for a change.
+	if seq, ok := statestore.ImageEventSeq(rec.Change.NewImage); ok && len(rec.Change.OldImage) > 0 {
+		if old, ok := statestore.ImageEventSeq(rec.Change.OldImage); ok && seq <= old {
+			return false
+		}
+	}
 	head, err := statestore.DecodeImageHead(rec.Change.NewImage)
 	if err != nil {
 		q.log.Error(actor.RecordSkipped+": new image unreadable", slog.Any("error", err))

@@ -137,6 +137,10 @@ func TestNotifyPublishesEachStatusChangeOnce(t *testing.T) {
 	keysOnly := rec(t, "MODIFY", "s1", nil, nil)
 	keysOnly.Change.Keys = map[string]events.DynamoDBAttributeValue{"OrderID": events.NewStringAttribute("o-1")}
 	removeWithNew := rec(t, "REMOVE", "s1", st("o-1", processing, 5), st("o-1", processing, 6))
+	// An old image that does not decode, but whose EventSeq reads: the
+	// write is known to have left the status alone, so no duplicate.
+	oddOldSameSeq := rec(t, "MODIFY", "s1", st("o-1", processing, 3), st("o-1", processing, 3))
+	oddOldSameSeq.Change.OldImage["Attempt"] = events.NewStringAttribute("x")
 
 	tests := []struct {
 		name    string
@@ -162,6 +166,7 @@ func TestNotifyPublishesEachStatusChangeOnce(t *testing.T) {
 		}, []sent{{"o-2", 2, workflow.StatusProcessing}}},
 		{"keys-only record skipped", []events.DynamoDBEventRecord{keysOnly}, nil},
 		{"unreadable old image publishes", []events.DynamoDBEventRecord{poisonOld}, []sent{{"o-1", 3, workflow.StatusProcessing}}},
+		{"unreadable old image with its seq read drops a write that kept it", []events.DynamoDBEventRecord{oddOldSameSeq}, nil},
 		{"record that makes no valid event skipped", []events.DynamoDBEventRecord{
 			rec(t, "MODIFY", "s1", st("o-1", processing, 1), st("o-1", "Lost", 2)),
 			rec(t, "MODIFY", "s2", st("o-2", processing, 1), st("o-2", processing, 2)),

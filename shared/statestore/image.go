@@ -3,6 +3,7 @@ package statestore
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -27,6 +28,23 @@ func DecodeImage(img map[string]events.DynamoDBAttributeValue) (workflow.State, 
 		return it.state(), nil
 	}
 	return decodeConverted(img)
+}
+
+// ImageEventSeq reads an image's EventSeq straight from its attribute,
+// without decoding the image, for a reader that drops the writes that left
+// it alone: false unless the attribute is absent (0, as DecodeImage reads
+// it) or a number the written codec reads.
+func ImageEventSeq(img map[string]events.DynamoDBAttributeValue) (int, bool) {
+	v, ok := img[eventSeqAttr]
+	if !ok {
+		return 0, true
+	}
+	n, isN := imageValues{}.num(v)
+	if !isN {
+		return 0, false
+	}
+	seq, err := strconv.Atoi(n)
+	return seq, err == nil
 }
 
 // DecodeImageHead is DecodeImage without the record's steps: every other

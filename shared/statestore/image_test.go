@@ -291,3 +291,34 @@ func normalize(st workflow.State) workflow.State {
 	}
 	return st
 }
+
+// ImageEventSeq reads what DecodeImage reads of EventSeq, and gives up on
+// any value the written codec would not read as a number.
+func TestImageEventSeqReadsOnlyAPlainNumber(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		img  map[string]events.DynamoDBAttributeValue
+		seq  int
+		ok   bool
+	}{
+		{"absent", map[string]events.DynamoDBAttributeValue{}, 0, true},
+		{"a number", map[string]events.DynamoDBAttributeValue{"EventSeq": events.NewNumberAttribute("3")}, 3, true},
+		{"a string", map[string]events.DynamoDBAttributeValue{"EventSeq": events.NewStringAttribute("3")}, 0, false},
+		{"a fraction", map[string]events.DynamoDBAttributeValue{"EventSeq": events.NewNumberAttribute("3.5")}, 0, false},
+		{"null", map[string]events.DynamoDBAttributeValue{"EventSeq": events.NewNullAttribute()}, 0, false},
+		{"zero value", map[string]events.DynamoDBAttributeValue{"EventSeq": {}}, 0, false},
+	} {
+		seq, ok := ImageEventSeq(tc.img)
+		if seq != tc.seq || ok != tc.ok {
+			t.Errorf("%s: %d, %t; want %d, %t", tc.name, seq, ok, tc.seq, tc.ok)
+		}
+		if !ok {
+			continue
+		}
+		tc.img["OrderID"] = events.NewStringAttribute("o-1")
+		if st, err := DecodeImage(tc.img); err != nil || st.EventSeq != seq {
+			t.Errorf("%s: DecodeImage reads %d, %v", tc.name, st.EventSeq, err)
+		}
+	}
+}

@@ -97,8 +97,11 @@ const (
 // without the input or the step history.
 var SummaryAttrs = []string{
 	KeyOrderID, ProcessStateAttr, "Workflow", "Step", "StepIndex", "FailureCount", "Attempt", "LastError",
-	"ClientID", "Priority", "EventSeq", "Cancelled", "Resubmits", "CreatedAt", "UpdatedAt", ExpiresAtAttr,
+	"ClientID", "Priority", eventSeqAttr, "Cancelled", "Resubmits", "CreatedAt", "UpdatedAt", ExpiresAtAttr,
 }
+
+// eventSeqAttr numbers the changes of a record's client status (EventSeq).
+const eventSeqAttr = "EventSeq"
 
 // StateStreamView is what the state table's stream carries: the event
 // publisher compares each write's old and new EventSeq.

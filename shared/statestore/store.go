@@ -332,7 +332,7 @@ func patchOf(e *expr, orderID string, p workflow.Patch) {
 		e.Remove("AlertPending")
 	}
 	if p.Notify {
-		e.Add("EventSeq", 1)
+		e.Add(eventSeqAttr, 1)
 	}
 	switch {
 	case p.InFlight == nil:
