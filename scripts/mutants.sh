@@ -26,7 +26,7 @@ declare -A mix=(
 	[07]=kill-before=0.03,kill-after=0.03,throttle=0.05,slow=0.05,copy=0.05,missed-run=0.5,skew=1,remote=1
 	[08]=stale-read=0.5,copy=0.1,slow=0.3,remote=1,kill-after=0.02
 	[09]=stale-read=0.5,copy=0.1,slow=0.3,remote=1,kill-after=0.02
-	[10]=throttle=0.05,remote=1,kill-after=0.03
+	[10]=throttle=0.2,remote=1,kill-after=0.03
 	[12]=hold=0.5,fix=1,operator=0.05,remote=1
 	[13]=fix=1,kill-before=0.1
 	[14]=refuse-after-effect=1,crash-after-effect=0.1
