@@ -287,8 +287,7 @@ func (r *run) checkDeadlines(bad func(string, ...any)) {
 	}
 	within := queue.MaxDelay - r.sys.store.tolerance
 	missed := map[string]string{}
-	for _, b := range r.sys.stream.phases {
-		st := b.phase
+	for _, st := range r.sys.stream.phases {
 		if st.completeBy.IsZero() || st.completeBy.UnixMilli() == 0 || st.completeBy.Sub(st.updated) > within {
 			continue
 		}

@@ -251,49 +251,7 @@ func (f *faults) latency() time.Duration {
 // killed before it, fail, or (a write) take effect and lose its answer or
 // be killed after it. Outside an invocation it just runs.
 func (f *faults) call(ctx context.Context, site, about string, write bool, apply func() error) error {
-	p := procOf(ctx)
-	if p == nil {
-		return apply()
-	}
-	if p.dead() {
-		p.exit()
-	}
-	f.calls++
-	w := f.w
-	if p.wait(f.latency()) {
-		// The invocation died (killed, or timed out) while the call was on
-		// its way: a request already sent is processed by the service all
-		// the same, or never arrived; no answer comes back either way.
-		if w.choose.Intn(2) == 1 && apply() == nil {
-			w.log.add(w.now, p.String(), "landed after the death "+site, about)
-		}
-		p.exit()
-	}
-	if f.strike(KillBefore) {
-		w.log.add(w.now, p.String(), "killed before "+site, about)
-		p.exit()
-	}
-	if f.strike(Throttle) {
-		w.log.add(w.now, p.String(), "throttled "+site, about)
-		return fmt.Errorf("%s: %w", site, errThrottled)
-	}
-	if err := apply(); err != nil {
-		w.log.add(w.now, p.String(), site+" refused", about)
-		return err
-	}
-	w.log.add(w.now, p.String(), site, about)
-	if !write {
-		return nil
-	}
-	if f.strike(LoseAnswer) {
-		w.log.add(w.now, p.String(), "answer lost "+site, about)
-		return fmt.Errorf("%s: %w", site, errLostAnswer)
-	}
-	if f.strike(KillAfter) {
-		w.log.add(w.now, p.String(), "killed after "+site, about)
-		p.exit()
-	}
-	return nil
+	return f.port(ctx, site, about, write, false, apply)
 }
 
 // sdkCall carries out one AWS API call of the invocation ctx belongs to as
@@ -309,6 +267,11 @@ func (f *faults) call(ctx context.Context, site, about string, write bool, apply
 // before the next write, or after the last one, does. Outside an
 // invocation it just runs.
 func (f *faults) sdkCall(ctx context.Context, site, about string, write bool, attempt func() error) error {
+	return f.port(ctx, site, about, write, true, attempt)
+}
+
+// port is call, or with sdk sdkCall.
+func (f *faults) port(ctx context.Context, site, about string, write, sdk bool, attempt func() error) error {
 	p := procOf(ctx)
 	if p == nil {
 		return attempt()
@@ -320,14 +283,14 @@ func (f *faults) sdkCall(ctx context.Context, site, about string, write bool, at
 	w := f.w
 	if p.wait(f.latency()) {
 		// The invocation died (killed, or timed out) while the request was
-		// on its way: DynamoDB processes one already sent all the same, or
-		// it never arrived; no answer comes back either way.
+		// on its way: the service processes one already sent all the same,
+		// or it never arrived; no answer comes back either way.
 		if w.choose.Intn(2) == 1 && attempt() == nil {
 			w.log.add(w.now, p.String(), "landed after the death "+site, about)
 		}
 		p.exit()
 	}
-	if (write || f.budget == nil) && f.strike(KillBefore) {
+	if (!sdk || write || f.budget == nil) && f.strike(KillBefore) {
 		w.log.add(w.now, p.String(), "killed before "+site, about)
 		p.exit()
 	}
@@ -344,6 +307,10 @@ func (f *faults) sdkCall(ctx context.Context, site, about string, write bool, at
 		return nil
 	}
 	if f.strike(LoseAnswer) {
+		if !sdk {
+			w.log.add(w.now, p.String(), "answer lost "+site, about)
+			return fmt.Errorf("%s: %w", site, errLostAnswer)
+		}
 		w.log.add(w.now, p.String(), "answer lost "+site+", sent again", about)
 		p.suspend(f.latency())
 		if f.strike(LoseAnswer) {

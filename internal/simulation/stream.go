@@ -51,13 +51,10 @@ type stream struct {
 	shards  [streamShards][]*streamRecord
 	base    [streamShards]int
 	readers []*streamReader
-	// phases are the new phases the records began, in stream order.
-	phases []phaseBegun
+	// phases are the phases the records began, in stream order: each a
+	// write that left a record in flight with a new Attempt or CompleteBy.
+	phases []phase
 }
-
-// phaseBegun is a write that left a record in flight in a phase it was
-// not in before: a new Attempt or CompleteBy.
-type phaseBegun struct{ phase }
 
 // trimAt is how many records every reader must be past before they are
 // dropped: the copy that drops them is then rare.
@@ -91,7 +88,7 @@ func (s *stream) append(rec *ddbmodel.Record) {
 	id := rec.Keys[statestore.KeyOrderID].(*types.AttributeValueMemberS).Value
 	sh := shardOf(id)
 	if st, old := phaseOf(rec.NewImage), phaseOf(rec.OldImage); st.inFlight && !(old.inFlight && old.attempt == st.attempt && old.completeBy.Equal(st.completeBy)) {
-		s.phases = append(s.phases, phaseBegun{st})
+		s.phases = append(s.phases, st)
 	}
 	s.shards[sh] = append(s.shards[sh], &streamRecord{seq: rec.SequenceNumber(), orderID: id, rec: rec})
 	for _, r := range s.readers {

@@ -210,15 +210,25 @@ func DecodeEvent(body string) (Event, error) {
 	if len(body) > MaxDocumentBytes {
 		return Event{}, fmt.Errorf("decode order event: body of %d bytes exceeds %d", len(body), MaxDocumentBytes)
 	}
-	if ev, ok := decodeCurrent(body); ok {
-		if err := ev.Validate(); err != nil {
+	ev, ok := decodeCurrent(body)
+	if !ok {
+		var err error
+		if ev, err = decodeMemberByMember(body); err != nil {
 			return Event{}, fmt.Errorf("decode order event: %w", err)
 		}
-		return ev, nil
 	}
+	if err := ev.Validate(); err != nil {
+		return Event{}, fmt.Errorf("decode order event: %w", err)
+	}
+	return ev, nil
+}
+
+// decodeMemberByMember reads any body DecodeEvent takes: an SNS envelope
+// unwrapped, its version read, then the strict decode of that version.
+func decodeMemberByMember(body string) (Event, error) {
 	raw, err := unwrap([]byte(body))
 	if err != nil {
-		return Event{}, fmt.Errorf("decode order event: %w", err)
+		return Event{}, err
 	}
 	var version struct {
 		V int `json:"v"`
@@ -237,13 +247,7 @@ func DecodeEvent(body string) (Event, error) {
 	default:
 		err = decodeStrict(raw, &ev)
 	}
-	if err != nil {
-		return Event{}, fmt.Errorf("decode order event: %w", err)
-	}
-	if err := ev.Validate(); err != nil {
-		return Event{}, fmt.Errorf("decode order event: %w", err)
-	}
-	return ev, nil
+	return ev, err
 }
 
 // decodeCurrent reads, in one parse, a body that is an event of the

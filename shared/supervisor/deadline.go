@@ -72,22 +72,13 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 		return 0, err
 	}
 	log = log.With(slog.String("orderId", d.OrderID), slog.Int("stepIndex", d.StepIndex), slog.Int("attempt", d.Attempt))
-	head, err := h.store.PeekHead(ctx, d.OrderID)
-	if errors.Is(err, workflow.ErrNotFound) {
-		log.Warn("deadline of an order that does not exist; dropped")
-		return 0, nil
-	}
-	if err != nil {
-		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
-		log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline not checked; it comes back"), slog.Any("error", err), slog.Duration("in", wait))
-		return wait, err
+	head, ok, wait, err := h.stillIn(ctx, rec, d, log, h.store.PeekHead)
+	if !ok {
+		return wait, err // the record left that phase (the usual case), or could not be read
 	}
 	if _, ok := trace.FromContext(ctx); !ok {
 		// A Deadline sent without a trace: the record keeps its order's.
 		ctx, log = trace.Join(ctx, log, trace.Stored(head.Trace))
-	}
-	if !inPhase(head, d) {
-		return 0, nil // the record left that phase: the usual case
 	}
 	now := h.clk.Now()
 	if early := head.CompleteBy.Sub(now); early > 0 {
@@ -96,18 +87,9 @@ func (h *Handler) deadline(ctx context.Context, rec events.SQSMessage, rep *Repo
 		return early, errNotDue
 	}
 	// The recovery decides on the whole record, read as it is now.
-	st, err := h.store.GetState(ctx, d.OrderID)
-	if errors.Is(err, workflow.ErrNotFound) {
-		log.Warn("deadline of an order that does not exist; dropped")
-		return 0, nil
-	}
-	if err != nil {
-		wait := queue.RedeliveryDelay(queue.ReceiveCount(rec))
-		log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline not checked; it comes back"), slog.Any("error", err), slog.Duration("in", wait))
+	st, ok, wait, err := h.stillIn(ctx, rec, d, log, h.store.GetState)
+	if !ok {
 		return wait, err
-	}
-	if !inPhase(st, d) {
-		return 0, nil
 	}
 	rep.Expired++
 	failed := rep.Failed
@@ -131,6 +113,24 @@ var (
 	errNotDue        = errors.New("deadline came before its CompleteBy")
 	errRecoverFailed = errors.New("recovery failed")
 )
+
+// stillIn reads d's record with read and reports whether it is still in
+// the phase d was sent for. A record that does not exist drops the
+// Deadline; a read that failed asks for it back after wait.
+func (h *Handler) stillIn(ctx context.Context, rec events.SQSMessage, d message.Deadline, log *slog.Logger,
+	read func(context.Context, string) (workflow.State, error)) (st workflow.State, ok bool, wait time.Duration, err error) {
+	st, err = read(ctx, d.OrderID)
+	switch {
+	case errors.Is(err, workflow.ErrNotFound):
+		log.Warn("deadline of an order that does not exist; dropped")
+		return st, false, 0, nil
+	case err != nil:
+		wait = queue.RedeliveryDelay(queue.ReceiveCount(rec))
+		log.Warn(actor.BatchItemFailed, slog.String("reason", "deadline not checked; it comes back"), slog.Any("error", err), slog.Duration("in", wait))
+		return st, false, wait, err
+	}
+	return st, inPhase(st, d), 0, nil
+}
 
 // inPhase reports whether st is still in the phase d was sent for.
 func inPhase(st workflow.State, d message.Deadline) bool {
